@@ -1,0 +1,247 @@
+/**
+ * The REAPI v2 `Directory` message and its canonical encoding. A tree's digest is the digest of its root
+ * `Directory`'s canonical bytes, so kiln's tree digests equal Bazel's and Pants's for the same tree.
+ *
+ * @since 0.1.0
+ */
+import { Either, Schema } from "effect"
+import * as Digest from "./Digest.js"
+import {
+  asBytes,
+  asString,
+  asVarint,
+  bytesEqual,
+  compareUtf8,
+  readFields,
+  WireError,
+  Writer
+} from "./internal/protobuf.js"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface FileNode {
+  readonly name: string
+  readonly digest: Digest.Digest
+  readonly isExecutable: boolean
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface DirectoryNode {
+  readonly name: string
+  readonly digest: Digest.Digest
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface SymlinkNode {
+  readonly name: string
+  readonly target: string
+}
+
+/**
+ * A canonical directory: each list sorted by name in UTF-8 byte order, names valid and unique across all three.
+ * Build one with {@link make}; {@link decode} returns only canonical ones.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Directory {
+  readonly files: ReadonlyArray<FileNode>
+  readonly directories: ReadonlyArray<DirectoryNode>
+  readonly symlinks: ReadonlyArray<SymlinkNode>
+}
+
+/**
+ * @since 0.1.0
+ * @category constants
+ */
+export const empty: Directory = { files: [], directories: [], symlinks: [] }
+
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidDirectory extends Schema.TaggedError<InvalidDirectory>("kiln/InvalidDirectory")(
+  "InvalidDirectory",
+  { reason: Schema.String, digest: Schema.optional(Schema.String) }
+) {
+  override get message(): string {
+    return this.digest === undefined
+      ? `invalid directory: ${this.reason}`
+      : `invalid directory ${this.digest}: ${this.reason}`
+  }
+}
+
+/**
+ * Why a path component is not a valid entry name, or `undefined` when it is.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const invalidNameReason = (name: string): string | undefined => {
+  if (name.length === 0) return "an entry name is empty"
+  if (name === "." || name === "..") return `entry name \`${name}\` is not allowed`
+  if (name.includes("/")) return `entry name \`${name}\` contains \`/\``
+  if (name.includes("\0")) return `entry name ${JSON.stringify(name)} contains NUL`
+  if (!name.isWellFormed()) return `entry name ${JSON.stringify(name)} is not valid Unicode`
+  return undefined
+}
+
+const byName = (a: { readonly name: string }, b: { readonly name: string }) => compareUtf8(a.name, b.name)
+
+/**
+ * Sorts and validates entries into a canonical `Directory`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (entries: {
+  readonly files?: ReadonlyArray<FileNode>
+  readonly directories?: ReadonlyArray<DirectoryNode>
+  readonly symlinks?: ReadonlyArray<SymlinkNode>
+}): Either.Either<Directory, InvalidDirectory> => {
+  const dir: Directory = {
+    files: [...(entries.files ?? [])].sort(byName),
+    directories: [...(entries.directories ?? [])].sort(byName),
+    symlinks: [...(entries.symlinks ?? [])].sort(byName)
+  }
+  const reason = validate(dir)
+  return reason === undefined ? Either.right(dir) : Either.left(new InvalidDirectory({ reason }))
+}
+
+const validate = (dir: Directory): string | undefined => {
+  const seen = new Set<string>()
+  for (const list of [dir.files, dir.directories, dir.symlinks] as const) {
+    let previous: string | undefined
+    for (const node of list) {
+      const bad = invalidNameReason(node.name)
+      if (bad !== undefined) return bad
+      if (previous !== undefined && compareUtf8(previous, node.name) >= 0) {
+        return `entries are not sorted by name: \`${previous}\` before \`${node.name}\``
+      }
+      if (seen.has(node.name)) return `entry name \`${node.name}\` is used twice`
+      seen.add(node.name)
+      previous = node.name
+    }
+  }
+  for (const link of dir.symlinks) {
+    if (link.target.length === 0) return `symlink \`${link.name}\` has an empty target`
+    if (!link.target.isWellFormed() || link.target.includes("\0")) {
+      return `symlink \`${link.name}\` has an invalid target`
+    }
+  }
+  return undefined
+}
+
+/** @internal */
+export const writeDigest = (w: Writer, d: Digest.Digest): void => {
+  if (d.hash.length > 0) w.stringField(1, d.hash)
+  if (d.sizeBytes !== 0) w.varintField(2, d.sizeBytes)
+}
+
+/**
+ * Canonical protobuf bytes: fields in number order, defaults omitted, no empty sub-messages.
+ *
+ * @since 0.1.0
+ * @category encoding
+ */
+export const encode = (dir: Directory): Uint8Array => {
+  const w = new Writer()
+  for (const f of dir.files) {
+    w.messageField(1, (n) => {
+      n.stringField(1, f.name)
+      n.messageField(2, (d) => writeDigest(d, f.digest))
+      if (f.isExecutable) n.varintField(4, 1)
+    })
+  }
+  for (const d of dir.directories) {
+    w.messageField(2, (n) => {
+      n.stringField(1, d.name)
+      n.messageField(2, (m) => writeDigest(m, d.digest))
+    })
+  }
+  for (const s of dir.symlinks) {
+    w.messageField(3, (n) => {
+      n.stringField(1, s.name)
+      n.stringField(2, s.target)
+    })
+  }
+  return w.finish()
+}
+
+/**
+ * The directory's digest: the digest of its canonical encoding.
+ *
+ * @since 0.1.0
+ * @category encoding
+ */
+export const digestOf = (dir: Directory): Digest.Digest => Digest.ofBytes(encode(dir))
+
+/** @internal */
+export const readDigest = (bytes: Uint8Array): Digest.Digest => {
+  let hash = ""
+  let sizeBytes = 0
+  for (const f of readFields(bytes)) {
+    if (f.field === 1) hash = asString(f)
+    else if (f.field === 2) sizeBytes = asVarint(f)
+    else throw new WireError(`unknown Digest field ${f.field}`)
+  }
+  const parsed = Digest.parse(`${hash}/${sizeBytes}`)
+  if (Either.isLeft(parsed)) throw new WireError(parsed.left.reason)
+  return parsed.right
+}
+
+const decodeNode = (bytes: Uint8Array, kind: 1 | 2 | 3): FileNode | DirectoryNode | SymlinkNode => {
+  let name = ""
+  let digest: Digest.Digest | undefined
+  let target = ""
+  let isExecutable = false
+  for (const f of readFields(bytes)) {
+    if (f.field === 1) name = asString(f)
+    else if (f.field === 2 && kind !== 3) digest = readDigest(asBytes(f))
+    else if (f.field === 2 && kind === 3) target = asString(f)
+    else if (f.field === 4 && kind === 1) isExecutable = asVarint(f) === 1
+    else throw new WireError(`unsupported field ${f.field} in a ${["file", "directory", "symlink"][kind - 1]} node`)
+  }
+  if (kind === 3) return { name, target }
+  if (digest === undefined) throw new WireError(`entry \`${name}\` has no digest`)
+  return kind === 1 ? { name, digest, isExecutable } : { name, digest }
+}
+
+/**
+ * Decodes a `Directory`, refusing anything that is not exactly its canonical encoding (unknown fields, defaults
+ * written out, unsorted or duplicate names): such bytes would give one tree two digests.
+ *
+ * @since 0.1.0
+ * @category encoding
+ */
+export const decode = (bytes: Uint8Array): Either.Either<Directory, InvalidDirectory> => {
+  try {
+    const files: Array<FileNode> = []
+    const directories: Array<DirectoryNode> = []
+    const symlinks: Array<SymlinkNode> = []
+    for (const f of readFields(bytes)) {
+      if (f.field === 1) files.push(decodeNode(asBytes(f), 1) as FileNode)
+      else if (f.field === 2) directories.push(decodeNode(asBytes(f), 2) as DirectoryNode)
+      else if (f.field === 3) symlinks.push(decodeNode(asBytes(f), 3) as SymlinkNode)
+      else throw new WireError(`unsupported Directory field ${f.field}`)
+    }
+    const dir: Directory = { files, directories, symlinks }
+    const reason = validate(dir)
+    if (reason !== undefined) return Either.left(new InvalidDirectory({ reason }))
+    if (!bytesEqual(encode(dir), bytes)) {
+      return Either.left(new InvalidDirectory({ reason: "the encoding is not canonical" }))
+    }
+    return Either.right(dir)
+  } catch (e) {
+    if (e instanceof WireError) return Either.left(new InvalidDirectory({ reason: e.message }))
+    throw e
+  }
+}

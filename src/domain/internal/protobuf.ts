@@ -1,0 +1,167 @@
+/**
+ * A minimal protobuf wire-format writer and a strict reader, enough for the REAPI messages kiln hashes.
+ * Canonical form is the writer's job (callers emit fields in number order and skip defaults); the reader only
+ * tokenizes and refuses anything a canonical writer would never produce (non-minimal varints, wrong wire types).
+ *
+ * @internal
+ */
+
+const textEncoder = new TextEncoder()
+const textDecoder = new TextDecoder("utf-8", { fatal: true })
+
+/** @internal */
+export class Writer {
+  private buf: Uint8Array = new Uint8Array(256)
+  private len = 0
+
+  private reserve(n: number): void {
+    if (this.len + n <= this.buf.length) return
+    let size = this.buf.length * 2
+    while (size < this.len + n) size *= 2
+    const next = new Uint8Array(size)
+    next.set(this.buf.subarray(0, this.len))
+    this.buf = next
+  }
+
+  varint(value: number): this {
+    // Sizes fit in 2^53; division keeps precision where bit operators would truncate to 32 bits.
+    this.reserve(10)
+    let v = value
+    while (v >= 0x80) {
+      this.buf[this.len++] = (v % 0x80) | 0x80
+      v = Math.floor(v / 0x80)
+    }
+    this.buf[this.len++] = v
+    return this
+  }
+
+  tag(field: number, wireType: 0 | 2): this {
+    return this.varint(field * 8 + wireType)
+  }
+
+  bytesField(field: number, bytes: Uint8Array): this {
+    this.tag(field, 2).varint(bytes.length)
+    this.reserve(bytes.length)
+    this.buf.set(bytes, this.len)
+    this.len += bytes.length
+    return this
+  }
+
+  stringField(field: number, value: string): this {
+    return this.bytesField(field, textEncoder.encode(value))
+  }
+
+  varintField(field: number, value: number): this {
+    return this.tag(field, 0).varint(value)
+  }
+
+  messageField(field: number, write: (w: Writer) => void): this {
+    const inner = new Writer()
+    write(inner)
+    return this.bytesField(field, inner.finish())
+  }
+
+  finish(): Uint8Array {
+    return this.buf.slice(0, this.len)
+  }
+}
+
+/** @internal */
+export type Field =
+  | { readonly field: number; readonly wireType: 0; readonly value: number }
+  | { readonly field: number; readonly wireType: 2; readonly bytes: Uint8Array }
+
+/** @internal */
+export class WireError extends Error {}
+
+const readVarint = (bytes: Uint8Array, start: number): [number, number] => {
+  let value = 0
+  let scale = 1
+  let pos = start
+  for (;;) {
+    if (pos >= bytes.length) throw new WireError("truncated varint")
+    const b = bytes[pos++]!
+    value += (b & 0x7f) * scale
+    if (b < 0x80) {
+      if (b === 0 && pos - start > 1) throw new WireError("non-minimal varint")
+      if (!Number.isSafeInteger(value)) throw new WireError("varint out of range")
+      return [value, pos]
+    }
+    scale *= 0x80
+    if (pos - start >= 10) throw new WireError("varint too long")
+  }
+}
+
+/** @internal */
+export const readFields = (bytes: Uint8Array): Array<Field> => {
+  const fields: Array<Field> = []
+  let pos = 0
+  while (pos < bytes.length) {
+    const [key, afterKey] = readVarint(bytes, pos)
+    const field = Math.floor(key / 8)
+    const wireType = key % 8
+    if (field === 0) throw new WireError("field number 0")
+    if (wireType === 0) {
+      const [value, next] = readVarint(bytes, afterKey)
+      fields.push({ field, wireType, value })
+      pos = next
+    } else if (wireType === 2) {
+      const [length, start] = readVarint(bytes, afterKey)
+      if (start + length > bytes.length) throw new WireError("truncated length-delimited field")
+      fields.push({ field, wireType, bytes: bytes.subarray(start, start + length) })
+      pos = start + length
+    } else {
+      throw new WireError(`unsupported wire type ${wireType} for field ${field}`)
+    }
+  }
+  return fields
+}
+
+/** @internal */
+export const asString = (f: Field): string => {
+  if (f.wireType !== 2) throw new WireError(`field ${f.field} must be length-delimited`)
+  try {
+    return textDecoder.decode(f.bytes)
+  } catch {
+    throw new WireError(`field ${f.field} is not valid UTF-8`)
+  }
+}
+
+/** @internal */
+export const asBytes = (f: Field): Uint8Array => {
+  if (f.wireType !== 2) throw new WireError(`field ${f.field} must be length-delimited`)
+  return f.bytes
+}
+
+/** @internal */
+export const asVarint = (f: Field): number => {
+  if (f.wireType !== 0) throw new WireError(`field ${f.field} must be a varint`)
+  return f.value
+}
+
+/** @internal */
+export const bytesEqual = (a: Uint8Array, b: Uint8Array): boolean => {
+  if (a.length !== b.length) return false
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false
+  return true
+}
+
+/**
+ * Orders strings by their UTF-8 bytes, which is code-point order. JavaScript's default sort compares UTF-16
+ * code units and disagrees for astral characters against U+E000..U+FFFF.
+ *
+ * @internal
+ */
+export const compareUtf8 = (a: string, b: string): number => {
+  const n = Math.min(a.length, b.length)
+  for (let i = 0; i < n; i++) {
+    const x = a.charCodeAt(i)
+    const y = b.charCodeAt(i)
+    if (x === y) continue
+    if (x >= 0xd800 && x <= 0xdfff && y >= 0xd800 && y <= 0xdfff) return x - y
+    if (x >= 0xd800 && x <= 0xdfff) return y >= 0xe000 ? 1 : x - y
+    if (y >= 0xd800 && y <= 0xdfff) return x >= 0xe000 ? -1 : x - y
+    return x - y
+  }
+  return a.length - b.length
+}

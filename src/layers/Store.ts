@@ -1,0 +1,359 @@
+/**
+ * The content-addressed store: file blobs, REAPI `Directory` protos and the action cache, each on sharded LMDB
+ * under one root, plus large files kept outside LMDB so they can be hard-linked. Many kiln processes share one store
+ * on disk at once.
+ *
+ * @since 0.1.0
+ */
+import { Context, Effect, Layer, Option, type Scope } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import * as Digest from "../domain/Digest.js"
+import type * as Directory from "../domain/Directory.js"
+import { StoreConfigConflict, StoreError } from "../domain/StoreErrors.js"
+import * as Capture from "./internal/capture.js"
+import * as Core from "./internal/core.js"
+import { errnoOf, ioError } from "./internal/errno.js"
+import * as LargeFiles from "./internal/largeFiles.js"
+import * as Maintenance from "./internal/maintenance.js"
+import * as Materialize from "./internal/materialize.js"
+import * as Sharded from "./internal/shardedLmdb.js"
+import * as Snapshot from "./internal/snapshot.js"
+
+const GiB = 1024 * 1024 * 1024
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** Default `$XDG_CACHE_HOME/kiln/store`, else `~/.cache/kiln/store`. */
+  readonly root: string
+  /** Shards per store, a power of two up to 256. Fixed when the store is created. Default 16. */
+  readonly shardCount: number
+  /**
+   * LMDB reader-table slots per environment. The first process to open an environment fixes it for every process,
+   * so every kiln process (the sandboxer too) must pass the same value. Default 4096.
+   */
+  readonly maxReaders: number
+  /** Map size per shard, in bytes (address space, not disk: LMDB files grow as they fill). */
+  readonly filesMapSize: number
+  readonly directoriesMapSize: number
+  readonly actionsMapSize: number
+  /** How long an entry stored or used by a run is protected from GC. Default 2 h. */
+  readonly leaseTimeMs: number
+  /** The size `gc` shrinks the store to when no target is given. Default 20 GiB. */
+  readonly maxSizeBytes: number
+}
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const defaultRoot = (env: NodeJS.ProcessEnv = process.env): string =>
+  env.KILN_STORE_DIR !== undefined && env.KILN_STORE_DIR !== ""
+    ? path.resolve(env.KILN_STORE_DIR)
+    : path.join(
+      env.XDG_CACHE_HOME !== undefined && path.isAbsolute(env.XDG_CACHE_HOME)
+        ? env.XDG_CACHE_HOME
+        : path.join(os.homedir(), ".cache"),
+      "kiln",
+      "store"
+    )
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const defaultOptions = (overrides: Partial<Options> = {}): Options => ({
+  root: defaultRoot(),
+  shardCount: 16,
+  maxReaders: 4096,
+  filesMapSize: 16 * GiB,
+  directoriesMapSize: 4 * GiB,
+  actionsMapSize: 4 * GiB,
+  leaseTimeMs: 2 * 60 * 60 * 1000,
+  maxSizeBytes: 20 * GiB,
+  ...overrides
+})
+
+/**
+ * Where a tree's entries go on disk.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface TreeEntry {
+  readonly path: string
+  readonly type: "file" | "directory" | "symlink"
+  readonly digest?: Digest.Digest
+  readonly isExecutable?: boolean
+  readonly target?: string
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type CheckReport = Maintenance.CheckReport
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type GcReport = Maintenance.GcReport
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Stats = Maintenance.Stats
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Service {
+  readonly options: Options
+  /** Stores file contents; with `expected`, fails with `DigestMismatch` unless the bytes hash to it. */
+  readonly putFile: (bytes: Uint8Array, expected?: Digest.Digest) => Effect.Effect<Digest.Digest, StoreError>
+  readonly putFiles: (blobs: ReadonlyArray<Uint8Array>) => Effect.Effect<Array<Digest.Digest>, StoreError>
+  /** Stores a file from disk, streaming it when it is large. */
+  readonly putFilePath: (file: string) => Effect.Effect<Digest.Digest, StoreError>
+  /** A file's bytes, checked against the digest; corrupt bytes are removed and reported missing. */
+  readonly getFile: (digest: Digest.Digest) => Effect.Effect<Uint8Array, Digest.MissingDigest | StoreError>
+  readonly putDirectory: (dir: Directory.Directory) => Effect.Effect<Digest.Digest, StoreError>
+  readonly getDirectory: (
+    digest: Digest.Digest
+  ) => Effect.Effect<Directory.Directory, Digest.MissingDigest | StoreError>
+  readonly hasFile: (digest: Digest.Digest) => Effect.Effect<boolean, StoreError>
+  readonly hasDirectory: (digest: Digest.Digest) => Effect.Effect<boolean, StoreError>
+  /** Removes a digest from the file and directory stores; true when something was removed. */
+  readonly remove: (digest: Digest.Digest) => Effect.Effect<boolean, StoreError>
+  /** Extends the leases of a tree's directories and files (those present). */
+  readonly leaseTree: (root: Digest.Digest) => Effect.Effect<void, Digest.MissingDigest | StoreError>
+  /** Fails with `MissingDigest` naming the first blob of the tree (directory or file) that is absent. */
+  readonly ensureDownloaded: (root: Digest.Digest) => Effect.Effect<void, Digest.MissingDigest | StoreError>
+  /** Every entry of a tree, depth first, in name order. */
+  readonly listTree: (root: Digest.Digest) => Effect.Effect<Array<TreeEntry>, Digest.MissingDigest | StoreError>
+  readonly getActionResult: (actionDigest: Digest.Digest) => Effect.Effect<Option.Option<Uint8Array>, StoreError>
+  /** Stores (or replaces) the result of an action. */
+  readonly putActionResult: (actionDigest: Digest.Digest, payload: Uint8Array) => Effect.Effect<void, StoreError>
+  readonly removeActionResult: (actionDigest: Digest.Digest) => Effect.Effect<boolean, StoreError>
+  /** Snapshots a directory (filtered by globs relative to it; `!` excludes) into the store. */
+  readonly snapshot: (dir: string, globs?: ReadonlyArray<string>) => Effect.Effect<Digest.Digest, StoreError>
+  /** Writes a tree onto disk. */
+  readonly materialize: (
+    digest: Digest.Digest,
+    destination: string,
+    options?: Materialize.MaterializeOptions
+  ) => Effect.Effect<void, Digest.MissingDigest | StoreError>
+  /** Captures the declared outputs under `root` (absent ones are left out) into a tree. */
+  readonly capture: (root: string, outputs: Capture.Outputs) => Effect.Effect<Digest.Digest, StoreError>
+  readonly check: (options?: { readonly repair?: boolean }) => Effect.Effect<CheckReport, StoreError>
+  readonly gc: (options?: { readonly targetSizeBytes?: number }) => Effect.Effect<GcReport, StoreError>
+  readonly stats: Effect.Effect<Stats, StoreError>
+}
+
+/**
+ * @since 0.1.0
+ * @category tags
+ */
+export class Store extends Context.Tag("kiln/Store")<Store, Service>() {}
+
+const LAYOUT = "kiln-store.json"
+const FORMAT = 1
+
+interface Layout {
+  readonly format: number
+  readonly shardCount: number
+}
+
+/**
+ * The store records its layout on creation; opening it with another shard count would look for every digest in
+ * the wrong shard, so it is refused. Two creators racing agree through `link`, which never replaces.
+ */
+const ensureLayout = (root: string, shardCount: number): Effect.Effect<void, StoreError | StoreConfigConflict> =>
+  Effect.suspend((): Effect.Effect<void, StoreError | StoreConfigConflict> => {
+    const file = path.join(root, LAYOUT)
+    const read = (): Layout | undefined => {
+      try {
+        return JSON.parse(fs.readFileSync(file, "utf8")) as Layout
+      } catch (e) {
+        if (errnoOf(e) === "ENOENT") return undefined
+        throw e
+      }
+    }
+    try {
+      fs.mkdirSync(root, { recursive: true })
+      let layout = read()
+      if (layout === undefined) {
+        const tmp = `${file}.${process.pid}.${Date.now()}.tmp`
+        fs.writeFileSync(tmp, JSON.stringify({ format: FORMAT, shardCount }) + "\n", { mode: 0o644 })
+        try {
+          fs.linkSync(tmp, file)
+        } catch (e) {
+          if (errnoOf(e) !== "EEXIST") throw e
+        } finally {
+          fs.unlinkSync(tmp)
+        }
+        layout = read()!
+      }
+      if (layout.format !== FORMAT) {
+        return Effect.fail(
+          new StoreError({ reason: "Unsupported", detail: `unknown store format ${layout.format}`, path: file })
+        )
+      }
+      if (layout.shardCount !== shardCount) {
+        return Effect.fail(
+          new StoreConfigConflict({
+            path: root,
+            setting: "shardCount",
+            existing: String(layout.shardCount),
+            requested: String(shardCount)
+          })
+        )
+      }
+      return Effect.void
+    } catch (e) {
+      return Effect.fail(
+        e instanceof SyntaxError
+          ? new StoreError({ reason: "Corrupt", detail: "the layout file is not valid JSON", path: file })
+          : ioError(root, "cannot open the store")(e)
+      )
+    }
+  })
+
+const missing = (digest: Digest.Digest, kind: "file" | "directory") => new Digest.MissingDigest({ digest, kind })
+
+/**
+ * Opens the store; its LMDB environments are shared with every other Store open in this process on the same files,
+ * and released when the scope closes.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (
+  options: Partial<Options> = {}
+): Effect.Effect<Service, StoreError | StoreConfigConflict, Scope.Scope> =>
+  Effect.gen(function*() {
+    const opts = defaultOptions(options)
+    if (!Sharded.isPowerOfTwo(opts.shardCount)) {
+      return yield* new StoreError({
+        reason: "Unsupported",
+        detail: `the shard count must be a power of two from 1 to 256, got ${opts.shardCount}`
+      })
+    }
+    const root = path.resolve(opts.root)
+    yield* ensureLayout(root, opts.shardCount)
+    const settings = (mapSize: number) => ({ mapSize, maxReaders: opts.maxReaders })
+    const core: Core.Core = {
+      root,
+      files: yield* Sharded.open(root, "files", opts.shardCount, settings(opts.filesMapSize)),
+      directories: yield* Sharded.open(root, "directories", opts.shardCount, settings(opts.directoriesMapSize)),
+      actions: yield* Sharded.open(root, "actions", opts.shardCount, settings(opts.actionsMapSize)),
+      large: LargeFiles.make(root),
+      leaseTimeMs: opts.leaseTimeMs
+    }
+    const getDirectory = (digest: Digest.Digest) =>
+      Effect.flatMap(
+        Core.getDirectory(core, digest),
+        Option.match({ onNone: () => Effect.fail(missing(digest, "directory")), onSome: Effect.succeed })
+      )
+    const service: Service = {
+      options: { ...opts, root },
+      putFile: (bytes, expected) =>
+        Effect.map(Core.putFiles(core, [bytes], expected === undefined ? undefined : [expected]), (d) => d[0]!),
+      putFiles: (blobs) => Core.putFiles(core, blobs),
+      putFilePath: (file) =>
+        Effect.flatMap(
+          Effect.try({ try: () => fs.statSync(file), catch: ioError(file, "cannot store") }),
+          (st) =>
+            st.size >= LargeFiles.THRESHOLD
+              ? LargeFiles.putFromPath(core.large, file, Core.leaseUntil(core), core.leaseTimeMs)
+              : Effect.flatMap(
+                Effect.try({ try: () => fs.readFileSync(file), catch: ioError(file, "cannot read") }),
+                (bytes) => Effect.map(Core.putFiles(core, [bytes]), (d) => d[0]!)
+              )
+        ),
+      getFile: (digest) =>
+        Effect.flatMap(
+          Core.getFile(core, digest),
+          Option.match({ onNone: () => Effect.fail(missing(digest, "file")), onSome: Effect.succeed })
+        ),
+      putDirectory: (dir) => Effect.map(Core.putDirectories(core, [dir]), (d) => d[0]!),
+      getDirectory,
+      hasFile: (digest) => Core.hasFile(core, digest),
+      hasDirectory: (digest) => Core.hasDirectory(core, digest),
+      remove: (digest) =>
+        Effect.map(
+          Effect.all([Core.removeFile(core, digest), Core.removeDirectory(core, digest)]),
+          ([a, b]) => a || b
+        ),
+      leaseTree: (root) =>
+        Effect.gen(function*() {
+          const dirs: Array<string> = []
+          const small: Array<string> = []
+          const large: Array<string> = []
+          yield* Core.walkTree(core, root, (_, dir) => {
+            for (const d of dir.directories) if (!Digest.isEmpty(d.digest)) dirs.push(d.digest.hash)
+            for (const f of dir.files) {
+              if (Digest.isEmpty(f.digest)) continue
+              if (f.digest.sizeBytes >= LargeFiles.THRESHOLD) large.push(f.digest.hash)
+              else small.push(f.digest.hash)
+            }
+          })
+          if (!Digest.isEmpty(root)) dirs.push(root.hash)
+          const until = Core.leaseUntil(core)
+          yield* Sharded.lease(core.directories, dirs, until, core.leaseTimeMs)
+          yield* Sharded.lease(core.files, small, until, core.leaseTimeMs)
+          yield* Effect.forEach(large, (h) => LargeFiles.lease(core.large, h, until, core.leaseTimeMs), {
+            discard: true
+          })
+        }),
+      ensureDownloaded: (root) => Core.ensureDownloaded(core, root),
+      listTree: (root) =>
+        Effect.gen(function*() {
+          const out: Array<TreeEntry> = []
+          const go = (prefix: string, digest: Digest.Digest): Effect.Effect<void, Digest.MissingDigest | StoreError> =>
+            Effect.gen(function*() {
+              const dir = yield* getDirectory(digest)
+              const join = (name: string) => prefix === "" ? name : `${prefix}/${name}`
+              const names = [
+                ...dir.files.map((f) => ({ name: f.name, f })),
+                ...dir.directories.map((d) => ({ name: d.name, d })),
+                ...dir.symlinks.map((s) => ({ name: s.name, s }))
+              ].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+              for (const n of names) {
+                if ("f" in n) {
+                  out.push({ path: join(n.name), type: "file", digest: n.f.digest, isExecutable: n.f.isExecutable })
+                } else if ("d" in n) {
+                  out.push({ path: join(n.name), type: "directory", digest: n.d.digest })
+                  yield* go(join(n.name), n.d.digest)
+                } else {
+                  out.push({ path: join(n.name), type: "symlink", target: n.s.target })
+                }
+              }
+            })
+          yield* go("", root)
+          return out
+        }),
+      getActionResult: (actionDigest) => Core.getActionResult(core, actionDigest),
+      putActionResult: (actionDigest, payload) => Core.putActionResult(core, actionDigest, payload),
+      removeActionResult: (actionDigest) =>
+        Effect.map(Sharded.removeBatch(core.actions, [actionDigest.hash]), (r) => r.length > 0),
+      snapshot: (dir, globs) => Snapshot.snapshot(core, dir, globs),
+      materialize: (digest, destination, options) => Materialize.materialize(core, digest, destination, options),
+      capture: (root, outputs) => Capture.capture(core, root, outputs),
+      check: (options) => Maintenance.check(core, options?.repair ?? false),
+      gc: (options) => Maintenance.gc(core, options?.targetSizeBytes ?? opts.maxSizeBytes),
+      stats: Maintenance.stats(core, opts.shardCount)
+    }
+    return service
+  })
+
+/**
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options: Partial<Options> = {}): Layer.Layer<Store, StoreError | StoreConfigConflict> =>
+  Layer.scoped(Store, make(options))

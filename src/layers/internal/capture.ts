@@ -1,0 +1,107 @@
+/**
+ * Captures the declared outputs of a finished process into the store. Outputs that were not created are left out;
+ * symlinks stay symlinks; a declared file that turned out to be a directory (or the reverse) is an error naming it.
+ *
+ * @internal
+ */
+import { Effect } from "effect"
+import * as path from "node:path"
+import type * as Digest from "../../domain/Digest.js"
+import { StoreError } from "../../domain/StoreErrors.js"
+import type * as Core from "./core.js"
+import * as Snapshot from "./snapshot.js"
+import * as Tree from "./tree.js"
+
+/** @internal */
+export interface Outputs {
+  readonly outputFiles: ReadonlyArray<string>
+  readonly outputDirectories: ReadonlyArray<string>
+}
+
+/**
+ * Splits a declared output path into segments, refusing absolute paths and `..`: outputs live inside the sandbox.
+ *
+ * @internal
+ */
+export const segmentsOf = (declared: string): Array<string> | undefined => {
+  if (declared.startsWith("/")) return undefined
+  const normal = path.posix.normalize(declared.replace(/\/+$/, ""))
+  if (normal === "." || normal === "") return []
+  const segments = normal.split("/")
+  return segments.includes("..") ? undefined : segments
+}
+
+const graft = (tree: Tree.Node, parents: ReadonlyArray<string>, holder: Tree.Node, declared: string, root: string) => {
+  const parent = Tree.dirAt(tree, parents)
+  if (parent === undefined) {
+    return Effect.fail(
+      new StoreError({
+        reason: "Unsupported",
+        detail: `output \`${declared}\` lies under another output that is not a directory`,
+        path: root
+      })
+    )
+  }
+  for (const [k, v] of holder.files) parent.files.set(k, v)
+  for (const [k, v] of holder.dirs) parent.dirs.set(k, v)
+  for (const [k, v] of holder.symlinks) parent.symlinks.set(k, v)
+  return Effect.void
+}
+
+/** @internal */
+export const capture = (
+  core: Core.Core,
+  root: string,
+  outputs: Outputs
+): Effect.Effect<Digest.Digest, StoreError> =>
+  Effect.gen(function*() {
+    const w = Snapshot.newWalk(core)
+    const tree = Tree.node()
+    const parse = (declared: string) => {
+      const segments = segmentsOf(declared)
+      return segments === undefined
+        ? Effect.fail(
+          new StoreError({
+            reason: "Unsupported",
+            detail: `output path \`${declared}\` escapes the sandbox`,
+            path: root
+          })
+        )
+        : Effect.succeed(segments)
+    }
+    const dirs = [...outputs.outputDirectories].sort((a, b) => a.length - b.length)
+    const captured: Array<string> = []
+    const covered = (segments: ReadonlyArray<string>) => {
+      const p = segments.join("/")
+      return captured.some((d) => d === "" || p === d || p.startsWith(`${d}/`))
+    }
+    for (const declared of dirs) {
+      const segments = yield* parse(declared)
+      if (covered(segments)) continue
+      if (segments.length === 0) {
+        yield* Snapshot.readDirectoryInto(w, root, tree)
+        captured.push("")
+        continue
+      }
+      const holder = Tree.node()
+      const name = segments[segments.length - 1]!
+      if (yield* Snapshot.readEntry(w, path.join(root, ...segments), holder, name, "directory")) {
+        yield* graft(tree, segments.slice(0, -1), holder, declared, root)
+        captured.push(segments.join("/"))
+      }
+    }
+    for (const declared of outputs.outputFiles) {
+      const segments = yield* parse(declared)
+      if (segments.length === 0) {
+        return yield* new StoreError({ reason: "Unsupported", detail: "an output file path is empty", path: root })
+      }
+      if (covered(segments)) continue
+      const holder = Tree.node()
+      const name = segments[segments.length - 1]!
+      if (yield* Snapshot.readEntry(w, path.join(root, ...segments), holder, name, "file")) {
+        yield* graft(tree, segments.slice(0, -1), holder, declared, root)
+      }
+    }
+    yield* Snapshot.flushWalk(w)
+    return yield* Tree.finish(core, tree)
+  })

@@ -1,0 +1,182 @@
+/**
+ * The process-wide registry of LMDB environments. LMDB forbids opening one environment twice in a process: closing
+ * either copy drops the process's POSIX locks on `lock.mdb`, and another process can then write the same shard at
+ * the same time (Pants shipped that corruption). lmdb-js shares the native environment by inode, but two JS handles
+ * see each other's writes only a turn later and it does not refuse conflicting options, so kiln hands out one
+ * handle per environment, counted, keyed by the lock file's `(dev, ino)` so that symlinked and relative paths to the
+ * same store meet in one entry.
+ *
+ * @internal
+ */
+import { Effect, type Scope } from "effect"
+import type * as Lmdb from "lmdb"
+import type { Database, RootDatabase } from "lmdb"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { StoreConfigConflict, StoreError } from "../../domain/StoreErrors.js"
+import { describeErrno, errnoOf } from "./errno.js"
+
+/** @internal */
+export interface EnvSettings {
+  readonly mapSize: number
+  readonly maxReaders: number
+}
+
+/** @internal */
+export interface SharedEnv {
+  readonly key: string
+  readonly path: string
+  readonly env: RootDatabase<Buffer, Buffer>
+  /** Digest hash (32 bytes) → the entry's bytes. */
+  readonly content: Database<Buffer, Buffer>
+  /** Digest hash (32 bytes) → `[leasedUntilMs: f64, size: f64]`. Written in the same transaction as the content. */
+  readonly leases: Database<Buffer, Buffer>
+  readonly settings: EnvSettings
+  refs: number
+}
+
+/** @internal */
+export const MDB_READERS_FULL = -30790
+
+type Registry = Map<string, SharedEnv>
+const registryKey = Symbol.for("kiln/lmdbEnvs")
+// On globalThis, so that two copies of this module in one process (a bundle beside the tsc build) still share it.
+const registry: Registry = ((globalThis as any)[registryKey] ??= new Map()) as Registry
+
+let lmdb: typeof Lmdb | undefined
+const loadLmdb = Effect.promise(async () => (lmdb ??= await import("lmdb")))
+
+const lockKey = (dir: string): string | undefined => {
+  try {
+    // stat, never open: closing any descriptor of lock.mdb would drop this process's LMDB locks on it.
+    const st = fs.statSync(path.join(dir, "lock.mdb"), { bigint: true })
+    return `${st.dev}:${st.ino}`
+  } catch (e) {
+    if (errnoOf(e) === "ENOENT") return undefined
+    throw e
+  }
+}
+
+/** @internal */
+export const registrySize = (): number => registry.size
+
+const lmdbError = (dir: string, action: string) => (e: unknown) =>
+  new StoreError({ reason: "Lmdb", detail: `${action}: ${describeErrno(e)}`, path: dir })
+
+/**
+ * Acquires the shared environment for `dir`, opening it on first use; released with the scope. A second acquirer
+ * that asks for other settings fails with `StoreConfigConflict`.
+ *
+ * @internal
+ */
+export const acquire = (
+  dir: string,
+  settings: EnvSettings
+): Effect.Effect<SharedEnv, StoreError | StoreConfigConflict, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.flatMap(loadLmdb, ({ open }) =>
+      Effect.suspend((): Effect.Effect<SharedEnv, StoreError | StoreConfigConflict> => {
+        let existingKey: string | undefined
+        try {
+          fs.mkdirSync(dir, { recursive: true })
+          existingKey = lockKey(dir)
+        } catch (e) {
+          return Effect.fail(lmdbError(dir, "cannot prepare the LMDB directory")(e))
+        }
+        const existing = existingKey === undefined ? undefined : registry.get(existingKey)
+        if (existing !== undefined) {
+          for (const setting of ["mapSize", "maxReaders"] as const) {
+            if (existing.settings[setting] !== settings[setting]) {
+              return Effect.fail(
+                new StoreConfigConflict({
+                  path: dir,
+                  setting,
+                  existing: String(existing.settings[setting]),
+                  requested: String(settings[setting])
+                })
+              )
+            }
+          }
+          existing.refs++
+          return Effect.succeed(existing)
+        }
+        return Effect.try({
+          try: () => {
+            const env = open<Buffer, Buffer>({
+              path: dir,
+              noSubdir: false,
+              mapSize: settings.mapSize,
+              maxReaders: settings.maxReaders,
+              maxDbs: 4,
+              encoding: "binary",
+              keyEncoding: "binary",
+              compression: false,
+              cache: false
+            })
+            // lmdb-js checks at open too; kiln does it explicitly because it is the promise users rely on.
+            env.readerCheck()
+            const content = env.openDB<Buffer, Buffer>({ name: "content", encoding: "binary", keyEncoding: "binary" })
+            const leases = env.openDB<Buffer, Buffer>({ name: "leases", encoding: "binary", keyEncoding: "binary" })
+            const key = lockKey(dir)!
+            const shared: SharedEnv = { key, path: dir, env, content, leases, settings, refs: 1 }
+            registry.set(key, shared)
+            return shared
+          },
+          catch: lmdbError(dir, "cannot open the LMDB environment")
+        })
+      })),
+    (shared) =>
+      Effect.suspend(() => {
+        shared.refs--
+        if (shared.refs > 0) {
+          return Effect.void
+        }
+        registry.delete(shared.key)
+        return Effect.promise(async () => {
+          await shared.env.flushed
+          await shared.env.close()
+        })
+      })
+  )
+
+/**
+ * Runs a read, and when LMDB's reader table is full, clears stale slots (readers whose process died) and tries
+ * once more. A table still full after that is a typed error that says how to clear it.
+ *
+ * @internal
+ */
+export const read = <A>(shared: SharedEnv, f: () => A): Effect.Effect<A, StoreError> =>
+  Effect.suspend(() => {
+    try {
+      return Effect.succeed(f())
+    } catch (e) {
+      if (!isReadersFull(e)) return Effect.fail(lmdbError(shared.path, "read failed")(e))
+    }
+    try {
+      shared.env.readerCheck()
+      return Effect.succeed(f())
+    } catch (e) {
+      if (!isReadersFull(e)) return Effect.fail(lmdbError(shared.path, "read failed")(e))
+      return Effect.fail(readersFull(shared))
+    }
+  })
+
+/** @internal */
+export const isReadersFull = (e: unknown): boolean =>
+  typeof e === "object" && e !== null && "code" in e && e.code === MDB_READERS_FULL
+
+/** @internal */
+export const readersFull = (shared: SharedEnv): StoreError =>
+  new StoreError({
+    reason: "ReadersFull",
+    detail: `the LMDB reader table (${shared.settings.maxReaders} slots) is full even after clearing stale readers: ` +
+      `too many live processes read this store at once. Stop some kiln processes, or once none is running, ` +
+      `raise --store-max-readers (every process must pass the same value: the first opener fixes it)`,
+    path: shared.path
+  })
+
+/** Live readers as LMDB's reader table lists them: `[pid, txnid]` per slot in use. @internal */
+export const readerPids = (shared: SharedEnv): Array<number> =>
+  shared.env.readerList().split("\n").slice(1).map((line) => line.trim().split(/\s+/)[0]).filter((p) =>
+    p !== undefined && /^\d+$/.test(p)
+  ).map(Number)

@@ -1,0 +1,58 @@
+/**
+ * Removes a tree that tools may have left read-only. `go mod download` extracts its module cache 0555/0444, and a
+ * plain recursive delete then fails on every entry of every read-only directory; Pants ignored that error and leaked
+ * whole sandboxes. Deleting an entry needs write permission on its directory, so every directory is made
+ * owner-writable (and searchable) before its entries go.
+ *
+ * @internal
+ */
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { errnoOf } from "./errno.js"
+
+const makeWritable = (dir: string, mode: number) => {
+  if ((mode & 0o700) !== 0o700) fs.chmodSync(dir, (mode & 0o7777) | 0o700)
+}
+
+const removeDir = (dir: string): void => {
+  makeWritable(dir, fs.lstatSync(dir).mode)
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+    const child = path.join(dir, entry.name)
+    if (entry.isDirectory()) removeDir(child)
+    else fs.unlinkSync(child)
+  }
+  fs.rmdirSync(dir)
+}
+
+/**
+ * Removes `target` (file, symlink or directory tree). Throws the first error that a writable fix-up cannot cure,
+ * so the caller can report it with its path; an absent target is not an error.
+ *
+ * @internal
+ */
+export const removeTree = (target: string): void => {
+  let st: fs.Stats
+  try {
+    st = fs.lstatSync(target)
+  } catch (e) {
+    if (errnoOf(e) === "ENOENT") return
+    throw e
+  }
+  if (!st.isDirectory()) {
+    try {
+      fs.unlinkSync(target)
+    } catch (e) {
+      if (errnoOf(e) !== "EACCES" && errnoOf(e) !== "EPERM") throw e
+      makeWritable(path.dirname(target), fs.lstatSync(path.dirname(target)).mode)
+      fs.unlinkSync(target)
+    }
+    return
+  }
+  try {
+    const parent = path.dirname(target)
+    makeWritable(parent, fs.lstatSync(parent).mode)
+  } catch {
+    // The parent is not ours to change (/tmp's sticky bit, say): its write permission is not the obstacle then.
+  }
+  removeDir(target)
+}

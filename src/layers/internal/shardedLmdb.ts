@@ -1,0 +1,248 @@
+/**
+ * One kind of LMDB store (files, directories, action cache) split into shards chosen by the digest's leading bits,
+ * so that writers of different digests rarely queue for the same write lock.
+ *
+ * @internal
+ */
+import { Effect, type Scope } from "effect"
+import * as path from "node:path"
+import type { StoreConfigConflict } from "../../domain/StoreErrors.js"
+import { StoreError } from "../../domain/StoreErrors.js"
+import { describeErrno } from "./errno.js"
+import * as LmdbEnvs from "./lmdbEnvs.js"
+
+/** @internal */
+export interface Shards {
+  readonly kind: string
+  readonly envs: ReadonlyArray<LmdbEnvs.SharedEnv>
+  readonly shift: number
+}
+
+/** @internal */
+export interface Lease {
+  readonly until: number
+  readonly size: number
+}
+
+/** @internal */
+export interface Entry {
+  readonly hash: string
+  readonly value: Uint8Array
+}
+
+/** @internal */
+export const isPowerOfTwo = (n: number): boolean => Number.isInteger(n) && n >= 1 && n <= 256 && (n & (n - 1)) === 0
+
+/** @internal */
+export const open = (
+  root: string,
+  kind: string,
+  shardCount: number,
+  settings: LmdbEnvs.EnvSettings
+): Effect.Effect<Shards, StoreError | StoreConfigConflict, Scope.Scope> =>
+  Effect.map(
+    Effect.forEach(
+      Array.from({ length: shardCount }, (_, i) => i),
+      (i) => LmdbEnvs.acquire(path.join(root, kind, i.toString(16)), settings)
+    ),
+    (envs) => ({ kind, envs, shift: 8 - Math.log2(shardCount) })
+  )
+
+/** @internal */
+export const shardOf = (shards: Shards, hash: string): LmdbEnvs.SharedEnv =>
+  shards.envs[shards.shift === 8 ? 0 : parseInt(hash.slice(0, 2), 16) >> shards.shift]!
+
+/** @internal */
+export const keyOf = (hash: string): Buffer => Buffer.from(hash, "hex")
+
+/** @internal */
+export const encodeLease = (lease: Lease): Buffer => {
+  const b = Buffer.allocUnsafe(16)
+  b.writeDoubleLE(lease.until, 0)
+  b.writeDoubleLE(lease.size, 8)
+  return b
+}
+
+/** @internal */
+export const decodeLease = (b: Uint8Array | undefined): Lease | undefined => {
+  if (b === undefined || b.length !== 16) return undefined
+  const buf = Buffer.from(b.buffer, b.byteOffset, 16)
+  return { until: buf.readDoubleLE(0), size: buf.readDoubleLE(8) }
+}
+
+/** @internal */
+export const has = (shards: Shards, hash: string): Effect.Effect<boolean, StoreError> => {
+  const shard = shardOf(shards, hash)
+  return LmdbEnvs.read(shard, () => shard.content.doesExist(keyOf(hash)))
+}
+
+/** A fresh copy of the value. @internal */
+export const get = (shards: Shards, hash: string): Effect.Effect<Buffer | undefined, StoreError> => {
+  const shard = shardOf(shards, hash)
+  return LmdbEnvs.read(shard, () => shard.content.getBinary(keyOf(hash)))
+}
+
+/**
+ * Lends the value to `f` without copying: the view is valid only until the next read, so `f` must consume it
+ * synchronously.
+ *
+ * @internal
+ */
+export const withValue = <A>(
+  shards: Shards,
+  hash: string,
+  f: (bytes: Uint8Array | undefined) => A
+): Effect.Effect<A, StoreError> => {
+  const shard = shardOf(shards, hash)
+  return LmdbEnvs.read(shard, () => {
+    const b = shard.content.getBinaryFast(keyOf(hash))
+    // getBinaryFast returns a window on a 16 MiB shared buffer whose `length` is overridden: slice it first.
+    return f(b === undefined ? undefined : b.subarray(0, b.length))
+  })
+}
+
+/** @internal */
+export const getLease = (shards: Shards, hash: string): Effect.Effect<Lease | undefined, StoreError> => {
+  const shard = shardOf(shards, hash)
+  return LmdbEnvs.read(shard, () => decodeLease(shard.leases.getBinary(keyOf(hash))))
+}
+
+const writeFailed = (shard: LmdbEnvs.SharedEnv) => (e: unknown) =>
+  new StoreError({
+    reason: describeErrno(e).includes("MDB_MAP_FULL") ? "NoSpace" : "Lmdb",
+    detail: `write failed: ${describeErrno(e)}`,
+    path: shard.path
+  })
+
+const groupByShard = <T extends { readonly hash: string }>(shards: Shards, items: ReadonlyArray<T>) => {
+  const groups = new Map<LmdbEnvs.SharedEnv, Array<T>>()
+  for (const item of items) {
+    const shard = shardOf(shards, item.hash)
+    let group = groups.get(shard)
+    if (group === undefined) groups.set(shard, group = [])
+    group.push(item)
+  }
+  return groups
+}
+
+/**
+ * Stores entries, one write transaction per shard. Unless `overwrite` (the action cache replaces stale results), an
+ * entry that is already present keeps its bytes; its lease is extended when less than half of it is left (Pants never refreshes a re-stored entry's lease, so GC removed hot
+ * entries first).
+ *
+ * @internal
+ */
+export const putBatch = (
+  shards: Shards,
+  entries: ReadonlyArray<Entry>,
+  leaseUntil: number,
+  leaseTimeMs: number,
+  overwrite = false
+): Effect.Effect<void, StoreError> =>
+  Effect.forEach(groupByShard(shards, entries), ([shard, group]) =>
+    Effect.tryPromise({
+      try: () =>
+        shard.env.transaction(() => {
+          for (const entry of group) {
+            const key = keyOf(entry.hash)
+            const lease = decodeLease(shard.leases.getBinary(key))
+            const present = !overwrite && lease !== undefined && shard.content.doesExist(key)
+            if (!present) {
+              shard.content.putSync(key, Buffer.from(entry.value.buffer, entry.value.byteOffset, entry.value.length))
+            }
+            if (!present || lease.until - Date.now() < leaseTimeMs / 2) {
+              shard.leases.putSync(key, encodeLease({ until: leaseUntil, size: entry.value.length }))
+            }
+          }
+        }),
+      catch: writeFailed(shard)
+    }), { discard: true, concurrency: "unbounded" })
+
+/**
+ * Extends the leases of present entries (absent ones are skipped). Reads first, so that leases that are still
+ * fresh cost no write transaction.
+ *
+ * @internal
+ */
+export const lease = (
+  shards: Shards,
+  hashes: ReadonlyArray<string>,
+  leaseUntil: number,
+  leaseTimeMs: number
+): Effect.Effect<void, StoreError> =>
+  Effect.forEach(groupByShard(shards, hashes.map((hash) => ({ hash }))), ([shard, group]) =>
+    Effect.flatMap(
+      LmdbEnvs.read(shard, () =>
+        group.filter(({ hash }) => {
+          const l = decodeLease(shard.leases.getBinary(keyOf(hash)))
+          return l !== undefined && l.until - Date.now() < leaseTimeMs / 2
+        })),
+      (stale) =>
+        stale.length === 0 ? Effect.void : Effect.tryPromise({
+          try: () =>
+            shard.env.transaction(() => {
+              for (const { hash } of stale) {
+                const key = keyOf(hash)
+                const l = decodeLease(shard.leases.getBinary(key))
+                if (l !== undefined) shard.leases.putSync(key, encodeLease({ until: leaseUntil, size: l.size }))
+              }
+            }),
+          catch: writeFailed(shard)
+        })
+    ), { discard: true, concurrency: "unbounded" })
+
+/**
+ * Removes entries. With `onlyIfExpiredAt`, an entry whose lease was extended past that time meanwhile (by another
+ * process) is kept: GC decides on a scan, and the decision is re-checked inside the write transaction.
+ *
+ * @internal
+ */
+export const removeBatch = (
+  shards: Shards,
+  hashes: ReadonlyArray<string>,
+  onlyIfExpiredAt?: number
+): Effect.Effect<Array<string>, StoreError> =>
+  Effect.map(
+    Effect.forEach(groupByShard(shards, hashes.map((hash) => ({ hash }))), ([shard, group]) =>
+      Effect.tryPromise({
+        try: () =>
+          shard.env.transaction(() => {
+            const removed: Array<string> = []
+            for (const { hash } of group) {
+              const key = keyOf(hash)
+              if (onlyIfExpiredAt !== undefined) {
+                const l = decodeLease(shard.leases.getBinary(key))
+                if (l !== undefined && l.until > onlyIfExpiredAt) continue
+              }
+              const hadContent = shard.content.removeSync(key)
+              const hadLease = shard.leases.removeSync(key)
+              if (hadContent || hadLease) removed.push(hash)
+            }
+            return removed
+          }),
+        catch: writeFailed(shard)
+      }), { concurrency: "unbounded" }),
+    (xs) => xs.flat()
+  )
+
+/** Every lease row: the index GC works from without reading any value. @internal */
+export const scanLeases = (
+  shard: LmdbEnvs.SharedEnv
+): Effect.Effect<Array<{ hash: string; lease: Lease }>, StoreError> =>
+  LmdbEnvs.read(shard, () => {
+    const out: Array<{ hash: string; lease: Lease }> = []
+    for (const { key, value } of shard.leases.getRange({})) {
+      const lease = decodeLease(value)
+      out.push({ hash: Buffer.from(key).toString("hex"), lease: lease ?? { until: 0, size: 0 } })
+    }
+    return out
+  })
+
+/** Visits every content entry; `f` sees a view valid only during the call. @internal */
+export const forEachContent = (
+  shard: LmdbEnvs.SharedEnv,
+  f: (hash: string, value: Uint8Array) => void
+): Effect.Effect<void, StoreError> =>
+  LmdbEnvs.read(shard, () => {
+    for (const { key, value } of shard.content.getRange({})) f(Buffer.from(key).toString("hex"), value)
+  })

@@ -1,0 +1,94 @@
+/**
+ * A mutable in-memory tree used while a directory is read from disk (snapshot, capture): entries are added by
+ * path, then {@link finish} encodes every `Directory` bottom-up and stores them in one batch.
+ *
+ * @internal
+ */
+import { Effect, Either } from "effect"
+import * as Digest from "../../domain/Digest.js"
+import * as Directory from "../../domain/Directory.js"
+import { StoreError } from "../../domain/StoreErrors.js"
+import * as Core from "./core.js"
+import * as Sharded from "./shardedLmdb.js"
+
+/** @internal */
+export interface Node {
+  readonly files: Map<string, { readonly digest: Digest.Digest; readonly isExecutable: boolean }>
+  readonly dirs: Map<string, Node | Digest.Digest>
+  readonly symlinks: Map<string, string>
+}
+
+/** @internal */
+export const node = (): Node => ({ files: new Map(), dirs: new Map(), symlinks: new Map() })
+
+/** @internal */
+export const isEmpty = (n: Node): boolean => n.files.size === 0 && n.dirs.size === 0 && n.symlinks.size === 0
+
+/** @internal */
+export const has = (n: Node, name: string): boolean => n.files.has(name) || n.dirs.has(name) || n.symlinks.has(name)
+
+/**
+ * The node for the directory at `path` (segments), creating missing parents. Undefined when a segment is already
+ * taken by a file, a symlink or a directory known only by digest.
+ *
+ * @internal
+ */
+export const dirAt = (root: Node, segments: ReadonlyArray<string>): Node | undefined => {
+  let current = root
+  for (const name of segments) {
+    const child = current.dirs.get(name)
+    if (child === undefined) {
+      if (current.files.has(name) || current.symlinks.has(name)) return undefined
+      const created = node()
+      current.dirs.set(name, created)
+      current = created
+    } else if ("dirs" in child) {
+      current = child
+    } else {
+      return undefined
+    }
+  }
+  return current
+}
+
+/**
+ * Encodes and stores every directory of the tree; returns the root digest.
+ *
+ * @internal
+ */
+export const finish = (core: Core.Core, root: Node): Effect.Effect<Digest.Digest, StoreError> =>
+  Effect.suspend(() => {
+    const pending: Array<{ hash: string; value: Uint8Array }> = []
+    const encode = (n: Node): Either.Either<Digest.Digest, StoreError> => {
+      const directories: Array<Directory.DirectoryNode> = []
+      for (const [name, child] of n.dirs) {
+        if ("dirs" in child) {
+          const d = encode(child)
+          if (Either.isLeft(d)) return d
+          directories.push({ name, digest: d.right })
+        } else {
+          directories.push({ name, digest: child })
+        }
+      }
+      const made = Directory.make({
+        files: Array.from(n.files, ([name, f]) => ({ name, digest: f.digest, isExecutable: f.isExecutable })),
+        directories,
+        symlinks: Array.from(n.symlinks, ([name, target]) => ({ name, target }))
+      })
+      if (Either.isLeft(made)) {
+        return Either.left(new StoreError({ reason: "Unsupported", detail: made.left.message }))
+      }
+      const value = Directory.encode(made.right)
+      const digest = Digest.ofBytes(value)
+      if (value.length > 0) pending.push({ hash: digest.hash, value })
+      return Either.right(digest)
+    }
+    const rootDigest = encode(root)
+    if (Either.isLeft(rootDigest)) return Effect.fail(rootDigest.left)
+    return Effect.as(
+      pending.length === 0
+        ? Effect.void
+        : Sharded.putBatch(core.directories, pending, Core.leaseUntil(core), core.leaseTimeMs),
+      rootDigest.right
+    )
+  })

@@ -1,0 +1,57 @@
+/**
+ * Store settings every command accepts. The sandboxer gets the same flags from its parent, so that both open the
+ * store with identical settings (Pants's sandboxer silently opened defaults).
+ */
+import * as HelpDoc from "@effect/cli/HelpDoc"
+import * as Options from "@effect/cli/Options"
+import * as ValidationError from "@effect/cli/ValidationError"
+import { Either, Option } from "effect"
+import * as Size from "../domain/Size.js"
+import * as Store from "../layers/Store.js"
+
+const size = (name: string, description: string) =>
+  Options.text(name).pipe(
+    Options.withDescription(description),
+    Options.mapEffect((s) =>
+      Either.mapLeft(Size.parse(s), (m) => ValidationError.invalidValue(HelpDoc.p(`--${name}: ${m}`)))
+    ),
+    Options.optional
+  )
+
+/** @since 0.1.0 */
+export const sizeOption = size
+
+/** @since 0.1.0 */
+export const storeOptions = {
+  storeDir: Options.directory("store-dir").pipe(
+    Options.withDescription("the store's root (default: $KILN_STORE_DIR, else $XDG_CACHE_HOME/kiln/store)"),
+    Options.optional
+  ),
+  storeShards: Options.integer("store-shards").pipe(
+    Options.withDescription("shards per store, a power of two; fixed when the store is created (default 16)"),
+    Options.optional
+  ),
+  storeMaxReaders: Options.integer("store-max-readers").pipe(
+    Options.withDescription("LMDB reader slots per shard; every process on a store must agree (default 4096)"),
+    Options.optional
+  ),
+  storeMaxSize: size("store-max-size", "the size `gc` shrinks the store to by default (default 20G)")
+}
+
+type Parsed = {
+  readonly storeDir: Option.Option<string>
+  readonly storeShards: Option.Option<number>
+  readonly storeMaxReaders: Option.Option<number>
+  readonly storeMaxSize: Option.Option<number>
+}
+
+/** @since 0.1.0 */
+export const toStoreOptions = (o: Parsed): Partial<Store.Options> => ({
+  ...Option.match(o.storeDir, { onNone: () => ({}), onSome: (root) => ({ root }) }),
+  ...Option.match(o.storeShards, { onNone: () => ({}), onSome: (shardCount) => ({ shardCount }) }),
+  ...Option.match(o.storeMaxReaders, { onNone: () => ({}), onSome: (maxReaders) => ({ maxReaders }) }),
+  ...Option.match(o.storeMaxSize, { onNone: () => ({}), onSome: (maxSizeBytes) => ({ maxSizeBytes }) })
+})
+
+/** @since 0.1.0 */
+export const storeLayer = (o: Parsed) => Store.layer(toStoreOptions(o))

@@ -1,0 +1,32 @@
+/**
+ * `dist/cli.js`: loads the bundled CLI (`kiln.cjs`) through `vm.Script` with the V8 code cache written beside it at
+ * build time, so start-up skips parsing and compiling the bundle. A cache that V8 rejects (another Node version)
+ * only costs the compile it would have saved.
+ */
+import * as fs from "node:fs"
+import { createRequire } from "node:module"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import * as vm from "node:vm"
+
+const here = path.dirname(fileURLToPath(import.meta.url))
+const bundle = path.join(here, "kiln.cjs")
+const cacheFile = `${bundle}.cache`
+const source = fs.readFileSync(bundle, "utf8")
+let cachedData: Buffer | undefined
+try {
+  cachedData = fs.readFileSync(cacheFile)
+} catch {
+  // No cache (a fresh build, or a copy without it): compile from source.
+}
+const wrapper = `(function (exports, require, module, __filename, __dirname) {${source}\n})`
+const script = new vm.Script(wrapper, {
+  filename: bundle,
+  ...(cachedData !== undefined ? { cachedData } : {})
+})
+const module = { exports: {} }
+const fn = script.runInThisContext() as (...args: Array<unknown>) => void
+if (process.env.KILN_WRITE_CODE_CACHE === "1") {
+  process.once("beforeExit", () => fs.writeFileSync(cacheFile, script.createCachedData()))
+}
+fn(module.exports, createRequire(bundle), module, bundle, here)

@@ -1,0 +1,37 @@
+/**
+ * The `kiln` executable. Errors are printed as one line naming what failed; exit codes: 0 success, 1 failure,
+ * 2 usage error, 130 interrupted.
+ */
+import * as ValidationError from "@effect/cli/ValidationError"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import { Cause, Effect, Exit, Logger, LogLevel } from "effect"
+import { run } from "./cli.js"
+
+const describe = (error: unknown): string =>
+  typeof error === "object" && error !== null && "message" in error && typeof error.message === "string"
+    ? error.message
+    : String(error)
+
+const main = run(process.argv).pipe(
+  Effect.catchIf(ValidationError.isValidationError, () =>
+    Effect.sync(() => {
+      process.exitCode = 2
+    })),
+  Effect.catchAllCause((cause) =>
+    Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.sync(() => {
+      const failure = Cause.failureOption(cause)
+      const message = failure._tag === "Some" ? describe(failure.value) : Cause.pretty(cause)
+      process.stderr.write(`kiln: ${message}\n`)
+      process.exitCode = 1
+    })
+  ),
+  Effect.provide(NodeContext.layer),
+  Logger.withMinimumLogLevel(LogLevel.Info)
+)
+
+NodeRuntime.runMain(main, {
+  disableErrorReporting: true,
+  teardown: (exit, onExit) =>
+    onExit(Exit.isInterrupted(exit) ? 130 : Exit.isFailure(exit) ? 1 : Number(process.exitCode ?? 0))
+})
