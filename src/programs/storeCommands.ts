@@ -65,6 +65,7 @@ const cat = Command.make(
           })
           return
         }
+        if (!(yield* store.hasDirectory(digest))) return yield* new Digest.MissingDigest({ digest, kind: "blob" })
         const dir = yield* store.getDirectory(digest)
         yield* Console.log(JSON.stringify(
           {

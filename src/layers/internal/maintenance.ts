@@ -116,9 +116,15 @@ const listLargeFiles = (core: Core.Core): Effect.Effect<Array<LargeFile>, StoreE
     catch: ioError(core.large.root, "cannot list large files")
   })
 
-const largeFileProblem = (f: LargeFile): string | undefined => {
+const largeFileNameProblem = (f: LargeFile): string | undefined => {
   if (!HASH.test(f.name)) return "its name is not a digest"
   if (f.folder !== f.name.slice(0, 2)) return "it is in the wrong folder"
+  return undefined
+}
+
+const largeFileProblem = (f: LargeFile): string | undefined => {
+  const named = largeFileNameProblem(f)
+  if (named !== undefined) return named
   if (f.size < LargeFiles.THRESHOLD) return `it is ${f.size} bytes, below the large-file threshold`
   const { hash } = LargeFiles.hashFile(f.file)
   return hash === f.name ? undefined : `its bytes hash to ${hash}`
@@ -199,9 +205,7 @@ export const gc = (core: Core.Core, targetBytes: number): Effect.Effect<GcReport
     }
     let strays = 0
     for (const f of yield* listLargeFiles(core)) {
-      const stray = f.isTemp
-        ? now - f.until > STRAY_TEMP_AGE_MS
-        : !HASH.test(f.name) || f.folder !== f.name.slice(0, 2)
+      const stray = f.isTemp ? now - f.until > STRAY_TEMP_AGE_MS : largeFileNameProblem(f) !== undefined
       if (stray) {
         yield* Effect.try({
           try: () => {
@@ -335,7 +339,7 @@ export const stats = (core: Core.Core, shardCount: number): Effect.Effect<Stats,
     const files = yield* kindStats("files")
     const directories = yield* kindStats("directories")
     const actions = yield* kindStats("actions")
-    const large = (yield* listLargeFiles(core)).filter((f) => !f.isTemp)
+    const large = (yield* listLargeFiles(core)).filter((f) => !f.isTemp && largeFileNameProblem(f) === undefined)
     const largeFiles = {
       entries: large.length,
       bytes: large.reduce((n, f) => n + f.size, 0),

@@ -1,0 +1,87 @@
+/**
+ * The built `kiln` executable (dist/cli.js, built by `npm test` before vitest runs), as users and scripts see it:
+ * stdout, one-line errors on stderr, exit codes.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { Golden } from "../fixtures/golden.js"
+import { tempDir, writeTree } from "../utils/temp.js"
+
+const cli = path.resolve("dist/cli.js")
+
+const kiln = (args: ReadonlyArray<string>, storeDir: string) =>
+  Effect.sync(() => {
+    const r = spawnSync(process.execPath, [cli, ...args, "--store-dir", storeDir], { encoding: "utf8" })
+    return { code: r.status, stdout: r.stdout, stderr: r.stderr.trim() }
+  })
+
+describe("kiln store", () => {
+  it.scoped("snapshot prints the REAPI digest; ls, cat and materialize read it back", () =>
+    Effect.gen(function*() {
+      const store = yield* tempDir()
+      const work = yield* tempDir()
+      writeTree(work, {
+        "a.sh": { content: "echo hi\n", mode: 0o755 },
+        "src/in.txt": "some input text\n",
+        "link": { link: "src/in.txt" }
+      })
+      const snap = yield* kiln(["store", "snapshot", work], store)
+      assert.strictEqual(snap.code, 0, snap.stderr)
+      assert.strictEqual(snap.stdout.trim(), Golden.v4)
+      const ls = yield* kiln(["store", "ls", Golden.v4], store)
+      assert.include(ls.stdout, "src/in.txt")
+      assert.include(ls.stdout, "link -> src/in.txt")
+      const cat = yield* kiln(["store", "cat", Golden.inTxt], store)
+      assert.strictEqual(cat.stdout, "some input text\n")
+      const out = path.join(yield* tempDir(), "out")
+      const mat = yield* kiln(["store", "materialize", Golden.v4, out], store)
+      assert.strictEqual(mat.code, 0, mat.stderr)
+      assert.strictEqual(fs.readFileSync(path.join(out, "src/in.txt"), "utf8"), "some input text\n")
+      const check = yield* kiln(["store", "check"], store)
+      assert.strictEqual(check.code, 0)
+      assert.include(check.stdout, "clean")
+      const stats = yield* kiln(["store", "stats", "--json"], store)
+      assert.strictEqual(JSON.parse(stats.stdout).files.entries, 2)
+      const rm = yield* kiln(["store", "rm", Golden.inTxt], store)
+      assert.strictEqual(rm.code, 0)
+      const gone = yield* kiln(["store", "cat", Golden.inTxt], store)
+      assert.notStrictEqual(gone.code, 0)
+    }))
+
+  it.scoped("a bad digest, a missing digest and a missing directory are one-line errors naming them", () =>
+    Effect.gen(function*() {
+      const store = yield* tempDir()
+      const bad = yield* kiln(["store", "cat", "abc/12"], store)
+      assert.strictEqual(bad.code, 2)
+      assert.include(bad.stderr, "abc/12")
+      assert.strictEqual(bad.stderr.split("\n").length, 1)
+      const missing = "7576ce57b04785aaa2aeb2532b3b49ac822e71292fcfa0dae582e229f593d9ea/16"
+      const absent = yield* kiln(["store", "cat", missing], store)
+      assert.strictEqual(absent.code, 1)
+      assert.include(absent.stderr, missing)
+      assert.strictEqual(absent.stderr.split("\n").length, 1)
+      const noDir = yield* kiln(["store", "snapshot", "/nonexistent/kiln-dir"], store)
+      assert.notStrictEqual(noDir.code, 0)
+      assert.include(noDir.stderr, "/nonexistent/kiln-dir")
+      const size = yield* kiln(["store", "gc", "--target-size", "12Q"], store)
+      assert.strictEqual(size.code, 2)
+      assert.include(size.stderr, "12Q")
+    }))
+
+  it.scoped("gc takes a size with units", () =>
+    Effect.gen(function*() {
+      const store = yield* tempDir()
+      const gc = yield* kiln(["store", "gc", "--target-size", "1G", "--json"], store)
+      assert.strictEqual(gc.code, 0, gc.stderr)
+      assert.strictEqual(JSON.parse(gc.stdout).targetBytes, 1024 ** 3)
+    }))
+
+  it("--version prints the version", () => {
+    const r = spawnSync(process.execPath, [cli, "--version"], { encoding: "utf8" })
+    assert.strictEqual(r.status, 0)
+    assert.match(r.stdout, /^\d+\.\d+\.\d+/)
+  })
+})

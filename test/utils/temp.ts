@@ -1,0 +1,34 @@
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { removeTree } from "../../src/layers/internal/removeTree.js"
+import * as Store from "../../src/layers/Store.js"
+
+/** A fresh directory, removed (read-only parts included) when the scope closes. */
+export const tempDir = (prefix = "kiln-test-") =>
+  Effect.acquireRelease(
+    Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), prefix))),
+    (dir) => Effect.sync(() => removeTree(dir))
+  )
+
+/** A Store in a fresh temp directory, with small map sizes. */
+export const tempStore = (options: Partial<Store.Options> = {}) =>
+  Effect.flatMap(tempDir("kiln-store-"), (root) => Store.make({ root, ...options }))
+
+/** Writes files (`path → content`; a `{ link }` is a symlink, `{ mode }` sets the mode) under `root`. */
+export const writeTree = (
+  root: string,
+  files: Record<
+    string,
+    string | Uint8Array | { readonly link: string } | { readonly content: string; readonly mode: number }
+  >
+) => {
+  for (const [rel, spec] of Object.entries(files)) {
+    const p = path.join(root, rel)
+    fs.mkdirSync(path.dirname(p), { recursive: true })
+    if (typeof spec === "string" || spec instanceof Uint8Array) fs.writeFileSync(p, spec)
+    else if ("link" in spec) fs.symlinkSync(spec.link, p)
+    else fs.writeFileSync(p, spec.content, { mode: spec.mode })
+  }
+}
