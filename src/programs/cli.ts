@@ -2,13 +2,14 @@
  * The `kiln` command tree.
  */
 import * as Command from "@effect/cli/Command"
+import { sandboxer } from "./sandboxer.js"
 import { store } from "./storeCommands.js"
 
 export const VERSION = "0.1.0"
 
 const kiln = Command.make("kiln").pipe(
   Command.withDescription("a hermetic process-execution engine for build tools"),
-  Command.withSubcommands([store])
+  Command.withSubcommands([store, sandboxer])
 )
 
 export const run = Command.run(kiln, { name: "kiln", version: VERSION })

@@ -5,7 +5,8 @@
 import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
-import { Either, Option } from "effect"
+import { Duration, Either, Option } from "effect"
+import * as DurationText from "../domain/DurationText.js"
 import * as Size from "../domain/Size.js"
 import * as Store from "../layers/Store.js"
 
@@ -35,7 +36,17 @@ export const storeOptions = {
     Options.withDescription("LMDB reader slots per shard; every process on a store must agree (default 4096)"),
     Options.optional
   ),
-  storeMaxSize: size("store-max-size", "the size `gc` shrinks the store to by default (default 20G)")
+  storeMaxSize: size("store-max-size", "the size `gc` shrinks the store to by default (default 20G)"),
+  storeFilesMapSize: size("store-files-map-size", "LMDB map size per file shard (address space, not disk)"),
+  storeDirectoriesMapSize: size("store-directories-map-size", "LMDB map size per directory shard"),
+  storeActionsMapSize: size("store-actions-map-size", "LMDB map size per action-cache shard"),
+  storeLeaseTime: Options.text("store-lease-time").pipe(
+    Options.withDescription("how long entries a run stores or uses are protected from gc (default 2h)"),
+    Options.mapEffect((s) =>
+      Either.mapLeft(DurationText.parse(s), (m) => ValidationError.invalidValue(HelpDoc.p(`--store-lease-time: ${m}`)))
+    ),
+    Options.optional
+  )
 }
 
 type Parsed = {
@@ -43,6 +54,10 @@ type Parsed = {
   readonly storeShards: Option.Option<number>
   readonly storeMaxReaders: Option.Option<number>
   readonly storeMaxSize: Option.Option<number>
+  readonly storeFilesMapSize: Option.Option<number>
+  readonly storeDirectoriesMapSize: Option.Option<number>
+  readonly storeActionsMapSize: Option.Option<number>
+  readonly storeLeaseTime: Option.Option<Duration.Duration>
 }
 
 /** @since 0.1.0 */
@@ -50,7 +65,14 @@ export const toStoreOptions = (o: Parsed): Partial<Store.Options> => ({
   ...Option.match(o.storeDir, { onNone: () => ({}), onSome: (root) => ({ root }) }),
   ...Option.match(o.storeShards, { onNone: () => ({}), onSome: (shardCount) => ({ shardCount }) }),
   ...Option.match(o.storeMaxReaders, { onNone: () => ({}), onSome: (maxReaders) => ({ maxReaders }) }),
-  ...Option.match(o.storeMaxSize, { onNone: () => ({}), onSome: (maxSizeBytes) => ({ maxSizeBytes }) })
+  ...Option.match(o.storeMaxSize, { onNone: () => ({}), onSome: (maxSizeBytes) => ({ maxSizeBytes }) }),
+  ...Option.match(o.storeFilesMapSize, { onNone: () => ({}), onSome: (filesMapSize) => ({ filesMapSize }) }),
+  ...Option.match(o.storeDirectoriesMapSize, {
+    onNone: () => ({}),
+    onSome: (directoriesMapSize) => ({ directoriesMapSize })
+  }),
+  ...Option.match(o.storeActionsMapSize, { onNone: () => ({}), onSome: (actionsMapSize) => ({ actionsMapSize }) }),
+  ...Option.match(o.storeLeaseTime, { onNone: () => ({}), onSome: (d) => ({ leaseTimeMs: Duration.toMillis(d) }) })
 })
 
 /** @since 0.1.0 */

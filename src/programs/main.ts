@@ -7,6 +7,8 @@ import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Effect, Exit, Logger, LogLevel } from "effect"
 import { run } from "./cli.js"
+import { onInterrupt } from "./exitCode.js"
+import { cliLogger } from "./logging.js"
 
 const describe = (error: unknown): string =>
   typeof error === "object" && error !== null && "message" in error && typeof error.message === "string"
@@ -27,11 +29,13 @@ const main = run(process.argv).pipe(
     })
   ),
   Effect.provide(NodeContext.layer),
+  Effect.provide(Logger.replace(Logger.defaultLogger, cliLogger)),
   Logger.withMinimumLogLevel(LogLevel.Info)
 )
 
 NodeRuntime.runMain(main, {
   disableErrorReporting: true,
+  disablePrettyLogger: true,
   teardown: (exit, onExit) =>
-    onExit(Exit.isInterrupted(exit) ? 130 : Exit.isFailure(exit) ? 1 : Number(process.exitCode ?? 0))
+    onExit(Exit.isInterrupted(exit) ? onInterrupt.code : Exit.isFailure(exit) ? 1 : Number(process.exitCode ?? 0))
 })

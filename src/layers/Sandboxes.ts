@@ -1,0 +1,215 @@
+/**
+ * Sandboxes as scoped resources: a fresh directory per process, removed by its finalizer even when the process
+ * left a read-only tree behind, kept for debugging on request with a `__run.sh` that re-runs the process.
+ *
+ * @since 0.1.0
+ */
+import { Context, Effect, Exit, Layer, Ref, type Scope } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { type KeepSandboxes, SandboxError } from "../domain/Sandbox.js"
+import { describeErrno, errnoOf } from "./internal/errno.js"
+import * as SandboxDir from "./internal/sandboxDir.js"
+
+/**
+ * What `__run.sh` re-runs.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Command {
+  readonly argv: ReadonlyArray<string>
+  readonly env: Readonly<Record<string, string>>
+  /** Relative to the sandbox. */
+  readonly workingDirectory?: string
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Sandbox {
+  readonly path: string
+  /** Records the command the sandbox runs, for the `__run.sh` of a kept sandbox. */
+  readonly setCommand: (command: Command) => Effect.Effect<void>
+  /** Records that the process failed, for `keepSandboxes: on-failure`. */
+  readonly markFailed: Effect.Effect<void>
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface SweepReport {
+  readonly removed: ReadonlyArray<string>
+  readonly kept: number
+  readonly failed: ReadonlyArray<{ readonly path: string; readonly detail: string }>
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Service {
+  readonly root: string
+  readonly keep: KeepSandboxes
+  /** A fresh sandbox, removed (or kept, per `keep`) when the scope closes. */
+  readonly make: (description?: string) => Effect.Effect<Sandbox, SandboxError, Scope.Scope>
+  /** Removes sandboxes whose owner is dead (and kept ones too, with `kept`). */
+  readonly sweep: (options?: { readonly kept?: boolean }) => Effect.Effect<SweepReport, SandboxError>
+  /** Sandboxes that could not be removed in this process so far (each also logged as a warning). */
+  readonly removalFailures: Effect.Effect<number>
+}
+
+/**
+ * @since 0.1.0
+ * @category tags
+ */
+export class Sandboxes extends Context.Tag("kiln/Sandboxes")<Sandboxes, Service>() {}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** Default `$KILN_SANDBOX_ROOT`, else the OS temp dir. */
+  readonly root?: string
+  readonly keep?: KeepSandboxes
+  /** Sweep orphaned sandboxes in the background when the layer starts. Default true. */
+  readonly sweepOnStart?: boolean
+}
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const defaultRoot = (env: NodeJS.ProcessEnv = process.env): string =>
+  env.KILN_SANDBOX_ROOT !== undefined && env.KILN_SANDBOX_ROOT !== ""
+    ? path.resolve(env.KILN_SANDBOX_ROOT)
+    : os.tmpdir()
+
+const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`
+
+/** A script that re-runs the process exactly: same directory, an environment of exactly its variables, same argv. */
+const runScript = (sandbox: string, command: Command) => {
+  const cwd = command.workingDirectory === undefined || command.workingDirectory === ""
+    ? sandbox
+    : path.join(sandbox, command.workingDirectory)
+  const env = Object.keys(command.env).sort().map((k) => quote(`${k}=${command.env[k]}`))
+  return `#!/bin/sh\n# Re-runs the process of this kept kiln sandbox.\ncd ${quote(cwd)} && exec env -i ${
+    env.join(" ")
+  }${env.length > 0 ? " " : ""}${command.argv.map(quote).join(" ")}\n`
+}
+
+const sweepError = (root: string) => (e: unknown) =>
+  new SandboxError({
+    reason: "Sweep",
+    path: root,
+    detail: `cannot sweep orphaned sandboxes: ${describeErrno(e)}`,
+    ...(errnoOf(e) !== undefined ? { errno: errnoOf(e)! } : {})
+  })
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options: Options = {}): Effect.Effect<Service, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const root = path.resolve(options.root ?? defaultRoot())
+    const keep = options.keep ?? "never"
+    const owner = SandboxDir.self()
+    const failures = yield* Ref.make(0)
+
+    const release = (dir: string, description: string, command: Command | undefined, keepIt: boolean) =>
+      Effect.gen(function*() {
+        if (keepIt) {
+          const kept = yield* Effect.try(() => {
+            SandboxDir.markKept(dir, owner)
+            if (command !== undefined) {
+              fs.writeFileSync(path.join(dir, "__run.sh"), runScript(dir, command), { mode: 0o755 })
+            }
+          }).pipe(Effect.either)
+          if (kept._tag === "Right") {
+            return yield* Effect.logInfo(`kept the sandbox of ${description}: ${dir}`)
+          }
+          yield* Effect.logWarning(
+            `could not keep the sandbox of ${description} (${describeErrno(kept.left.error)}); removing it`
+          )
+        }
+        const removed = yield* Effect.try(() => SandboxDir.remove(dir)).pipe(Effect.either)
+        if (removed._tag === "Left") {
+          yield* Ref.update(failures, (n) => n + 1)
+          yield* Effect.logWarning(
+            `could not remove sandbox ${dir}: ${describeErrno(removed.left.error)}`
+          ).pipe(Effect.annotateLogs({ path: dir, errno: errnoOf(removed.left.error) ?? "unknown" }))
+        }
+      })
+
+    const service: Service = {
+      root,
+      keep,
+      make: (description = "a process") =>
+        Effect.gen(function*() {
+          const state = { command: undefined as Command | undefined, failed: false }
+          const dir = yield* Effect.acquireRelease(
+            Effect.try({
+              try: () => SandboxDir.create(root, owner),
+              catch: (e) =>
+                new SandboxError({
+                  reason: "Create",
+                  path: root,
+                  detail: `cannot create a sandbox: ${describeErrno(e)}`,
+                  ...(errnoOf(e) !== undefined ? { errno: errnoOf(e)! } : {})
+                })
+            }),
+            (dir, exit) =>
+              release(
+                dir,
+                description,
+                state.command,
+                keep === "always" || (keep === "on-failure" && (Exit.isFailure(exit) || state.failed))
+              )
+          )
+          return {
+            path: dir,
+            setCommand: (command) => Effect.sync(() => void (state.command = command)),
+            markFailed: Effect.sync(() => void (state.failed = true))
+          }
+        }),
+      sweep: (opts) =>
+        Effect.try({
+          try: () => SandboxDir.sweep(root, opts?.kept === true ? { kept: true } : {}),
+          catch: sweepError(root)
+        }).pipe(
+          Effect.tap((r) =>
+            Effect.forEach(r.failed, (f) =>
+              Effect.zipRight(
+                Ref.update(failures, (n) => n + 1),
+                Effect.logWarning(`could not remove orphaned sandbox ${f.path}: ${describeErrno(f.error)}`)
+              ), { discard: true })
+          ),
+          Effect.map((r) => ({
+            removed: r.removed,
+            kept: r.kept,
+            failed: r.failed.map((f) => ({ path: f.path, detail: describeErrno(f.error) }))
+          }))
+        ),
+      removalFailures: Ref.get(failures)
+    }
+    if (options.sweepOnStart !== false) {
+      yield* Effect.forkScoped(
+        service.sweep().pipe(
+          Effect.catchAll((e) => Effect.logWarning(e.message)),
+          Effect.withSpan("Sandboxes.sweepOnStart")
+        )
+      )
+    }
+    return service
+  })
+
+/**
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options: Options = {}): Layer.Layer<Sandboxes> => Layer.scoped(Sandboxes, make(options))

@@ -1,0 +1,152 @@
+/**
+ * The sandboxer's request handlers and its watchdog over the parent engine.
+ *
+ * Why a separate process at all: writing an executable file while the same process forks children races into
+ * `ETXTBSY` ("text file busy": a child forked while the file is still open for writing inherits the descriptor, and
+ * exec of that file fails until the child execs). The sandboxer writes sandboxes and never spawns a child.
+ *
+ * @internal
+ */
+import { Duration, Effect, Ref, Schedule } from "effect"
+import type * as Digest from "../../domain/Digest.js"
+import { FailedPrecondition, NotFound } from "../../domain/SandboxerRpc.js"
+import type * as Store from "../Store.js"
+import { describeErrno, errnoOf } from "./errno.js"
+import * as SandboxDir from "./sandboxDir.js"
+
+/** @internal */
+export interface State {
+  readonly groups: Set<number>
+  readonly sandboxes: Set<string>
+  inFlight: number
+  draining: boolean
+  lastRequest: number
+}
+
+/** @internal */
+export const makeState = (): State => ({
+  groups: new Set(),
+  sandboxes: new Set(),
+  inFlight: 0,
+  draining: false,
+  lastRequest: Date.now()
+})
+
+const tracked = <A, E>(state: State, effect: Effect.Effect<A, E>): Effect.Effect<A, E | FailedPrecondition> =>
+  Effect.suspend((): Effect.Effect<A, E | FailedPrecondition> => {
+    state.lastRequest = Date.now()
+    if (state.draining) return Effect.fail(new FailedPrecondition({ reason: "the sandboxer is shutting down" }))
+    state.inFlight++
+    return Effect.ensuring(effect, Effect.sync(() => void state.inFlight--))
+  })
+
+/** @internal */
+export const handlers = (store: Store.Service, state: State) => ({
+  Materialize: (
+    req: { readonly digest: Digest.Digest; readonly destination: string; readonly mutablePaths: ReadonlyArray<string> }
+  ) =>
+    tracked(
+      state,
+      store.materialize(req.digest, req.destination, { mutablePaths: req.mutablePaths }).pipe(
+        Effect.catchTags({
+          MissingDigest: (e) => Effect.fail(new NotFound({ digest: e.digest })),
+          StoreError: (e) => Effect.fail(new FailedPrecondition({ reason: e.message }))
+        }),
+        // A request is finished even when the server is told to stop: draining waits for it.
+        Effect.uninterruptible
+      )
+    ),
+  Adopt: (req: { readonly pgid?: number | undefined; readonly sandbox?: string | undefined }) =>
+    Effect.sync(() => {
+      state.lastRequest = Date.now()
+      if (req.pgid !== undefined) state.groups.add(req.pgid)
+      if (req.sandbox !== undefined) state.sandboxes.add(req.sandbox)
+    }),
+  Release: (req: { readonly pgid?: number | undefined; readonly sandbox?: string | undefined }) =>
+    Effect.sync(() => {
+      state.lastRequest = Date.now()
+      if (req.pgid !== undefined) state.groups.delete(req.pgid)
+      if (req.sandbox !== undefined) state.sandboxes.delete(req.sandbox)
+    }),
+  Ping: () => Effect.sync(() => ({ pid: process.pid }))
+})
+
+/**
+ * Waits (bounded) for in-flight requests to finish, refusing new ones meanwhile. Runs in a finalizer, which is
+ * uninterruptible: the timeout only works inside `interruptible`.
+ *
+ * @internal
+ */
+export const drain = (state: State, grace: Duration.DurationInput) =>
+  Effect.gen(function*() {
+    state.draining = true
+    if (state.inFlight === 0) return
+    yield* Effect.logInfo(`draining ${state.inFlight} in-flight request(s)`)
+    const finished = yield* Effect.interruptible(
+      Effect.repeat(Effect.sync(() => state.inFlight), {
+        until: (n) => n === 0,
+        schedule: Schedule.spaced("10 millis")
+      })
+    ).pipe(Effect.timeout(grace), Effect.option)
+    if (finished._tag === "None") {
+      yield* Effect.logWarning(`gave up on ${state.inFlight} request(s) after ${Duration.format(grace)}`)
+    }
+  })
+
+/** SIGKILLs every adopted process group and removes every adopted sandbox. @internal */
+export const destroyAdopted = (state: State) =>
+  Effect.gen(function*() {
+    for (const pgid of state.groups) {
+      try {
+        process.kill(-pgid, "SIGKILL")
+      } catch (e) {
+        if (errnoOf(e) !== "ESRCH") {
+          yield* Effect.logWarning(`could not kill process group ${pgid}: ${describeErrno(e)}`)
+        }
+      }
+    }
+    state.groups.clear()
+    for (const sandbox of state.sandboxes) {
+      yield* Effect.try(() => SandboxDir.remove(sandbox)).pipe(
+        Effect.catchAll((e) => Effect.logWarning(`could not remove sandbox ${sandbox}: ${describeErrno(e.error)}`))
+      )
+    }
+    state.sandboxes.clear()
+  })
+
+/** @internal */
+export interface Watch {
+  readonly parentPid: number
+  /** The parent's start time as /proc records it; guards against a recycled pid. Empty to skip the check. */
+  readonly parentStartTime: string
+  readonly idleTimeout: Duration.Duration
+}
+
+/**
+ * Completes when the parent is gone (after destroying what it adopted) or the sandboxer has idled too long.
+ * Polled: a pid cannot be waited on by a process that is not its parent.
+ *
+ * @internal
+ */
+export const watch = (state: State, w: Watch): Effect.Effect<"parent-died" | "idle"> =>
+  Effect.gen(function*() {
+    const parentAlive = () => SandboxDir.ownerAlive({ pid: w.parentPid, startTime: w.parentStartTime })
+    const idleMs = Duration.toMillis(w.idleTimeout)
+    const reason = yield* Ref.make<"parent-died" | "idle" | undefined>(undefined)
+    yield* Effect.repeat(
+      Effect.sync(() => {
+        if (!parentAlive()) return "parent-died" as const
+        if (state.inFlight === 0 && Date.now() - state.lastRequest > idleMs) return "idle" as const
+        return undefined
+      }).pipe(Effect.tap((r) => Ref.set(reason, r))),
+      { until: (r) => r !== undefined, schedule: Schedule.spaced("200 millis") }
+    )
+    const why = (yield* Ref.get(reason))!
+    if (why === "parent-died") {
+      yield* Effect.logWarning(`parent ${w.parentPid} is gone: killing its process groups and removing its sandboxes`)
+      yield* destroyAdopted(state)
+    } else {
+      yield* Effect.logInfo(`idle for ${Duration.format(w.idleTimeout)}: exiting`)
+    }
+    return why
+  })

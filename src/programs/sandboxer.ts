@@ -1,0 +1,84 @@
+/**
+ * `kiln sandboxer`: the sandboxer process's entry point (started by the engine, one per engine process).
+ * SIGINT/SIGTERM interrupt it; its scope then closes in reverse: drain in-flight requests (bounded), close the
+ * server (the socket file goes), release the store.
+ */
+import * as Command from "@effect/cli/Command"
+import * as HelpDoc from "@effect/cli/HelpDoc"
+import * as Options from "@effect/cli/Options"
+import * as ValidationError from "@effect/cli/ValidationError"
+import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
+import * as RpcSerialization from "@effect/rpc/RpcSerialization"
+import * as RpcServer from "@effect/rpc/RpcServer"
+import { Duration, Effect, Either, Layer, Logger, LogLevel, Option } from "effect"
+import * as DurationText from "../domain/DurationText.js"
+import { SandboxerRpcs } from "../domain/SandboxerRpc.js"
+import * as SandboxerServer from "../layers/internal/sandboxerServer.js"
+import * as Store from "../layers/Store.js"
+import { onInterrupt } from "./exitCode.js"
+import { storeOptions, toStoreOptions } from "./globalOptions.js"
+import { cliLogger } from "./logging.js"
+
+const duration = (name: string, description: string, fallback: Duration.Duration) =>
+  Options.text(name).pipe(
+    Options.withDescription(description),
+    Options.mapEffect((s) =>
+      Either.mapLeft(DurationText.parse(s), (m) => ValidationError.invalidValue(HelpDoc.p(`--${name}: ${m}`)))
+    ),
+    Options.withDefault(fallback)
+  )
+
+export const sandboxer = Command.make(
+  "sandboxer",
+  {
+    socket: Options.text("socket").pipe(Options.withDescription("the Unix socket to listen on")),
+    parentPid: Options.integer("parent-pid").pipe(Options.withDescription("exit when this process is gone")),
+    parentStartTime: Options.text("parent-start-time").pipe(
+      Options.withDescription(
+        "the parent's start time (/proc/PID/stat field 22), so a recycled pid is not mistaken for it"
+      ),
+      Options.optional
+    ),
+    idleTimeout: duration("idle-timeout", "exit after this long without a request", Duration.minutes(15)),
+    drainTimeout: duration(
+      "drain-timeout",
+      "how long in-flight requests may finish after SIGTERM",
+      Duration.seconds(5)
+    ),
+    ...storeOptions
+  },
+  (o) =>
+    Effect.gen(function*() {
+      onInterrupt.code = 0
+      // stdout carries one `ready` line to the parent, which may close the pipe afterwards.
+      process.stdout.on("error", () => undefined)
+      const parent = {
+        parentPid: o.parentPid,
+        parentStartTime: Option.getOrElse(Option.filter(o.parentStartTime, (s) => s !== "-"), () => ""),
+        idleTimeout: o.idleTimeout
+      }
+      const state = SandboxerServer.makeState()
+      const store = yield* Store.make(toStoreOptions(o))
+      const handlers = SandboxerServer.handlers(store, state)
+      yield* Layer.buildWithScope(
+        RpcServer.layer(SandboxerRpcs, { disableTracing: true }).pipe(
+          Layer.provide(SandboxerRpcs.toLayer(handlers)),
+          Layer.provide(RpcServer.layerProtocolSocketServer),
+          Layer.provide(RpcSerialization.layerMsgPack),
+          Layer.provide(NodeSocketServer.layer({ path: o.socket }))
+        ),
+        yield* Effect.scope
+      )
+      // Added after the server, so it runs before the server closes.
+      yield* Effect.addFinalizer(() => SandboxerServer.drain(state, o.drainTimeout))
+      yield* Effect.logInfo(`sandboxer ${process.pid} listening on ${o.socket} for parent ${o.parentPid}`)
+      yield* Effect.sync(() => process.stdout.write(`ready ${process.pid}\n`))
+      const why = yield* SandboxerServer.watch(state, parent)
+      yield* Effect.logInfo(`exiting: ${why}`)
+    }).pipe(
+      Effect.scoped,
+      // stderr is the log file beside the socket.
+      Logger.withMinimumLogLevel(LogLevel.Info),
+      Effect.provide(Logger.replace(cliLogger, Logger.withConsoleError(Logger.logfmtLogger)))
+    )
+).pipe(Command.withDescription("(internal) the sandboxer process: materializes sandboxes for one engine"))
