@@ -1,1 +1,38 @@
-export default async function setup() {}
+/**
+ * Builds the worker programs that integration tests run as real OS processes: every `test/fixtures/*Worker.ts`
+ * becomes `.kiln-test/fixtures/<name>.mjs`, one ESM bundle each, with packages left external so that `lmdb` (a
+ * native addon) and `effect` load from node_modules as they would in kiln.
+ */
+import { build } from "esbuild"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+
+const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
+
+const fixturesDir = path.join(projectRoot, ".kiln-test", "fixtures")
+
+export default async function setup() {
+  const sources = path.join(projectRoot, "test", "fixtures")
+  const entryPoints = fs.readdirSync(sources).filter((f) => f.endsWith("Worker.ts")).map((f) => path.join(sources, f))
+  const { outputFiles } = await build({
+    entryPoints,
+    outdir: fixturesDir,
+    outExtension: { ".js": ".mjs" },
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node20",
+    packages: "external",
+    sourcemap: "inline",
+    logLevel: "warning",
+    write: false
+  })
+  fs.mkdirSync(fixturesDir, { recursive: true })
+  // Each bundle replaces the last by a rename, so that another test run using them meanwhile never sees half a file.
+  for (const file of outputFiles) {
+    const tmp = `${file.path}.${process.pid}.tmp`
+    fs.writeFileSync(tmp, file.contents)
+    fs.renameSync(tmp, file.path)
+  }
+}

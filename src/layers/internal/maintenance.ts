@@ -39,28 +39,42 @@ const shardsOf = (core: Core.Core, kind: "files" | "directories" | "actions") =>
   kind === "files" ? core.files : kind === "directories" ? core.directories : core.actions
 
 const checkShard = (kind: "files" | "directories" | "actions", shard: LmdbEnvs.SharedEnv, problems: Array<Problem>) =>
-  Effect.gen(function*() {
+  // Leases and contents are read in one synchronous pass, so both come from one read snapshot: an entry written
+  // between two snapshots would otherwise look like content without a lease, and --repair would delete it.
+  LmdbEnvs.read(shard, () => {
     let checked = 0
     const sizes = new Map<string, number>()
-    for (const { hash, lease } of yield* Sharded.scanLeases(shard)) sizes.set(hash, lease.size)
-    yield* Sharded.forEachContent(shard, (hash, value) => {
+    for (const { key, value } of shard.leases.getRange({})) {
+      sizes.set(Buffer.from(key).toString("hex"), Sharded.decodeLease(value)?.size ?? -1)
+    }
+    for (const { key, value } of shard.content.getRange({})) {
+      const hash = Buffer.from(key).toString("hex")
       checked++
       const add = (problem: string) => problems.push({ store: kind, key: hash, problem })
       const leasedSize = sizes.get(hash)
       sizes.delete(hash)
       if (kind === "actions") {
         if (Core.unsealActionResult(value) === undefined) add("its checksum does not match its bytes")
-        return
+        continue
       }
       const actual = createHash("sha256").update(value).digest("hex")
-      if (actual !== hash) return add(`its bytes hash to ${actual}`)
-      if (leasedSize === undefined) return add("it has no lease row")
-      if (leasedSize !== value.length) return add(`its lease row records ${leasedSize} bytes, it has ${value.length}`)
+      if (actual !== hash) {
+        add(`its bytes hash to ${actual}`)
+        continue
+      }
+      if (leasedSize === undefined) {
+        add("it has no lease row")
+        continue
+      }
+      if (leasedSize !== value.length) {
+        add(`its lease row records ${leasedSize} bytes, it has ${value.length}`)
+        continue
+      }
       if (kind === "directories") {
         const decoded = Directory.decode(value)
         if (decoded._tag === "Left") add(decoded.left.reason)
       }
-    })
+    }
     for (const hash of sizes.keys()) problems.push({ store: kind, key: hash, problem: "a lease row without content" })
     return checked
   })

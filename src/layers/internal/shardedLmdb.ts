@@ -126,9 +126,12 @@ const groupByShard = <T extends { readonly hash: string }>(shards: Shards, items
 }
 
 /**
- * Stores entries, one write transaction per shard. Unless `overwrite` (the action cache replaces stale results), an
- * entry that is already present keeps its bytes; its lease is extended when less than half of it is left (Pants never refreshes a re-stored entry's lease, so GC removed hot
- * entries first).
+ * Stores entries: one read pass decides what to write, then queued puts that lmdb-js commits as one transaction
+ * per shard on its write thread (a `transaction()` callback would copy every value on the main thread, and each
+ * call would wait for its own commit before the caller could hash the next batch). Unless `overwrite` (the action
+ * cache replaces stale results), an entry already present keeps its bytes; its lease is extended when less than
+ * half of it is left (Pants never refreshes a re-stored entry's lease, so GC removed hot entries first). Two
+ * processes storing the same digest at once both write the same bytes, which is harmless.
  *
  * @internal
  */
@@ -140,23 +143,36 @@ export const putBatch = (
   overwrite = false
 ): Effect.Effect<void, StoreError> =>
   Effect.forEach(groupByShard(shards, entries), ([shard, group]) =>
-    Effect.tryPromise({
-      try: () =>
-        shard.env.transaction(() => {
-          for (const entry of group) {
-            const key = keyOf(entry.hash)
-            const lease = decodeLease(shard.leases.getBinary(key))
-            const present = !overwrite && lease !== undefined && shard.content.doesExist(key)
-            if (!present) {
-              shard.content.putSync(key, Buffer.from(entry.value.buffer, entry.value.byteOffset, entry.value.length))
-            }
-            if (!present || lease.until - Date.now() < leaseTimeMs / 2) {
-              shard.leases.putSync(key, encodeLease({ until: leaseUntil, size: entry.value.length }))
-            }
-          }
-        }),
-      catch: writeFailed(shard)
-    }), { discard: true, concurrency: "unbounded" })
+    Effect.flatMap(
+      LmdbEnvs.read(shard, () => {
+        const now = Date.now()
+        return group.map((entry) => {
+          if (overwrite) return "both" as const
+          const key = keyOf(entry.hash)
+          const lease = decodeLease(shard.leases.getBinary(key))
+          if (lease === undefined || !shard.content.doesExist(key)) return "both" as const
+          return lease.until - now < leaseTimeMs / 2 ? "lease" as const : "none" as const
+        })
+      }),
+      (plan) =>
+        Effect.tryPromise({
+          try: () => {
+            const writes: Array<Promise<unknown>> = []
+            group.forEach((entry, i) => {
+              if (plan[i] === "none") return
+              const key = keyOf(entry.hash)
+              if (plan[i] === "both") {
+                writes.push(
+                  shard.content.put(key, Buffer.from(entry.value.buffer, entry.value.byteOffset, entry.value.length))
+                )
+              }
+              writes.push(shard.leases.put(key, encodeLease({ until: leaseUntil, size: entry.value.length })))
+            })
+            return Promise.all(writes)
+          },
+          catch: writeFailed(shard)
+        })
+    ), { discard: true, concurrency: "unbounded" })
 
 /**
  * Extends the leases of present entries (absent ones are skipped). Reads first, so that leases that are still
