@@ -11,6 +11,8 @@ import * as vm from "node:vm"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const bundle = path.join(here, "kiln.cjs")
+// How kiln runs itself (the sandboxer is `kiln sandboxer`), whatever name or symlink it was started through.
+process.env.KILN_CLI = path.join(here, "cli.js")
 const cacheFile = `${bundle}.cache`
 const source = fs.readFileSync(bundle, "utf8")
 let cachedData: Buffer | undefined

@@ -25,26 +25,32 @@ export interface Owner {
   readonly kept?: boolean
 }
 
-/** @internal */
-export const processStartTime = (pid: number): string | undefined => {
+const procStat = (pid: number): Array<string> | undefined => {
   try {
     const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
     // The command name (field 2) may hold spaces and parentheses: count fields after the last `)`.
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-    return fields[19]
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")
   } catch {
     return undefined
   }
 }
 
 /** @internal */
+export const processStartTime = (pid: number): string | undefined => procStat(pid)?.[19]
+
+/**
+ * Whether a process runs. A zombie (exited, not yet reaped: an engine whose own parent has not waited for it, or
+ * a sandboxer reparented to an init that does not reap) answers `kill(pid, 0)` but is dead.
+ *
+ * @internal
+ */
 export const isAlive = (pid: number): boolean => {
   try {
     process.kill(pid, 0)
-    return true
   } catch (e) {
-    return errnoOf(e) === "EPERM"
+    if (errnoOf(e) !== "EPERM") return false
   }
+  return procStat(pid)?.[0] !== "Z"
 }
 
 /** Whether the owner still runs: its pid is alive and started at the recorded time. @internal */

@@ -8,7 +8,7 @@
  * @internal
  */
 import { Duration, Effect, Ref, Schedule } from "effect"
-import type * as Digest from "../../domain/Digest.js"
+import * as Digest from "../../domain/Digest.js"
 import { FailedPrecondition, NotFound } from "../../domain/SandboxerRpc.js"
 import type * as Store from "../Store.js"
 import { describeErrno, errnoOf } from "./errno.js"
@@ -47,7 +47,8 @@ export const handlers = (store: Store.Service, state: State) => ({
   ) =>
     tracked(
       state,
-      store.materialize(req.digest, req.destination, { mutablePaths: req.mutablePaths }).pipe(
+      Effect.logInfo(`materialize ${Digest.format(req.digest)} into ${req.destination}`).pipe(
+        Effect.zipRight(store.materialize(req.digest, req.destination, { mutablePaths: req.mutablePaths })),
         Effect.catchTags({
           MissingDigest: (e) => Effect.fail(new NotFound({ digest: e.digest })),
           StoreError: (e) => Effect.fail(new FailedPrecondition({ reason: e.message }))

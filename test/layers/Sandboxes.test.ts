@@ -1,0 +1,160 @@
+/**
+ * Sandboxes: created fresh, removed by their finalizer even when read-only, failures reported and counted,
+ * orphans of dead engines swept.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Logger } from "effect"
+import { spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import * as SandboxDir from "../../src/layers/internal/sandboxDir.js"
+import * as Sandboxes from "../../src/layers/Sandboxes.js"
+import { tempDir } from "../utils/temp.js"
+
+const NOBODY = 65534
+const removeWorker = path.resolve(".kiln-test/fixtures/removeWorker.mjs")
+
+/** dirs 0555 and files 0444, nested 5 deep, as `go mod download` leaves its module cache. */
+const readOnlyTree = (top: string) => {
+  let dir = top
+  const dirs: Array<string> = []
+  for (let i = 0; i < 5; i++) {
+    fs.mkdirSync(dir, { recursive: true })
+    fs.writeFileSync(path.join(dir, `file${i}`), "x", { mode: 0o444 })
+    dirs.push(dir)
+    dir = path.join(dir, `level${i}`)
+  }
+  for (const d of dirs.reverse()) fs.chmodSync(d, 0o555)
+}
+
+const chownTree = (p: string, uid: number) => {
+  fs.lchownSync(p, uid, uid)
+  if (fs.lstatSync(p).isDirectory()) { for (const n of fs.readdirSync(p)) chownTree(path.join(p, n), uid) }
+}
+
+const collectLogs = (into: Array<string>) =>
+  Logger.replace(Logger.defaultLogger, Logger.make(({ message }) => into.push(String(message))))
+
+describe("Sandboxes", () => {
+  it.scoped("a sandbox is a fresh directory that its scope removes, read-only trees included", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir()
+      const sandboxes = yield* Sandboxes.make({ root, sweepOnStart: false })
+      const dir = yield* Effect.scoped(
+        Effect.gen(function*() {
+          const sandbox = yield* sandboxes.make("test")
+          assert.isTrue(path.basename(sandbox.path).startsWith("kiln-sandbox-"))
+          assert.deepStrictEqual(fs.readdirSync(sandbox.path), [])
+          readOnlyTree(path.join(sandbox.path, "pkg", "mod"))
+          return sandbox.path
+        })
+      )
+      assert.isFalse(fs.existsSync(dir))
+      assert.isFalse(fs.existsSync(SandboxDir.ownerFileOf(dir)))
+      assert.strictEqual(yield* sandboxes.removalFailures, 0)
+    }))
+
+  it.scoped("removal of a read-only tree works as an unprivileged user, where rm -rf fails", () =>
+    Effect.gen(function*() {
+      if (process.getuid?.() !== 0) return
+      const root = yield* tempDir()
+      fs.chmodSync(root, 0o777)
+      const control = path.join(root, "control")
+      const sandbox = path.join(root, "kiln-sandbox-nobody")
+      readOnlyTree(control)
+      readOnlyTree(sandbox)
+      chownTree(control, NOBODY)
+      chownTree(sandbox, NOBODY)
+      const rm = spawnSync("rm", ["-rf", control], { uid: NOBODY, gid: NOBODY, encoding: "utf8" })
+      assert.notStrictEqual(rm.status, 0, "the control tree should defeat a plain rm -rf")
+      const ours = spawnSync(process.execPath, [removeWorker, sandbox], { uid: NOBODY, gid: NOBODY, encoding: "utf8" })
+      assert.strictEqual(ours.stdout.trim(), "removed", ours.stderr)
+      assert.isFalse(fs.existsSync(sandbox))
+    }))
+
+  it.scoped("a sandbox that cannot be removed is logged with its path and errno, and counted", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir()
+      const logs: Array<string> = []
+      const sandboxes = yield* Sandboxes.make({ root, sweepOnStart: false })
+      let stuck = ""
+      const chattr = (flag: string) => spawnSync("chattr", [flag, stuck], { encoding: "utf8" })
+      yield* Effect.addFinalizer(() => Effect.sync(() => stuck !== "" && chattr("-i")))
+      const dir = yield* Effect.scoped(
+        Effect.gen(function*() {
+          const sandbox = yield* sandboxes.make("test")
+          stuck = path.join(sandbox.path, "deep", "immutable")
+          fs.mkdirSync(path.dirname(stuck))
+          fs.writeFileSync(stuck, "x")
+          // An immutable file (chattr +i) defeats even root: the simulation of a tree kiln cannot remove.
+          const r = chattr("+i")
+          assert.strictEqual(r.status, 0, `chattr +i failed: ${r.stderr}`)
+          return sandbox.path
+        })
+      ).pipe(Effect.provide(collectLogs(logs)))
+      assert.isTrue(fs.existsSync(dir))
+      assert.strictEqual(yield* sandboxes.removalFailures, 1)
+      const warning = logs.find((l) => l.includes("could not remove sandbox"))
+      assert.isDefined(warning)
+      assert.include(warning, dir)
+      assert.include(warning, "EPERM")
+    }))
+
+  it.scoped("keep: always keeps the sandbox with a __run.sh that re-runs the process exactly", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir()
+      const sandboxes = yield* Sandboxes.make({ root, keep: "always", sweepOnStart: false })
+      const dir = yield* Effect.scoped(
+        Effect.gen(function*() {
+          const sandbox = yield* sandboxes.make("echo")
+          fs.mkdirSync(path.join(sandbox.path, "sub"))
+          yield* sandbox.setCommand({
+            argv: ["/bin/sh", "-c", "echo \"$GREETING, it's $(pwd)\" > out.txt"],
+            env: { GREETING: "hello 'there'" },
+            workingDirectory: "sub"
+          })
+          return sandbox.path
+        })
+      )
+      assert.isTrue(fs.existsSync(dir))
+      const run = spawnSync(path.join(dir, "__run.sh"), { encoding: "utf8" })
+      assert.strictEqual(run.status, 0, run.stderr)
+      assert.strictEqual(fs.readFileSync(path.join(dir, "sub", "out.txt"), "utf8"), `hello 'there', it's ${dir}/sub\n`)
+      // A kept sandbox survives sweeps; `kept: true` removes it.
+      assert.strictEqual((yield* sandboxes.sweep()).kept, 1)
+      assert.isTrue(fs.existsSync(dir))
+      yield* sandboxes.sweep({ kept: true })
+      assert.isFalse(fs.existsSync(dir))
+    }))
+
+  it.scoped("keep: on-failure keeps only the sandbox of a failed process", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir()
+      const sandboxes = yield* Sandboxes.make({ root, keep: "on-failure", sweepOnStart: false })
+      const ok = yield* Effect.scoped(Effect.map(sandboxes.make("ok"), (s) => s.path))
+      const failed = yield* Effect.scoped(
+        Effect.flatMap(sandboxes.make("failed"), (s) => Effect.as(s.markFailed, s.path))
+      )
+      assert.isFalse(fs.existsSync(ok))
+      assert.isTrue(fs.existsSync(failed))
+    }))
+
+  it.scoped("the start-up sweep removes sandboxes of dead owners (read-only trees too) and keeps live ones", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir()
+      const dead = spawnSync("sh", ["-c", "echo $$"], { encoding: "utf8" })
+      const deadOwner = { pid: Number(dead.stdout.trim()), startTime: "1" }
+      const orphan = SandboxDir.create(root, deadOwner)
+      readOnlyTree(path.join(orphan, "cache"))
+      // Our own pid with another start time: a recycled pid, so the owner is dead.
+      const recycled = SandboxDir.create(root, { pid: process.pid, startTime: "1" })
+      const live = SandboxDir.create(root, SandboxDir.self())
+      const sandboxes = yield* Sandboxes.make({ root, sweepOnStart: false })
+      const report = yield* sandboxes.sweep()
+      assert.sameMembers([...report.removed], [orphan, recycled])
+      assert.isFalse(fs.existsSync(orphan))
+      assert.isFalse(fs.existsSync(SandboxDir.ownerFileOf(orphan)))
+      assert.isTrue(fs.existsSync(live))
+      SandboxDir.remove(live)
+    }))
+})

@@ -1,0 +1,55 @@
+import { Duration, Effect, Schedule } from "effect"
+import { type ChildProcess, spawn, type SpawnOptions } from "node:child_process"
+import * as readline from "node:readline"
+
+/** A child process that is SIGKILLed when the scope closes, if the test has not ended it. */
+export const spawnScoped = (command: string, args: ReadonlyArray<string>, options: SpawnOptions = {}) =>
+  Effect.acquireRelease(
+    Effect.sync(() => spawn(command, args, { stdio: ["ignore", "pipe", "pipe"], ...options })),
+    (child) =>
+      Effect.sync(() => {
+        if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL")
+      })
+  )
+
+/** The first line the child prints on stdout; fails if it exits first. */
+export const firstLine = (child: ChildProcess) =>
+  Effect.async<string, Error>((resume) => {
+    const lines = readline.createInterface({ input: child.stdout! })
+    let stderr = ""
+    child.stderr?.on("data", (d) => (stderr += d))
+    lines.once("line", (line) => {
+      lines.close()
+      resume(Effect.succeed(line))
+    })
+    child.once("exit", (code) => resume(Effect.fail(new Error(`exited with ${code} before a line: ${stderr}`))))
+  })
+
+/** How the child ended. */
+export const exitOf = (child: ChildProcess) =>
+  Effect.async<{ readonly code: number | null; readonly signal: NodeJS.Signals | null }>((resume) => {
+    if (child.exitCode !== null || child.signalCode !== null) {
+      return resume(Effect.succeed({ code: child.exitCode, signal: child.signalCode }))
+    }
+    child.once("exit", (code, signal) => resume(Effect.succeed({ code, signal })))
+  })
+
+/** Polls a condition until it holds; fails with `what` after `within`. A bounded wait, not a timing assertion. */
+export const eventually = (what: string, condition: () => boolean, within: Duration.DurationInput = "10 seconds") =>
+  Effect.repeat(Effect.sync(condition), { until: (ok) => ok, schedule: Schedule.spaced("20 millis") }).pipe(
+    Effect.timeoutFail({
+      duration: within,
+      onTimeout: () => new Error(`timed out after ${Duration.format(within)}: ${what}`)
+    }),
+    Effect.asVoid
+  )
+
+/** Whether a process group still has a member. */
+export const groupAlive = (pgid: number): boolean => {
+  try {
+    process.kill(-pgid, 0)
+    return true
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM"
+  }
+}
