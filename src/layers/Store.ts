@@ -12,6 +12,7 @@ import * as path from "node:path"
 import * as Digest from "../domain/Digest.js"
 import type * as Directory from "../domain/Directory.js"
 import { StoreConfigConflict, StoreError } from "../domain/StoreErrors.js"
+import * as ActionLock from "./internal/actionLock.js"
 import * as Capture from "./internal/capture.js"
 import * as Core from "./internal/core.js"
 import { errnoOf, ioError } from "./internal/errno.js"
@@ -139,6 +140,15 @@ export interface Service {
   /** Stores (or replaces) the result of an action. */
   readonly putActionResult: (actionDigest: Digest.Digest, payload: Uint8Array) => Effect.Effect<void, StoreError>
   readonly removeActionResult: (actionDigest: Digest.Digest) => Effect.Effect<boolean, StoreError>
+  /**
+   * Runs `run` holding a lock on the action across every process on this store; while another live process holds
+   * it, polls `whileWaiting` and returns its value as soon as it has one. A dead holder's lock is taken over.
+   */
+  readonly withActionLock: <A, E, R>(
+    actionDigest: Digest.Digest,
+    whileWaiting: Effect.Effect<Option.Option<A>, E, R>,
+    run: Effect.Effect<A, E, R>
+  ) => Effect.Effect<A, E | StoreError, R>
   /** Snapshots a directory (filtered by globs relative to it; `!` excludes) into the store. */
   readonly snapshot: (dir: string, globs?: ReadonlyArray<string>) => Effect.Effect<Digest.Digest, StoreError>
   /** Writes a tree onto disk. */
@@ -341,6 +351,8 @@ export const make = (
       putActionResult: (actionDigest, payload) => Core.putActionResult(core, actionDigest, payload),
       removeActionResult: (actionDigest) =>
         Effect.map(Sharded.removeBatch(core.actions, [actionDigest.hash]), (r) => r.length > 0),
+      withActionLock: (actionDigest, whileWaiting, run) =>
+        ActionLock.withActionLock(core.actions, actionDigest, whileWaiting, run),
       snapshot: (dir, globs) => Snapshot.snapshot(core, dir, globs),
       materialize: (digest, destination, options) => Materialize.materialize(core, digest, destination, options),
       capture: (root, outputs) => Capture.capture(core, root, outputs),

@@ -2,6 +2,8 @@
  * The `kiln` command tree.
  */
 import * as Command from "@effect/cli/Command"
+import { clean } from "./cleanCommand.js"
+import { exec } from "./execCommand.js"
 import { sandboxer } from "./sandboxer.js"
 import { store } from "./storeCommands.js"
 
@@ -9,7 +11,7 @@ export const VERSION = "0.1.0"
 
 const kiln = Command.make("kiln").pipe(
   Command.withDescription("a hermetic process-execution engine for build tools"),
-  Command.withSubcommands([store, sandboxer])
+  Command.withSubcommands([exec, store, clean, sandboxer])
 )
 
 export const run = Command.run(kiln, { name: "kiln", version: VERSION })

@@ -85,3 +85,18 @@ describe("kiln store", () => {
     assert.match(r.stdout, /^\d+\.\d+\.\d+/)
   })
 })
+
+describe("kiln clean", () => {
+  it.scoped("removes sandboxes whose owner is dead and reports them", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir()
+      const orphan = path.join(root, "kiln-sandbox-0123456789ab")
+      fs.mkdirSync(path.join(orphan, "ro"), { recursive: true })
+      fs.chmodSync(path.join(orphan, "ro"), 0o555)
+      fs.writeFileSync(`${orphan}.owner`, JSON.stringify({ pid: 2 ** 22 + 1, startTime: "1" }))
+      const r = spawnSync(process.execPath, [cli, "clean", "--sandbox-root", root], { encoding: "utf8" })
+      assert.strictEqual(r.status, 0, r.stderr)
+      assert.include(r.stdout, `removed ${orphan}`)
+      assert.isFalse(fs.existsSync(orphan))
+    }))
+})

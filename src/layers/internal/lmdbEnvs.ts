@@ -31,6 +31,8 @@ export interface SharedEnv {
   readonly content: Database<Buffer, Buffer>
   /** Digest hash (32 bytes) → `[leasedUntilMs: f64, size: f64]`. Written in the same transaction as the content. */
   readonly leases: Database<Buffer, Buffer>
+  /** Action digest hash → the owner (`{ pid, startTime }` JSON) running that action; action-cache shards only. */
+  readonly locks: Database<Buffer, Buffer>
   readonly settings: EnvSettings
   refs: number
 }
@@ -117,8 +119,9 @@ export const acquire = (
             env.readerCheck()
             const content = env.openDB<Buffer, Buffer>({ name: "content", encoding: "binary", keyEncoding: "binary" })
             const leases = env.openDB<Buffer, Buffer>({ name: "leases", encoding: "binary", keyEncoding: "binary" })
+            const locks = env.openDB<Buffer, Buffer>({ name: "locks", encoding: "binary", keyEncoding: "binary" })
             const key = lockKey(dir)!
-            const shared: SharedEnv = { key, path: dir, env, content, leases, settings, refs: 1 }
+            const shared: SharedEnv = { key, path: dir, env, content, leases, locks, settings, refs: 1 }
             registry.set(key, shared)
             return shared
           },

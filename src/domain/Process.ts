@@ -1,0 +1,97 @@
+/**
+ * A process to run hermetically, and its result. A tool that exits non-zero is a result, not an error: the error
+ * channel is for kiln's own failures.
+ *
+ * @since 0.1.0
+ */
+import { Schema } from "effect"
+import { Digest } from "./Digest.js"
+
+/**
+ * `always` caches failures too; `successful` (the default) only exit code 0; `never` never reads or writes.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const CachePolicy = Schema.Literal("always", "successful", "never")
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type CachePolicy = typeof CachePolicy.Type
+
+/**
+ * The placeholder replaced by the sandbox's absolute path in argv and env. The cache key sees the placeholder, so
+ * the same process in two sandboxes has one key.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const CHROOT = "{chroot}"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export class Process extends Schema.Class<Process>("kiln/Process")({
+  argv: Schema.NonEmptyArray(Schema.String),
+  /** Exactly the environment the process sees: nothing is inherited, not even `PATH`. */
+  env: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Schema.String }), { default: () => ({}) }),
+  inputDigest: Digest,
+  /** Relative to the sandbox root; outputs are relative to it too. */
+  workingDirectory: Schema.optionalWith(Schema.String, { default: () => "" }),
+  outputFiles: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] }),
+  outputDirectories: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] }),
+  timeoutMs: Schema.optional(Schema.Number),
+  description: Schema.optionalWith(Schema.String, { default: () => "a process" }),
+  cache: Schema.optionalWith(CachePolicy, { default: () => "successful" as const }),
+  /** `{ name: path relative to the sandbox }`; names are `[a-z0-9_]+`. */
+  namedCaches: Schema.optionalWith(
+    Schema.Record({ key: Schema.String.pipe(Schema.pattern(/^[a-z0-9_]+$/)), value: Schema.String }),
+    { default: () => ({}) }
+  )
+}) {}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export const ResultSource = Schema.Literal("ran", "cache-hit")
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export class ProcessResult extends Schema.Class<ProcessResult>("kiln/ProcessResult")({
+  exitCode: Schema.NullOr(Schema.Int),
+  signal: Schema.NullOr(Schema.String),
+  timedOut: Schema.Boolean,
+  stdoutDigest: Digest,
+  stderrDigest: Digest,
+  outputDigest: Digest,
+  actionDigest: Digest,
+  durationMs: Schema.Number,
+  source: ResultSource,
+  /** Milliseconds spent in each phase of this run (a cache hit only has `cacheLookup`). */
+  timings: Schema.Record({ key: Schema.String, value: Schema.Number })
+}) {
+  get succeeded(): boolean {
+    return this.exitCode === 0 && !this.timedOut
+  }
+}
+
+/**
+ * The process could not be started at all (its executable is missing or not executable, say).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class SpawnError extends Schema.TaggedError<SpawnError>("kiln/SpawnError")("SpawnError", {
+  argv0: Schema.String,
+  detail: Schema.String
+}) {
+  override get message(): string {
+    return `cannot run \`${this.argv0}\`: ${this.detail}`
+  }
+}

@@ -1,0 +1,107 @@
+/**
+ * Runs processes hermetically: action cache → concurrency limit → a fresh sandbox per process. A tool that exits
+ * non-zero is a `ProcessResult`; the error channel carries kiln's own failures, `MissingDigest` among them.
+ *
+ * @since 0.1.0
+ */
+import { Context, Duration, Effect, Layer } from "effect"
+import * as os from "node:os"
+import * as path from "node:path"
+import type { MissingDigest } from "../domain/Digest.js"
+import type { Process, ProcessResult, SpawnError } from "../domain/Process.js"
+import type { SandboxError, SandboxerUnavailable } from "../domain/Sandbox.js"
+import type { StoreError } from "../domain/StoreErrors.js"
+import * as BoundedRunner from "./internal/boundedRunner.js"
+import * as CachedRunner from "./internal/cachedRunner.js"
+import * as LocalRunner from "./internal/localRunner.js"
+import type { CachePolicy } from "./internal/runner.js"
+import { Sandboxer } from "./Sandboxer.js"
+import { Sandboxes } from "./Sandboxes.js"
+import { Store } from "./Store.js"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type { CachePolicy }
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type CacheContent = CachedRunner.CacheContent
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Service {
+  readonly run: (
+    process: Process,
+    options?: { readonly cache?: CachePolicy }
+  ) => Effect.Effect<ProcessResult, MissingDigest | SandboxError | SandboxerUnavailable | SpawnError | StoreError>
+}
+
+/**
+ * @since 0.1.0
+ * @category tags
+ */
+export class ProcessRunner extends Context.Tag("kiln/ProcessRunner")<ProcessRunner, Service>() {}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** At most this many processes at once. Default: the CPU count. */
+  readonly concurrency?: number
+  readonly cacheContent?: CacheContent
+  /** Default `$KILN_NAMED_CACHES_DIR`, else `$XDG_CACHE_HOME/kiln/named_caches`, else `~/.cache/kiln/named_caches`. */
+  readonly namedCachesDir?: string
+  /** Between SIGTERM and SIGKILL of a process group that timed out or was interrupted. Default 3 s. */
+  readonly grace?: Duration.DurationInput
+}
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const defaultNamedCachesDir = (env: NodeJS.ProcessEnv = process.env): string =>
+  env.KILN_NAMED_CACHES_DIR !== undefined && env.KILN_NAMED_CACHES_DIR !== ""
+    ? path.resolve(env.KILN_NAMED_CACHES_DIR)
+    : path.join(
+      env.XDG_CACHE_HOME !== undefined && path.isAbsolute(env.XDG_CACHE_HOME)
+        ? env.XDG_CACHE_HOME
+        : path.join(os.homedir(), ".cache"),
+      "kiln",
+      "named_caches"
+    )
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options: Options = {}) =>
+  Effect.gen(function*() {
+    const store = yield* Store
+    const local = LocalRunner.make(store, yield* Sandboxer, yield* Sandboxes, {
+      namedCachesDir: path.resolve(options.namedCachesDir ?? defaultNamedCachesDir()),
+      grace: options.grace ?? Duration.seconds(3)
+    })
+    const bounded = yield* BoundedRunner.make(options.concurrency ?? os.availableParallelism(), local)
+    const cached = CachedRunner.make(store, bounded, options.cacheContent ?? "validate")
+    const service: Service = {
+      run: (process, opts) =>
+        cached(process, opts?.cache ?? { read: true, write: true }).pipe(
+          Effect.withSpan("ProcessRunner.run", { attributes: { description: process.description } })
+        )
+    }
+    return service
+  })
+
+/**
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options: Options = {}): Layer.Layer<ProcessRunner, never, Store | Sandboxer | Sandboxes> =>
+  Layer.effect(ProcessRunner, make(options))

@@ -1,0 +1,75 @@
+/**
+ * A lock per action digest, across processes, so that two engines that need the same uncached action at the same
+ * moment run it once. It lives in the action cache's LMDB shard (a `locks` table): LMDB's write lock makes
+ * test-and-set atomic across processes, nothing is a file to unlink while another process holds it, and a lock
+ * whose owner died (pid gone, or pid recycled with another start time) is taken over.
+ *
+ * @internal
+ */
+import { Duration, Effect, Option } from "effect"
+import type * as Digest from "../../domain/Digest.js"
+import { StoreError } from "../../domain/StoreErrors.js"
+import { describeErrno } from "./errno.js"
+import * as SandboxDir from "./sandboxDir.js"
+import * as Sharded from "./shardedLmdb.js"
+
+const me = SandboxDir.self()
+const mine = Buffer.from(JSON.stringify({ pid: me.pid, startTime: me.startTime }))
+
+const tryAcquire = (shards: Sharded.Shards, hash: string): Effect.Effect<boolean, StoreError> => {
+  const shard = Sharded.shardOf(shards, hash)
+  const key = Sharded.keyOf(hash)
+  return Effect.tryPromise({
+    try: () =>
+      shard.env.transaction(() => {
+        const held = shard.locks.getBinary(key)
+        if (held !== undefined) {
+          if (Buffer.compare(held, mine) === 0) return true
+          try {
+            const owner = JSON.parse(held.toString("utf8")) as SandboxDir.Owner
+            if (SandboxDir.ownerAlive(owner)) return false
+          } catch {
+            // An unreadable owner cannot be waited for: take the lock over.
+          }
+        }
+        shard.locks.putSync(key, mine)
+        return true
+      }),
+    catch: (e) => new StoreError({ reason: "Lmdb", detail: `action lock: ${describeErrno(e)}`, path: shard.path })
+  })
+}
+
+const release = (shards: Sharded.Shards, hash: string): Effect.Effect<void> => {
+  const shard = Sharded.shardOf(shards, hash)
+  const key = Sharded.keyOf(hash)
+  return Effect.promise(() =>
+    shard.env.transaction(() => {
+      const held = shard.locks.getBinary(key)
+      if (held !== undefined && Buffer.compare(held, mine) === 0) shard.locks.removeSync(key)
+    })
+  ).pipe(Effect.catchAllDefect((e) => Effect.logWarning(`could not release the action lock: ${describeErrno(e)}`)))
+}
+
+/**
+ * Runs `run` holding the lock for `action`. While another live process holds it, polls `whileWaiting` (which looks
+ * for the result the holder will store) and returns its value as soon as it has one, without running.
+ *
+ * @internal
+ */
+export const withActionLock = <A, E, R>(
+  shards: Sharded.Shards,
+  action: Digest.Digest,
+  whileWaiting: Effect.Effect<Option.Option<A>, E, R>,
+  run: Effect.Effect<A, E, R>,
+  poll: Duration.DurationInput = Duration.millis(50)
+): Effect.Effect<A, E | StoreError, R> =>
+  Effect.gen(function*() {
+    for (;;) {
+      if (yield* tryAcquire(shards, action.hash)) {
+        return yield* Effect.ensuring(run, release(shards, action.hash))
+      }
+      const done = yield* whileWaiting
+      if (Option.isSome(done)) return done.value
+      yield* Effect.sleep(poll)
+    }
+  })

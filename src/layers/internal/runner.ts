@@ -1,0 +1,27 @@
+/**
+ * The one interface every runner decorator implements (Pants's `CommandRunner`): cached(bounded(local)).
+ *
+ * @internal
+ */
+import type { Effect } from "effect"
+import type { MissingDigest } from "../../domain/Digest.js"
+import type { Process, ProcessResult, SpawnError } from "../../domain/Process.js"
+import type { SandboxError, SandboxerUnavailable } from "../../domain/Sandbox.js"
+import type { StoreError } from "../../domain/StoreErrors.js"
+
+/**
+ * Whether a run may read the action cache and write it. Backtracking re-runs a producer with reads off and writes
+ * on, so its fresh result replaces the stale entry.
+ *
+ * @internal
+ */
+export interface CachePolicy {
+  readonly read: boolean
+  readonly write: boolean
+}
+
+/** @internal */
+export type RunError = MissingDigest | SandboxError | SandboxerUnavailable | SpawnError | StoreError
+
+/** @internal */
+export type Runner = (process: Process, policy: CachePolicy) => Effect.Effect<ProcessResult, RunError>
