@@ -100,3 +100,40 @@ describe("kiln clean", () => {
       assert.isFalse(fs.existsSync(orphan))
     }))
 })
+
+describe("kiln exec", () => {
+  it.scoped("runs a process, prints the result as JSON, hits the cache the second time, exits with its code", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir()
+      const env = {
+        ...process.env,
+        KILN_STORE_DIR: path.join(root, "store"),
+        KILN_SANDBOX_ROOT: path.join(root, "sandboxes"),
+        KILN_NAMED_CACHES_DIR: path.join(root, "named")
+      }
+      fs.mkdirSync(path.join(root, "sandboxes"))
+      const exec = (args: ReadonlyArray<string>) =>
+        spawnSync(process.execPath, [cli, "exec", ...args], { encoding: "utf8", env })
+      const argv = ["--output", "out.txt", "--json", "--", "/bin/sh", "-c", "echo made > out.txt; echo hi"]
+      const first = exec(argv)
+      assert.strictEqual(first.status, 0, first.stderr)
+      const r1 = JSON.parse(first.stdout)
+      assert.strictEqual(r1.exitCode, 0)
+      assert.strictEqual(r1.source, "ran")
+      assert.strictEqual(r1.timedOut, false)
+      for (const k of ["outputDigest", "stdoutDigest", "stderrDigest", "actionDigest"]) {
+        assert.match(r1[k], /^[0-9a-f]{64}\/\d+$/)
+      }
+      assert.isNumber(r1.durationMs)
+      const r2 = JSON.parse(exec(argv).stdout)
+      assert.strictEqual(r2.source, "cache-hit")
+      assert.strictEqual(r2.outputDigest, r1.outputDigest)
+      const failing = exec(["--", "/bin/sh", "-c", "echo oops >&2; exit 5"])
+      assert.strictEqual(failing.status, 5)
+      assert.include(failing.stderr, "oops")
+      const missing = exec(["--", "/no/such/binary"])
+      assert.strictEqual(missing.status, 1)
+      assert.include(missing.stderr, "/no/such/binary")
+      assert.deepStrictEqual(fs.readdirSync(path.join(root, "sandboxes")), [])
+    }))
+})

@@ -1,0 +1,59 @@
+/**
+ * The runner across OS processes: an engine SIGKILLed mid-run leaves nothing behind (its sandboxer kills the group
+ * and removes the sandbox), and two engines that need the same uncached action run it once.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { eventually, exitOf, firstLine, groupAlive, spawnScoped } from "../utils/child.js"
+import { cli } from "../utils/stack.js"
+import { tempDir } from "../utils/temp.js"
+
+const runnerWorker = path.resolve(".kiln-test/fixtures/runnerWorker.mjs")
+
+describe("ProcessRunner across processes", () => {
+  it.scopedLive("an engine SIGKILLed mid-run: the process group and the sandbox are gone within 2 s", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir("kiln-rp-")
+      const marker = path.join(root, "pgid")
+      const engine = yield* spawnScoped(process.execPath, [
+        runnerWorker,
+        JSON.stringify({
+          root,
+          storeRoot: path.join(root, "store"),
+          cli,
+          script:
+            `echo $$ > ${marker}.tmp && mv ${marker}.tmp ${marker}; sh -c 'trap "" TERM; while :; do sleep 1; done' & wait`
+        })
+      ])
+      yield* eventually("the process started", () => fs.existsSync(marker))
+      const pgid = Number(fs.readFileSync(marker, "utf8"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => groupAlive(pgid) && process.kill(-pgid, "SIGKILL")))
+      const sandboxes = () => fs.readdirSync(path.join(root, "sandboxes")).filter((n) => !n.endsWith(".owner"))
+      assert.strictEqual(sandboxes().length, 1)
+      engine.kill("SIGKILL")
+      yield* exitOf(engine)
+      yield* eventually("the group is gone", () => !groupAlive(pgid), "2 seconds")
+      yield* eventually("the sandbox is gone", () => sandboxes().length === 0, "2 seconds")
+    }))
+
+  it.scopedLive("two engines needing the same uncached action run it once and get the same result", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir("kiln-rp-")
+      const counter = path.join(root, "ran")
+      const script = `echo ran >> ${counter}; sleep 1; echo result`
+      const start = (name: string) =>
+        spawnScoped(process.execPath, [
+          runnerWorker,
+          JSON.stringify({ root: path.join(root, name), storeRoot: path.join(root, "store"), cli, script })
+        ])
+      const [a, b] = yield* Effect.all([start("a"), start("b")])
+      const [ra, rb] = yield* Effect.all([firstLine(a), firstLine(b)], { concurrency: 2 })
+      const [x, y] = [JSON.parse(ra), JSON.parse(rb)]
+      assert.strictEqual(fs.readFileSync(counter, "utf8"), "ran\n", "the action ran more than once")
+      assert.strictEqual(x.stdout, y.stdout)
+      assert.strictEqual(x.output, y.output)
+      assert.sameMembers([x.source, y.source], ["ran", "cache-hit"])
+    }))
+})
