@@ -21,6 +21,7 @@ import * as Maintenance from "./internal/maintenance.js"
 import * as Materialize from "./internal/materialize.js"
 import * as Sharded from "./internal/shardedLmdb.js"
 import * as Snapshot from "./internal/snapshot.js"
+import * as TreeMerge from "./internal/treeMerge.js"
 
 const GiB = 1024 * 1024 * 1024
 
@@ -157,6 +158,12 @@ export interface Service {
     destination: string,
     options?: Materialize.MaterializeOptions
   ) => Effect.Effect<void, Digest.MissingDigest | StoreError>
+  /**
+   * Lays trees over each other, each at a path (segments); a path two trees fill differently is a conflict.
+   */
+  readonly mergeTrees: (
+    layers: ReadonlyArray<{ readonly digest: Digest.Digest; readonly at: ReadonlyArray<string> }>
+  ) => Effect.Effect<Digest.Digest, Digest.MissingDigest | StoreError>
   /** Captures the declared outputs under `root` (absent ones are left out) into a tree. */
   readonly capture: (root: string, outputs: Capture.Outputs) => Effect.Effect<Digest.Digest, StoreError>
   readonly check: (options?: { readonly repair?: boolean }) => Effect.Effect<CheckReport, StoreError>
@@ -356,6 +363,7 @@ export const make = (
       snapshot: (dir, globs) => Snapshot.snapshot(core, dir, globs),
       materialize: (digest, destination, options) => Materialize.materialize(core, digest, destination, options),
       capture: (root, outputs) => Capture.capture(core, root, outputs),
+      mergeTrees: (layers) => TreeMerge.merge(core, layers),
       check: (options) => Maintenance.check(core, options?.repair ?? false),
       gc: (options) => Maintenance.gc(core, options?.targetSizeBytes ?? opts.maxSizeBytes),
       stats: Maintenance.stats(core, opts.shardCount)

@@ -1,0 +1,2 @@
+// Greets someone.
+export const greet = (greeting, who) => `${greeting}, ${who}!`

@@ -1,0 +1,172 @@
+/**
+ * `kiln.json`: the processes of a workspace, validated by one Schema that also emits the JSON Schema editors use.
+ *
+ * @since 0.1.0
+ */
+import { Either, ParseResult, Schema } from "effect"
+import * as DurationText from "./DurationText.js"
+import { CachePolicy } from "./Process.js"
+
+const Duration = Schema.String.pipe(
+  Schema.filter((s) => Either.isRight(DurationText.parse(s)) || `invalid duration "${s}": expected e.g. "90s" or "5m"`),
+  Schema.annotations({ description: "a duration: a number and a unit (ms, s, m, h), e.g. \"90s\"" })
+)
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ProcessConfig = Schema.Struct({
+  argv: Schema.NonEmptyArray(Schema.String).annotations({ description: "the command and its arguments" }),
+  inputs: Schema.optional(Schema.Array(Schema.String)).annotations({
+    description: "globs relative to the workspace root; a leading `!` excludes"
+  }),
+  deps: Schema.optional(Schema.Array(Schema.String)).annotations({
+    description: "processes whose outputs are laid into this one's input tree at their workspace paths"
+  }),
+  outputs: Schema.optional(Schema.Array(Schema.String)).annotations({
+    description: "output files, and directories with a trailing `/`, relative to the working directory"
+  }),
+  env: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })).annotations({
+    description: "exactly the environment the process sees (PATH only if declared)"
+  }),
+  workingDirectory: Schema.optional(Schema.String),
+  timeout: Schema.optional(Duration),
+  cache: Schema.optional(CachePolicy),
+  namedCaches: Schema.optional(
+    Schema.Record({
+      key: Schema.String.pipe(Schema.pattern(/^[a-z0-9_]+$/, { message: () => "a named cache's name is [a-z0-9_]+" })),
+      value: Schema.String
+    })
+  )
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type ProcessConfig = typeof ProcessConfig.Type
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Config = Schema.Struct({
+  $schema: Schema.optional(Schema.String),
+  processes: Schema.Record({ key: Schema.String, value: ProcessConfig })
+}).annotations({ identifier: "KilnConfig", title: "kiln.json" })
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Config = typeof Config.Type
+
+/**
+ * A configuration error: one line naming the file, the field and what is wrong. Exit code 2.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidConfig extends Schema.TaggedError<InvalidConfig>("kiln/InvalidConfig")("InvalidConfig", {
+  file: Schema.String,
+  path: Schema.String,
+  detail: Schema.String
+}) {
+  override get message(): string {
+    return this.path === "" ? `${this.file}: ${this.detail}` : `${this.file}: ${this.path}: ${this.detail}`
+  }
+}
+
+const pathText = (path: ReadonlyArray<PropertyKey>) =>
+  path.map((p, i) =>
+    typeof p === "number"
+      ? `[${p}]`
+      : /^[A-Za-z_$][\w$]*$/.test(String(p))
+      ? `${i === 0 ? "" : "."}${String(p)}`
+      : `[${JSON.stringify(String(p))}]`
+  ).join("")
+
+const issueText = (issue: ParseResult.ArrayFormatterIssue) =>
+  issue._tag === "Unexpected" ? "unknown field" : issue._tag === "Missing" ? "is required" : issue.message
+
+/**
+ * Parses and validates the text of a config file, including the graph: unknown deps and cycles are errors too.
+ *
+ * @since 0.1.0
+ * @category parsing
+ */
+export const parse = (file: string, text: string): Either.Either<Config, InvalidConfig> => {
+  let json: unknown
+  try {
+    json = JSON.parse(text)
+  } catch (e) {
+    return Either.left(new InvalidConfig({ file, path: "", detail: `not valid JSON (${(e as Error).message})` }))
+  }
+  const decoded = Schema.decodeUnknownEither(Config, { onExcessProperty: "error", errors: "first" })(json)
+  if (Either.isLeft(decoded)) {
+    const [issue] = ParseResult.ArrayFormatter.formatErrorSync(decoded.left)
+    return Either.left(
+      new InvalidConfig({
+        file,
+        path: pathText(issue?.path ?? []),
+        detail: issue === undefined ? "invalid" : issueText(issue)
+      })
+    )
+  }
+  const config = decoded.right
+  const names = Object.keys(config.processes)
+  for (const name of names) {
+    const deps = config.processes[name]!.deps ?? []
+    for (let i = 0; i < deps.length; i++) {
+      if (!(deps[i]! in config.processes)) {
+        return Either.left(
+          new InvalidConfig({ file, path: `processes.${name}.deps[${i}]`, detail: `unknown process "${deps[i]}"` })
+        )
+      }
+    }
+    const inputs = config.processes[name]!.inputs ?? []
+    for (let i = 0; i < inputs.length; i++) {
+      const glob = inputs[i]!.replace(/^!/, "")
+      if (glob === "" || glob.startsWith("/") || glob.split("/").includes("..")) {
+        return Either.left(
+          new InvalidConfig({
+            file,
+            path: `processes.${name}.inputs[${i}]`,
+            detail: `invalid glob "${inputs[i]}": globs are relative to the workspace and stay inside it`
+          })
+        )
+      }
+    }
+  }
+  const cycle = findCycle(config)
+  if (cycle !== undefined) {
+    return Either.left(
+      new InvalidConfig({ file, path: "processes", detail: `dependency cycle: ${cycle.join(" -> ")}` })
+    )
+  }
+  return Either.right(config)
+}
+
+const findCycle = (config: Config): Array<string> | undefined => {
+  const state = new Map<string, "visiting" | "done">()
+  const stack: Array<string> = []
+  const visit = (name: string): Array<string> | undefined => {
+    if (state.get(name) === "done") return undefined
+    if (state.get(name) === "visiting") return [...stack.slice(stack.indexOf(name)), name]
+    state.set(name, "visiting")
+    stack.push(name)
+    for (const dep of config.processes[name]!.deps ?? []) {
+      const found = visit(dep)
+      if (found !== undefined) return found
+    }
+    stack.pop()
+    state.set(name, "done")
+    return undefined
+  }
+  for (const name of Object.keys(config.processes).sort()) {
+    const found = visit(name)
+    if (found !== undefined) return found
+  }
+  return undefined
+}

@@ -1,0 +1,111 @@
+/**
+ * Lays several trees over each other (a process's own inputs ⊕ its deps' outputs at their workspace paths).
+ * Subtrees that only one layer has keep their digest and are never loaded; two layers may agree on an entry, but
+ * a path that two layers fill differently is a conflict named by its path.
+ *
+ * @internal
+ */
+import { Effect, Option } from "effect"
+import * as Digest from "../../domain/Digest.js"
+import { StoreError } from "../../domain/StoreErrors.js"
+import * as Core from "./core.js"
+import * as Tree from "./tree.js"
+
+/** @internal */
+export interface Layer {
+  readonly digest: Digest.Digest
+  /** Where the layer's root goes, as path segments. */
+  readonly at: ReadonlyArray<string>
+}
+
+const conflict = (path: string) =>
+  new StoreError({ reason: "Unsupported", detail: `conflicting inputs at \`${path}\`` })
+
+const load = (core: Core.Core, digest: Digest.Digest) =>
+  Effect.flatMap(
+    Core.getDirectory(core, digest),
+    (o) =>
+      Option.isSome(o) ? Effect.succeed(o.value) : Effect.fail(new Digest.MissingDigest({ digest, kind: "directory" }))
+  )
+
+const expand = (core: Core.Core, digest: Digest.Digest): Effect.Effect<Tree.Node, StoreError | Digest.MissingDigest> =>
+  Effect.map(load(core, digest), (dir) => {
+    const node = Tree.node()
+    for (const f of dir.files) node.files.set(f.name, { digest: f.digest, isExecutable: f.isExecutable })
+    for (const d of dir.directories) node.dirs.set(d.name, d.digest)
+    for (const s of dir.symlinks) node.symlinks.set(s.name, s.target)
+    return node
+  })
+
+const mergeInto = (
+  core: Core.Core,
+  node: Tree.Node,
+  digest: Digest.Digest,
+  prefix: string
+): Effect.Effect<void, StoreError | Digest.MissingDigest> =>
+  Effect.gen(function*() {
+    const dir = yield* load(core, digest)
+    const at = (name: string) => prefix === "" ? name : `${prefix}/${name}`
+    for (const f of dir.files) {
+      const existing = node.files.get(f.name)
+      if (existing !== undefined) {
+        if (!Digest.equals(existing.digest, f.digest) || existing.isExecutable !== f.isExecutable) {
+          return yield* conflict(at(f.name))
+        }
+        continue
+      }
+      if (node.dirs.has(f.name) || node.symlinks.has(f.name)) return yield* conflict(at(f.name))
+      node.files.set(f.name, { digest: f.digest, isExecutable: f.isExecutable })
+    }
+    for (const s of dir.symlinks) {
+      const existing = node.symlinks.get(s.name)
+      if (existing !== undefined) {
+        if (existing !== s.target) return yield* conflict(at(s.name))
+        continue
+      }
+      if (node.dirs.has(s.name) || node.files.has(s.name)) return yield* conflict(at(s.name))
+      node.symlinks.set(s.name, s.target)
+    }
+    for (const d of dir.directories) {
+      if (node.files.has(d.name) || node.symlinks.has(d.name)) return yield* conflict(at(d.name))
+      const existing = node.dirs.get(d.name)
+      if (existing === undefined) {
+        node.dirs.set(d.name, d.digest)
+        continue
+      }
+      if (!("dirs" in existing) && Digest.equals(existing, d.digest)) continue
+      const child = "dirs" in existing ? existing : yield* expand(core, existing)
+      node.dirs.set(d.name, child)
+      yield* mergeInto(core, child, d.digest, at(d.name))
+    }
+  })
+
+/** @internal */
+export const merge = (
+  core: Core.Core,
+  layers: ReadonlyArray<Layer>
+): Effect.Effect<Digest.Digest, StoreError | Digest.MissingDigest> =>
+  Effect.gen(function*() {
+    const nonEmpty = layers.filter((l) => !Digest.isEmpty(l.digest))
+    if (nonEmpty.length === 0) return Digest.empty
+    if (nonEmpty.length === 1 && nonEmpty[0]!.at.length === 0) return nonEmpty[0]!.digest
+    const root = Tree.node()
+    for (const layer of nonEmpty) {
+      let node = root
+      for (let i = 0; i < layer.at.length; i++) {
+        const name = layer.at[i]!
+        const path = layer.at.slice(0, i + 1).join("/")
+        if (node.files.has(name) || node.symlinks.has(name)) return yield* conflict(path)
+        const existing = node.dirs.get(name)
+        const next = existing === undefined
+          ? Tree.node()
+          : "dirs" in existing
+          ? existing
+          : yield* expand(core, existing)
+        node.dirs.set(name, next)
+        node = next
+      }
+      yield* mergeInto(core, node, layer.digest, layer.at.join("/"))
+    }
+    return yield* Tree.finish(core, root)
+  })

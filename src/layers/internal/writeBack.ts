@@ -1,0 +1,82 @@
+/**
+ * Writes a process's declared outputs back into the workspace: only the declared paths, each file replaced
+ * atomically (written beside its target, then renamed over it), and a declared directory made to hold exactly
+ * what the process produced.
+ *
+ * @internal
+ */
+import { Effect } from "effect"
+import { randomBytes } from "node:crypto"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import type * as Digest from "../../domain/Digest.js"
+import type { StoreError } from "../../domain/StoreErrors.js"
+import type * as Store from "../Store.js"
+import { ioError } from "./errno.js"
+import { removeTree } from "./removeTree.js"
+
+const tmpBeside = (p: string) =>
+  path.join(path.dirname(p), `.${path.basename(p)}.kiln-${randomBytes(4).toString("hex")}`)
+
+const replaceWith = (target: string, make: (tmp: string) => void) => {
+  fs.mkdirSync(path.dirname(target), { recursive: true })
+  const tmp = tmpBeside(target)
+  make(tmp)
+  try {
+    const st = fs.lstatSync(target)
+    if (st.isDirectory()) removeTree(target)
+  } catch {
+    // Nothing there yet.
+  }
+  fs.renameSync(tmp, target)
+}
+
+/** @internal */
+export const writeBack = (
+  store: Store.Service,
+  outputDigest: Digest.Digest,
+  workspaceDir: string,
+  declaredDirectories: ReadonlyArray<string>
+): Effect.Effect<void, StoreError | Digest.MissingDigest> =>
+  Effect.gen(function*() {
+    const entries = yield* store.listTree(outputDigest)
+    const produced = new Set(entries.map((e) => e.path))
+    for (const e of entries) {
+      const target = path.join(workspaceDir, e.path)
+      if (e.type === "directory") {
+        yield* Effect.try({
+          try: () => {
+            const st = fs.lstatSync(target, { throwIfNoEntry: false })
+            if (st !== undefined && !st.isDirectory()) fs.unlinkSync(target)
+            fs.mkdirSync(target, { recursive: true })
+          },
+          catch: ioError(target, "cannot write an output directory")
+        })
+      } else if (e.type === "symlink") {
+        yield* Effect.try({
+          try: () => replaceWith(target, (tmp) => fs.symlinkSync(e.target!, tmp)),
+          catch: ioError(target, "cannot write an output symlink")
+        })
+      } else {
+        const bytes = yield* store.getFile(e.digest!)
+        yield* Effect.try({
+          try: () =>
+            replaceWith(target, (tmp) => fs.writeFileSync(tmp, bytes, { mode: e.isExecutable ? 0o755 : 0o644 })),
+          catch: ioError(target, "cannot write an output file")
+        })
+      }
+    }
+    // A declared directory holds exactly what the process produced: stale files of an earlier run go.
+    for (const dir of declaredDirectories) {
+      if (!produced.has(dir)) continue
+      const prune = (rel: string): void => {
+        const abs = path.join(workspaceDir, rel)
+        for (const name of fs.readdirSync(abs)) {
+          const child = `${rel}/${name}`
+          if (!produced.has(child)) removeTree(path.join(abs, name))
+          else if (fs.lstatSync(path.join(abs, name)).isDirectory()) prune(child)
+        }
+      }
+      yield* Effect.try({ try: () => prune(dir), catch: ioError(path.join(workspaceDir, dir), "cannot prune") })
+    }
+  })

@@ -1,0 +1,184 @@
+/**
+ * `kiln run [NAME…]` and `kiln schema`.
+ * Exit codes: 0 every process succeeded; 1 a process failed; 2 a usage or config error; 130 interrupted.
+ */
+import * as Args from "@effect/cli/Args"
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import { Console, Effect, Either, JSONSchema, Layer, Option } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { Config, InvalidConfig, parse as parseConfig } from "../domain/Config.js"
+import * as Engine from "../layers/Engine.js"
+import * as ProcessRunner from "../layers/ProcessRunner.js"
+import * as Sandboxer from "../layers/Sandboxer.js"
+import * as Sandboxes from "../layers/Sandboxes.js"
+import * as Store from "../layers/Store.js"
+import { sandboxRootOption } from "./cleanCommand.js"
+import { keepSandboxesOption, namedCachesDirOption } from "./execCommand.js"
+import { storeOptions, toStoreOptions } from "./globalOptions.js"
+import * as Progress from "./progress.js"
+import { traceEvents } from "./trace.js"
+
+const loadConfig = (file: string) =>
+  Effect.suspend(() => {
+    let text: string
+    try {
+      text = fs.readFileSync(file, "utf8")
+    } catch (e) {
+      return Effect.fail(
+        new InvalidConfig({ file, path: "", detail: `cannot read: ${(e as NodeJS.ErrnoException).code ?? String(e)}` })
+      )
+    }
+    return Either.match(parseConfig(path.basename(file), text), { onLeft: Effect.fail, onRight: Effect.succeed })
+  })
+
+/** A deterministic test hook: `consumer=producer` removes the producer's output files before the consumer runs. */
+const testHook = (store: Store.Service): Engine.RunOptions["beforeAttempt"] => {
+  const spec = process.env.KILN_TEST_REMOVE_OUTPUTS_BEFORE
+  if (spec === undefined || !spec.includes("=")) return undefined
+  const [consumer, producer] = spec.split("=") as [string, string]
+  let fired = false
+  return (name, resultOf) =>
+    Effect.gen(function*() {
+      if (fired || name !== consumer) return
+      const r = resultOf(producer)
+      if (r === undefined) return
+      fired = true
+      for (const e of yield* store.listTree(r.outputDigest)) {
+        if (e.type === "file" && e.digest !== undefined) yield* store.remove(e.digest)
+      }
+    }).pipe(Effect.orDie)
+}
+
+export const run = Command.make(
+  "run",
+  {
+    names: Args.text({ name: "name" }).pipe(Args.repeated),
+    config: Options.file("config").pipe(
+      Options.withDescription("the workspace's kiln.json (default: ./kiln.json); the workspace is its directory"),
+      Options.withDefault("kiln.json")
+    ),
+    concurrency: Options.integer("concurrency").pipe(
+      Options.withDescription("processes at once (default: the CPU count)"),
+      Options.withDefault(os.availableParallelism())
+    ),
+    cache: Options.choice("cache", ["read-write", "read", "write", "off"] as const).pipe(
+      Options.withDefault("read-write" as const)
+    ),
+    cacheContent: Options.choice("cache-content", ["fetch", "validate", "defer"] as const).pipe(
+      Options.withDescription("how a cache hit's bytes are checked (defer leaves missing bytes to backtracking)"),
+      Options.withDefault("validate" as const)
+    ),
+    keepGoing: Options.boolean("keep-going").pipe(
+      Options.withDescription("after a failure, go on with everything that does not depend on it")
+    ),
+    maxBacktracks: Options.integer("max-backtracks").pipe(Options.withDefault(3)),
+    trace: Options.file("trace").pipe(Options.withDescription("write a Chrome trace-event JSON"), Options.optional),
+    summary: Options.file("summary").pipe(Options.withDescription("write a JSON summary of the run"), Options.optional),
+    progress: Options.choice("progress", ["auto", "tty", "plain", "none"] as const).pipe(
+      Options.withDefault("auto" as const)
+    ),
+    keepSandboxes: keepSandboxesOption,
+    sandboxRoot: sandboxRootOption,
+    namedCachesDir: namedCachesDirOption,
+    ...storeOptions
+  },
+  (o) =>
+    Effect.gen(function*() {
+      const configFile = path.resolve(o.config)
+      const config = yield* loadConfig(configFile)
+      for (const name of o.names) {
+        if (!(name in config.processes)) {
+          return yield* new InvalidConfig({
+            file: path.basename(configFile),
+            path: "",
+            detail: `unknown process "${name}"`
+          })
+        }
+      }
+      const store = yield* Store.Store
+      const engine = yield* Engine.Engine
+      const mode: Progress.Mode = o.progress === "auto" ? (process.stderr.isTTY ? "tty" : "plain") : o.progress
+      const targets = o.names.length > 0 ? o.names : Object.keys(config.processes)
+      const progress = yield* Progress.make(mode, targets.length === 0 ? 0 : Object.keys(config.processes).length)
+      const hook = testHook(store)
+      const report = yield* engine.run({
+        workspace: path.dirname(configFile),
+        config,
+        targets,
+        cache: o.cache,
+        keepGoing: o.keepGoing,
+        maxBacktracks: o.maxBacktracks,
+        onEvent: progress.onEvent,
+        storeDir: store.options.root,
+        ...(hook !== undefined ? { beforeAttempt: hook } : {})
+      })
+      if (Option.isSome(o.summary)) {
+        const summary = {
+          processes: report.processes.map((p) => ({
+            name: p.name,
+            actionDigest: p.actionDigest,
+            source: p.source,
+            exitCode: p.exitCode,
+            durationMs: p.durationMs,
+            backtracks: p.backtracks
+          })),
+          ran: report.ran,
+          cacheHits: report.cacheHits,
+          failed: report.failed,
+          backtracks: report.backtracks,
+          wallMs: report.wallMs
+        }
+        fs.writeFileSync(o.summary.value, JSON.stringify(summary, null, 2) + "\n")
+      }
+      if (Option.isSome(o.trace)) fs.writeFileSync(o.trace.value, JSON.stringify(traceEvents(report)) + "\n")
+      for (const p of report.processes) {
+        if (p.reproduce === undefined) continue
+        process.stderr.write(`\n${Progress.line(p)}\n`)
+        if (p.detail !== undefined && p.detail !== "") process.stderr.write(`${p.detail}\n`)
+        process.stderr.write(`re-run it with: ${p.reproduce}\n`)
+      }
+      if (mode !== "none") {
+        process.stderr.write(
+          `kiln: ${report.processes.length} processes: ${report.ran} ran, ${report.cacheHits} cached, ${report.failed} failed` +
+            `${report.backtracks > 0 ? `, ${report.backtracks} backtracks` : ""} in ${
+              (report.wallMs / 1000).toFixed(2)
+            }s\n`
+        )
+      }
+      if (report.failed > 0 || report.processes.some((p) => p.source === "skipped")) process.exitCode = 1
+    }).pipe(
+      Effect.scoped,
+      Effect.catchTag("InvalidConfig", (e) =>
+        Effect.sync(() => {
+          process.stderr.write(`kiln: ${e.message}\n`)
+          process.exitCode = 2
+        })),
+      Effect.provide(
+        Engine.layer.pipe(
+          Layer.provideMerge(ProcessRunner.layer({
+            concurrency: o.concurrency,
+            cacheContent: o.cacheContent,
+            ...Option.match(o.namedCachesDir, { onNone: () => ({}), onSome: (namedCachesDir) => ({ namedCachesDir }) })
+          })),
+          Layer.provideMerge(
+            Layer.mergeAll(
+              Sandboxer.layer(),
+              Sandboxes.layer({
+                keep: o.keepSandboxes,
+                ...Option.match(o.sandboxRoot, { onNone: () => ({}), onSome: (root) => ({ root }) })
+              })
+            )
+          ),
+          Layer.provideMerge(Store.layer(toStoreOptions(o)))
+        )
+      )
+    )
+).pipe(Command.withDescription("run processes of kiln.json (default: all) and their deps"))
+
+export const schema = Command.make("schema", {}, () => Console.log(JSON.stringify(JSONSchema.make(Config), null, 2)))
+  .pipe(
+    Command.withDescription("print the JSON Schema of kiln.json (reference it with \"$schema\" for editor completion)")
+  )
