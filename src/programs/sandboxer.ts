@@ -39,6 +39,9 @@ export const sandboxer = Command.make(
       ),
       Options.optional
     ),
+    parentPipe: Options.boolean("parent-pipe").pipe(
+      Options.withDescription("stdin is a pipe held by the parent: its end-of-file means the parent died")
+    ),
     idleTimeout: duration("idle-timeout", "exit after this long without a request", Duration.minutes(15)),
     drainTimeout: duration(
       "drain-timeout",
@@ -73,7 +76,7 @@ export const sandboxer = Command.make(
       yield* Effect.addFinalizer(() => SandboxerServer.drain(state, o.drainTimeout))
       yield* Effect.logInfo(`sandboxer ${process.pid} listening on ${o.socket} for parent ${o.parentPid}`)
       yield* Effect.sync(() => process.stdout.write(`ready ${process.pid}\n`))
-      const why = yield* SandboxerServer.watch(state, parent)
+      const why = yield* SandboxerServer.watch(state, parent, o.parentPipe ? process.stdin : undefined)
       yield* Effect.logInfo(`exiting: ${why}`)
     }).pipe(
       Effect.scoped,

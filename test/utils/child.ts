@@ -44,12 +44,5 @@ export const eventually = (what: string, condition: () => boolean, within: Durat
     Effect.asVoid
   )
 
-/** Whether a process group still has a member. */
-export const groupAlive = (pgid: number): boolean => {
-  try {
-    process.kill(-pgid, 0)
-    return true
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM"
-  }
-}
+/** Whether a process group still has a running member (zombies are dead). */
+export { groupAlive } from "../../src/layers/internal/processGroup.js"

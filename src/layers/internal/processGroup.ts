@@ -7,6 +7,7 @@
  */
 import { Deferred, Duration, Effect, FiberId, Schedule, type Scope } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
+import * as fs from "node:fs"
 import { SpawnError } from "../../domain/Process.js"
 import { describeErrno, errnoOf } from "./errno.js"
 
@@ -23,14 +24,34 @@ export interface Group {
   readonly exited: Deferred.Deferred<Exit>
 }
 
-/** @internal */
+/**
+ * Whether any member of the group still runs. Members that were killed but not yet reaped (zombies: orphans wait for
+ * init to reap them, which can take a while in containers) are dead, although `kill(-pgid, 0)` still finds them.
+ *
+ * @internal
+ */
 export const groupAlive = (pgid: number): boolean => {
   try {
     process.kill(-pgid, 0)
-    return true
   } catch (e) {
-    return errnoOf(e) === "EPERM"
+    if (errnoOf(e) !== "EPERM") return false
   }
+  let pids: Array<string>
+  try {
+    pids = fs.readdirSync("/proc").filter((p) => p.charCodeAt(0) >= 48 && p.charCodeAt(0) <= 57)
+  } catch {
+    return true
+  }
+  for (const pid of pids) {
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+      if (fields[2] === String(pgid) && fields[0] !== "Z") return true
+    } catch {
+      // It exited while we looked.
+    }
+  }
+  return false
 }
 
 const signalGroup = (pgid: number, signal: NodeJS.Signals) => {

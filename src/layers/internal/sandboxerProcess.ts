@@ -87,8 +87,10 @@ export const start = (
     const ready = yield* Deferred.make<void, SandboxerUnavailable>()
     const child = yield* Effect.try({
       try: () =>
-        spawn(command[0]!, [...command.slice(1), "sandboxer", "--socket", socket, ...args], {
-          stdio: ["ignore", "pipe", logFd]
+        spawn(command[0]!, [...command.slice(1), "sandboxer", "--socket", socket, "--parent-pipe", ...args], {
+          // stdin is a pipe this process never writes to: when it dies, however it dies, the kernel closes it and
+          // the sandboxer sees end-of-file at once (polling the pid stays as the fallback).
+          stdio: ["pipe", "pipe", logFd]
         }),
       catch: (e) => new SandboxerUnavailable({ reason: `cannot spawn ${command[0]}: ${describeErrno(e)}` })
     }).pipe(Effect.ensuring(Effect.sync(() => fs.closeSync(logFd))))

@@ -7,7 +7,7 @@
  *
  * @internal
  */
-import { Duration, Effect, Ref, Schedule } from "effect"
+import { Duration, Effect, Schedule } from "effect"
 import * as Digest from "../../domain/Digest.js"
 import { FailedPrecondition, NotFound } from "../../domain/SandboxerRpc.js"
 import type * as Store from "../Store.js"
@@ -129,20 +129,29 @@ export interface Watch {
  *
  * @internal
  */
-export const watch = (state: State, w: Watch): Effect.Effect<"parent-died" | "idle"> =>
+export const watch = (
+  state: State,
+  w: Watch,
+  parentPipe?: NodeJS.ReadableStream
+): Effect.Effect<"parent-died" | "idle"> =>
   Effect.gen(function*() {
     const parentAlive = () => SandboxDir.ownerAlive({ pid: w.parentPid, startTime: w.parentStartTime })
     const idleMs = Duration.toMillis(w.idleTimeout)
-    const reason = yield* Ref.make<"parent-died" | "idle" | undefined>(undefined)
-    yield* Effect.repeat(
-      Effect.sync(() => {
+    const poll = Effect.gen(function*() {
+      for (;;) {
         if (!parentAlive()) return "parent-died" as const
         if (state.inFlight === 0 && Date.now() - state.lastRequest > idleMs) return "idle" as const
-        return undefined
-      }).pipe(Effect.tap((r) => Ref.set(reason, r))),
-      { until: (r) => r !== undefined, schedule: Schedule.spaced("200 millis") }
-    )
-    const why = (yield* Ref.get(reason))!
+        yield* Effect.sleep("200 millis")
+      }
+    })
+    const pipeClosed = parentPipe === undefined ? Effect.never : Effect.async<"parent-died">((resume) => {
+      const done = () => resume(Effect.succeed("parent-died"))
+      parentPipe.once("end", done)
+      parentPipe.once("close", done)
+      parentPipe.once("error", done)
+      parentPipe.resume()
+    })
+    const why = yield* Effect.raceFirst(poll, pipeClosed)
     if (why === "parent-died") {
       yield* Effect.logWarning(`parent ${w.parentPid} is gone: killing its process groups and removing its sandboxes`)
       yield* destroyAdopted(state)
