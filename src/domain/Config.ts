@@ -17,7 +17,9 @@ const Duration = Schema.String.pipe(
  * @category schemas
  */
 export const ProcessConfig = Schema.Struct({
-  argv: Schema.NonEmptyArray(Schema.String).annotations({ description: "the command and its arguments" }),
+  argv: Schema.Array(Schema.String).pipe(
+    Schema.minItems(1, { message: () => "must not be empty: its first element is the command to run" })
+  ).annotations({ description: "the command and its arguments" }),
   inputs: Schema.optional(Schema.Array(Schema.String)).annotations({
     description: "globs relative to the workspace root; a leading `!` excludes"
   }),

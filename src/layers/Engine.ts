@@ -41,6 +41,8 @@ export interface ProcessReport {
   readonly detail?: string
   /** A command that re-runs a failed process exactly. */
   readonly reproduce?: string
+  /** Whether it succeeded and its outputs are in the workspace. */
+  readonly ok: boolean
 }
 
 /**
@@ -78,10 +80,14 @@ export interface RunOptions {
   readonly maxBacktracks?: number
   readonly onEvent?: (event: Event) => Effect.Effect<void>
   /**
-   * Runs before each attempt of a process, with the results so far (tests use it to delete bytes at a precise
-   * moment: after a producer finished, before its consumer materializes).
+   * Runs before each attempt of a process, once its input tree is known, with the results so far (tests use it to
+   * delete bytes at a precise moment: after a producer finished, before its consumer materializes).
    */
-  readonly beforeAttempt?: (name: string, resultOf: (name: string) => ProcessResult | undefined) => Effect.Effect<void>
+  readonly beforeAttempt?: (
+    name: string,
+    input: Digest.Digest,
+    resultOf: (name: string) => ProcessResult | undefined
+  ) => Effect.Effect<void>
   /** The `--store-dir` to print in reproduce commands. */
   readonly storeDir?: string
 }
@@ -203,7 +209,7 @@ export const make = Effect.gen(function*() {
       const processOf = (name: string, pc: ProcessConfig, inputDigest: Digest.Digest) => {
         const outputs = pc.outputs ?? []
         return new Process({
-          argv: pc.argv,
+          argv: pc.argv as readonly [string, ...Array<string>],
           env: { ...pc.env },
           inputDigest,
           workingDirectory: segments(pc.workingDirectory).join("/"),
@@ -241,11 +247,13 @@ export const make = Effect.gen(function*() {
           const pc = config.processes[name]!
           const node = state.get(name)!
           for (;;) {
-            if (options.beforeAttempt !== undefined) yield* options.beforeAttempt(name, (n) => state.get(n)?.result)
             const attempt = yield* Effect.either(
               Effect.flatMap(inputOf(name, pc), (input) => {
                 const p = processOf(name, pc, input)
-                return Effect.map(runner.run(p, { cache }), (result) => ({ result, process: p }))
+                return Effect.zipRight(
+                  options.beforeAttempt?.(name, input, (n) => state.get(n)?.result) ?? Effect.void,
+                  Effect.map(runner.run(p, { cache }), (result) => ({ result, process: p }))
+                )
               })
             )
             if (Either.isRight(attempt)) return attempt.right
@@ -296,7 +304,8 @@ export const make = Effect.gen(function*() {
                 backtracks: 0,
                 startMs,
                 timings: {},
-                detail
+                detail,
+                ok: false
               }),
               "failed" as Outcome
             )
@@ -318,25 +327,41 @@ export const make = Effect.gen(function*() {
               backtracks: node.backtracks,
               startMs,
               timings: {},
-              detail: attempt.left
+              detail: attempt.left,
+              ok: false
             })
             return "failed" as Outcome
           }
-          const { process: p, result } = attempt.right
+          const p = attempt.right.process
+          let result = attempt.right.result
           node.result = result
           yield* index(name, result)
           const ok = result.succeeded
           let detail: string | undefined
           if (ok) {
-            const back = yield* Effect.either(
-              writeBack(
-                store,
-                result.outputDigest,
-                path.join(workspace, p.workingDirectory),
-                p.outputDirectories
+            const writeOutputs = (r: ProcessResult) =>
+              Effect.either(
+                writeBack(store, r.outputDigest, path.join(workspace, p.workingDirectory), p.outputDirectories)
               )
-            )
-            if (Either.isLeft(back)) detail = `cannot write outputs back: ${back.left.message}`
+            let back = yield* writeOutputs(result)
+            if (Either.isLeft(back) && back.left._tag === "MissingDigest" && node.backtracks < maxBacktracks) {
+              // A cache hit whose output bytes are gone (under --cache-content defer): re-run it, as for a consumer.
+              node.backtracks++
+              yield* Effect.logWarning(
+                `${name}: its cached output ${Digest.format(back.left.digest)} is missing from the store: re-running it`
+              )
+              const fresh = yield* execute(name, { read: false, write: true }).pipe(
+                Effect.catchIf((e): e is string => typeof e === "string", (e) => Effect.succeed(e))
+              )
+              if (typeof fresh === "string") {
+                detail = fresh
+              } else {
+                node.result = result = fresh.result
+                yield* index(name, fresh.result)
+                back = yield* writeOutputs(fresh.result)
+              }
+            }
+            if (detail === undefined && Either.isLeft(back)) detail = `cannot write outputs back: ${back.left.message}`
           } else {
             if (options.keepGoing !== true) stop = true
             const stderr = yield* store.getFile(result.stderrDigest).pipe(
@@ -356,7 +381,8 @@ export const make = Effect.gen(function*() {
             startMs,
             timings: result.timings,
             ...(detail !== undefined ? { detail } : {}),
-            ...(!ok ? { reproduce: reproduce(p) } : {})
+            ...(!ok ? { reproduce: reproduce(p) } : {}),
+            ok: ok && detail === undefined
           })
           return ok && detail === undefined ? "ok" as Outcome : "failed" as Outcome
         })
@@ -369,11 +395,8 @@ export const make = Effect.gen(function*() {
         processes,
         ran: processes.filter((p) => p.source === "ran").length,
         cacheHits: processes.filter((p) => p.source === "cache-hit").length,
-        failed: processes.filter((p) =>
-          p.source === "error" || ((p.source === "ran" || p.source === "cache-hit") && (p.exitCode !== 0 || p.timedOut))
-        ).length,
-        backtracks: processes.reduce((n, p) =>
-          n + p.backtracks, 0),
+        failed: processes.filter((p) => !p.ok && p.source !== "skipped").length,
+        backtracks: processes.reduce((n, p) => n + p.backtracks, 0),
         wallMs: Date.now() - started
       } satisfies RunReport
     })

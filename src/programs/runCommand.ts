@@ -10,6 +10,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Config, InvalidConfig, parse as parseConfig } from "../domain/Config.js"
+import * as Digest from "../domain/Digest.js"
 import * as Engine from "../layers/Engine.js"
 import * as ProcessRunner from "../layers/ProcessRunner.js"
 import * as Sandboxer from "../layers/Sandboxer.js"
@@ -34,16 +35,25 @@ const loadConfig = (file: string) =>
     return Either.match(parseConfig(path.basename(file), text), { onLeft: Effect.fail, onRight: Effect.succeed })
   })
 
-/** A deterministic test hook: `consumer=producer` removes the producer's output files before the consumer runs. */
+/**
+ * A deterministic test hook, `KILN_TEST_REMOVE_BEFORE=<consumer>=<what>`: once the consumer's input tree is known and
+ * before it runs, remove from the store either the output files of the process named `what`, or the blob `what`.
+ */
 const testHook = (store: Store.Service): Engine.RunOptions["beforeAttempt"] => {
-  const spec = process.env.KILN_TEST_REMOVE_OUTPUTS_BEFORE
+  const spec = process.env.KILN_TEST_REMOVE_BEFORE
   if (spec === undefined || !spec.includes("=")) return undefined
-  const [consumer, producer] = spec.split("=") as [string, string]
+  const [consumer, what] = [spec.slice(0, spec.indexOf("=")), spec.slice(spec.indexOf("=") + 1)]
   let fired = false
-  return (name, resultOf) =>
+  return (name, _input, resultOf) =>
     Effect.gen(function*() {
       if (fired || name !== consumer) return
-      const r = resultOf(producer)
+      const blob = Digest.parse(what)
+      if (Either.isRight(blob)) {
+        fired = true
+        yield* store.remove(blob.right)
+        return
+      }
+      const r = resultOf(what)
       if (r === undefined) return
       fired = true
       for (const e of yield* store.listTree(r.outputDigest)) {
