@@ -1,0 +1,466 @@
+/**
+ * The runner benchmark (`npm run bench:runner`): 200 trivial processes (`/bin/true`, each with its own one-file
+ * input tree, so that each is a distinct action) through the whole stack — ProcessRunner, the real sandboxer
+ * process, sandboxes, a fresh temp store — beside a bare `child_process.spawn` of the same command at the same
+ * concurrency, in the same run. Writes `scripts/bench/report-runner.md`. It never fails on a missed target: it
+ * reports.
+ *
+ * For profiling: `node --cpu-prof dist/bench/runner.mjs --only=kiln --sandboxer-cpu-prof=DIR`. `--only=kiln` or
+ * `--only=bare` runs one contender and prints the cold windows (in the profiles' clock) to stderr;
+ * `--sandboxer-cpu-prof=DIR` runs the sandboxer under `--cpu-prof` too (Node refuses it in NODE_OPTIONS). The
+ * report file is written only by a full run without either. Anything in it below the line {@link HAND_WRITTEN}
+ * (profiling notes) is kept when the benchmark rewrites it.
+ */
+import { Context, Effect, Layer } from "effect"
+import { execFileSync, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import type * as Digest from "../../src/domain/Digest.js"
+import { Process, type ProcessResult } from "../../src/domain/Process.js"
+import * as ProcessRunner from "../../src/layers/ProcessRunner.js"
+import * as Sandboxer from "../../src/layers/Sandboxer.js"
+import * as Sandboxes from "../../src/layers/Sandboxes.js"
+import * as Store from "../../src/layers/Store.js"
+
+// dist/bench/runner.mjs → the repository root.
+const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..")
+const cli = path.join(repo, "dist", "cli.js")
+const reportFile = path.join(repo, "scripts", "bench", "report-runner.md")
+const HAND_WRITTEN = "<!-- Hand-written notes below this line are kept when the benchmark rewrites this file. -->"
+
+const PROCESSES = 200
+const REPS = 3
+const CONCURRENCY = os.availableParallelism()
+const COMMAND = ["/bin/true"] as const
+const PHASES = ["cacheLookup", "queue", "materialize", "run", "capture"] as const
+
+const CONTENDERS = ["kiln", "bare"] as const
+type Contender = typeof CONTENDERS[number]
+const onlyArg = process.argv.find((a) => a.startsWith("--only="))?.slice("--only=".length)
+const selected: ReadonlySet<string> = new Set(onlyArg === undefined ? CONTENDERS : onlyArg.split(","))
+const runs = (c: Contender) => selected.has(c)
+const sandboxerProfDir = process.argv.find((a) => a.startsWith("--sandboxer-cpu-prof="))?.split("=")[1]
+const sandboxerCommand = [
+  process.execPath,
+  ...(sandboxerProfDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${path.resolve(sandboxerProfDir)}`]),
+  cli
+]
+
+// ---------------------------------------------------------------------------------------------------------------
+// Measurements
+
+/** Every timed sample, in ms, by name. */
+const samples = new Map<string, Array<number>>()
+const record = (name: string, ms: number) => {
+  const xs = samples.get(name) ?? []
+  xs.push(ms)
+  samples.set(name, xs)
+}
+const median = (xs: ReadonlyArray<number>) => {
+  const s = [...xs].sort((a, b) => a - b)
+  const m = s.length >> 1
+  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2
+}
+const quantile = (xs: ReadonlyArray<number>, q: number) => {
+  const s = [...xs].sort((a, b) => a - b)
+  return s[Math.min(s.length - 1, Math.floor(q * s.length))]!
+}
+const summary = (name: string) => {
+  const xs = samples.get(name)
+  if (xs === undefined || xs.length === 0) throw new Error(`no samples for ${name}`)
+  return { median: median(xs), min: Math.min(...xs), n: xs.length }
+}
+
+/** Per-process figures (phase timings of every result, and each `run` call's latency), by name; not in `samples`. */
+const perProcess = new Map<string, Array<number>>()
+const recordPer = (name: string, ms: number) => {
+  const xs = perProcess.get(name) ?? []
+  xs.push(ms)
+  perProcess.set(name, xs)
+}
+
+const now = () => performance.now()
+const timeAsync = async <A>(name: string, f: () => Promise<A>): Promise<A> => {
+  const t0 = now()
+  const a = await f()
+  record(name, now() - t0)
+  return a
+}
+const timeEffect = <A, E>(name: string, eff: Effect.Effect<A, E>): Effect.Effect<A, E> =>
+  Effect.suspend(() => {
+    const t0 = now()
+    return Effect.tap(eff, () => Effect.sync(() => record(name, now() - t0)))
+  })
+
+/** The order of the contenders in rep `i`: rotated, so that no one always runs first. */
+const rotate = <T>(xs: ReadonlyArray<T>, i: number): Array<T> => xs.map((_, j) => xs[(i + j) % xs.length]!)
+
+const progress = (msg: string) => process.stderr.write(`[bench] ${msg}\n`)
+
+// ---------------------------------------------------------------------------------------------------------------
+// Temp dirs: one root, removed at the end (and on Ctrl-C). It is short: the sandboxer's socket goes under it.
+
+const tmpRoot = fs.mkdtempSync(path.join(os.tmpdir(), "kiln-bench-runner-"))
+let tmpCounter = 0
+const freshDir = (label: string) => path.join(tmpRoot, `${label}-${tmpCounter++}`)
+const rm = (p: string) => fs.rmSync(p, { recursive: true, force: true })
+const cleanup = () => rm(tmpRoot)
+process.once("SIGINT", () => {
+  cleanup()
+  process.exit(130)
+})
+
+/** One tiny directory per process (`p<i>/input.txt`, distinct contents) plus one for the untimed first runs. */
+const inputsDir = path.join(tmpRoot, "inputs")
+const inputNames = [...Array.from({ length: PROCESSES }, (_, i) => `p${i}`), "first", "second"]
+const writeInputs = () => {
+  for (const name of inputNames) {
+    fs.mkdirSync(path.join(inputsDir, name), { recursive: true })
+    fs.writeFileSync(path.join(inputsDir, name, "input.txt"), `input of ${name}\n`)
+  }
+}
+
+const processOf = (name: string, inputDigest: Digest.Digest) =>
+  new Process({ argv: [...COMMAND], env: {}, inputDigest, description: `bench ${name}` })
+
+// ---------------------------------------------------------------------------------------------------------------
+// kiln: the whole stack on a fresh store, sandbox root and sandboxer socket dir
+
+const stackLayer = (root: string) =>
+  ProcessRunner.layer({ namedCachesDir: path.join(root, "named_caches"), concurrency: CONCURRENCY }).pipe(
+    Layer.provideMerge(
+      Layer.mergeAll(
+        Sandboxer.layer({ command: sandboxerCommand, socketDir: path.join(root, "sock") }),
+        Sandboxes.layer({ root: path.join(root, "sandboxes"), keep: "never", sweepOnStart: false })
+      )
+    ),
+    Layer.provideMerge(Store.layer({ root: path.join(root, "store") }))
+  )
+
+const check = (what: string, results: ReadonlyArray<ProcessResult>, source: ProcessResult["source"]) => {
+  const bad = results.filter((r) => r.exitCode !== 0 || r.source !== source)
+  if (bad.length > 0) {
+    throw new Error(`${what}: ${bad.length} of ${results.length} results are not exit 0 / ${source}`)
+  }
+}
+
+/**
+ * One rep: a fresh stack; the inputs snapshotted (untimed); one process run alone (the sandboxer starts on this
+ * first request) and a second one alone (started); then the 200 cold, then the same 200 again (all hits).
+ */
+const kilnRep = async () => {
+  const root = freshDir("kiln")
+  let tClose = 0
+  await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+    const t0 = now()
+    const ctx = yield* Layer.build(stackLayer(root))
+    record("open the stack: store, sandboxes (untimed elsewhere)", now() - t0)
+    const store = Context.get(ctx, Store.Store)
+    const runner = Context.get(ctx, ProcessRunner.ProcessRunner)
+    const sandboxer = Context.get(ctx, Sandboxer.Sandboxer)
+
+    const digests = yield* timeEffect(
+      `snapshot the ${inputNames.length} input dirs (untimed elsewhere)`,
+      Effect.forEach(inputNames, (name) => store.snapshot(path.join(inputsDir, name)))
+    )
+    const byName = new Map(inputNames.map((name, i) => [name, processOf(name, digests[i]!)]))
+    const batch = inputNames.slice(0, PROCESSES).map((name) => byName.get(name)!)
+
+    const first = yield* timeEffect("first run of one process (starts the sandboxer)", runner.run(byName.get("first")!))
+    const pid = yield* sandboxer.pid
+    if (pid._tag === "None") throw new Error("the sandboxer did not start: is the stack in-process?")
+    const second = yield* timeEffect("second run of one process (sandboxer up)", runner.run(byName.get("second")!))
+    check("single runs", [first, second], "ran")
+
+    const timedRun = (label: "cold" | "cached") => (p: Process) =>
+      Effect.suspend(() => {
+        const t = now()
+        return Effect.tap(runner.run(p), (r) =>
+          Effect.sync(() => {
+            const latency = now() - t
+            recordPer(`${label} latency of one run call`, latency)
+            let phases = 0
+            for (const [phase, ms] of Object.entries(r.timings)) {
+              recordPer(`${label} ${phase}`, ms)
+              if ((PHASES as ReadonlyArray<string>).includes(phase)) phases += ms
+            }
+            recordPer(`${label} latency minus the phases`, latency - phases)
+          }))
+      })
+
+    const coldStart = process.hrtime.bigint()
+    const cold = yield* timeEffect(
+      "kiln cold",
+      Effect.forEach(batch, timedRun("cold"), { concurrency: CONCURRENCY })
+    )
+    // For profiles: CLOCK_MONOTONIC in µs, the clock of a .cpuprofile's timestamps.
+    if (onlyArg !== undefined) progress(`cold window (µs): ${coldStart / 1000n} ${process.hrtime.bigint() / 1000n}`)
+    check("cold", cold, "ran")
+    const cached = yield* timeEffect(
+      "kiln cached",
+      Effect.forEach(batch, timedRun("cached"), { concurrency: CONCURRENCY })
+    )
+    check("cached", cached, "cache-hit")
+    tClose = now()
+  })))
+  record("close the stack: stop the sandboxer (untimed elsewhere)", now() - tClose)
+  const left = fs.readdirSync(path.join(root, "sandboxes")).filter((x) => !x.endsWith(".owner"))
+  if (left.length > 0) progress(`warning: ${left.length} sandboxes were left behind`)
+  rm(root)
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Baseline: the same command spawned from Node, as kiln spawns it (own process group, stdout and stderr piped, an
+// empty environment), N in flight at a time, each awaited until it exited and its pipes closed.
+
+const spawnOne = (cwd: string) =>
+  new Promise<void>((resolve, reject) => {
+    const child = spawn(COMMAND[0], COMMAND.slice(1), {
+      cwd,
+      env: {},
+      detached: true,
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    child.stdout.resume()
+    child.stderr.resume()
+    child.once("error", reject)
+    child.once("close", (code) => (code === 0 ? resolve() : reject(new Error(`${COMMAND[0]} exited with ${code}`))))
+  })
+
+const pool = async (count: number, concurrency: number, f: (i: number) => Promise<void>) => {
+  let next = 0
+  const worker = async () => {
+    while (next < count) await f(next++)
+  }
+  await Promise.all(Array.from({ length: Math.min(concurrency, count) }, worker))
+}
+
+const bareRep = async () => {
+  const cwd = freshDir("bare")
+  fs.mkdirSync(cwd)
+  await timeAsync("bare spawn", () => pool(PROCESSES, CONCURRENCY, () => spawnOne(cwd)))
+  rm(cwd)
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Report
+
+interface Row {
+  readonly op: string
+  readonly kiln: string
+  readonly baseline: string
+  readonly ratio: string
+  readonly target?: { readonly op: ">=" | "<="; readonly value: number; readonly actual: number }
+}
+
+const f1 = (ms: number) => (ms >= 100 ? ms.toFixed(0) : ms.toFixed(1))
+const fmtMs = (name: string) => {
+  const s = summary(name)
+  return `${f1(s.median)} ms (min ${f1(s.min)})`
+}
+const perProc = (name: string) => {
+  const s = summary(name)
+  return `${(s.median / PROCESSES).toFixed(2)} ms/process (min ${(s.min / PROCESSES).toFixed(2)})`
+}
+const ratioText = (a: string, b: string) =>
+  `${(summary(a).median / summary(b).median).toFixed(2)}× (mins ${(summary(a).min / summary(b).min).toFixed(2)}×)`
+
+const rows = (): Array<Row> => {
+  const out: Array<Row> = []
+  const has = (name: string) => samples.has(name)
+  if (has("kiln cold") && has("bare spawn")) {
+    const cold = summary("kiln cold")
+    const bare = summary("bare spawn")
+    out.push({
+      op: `${PROCESSES} × \`${COMMAND.join(" ")}\`, cold (every one runs), ${CONCURRENCY} in flight`,
+      kiln: `${fmtMs("kiln cold")}: ${perProc("kiln cold")}`,
+      baseline: `bare spawn ${fmtMs("bare spawn")}: ${perProc("bare spawn")}`,
+      ratio: ratioText("kiln cold", "bare spawn"),
+      target: { op: "<=", value: 2, actual: cold.median / bare.median }
+    })
+    out.push({
+      op: "  per-process overhead, (cold − bare) / 200",
+      kiln: `${((cold.median - bare.median) / PROCESSES).toFixed(2)} ms/process (mins: ${
+        ((cold.min - bare.min) / PROCESSES).toFixed(2)
+      })`,
+      baseline: "",
+      ratio: ""
+    })
+  }
+  if (has("kiln cold") && has("kiln cached")) {
+    out.push({
+      op: `the same ${PROCESSES} again, cached (every one hits)`,
+      kiln: `${fmtMs("kiln cached")}: ${perProc("kiln cached")}`,
+      baseline: `cold ${fmtMs("kiln cold")}`,
+      ratio: `speedup ${ratioText("kiln cold", "kiln cached")}`,
+      target: { op: ">=", value: 20, actual: summary("kiln cold").median / summary("kiln cached").median }
+    })
+  }
+  if (has("kiln cached") && has("bare spawn")) {
+    out.push({
+      op: "  cached vs bare spawn",
+      kiln: "",
+      baseline: "",
+      ratio: ratioText("kiln cached", "bare spawn")
+    })
+  }
+  const firstName = "first run of one process (starts the sandboxer)"
+  const secondName = "second run of one process (sandboxer up)"
+  if (has(firstName)) {
+    out.push({
+      op: "sandboxer start-up: the first run of one process, alone",
+      kiln: fmtMs(firstName),
+      baseline: `second run, alone ${fmtMs(secondName)}`,
+      ratio: `+${f1(summary(firstName).median - summary(secondName).median)} ms`
+    })
+  }
+  return out
+}
+
+const met = (row: Row) =>
+  row.target === undefined
+    ? "(info)"
+    : (row.target.op === ">=" ? row.target.actual >= row.target.value : row.target.actual <= row.target.value)
+    ? "yes"
+    : "**NO**"
+
+const table = (rs: ReadonlyArray<Row>) =>
+  [
+    "| operation | kiln | baseline | ratio | target | met? |",
+    "|---|---|---|---|---|---|",
+    ...rs.map((r) =>
+      `| ${r.op} | ${r.kiln} | ${r.baseline} | ${r.ratio} | ${
+        r.target === undefined ? "" : `${r.target.op === ">=" ? "≥" : "≤"} ${r.target.value}×`
+      } | ${met(r)} |`
+    )
+  ].join("\n")
+
+const phaseTable = () => {
+  const names = [...PHASES, "latency of one run call", "latency minus the phases"]
+  const cell = (label: string, name: string) => {
+    const xs = perProcess.get(`${label} ${name}`)
+    return xs === undefined || xs.length === 0
+      ? "–"
+      : `${median(xs).toFixed(1)} / ${quantile(xs, 0.9).toFixed(1)} / ${Math.max(...xs).toFixed(0)}`
+  }
+  return [
+    "| phase (ms per process) | cold: median / p90 / max | cached: median / p90 / max |",
+    "|---|---|---|",
+    ...names.map((n) => `| ${n} | ${cell("cold", n)} | ${cell("cached", n)} |`)
+  ].join("\n")
+}
+
+const rawTable = () =>
+  [
+    "| measurement | runs | median ms | min ms |",
+    "|---|---|---|---|",
+    ...[...samples.keys()].map((name) => {
+      const s = summary(name)
+      return `| ${name} | ${s.n} | ${s.median.toFixed(1)} | ${s.min.toFixed(1)} |`
+    })
+  ].join("\n")
+
+const sh = (cmd: string, args: ReadonlyArray<string>) => {
+  try {
+    return execFileSync(cmd, args, { encoding: "utf8" }).trim()
+  } catch {
+    return "?"
+  }
+}
+
+const machine = (loadStart: ReadonlyArray<number>, fsType: string) => {
+  const la = (xs: ReadonlyArray<number>) => xs.map((x) => x.toFixed(2)).join(" ")
+  return [
+    `- date: ${new Date().toISOString()}`,
+    `- nproc: ${sh("nproc", [])}; CPU: ${os.cpus()[0]?.model ?? "?"} (${os.cpus().length} logical); ` +
+    `availableParallelism: ${CONCURRENCY}`,
+    `- memory: ${(os.totalmem() / 1024 ** 3).toFixed(1)} GiB; kernel: ${os.release()}`,
+    `- Node ${process.version}; temp dirs on ${fsType} (${os.tmpdir()})`,
+    `- load average (1/5/15 min): ${la(loadStart)} at start, ${la(os.loadavg())} at end`
+  ].join("\n")
+}
+
+const NOTES = `Notes:
+- Each figure is the median of ${REPS} reps (the best rep in brackets); ratios are of medians, "mins" of the
+  best reps. cold/bare is lower-is-better (target ≤ 2×), cold/cached is a speedup (target ≥ 20×). kiln and the
+  baseline run interleaved, in rotated order, one rep each at a time.
+- kiln: every rep builds the whole stack afresh (a fresh store, sandbox root and sandboxer socket dir; the real
+  sandboxer process, spawned as \`node dist/cli.js\`) with ProcessRunner \`concurrency: ${CONCURRENCY}\` (=
+  \`os.availableParallelism()\`), and snapshots the ${PROCESSES} one-file input dirs (untimed). Then one process
+  runs alone (the sandboxer starts on this first request), and a second one alone; then the ${PROCESSES} distinct
+  processes go through \`ProcessRunner.run\` with \`Effect.forEach(…, { concurrency: ${CONCURRENCY} })\` (cold:
+  every one misses the cache and runs), then the same ${PROCESSES} again (cached: every one hits). Every result is
+  checked (exit 0; \`ran\`, resp. \`cache-hit\`). Opening and closing the stack are timed apart (raw table).
+- baseline: \`child_process.spawn\` of the same \`${COMMAND.join(" ")}\` as kiln spawns it (detached, empty
+  environment, stdout and stderr piped and drained), ${CONCURRENCY} in flight at a time, each awaited until it
+  exited and its pipes closed.
+- phases: \`result.timings\` of every run in every rep (cold: ${REPS} × ${PROCESSES} runs; cached: the same), as
+  the runner reports them; "latency of one run call" is each \`run\` effect's wall time measured here, and "minus
+  the phases" is what the five phases do not cover (sandbox creation and removal, the sandboxer's adopt/release
+  round trips, the action lock, writing the action-cache entry).`
+
+const keptNotes = () => {
+  try {
+    const old = fs.readFileSync(reportFile, "utf8")
+    const at = old.indexOf(HAND_WRITTEN)
+    return at < 0 ? "" : old.slice(at + HAND_WRITTEN.length).replace(/^\n+/, "")
+  } catch {
+    return ""
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+
+const main = async () => {
+  if (!fs.existsSync(cli)) throw new Error(`${cli} is missing: run \`npm run build\` first`)
+  const loadStart = os.loadavg()
+  const fsType = sh("df", ["-T", tmpRoot]).split("\n")[1]?.split(/\s+/)[1] ?? "?"
+  const t0 = now()
+  try {
+    writeInputs()
+    progress(`${PROCESSES} × ${COMMAND.join(" ")}, ${CONCURRENCY} in flight, ${REPS} reps`)
+    for (let i = 0; i < REPS; i++) {
+      for (const which of rotate(CONTENDERS, i).filter(runs)) {
+        progress(`rep ${i + 1}/${REPS}: ${which}`)
+        if (which === "kiln") await kilnRep()
+        else await bareRep()
+      }
+    }
+  } finally {
+    cleanup()
+  }
+  const notes = keptNotes()
+  const report = [
+    "# kiln runner benchmark",
+    "",
+    "Generated by `npm run bench:runner` (scripts/bench/runner.ts). Machine:",
+    "",
+    machine(loadStart, fsType),
+    `- benchmark wall time: ${((now() - t0) / 1000).toFixed(0)} s`,
+    "",
+    table(rows()),
+    "",
+    "## Phases (`result.timings`)",
+    "",
+    phaseTable(),
+    "",
+    NOTES,
+    "",
+    "## Raw measurements",
+    "",
+    rawTable(),
+    "",
+    HAND_WRITTEN,
+    "",
+    ...(notes === "" ? [] : [notes])
+  ].join("\n")
+  process.stdout.write(report.endsWith("\n") ? report : `${report}\n`)
+  if (onlyArg === undefined && sandboxerProfDir === undefined) {
+    fs.writeFileSync(reportFile, report.endsWith("\n") ? report : `${report}\n`)
+    progress(`wrote ${path.relative(process.cwd(), reportFile)}`)
+  }
+}
+
+await main()
