@@ -46,7 +46,9 @@ export class SandboxerRpcs extends RpcGroup.make(
     payload: {
       digest: Digest,
       destination: Schema.String,
-      mutablePaths: Schema.Array(Schema.String)
+      mutablePaths: Schema.Array(Schema.String),
+      /** Adopt the destination first (as `Adopt { sandbox }` would), saving a round trip per process. */
+      adopt: Schema.optional(Schema.Boolean)
     },
     error: Schema.Union(NotFound, FailedPrecondition)
   }),

@@ -35,11 +35,20 @@ export interface Service {
   readonly materialize: (
     digest: Digest.Digest,
     destination: string,
-    options?: { readonly mutablePaths?: ReadonlyArray<string> }
+    options?: {
+      readonly mutablePaths?: ReadonlyArray<string>
+      /** Have the watchdog adopt `destination` (a sandbox) in the same round trip. */
+      readonly adopt?: boolean
+    }
   ) => Effect.Effect<void, Digest.MissingDigest | SandboxError | SandboxerUnavailable>
   /** Has the watchdog SIGKILL this group and remove this sandbox if the engine dies. */
   readonly adopt: (adoption: Adoption) => Effect.Effect<void, SandboxerUnavailable>
   readonly release: (adoption: Adoption) => Effect.Effect<void, SandboxerUnavailable>
+  /**
+   * Sends an adoption or a release without waiting for the answer (the message is on the socket when this
+   * returns); failures are logged. Saves a round trip per call on the hot path.
+   */
+  readonly notify: (kind: "adopt" | "release", adoption: Adoption) => Effect.Effect<void>
   /** The running sandboxer's pid, if one runs (none for the in-process implementation). */
   readonly pid: Effect.Effect<Option.Option<number>>
 }
@@ -186,15 +195,19 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Store
         )
       )
 
-    const materializeOnce = (digest: Digest.Digest, destination: string, mutablePaths: ReadonlyArray<string>) =>
-      call((client) => client.Materialize({ digest, destination, mutablePaths }))
+    const materializeOnce = (
+      digest: Digest.Digest,
+      destination: string,
+      mutablePaths: ReadonlyArray<string>,
+      adopt: boolean
+    ) => call((client) => client.Materialize({ digest, destination, mutablePaths, adopt }))
 
     const service: Service = {
       materialize: (digest, destination, opts) =>
         Effect.gen(function*() {
           const mutablePaths = opts?.mutablePaths ?? []
           for (let attempt = 0;; attempt++) {
-            const r = yield* Effect.either(materializeOnce(digest, destination, mutablePaths))
+            const r = yield* Effect.either(materializeOnce(digest, destination, mutablePaths, opts?.adopt === true))
             if (r._tag === "Right") return
             const e = r.left
             if (e._tag === "SandboxerUnavailable") return yield* Effect.fail(e)
@@ -218,6 +231,15 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Store
         }),
       adopt: (adoption) => call((client) => client.Adopt(adoption)),
       release: (adoption) => call((client) => client.Release(adoption)),
+      notify: (kind, adoption) =>
+        Effect.asVoid(Effect.forkIn(
+          call((client) => kind === "adopt" ? client.Adopt(adoption) : client.Release(adoption)).pipe(
+            Effect.catchAll((e) =>
+              Effect.logWarning(`could not tell the sandboxer to ${kind} ${JSON.stringify(adoption)}: ${e.message}`)
+            )
+          ),
+          layerScope
+        )),
       pid: Effect.sync(() => Option.fromNullable(current?.child.pid))
     }
     return service
@@ -249,6 +271,7 @@ export const layerInProcess: Layer.Layer<Sandboxer, never, Store.Store> = Layer.
       ),
     adopt: () => Effect.void,
     release: () => Effect.void,
+    notify: () => Effect.void,
     pid: Effect.succeed(Option.none())
   }))
 )

@@ -268,6 +268,11 @@ export const make = (
       files: yield* Sharded.open(root, "files", opts.shardCount, settings(opts.filesMapSize)),
       directories: yield* Sharded.open(root, "directories", opts.shardCount, settings(opts.directoriesMapSize)),
       actions: yield* Sharded.open(root, "actions", opts.shardCount, settings(opts.actionsMapSize)),
+      locks: yield* Sharded.open(root, "locks", 1, {
+        mapSize: 64 * 1024 * 1024,
+        maxReaders: opts.maxReaders,
+        noSync: true
+      }),
       large: LargeFiles.make(root),
       leaseTimeMs: opts.leaseTimeMs
     }
@@ -359,7 +364,7 @@ export const make = (
       removeActionResult: (actionDigest) =>
         Effect.map(Sharded.removeBatch(core.actions, [actionDigest.hash]), (r) => r.length > 0),
       withActionLock: (actionDigest, whileWaiting, run) =>
-        ActionLock.withActionLock(core.actions, actionDigest, whileWaiting, run),
+        ActionLock.withActionLock(core.locks, actionDigest, whileWaiting, run),
       snapshot: (dir, globs) => Snapshot.snapshot(core, dir, globs),
       materialize: (digest, destination, options) => Materialize.materialize(core, digest, destination, options),
       capture: (root, outputs) => Capture.capture(core, root, outputs),

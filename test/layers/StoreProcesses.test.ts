@@ -240,7 +240,7 @@ describe("Store shared by OS processes", () => {
         const root = path.join(dir, "store")
         const link = path.join(dir, "link")
         const options = storeOptions(root)
-        const envsPerStore = 3 * options.shardCount!
+        const envsPerStore = 3 * options.shardCount! + 1 // and one for action locks
         const before = registrySize()
 
         const scopeA = yield* Scope.make()

@@ -1,6 +1,7 @@
 /**
  * A lock per action digest, across processes, so that two engines that need the same uncached action at the same
- * moment run it once. It lives in the action cache's LMDB shard (a `locks` table): LMDB's write lock makes
+ * moment run it once. It lives in a small LMDB environment of its own, committed without fsync (a lock is worth
+ * nothing after a machine crash, and two fsyncs per action were most of a cold action's store cost): LMDB's write lock makes
  * test-and-set atomic across processes, nothing is a file to unlink while another process holds it, and a lock
  * whose owner died (pid gone, or pid recycled with another start time) is taken over.
  *

@@ -17,6 +17,8 @@ export interface Core {
   readonly files: Sharded.Shards
   readonly directories: Sharded.Shards
   readonly actions: Sharded.Shards
+  /** Action locks: one small environment without fsync (a lock need not survive a machine crash). */
+  readonly locks: Sharded.Shards
   readonly large: LargeFiles.LargeFiles
   readonly leaseTimeMs: number
 }

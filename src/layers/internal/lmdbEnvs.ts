@@ -20,6 +20,8 @@ import { describeErrno, errnoOf } from "./errno.js"
 export interface EnvSettings {
   readonly mapSize: number
   readonly maxReaders: number
+  /** No fsync per commit: for data that need not survive a machine crash (action locks). */
+  readonly noSync?: boolean
 }
 
 /** @internal */
@@ -108,6 +110,7 @@ export const acquire = (
               path: dir,
               noSubdir: false,
               mapSize: settings.mapSize,
+              ...(settings.noSync === true ? { noSync: true } : {}),
               maxReaders: settings.maxReaders,
               maxDbs: 4,
               encoding: "binary",

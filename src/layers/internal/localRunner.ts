@@ -12,6 +12,7 @@ import * as path from "node:path"
 import * as Digest from "../../domain/Digest.js"
 import { CHROOT, type Process, ProcessResult } from "../../domain/Process.js"
 import { SandboxError } from "../../domain/Sandbox.js"
+import type { StoreError } from "../../domain/StoreErrors.js"
 import type * as Sandboxer from "../Sandboxer.js"
 import type * as Sandboxes from "../Sandboxes.js"
 import type * as Store from "../Store.js"
@@ -76,10 +77,13 @@ export const make = (
         return Effect.ensuring(effect, Effect.sync(() => void (timings[name] = Date.now() - t)))
       })
 
+    // The release is registered before the sandbox, so it runs after the sandbox's removal: until then the
+    // watchdog must still be able to remove it. One message releases both the sandbox and the group.
+    const adopted: { pgid?: number } = {}
+    yield* Effect.addFinalizer(() => sandboxer.notify("release", { sandbox: sandboxPath, ...adopted }))
     const sandbox = yield* sandboxes.make(process.description)
-    yield* sandboxer.adopt({ sandbox: sandbox.path })
-    yield* Effect.addFinalizer(() => Effect.ignore(sandboxer.release({ sandbox: sandbox.path })))
-    yield* phase("materialize", sandboxer.materialize(process.inputDigest, sandbox.path))
+    const sandboxPath = sandbox.path
+    yield* phase("materialize", sandboxer.materialize(process.inputDigest, sandbox.path, { adopt: true }))
     const cwd = yield* prepare(sandbox.path, process, options.namedCachesDir)
     const argv = process.argv.map((a) => substitute(a, sandbox.path))
     const env = Object.fromEntries(Object.entries(process.env).map(([k, v]) => [k, substitute(v, sandbox.path)]))
@@ -91,8 +95,8 @@ export const make = (
     const stdout = OutputSink.collect(group.child.stdout!, "stdout")
     const stderr = OutputSink.collect(group.child.stderr!, "stderr")
     yield* Effect.addFinalizer(() => Effect.sync(() => (OutputSink.dispose(stdout), OutputSink.dispose(stderr))))
-    yield* sandboxer.adopt({ pgid: group.pgid })
-    yield* Effect.addFinalizer(() => Effect.ignore(sandboxer.release({ pgid: group.pgid })))
+    adopted.pgid = group.pgid
+    yield* sandboxer.notify("adopt", { pgid: group.pgid })
 
     const waited: Option.Option<ProcessGroup.Exit> = process.timeoutMs === undefined
       ? Option.some(yield* Deferred.await(group.exited))
@@ -114,11 +118,17 @@ export const make = (
     }
 
     const captureStarted = Date.now()
-    const [stdoutDigest, stderrDigest, outputDigest] = yield* Effect.all([
-      storeOutput(store, stdout),
-      storeOutput(store, stderr),
-      store.capture(cwd, { outputFiles: process.outputFiles, outputDirectories: process.outputDirectories })
-    ])
+    // Small stdout and stderr go in one putFiles call: one commit instead of two.
+    const [stdoutDigest, stderrDigest] = stdout.file === undefined && stderr.file === undefined
+      ? yield* store.putFiles([Buffer.concat(stdout.chunks), Buffer.concat(stderr.chunks)]) as Effect.Effect<
+        [Digest.Digest, Digest.Digest],
+        StoreError
+      >
+      : yield* Effect.all([storeOutput(store, stdout), storeOutput(store, stderr)])
+    const outputDigest = yield* store.capture(cwd, {
+      outputFiles: process.outputFiles,
+      outputDirectories: process.outputDirectories
+    })
     timings.capture = Date.now() - captureStarted
     const result = new ProcessResult({
       exitCode: timedOut ? null : exit.code,

@@ -42,19 +42,25 @@ const tracked = <A, E>(state: State, effect: Effect.Effect<A, E>): Effect.Effect
 
 /** @internal */
 export const handlers = (store: Store.Service, state: State) => ({
-  Materialize: (
-    req: { readonly digest: Digest.Digest; readonly destination: string; readonly mutablePaths: ReadonlyArray<string> }
-  ) =>
-    tracked(
-      state,
-      Effect.logInfo(`materialize ${Digest.format(req.digest)} into ${req.destination}`).pipe(
-        Effect.zipRight(store.materialize(req.digest, req.destination, { mutablePaths: req.mutablePaths })),
-        Effect.catchTags({
-          MissingDigest: (e) => Effect.fail(new NotFound({ digest: e.digest })),
-          StoreError: (e) => Effect.fail(new FailedPrecondition({ reason: e.message }))
-        }),
-        // A request is finished even when the server is told to stop: draining waits for it.
-        Effect.uninterruptible
+  Materialize: (req: {
+    readonly digest: Digest.Digest
+    readonly destination: string
+    readonly mutablePaths: ReadonlyArray<string>
+    readonly adopt?: boolean | undefined
+  }) =>
+    Effect.zipRight(
+      Effect.sync(() => req.adopt === true && state.sandboxes.add(req.destination)),
+      tracked(
+        state,
+        Effect.logInfo(`materialize ${Digest.format(req.digest)} into ${req.destination}`).pipe(
+          Effect.zipRight(store.materialize(req.digest, req.destination, { mutablePaths: req.mutablePaths })),
+          Effect.catchTags({
+            MissingDigest: (e) => Effect.fail(new NotFound({ digest: e.digest })),
+            StoreError: (e) => Effect.fail(new FailedPrecondition({ reason: e.message }))
+          }),
+          // A request is finished even when the server is told to stop: draining waits for it.
+          Effect.uninterruptible
+        )
       )
     ),
   Adopt: (req: { readonly pgid?: number | undefined; readonly sandbox?: string | undefined }) =>
