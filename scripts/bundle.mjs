@@ -16,6 +16,8 @@ await build({
   external: ["lmdb"],
   // The bundle runs in a vm.Script, which has no ESM loader: `import("lmdb")` becomes a lazy require.
   supported: { "dynamic-import": false },
+  // The library finds the CLI through import.meta.url; the bundled CLI sets KILN_CLI instead, so empty is right.
+  logOverride: { "empty-import-meta": "silent" },
   minify: true,
   keepNames: false,
   treeShaking: true,

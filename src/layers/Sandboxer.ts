@@ -10,6 +10,8 @@ import * as RpcClient from "@effect/rpc/RpcClient"
 import { RpcClientError } from "@effect/rpc/RpcClientError"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import { Context, Duration, Effect, ExecutionStrategy, Exit, Layer, Option, Scope } from "effect"
+import * as fs from "node:fs"
+import { fileURLToPath } from "node:url"
 import type * as Digest from "../domain/Digest.js"
 import { SandboxError, SandboxerUnavailable } from "../domain/Sandbox.js"
 import { SandboxerRpcs } from "../domain/SandboxerRpc.js"
@@ -74,9 +76,15 @@ export interface Options {
   readonly stopGrace?: Duration.DurationInput
 }
 
+/** `kiln`'s own CLI: `$KILN_CLI` (the CLI sets it), else `dist/cli.js` beside this module of the library build. */
 const defaultCommand = (): ReadonlyArray<string> | undefined => {
-  const cli = process.env.KILN_CLI ?? (process.argv[1]?.endsWith("cli.js") ? process.argv[1] : undefined)
-  return cli === undefined ? undefined : [process.execPath, cli]
+  if (process.env.KILN_CLI !== undefined) return [process.execPath, process.env.KILN_CLI]
+  const url = (import.meta as { url?: string }).url
+  if (url !== undefined) {
+    const cli = fileURLToPath(new URL("../cli.js", url))
+    if (fs.existsSync(cli)) return [process.execPath, cli]
+  }
+  return undefined
 }
 
 /** The parent's store settings, passed on so that the sandboxer opens exactly the same store. */

@@ -1,0 +1,15 @@
+/**
+ * kiln as a library: each service is a Tag with `layer(options)`; compose them as the CLI does.
+ *
+ * @since 0.1.0
+ */
+export * as Action from "./domain/Action.js"
+export * as Config from "./domain/Config.js"
+export * as Digest from "./domain/Digest.js"
+export * as Directory from "./domain/Directory.js"
+export * as Process from "./domain/Process.js"
+export * as Engine from "./layers/Engine.js"
+export * as ProcessRunner from "./layers/ProcessRunner.js"
+export * as Sandboxer from "./layers/Sandboxer.js"
+export * as Sandboxes from "./layers/Sandboxes.js"
+export * as Store from "./layers/Store.js"
