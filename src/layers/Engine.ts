@@ -10,8 +10,12 @@ import * as path from "node:path"
 import picomatch from "picomatch"
 import type { Config, ProcessConfig } from "../domain/Config.js"
 import * as Digest from "../domain/Digest.js"
+import type { MissingDigest } from "../domain/Digest.js"
 import * as DurationText from "../domain/DurationText.js"
 import { Process, type ProcessResult } from "../domain/Process.js"
+import type { StoreError } from "../domain/StoreErrors.js"
+import { actionDigest } from "./internal/actionKey.js"
+import * as RunRecords from "./internal/runRecords.js"
 import { writeBack } from "./internal/writeBack.js"
 import { ProcessRunner } from "./ProcessRunner.js"
 import { Store } from "./Store.js"
@@ -113,6 +117,15 @@ export class NoProducer extends Schema.TaggedError<NoProducer>("kiln/NoProducer"
  */
 export interface Service {
   readonly run: (options: RunOptions) => Effect.Effect<RunReport, NoProducer>
+  /**
+   * Why `name` would run or hit: its action digest, whether the cache has it, and what changed since its last
+   * recorded run (input files by path, env, argv, deps' outputs). Deps are assumed to produce what they did then.
+   */
+  readonly explain: (options: {
+    readonly workspace: string
+    readonly config: Config
+    readonly name: string
+  }) => Effect.Effect<Array<string>, string | StoreError | MissingDigest>
 }
 
 /**
@@ -138,6 +151,60 @@ const closure = (config: Config, targets: ReadonlyArray<string>) => {
 }
 
 const segments = (p: string | undefined) => (p ?? "").split("/").filter((s) => s !== "" && s !== ".")
+
+/** A process's own inputs (its globs over the workspace), and the files they matched. */
+const ownInputs = (store: Store["Type"], workspace: string, name: string, pc: ProcessConfig) =>
+  Effect.gen(function*() {
+    const globs = pc.inputs ?? []
+    if (!globs.some((g) => !g.startsWith("!"))) return { digest: Digest.empty, files: {} as Record<string, string> }
+    const digest = yield* store.snapshot(workspace, globs)
+    const entries = (yield* store.listTree(digest)).filter((e) => e.type !== "directory")
+    for (const [i, g] of globs.entries()) {
+      if (g.startsWith("!")) continue
+      const matches = picomatch(g, { dot: true })
+      if (!entries.some((e) => matches(e.path))) {
+        return yield* Effect.fail(`kiln.json: processes.${name}.inputs[${i}]: glob "${g}" matches nothing`)
+      }
+    }
+    const files: Record<string, string> = {}
+    for (const e of entries) {
+      files[e.path] = e.type === "symlink"
+        ? `-> ${e.target}`
+        : `${Digest.format(e.digest!)}${e.isExecutable ? " x" : ""}`
+    }
+    return { digest, files }
+  })
+
+/** Own inputs ⊕ each dep's outputs at the dep's workspace path. */
+const mergeInputs = (
+  store: Store["Type"],
+  config: Config,
+  name: string,
+  own: Digest.Digest,
+  deps: Readonly<Record<string, Digest.Digest>>
+) =>
+  store.mergeTrees([
+    { digest: own, at: [] },
+    ...Object.entries(deps).map(([dep, d]) => ({ digest: d, at: segments(config.processes[dep]!.workingDirectory) }))
+  ]).pipe(Effect.mapError((e) => e._tag === "StoreError" ? `${name}: ${e.message}` : e))
+
+const processOf = (name: string, pc: ProcessConfig, inputDigest: Digest.Digest) => {
+  const outputs = pc.outputs ?? []
+  return new Process({
+    argv: pc.argv as readonly [string, ...Array<string>],
+    env: { ...pc.env },
+    inputDigest,
+    workingDirectory: segments(pc.workingDirectory).join("/"),
+    outputFiles: outputs.filter((o) => !o.endsWith("/")),
+    outputDirectories: outputs.filter((o) => o.endsWith("/")).map((o) => o.replace(/\/+$/, "")),
+    ...(pc.timeout !== undefined
+      ? { timeoutMs: Duration.toMillis(Either.getOrThrow(DurationText.parse(pc.timeout))) }
+      : {}),
+    description: name,
+    cache: pc.cache ?? "successful",
+    namedCaches: { ...pc.namedCaches }
+  })
+}
 
 const quote = (s: string) => /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`
 
@@ -169,6 +236,7 @@ export const make = Effect.gen(function*() {
       const producers = new Map<string, string>()
       const reports: Array<ProcessReport> = []
       let stop = false
+      const records = new Map<string, RunRecords.RunRecord>()
 
       const index = (name: string, result: ProcessResult) =>
         Effect.gen(function*() {
@@ -183,46 +251,20 @@ export const make = Effect.gen(function*() {
 
       const inputOf = (name: string, pc: ProcessConfig) =>
         Effect.gen(function*() {
-          const globs = pc.inputs ?? []
-          let own = Digest.empty
-          if (globs.some((g) => !g.startsWith("!"))) {
-            own = yield* store.snapshot(workspace, globs)
-            const files = (yield* store.listTree(own)).filter((e) => e.type !== "directory").map((e) => e.path)
-            for (const [i, g] of globs.entries()) {
-              if (g.startsWith("!")) continue
-              const matches = picomatch(g, { dot: true })
-              if (!files.some((f) => matches(f))) {
-                return yield* Effect.fail(`kiln.json: processes.${name}.inputs[${i}]: glob "${g}" matches nothing`)
-              }
-            }
-          }
-          const layers = [{ digest: own, at: [] as ReadonlyArray<string> }]
-          for (const dep of pc.deps ?? []) {
-            const r = state.get(dep)!.result!
-            layers.push({ digest: r.outputDigest, at: segments(config.processes[dep]!.workingDirectory) })
-          }
-          return yield* store.mergeTrees(layers).pipe(
-            Effect.mapError((e) => e._tag === "StoreError" ? `${name}: ${e.message}` : e)
-          )
+          const own = yield* ownInputs(store, workspace, name, pc)
+          const deps: Record<string, Digest.Digest> = {}
+          for (const dep of pc.deps ?? []) deps[dep] = state.get(dep)!.result!.outputDigest
+          const digest = yield* mergeInputs(store, config, name, own.digest, deps)
+          records.set(name, {
+            argv: [...pc.argv],
+            env: { ...pc.env },
+            workingDirectory: pc.workingDirectory ?? "",
+            inputs: own.files,
+            deps: Object.fromEntries(Object.entries(deps).map(([k, v]) => [k, Digest.format(v)])),
+            actionDigest: ""
+          })
+          return digest
         })
-
-      const processOf = (name: string, pc: ProcessConfig, inputDigest: Digest.Digest) => {
-        const outputs = pc.outputs ?? []
-        return new Process({
-          argv: pc.argv as readonly [string, ...Array<string>],
-          env: { ...pc.env },
-          inputDigest,
-          workingDirectory: segments(pc.workingDirectory).join("/"),
-          outputFiles: outputs.filter((o) => !o.endsWith("/")),
-          outputDirectories: outputs.filter((o) => o.endsWith("/")).map((o) => o.replace(/\/+$/, "")),
-          ...(pc.timeout !== undefined
-            ? { timeoutMs: Duration.toMillis(Either.getOrThrow(DurationText.parse(pc.timeout))) }
-            : {}),
-          description: name,
-          cache: pc.cache ?? "successful",
-          namedCaches: { ...pc.namedCaches }
-        })
-      }
 
       const reproduce = (p: Process) =>
         [
@@ -250,6 +292,7 @@ export const make = Effect.gen(function*() {
             const attempt = yield* Effect.either(
               Effect.flatMap(inputOf(name, pc), (input) => {
                 const p = processOf(name, pc, input)
+                records.get(name)!.actionDigest = Digest.format(actionDigest(p))
                 return Effect.zipRight(
                   options.beforeAttempt?.(name, input, (n) => state.get(n)?.result) ?? Effect.void,
                   Effect.map(runner.run(p, { cache }), (result) => ({ result, process: p }))
@@ -389,6 +432,9 @@ export const make = Effect.gen(function*() {
         nodes.set(name, yield* Effect.cached(compute))
       }
       yield* Effect.forEach(names, nodeOf, { concurrency: "unbounded", discard: true })
+      yield* Effect.try(() => RunRecords.write(store.options.root, workspace, records)).pipe(
+        Effect.catchAll((e) => Effect.logWarning(`could not record the run for \`kiln explain\`: ${e.error}`))
+      )
       const order = new Map(names.map((n, i) => [n, i]))
       const processes = [...reports].sort((a, b) => a.startMs - b.startMs || order.get(a.name)! - order.get(b.name)!)
       return {
@@ -401,7 +447,69 @@ export const make = Effect.gen(function*() {
       } satisfies RunReport
     })
 
-  return { run } satisfies Service
+  const explain = (options: { readonly workspace: string; readonly config: Config; readonly name: string }) =>
+    Effect.gen(function*() {
+      const { config } = options
+      const workspace = path.resolve(options.workspace)
+      const last = RunRecords.read(store.options.root, workspace)
+      const memo = new Map<
+        string,
+        { key: Digest.Digest; hit: boolean; now: RunRecords.RunRecord; notes: Array<string> }
+      >()
+      // Deps are assumed to produce the outputs its last run consumed; a dep that would itself run is named.
+      const look = (name: string): Effect.Effect<
+        { key: Digest.Digest; hit: boolean; now: RunRecords.RunRecord; notes: Array<string> },
+        string | StoreError | MissingDigest
+      > =>
+        Effect.gen(function*() {
+          const known = memo.get(name)
+          if (known !== undefined) return known
+          const pc = config.processes[name]!
+          const own = yield* ownInputs(store, workspace, name, pc)
+          const notes: Array<string> = []
+          const deps: Record<string, Digest.Digest> = {}
+          for (const dep of pc.deps ?? []) {
+            const d = yield* look(dep)
+            if (!d.hit) notes.push(`dep ${dep} would run first: if its outputs change, this runs too`)
+            const outputs = last[name]?.deps[dep]
+            if (outputs === undefined) notes.push(`dep ${dep}: never recorded as an input of it`)
+            else deps[dep] = Either.getOrThrow(Digest.parse(outputs))
+          }
+          const p = processOf(name, pc, yield* mergeInputs(store, config, name, own.digest, deps))
+          const key = actionDigest(p)
+          const hit = pc.cache !== "never" && (yield* store.getActionResult(key))._tag === "Some"
+          const now: RunRecords.RunRecord = {
+            argv: [...pc.argv],
+            env: { ...pc.env },
+            workingDirectory: pc.workingDirectory ?? "",
+            inputs: own.files,
+            deps: Object.fromEntries(Object.entries(deps).map(([k, v]) => [k, Digest.format(v)])),
+            actionDigest: Digest.format(key)
+          }
+          const found = { key, hit, now, notes }
+          memo.set(name, found)
+          return found
+        })
+      const { hit, key, notes, now } = yield* look(options.name)
+      const name = options.name
+      const verdict = hit
+        ? `${name}: would hit the cache (action ${Digest.format(key)})`
+        : `${name}: would run (action ${Digest.format(key)} is ${
+          config.processes[name]!.cache === "never" ? "never cached" : "not in the cache"
+        })`
+      const before = last[name]
+      const changes = before === undefined
+        ? ["no earlier run of it is recorded in this store"]
+        : before.actionDigest === now.actionDigest
+        ? ["nothing changed since its last run"]
+        : RunRecords.diff(before, now)
+      const header = before !== undefined && before.actionDigest !== now.actionDigest
+        ? [`changed since its last run (action ${before.actionDigest}):`]
+        : []
+      return [verdict, ...header, ...[...changes, ...notes].map((l) => `  ${l}`)]
+    })
+
+  return { run, explain } satisfies Service
 })
 
 /**

@@ -4,7 +4,7 @@
 import * as Command from "@effect/cli/Command"
 import { clean } from "./cleanCommand.js"
 import { exec } from "./execCommand.js"
-import { run as runCommand, schema } from "./runCommand.js"
+import { explain, run as runCommand, schema } from "./runCommand.js"
 import { sandboxer } from "./sandboxer.js"
 import { store } from "./storeCommands.js"
 
@@ -12,7 +12,7 @@ export const VERSION = "0.1.0"
 
 const kiln = Command.make("kiln").pipe(
   Command.withDescription("a hermetic process-execution engine for build tools"),
-  Command.withSubcommands([runCommand, exec, store, schema, clean, sandboxer])
+  Command.withSubcommands([runCommand, explain, exec, store, schema, clean, sandboxer])
 )
 
 export const run = Command.run(kiln, { name: "kiln", version: VERSION })

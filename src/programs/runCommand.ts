@@ -188,6 +188,45 @@ export const run = Command.make(
     )
 ).pipe(Command.withDescription("run processes of kiln.json (default: all) and their deps"))
 
+export const explain = Command.make(
+  "explain",
+  {
+    name: Args.text({ name: "name" }),
+    config: Options.file("config").pipe(Options.withDefault("kiln.json")),
+    ...storeOptions
+  },
+  (o) =>
+    Effect.gen(function*() {
+      const configFile = path.resolve(o.config)
+      const config = yield* loadConfig(configFile)
+      if (!(o.name in config.processes)) {
+        return yield* new InvalidConfig({
+          file: path.basename(configFile),
+          path: "",
+          detail: `unknown process "${o.name}"`
+        })
+      }
+      const engine = yield* Engine.Engine
+      const lines = yield* engine.explain({ workspace: path.dirname(configFile), config, name: o.name }).pipe(
+        Effect.mapError((e) => typeof e === "string" ? new Error(e) : e)
+      )
+      yield* Console.log(lines.join("\n"))
+    }).pipe(
+      Effect.catchTag("InvalidConfig", (e) =>
+        Effect.sync(() => {
+          process.stderr.write(`kiln: ${e.message}\n`)
+          process.exitCode = 2
+        })),
+      Effect.provide(
+        Engine.layer.pipe(
+          Layer.provideMerge(ProcessRunner.layer()),
+          Layer.provideMerge(Layer.mergeAll(Sandboxer.layer(), Sandboxes.layer({ sweepOnStart: false }))),
+          Layer.provideMerge(Store.layer(toStoreOptions(o)))
+        )
+      )
+    )
+).pipe(Command.withDescription("say why a process would run or hit the cache, and what changed since its last run"))
+
 export const schema = Command.make("schema", {}, () => Console.log(JSON.stringify(JSONSchema.make(Config), null, 2)))
   .pipe(
     Command.withDescription("print the JSON Schema of kiln.json (reference it with \"$schema\" for editor completion)")

@@ -123,6 +123,27 @@ describe("kiln run", () => {
       assert.include(line, "no process of this run produced it")
     }))
 
+  it.scoped("explain names the input file edited since the last run, and says whether the cache has the action", () =>
+    Effect.gen(function*() {
+      const { env, kiln, ws } = yield* workspace
+      assert.strictEqual(kiln(["run"]).code, 0)
+      const explain = (name: string) =>
+        spawnSync(process.execPath, [cli, "explain", name], { cwd: ws, encoding: "utf8", env })
+      const unchanged = explain("compile-greet")
+      assert.strictEqual(unchanged.status, 0, unchanged.stderr)
+      assert.match(
+        unchanged.stdout,
+        /^compile-greet: would hit the cache \(action [0-9a-f]{64}\/\d+\)\n  nothing changed/
+      )
+      fs.appendFileSync(path.join(ws, "src/greet.js"), "export const more = 1\n")
+      fs.writeFileSync(path.join(ws, "src/extra.js"), "export const extra = 1\n")
+      const edited = explain("compile-greet").stdout
+      assert.match(edited, /^compile-greet: would run \(action [0-9a-f]{64}\/\d+ is not in the cache\)/)
+      assert.include(edited, "changed src/greet.js")
+      assert.notInclude(edited, "extra.js")
+      assert.include(explain("bundle").stdout, "dep compile-greet would run first")
+    }))
+
   it.scoped("--trace is trace-event JSON with one complete span per process; --summary lists every process", () =>
     Effect.gen(function*() {
       const { kiln, root } = yield* workspace
