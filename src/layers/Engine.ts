@@ -18,7 +18,7 @@ import { actionDigest } from "./internal/actionKey.js"
 import * as RunRecords from "./internal/runRecords.js"
 import { writeBack } from "./internal/writeBack.js"
 import { ProcessRunner } from "./ProcessRunner.js"
-import { Store } from "./Store.js"
+import { type SnapshotSession, Store } from "./Store.js"
 
 /**
  * @since 0.1.0
@@ -152,16 +152,29 @@ const closure = (config: Config, targets: ReadonlyArray<string>) => {
 
 const segments = (p: string | undefined) => (p ?? "").split("/").filter((s) => s !== "" && s !== ".")
 
+const matchers = new Map<string, (path: string) => boolean>()
+const matcherOf = (glob: string) => {
+  let m = matchers.get(glob)
+  if (m === undefined) matchers.set(glob, m = picomatch(glob, { dot: true }))
+  return m
+}
+
 /** A process's own inputs (its globs over the workspace), and the files they matched. */
-const ownInputs = (store: Store["Type"], workspace: string, name: string, pc: ProcessConfig) =>
+const ownInputs = (
+  store: Store["Type"],
+  workspace: string,
+  name: string,
+  pc: ProcessConfig,
+  session: SnapshotSession
+) =>
   Effect.gen(function*() {
     const globs = pc.inputs ?? []
     if (!globs.some((g) => !g.startsWith("!"))) return { digest: Digest.empty, files: {} as Record<string, string> }
-    const digest = yield* store.snapshot(workspace, globs)
+    const digest = yield* store.snapshot(workspace, globs, session)
     const entries = (yield* store.listTree(digest)).filter((e) => e.type !== "directory")
     for (const [i, g] of globs.entries()) {
       if (g.startsWith("!")) continue
-      const matches = picomatch(g, { dot: true })
+      const matches = matcherOf(g)
       if (!entries.some((e) => matches(e.path))) {
         return yield* Effect.fail(`kiln.json: processes.${name}.inputs[${i}]: glob "${g}" matches nothing`)
       }
@@ -236,6 +249,7 @@ export const make = Effect.gen(function*() {
       const producers = new Map<string, string>()
       const reports: Array<ProcessReport> = []
       let stop = false
+      const session = yield* store.snapshotSession(workspace)
       const records = new Map<string, RunRecords.RunRecord>()
 
       const index = (name: string, result: ProcessResult) =>
@@ -251,7 +265,7 @@ export const make = Effect.gen(function*() {
 
       const inputOf = (name: string, pc: ProcessConfig) =>
         Effect.gen(function*() {
-          const own = yield* ownInputs(store, workspace, name, pc)
+          const own = yield* ownInputs(store, workspace, name, pc, session)
           const deps: Record<string, Digest.Digest> = {}
           for (const dep of pc.deps ?? []) deps[dep] = state.get(dep)!.result!.outputDigest
           const digest = yield* mergeInputs(store, config, name, own.digest, deps)
@@ -384,7 +398,7 @@ export const make = Effect.gen(function*() {
           if (ok) {
             const writeOutputs = (r: ProcessResult) =>
               Effect.either(
-                writeBack(store, r.outputDigest, path.join(workspace, p.workingDirectory), p.outputDirectories)
+                writeBack(store, r.outputDigest, path.join(workspace, p.workingDirectory), p.outputDirectories, session)
               )
             let back = yield* writeOutputs(result)
             if (Either.isLeft(back) && back.left._tag === "MissingDigest" && node.backtracks < maxBacktracks) {
@@ -452,6 +466,7 @@ export const make = Effect.gen(function*() {
       const { config } = options
       const workspace = path.resolve(options.workspace)
       const last = RunRecords.read(store.options.root, workspace)
+      const session = yield* store.snapshotSession(workspace)
       const memo = new Map<
         string,
         { key: Digest.Digest; hit: boolean; now: RunRecords.RunRecord; notes: Array<string> }
@@ -465,7 +480,7 @@ export const make = Effect.gen(function*() {
           const known = memo.get(name)
           if (known !== undefined) return known
           const pc = config.processes[name]!
-          const own = yield* ownInputs(store, workspace, name, pc)
+          const own = yield* ownInputs(store, workspace, name, pc, session)
           const notes: Array<string> = []
           const deps: Record<string, Digest.Digest> = {}
           for (const dep of pc.deps ?? []) {
@@ -509,7 +524,7 @@ export const make = Effect.gen(function*() {
       return [verdict, ...header, ...[...changes, ...notes].map((l) => `  ${l}`)]
     })
 
-  return { run, explain } satisfies Service
+  return { run: (o) => Effect.scoped(run(o)), explain: (o) => Effect.scoped(explain(o)) } satisfies Service
 })
 
 /**

@@ -21,6 +21,7 @@ import * as Maintenance from "./internal/maintenance.js"
 import * as Materialize from "./internal/materialize.js"
 import * as Sharded from "./internal/shardedLmdb.js"
 import * as Snapshot from "./internal/snapshot.js"
+import * as StatIndex from "./internal/statIndex.js"
 import * as TreeMerge from "./internal/treeMerge.js"
 
 const GiB = 1024 * 1024 * 1024
@@ -95,6 +96,16 @@ export interface TreeEntry {
 }
 
 /**
+ * An open stat index for one workspace (see `snapshotSession`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SnapshotSession {
+  readonly entries: unknown
+}
+
+/**
  * @since 0.1.0
  * @category models
  */
@@ -150,8 +161,17 @@ export interface Service {
     whileWaiting: Effect.Effect<Option.Option<A>, E, R>,
     run: Effect.Effect<A, E, R>
   ) => Effect.Effect<A, E | StoreError, R>
-  /** Snapshots a directory (filtered by globs relative to it; `!` excludes) into the store. */
-  readonly snapshot: (dir: string, globs?: ReadonlyArray<string>) => Effect.Effect<Digest.Digest, StoreError>
+  /**
+   * Snapshots a directory (filtered by globs relative to it; `!` excludes) into the store. Within a session,
+   * directories are listed once and files whose stat is unchanged since they were last hashed are not read.
+   */
+  readonly snapshot: (
+    dir: string,
+    globs?: ReadonlyArray<string>,
+    session?: SnapshotSession
+  ) => Effect.Effect<Digest.Digest, StoreError>
+  /** A snapshot session for a workspace: its persisted stat index, saved when the scope closes. */
+  readonly snapshotSession: (workspace: string) => Effect.Effect<SnapshotSession, never, Scope.Scope>
   /** Writes a tree onto disk. */
   readonly materialize: (
     digest: Digest.Digest,
@@ -365,7 +385,16 @@ export const make = (
         Effect.map(Sharded.removeBatch(core.actions, [actionDigest.hash]), (r) => r.length > 0),
       withActionLock: (actionDigest, whileWaiting, run) =>
         ActionLock.withActionLock(core.locks, actionDigest, whileWaiting, run),
-      snapshot: (dir, globs) => Snapshot.snapshot(core, dir, globs),
+      snapshot: (dir, globs, session) =>
+        Snapshot.snapshot(core, dir, globs, session as StatIndex.StatIndex | undefined),
+      snapshotSession: (workspace) =>
+        Effect.acquireRelease(
+          Effect.sync(() => StatIndex.open(root, workspace) as SnapshotSession),
+          (index) =>
+            Effect.try(() => StatIndex.save(index as StatIndex.StatIndex)).pipe(
+              Effect.catchAll((e) => Effect.logWarning(`could not save the stat index: ${e.error}`))
+            )
+        ),
       materialize: (digest, destination, options) => Materialize.materialize(core, digest, destination, options),
       capture: (root, outputs) => Capture.capture(core, root, outputs),
       mergeTrees: (layers) => TreeMerge.merge(core, layers),

@@ -10,15 +10,22 @@ import * as path from "node:path"
 import picomatch from "picomatch"
 import * as Digest from "../../domain/Digest.js"
 import { StoreError } from "../../domain/StoreErrors.js"
-import type * as Core from "./core.js"
+import * as Core from "./core.js"
 import { putHashedSmallFiles } from "./core.js"
 import { describeErrno, errnoOf, ioError } from "./errno.js"
 import * as LargeFiles from "./largeFiles.js"
 import type * as Sharded from "./shardedLmdb.js"
+import * as StatIndex from "./statIndex.js"
 import * as Tree from "./tree.js"
 
 /** @internal */
 export interface Filter {
+  /**
+   * Where a walk can start instead of the root: the static bases of the include globs, none under another. Absent
+   * when some glob can match anywhere. Walking from the bases keeps a snapshot's cost to what its globs can match,
+   * not the size of the workspace.
+   */
+  readonly starts: ReadonlyArray<string> | undefined
   readonly includes: (relPath: string) => boolean
   /** Whether the walk may skip a directory: nothing under it can be included. */
   readonly prunes: (relDir: string) => boolean
@@ -29,7 +36,24 @@ export interface Filter {
  *
  * @internal
  */
+const filters = new Map<string, Filter | undefined>()
+
+/**
+ * The filter of a glob list, compiled once per process: a run snapshots hundreds of processes, often with the
+ * same globs, and compiling a matcher costs more than walking a small directory.
+ *
+ * @internal
+ */
 export const filterOf = (globs: ReadonlyArray<string>): Filter | undefined => {
+  const key = JSON.stringify(globs)
+  if (filters.has(key)) return filters.get(key)
+  const filter = compileFilter(globs)
+  if (filters.size > 10_000) filters.clear()
+  filters.set(key, filter)
+  return filter
+}
+
+const compileFilter = (globs: ReadonlyArray<string>): Filter | undefined => {
   const include = globs.filter((g) => !g.startsWith("!"))
   const exclude = globs.filter((g) => g.startsWith("!")).map((g) => g.slice(1))
   if (include.length === 0 && exclude.length === 0) return undefined
@@ -42,7 +66,14 @@ export const filterOf = (globs: ReadonlyArray<string>): Filter | undefined => {
       const scan = picomatch.scan(g)
       return scan.isGlob ? scan.base : g
     })
+  const starts: Array<string> = []
+  if (bases !== undefined && !bases.some((b) => b === "")) {
+    for (const b of [...new Set(bases)].sort((x, y) => x.length - y.length)) {
+      if (!starts.some((k) => b.startsWith(`${k}/`))) starts.push(b)
+    }
+  }
   return {
+    starts: bases !== undefined && !bases.some((b) => b === "") ? starts : undefined,
     includes: (p) => inc(p) && !exc(p),
     prunes: (d) =>
       exc(d) ||
@@ -56,15 +87,35 @@ const FLUSH_BYTES = 32 * 1024 * 1024
 interface Walk {
   readonly core: Core.Core
   readonly filter: Filter | undefined
+  readonly index?: StatIndex.StatIndex | undefined
   pending: Array<Sharded.Entry>
   pendingBytes: number
 }
 
 const readFileNode = (
   w: Walk,
-  abs: string
+  abs: string,
+  useIndex = true
 ): Effect.Effect<{ digest: Digest.Digest; isExecutable: boolean } | undefined, StoreError> =>
   Effect.suspend(() => {
+    if (w.index !== undefined && useIndex) {
+      let st: fs.BigIntStats | undefined
+      try {
+        st = fs.lstatSync(abs, { bigint: true })
+      } catch (e) {
+        if (errnoOf(e) === "ENOENT") return Effect.succeed(undefined)
+      }
+      const hash = st === undefined || !st.isFile() ? undefined : StatIndex.lookup(w.index, abs, st)
+      if (st !== undefined && hash !== undefined) {
+        const digest = { hash, sizeBytes: Number(st.size) }
+        const isExecutable = (Number(st.mode) & 0o111) !== 0
+        // The index vouches for the bytes on disk, not for the store: a collected blob is read again.
+        return Effect.flatMap(
+          Core.hasFile(w.core, digest),
+          (present) => present ? Effect.succeed({ digest, isExecutable }) : readFileNode(w, abs, false)
+        )
+      }
+    }
     let fd: number
     try {
       fd = fs.openSync(abs, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW)
@@ -76,23 +127,28 @@ const readFileNode = (
     let size: number
     let isExecutable: boolean
     let bytes: Buffer | undefined
+    let st: fs.BigIntStats
     try {
-      const st = fs.fstatSync(fd)
+      st = fs.fstatSync(fd, { bigint: true })
       if (!st.isFile()) {
         return Effect.fail(new StoreError({ reason: "Unsupported", detail: "not a regular file", path: abs }))
       }
-      size = st.size
-      isExecutable = (st.mode & 0o111) !== 0
+      size = Number(st.size)
+      isExecutable = (Number(st.mode) & 0o111) !== 0
       if (size < LargeFiles.THRESHOLD) bytes = fs.readFileSync(fd)
     } catch (e) {
       return Effect.fail(ioError(abs, "cannot read")(e))
     } finally {
       fs.closeSync(fd)
     }
+    const remember = <A extends { digest: Digest.Digest }>(r: A): A => {
+      if (w.index !== undefined && r.digest.sizeBytes === size) StatIndex.record(w.index, abs, st, r.digest.hash)
+      return r
+    }
     if (bytes === undefined) {
       return Effect.map(
         LargeFiles.putFromPath(w.core.large, abs, Date.now() + w.core.leaseTimeMs, w.core.leaseTimeMs),
-        (digest) => ({ digest, isExecutable })
+        (digest) => remember({ digest, isExecutable })
       )
     }
     const digest = Digest.ofBytes(bytes)
@@ -107,8 +163,8 @@ const readFileNode = (
       w.pending.push({ hash: digest.hash, value: bytes })
       w.pendingBytes += bytes.length
     }
-    if (w.pendingBytes < FLUSH_BYTES) return Effect.succeed({ digest, isExecutable })
-    return Effect.as(flush(w), { digest, isExecutable })
+    if (w.pendingBytes < FLUSH_BYTES) return Effect.succeed(remember({ digest, isExecutable }))
+    return Effect.as(flush(w), remember({ digest, isExecutable }))
   })
 
 const flush = (w: Walk): Effect.Effect<void, StoreError> =>
@@ -123,12 +179,14 @@ const walkDir = (w: Walk, abs: string, rel: string, into: Tree.Node): Effect.Eff
   Effect.gen(function*() {
     let entries: Array<fs.Dirent>
     try {
-      entries = fs.readdirSync(abs, { withFileTypes: true })
+      entries = StatIndex.readdir(w.index, abs)
     } catch (e) {
       return yield* Effect.fail(ioError(abs, "cannot read directory")(e))
     }
     for (const entry of entries) {
       const childRel = rel === "" ? entry.name : `${rel}/${entry.name}`
+      if (w.filter !== undefined && entry.isDirectory() && w.filter.prunes(childRel)) continue
+      if (w.filter !== undefined && (entry.isFile() || entry.isSymbolicLink()) && !w.filter.includes(childRel)) continue
       const childAbs = path.join(abs, entry.name)
       let kind = entry.isDirectory() ? "dir" : entry.isSymbolicLink() ? "link" : entry.isFile() ? "file" : "other"
       if (kind === "other" && !entry.isFIFO() && !entry.isSocket() && !entry.isBlockDevice()) {
@@ -163,6 +221,37 @@ const walkDir = (w: Walk, abs: string, rel: string, into: Tree.Node): Effect.Eff
     }
   })
 
+/** Walks from one static glob base: a directory is walked, a file or symlink (a literal path) is read. */
+const walkFrom = (w: Walk, root: string, start: string, tree: Tree.Node): Effect.Effect<void, StoreError> =>
+  Effect.gen(function*() {
+    const segments = start.split("/")
+    const abs = path.join(root, ...segments)
+    let st: fs.Stats
+    try {
+      st = fs.lstatSync(abs)
+    } catch (e) {
+      if (errnoOf(e) === "ENOENT" || errnoOf(e) === "ENOTDIR") return
+      return yield* Effect.fail(ioError(abs, "cannot stat")(e))
+    }
+    const name = segments[segments.length - 1]!
+    const holder = Tree.node()
+    if (st.isDirectory()) {
+      if (w.filter?.prunes(start)) return
+      const child = Tree.node()
+      yield* walkDir(w, abs, start, child)
+      if (Tree.isEmpty(child)) return
+      holder.dirs.set(name, child)
+    } else {
+      if (!w.filter!.includes(start)) return
+      if (!(yield* readEntry(w, abs, holder, name, "file"))) return
+    }
+    const parent = Tree.dirAt(tree, segments.slice(0, -1))
+    if (parent === undefined) return
+    for (const [k, v] of holder.files) parent.files.set(k, v)
+    for (const [k, v] of holder.dirs) parent.dirs.set(k, v)
+    for (const [k, v] of holder.symlinks) parent.symlinks.set(k, v)
+  })
+
 /**
  * Snapshots the directory `root` (optionally filtered by globs) into the store and returns its digest.
  *
@@ -171,7 +260,8 @@ const walkDir = (w: Walk, abs: string, rel: string, into: Tree.Node): Effect.Eff
 export const snapshot = (
   core: Core.Core,
   root: string,
-  globs: ReadonlyArray<string> = []
+  globs: ReadonlyArray<string> = [],
+  index?: StatIndex.StatIndex
 ): Effect.Effect<Digest.Digest, StoreError> =>
   Effect.gen(function*() {
     const abs = path.resolve(root)
@@ -179,9 +269,14 @@ export const snapshot = (
     if (!st.isDirectory()) {
       return yield* new StoreError({ reason: "Io", detail: "cannot snapshot: not a directory", path: abs })
     }
-    const w: Walk = { core, filter: filterOf(globs), pending: [], pendingBytes: 0 }
+    const w: Walk = { core, filter: filterOf(globs), index, pending: [], pendingBytes: 0 }
     const tree = Tree.node()
-    yield* walkDir(w, abs, "", tree)
+    const starts = w.filter?.starts
+    if (starts === undefined) {
+      yield* walkDir(w, abs, "", tree)
+    } else {
+      for (const start of starts) yield* walkFrom(w, abs, start, tree)
+    }
     yield* flush(w)
     return yield* Tree.finish(core, tree)
   })

@@ -6,7 +6,7 @@
  * @internal
  */
 import { Effect } from "effect"
-import { randomBytes } from "node:crypto"
+import { createHash, randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import type * as Digest from "../../domain/Digest.js"
@@ -14,6 +14,7 @@ import type { StoreError } from "../../domain/StoreErrors.js"
 import type * as Store from "../Store.js"
 import { ioError } from "./errno.js"
 import { removeTree } from "./removeTree.js"
+import * as StatIndex from "./statIndex.js"
 
 const tmpBeside = (p: string) =>
   path.join(path.dirname(p), `.${path.basename(p)}.kiln-${randomBytes(4).toString("hex")}`)
@@ -32,11 +33,36 @@ const replaceWith = (target: string, make: (tmp: string) => void) => {
 }
 
 /** @internal */
+/**
+ * Whether `target` already holds exactly these bytes and mode: then it is left alone (a no-op run rewrites
+ * nothing). The stat index answers without reading when it can.
+ */
+const upToDate = (
+  target: string,
+  digest: Digest.Digest,
+  isExecutable: boolean,
+  index: StatIndex.StatIndex | undefined
+) => {
+  let st: fs.BigIntStats
+  try {
+    st = fs.lstatSync(target, { bigint: true })
+  } catch {
+    return false
+  }
+  if (!st.isFile() || Number(st.size) !== digest.sizeBytes) return false
+  if (((Number(st.mode) & 0o100) !== 0) !== isExecutable) return false
+  if (index !== undefined && StatIndex.lookup(index, target, st) === digest.hash) return true
+  const same = createHash("sha256").update(fs.readFileSync(target)).digest("hex") === digest.hash
+  if (same && index !== undefined) StatIndex.record(index, target, st, digest.hash)
+  return same
+}
+
 export const writeBack = (
   store: Store.Service,
   outputDigest: Digest.Digest,
   workspaceDir: string,
-  declaredDirectories: ReadonlyArray<string>
+  declaredDirectories: ReadonlyArray<string>,
+  session?: Store.SnapshotSession
 ): Effect.Effect<void, StoreError | Digest.MissingDigest> =>
   Effect.gen(function*() {
     const entries = yield* store.listTree(outputDigest)
@@ -58,10 +84,16 @@ export const writeBack = (
           catch: ioError(target, "cannot write an output symlink")
         })
       } else {
+        const index = session as StatIndex.StatIndex | undefined
+        if (upToDate(target, e.digest!, e.isExecutable === true, index)) continue
         const bytes = yield* store.getFile(e.digest!)
         yield* Effect.try({
-          try: () =>
-            replaceWith(target, (tmp) => fs.writeFileSync(tmp, bytes, { mode: e.isExecutable ? 0o755 : 0o644 })),
+          try: () => {
+            replaceWith(target, (tmp) => fs.writeFileSync(tmp, bytes, { mode: e.isExecutable ? 0o755 : 0o644 }))
+            if (index !== undefined) {
+              StatIndex.record(index, target, fs.lstatSync(target, { bigint: true }), e.digest!.hash)
+            }
+          },
           catch: ioError(target, "cannot write an output file")
         })
       }

@@ -1,0 +1,99 @@
+/**
+ * The stat index: a file's digest is reused while its `(dev, ino, size, mtime, ctime, mode)` is unchanged since it
+ * was hashed, as git's index does, so a run where nothing changed reads no file content. A file modified within
+ * the timestamp granularity of the moment the index was saved is "racily clean" (a write in the same tick would
+ * not change its mtime) and is hashed again. Persisted per workspace in the store; a lost or stale index only costs
+ * hashing.
+ *
+ * @internal
+ */
+import { createHash, randomBytes } from "node:crypto"
+import * as fs from "node:fs"
+import * as path from "node:path"
+
+type Entry = [dev: string, ino: string, size: number, mtimeNs: string, ctimeNs: string, mode: number, hash: string]
+
+/** @internal */
+export interface StatIndex {
+  readonly file: string
+  /** When the loaded index was saved (ns since the epoch), or 0. */
+  readonly savedAtNs: bigint
+  readonly entries: Map<string, Entry>
+  dirty: boolean
+  /** Directory listings read during this session (one walk of a directory per run, however many snapshots). */
+  readonly dirs: Map<string, Array<fs.Dirent>>
+}
+
+/** @internal */
+export const open = (storeRoot: string, workspace: string): StatIndex => {
+  const file = path.join(
+    storeRoot,
+    "stat-index",
+    `${createHash("sha256").update(path.resolve(workspace)).digest("hex").slice(0, 24)}.json`
+  )
+  let savedAtNs = 0n
+  const entries = new Map<string, Entry>()
+  try {
+    const json = JSON.parse(fs.readFileSync(file, "utf8")) as { savedAtNs: string; entries: Record<string, Entry> }
+    savedAtNs = BigInt(json.savedAtNs)
+    for (const [k, v] of Object.entries(json.entries)) entries.set(k, v)
+  } catch {
+    // No index yet, or a damaged one: everything is hashed and the index rebuilt.
+  }
+  return { file, savedAtNs, entries, dirty: false, dirs: new Map() }
+}
+
+const RACY_MARGIN_NS = 10_000_000n
+const COARSE_MARGIN_NS = 2_000_000_000n
+
+const key = (
+  st: fs.BigIntStats
+): [string, string, number, string, string, number] => [
+  String(st.dev),
+  String(st.ino),
+  Number(st.size),
+  String(st.mtimeNs),
+  String(st.ctimeNs),
+  Number(st.mode)
+]
+
+/** The digest hash of the file at `abs` if its stat is unchanged and not racily clean, else undefined. @internal */
+export const lookup = (index: StatIndex, abs: string, st: fs.BigIntStats): string | undefined => {
+  const e = index.entries.get(abs)
+  if (e === undefined) return undefined
+  const k = key(st)
+  for (let i = 0; i < 6; i++) if (e[i] !== k[i]) return undefined
+  // File systems with whole-second timestamps need a wider margin than nanosecond ones.
+  const margin = st.mtimeNs % 1_000_000_000n === 0n ? COARSE_MARGIN_NS : RACY_MARGIN_NS
+  if (st.mtimeNs + margin >= index.savedAtNs || st.ctimeNs + margin >= index.savedAtNs) return undefined
+  return e[6]
+}
+
+/** @internal */
+export const record = (index: StatIndex, abs: string, st: fs.BigIntStats, hash: string): void => {
+  const prev = index.entries.get(abs)
+  const next = [...key(st), hash] as Entry
+  if (prev !== undefined && prev.every((v, i) => v === next[i])) return
+  index.entries.set(abs, next)
+  index.dirty = true
+}
+
+/** Lists a directory once per session. @internal */
+export const readdir = (index: StatIndex | undefined, abs: string): Array<fs.Dirent> => {
+  const cached = index?.dirs.get(abs)
+  if (cached !== undefined) return cached
+  const entries = fs.readdirSync(abs, { withFileTypes: true })
+  index?.dirs.set(abs, entries)
+  return entries
+}
+
+/** Saves the index atomically if anything changed; the save time makes later lookups race-safe. @internal */
+export const save = (index: StatIndex): void => {
+  if (!index.dirty && index.savedAtNs !== 0n) return
+  fs.mkdirSync(path.dirname(index.file), { recursive: true })
+  const savedAtNs = BigInt(Date.now()) * 1_000_000n
+  const tmp = `${index.file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`
+  fs.writeFileSync(tmp, JSON.stringify({ savedAtNs: String(savedAtNs), entries: Object.fromEntries(index.entries) }))
+  fs.renameSync(tmp, index.file)
+  index.dirty = false
+}

@@ -1,0 +1,56 @@
+/**
+ * Snapshots reuse the digests of unchanged files (the stat index), and never trust it where it could be wrong.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import * as Digest from "../../src/domain/Digest.js"
+import { tempDir, tempStore, writeTree } from "../utils/temp.js"
+
+const contentOf = (store: Effect.Effect.Success<ReturnType<typeof tempStore>>, root: Digest.Digest, file: string) =>
+  Effect.gen(function*() {
+    const entry = (yield* store.listTree(root)).find((e) => e.path === file)!
+    return Buffer.from(yield* store.getFile(entry.digest!)).toString()
+  })
+
+describe("stat index", () => {
+  it.scoped("an edit that keeps size and mtime is still seen (ctime changes), and so is one right after a save", () =>
+    Effect.gen(function*() {
+      const store = yield* tempStore()
+      const ws = yield* tempDir()
+      writeTree(ws, { "a.txt": "aaaa", "b.txt": "bbbb" })
+      const old = new Date(Date.now() - 60_000)
+      fs.utimesSync(path.join(ws, "a.txt"), old, old)
+      const first = yield* Effect.scoped(
+        Effect.flatMap(store.snapshotSession(ws), (s) => store.snapshot(ws, ["*.txt"], s))
+      )
+      // Same size, mtime put back: only ctime tells.
+      fs.writeFileSync(path.join(ws, "a.txt"), "AAAA")
+      fs.utimesSync(path.join(ws, "a.txt"), old, old)
+      // Modified just now: racily clean against the index saved a moment ago, so hashed again.
+      fs.writeFileSync(path.join(ws, "b.txt"), "BBBB")
+      const second = yield* Effect.scoped(
+        Effect.flatMap(store.snapshotSession(ws), (s) => store.snapshot(ws, ["*.txt"], s))
+      )
+      assert.notStrictEqual(Digest.format(second), Digest.format(first))
+      assert.strictEqual(yield* contentOf(store, second, "a.txt"), "AAAA")
+      assert.strictEqual(yield* contentOf(store, second, "b.txt"), "BBBB")
+    }))
+
+  it.scoped("a file the index vouches for but whose blob left the store is read again", () =>
+    Effect.gen(function*() {
+      const store = yield* tempStore()
+      const ws = yield* tempDir()
+      writeTree(ws, { "keep.txt": "kept bytes" })
+      const old = new Date(Date.now() - 60_000)
+      fs.utimesSync(path.join(ws, "keep.txt"), old, old)
+      const snap = () =>
+        Effect.scoped(Effect.flatMap(store.snapshotSession(ws), (s) => store.snapshot(ws, ["keep.txt"], s)))
+      const first = yield* snap()
+      yield* store.remove(Digest.ofBytes(Buffer.from("kept bytes")))
+      const second = yield* snap()
+      assert.strictEqual(Digest.format(second), Digest.format(first))
+      yield* store.ensureDownloaded(second)
+    }))
+})
