@@ -127,6 +127,27 @@ export const parse = (file: string, text: string): Either.Either<Config, Invalid
         )
       }
     }
+    const wd = config.processes[name]!.workingDirectory
+    if (wd !== undefined && (wd.startsWith("/") || wd.split("/").includes(".."))) {
+      return Either.left(
+        new InvalidConfig({
+          file,
+          path: `processes.${name}.workingDirectory`,
+          detail: `"${wd}" must be a relative path inside the sandbox`
+        })
+      )
+    }
+    for (const [i, out] of (config.processes[name]!.outputs ?? []).entries()) {
+      if (out === "" || out.startsWith("/") || out.split("/").includes("..")) {
+        return Either.left(
+          new InvalidConfig({
+            file,
+            path: `processes.${name}.outputs[${i}]`,
+            detail: `"${out}" must be a relative path inside the working directory`
+          })
+        )
+      }
+    }
     const inputs = config.processes[name]!.inputs ?? []
     for (let i = 0; i < inputs.length; i++) {
       const glob = inputs[i]!.replace(/^!/, "")

@@ -172,6 +172,14 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Store
       return { child, client, scope } satisfies Generation
     })
 
+    const watched = { groups: new Set<number>(), sandboxes: new Set<string>() }
+    const track = (kind: "adopt" | "release", a: Adoption) =>
+      Effect.sync(() => {
+        const op = kind === "adopt" ? "add" : "delete"
+        if (a.pgid !== undefined) watched.groups[op](a.pgid)
+        if (a.sandbox !== undefined) watched.sandboxes[op](a.sandbox)
+      })
+
     const generation = (replace?: Generation) =>
       lock.withPermits(1)(Effect.gen(function*() {
         if (current !== undefined && current !== replace) return current
@@ -181,6 +189,12 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Store
           yield* Scope.close(old.scope, Exit.void)
         }
         current = yield* spawnGeneration
+        if (replace !== undefined) {
+          // A new sandboxer knows nothing of what the old one watched: hand it everything still adopted.
+          const client = current.client
+          yield* Effect.forEach([...watched.groups], (pgid) => client.Adopt({ pgid }), { discard: true })
+          yield* Effect.forEach([...watched.sandboxes], (sandbox) => client.Adopt({ sandbox }), { discard: true })
+        }
         return current
       }))
 
@@ -215,6 +229,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Store
         Effect.gen(function*() {
           const mutablePaths = opts?.mutablePaths ?? []
           for (let attempt = 0;; attempt++) {
+            if (opts?.adopt === true) yield* track("adopt", { sandbox: destination })
             const r = yield* Effect.either(materializeOnce(digest, destination, mutablePaths, opts?.adopt === true))
             if (r._tag === "Right") return
             const e = r.left
@@ -237,17 +252,20 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Store
             }
           }
         }),
-      adopt: (adoption) => call((client) => client.Adopt(adoption)),
-      release: (adoption) => call((client) => client.Release(adoption)),
+      adopt: (adoption) => Effect.zipRight(track("adopt", adoption), call((client) => client.Adopt(adoption))),
+      release: (adoption) => Effect.zipRight(track("release", adoption), call((client) => client.Release(adoption))),
       notify: (kind, adoption) =>
-        Effect.asVoid(Effect.forkIn(
-          call((client) => kind === "adopt" ? client.Adopt(adoption) : client.Release(adoption)).pipe(
-            Effect.catchAll((e) =>
-              Effect.logWarning(`could not tell the sandboxer to ${kind} ${JSON.stringify(adoption)}: ${e.message}`)
-            )
-          ),
-          layerScope
-        )),
+        Effect.zipRight(
+          track(kind, adoption),
+          Effect.asVoid(Effect.forkIn(
+            call((client) => kind === "adopt" ? client.Adopt(adoption) : client.Release(adoption)).pipe(
+              Effect.catchAll((e) =>
+                Effect.logWarning(`could not tell the sandboxer to ${kind} ${JSON.stringify(adoption)}: ${e.message}`)
+              )
+            ),
+            layerScope
+          ))
+        ),
       pid: Effect.sync(() => Option.fromNullable(current?.child.pid))
     }
     return service

@@ -19,6 +19,7 @@ import { errnoOf, ioError } from "./internal/errno.js"
 import * as LargeFiles from "./internal/largeFiles.js"
 import * as Maintenance from "./internal/maintenance.js"
 import * as Materialize from "./internal/materialize.js"
+import { mkdirp } from "./internal/mkdirp.js"
 import * as Sharded from "./internal/shardedLmdb.js"
 import * as Snapshot from "./internal/snapshot.js"
 import * as StatIndex from "./internal/statIndex.js"
@@ -152,6 +153,11 @@ export interface Service {
   /** Stores (or replaces) the result of an action. */
   readonly putActionResult: (actionDigest: Digest.Digest, payload: Uint8Array) => Effect.Effect<void, StoreError>
   readonly removeActionResult: (actionDigest: Digest.Digest) => Effect.Effect<boolean, StoreError>
+  /** Extends the leases of an action-cache entry and of file blobs (stdout, stderr) a hit is using. */
+  readonly leaseUsed: (
+    actionDigest: Digest.Digest,
+    files: ReadonlyArray<Digest.Digest>
+  ) => Effect.Effect<void, StoreError>
   /**
    * Runs `run` holding a lock on the action across every process on this store; while another live process holds
    * it, polls `whileWaiting` and returns its value as soon as it has one. A dead holder's lock is taken over.
@@ -221,7 +227,7 @@ const ensureLayout = (root: string, shardCount: number): Effect.Effect<void, Sto
       }
     }
     try {
-      fs.mkdirSync(root, { recursive: true })
+      mkdirp(root)
       let layout = read()
       if (layout === undefined) {
         const tmp = `${file}.${process.pid}.${Date.now()}.tmp`
@@ -381,6 +387,14 @@ export const make = (
         }),
       getActionResult: (actionDigest) => Core.getActionResult(core, actionDigest),
       putActionResult: (actionDigest, payload) => Core.putActionResult(core, actionDigest, payload),
+      leaseUsed: (actionDigest, files) =>
+        Effect.zipRight(
+          Sharded.lease(core.actions, [actionDigest.hash], Core.leaseUntil(core), core.leaseTimeMs),
+          Effect.forEach(files.filter((f) => !Digest.isEmpty(f)), (f) =>
+            f.sizeBytes >= LargeFiles.THRESHOLD
+              ? Effect.asVoid(LargeFiles.lease(core.large, f.hash, Core.leaseUntil(core), core.leaseTimeMs))
+              : Sharded.lease(core.files, [f.hash], Core.leaseUntil(core), core.leaseTimeMs), { discard: true })
+        ),
       removeActionResult: (actionDigest) =>
         Effect.map(Sharded.removeBatch(core.actions, [actionDigest.hash]), (r) => r.length > 0),
       withActionLock: (actionDigest, whileWaiting, run) =>

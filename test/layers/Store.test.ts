@@ -396,6 +396,17 @@ describe("snapshot, materialize, capture", () => {
       assert.include(err.message, "directory")
     }))
 
+  it.scoped("capture refuses a declared output reached through a symlink", () =>
+    Effect.gen(function*() {
+      const store = yield* tempStore()
+      const sandbox = yield* tempDir()
+      const elsewhere = yield* tempDir()
+      fs.writeFileSync(path.join(elsewhere, "secret"), "host file")
+      fs.symlinkSync(elsewhere, path.join(sandbox, "out"))
+      const err = yield* Effect.flip(store.capture(sandbox, { outputFiles: ["out/secret"], outputDirectories: [] }))
+      assert.include(err.message, "goes through a symlink")
+    }))
+
   it.scoped("snapshot of an unreadable directory is a one-line error naming it", () =>
     Effect.gen(function*() {
       const store = yield* tempStore()

@@ -61,6 +61,11 @@ export const make = (store: Store.Service, inner: Runner, cacheContent: CacheCon
           return Option.none()
         }
       }
+      // A hit is a use: its entry and its bytes are leased again, so GC removes what runs stop using, not this.
+      yield* store.leaseUsed(key, [e.stdoutDigest, e.stderrDigest])
+      if (cacheContent !== "defer") {
+        yield* store.leaseTree(e.outputDigest).pipe(Effect.catchTag("MissingDigest", () => Effect.void))
+      }
       return Option.some(
         new ProcessResult({
           ...e,

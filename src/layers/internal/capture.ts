@@ -5,6 +5,7 @@
  * @internal
  */
 import { Effect } from "effect"
+import * as fs from "node:fs"
 import * as path from "node:path"
 import type * as Digest from "../../domain/Digest.js"
 import { StoreError } from "../../domain/StoreErrors.js"
@@ -30,6 +31,30 @@ export const segmentsOf = (declared: string): Array<string> | undefined => {
   const segments = normal.split("/")
   return segments.includes("..") ? undefined : segments
 }
+
+/**
+ * Refuses a declared output whose parent directories pass through a symlink: capture would read whatever it points
+ * at (`ln -s /etc out` and an output `out/hostname` would capture the host's file).
+ */
+const throughSymlink = (root: string, segments: ReadonlyArray<string>, declared: string) =>
+  Effect.suspend(() => {
+    let p = root
+    for (const s of segments.slice(0, -1)) {
+      p = path.join(p, s)
+      let st: fs.Stats
+      try {
+        st = fs.lstatSync(p)
+      } catch {
+        return Effect.void
+      }
+      if (st.isSymbolicLink()) {
+        return Effect.fail(
+          new StoreError({ reason: "Unsupported", detail: `output \`${declared}\` goes through a symlink`, path: p })
+        )
+      }
+    }
+    return Effect.void
+  })
 
 const graft = (tree: Tree.Node, parents: ReadonlyArray<string>, holder: Tree.Node, declared: string, root: string) => {
   const parent = Tree.dirAt(tree, parents)
@@ -77,6 +102,7 @@ export const capture = (
     }
     for (const declared of dirs) {
       const segments = yield* parse(declared)
+      yield* throughSymlink(root, segments, declared)
       if (covered(segments)) continue
       if (segments.length === 0) {
         yield* Snapshot.readDirectoryInto(w, root, tree)
@@ -92,6 +118,7 @@ export const capture = (
     }
     for (const declared of outputs.outputFiles) {
       const segments = yield* parse(declared)
+      yield* throughSymlink(root, segments, declared)
       if (segments.length === 0) {
         return yield* new StoreError({ reason: "Unsupported", detail: "an output file path is empty", path: root })
       }

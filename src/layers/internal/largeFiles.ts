@@ -13,6 +13,7 @@ import * as path from "node:path"
 import type * as Digest from "../../domain/Digest.js"
 import { StoreError } from "../../domain/StoreErrors.js"
 import { errnoOf, ioError } from "./errno.js"
+import { mkdirp } from "./mkdirp.js"
 
 /** @internal */
 export const THRESHOLD = 512 * 1024
@@ -112,9 +113,16 @@ export const putBytes = (
   const final = pathOf(large, digest.hash)
   return Effect.try({
     try: () => {
-      if (statSize(large, digest.hash) === digest.sizeBytes) return setLease(final, until, leaseTimeMs)
+      if (statSize(large, digest.hash) === digest.sizeBytes) {
+        try {
+          return setLease(final, until, leaseTimeMs)
+        } catch (e) {
+          // GC removed it between the stat and the lease: write it again below.
+          if (errnoOf(e) !== "ENOENT") throw e
+        }
+      }
       const dir = path.dirname(final)
-      fs.mkdirSync(dir, { recursive: true })
+      mkdirp(dir)
       const tmp = tempPath(dir, digest.hash)
       try {
         writeTemp(tmp, (fd) => {
@@ -147,7 +155,7 @@ export const putFromPath = (
 ): Effect.Effect<Digest.Digest, StoreError> =>
   Effect.try({
     try: () => {
-      fs.mkdirSync(large.root, { recursive: true })
+      mkdirp(large.root)
       for (let attempt = 0; attempt < 5; attempt++) {
         const before = fs.statSync(source)
         const tmp = path.join(large.root, `incoming.${process.pid}.${randomBytes(6).toString("hex")}.tmp`)
@@ -177,11 +185,18 @@ export const putFromPath = (
           }
           const digest = { hash: hasher.digest("hex"), sizeBytes: size }
           const final = pathOf(large, digest.hash)
+          let kept = false
           if (statSize(large, digest.hash) === size) {
-            removeQuietly(tmp)
-            setLease(final, until, leaseTimeMs)
-          } else {
-            fs.mkdirSync(path.dirname(final), { recursive: true })
+            try {
+              setLease(final, until, leaseTimeMs)
+              kept = true
+              removeQuietly(tmp)
+            } catch (e) {
+              if (errnoOf(e) !== "ENOENT") throw e
+            }
+          }
+          if (!kept) {
+            mkdirp(path.dirname(final))
             install(tmp, final, until)
           }
           return digest

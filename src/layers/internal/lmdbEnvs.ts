@@ -15,6 +15,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { StoreConfigConflict, StoreError } from "../../domain/StoreErrors.js"
 import { describeErrno, errnoOf } from "./errno.js"
+import { mkdirp } from "./mkdirp.js"
 
 /** @internal */
 export interface EnvSettings {
@@ -82,7 +83,7 @@ export const acquire = (
       Effect.suspend((): Effect.Effect<SharedEnv, StoreError | StoreConfigConflict> => {
         let existingKey: string | undefined
         try {
-          fs.mkdirSync(dir, { recursive: true })
+          mkdirp(dir)
           existingKey = lockKey(dir)
         } catch (e) {
           return Effect.fail(lmdbError(dir, "cannot prepare the LMDB directory")(e))

@@ -12,12 +12,13 @@ import * as path from "node:path"
 import * as Digest from "../../domain/Digest.js"
 import { CHROOT, type Process, ProcessResult } from "../../domain/Process.js"
 import { SandboxError } from "../../domain/Sandbox.js"
-import type { StoreError } from "../../domain/StoreErrors.js"
+import { StoreError } from "../../domain/StoreErrors.js"
 import type * as Sandboxer from "../Sandboxer.js"
 import type * as Sandboxes from "../Sandboxes.js"
 import type * as Store from "../Store.js"
 import { segmentsOf } from "./capture.js"
 import { describeErrno } from "./errno.js"
+import { mkdirp } from "./mkdirp.js"
 import * as OutputSink from "./outputSink.js"
 import * as ProcessGroup from "./processGroup.js"
 import type { Runner } from "./runner.js"
@@ -33,23 +34,27 @@ const substitute = (s: string, sandbox: string) => s.split(CHROOT).join(sandbox)
 const prepare = (sandbox: string, process: Process, namedCachesDir: string) =>
   Effect.try({
     try: () => {
-      const wd = path.join(sandbox, process.workingDirectory)
-      fs.mkdirSync(wd, { recursive: true })
+      const wdSegments = segmentsOf(process.workingDirectory)
+      if (wdSegments === undefined) {
+        throw new Error(`working directory \`${process.workingDirectory}\` escapes the sandbox`)
+      }
+      const wd = path.join(sandbox, ...wdSegments)
+      mkdirp(wd)
       for (const [name, rel] of Object.entries(process.namedCaches)) {
         const segments = segmentsOf(rel)
         if (segments === undefined || segments.length === 0) {
           throw new Error(`named cache path \`${rel}\` escapes the sandbox`)
         }
         const target = path.join(namedCachesDir, name)
-        fs.mkdirSync(target, { recursive: true })
+        mkdirp(target)
         const link = path.join(sandbox, ...segments)
-        fs.mkdirSync(path.dirname(link), { recursive: true })
+        mkdirp(path.dirname(link))
         fs.symlinkSync(target, link)
       }
       for (const out of [...process.outputFiles, ...process.outputDirectories]) {
         const segments = segmentsOf(out)
         if (segments === undefined) throw new Error(`output path \`${out}\` escapes the sandbox`)
-        if (segments.length > 1) fs.mkdirSync(path.join(wd, ...segments.slice(0, -1)), { recursive: true })
+        if (segments.length > 1) mkdirp(path.join(wd, ...segments.slice(0, -1)))
       }
       return wd
     },
@@ -77,12 +82,13 @@ export const make = (
         return Effect.ensuring(effect, Effect.sync(() => void (timings[name] = Date.now() - t)))
       })
 
-    // The release is registered before the sandbox, so it runs after the sandbox's removal: until then the
-    // watchdog must still be able to remove it. One message releases both the sandbox and the group.
-    const adopted: { pgid?: number } = {}
-    yield* Effect.addFinalizer(() => sandboxer.notify("release", { sandbox: sandboxPath, ...adopted }))
     const sandbox = yield* sandboxes.make(process.description)
-    const sandboxPath = sandbox.path
+    // Registered after the sandbox, so it runs before the sandbox's removal: that is fine, the removal follows at
+    // once, and an engine killed in between leaves the sandbox to the next engine's sweep. One message releases
+    // both the sandbox and the group.
+    const adopted: { pgid?: number } = {}
+    yield* Effect.addFinalizer(() => sandboxer.notify("release", { sandbox: sandbox.path, ...adopted }))
+    yield* store.leaseTree(process.inputDigest).pipe(Effect.catchTag("StoreError", () => Effect.void))
     yield* phase("materialize", sandboxer.materialize(process.inputDigest, sandbox.path, { adopt: true }))
     const cwd = yield* prepare(sandbox.path, process, options.namedCachesDir)
     const argv = process.argv.map((a) => substitute(a, sandbox.path))
@@ -90,11 +96,15 @@ export const make = (
     yield* sandbox.setCommand({ argv, env, workingDirectory: process.workingDirectory })
 
     const runStarted = Date.now()
+    // Disposal is registered before the group exists, so it runs after the group is terminated (finalizers run in
+    // reverse): nothing can write into a collector that is gone.
+    const sinks: Array<OutputSink.Sink> = []
+    yield* Effect.addFinalizer(() => Effect.sync(() => sinks.forEach(OutputSink.dispose)))
     const group = yield* ProcessGroup.spawnGroup({ argv, cwd, env }, options.grace)
     // Listen before anything else can yield: a pipe whose data nobody reads never reports its end.
     const stdout = OutputSink.collect(group.child.stdout!, "stdout")
     const stderr = OutputSink.collect(group.child.stderr!, "stderr")
-    yield* Effect.addFinalizer(() => Effect.sync(() => (OutputSink.dispose(stdout), OutputSink.dispose(stderr))))
+    sinks.push(stdout, stderr)
     adopted.pgid = group.pgid
     yield* sandboxer.notify("adopt", { pgid: group.pgid })
 
@@ -106,8 +116,17 @@ export const make = (
     // writes into the sandbox while it is captured or removed.
     yield* ProcessGroup.terminate(group, timedOut ? options.grace : Duration.zero)
     const exit = Option.isSome(waited) ? waited.value : yield* Deferred.await(group.exited)
+    // A process that escaped the group (a new session) may still hold the pipes: wait a bounded time, then cut off.
     yield* Deferred.await(stdout.done).pipe(Effect.timeout("5 seconds"), Effect.ignore)
     yield* Deferred.await(stderr.done).pipe(Effect.timeout("5 seconds"), Effect.ignore)
+    for (const sink of [stdout, stderr]) {
+      if (sink.error !== undefined) {
+        return yield* new StoreError({
+          reason: "Io",
+          detail: `cannot collect the output of ${process.description}: ${describeErrno(sink.error)}`
+        })
+      }
+    }
     timings.run = Date.now() - runStarted
     if (timedOut) {
       stderr.chunks.push(

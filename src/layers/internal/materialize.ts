@@ -14,6 +14,7 @@ import type { StoreError } from "../../domain/StoreErrors.js"
 import * as Core from "./core.js"
 import { errnoOf, ioError } from "./errno.js"
 import * as LargeFiles from "./largeFiles.js"
+import { mkdirp } from "./mkdirp.js"
 import { removeTree } from "./removeTree.js"
 
 /** @internal */
@@ -117,7 +118,7 @@ export const materialize = (
       m === "." ? "" : m
     )
     const link = { allowed: true }
-    yield* Effect.try({ try: () => fs.mkdirSync(dest, { recursive: true }), catch: ioError(dest, "cannot create") })
+    yield* Effect.try({ try: () => mkdirp(dest), catch: ioError(dest, "cannot create") })
     for (const [rel, dir] of dirs) {
       const abs = rel === "" ? dest : path.join(dest, rel)
       for (const d of dir.directories) {
@@ -134,7 +135,15 @@ export const materialize = (
           const ok = yield* Effect.try({
             try: () => {
               if (LargeFiles.statSize(core.large, f.digest.hash) !== f.digest.sizeBytes) return false
-              linkOrCopy(source, p, mode, canLink ? link : { allowed: false })
+              try {
+                linkOrCopy(source, p, mode, canLink ? link : { allowed: false })
+              } catch (e) {
+                // Collected between the stat and the link: missing, which backtracking can repair.
+                if (errnoOf(e) === "ENOENT" && LargeFiles.statSize(core.large, f.digest.hash) === undefined) {
+                  return false
+                }
+                throw e
+              }
               return true
             },
             catch: ioError(p, "cannot materialize")

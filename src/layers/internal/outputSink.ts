@@ -15,6 +15,7 @@ export const MEMORY_LIMIT = 4 * 1024 * 1024
 
 /** @internal */
 export interface Sink {
+  readonly stream: Readable
   readonly done: Deferred.Deferred<void>
   chunks: Array<Buffer>
   size: number
@@ -26,6 +27,7 @@ export interface Sink {
 /** @internal */
 export const collect = (stream: Readable, name: string): Sink => {
   const sink: Sink = {
+    stream,
     done: Deferred.unsafeMake<void>(FiberId.none),
     chunks: [],
     size: 0,
@@ -49,10 +51,7 @@ export const collect = (stream: Readable, name: string): Sink => {
     }
   })
   const end = () => {
-    if (sink.fd !== undefined) {
-      fs.closeSync(sink.fd)
-      sink.fd = undefined
-    }
+    closeFd(sink)
     Deferred.unsafeDone(sink.done, Effect.void)
   }
   if (stream.readableEnded || stream.destroyed) end()
@@ -81,8 +80,23 @@ export const tail = (sink: Sink, bytes: number): string => {
   return Buffer.concat(sink.chunks).subarray(-bytes).toString("utf8")
 }
 
-/** @internal */
+const closeFd = (sink: Sink) => {
+  const fd = sink.fd
+  // Cleared before closing: a descriptor number is reused at once, and a late chunk must never reach another file.
+  sink.fd = undefined
+  if (fd !== undefined) {
+    try {
+      fs.closeSync(fd)
+    } catch (e) {
+      sink.error ??= e
+    }
+  }
+}
+
+/** Stops collecting (a late writer that escaped the group is cut off) and removes the spill file. @internal */
 export const dispose = (sink: Sink): void => {
-  if (sink.fd !== undefined) fs.closeSync(sink.fd)
+  sink.stream.removeAllListeners("data")
+  sink.stream.destroy()
+  closeFd(sink)
   if (sink.file !== undefined) fs.rmSync(sink.file, { force: true })
 }

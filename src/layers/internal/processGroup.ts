@@ -22,6 +22,8 @@ export interface Group {
   readonly child: ChildProcess
   readonly pgid: number
   readonly exited: Deferred.Deferred<Exit>
+  /** Set once the group was seen empty: its pgid may be reused by then, and must never be signalled again. */
+  ended: boolean
 }
 
 /**
@@ -70,6 +72,7 @@ const signalGroup = (pgid: number, signal: NodeJS.Signals) => {
  */
 export const terminate = (group: Group, grace: Duration.DurationInput): Effect.Effect<void> =>
   Effect.gen(function*() {
+    if (group.ended) return
     if (groupAlive(group.pgid)) {
       if (!(yield* Deferred.isDone(group.exited))) {
         yield* Effect.sync(() => signalGroup(group.pgid, "SIGTERM"))
@@ -84,6 +87,7 @@ export const terminate = (group: Group, grace: Duration.DurationInput): Effect.E
         schedule: Schedule.spaced("5 millis")
       })
     ).pipe(Effect.timeout("10 seconds"), Effect.option)
+    if (!groupAlive(group.pgid)) group.ended = true
   })
 
 /** @internal */
@@ -109,7 +113,7 @@ const spawnOnce = (options: SpawnOptions): Effect.Effect<Group, SpawnError | { r
     child.once("spawn", () => {
       const exited = Deferred.unsafeMake<Exit>(FiberId.none)
       child.once("exit", (code, signal) => Deferred.unsafeDone(exited, Effect.succeed({ code, signal })))
-      resume(Effect.succeed({ child, pgid: child.pid!, exited }))
+      resume(Effect.succeed({ child, pgid: child.pid!, exited, ended: false }))
     })
   })
 

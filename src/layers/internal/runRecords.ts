@@ -7,6 +7,7 @@
 import { createHash, randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { mkdirp } from "./mkdirp.js"
 
 /** @internal */
 export interface RunRecord {
@@ -48,7 +49,7 @@ export const write = (storeRoot: string, workspace: string, records: ReadonlyMap
   }
   if (!changed) return
   const file = fileOf(storeRoot, workspace)
-  fs.mkdirSync(path.dirname(file), { recursive: true })
+  mkdirp(path.dirname(file))
   const tmp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`
   fs.writeFileSync(tmp, JSON.stringify({ workspace: path.resolve(workspace), processes: previous }))
   fs.renameSync(tmp, file)

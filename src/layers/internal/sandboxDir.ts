@@ -10,6 +10,7 @@ import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { errnoOf } from "./errno.js"
+import { mkdirp } from "./mkdirp.js"
 import { removeTree } from "./removeTree.js"
 
 /** @internal */
@@ -68,7 +69,7 @@ export const ownerFileOf = (sandbox: string): string => `${sandbox}${OWNER_SUFFI
 
 /** Creates a sandbox directory under `root`, its owner file first so that no sandbox is ever ownerless. @internal */
 export const create = (root: string, owner: Owner): string => {
-  fs.mkdirSync(root, { recursive: true })
+  mkdirp(root)
   for (;;) {
     const dir = path.join(root, `${PREFIX}${randomBytes(6).toString("hex")}`)
     try {

@@ -11,6 +11,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { SandboxerUnavailable } from "../../domain/Sandbox.js"
 import { describeErrno, errnoOf } from "./errno.js"
+import { mkdirp } from "./mkdirp.js"
 
 /** `sockaddr_un.sun_path` is 108 bytes on Linux, NUL included. @internal */
 export const MAX_SOCKET_PATH = 107
@@ -41,7 +42,7 @@ export const socketPath = (dir: string): string =>
 export const logPathOf = (socket: string): string => socket.replace(/\.sock$/, ".log")
 
 const ensurePrivateDir = (dir: string) => {
-  fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
+  mkdirp(dir, 0o700)
   const st = fs.statSync(dir)
   const uid = typeof process.getuid === "function" ? process.getuid() : st.uid
   if (st.uid !== uid) throw new Error(`${dir} belongs to another user`)
@@ -90,7 +91,10 @@ export const start = (
         spawn(command[0]!, [...command.slice(1), "sandboxer", "--socket", socket, "--parent-pipe", ...args], {
           // stdin is a pipe this process never writes to: when it dies, however it dies, the kernel closes it and
           // the sandboxer sees end-of-file at once (polling the pid stays as the fallback).
-          stdio: ["pipe", "pipe", logFd]
+          stdio: ["pipe", "pipe", logFd],
+          // Its own session: a Ctrl-C at the terminal goes to the engine's process group, and must not take the
+          // watchdog away while the engine is still tearing its processes down (the engine sends SIGTERM itself).
+          detached: true
         }),
       catch: (e) => new SandboxerUnavailable({ reason: `cannot spawn ${command[0]}: ${describeErrno(e)}` })
     }).pipe(Effect.ensuring(Effect.sync(() => fs.closeSync(logFd))))

@@ -146,7 +146,9 @@ export const watch = (
     const poll = Effect.gen(function*() {
       for (;;) {
         if (!parentAlive()) return "parent-died" as const
-        if (state.inFlight === 0 && Date.now() - state.lastRequest > idleMs) return "idle" as const
+        // Never idle out while watching adopted groups or sandboxes: a process may run for longer than the timeout.
+        const watching = state.groups.size > 0 || state.sandboxes.size > 0
+        if (state.inFlight === 0 && !watching && Date.now() - state.lastRequest > idleMs) return "idle" as const
         yield* Effect.sleep("200 millis")
       }
     })

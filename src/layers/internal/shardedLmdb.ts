@@ -161,7 +161,9 @@ export const putBatch = (
             group.forEach((entry, i) => {
               if (plan[i] === "none") return
               const key = keyOf(entry.hash)
-              if (plan[i] === "both") {
+              // A stale lease is renewed with the bytes too: a GC that removed the entry after the read pass (its own
+              // re-check found the lease expired) is undone by this commit, never left as a lease without content.
+              if (plan[i] === "both" || plan[i] === "lease") {
                 writes.push(
                   shard.content.put(key, Buffer.from(entry.value.buffer, entry.value.byteOffset, entry.value.length))
                 )

@@ -10,6 +10,7 @@
 import { createHash, randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { mkdirp } from "./mkdirp.js"
 
 type Entry = [dev: string, ino: string, size: number, mtimeNs: string, ctimeNs: string, mode: number, hash: string]
 
@@ -90,7 +91,7 @@ export const readdir = (index: StatIndex | undefined, abs: string): Array<fs.Dir
 /** Saves the index atomically if anything changed; the save time makes later lookups race-safe. @internal */
 export const save = (index: StatIndex): void => {
   if (!index.dirty && index.savedAtNs !== 0n) return
-  fs.mkdirSync(path.dirname(index.file), { recursive: true })
+  mkdirp(path.dirname(index.file))
   const savedAtNs = BigInt(Date.now()) * 1_000_000n
   const tmp = `${index.file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`
   fs.writeFileSync(tmp, JSON.stringify({ savedAtNs: String(savedAtNs), entries: Object.fromEntries(index.entries) }))

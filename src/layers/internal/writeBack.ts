@@ -13,6 +13,7 @@ import type * as Digest from "../../domain/Digest.js"
 import type { StoreError } from "../../domain/StoreErrors.js"
 import type * as Store from "../Store.js"
 import { ioError } from "./errno.js"
+import { mkdirp } from "./mkdirp.js"
 import { removeTree } from "./removeTree.js"
 import * as StatIndex from "./statIndex.js"
 
@@ -20,7 +21,7 @@ const tmpBeside = (p: string) =>
   path.join(path.dirname(p), `.${path.basename(p)}.kiln-${randomBytes(4).toString("hex")}`)
 
 const replaceWith = (target: string, make: (tmp: string) => void) => {
-  fs.mkdirSync(path.dirname(target), { recursive: true })
+  mkdirp(path.dirname(target))
   const tmp = tmpBeside(target)
   make(tmp)
   try {
@@ -74,7 +75,7 @@ export const writeBack = (
           try: () => {
             const st = fs.lstatSync(target, { throwIfNoEntry: false })
             if (st !== undefined && !st.isDirectory()) fs.unlinkSync(target)
-            fs.mkdirSync(target, { recursive: true })
+            mkdirp(target)
           },
           catch: ioError(target, "cannot write an output directory")
         })
