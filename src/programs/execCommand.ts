@@ -7,17 +7,16 @@ import * as Command from "@effect/cli/Command"
 import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
-import { Console, Duration, Effect, Either, Layer, Option } from "effect"
+import { Console, Duration, Effect, Either, Option } from "effect"
 import * as Digest from "../domain/Digest.js"
 import * as DurationText from "../domain/DurationText.js"
 import { Process } from "../domain/Process.js"
 import { KeepSandboxes } from "../domain/Sandbox.js"
 import * as ProcessRunner from "../layers/ProcessRunner.js"
-import * as Sandboxer from "../layers/Sandboxer.js"
-import * as Sandboxes from "../layers/Sandboxes.js"
 import * as Store from "../layers/Store.js"
 import { sandboxRootOption } from "./cleanCommand.js"
 import { storeOptions, toStoreOptions } from "./globalOptions.js"
+import { runnerStack } from "./stack.js"
 
 const invalid = (message: string) => ValidationError.invalidValue(HelpDoc.p(message))
 
@@ -126,21 +125,11 @@ export const exec = Command.make(
       }
       process.exitCode = result.timedOut ? 124 : result.exitCode ?? 128
     }).pipe(
-      Effect.provide(
-        ProcessRunner.layer({
-          ...Option.match(o.namedCachesDir, { onNone: () => ({}), onSome: (namedCachesDir) => ({ namedCachesDir }) })
-        }).pipe(
-          Layer.provideMerge(
-            Layer.mergeAll(
-              Sandboxer.layer(),
-              Sandboxes.layer({
-                keep: o.keepSandboxes,
-                ...Option.match(o.sandboxRoot, { onNone: () => ({}), onSome: (root) => ({ root }) })
-              })
-            )
-          ),
-          Layer.provideMerge(Store.layer(toStoreOptions(o)))
-        )
-      )
+      Effect.provide(runnerStack({
+        store: toStoreOptions(o),
+        sandboxRoot: o.sandboxRoot,
+        namedCachesDir: o.namedCachesDir,
+        keepSandboxes: o.keepSandboxes
+      }))
     )
 ).pipe(Command.withDescription("run one process hermetically through the cache and a sandbox; exit with its code"))

@@ -5,21 +5,19 @@
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
-import { Console, Effect, Either, JSONSchema, Layer, Option } from "effect"
+import { Console, Effect, Either, JSONSchema, Option } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Config, InvalidConfig, parse as parseConfig } from "../domain/Config.js"
 import * as Digest from "../domain/Digest.js"
 import * as Engine from "../layers/Engine.js"
-import * as ProcessRunner from "../layers/ProcessRunner.js"
-import * as Sandboxer from "../layers/Sandboxer.js"
-import * as Sandboxes from "../layers/Sandboxes.js"
 import * as Store from "../layers/Store.js"
 import { sandboxRootOption } from "./cleanCommand.js"
 import { keepSandboxesOption, namedCachesDirOption } from "./execCommand.js"
 import { storeOptions, toStoreOptions } from "./globalOptions.js"
 import * as Progress from "./progress.js"
+import { engineStack, exitOnInvalidConfig } from "./stack.js"
 import { traceEvents } from "./trace.js"
 
 const loadConfig = (file: string) =>
@@ -161,30 +159,14 @@ export const run = Command.make(
       if (report.failed > 0 || report.processes.some((p) => p.source === "skipped")) process.exitCode = 1
     }).pipe(
       Effect.scoped,
-      Effect.catchTag("InvalidConfig", (e) =>
-        Effect.sync(() => {
-          process.stderr.write(`kiln: ${e.message}\n`)
-          process.exitCode = 2
-        })),
-      Effect.provide(
-        Engine.layer.pipe(
-          Layer.provideMerge(ProcessRunner.layer({
-            concurrency: o.concurrency,
-            cacheContent: o.cacheContent,
-            ...Option.match(o.namedCachesDir, { onNone: () => ({}), onSome: (namedCachesDir) => ({ namedCachesDir }) })
-          })),
-          Layer.provideMerge(
-            Layer.mergeAll(
-              Sandboxer.layer(),
-              Sandboxes.layer({
-                keep: o.keepSandboxes,
-                ...Option.match(o.sandboxRoot, { onNone: () => ({}), onSome: (root) => ({ root }) })
-              })
-            )
-          ),
-          Layer.provideMerge(Store.layer(toStoreOptions(o)))
-        )
-      )
+      exitOnInvalidConfig,
+      Effect.provide(engineStack({
+        store: toStoreOptions(o),
+        sandboxRoot: o.sandboxRoot,
+        namedCachesDir: o.namedCachesDir,
+        keepSandboxes: o.keepSandboxes,
+        runner: { concurrency: o.concurrency, cacheContent: o.cacheContent }
+      }))
     )
 ).pipe(Command.withDescription("run processes of kiln.json (default: all) and their deps"))
 
@@ -212,18 +194,13 @@ export const explain = Command.make(
       )
       yield* Console.log(lines.join("\n"))
     }).pipe(
-      Effect.catchTag("InvalidConfig", (e) =>
-        Effect.sync(() => {
-          process.stderr.write(`kiln: ${e.message}\n`)
-          process.exitCode = 2
-        })),
-      Effect.provide(
-        Engine.layer.pipe(
-          Layer.provideMerge(ProcessRunner.layer()),
-          Layer.provideMerge(Layer.mergeAll(Sandboxer.layer(), Sandboxes.layer({ sweepOnStart: false }))),
-          Layer.provideMerge(Store.layer(toStoreOptions(o)))
-        )
-      )
+      exitOnInvalidConfig,
+      Effect.provide(engineStack({
+        store: toStoreOptions(o),
+        sandboxRoot: Option.none(),
+        namedCachesDir: Option.none(),
+        sweepOnStart: false
+      }))
     )
 ).pipe(Command.withDescription("say why a process would run or hit the cache, and what changed since its last run"))
 

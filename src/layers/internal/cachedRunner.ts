@@ -7,7 +7,6 @@
  * @internal
  */
 import { Effect, Option, Schema } from "effect"
-import { Digest } from "../../domain/Digest.js"
 import { type Process, ProcessResult } from "../../domain/Process.js"
 import type * as Store from "../Store.js"
 import { actionDigest } from "./actionKey.js"
@@ -22,15 +21,12 @@ import type { Runner } from "./runner.js"
  */
 export type CacheContent = "fetch" | "validate" | "defer"
 
-const Entry = Schema.parseJson(Schema.Struct({
-  exitCode: Schema.NullOr(Schema.Int),
-  signal: Schema.NullOr(Schema.String),
-  timedOut: Schema.Boolean,
-  stdoutDigest: Digest,
-  stderrDigest: Digest,
-  outputDigest: Digest,
-  durationMs: Schema.Number
-}))
+/** What an action-cache entry holds: the result's fields that do not depend on how it was obtained. */
+const Entry = Schema.parseJson(
+  Schema.Struct(ProcessResult.fields).pipe(
+    Schema.pick("exitCode", "signal", "timedOut", "stdoutDigest", "stderrDigest", "outputDigest", "durationMs")
+  )
+)
 const decodeEntry = Schema.decodeUnknownOption(Entry)
 const encodeEntry = Schema.encodeSync(Entry)
 

@@ -1,0 +1,52 @@
+/**
+ * The execution stack the commands share: Store → Sandboxer and Sandboxes → ProcessRunner (→ Engine).
+ */
+import { Effect, Layer, Option } from "effect"
+import type { InvalidConfig } from "../domain/Config.js"
+import type { KeepSandboxes } from "../domain/Sandbox.js"
+import * as Engine from "../layers/Engine.js"
+import * as ProcessRunner from "../layers/ProcessRunner.js"
+import * as Sandboxer from "../layers/Sandboxer.js"
+import * as Sandboxes from "../layers/Sandboxes.js"
+import * as Store from "../layers/Store.js"
+
+export interface StackOptions {
+  readonly store: Partial<Store.Options>
+  readonly sandboxRoot: Option.Option<string>
+  readonly namedCachesDir: Option.Option<string>
+  readonly keepSandboxes?: KeepSandboxes
+  readonly sweepOnStart?: boolean
+  readonly runner?: ProcessRunner.Options
+}
+
+const some = <K extends string, A>(key: K, o: Option.Option<A>) =>
+  Option.match(o, { onNone: () => ({}), onSome: (value) => ({ [key]: value }) as Record<K, A> })
+
+export const runnerStack = (o: StackOptions) =>
+  ProcessRunner.layer({ ...o.runner, ...some("namedCachesDir", o.namedCachesDir) }).pipe(
+    Layer.provideMerge(
+      Layer.mergeAll(
+        Sandboxer.layer(),
+        Sandboxes.layer({
+          keep: o.keepSandboxes ?? "never",
+          sweepOnStart: o.sweepOnStart ?? true,
+          ...some("root", o.sandboxRoot)
+        })
+      )
+    ),
+    Layer.provideMerge(Store.layer(o.store))
+  )
+
+export const engineStack = (o: StackOptions) => Engine.layer.pipe(Layer.provideMerge(runnerStack(o)))
+
+/** A config error: its one line on stderr, exit code 2. */
+export const exitOnInvalidConfig = <A, E, R>(effect: Effect.Effect<A, E | InvalidConfig, R>) =>
+  Effect.catchIf(
+    effect,
+    (e): e is InvalidConfig => typeof e === "object" && e !== null && "_tag" in e && e._tag === "InvalidConfig",
+    (e) =>
+      Effect.sync(() => {
+        process.stderr.write(`kiln: ${e.message}\n`)
+        process.exitCode = 2
+      })
+  )
