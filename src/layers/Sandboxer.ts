@@ -222,7 +222,10 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Store
       destination: string,
       mutablePaths: ReadonlyArray<string>,
       adopt: boolean
-    ) => call((client) => client.Materialize({ digest, destination, mutablePaths, adopt }))
+    ) =>
+      // Uninterruptible: the sandboxer finishes a request it has started even when the engine is interrupted, so
+      // the engine waits for the answer before its finalizers remove the sandbox the sandboxer is writing into.
+      Effect.uninterruptible(call((client) => client.Materialize({ digest, destination, mutablePaths, adopt })))
 
     const service: Service = {
       materialize: (digest, destination, opts) =>

@@ -10,7 +10,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../../domain/Digest.js"
 import type * as Directory from "../../domain/Directory.js"
-import type { StoreError } from "../../domain/StoreErrors.js"
+import { StoreError } from "../../domain/StoreErrors.js"
 import * as Core from "./core.js"
 import { errnoOf, ioError } from "./errno.js"
 import * as LargeFiles from "./largeFiles.js"
@@ -21,6 +21,11 @@ import { removeTree } from "./removeTree.js"
 export interface MaterializeOptions {
   /** Paths (relative to the destination) that get writable copies, never hard links; `.` for all. */
   readonly mutablePaths?: ReadonlyArray<string>
+  /**
+   * Create the destination if it is missing (default true). A sandbox must already exist: one that is gone was
+   * removed by its engine, and re-creating it would leave a directory without an owner behind.
+   */
+  readonly createDestination?: boolean
 }
 
 const fileMode = (isExecutable: boolean) => isExecutable ? 0o755 : 0o644
@@ -118,7 +123,17 @@ export const materialize = (
       m === "." ? "" : m
     )
     const link = { allowed: true }
-    yield* Effect.try({ try: () => mkdirp(dest), catch: ioError(dest, "cannot create") })
+    if (options.createDestination === false) {
+      if (!fs.existsSync(dest)) {
+        return yield* new StoreError({
+          reason: "Io",
+          detail: "the destination is gone (its sandbox was removed)",
+          path: dest
+        })
+      }
+    } else {
+      yield* Effect.try({ try: () => mkdirp(dest), catch: ioError(dest, "cannot create") })
+    }
     for (const [rel, dir] of dirs) {
       const abs = rel === "" ? dest : path.join(dest, rel)
       for (const d of dir.directories) {

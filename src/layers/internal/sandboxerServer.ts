@@ -53,7 +53,11 @@ export const handlers = (store: Store.Service, state: State) => ({
       tracked(
         state,
         Effect.logInfo(`materialize ${Digest.format(req.digest)} into ${req.destination}`).pipe(
-          Effect.zipRight(store.materialize(req.digest, req.destination, { mutablePaths: req.mutablePaths })),
+          Effect.zipRight(store.materialize(req.digest, req.destination, {
+            mutablePaths: req.mutablePaths,
+            // An adopted destination is a sandbox its engine made; if it is gone, the engine removed it.
+            createDestination: req.adopt !== true
+          })),
           Effect.catchTags({
             MissingDigest: (e) => Effect.fail(new NotFound({ digest: e.digest })),
             StoreError: (e) => Effect.fail(new FailedPrecondition({ reason: e.message }))
