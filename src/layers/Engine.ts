@@ -255,8 +255,15 @@ export const make = Effect.gen(function*() {
       const index = (name: string, result: ProcessResult) =>
         Effect.gen(function*() {
           for (const d of [result.outputDigest, result.stdoutDigest, result.stderrDigest]) producers.set(d.hash, name)
+          // A tree that cannot be listed (a directory blob already gone) indexes only its root: the consumer's
+          // MissingDigest then names that root, which is indexed above.
           const entries = yield* store.listTree(result.outputDigest).pipe(
-            Effect.catchAll(() => Effect.succeed([] as ReadonlyArray<{ digest?: Digest.Digest }>))
+            Effect.catchAll((e) =>
+              Effect.as(
+                Effect.logDebug(`${name}: cannot index its output tree (${e.message})`),
+                [] as ReadonlyArray<{ digest?: Digest.Digest }>
+              )
+            )
           )
           for (const e of entries) {
             if (e.digest !== undefined && !Digest.isEmpty(e.digest)) producers.set(e.digest.hash, name)
