@@ -12,6 +12,7 @@ import type { Process, ProcessResult, SpawnError } from "../domain/Process.js"
 import type { SandboxError, SandboxerUnavailable } from "../domain/Sandbox.js"
 import type { StoreError } from "../domain/StoreErrors.js"
 import * as BoundedRunner from "./internal/boundedRunner.js"
+import { cacheDir } from "./internal/cacheDir.js"
 import * as CachedRunner from "./internal/cachedRunner.js"
 import * as LocalRunner from "./internal/localRunner.js"
 import type { CachePolicy } from "./internal/runner.js"
@@ -67,15 +68,7 @@ export interface Options {
  * @category constructors
  */
 export const defaultNamedCachesDir = (env: NodeJS.ProcessEnv = process.env): string =>
-  env.KILN_NAMED_CACHES_DIR !== undefined && env.KILN_NAMED_CACHES_DIR !== ""
-    ? path.resolve(env.KILN_NAMED_CACHES_DIR)
-    : path.join(
-      env.XDG_CACHE_HOME !== undefined && path.isAbsolute(env.XDG_CACHE_HOME)
-        ? env.XDG_CACHE_HOME
-        : path.join(os.homedir(), ".cache"),
-      "kiln",
-      "named_caches"
-    )
+  cacheDir("named_caches", "KILN_NAMED_CACHES_DIR", env)
 
 /**
  * @since 0.1.0

@@ -7,12 +7,12 @@
  */
 import { Context, Effect, Layer, Option, type Scope } from "effect"
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import * as Digest from "../domain/Digest.js"
 import type * as Directory from "../domain/Directory.js"
 import { StoreConfigConflict, StoreError } from "../domain/StoreErrors.js"
 import * as ActionLock from "./internal/actionLock.js"
+import { cacheDir } from "./internal/cacheDir.js"
 import * as Capture from "./internal/capture.js"
 import * as Core from "./internal/core.js"
 import { errnoOf, ioError } from "./internal/errno.js"
@@ -55,16 +55,7 @@ export interface Options {
  * @since 0.1.0
  * @category constructors
  */
-export const defaultRoot = (env: NodeJS.ProcessEnv = process.env): string =>
-  env.KILN_STORE_DIR !== undefined && env.KILN_STORE_DIR !== ""
-    ? path.resolve(env.KILN_STORE_DIR)
-    : path.join(
-      env.XDG_CACHE_HOME !== undefined && path.isAbsolute(env.XDG_CACHE_HOME)
-        ? env.XDG_CACHE_HOME
-        : path.join(os.homedir(), ".cache"),
-      "kiln",
-      "store"
-    )
+export const defaultRoot = (env: NodeJS.ProcessEnv = process.env): string => cacheDir("store", "KILN_STORE_DIR", env)
 
 /**
  * @since 0.1.0

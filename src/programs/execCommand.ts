@@ -9,13 +9,12 @@ import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
 import { Console, Duration, Effect, Either, Option } from "effect"
 import * as Digest from "../domain/Digest.js"
-import * as DurationText from "../domain/DurationText.js"
 import { Process } from "../domain/Process.js"
 import { KeepSandboxes } from "../domain/Sandbox.js"
 import * as ProcessRunner from "../layers/ProcessRunner.js"
 import * as Store from "../layers/Store.js"
 import { sandboxRootOption } from "./cleanCommand.js"
-import { storeOptions, toStoreOptions } from "./globalOptions.js"
+import { durationOption, storeOptions, toStoreOptions } from "./globalOptions.js"
 import { runnerStack } from "./stack.js"
 
 const invalid = (message: string) => ValidationError.invalidValue(HelpDoc.p(message))
@@ -55,11 +54,7 @@ export const exec = Command.make(
       Options.withDescription("an environment variable K=V (the process sees only these; PATH too)"),
       Options.optional
     ),
-    timeout: Options.text("timeout").pipe(
-      Options.withDescription("e.g. 90s, 5m"),
-      Options.mapEffect((s) => Either.mapLeft(DurationText.parse(s), invalid)),
-      Options.optional
-    ),
+    timeout: durationOption("timeout", "kill the process group after this long, e.g. 90s, 5m"),
     workingDirectory: Options.text("working-directory").pipe(
       Options.withDescription("relative to the sandbox root"),
       Options.withDefault("")

@@ -22,6 +22,16 @@ const size = (name: string, description: string) =>
 /** @since 0.1.0 */
 export const sizeOption = size
 
+/** A duration flag (`90s`, `5m`); a bad value is a usage error naming the flag. */
+export const durationOption = (name: string, description: string) =>
+  Options.text(name).pipe(
+    Options.withDescription(description),
+    Options.mapEffect((s) =>
+      Either.mapLeft(DurationText.parse(s), (m) => ValidationError.invalidValue(HelpDoc.p(`--${name}: ${m}`)))
+    ),
+    Options.optional
+  )
+
 /** @since 0.1.0 */
 export const storeOptions = {
   storeDir: Options.directory("store-dir").pipe(
@@ -40,12 +50,9 @@ export const storeOptions = {
   storeFilesMapSize: size("store-files-map-size", "LMDB map size per file shard (address space, not disk)"),
   storeDirectoriesMapSize: size("store-directories-map-size", "LMDB map size per directory shard"),
   storeActionsMapSize: size("store-actions-map-size", "LMDB map size per action-cache shard"),
-  storeLeaseTime: Options.text("store-lease-time").pipe(
-    Options.withDescription("how long entries a run stores or uses are protected from gc (default 2h)"),
-    Options.mapEffect((s) =>
-      Either.mapLeft(DurationText.parse(s), (m) => ValidationError.invalidValue(HelpDoc.p(`--store-lease-time: ${m}`)))
-    ),
-    Options.optional
+  storeLeaseTime: durationOption(
+    "store-lease-time",
+    "how long entries a run stores or uses are protected from gc (default 2h)"
   )
 }
 

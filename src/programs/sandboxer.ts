@@ -4,28 +4,22 @@
  * server (the socket file goes), release the store.
  */
 import * as Command from "@effect/cli/Command"
-import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as Options from "@effect/cli/Options"
-import * as ValidationError from "@effect/cli/ValidationError"
 import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as RpcServer from "@effect/rpc/RpcServer"
-import { Duration, Effect, Either, Layer, Logger, LogLevel, Option } from "effect"
-import * as DurationText from "../domain/DurationText.js"
+import { Duration, Effect, Layer, Logger, LogLevel, Option } from "effect"
 import { SandboxerRpcs } from "../domain/SandboxerRpc.js"
 import * as SandboxerServer from "../layers/internal/sandboxerServer.js"
 import * as Store from "../layers/Store.js"
 import { onInterrupt } from "./exitCode.js"
-import { storeOptions, toStoreOptions } from "./globalOptions.js"
+import { durationOption, storeOptions, toStoreOptions } from "./globalOptions.js"
 import { cliLogger } from "./logging.js"
 
 const duration = (name: string, description: string, fallback: Duration.Duration) =>
-  Options.text(name).pipe(
-    Options.withDescription(description),
-    Options.mapEffect((s) =>
-      Either.mapLeft(DurationText.parse(s), (m) => ValidationError.invalidValue(HelpDoc.p(`--${name}: ${m}`)))
-    ),
-    Options.withDefault(fallback)
+  durationOption(name, description).pipe(
+    Options.withDefault(Option.some(fallback)),
+    Options.map(Option.getOrElse(() => fallback))
   )
 
 export const sandboxer = Command.make(
