@@ -46,7 +46,7 @@ describe("chaos --quick", () => {
   it.live("a concurrency round and a kill round leave every figure at zero", () =>
     Effect.gen(function*() {
       // `npm test` builds dist/cli.js; the harness's bundle is built here.
-      const build = spawnSync(process.execPath, ["scripts/chaos/build.mjs"], { encoding: "utf8" })
+      const build = spawnSync(process.execPath, ["scripts/build.mjs"], { encoding: "utf8" })
       assert.strictEqual(build.status, 0, build.stderr)
       const { code, stderr, stdout } = yield* chaos(["--quick"])
       assert.strictEqual(code, 0, `${stdout}\n${stderr}`)

@@ -5,7 +5,7 @@ import * as path from "node:path"
 import * as Digest from "../../src/domain/Digest.js"
 import * as Directory from "../../src/domain/Directory.js"
 import * as Store from "../../src/layers/Store.js"
-import { Golden } from "../fixtures/golden.js"
+import { Golden, writeGoldenTree } from "../fixtures/golden.js"
 import { tempDir, tempStore, writeTree } from "../utils/temp.js"
 
 const bytes = (s: string) => Buffer.from(s)
@@ -86,11 +86,7 @@ describe("Store", () => {
     Effect.gen(function*() {
       const store = yield* tempStore()
       const work = yield* tempDir()
-      writeTree(work, {
-        "a.sh": { content: "echo hi\n", mode: 0o755 },
-        "src/in.txt": "some input text\n",
-        "link": { link: "src/in.txt" }
-      })
+      writeGoldenTree(work)
       const root = yield* store.snapshot(work)
       yield* store.ensureDownloaded(root)
       const inTxt = Either.getOrThrow(Digest.parse(Golden.inTxt))
@@ -248,11 +244,7 @@ describe("snapshot, materialize, capture", () => {
     Effect.gen(function*() {
       const store = yield* tempStore()
       const work = yield* tempDir()
-      writeTree(work, {
-        "a.sh": { content: "echo hi\n", mode: 0o755 },
-        "src/in.txt": "some input text\n",
-        "link": { link: "src/in.txt" }
-      })
+      writeGoldenTree(work)
       const d = yield* store.snapshot(work)
       assert.strictEqual(Digest.format(d), Golden.v4)
       const out = yield* tempDir()

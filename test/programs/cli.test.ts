@@ -7,8 +7,8 @@ import { Effect } from "effect"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { Golden } from "../fixtures/golden.js"
-import { tempDir, writeTree } from "../utils/temp.js"
+import { Golden, writeGoldenTree } from "../fixtures/golden.js"
+import { tempDir } from "../utils/temp.js"
 
 const cli = path.resolve("dist/cli.js")
 
@@ -23,11 +23,7 @@ describe("kiln store", () => {
     Effect.gen(function*() {
       const store = yield* tempDir()
       const work = yield* tempDir()
-      writeTree(work, {
-        "a.sh": { content: "echo hi\n", mode: 0o755 },
-        "src/in.txt": "some input text\n",
-        "link": { link: "src/in.txt" }
-      })
+      writeGoldenTree(work)
       const snap = yield* kiln(["store", "snapshot", work], store)
       assert.strictEqual(snap.code, 0, snap.stderr)
       assert.strictEqual(snap.stdout.trim(), Golden.v4)

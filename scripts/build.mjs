@@ -1,0 +1,22 @@
+// Bundles the programs under scripts/ (type-checked by tsconfig.test.json, not compiled by tsc) into dist/:
+// the benchmarks and the fault harness. Packages stay external: lmdb loads a native addon, and effect resolves
+// from node_modules.
+import { build } from "esbuild"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+
+const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
+
+for (const name of ["bench/store", "bench/runner", "chaos/chaos"]) {
+  await build({
+    entryPoints: [path.join(repo, `scripts/${name}.ts`)],
+    outfile: path.join(repo, `dist/${name}.mjs`),
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node20",
+    packages: "external",
+    sourcemap: "linked",
+    logLevel: "warning"
+  })
+}
