@@ -1,47 +1,57 @@
 /**
- * The runner benchmark (`npm run bench:runner`): 200 trivial processes (`/bin/true`, each with its own one-file
- * input tree, so that each is a distinct action) through the whole stack — ProcessRunner, the real sandboxer
- * process, sandboxes, a fresh temp store — beside a bare `child_process.spawn` of the same command at the same
- * concurrency, in the same run. Writes `scripts/bench/report-runner.md`. It never fails on a missed target: it
- * reports.
+ * The runner benchmark (`npm run bench:runner`, part of `npm run bench`): 200 trivial processes (`/bin/true`, each
+ * with its own one-file input tree, so that each is a distinct action) through the whole stack — ProcessRunner, the
+ * real sandboxer process, sandboxes, a fresh temp store — beside a bare `child_process.spawn` of the same command at
+ * the same concurrency, in the same run. Run alone, it prints its report; `--quick` runs 100 processes, 2 reps. It
+ * never fails on a missed target: it reports.
  *
  * For profiling: `node --cpu-prof dist/bench/runner.mjs --only=kiln --sandboxer-cpu-prof=DIR`. `--only=kiln` or
  * `--only=bare` runs one contender and prints the cold windows (in the profiles' clock) to stderr;
- * `--sandboxer-cpu-prof=DIR` runs the sandboxer under `--cpu-prof` too (Node refuses it in NODE_OPTIONS). The
- * report file is written only by a full run without either. Anything in it below the line {@link HAND_WRITTEN}
- * (profiling notes) is kept when the benchmark rewrites it.
+ * `--sandboxer-cpu-prof=DIR` runs the sandboxer under `--cpu-prof` too (Node refuses it in NODE_OPTIONS).
  */
 import { Context, Effect, Layer } from "effect"
-import { execFileSync, spawn } from "node:child_process"
+import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { fileURLToPath } from "node:url"
 import type * as Digest from "../../src/domain/Digest.js"
 import { Process, type ProcessResult } from "../../src/domain/Process.js"
 import * as ProcessRunner from "../../src/layers/ProcessRunner.js"
 import * as Sandboxer from "../../src/layers/Sandboxer.js"
 import * as Sandboxes from "../../src/layers/Sandboxes.js"
 import * as Store from "../../src/layers/Store.js"
+import {
+  argValue,
+  cli,
+  emit,
+  fmtMs as fmtSummary,
+  ms as f1,
+  now,
+  progress,
+  quantile,
+  quick,
+  ratioText as ratioOf,
+  rawTable,
+  rm,
+  rotate,
+  type Row,
+  Samples,
+  tempRoot,
+  timeEffect as timeEffectIn
+} from "./report.js"
 
-// dist/bench/runner.mjs → the repository root.
-const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..")
-const cli = path.join(repo, "dist", "cli.js")
-const reportFile = path.join(repo, "scripts", "bench", "report-runner.md")
-const HAND_WRITTEN = "<!-- Hand-written notes below this line are kept when the benchmark rewrites this file. -->"
-
-const PROCESSES = 200
-const REPS = 3
+const PROCESSES = quick ? 100 : 200
+const REPS = quick ? 2 : 3
 const CONCURRENCY = os.availableParallelism()
 const COMMAND = ["/bin/true"] as const
 const PHASES = ["cacheLookup", "queue", "materialize", "run", "capture"] as const
 
 const CONTENDERS = ["kiln", "bare"] as const
 type Contender = typeof CONTENDERS[number]
-const onlyArg = process.argv.find((a) => a.startsWith("--only="))?.slice("--only=".length)
+const onlyArg = argValue("only")
 const selected: ReadonlySet<string> = new Set(onlyArg === undefined ? CONTENDERS : onlyArg.split(","))
 const runs = (c: Contender) => selected.has(c)
-const sandboxerProfDir = process.argv.find((a) => a.startsWith("--sandboxer-cpu-prof="))?.split("=")[1]
+const sandboxerProfDir = argValue("sandboxer-cpu-prof")
 const sandboxerCommand = [
   process.execPath,
   ...(sandboxerProfDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${path.resolve(sandboxerProfDir)}`]),
@@ -51,66 +61,24 @@ const sandboxerCommand = [
 // ---------------------------------------------------------------------------------------------------------------
 // Measurements
 
-/** Every timed sample, in ms, by name. */
-const samples = new Map<string, Array<number>>()
-const record = (name: string, ms: number) => {
-  const xs = samples.get(name) ?? []
-  xs.push(ms)
-  samples.set(name, xs)
-}
-const median = (xs: ReadonlyArray<number>) => {
-  const s = [...xs].sort((a, b) => a - b)
-  const m = s.length >> 1
-  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2
-}
-const quantile = (xs: ReadonlyArray<number>, q: number) => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s[Math.min(s.length - 1, Math.floor(q * s.length))]!
-}
-const summary = (name: string) => {
-  const xs = samples.get(name)
-  if (xs === undefined || xs.length === 0) throw new Error(`no samples for ${name}`)
-  return { median: median(xs), min: Math.min(...xs), n: xs.length }
-}
+const samples = new Samples()
+const record = (name: string, ms: number) => samples.record(name, ms)
+const summary = (name: string) => samples.summary(name)
 
 /** Per-process figures (phase timings of every result, and each `run` call's latency), by name; not in `samples`. */
-const perProcess = new Map<string, Array<number>>()
-const recordPer = (name: string, ms: number) => {
-  const xs = perProcess.get(name) ?? []
-  xs.push(ms)
-  perProcess.set(name, xs)
-}
+const perProcess = new Samples()
+const recordPer = (name: string, ms: number) => perProcess.record(name, ms)
 
-const now = () => performance.now()
-const timeAsync = async <A>(name: string, f: () => Promise<A>): Promise<A> => {
-  const t0 = now()
-  const a = await f()
-  record(name, now() - t0)
-  return a
-}
+const timeAsync = <A>(name: string, f: () => Promise<A>): Promise<A> => samples.timeAsync(name, f)
 const timeEffect = <A, E>(name: string, eff: Effect.Effect<A, E>): Effect.Effect<A, E> =>
-  Effect.suspend(() => {
-    const t0 = now()
-    return Effect.tap(eff, () => Effect.sync(() => record(name, now() - t0)))
-  })
-
-/** The order of the contenders in rep `i`: rotated, so that no one always runs first. */
-const rotate = <T>(xs: ReadonlyArray<T>, i: number): Array<T> => xs.map((_, j) => xs[(i + j) % xs.length]!)
-
-const progress = (msg: string) => process.stderr.write(`[bench] ${msg}\n`)
+  timeEffectIn(samples, name, eff)
 
 // ---------------------------------------------------------------------------------------------------------------
 // Temp dirs: one root, removed at the end (and on Ctrl-C). It is short: the sandboxer's socket goes under it.
 
-const tmpRoot = fs.mkdtempSync(path.join(os.tmpdir(), "kiln-bench-runner-"))
-let tmpCounter = 0
-const freshDir = (label: string) => path.join(tmpRoot, `${label}-${tmpCounter++}`)
-const rm = (p: string) => fs.rmSync(p, { recursive: true, force: true })
-const cleanup = () => rm(tmpRoot)
-process.once("SIGINT", () => {
-  cleanup()
-  process.exit(130)
-})
+const tmp = tempRoot("kiln-bench-runner-")
+const tmpRoot = tmp.root
+const freshDir = tmp.fresh
 
 /** One tiny directory per process (`p<i>/input.txt`, distinct contents) plus one for the untimed first runs. */
 const inputsDir = path.join(tmpRoot, "inputs")
@@ -247,25 +215,12 @@ const bareRep = async () => {
 // ---------------------------------------------------------------------------------------------------------------
 // Report
 
-interface Row {
-  readonly op: string
-  readonly kiln: string
-  readonly baseline: string
-  readonly ratio: string
-  readonly target?: { readonly op: ">=" | "<="; readonly value: number; readonly actual: number }
-}
-
-const f1 = (ms: number) => (ms >= 100 ? ms.toFixed(0) : ms.toFixed(1))
-const fmtMs = (name: string) => {
-  const s = summary(name)
-  return `${f1(s.median)} ms (min ${f1(s.min)})`
-}
+const fmtMs = (name: string) => fmtSummary(summary(name))
 const perProc = (name: string) => {
   const s = summary(name)
   return `${(s.median / PROCESSES).toFixed(2)} ms/process (min ${(s.min / PROCESSES).toFixed(2)})`
 }
-const ratioText = (a: string, b: string) =>
-  `${(summary(a).median / summary(b).median).toFixed(2)}× (mins ${(summary(a).min / summary(b).min).toFixed(2)}×)`
+const ratioText = (a: string, b: string) => ratioOf(summary(a), summary(b))
 
 const rows = (): Array<Row> => {
   const out: Array<Row> = []
@@ -274,15 +229,15 @@ const rows = (): Array<Row> => {
     const cold = summary("kiln cold")
     const bare = summary("bare spawn")
     out.push({
-      op: `${PROCESSES} × \`${COMMAND.join(" ")}\`, cold (every one runs), ${CONCURRENCY} in flight`,
-      kiln: `${fmtMs("kiln cold")}: ${perProc("kiln cold")}`,
+      figure: `${PROCESSES} × \`${COMMAND.join(" ")}\`, cold (every one runs), ${CONCURRENCY} in flight`,
+      value: `${fmtMs("kiln cold")}: ${perProc("kiln cold")}`,
       baseline: `bare spawn ${fmtMs("bare spawn")}: ${perProc("bare spawn")}`,
       ratio: ratioText("kiln cold", "bare spawn"),
-      target: { op: "<=", value: 2, actual: cold.median / bare.median }
+      target: { op: "<=", value: 2, actual: cold.median / bare.median, unit: "×" }
     })
     out.push({
-      op: "  per-process overhead, (cold − bare) / 200",
-      kiln: `${((cold.median - bare.median) / PROCESSES).toFixed(2)} ms/process (mins: ${
+      figure: `  per-process overhead, (cold − bare) / ${PROCESSES}`,
+      value: `${((cold.median - bare.median) / PROCESSES).toFixed(2)} ms/process (mins: ${
         ((cold.min - bare.min) / PROCESSES).toFixed(2)
       })`,
       baseline: "",
@@ -291,17 +246,22 @@ const rows = (): Array<Row> => {
   }
   if (has("kiln cold") && has("kiln cached")) {
     out.push({
-      op: `the same ${PROCESSES} again, cached (every one hits)`,
-      kiln: `${fmtMs("kiln cached")}: ${perProc("kiln cached")}`,
+      figure: `the same ${PROCESSES} again, cached (every one hits)`,
+      value: `${fmtMs("kiln cached")}: ${perProc("kiln cached")}`,
       baseline: `cold ${fmtMs("kiln cold")}`,
       ratio: `speedup ${ratioText("kiln cold", "kiln cached")}`,
-      target: { op: ">=", value: 20, actual: summary("kiln cold").median / summary("kiln cached").median }
+      target: {
+        op: ">=",
+        value: 20,
+        actual: summary("kiln cold").median / summary("kiln cached").median,
+        unit: "×"
+      }
     })
   }
   if (has("kiln cached") && has("bare spawn")) {
     out.push({
-      op: "  cached vs bare spawn",
-      kiln: "",
+      figure: "  cached vs bare spawn",
+      value: "",
       baseline: "",
       ratio: ratioText("kiln cached", "bare spawn")
     })
@@ -310,8 +270,8 @@ const rows = (): Array<Row> => {
   const secondName = "second run of one process (sandboxer up)"
   if (has(firstName)) {
     out.push({
-      op: "sandboxer start-up: the first run of one process, alone",
-      kiln: fmtMs(firstName),
+      figure: "sandboxer start-up: the first run of one process, alone",
+      value: fmtMs(firstName),
       baseline: `second run, alone ${fmtMs(secondName)}`,
       ratio: `+${f1(summary(firstName).median - summary(secondName).median)} ms`
     })
@@ -319,66 +279,18 @@ const rows = (): Array<Row> => {
   return out
 }
 
-const met = (row: Row) =>
-  row.target === undefined
-    ? "(info)"
-    : (row.target.op === ">=" ? row.target.actual >= row.target.value : row.target.actual <= row.target.value)
-    ? "yes"
-    : "**NO**"
-
-const table = (rs: ReadonlyArray<Row>) =>
-  [
-    "| operation | kiln | baseline | ratio | target | met? |",
-    "|---|---|---|---|---|---|",
-    ...rs.map((r) =>
-      `| ${r.op} | ${r.kiln} | ${r.baseline} | ${r.ratio} | ${
-        r.target === undefined ? "" : `${r.target.op === ">=" ? "≥" : "≤"} ${r.target.value}×`
-      } | ${met(r)} |`
-    )
-  ].join("\n")
-
 const phaseTable = () => {
   const names = [...PHASES, "latency of one run call", "latency minus the phases"]
   const cell = (label: string, name: string) => {
     const xs = perProcess.get(`${label} ${name}`)
-    return xs === undefined || xs.length === 0
-      ? "–"
-      : `${median(xs).toFixed(1)} / ${quantile(xs, 0.9).toFixed(1)} / ${Math.max(...xs).toFixed(0)}`
+    if (xs.length === 0) return "–"
+    const s = perProcess.summary(`${label} ${name}`)
+    return `${s.median.toFixed(1)} / ${quantile(xs, 0.9).toFixed(1)} / ${s.max.toFixed(0)}`
   }
   return [
     "| phase (ms per process) | cold: median / p90 / max | cached: median / p90 / max |",
     "|---|---|---|",
     ...names.map((n) => `| ${n} | ${cell("cold", n)} | ${cell("cached", n)} |`)
-  ].join("\n")
-}
-
-const rawTable = () =>
-  [
-    "| measurement | runs | median ms | min ms |",
-    "|---|---|---|---|",
-    ...[...samples.keys()].map((name) => {
-      const s = summary(name)
-      return `| ${name} | ${s.n} | ${s.median.toFixed(1)} | ${s.min.toFixed(1)} |`
-    })
-  ].join("\n")
-
-const sh = (cmd: string, args: ReadonlyArray<string>) => {
-  try {
-    return execFileSync(cmd, args, { encoding: "utf8" }).trim()
-  } catch {
-    return "?"
-  }
-}
-
-const machine = (loadStart: ReadonlyArray<number>, fsType: string) => {
-  const la = (xs: ReadonlyArray<number>) => xs.map((x) => x.toFixed(2)).join(" ")
-  return [
-    `- date: ${new Date().toISOString()}`,
-    `- nproc: ${sh("nproc", [])}; CPU: ${os.cpus()[0]?.model ?? "?"} (${os.cpus().length} logical); ` +
-    `availableParallelism: ${CONCURRENCY}`,
-    `- memory: ${(os.totalmem() / 1024 ** 3).toFixed(1)} GiB; kernel: ${os.release()}`,
-    `- Node ${process.version}; temp dirs on ${fsType} (${os.tmpdir()})`,
-    `- load average (1/5/15 min): ${la(loadStart)} at start, ${la(os.loadavg())} at end`
   ].join("\n")
 }
 
@@ -401,22 +313,11 @@ const NOTES = `Notes:
   the phases" is what the five phases do not cover (sandbox creation and removal, the sandboxer's adopt/release
   round trips, the action lock, writing the action-cache entry).`
 
-const keptNotes = () => {
-  try {
-    const old = fs.readFileSync(reportFile, "utf8")
-    const at = old.indexOf(HAND_WRITTEN)
-    return at < 0 ? "" : old.slice(at + HAND_WRITTEN.length).replace(/^\n+/, "")
-  } catch {
-    return ""
-  }
-}
-
 // ---------------------------------------------------------------------------------------------------------------
 
 const main = async () => {
   if (!fs.existsSync(cli)) throw new Error(`${cli} is missing: run \`npm run build\` first`)
   const loadStart = os.loadavg()
-  const fsType = sh("df", ["-T", tmpRoot]).split("\n")[1]?.split(/\s+/)[1] ?? "?"
   const t0 = now()
   try {
     writeInputs()
@@ -429,38 +330,28 @@ const main = async () => {
       }
     }
   } finally {
-    cleanup()
+    tmp.cleanup()
   }
-  const notes = keptNotes()
-  const report = [
-    "# kiln runner benchmark",
-    "",
-    "Generated by `npm run bench:runner` (scripts/bench/runner.ts). Machine:",
-    "",
-    machine(loadStart, fsType),
-    `- benchmark wall time: ${((now() - t0) / 1000).toFixed(0)} s`,
-    "",
-    table(rows()),
-    "",
-    "## Phases (`result.timings`)",
-    "",
-    phaseTable(),
-    "",
-    NOTES,
-    "",
-    "## Raw measurements",
-    "",
-    rawTable(),
-    "",
-    HAND_WRITTEN,
-    "",
-    ...(notes === "" ? [] : [notes])
-  ].join("\n")
-  process.stdout.write(report.endsWith("\n") ? report : `${report}\n`)
-  if (onlyArg === undefined && sandboxerProfDir === undefined) {
-    fs.writeFileSync(reportFile, report.endsWith("\n") ? report : `${report}\n`)
-    progress(`wrote ${path.relative(process.cwd(), reportFile)}`)
-  }
+  emit({
+    name: "runner",
+    title: `Runner: ${PROCESSES} trivial processes through ProcessRunner, beside a bare spawn`,
+    quick,
+    wallSeconds: (now() - t0) / 1000,
+    loadStart,
+    loadEnd: os.loadavg(),
+    rows: rows(),
+    body: [
+      "Phases (`result.timings`):",
+      "",
+      phaseTable(),
+      "",
+      NOTES,
+      "",
+      "Raw measurements:",
+      "",
+      rawTable(samples)
+    ].join("\n")
+  }, path.dirname(tmpRoot))
 }
 
 await main()

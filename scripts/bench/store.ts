@@ -1,9 +1,10 @@
 /**
- * The store benchmark (`npm run bench:store`): every kiln figure beside a baseline measured in the same run, as a
- * ratio. Writes `scripts/bench/report.md`. It never fails on a missed target: it reports.
+ * The store benchmark (`npm run bench:store`, part of `npm run bench`): every kiln figure beside a baseline measured
+ * in the same run, as a ratio. Run alone, it prints its report; `--quick` runs smaller sets and fewer reps. It never
+ * fails on a missed target: it reports.
  *
  * `--only=put-small,put-large,tree,startup` runs some sections (for profiling: `node --cpu-prof dist/bench/store.mjs
- * --only=put-small`); the report file is written only when every section ran.
+ * --only=put-small`).
  */
 import { Context, Effect, Layer } from "effect"
 import { open } from "lmdb"
@@ -12,14 +13,25 @@ import { createHash, randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { fileURLToPath } from "node:url"
 import type * as Digest from "../../src/domain/Digest.js"
 import * as Store from "../../src/layers/Store.js"
-
-// dist/bench/store.mjs → the repository root.
-const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..")
-const cli = path.join(repo, "dist", "cli.js")
-const reportFile = path.join(repo, "scripts", "bench", "report.md")
+import {
+  argValue,
+  cli,
+  emit,
+  fmtMs as fmtSummary,
+  now,
+  progress,
+  quick,
+  rawTable,
+  rm,
+  rotate,
+  type Row,
+  Samples,
+  tempRoot,
+  timeEffect as timeEffectIn,
+  times
+} from "./report.js"
 
 const KiB = 1024
 const MiB = 1024 * KiB
@@ -27,49 +39,20 @@ const MB = 1e6
 
 const SECTIONS = ["put-small", "put-large", "tree", "startup"] as const
 type Section = typeof SECTIONS[number]
-const onlyArg = process.argv.find((a) => a.startsWith("--only="))?.slice("--only=".length)
+const onlyArg = argValue("only")
 const selected: ReadonlySet<string> = new Set(onlyArg === undefined ? SECTIONS : onlyArg.split(","))
 const runs = (s: Section) => selected.has(s)
 
 // ---------------------------------------------------------------------------------------------------------------
 // Measurements
 
-/** Every timed sample, in ms, by name. */
-const samples = new Map<string, Array<number>>()
-const record = (name: string, ms: number) => {
-  const xs = samples.get(name) ?? []
-  xs.push(ms)
-  samples.set(name, xs)
-}
-const median = (xs: ReadonlyArray<number>) => {
-  const s = [...xs].sort((a, b) => a - b)
-  const m = s.length >> 1
-  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2
-}
-const summary = (name: string) => {
-  const xs = samples.get(name)
-  if (xs === undefined || xs.length === 0) throw new Error(`no samples for ${name}`)
-  return { median: median(xs), min: Math.min(...xs), n: xs.length }
-}
-
-const now = () => performance.now()
-const timeSync = <A>(name: string, f: () => A): A => {
-  const t0 = now()
-  const a = f()
-  record(name, now() - t0)
-  return a
-}
-const timeAsync = async <A>(name: string, f: () => Promise<A>): Promise<A> => {
-  const t0 = now()
-  const a = await f()
-  record(name, now() - t0)
-  return a
-}
+const samples = new Samples()
+const record = (name: string, ms: number) => samples.record(name, ms)
+const summary = (name: string) => samples.summary(name)
+const timeSync = <A>(name: string, f: () => A): A => samples.timeSync(name, f)
+const timeAsync = <A>(name: string, f: () => Promise<A>): Promise<A> => samples.timeAsync(name, f)
 const timeEffect = <A, E>(name: string, eff: Effect.Effect<A, E>): Effect.Effect<A, E> =>
-  Effect.suspend(() => {
-    const t0 = now()
-    return Effect.tap(eff, () => Effect.sync(() => record(name, now() - t0)))
-  })
+  timeEffectIn(samples, name, eff)
 
 /**
  * Runs `f` with a store opened on `root` (always a fresh one here), closed (flushed) when `f` is done. Opening and
@@ -93,23 +76,8 @@ const withStore = async <A, E>(root: string, f: (store: Store.Service) => Effect
   return a
 }
 
-/** The order of the contenders in rep `i`: rotated, so that no one always runs first (or right after a writer). */
-const rotate = <T>(xs: ReadonlyArray<T>, i: number): Array<T> => xs.map((_, j) => xs[(i + j) % xs.length]!)
-
-const progress = (msg: string) => process.stderr.write(`[bench] ${msg}\n`)
-
-// ---------------------------------------------------------------------------------------------------------------
-// Temp dirs: one root, removed at the end (and on Ctrl-C).
-
-const tmpRoot = fs.mkdtempSync(path.join(os.tmpdir(), "kiln-bench-"))
-let tmpCounter = 0
-const freshDir = (label: string) => path.join(tmpRoot, `${label}-${tmpCounter++}`)
-const rm = (p: string) => fs.rmSync(p, { recursive: true, force: true })
-const cleanup = () => rm(tmpRoot)
-process.once("SIGINT", () => {
-  cleanup()
-  process.exit(130)
-})
+const tmp = tempRoot("kiln-bench-store-")
+const freshDir = tmp.fresh
 
 // ---------------------------------------------------------------------------------------------------------------
 // Put and get of random blobs
@@ -218,7 +186,7 @@ const benchBlobs = async (set: Blobs, oneCall: boolean) => {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// A 10,000-file tree: snapshot, materialize
+// A 10,000-file tree (2,000 with --quick): snapshot, materialize
 
 interface TreeFile {
   readonly rel: string
@@ -241,11 +209,13 @@ const prng = (seed: number) => () => {
   return ((t ^ (t >>> 14)) >>> 0) / 4294967296
 }
 
-const TREE_FILES = 10_000
+const TREE_FILES = quick ? 2_000 : 10_000
+const treeLabel = `${TREE_FILES.toLocaleString("en-US")}-file tree`
 
 /**
- * 10,000 files in 1–3 levels of directories (8 names a level, so ~600 directories), sizes log-uniform from 16 B to
- * 64 KiB (below the 512 KiB large-file threshold) plus 1% empty files, 5% executable, random contents.
+ * 10,000 files (2,000 with --quick) in 1–3 levels of directories (8 names a level, so ~600 directories), sizes
+ * log-uniform from 16 B to 64 KiB (below the 512 KiB large-file threshold) plus 1% empty files, 5% executable, random
+ * contents.
  */
 const makeTree = (): Tree => {
   const rand = prng(42)
@@ -338,7 +308,7 @@ const benchTree = async (tree: Tree, reps: number, materializeReps: number) => {
 // ---------------------------------------------------------------------------------------------------------------
 // Start-up
 
-const STARTUP_RUNS = 21
+const STARTUP_RUNS = quick ? 11 : 21
 
 const benchStartup = () => {
   progress(`start-up: ${STARTUP_RUNS} runs each`)
@@ -357,28 +327,20 @@ const benchStartup = () => {
 // ---------------------------------------------------------------------------------------------------------------
 // Report
 
-interface Row {
-  readonly op: string
-  readonly kiln: string
-  readonly baseline: string
-  readonly ratio: number
-  /** `>=` for throughput (higher is better), `<=` for time (lower is better); none: informative. */
-  readonly target?: { readonly op: ">=" | "<="; readonly value: number }
-}
-
 const mbps = (bytes: number, ms: number) => bytes / MB / (ms / 1000)
 const fmtRate = (bytes: number, name: string) => {
   const s = summary(name)
   return `${mbps(bytes, s.median).toFixed(0)} MB/s (best ${mbps(bytes, s.min).toFixed(0)})`
 }
-const fmtMs = (name: string) => {
-  const s = summary(name)
-  const f = (ms: number) => (ms >= 100 ? ms.toFixed(0) : ms.toFixed(1))
-  return `${f(s.median)} ms (min ${f(s.min)})`
-}
+const fmtMs = (name: string) => fmtSummary(summary(name))
 /** kiln throughput over a baseline's: the inverse ratio of their median times over the same bytes. */
 const rateRatio = (kiln: string, baseline: string) => summary(baseline).median / summary(kiln).median
 const timeRatio = (kiln: string, baseline: string) => summary(kiln).median / summary(baseline).median
+/** A ratio cell, and the target row's target: `actual` is the ratio. */
+const ratioRow = (ratio: number, target?: { readonly op: "<=" | ">="; readonly value: number }) => ({
+  ratio: times(ratio),
+  ...(target !== undefined ? { target: { ...target, actual: ratio, unit: "×" as const } } : {})
+})
 
 const putRows = (set: Blobs, title: string): Array<Row> => {
   const sha = `sha256 ${set.label}`
@@ -391,111 +353,66 @@ const putRows = (set: Blobs, title: string): Array<Row> => {
   const headline = samples.has(oneCall) ? oneCall : `kiln put ${set.label}`
   return [
     {
-      op: samples.has(oneCall) ? `put ${title} (one putFiles call)` : `put ${title} (putFiles, ${set.batch}/batch)`,
-      kiln: fmtRate(set.bytes, headline),
+      figure: samples.has(oneCall) ? `put ${title} (one putFiles call)` : `put ${title} (putFiles, ${set.batch}/batch)`,
+      value: fmtRate(set.bytes, headline),
       baseline: `min(SHA-256, lmdb put) = ${slowerName} ${fmtRate(set.bytes, slower)}`,
-      ratio: rateRatio(headline, slower),
-      target: { op: ">=", value: 0.7 }
+      ...ratioRow(rateRatio(headline, slower), { op: ">=", value: 0.7 })
     },
     {
-      op: `  put ${title} vs SHA-256 alone`,
-      kiln: "",
+      figure: `  put ${title} vs SHA-256 alone`,
+      value: "",
       baseline: fmtRate(set.bytes, sha),
-      ratio: rateRatio(headline, sha)
+      ...ratioRow(rateRatio(headline, sha))
     },
     ...(samples.has(oneCall)
       ? [{
-        op: `  put ${title} in batches of ${set.batch} (one commit each), vs lmdb put`,
-        kiln: fmtRate(set.bytes, `kiln put ${set.label}`),
+        figure: `  put ${title} in batches of ${set.batch} (one commit each), vs lmdb put`,
+        value: fmtRate(set.bytes, `kiln put ${set.label}`),
         baseline: fmtRate(set.bytes, lmdb),
-        ratio: rateRatio(`kiln put ${set.label}`, lmdb)
+        ...ratioRow(rateRatio(`kiln put ${set.label}`, lmdb))
       }]
       : []),
     {
-      op: `get ${title} (getFile, verified)`,
-      kiln: fmtRate(set.bytes, `kiln get ${set.label}`),
+      figure: `get ${title} (getFile, verified)`,
+      value: fmtRate(set.bytes, `kiln get ${set.label}`),
       baseline: `lmdb getBinary ${fmtRate(set.bytes, `lmdb getBinary ${set.label}`)}`,
-      ratio: rateRatio(`kiln get ${set.label}`, `lmdb getBinary ${set.label}`)
+      ...ratioRow(rateRatio(`kiln get ${set.label}`, `lmdb getBinary ${set.label}`))
     }
   ]
 }
 
 const treeRows = (tree: Tree): Array<Row> => [
   {
-    op: "snapshot 10,000-file tree (fresh store)",
-    kiln: fmtMs("kiln snapshot tree"),
+    figure: `snapshot ${treeLabel} (fresh store)`,
+    value: fmtMs("kiln snapshot tree"),
     baseline: `writeFileSync of the files ${fmtMs("writeFileSync tree")}`,
-    ratio: timeRatio("kiln snapshot tree", "writeFileSync tree")
+    ...ratioRow(timeRatio("kiln snapshot tree", "writeFileSync tree"))
   },
   {
-    op: "  snapshot vs reading + hashing the files",
-    kiln: `${mbps(tree.bytes, summary("kiln snapshot tree").median).toFixed(0)} MB/s`,
+    figure: "  snapshot vs reading + hashing the files",
+    value: `${mbps(tree.bytes, summary("kiln snapshot tree").median).toFixed(0)} MB/s`,
     baseline: `read+sha256 ${fmtMs("read+sha256 tree")}`,
-    ratio: timeRatio("kiln snapshot tree", "read+sha256 tree")
+    ...ratioRow(timeRatio("kiln snapshot tree", "read+sha256 tree"))
   },
   {
-    op: "materialize 10,000-file tree (fresh dir)",
-    kiln: fmtMs("kiln materialize tree"),
+    figure: `materialize ${treeLabel} (fresh dir)`,
+    value: fmtMs("kiln materialize tree"),
     baseline: `cp -a ${fmtMs("cp -a tree")}`,
-    ratio: timeRatio("kiln materialize tree", "cp -a tree"),
-    target: { op: "<=", value: 1.5 }
+    ...ratioRow(timeRatio("kiln materialize tree", "cp -a tree"), { op: "<=", value: 1.5 })
   }
 ]
 
 const startupRows = (): Array<Row> => [{
-  op: "start-up `kiln --version`",
-  kiln: fmtMs("kiln --version"),
+  figure: "start-up `kiln --version`",
+  value: fmtMs("kiln --version"),
   baseline: `node -e "" ${fmtMs("node -e \"\"")}`,
-  ratio: timeRatio("kiln --version", "node -e \"\""),
-  target: { op: "<=", value: 2 }
+  ...ratioRow(timeRatio("kiln --version", "node -e \"\""), { op: "<=", value: 2 })
 }]
 
-const met = (row: Row) =>
-  row.target === undefined
-    ? "(info)"
-    : (row.target.op === ">=" ? row.ratio >= row.target.value : row.ratio <= row.target.value)
-    ? "yes"
-    : "**NO**"
-
-const table = (rows: ReadonlyArray<Row>) =>
-  [
-    "| operation | kiln | baseline | ratio | target | met? |",
-    "|---|---|---|---|---|---|",
-    ...rows.map((r) =>
-      `| ${r.op} | ${r.kiln} | ${r.baseline} | ${r.ratio.toFixed(2)}× | ${
-        r.target === undefined ? "" : `${r.target.op === ">=" ? "≥" : "≤"} ${r.target.value}×`
-      } | ${met(r)} |`
-    )
-  ].join("\n")
-
-const rawTable = () =>
-  [
-    "| measurement | runs | median ms | min ms |",
-    "|---|---|---|---|",
-    ...[...samples.keys()].map((name) => {
-      const s = summary(name)
-      return `| ${name} | ${s.n} | ${s.median.toFixed(1)} | ${s.min.toFixed(1)} |`
-    })
-  ].join("\n")
-
-const sh = (cmd: string, args: ReadonlyArray<string>) => {
-  try {
-    return execFileSync(cmd, args, { encoding: "utf8" }).trim()
-  } catch {
-    return "?"
-  }
-}
-
-const machine = (loadStart: ReadonlyArray<number>, fsType: string) => {
-  const la = (xs: ReadonlyArray<number>) => xs.map((x) => x.toFixed(2)).join(" ")
-  return [
-    `- date: ${new Date().toISOString()}`,
-    `- nproc: ${sh("nproc", [])}; CPU: ${os.cpus()[0]?.model ?? "?"} (${os.cpus().length} logical)`,
-    `- memory: ${(os.totalmem() / 1024 ** 3).toFixed(1)} GiB; kernel: ${os.release()}`,
-    `- Node ${process.version}; temp dirs on ${fsType} (${os.tmpdir()})`,
-    `- load average (1/5/15 min): ${la(loadStart)} at start, ${la(os.loadavg())} at end`
-  ].join("\n")
-}
+const SMALL = quick ? { count: 2_000, batch: 1_000, reps: 3 } : { count: 10_000, batch: 1_000, reps: 5 }
+const LARGE = quick ? { count: 20, batch: 10, reps: 2 } : { count: 100, batch: 10, reps: 3 }
+// Creating 10,000 files takes seconds on this box: materialize and cp -a get 3 reps.
+const TREE_REPS = quick ? { snapshot: 3, materialize: 2 } : { snapshot: 5, materialize: 3 }
 
 const NOTES = `Notes:
 - MB = 10^6 bytes. Each figure is the median of the runs (best run in brackets); ratios are of medians. For
@@ -508,34 +425,37 @@ const NOTES = `Notes:
   resolves only after LMDB's fdatasync, so the baseline is in effect durable. Blobs of 512 KiB and more (the 4 MiB
   ones) go to kiln's large-file folder, one fsynced file each, while the baseline keeps them in LMDB. The baseline
   keys are the precomputed digests; kiln hashes inside the timed call. Batches are sequential; the informative
-  "one putFiles call" row stores all 10,000 small blobs in a single call, since each call waits for its own commits.
+  "one putFiles call" row stores all the small blobs in a single call, since each call waits for its own commits.
 - get: kiln's \`getFile\` checks every blob's SHA-256; \`getBinary\` only copies it out of LMDB. Warm (just written).
 - snapshot: a fresh store each rep; the tree is warm in the page cache. materialize: from one store into a fresh
   directory each rep; \`cp -a\` is spawned with execFileSync and its time includes the spawn.
-- start-up: spawned with execFileSync, ${STARTUP_RUNS} runs each after one warm-up.`
+- start-up: spawned with execFileSync, ${STARTUP_RUNS} runs each after one warm-up.
+- Sizes: ${
+  SMALL.count.toLocaleString("en-US")
+} × 4 KiB in batches of ${SMALL.batch} (${SMALL.reps} reps), ${LARGE.count} × 4 MiB in
+  batches of ${LARGE.batch} (${LARGE.reps} reps), a ${treeLabel} (snapshot ${TREE_REPS.snapshot} reps, materialize
+  ${TREE_REPS.materialize}).`
 
 // ---------------------------------------------------------------------------------------------------------------
 
 const main = async () => {
   const loadStart = os.loadavg()
-  const fsType = sh("df", ["-T", tmpRoot]).split("\n")[1]?.split(/\s+/)[1] ?? "?"
   const t0 = now()
   const rows: Array<Row> = []
   try {
     if (runs("put-small")) {
-      const small = makeBlobs("10k×4KiB", 10_000, 4 * KiB, 1_000, 5)
+      const small = makeBlobs(`${SMALL.count / 1000}k×4KiB`, SMALL.count, 4 * KiB, SMALL.batch, SMALL.reps)
       await benchBlobs(small, true)
-      rows.push(...putRows(small, "10,000 × 4 KiB"))
+      rows.push(...putRows(small, `${SMALL.count.toLocaleString("en-US")} × 4 KiB`))
     }
     if (runs("put-large")) {
-      const large = makeBlobs("100×4MiB", 100, 4 * MiB, 10, 3)
+      const large = makeBlobs(`${LARGE.count}×4MiB`, LARGE.count, 4 * MiB, LARGE.batch, LARGE.reps)
       await benchBlobs(large, false)
-      rows.push(...putRows(large, "100 × 4 MiB"))
+      rows.push(...putRows(large, `${LARGE.count} × 4 MiB`))
     }
     if (runs("tree")) {
       const tree = makeTree()
-      // Creating 10,000 files takes seconds on this box: materialize and cp -a get 3 reps.
-      await benchTree(tree, 5, 3)
+      await benchTree(tree, TREE_REPS.snapshot, TREE_REPS.materialize)
       rows.push(...treeRows(tree))
     }
     if (runs("startup")) {
@@ -544,30 +464,18 @@ const main = async () => {
       rows.push(...startupRows())
     }
   } finally {
-    cleanup()
+    tmp.cleanup()
   }
-  const report = [
-    "# kiln store benchmark",
-    "",
-    "Generated by `npm run bench:store` (scripts/bench/store.ts). Machine:",
-    "",
-    machine(loadStart, fsType),
-    `- benchmark wall time: ${((now() - t0) / 1000).toFixed(0)} s`,
-    "",
-    table(rows),
-    "",
-    NOTES,
-    "",
-    "## Raw measurements",
-    "",
-    rawTable(),
-    ""
-  ].join("\n")
-  process.stdout.write(report)
-  if (onlyArg === undefined) {
-    fs.writeFileSync(reportFile, report)
-    progress(`wrote ${path.relative(process.cwd(), reportFile)}`)
-  }
+  emit({
+    name: "store",
+    title: "Store: put, get, snapshot, materialize, start-up",
+    quick,
+    wallSeconds: (now() - t0) / 1000,
+    loadStart,
+    loadEnd: os.loadavg(),
+    rows,
+    body: [NOTES, "", "Raw measurements:", "", rawTable(samples)].join("\n")
+  }, path.dirname(tmp.root))
 }
 
 await main()
