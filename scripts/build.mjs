@@ -13,6 +13,7 @@ const programs = [
   "bench/bench",
   "bench/store",
   "bench/runner",
+  "bench/noop",
   "chaos/chaos"
 ]
 
