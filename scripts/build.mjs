@@ -14,6 +14,7 @@ const programs = [
   "bench/store",
   "bench/runner",
   "bench/noop",
+  "bench/cold",
   "chaos/chaos"
 ]
 
