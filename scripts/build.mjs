@@ -15,6 +15,7 @@ const programs = [
   "bench/runner",
   "bench/noop",
   "bench/cold",
+  "bench/scale",
   "chaos/chaos"
 ]
 

@@ -28,7 +28,7 @@ import {
   writeAtomically
 } from "./report.js"
 
-const BENCHMARKS = ["store", "runner", "noop", "cold"] as const
+const BENCHMARKS = ["store", "runner", "noop", "cold", "scale"] as const
 const reportFile = path.join(repo, "scripts", "bench", "report.md")
 
 const onlyArg = argValue("only")

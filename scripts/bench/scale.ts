@@ -1,0 +1,129 @@
+/**
+ * The scale benchmark (`node dist/bench/scale.mjs [--quick]`, part of `npm run bench`): one `kiln run` engine alone
+ * vs 6 engines at once on one shared store, each engine with a workspace of its own distinct processes, cold (a fresh
+ * store every rep); the figure is processes per second, all engines together. It never fails on a missed target: it
+ * reports.
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { expectRan, killLive, kilnEnv, kilnRun, leftovers, type Workspace, writeWorkspace } from "./kiln.js"
+import {
+  cli,
+  emit,
+  fmtMs,
+  ms,
+  now,
+  progress,
+  quick,
+  rawTable,
+  rm,
+  rotate,
+  type Row,
+  Samples,
+  tempRoot
+} from "./report.js"
+
+const ENGINES = 6
+const PER_ENGINE = quick ? 50 : 150
+const REPS = quick ? 2 : 3
+const CONCURRENCY = os.availableParallelism()
+const TARGET = 1.5
+
+const tmp = tempRoot("kiln-bench-scale-", killLive)
+const env = kilnEnv(tmp)
+const samples = new Samples()
+
+const ONE = `1 engine, ${PER_ENGINE} processes`
+const SIX = `${ENGINES} engines at once, ${PER_ENGINE} processes each`
+
+const run = (ws: Workspace, store: string) =>
+  kilnRun(tmp, env, { ws, store, concurrency: CONCURRENCY }).then((r) => {
+    expectRan(`cold ${ws.dir}`, r, PER_ENGINE, PER_ENGINE)
+    return r
+  })
+
+const main = async () => {
+  if (!fs.existsSync(cli)) throw new Error(`${cli} is missing: run \`npm run build\` first`)
+  const loadStart = os.loadavg()
+  const t0 = now()
+  let left = { processes: 0, sandboxes: 0 }
+  try {
+    // Distinct salts: no two workspaces share an action, so every engine really runs all of its processes.
+    const workspaces = Array.from(
+      { length: ENGINES },
+      (_, k) => writeWorkspace(tmp.fresh(`ws${k}`), "wide", PER_ENGINE, `engine ${k}`)
+    )
+    progress(`${REPS} reps: ${ONE}, and ${SIX}, on one fresh store, ${CONCURRENCY} in flight each`)
+    for (let i = 0; i < REPS; i++) {
+      for (const which of rotate(["one", "six"] as const, i)) {
+        const store = tmp.fresh("store")
+        for (const ws of workspaces) rm(path.join(ws.dir, "out"))
+        if (which === "one") {
+          // Each rep's lone engine takes another workspace: none is favoured.
+          samples.record(ONE, (await run(workspaces[i % ENGINES]!, store)).ms)
+        } else {
+          const start = now()
+          const runs = await Promise.all(workspaces.map((ws) => run(ws, store)))
+          samples.record(SIX, now() - start)
+          for (const r of runs) samples.record(`${SIX}: one engine's wall time`, r.ms)
+        }
+        rm(store)
+      }
+    }
+  } finally {
+    left = await leftovers(tmp)
+    tmp.cleanup()
+  }
+
+  const one = samples.summary(ONE)
+  const six = samples.summary(SIX)
+  const each = samples.summary(`${SIX}: one engine's wall time`)
+  const rate = (processes: number, wallMs: number) => processes / (wallMs / 1000)
+  const oneRate = rate(PER_ENGINE, one.median)
+  const sixRate = rate(ENGINES * PER_ENGINE, six.median)
+  const rows: Array<Row> = [
+    {
+      figure: `${ENGINES} engines at once on one store, ${ENGINES} × ${PER_ENGINE} distinct processes, cold`,
+      value: `${sixRate.toFixed(0)} processes/s (best ${rate(ENGINES * PER_ENGINE, six.min).toFixed(0)}); wall ${
+        fmtMs(six)
+      }`,
+      baseline: `1 engine alone: ${oneRate.toFixed(0)} processes/s (best ${
+        rate(PER_ENGINE, one.min).toFixed(0)
+      }); wall ${fmtMs(one)}`,
+      ratio: `${(sixRate / oneRate).toFixed(2)}×`,
+      target: { op: ">=", value: TARGET, actual: sixRate / oneRate, unit: "×" }
+    },
+    {
+      figure: `  one engine's wall time among ${ENGINES}, vs alone`,
+      value: `${fmtMs(each)}, max ${ms(each.max)} ms`,
+      baseline: `alone ${fmtMs(one)}`,
+      ratio: `${(each.median / one.median).toFixed(2)}× slower`
+    }
+  ]
+  const notes = `Notes:
+- Each engine is \`node dist/cli.js run --config kiln.json --store-dir S --concurrency ${CONCURRENCY} --progress
+  none --summary F\` on a workspace of its own: ${PER_ENGINE} independent processes (the no-op benchmark's wide
+  shape: 5 input files, \`/bin/sh -c 'cksum …'\`), with contents salted per workspace so that no two engines share
+  an action. Every rep starts on a fresh store and with no outputs in the workspaces (untimed); every run's summary
+  is checked: all of its processes ran.
+- 1 engine: one workspace alone (a different one each rep). ${ENGINES} engines: all ${ENGINES} spawned at once on
+  one shared store, timed from the first spawn to the last exit. Processes per second = processes run / wall time,
+  all engines together. ${REPS} reps each, interleaved in rotated order; medians (best in brackets).
+- Target (issue #6): ${ENGINES} engines ≥ ${TARGET}× the processes per second of one. On a box with
+  ${os.availableParallelism()} CPUs, one engine alone already keeps part of them busy: the ceiling is what it leaves
+  idle.
+- Left behind at the end: ${left.processes} processes, ${left.sandboxes} sandboxes.`
+  emit({
+    name: "scale",
+    title: `Scale: 1 vs ${ENGINES} concurrent engines on one store`,
+    quick,
+    wallSeconds: (now() - t0) / 1000,
+    loadStart,
+    loadEnd: os.loadavg(),
+    rows,
+    body: [notes, "", "Raw measurements:", "", rawTable(samples)].join("\n")
+  }, path.dirname(tmp.root))
+}
+
+await main()
