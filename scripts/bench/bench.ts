@@ -24,6 +24,7 @@ import {
   repo,
   type Row,
   type Section,
+  sh,
   table,
   writeAtomically
 } from "./report.js"
@@ -75,6 +76,14 @@ const runOne = (name: string, jsonFile: string) =>
     })
   })
 
+/** Which kiln was measured: the commit, and whether src/ differed from it. */
+const revision = () => {
+  const commit = sh("git", ["-C", repo, "log", "-1", "--format=%h %s"])
+  if (commit === "?") return "- kiln: not a git checkout"
+  const dirty = sh("git", ["-C", repo, "status", "--porcelain", "--", "src"]) !== ""
+  return `- kiln: commit ${commit}${dirty ? " **with uncommitted changes in src/**" : ""}`
+}
+
 /** Every row with a target, from every section, prefixed with its benchmark's name. */
 const targets = (outcomes: ReadonlyArray<Outcome>): Array<Row> =>
   outcomes.flatMap((o): Array<Row> =>
@@ -112,6 +121,7 @@ const main = async () => {
     "",
     "## Machine",
     "",
+    revision(),
     machineNotes({ loadStart, loadEnd: os.loadavg(), tempDir: os.tmpdir(), wallSeconds }),
     "",
     `## Targets: ${withTarget - missed} of ${withTarget} met`,
