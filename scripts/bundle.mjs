@@ -18,7 +18,8 @@ await build({
   supported: { "dynamic-import": false },
   // The library finds the CLI through import.meta.url; the bundled CLI sets KILN_CLI instead, so empty is right.
   logOverride: { "empty-import-meta": "silent" },
-  minify: true,
+  // KILN_NO_MINIFY=1 keeps names, for readable CPU profiles (`node --cpu-prof dist/cli.js …`).
+  minify: process.env.KILN_NO_MINIFY !== "1",
   keepNames: false,
   treeShaking: true,
   sourcemap: "linked",

@@ -5,9 +5,8 @@
  *
  * @since 0.1.0
  */
-import { Context, Duration, Effect, Either, Layer, Schema } from "effect"
+import { Context, Duration, Effect, Either, Layer, Option, Schema } from "effect"
 import * as path from "node:path"
-import picomatch from "picomatch"
 import type { Config, ProcessConfig } from "../domain/Config.js"
 import * as Digest from "../domain/Digest.js"
 import type { MissingDigest } from "../domain/Digest.js"
@@ -15,6 +14,7 @@ import * as DurationText from "../domain/DurationText.js"
 import { Process, type ProcessResult } from "../domain/Process.js"
 import type { StoreError } from "../domain/StoreErrors.js"
 import { actionDigest } from "./internal/actionKey.js"
+import * as Glob from "./internal/glob.js"
 import * as RunRecords from "./internal/runRecords.js"
 import { writeBack } from "./internal/writeBack.js"
 import { ProcessRunner } from "./ProcessRunner.js"
@@ -152,13 +152,6 @@ const closure = (config: Config, targets: ReadonlyArray<string>) => {
 
 const segments = (p: string | undefined) => (p ?? "").split("/").filter((s) => s !== "" && s !== ".")
 
-const matchers = new Map<string, (path: string) => boolean>()
-const matcherOf = (glob: string) => {
-  let m = matchers.get(glob)
-  if (m === undefined) matchers.set(glob, m = picomatch(glob, { dot: true }))
-  return m
-}
-
 /** A process's own inputs (its globs over the workspace), and the files they matched. */
 const ownInputs = (
   store: Store["Type"],
@@ -174,7 +167,7 @@ const ownInputs = (
     const entries = (yield* store.listTree(digest)).filter((e) => e.type !== "directory")
     for (const [i, g] of globs.entries()) {
       if (g.startsWith("!")) continue
-      const matches = matcherOf(g)
+      const matches = Glob.matcher([g])
       if (!entries.some((e) => matches(e.path))) {
         return yield* Effect.fail(`kiln.json: processes.${name}.inputs[${i}]: glob "${g}" matches nothing`)
       }
@@ -216,7 +209,8 @@ const processOf = (name: string, pc: ProcessConfig, inputDigest: Digest.Digest) 
     description: name,
     cache: pc.cache ?? "successful",
     namedCaches: { ...pc.namedCaches }
-  })
+    // kiln.json's schema has validated every field already; checking again per attempt was a visible cost.
+  }, true)
 }
 
 const quote = (s: string) => /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`
@@ -346,6 +340,54 @@ export const make = Effect.gen(function*() {
           }
         })
 
+      /**
+       * The cache hits of this run, found before anything is scheduled. A process's key holds its deps' outputs, so
+       * the graph is looked up wave by wave: a process joins a wave once all its deps are hits, and every key of a
+       * wave is read together (one read transaction per store shard). Misses, and anything whose inputs cannot be
+       * read, go through the graph below, which runs or reports them.
+       */
+      const hits = new Map<string, { result: ProcessResult; process: Process }>()
+      if (policy.read) {
+        const waiting = new Map<string, number>()
+        const dependents = new Map<string, Array<string>>()
+        for (const n of names) {
+          const deps = config.processes[n]!.deps ?? []
+          waiting.set(n, deps.length)
+          for (const d of deps) {
+            const list = dependents.get(d)
+            if (list === undefined) dependents.set(d, [n])
+            else list.push(n)
+          }
+        }
+        let wave = names.filter((n) => waiting.get(n) === 0)
+        while (wave.length > 0) {
+          const candidates: Array<{ name: string; process: Process }> = []
+          for (const name of wave) {
+            const pc = config.processes[name]!
+            if (pc.cache === "never") continue
+            const input = yield* Effect.either(inputOf(name, pc))
+            if (Either.isLeft(input)) continue
+            candidates.push({ name, process: processOf(name, pc, input.right) })
+          }
+          const found = yield* runner.lookup(candidates.map((c) => c.process))
+          const next: Array<string> = []
+          candidates.forEach(({ name, process }, i) => {
+            const hit = found[i]!
+            if (Option.isNone(hit)) return
+            hits.set(name, { result: hit.value, process })
+            // Dependents read it while computing their own inputs.
+            state.get(name)!.result = hit.value
+            records.get(name)!.actionDigest = Digest.format(hit.value.actionDigest)
+            for (const d of dependents.get(name) ?? []) {
+              const left = waiting.get(d)! - 1
+              waiting.set(d, left)
+              if (left === 0) next.push(d)
+            }
+          })
+          wave = next
+        }
+      }
+
       const finish = (report: ProcessReport) =>
         Effect.zipRight(Effect.sync(() => reports.push(report)), emit({ _tag: "Finished", report }))
 
@@ -376,7 +418,8 @@ export const make = Effect.gen(function*() {
           if (deps.some((o) => o === "failed")) return yield* skip("a dependency failed")
           if (stop) return yield* skip("stopped after a failure (use --keep-going to go on)")
           yield* emit({ _tag: "Started", name })
-          const attempt = yield* Effect.either(execute(name, policy))
+          const hit = hits.get(name)
+          const attempt = hit !== undefined ? Either.right(hit) : yield* Effect.either(execute(name, policy))
           const node = state.get(name)!
           if (Either.isLeft(attempt)) {
             if (typeof attempt.left !== "string") return yield* Effect.fail(attempt.left)

@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Duration, Effect, Layer } from "effect"
+import { Context, Duration, Effect, Layer, type Option } from "effect"
 import * as os from "node:os"
 import * as path from "node:path"
 import type { MissingDigest } from "../domain/Digest.js"
@@ -41,6 +41,12 @@ export interface Service {
     process: Process,
     options?: { readonly cache?: CachePolicy }
   ) => Effect.Effect<ProcessResult, MissingDigest | SandboxError | SandboxerUnavailable | SpawnError | StoreError>
+  /**
+   * Looks processes up in the action cache without running anything: the entries are read together (one read
+   * transaction per store shard), and each hit's content is checked per `cacheContent`. None for a miss, a process
+   * cached `never`, or a hit whose bytes are gone; a store that cannot be read counts as a miss.
+   */
+  readonly lookup: (processes: ReadonlyArray<Process>) => Effect.Effect<Array<Option.Option<ProcessResult>>>
 }
 
 /**
@@ -84,9 +90,14 @@ export const make = (options: Options = {}) =>
     const bounded = yield* BoundedRunner.make(options.concurrency ?? os.availableParallelism(), local)
     const cached = CachedRunner.make(store, bounded, options.cacheContent ?? "validate")
     const service: Service = {
+      lookup: cached.lookup,
       run: (process, opts) =>
-        cached(process, opts?.cache ?? { read: true, write: true }).pipe(
-          Effect.withSpan("ProcessRunner.run", { attributes: { description: process.description } })
+        cached.run(process, opts?.cache ?? { read: true, write: true }).pipe(
+          // No stack trace: capturing one per process cost more than a cached run does.
+          Effect.withSpan("ProcessRunner.run", {
+            attributes: { description: process.description },
+            captureStackTrace: false
+          })
         )
     }
     return service

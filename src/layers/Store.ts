@@ -136,11 +136,20 @@ export interface Service {
   readonly remove: (digest: Digest.Digest) => Effect.Effect<boolean, StoreError>
   /** Extends the leases of a tree's directories and files (those present). */
   readonly leaseTree: (root: Digest.Digest) => Effect.Effect<void, Digest.MissingDigest | StoreError>
+  /**
+   * What a cache hit does with its output tree: fails with `MissingDigest` naming the first absent blob, else extends
+   * the leases of the whole tree. One walk instead of `ensureDownloaded` and `leaseTree` each walking it.
+   */
+  readonly ensureLeased: (root: Digest.Digest) => Effect.Effect<void, Digest.MissingDigest | StoreError>
   /** Fails with `MissingDigest` naming the first blob of the tree (directory or file) that is absent. */
   readonly ensureDownloaded: (root: Digest.Digest) => Effect.Effect<void, Digest.MissingDigest | StoreError>
   /** Every entry of a tree, depth first, in name order. */
   readonly listTree: (root: Digest.Digest) => Effect.Effect<Array<TreeEntry>, Digest.MissingDigest | StoreError>
   readonly getActionResult: (actionDigest: Digest.Digest) => Effect.Effect<Option.Option<Uint8Array>, StoreError>
+  /** Many action-cache entries in one go: one read transaction per shard. */
+  readonly getActionResults: (
+    actionDigests: ReadonlyArray<Digest.Digest>
+  ) => Effect.Effect<Array<Option.Option<Uint8Array>>, StoreError>
   /** Stores (or replaces) the result of an action. */
   readonly putActionResult: (actionDigest: Digest.Digest, payload: Uint8Array) => Effect.Effect<void, StoreError>
   readonly removeActionResult: (actionDigest: Digest.Digest) => Effect.Effect<boolean, StoreError>
@@ -291,7 +300,8 @@ export const make = (
         noSync: true
       }),
       large: LargeFiles.make(root),
-      leaseTimeMs: opts.leaseTimeMs
+      leaseTimeMs: opts.leaseTimeMs,
+      verified: new Map()
     }
     const getDirectory = (digest: Digest.Digest) =>
       Effect.flatMap(
@@ -350,12 +360,14 @@ export const make = (
           })
         }),
       ensureDownloaded: (root) => Core.ensureDownloaded(core, root),
-      listTree: (root) =>
-        Effect.gen(function*() {
-          const out: Array<TreeEntry> = []
-          const go = (prefix: string, digest: Digest.Digest): Effect.Effect<void, Digest.MissingDigest | StoreError> =>
-            Effect.gen(function*() {
-              const dir = yield* getDirectory(digest)
+      ensureLeased: (root) => Core.ensureLeased(core, root),
+      listTree: (root) => {
+        const dirs = new Map<string, Directory.Directory>()
+        return Effect.zipRight(
+          Core.walkTree(core, root, (p, dir) => dirs.set(p, dir)),
+          Effect.sync(() => {
+            const out: Array<TreeEntry> = []
+            const go = (prefix: string, dir: Directory.Directory) => {
               const join = (name: string) => prefix === "" ? name : `${prefix}/${name}`
               const names = [
                 ...dir.files.map((f) => ({ name: f.name, f })),
@@ -367,16 +379,19 @@ export const make = (
                   out.push({ path: join(n.name), type: "file", digest: n.f.digest, isExecutable: n.f.isExecutable })
                 } else if ("d" in n) {
                   out.push({ path: join(n.name), type: "directory", digest: n.d.digest })
-                  yield* go(join(n.name), n.d.digest)
+                  go(join(n.name), dirs.get(join(n.name))!)
                 } else {
                   out.push({ path: join(n.name), type: "symlink", target: n.s.target })
                 }
               }
-            })
-          yield* go("", root)
-          return out
-        }),
+            }
+            go("", dirs.get("")!)
+            return out
+          })
+        )
+      },
       getActionResult: (actionDigest) => Core.getActionResult(core, actionDigest),
+      getActionResults: (actionDigests) => Core.getActionResults(core, actionDigests),
       putActionResult: (actionDigest, payload) => Core.putActionResult(core, actionDigest, payload),
       leaseUsed: (actionDigest, files) =>
         Effect.zipRight(

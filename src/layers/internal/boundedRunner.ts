@@ -17,7 +17,7 @@ export const make = (concurrency: number, inner: Runner): Effect.Effect<Runner> 
         Effect.suspend(() => {
           const waited = Date.now() - queued
           return Effect.map(inner(process, policy), (r) =>
-            new ProcessResult({ ...r, timings: { ...r.timings, queue: waited } }))
+            new ProcessResult({ ...r, timings: { ...r.timings, queue: waited } }, true))
         })
       )
     }))

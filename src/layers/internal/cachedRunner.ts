@@ -7,7 +7,9 @@
  * @internal
  */
 import { Effect, Option, Schema } from "effect"
+import type * as Digest from "../../domain/Digest.js"
 import { type Process, ProcessResult } from "../../domain/Process.js"
+import type { StoreError } from "../../domain/StoreErrors.js"
 import type * as Store from "../Store.js"
 import { actionDigest } from "./actionKey.js"
 import type { Runner } from "./runner.js"
@@ -27,73 +29,145 @@ const Entry = Schema.parseJson(
     Schema.pick("exitCode", "signal", "timedOut", "stdoutDigest", "stderrDigest", "outputDigest", "durationMs")
   )
 )
-const decodeEntry = Schema.decodeUnknownOption(Entry)
+const decodeEntrySchema = Schema.decodeUnknownOption(Entry)
+type EntryType = typeof Entry.Type
+
+const HASH = /^[0-9a-f]{64}$/
+const isDigest = (d: unknown): boolean =>
+  typeof d === "object" && d !== null && Object.keys(d).length === 2 &&
+  typeof (d as any).hash === "string" && HASH.test((d as any).hash) &&
+  Number.isSafeInteger((d as any).sizeBytes) && (d as any).sizeBytes >= 0
+const ENTRY_KEYS = 7
+
+/**
+ * Decodes an entry. A run reads hundreds of them, and the schema decoder cost 40–70 µs each; entries kiln wrote
+ * have exactly this shape, so it is checked directly and the schema only decides what does not fit it.
+ */
+const decodeEntry = (text: string): Option.Option<EntryType> => {
+  let json: any
+  try {
+    json = JSON.parse(text)
+  } catch {
+    return Option.none()
+  }
+  if (
+    typeof json === "object" && json !== null && Object.keys(json).length === ENTRY_KEYS &&
+    (json.exitCode === null || Number.isInteger(json.exitCode)) &&
+    (json.signal === null || typeof json.signal === "string") &&
+    typeof json.timedOut === "boolean" &&
+    isDigest(json.stdoutDigest) && isDigest(json.stderrDigest) && isDigest(json.outputDigest) &&
+    typeof json.durationMs === "number" && Number.isFinite(json.durationMs)
+  ) {
+    return Option.some(json as EntryType)
+  }
+  return decodeEntrySchema(text)
+}
 const encodeEntry = Schema.encodeSync(Entry)
 
 const cacheable = (process: Process, result: ProcessResult) =>
   process.cache === "always" || (process.cache === "successful" && result.succeeded)
 
 /** @internal */
-export const make = (store: Store.Service, inner: Runner, cacheContent: CacheContent): Runner => (process, policy) =>
-  Effect.gen(function*() {
-    const started = Date.now()
-    const key = actionDigest(process)
-    const usable = process.cache !== "never"
+export interface Cached {
+  readonly run: Runner
+  /**
+   * Looks many processes up at once, as a run does for every process of a wave whose inputs are known: the entries
+   * are read in one transaction per shard. None for a miss, an uncacheable process, or an entry whose bytes are gone.
+   */
+  readonly lookup: (processes: ReadonlyArray<Process>) => Effect.Effect<Array<Option.Option<ProcessResult>>>
+}
 
-    const lookup: Effect.Effect<Option.Option<ProcessResult>, never> = Effect.gen(function*() {
-      const raw = yield* store.getActionResult(key)
+/** @internal */
+export const make = (store: Store.Service, inner: Runner, cacheContent: CacheContent): Cached => {
+  /** Validates and leases the entry of one process; None when it is unusable. */
+  const accept = (
+    process: Process,
+    key: Digest.Digest,
+    raw: Option.Option<Uint8Array>,
+    started: number
+  ): Effect.Effect<Option.Option<ProcessResult>, StoreError> =>
+    Effect.gen(function*() {
       if (Option.isNone(raw)) return Option.none()
       const entry = decodeEntry(Buffer.from(raw.value).toString("utf8"))
       if (Option.isNone(entry)) return Option.none()
       const e = entry.value
       if (cacheContent !== "defer") {
-        const present = yield* store.ensureDownloaded(e.outputDigest).pipe(
-          Effect.zipRight(Effect.all([store.hasFile(e.stdoutDigest), store.hasFile(e.stderrDigest)])),
-          Effect.map(([a, b]) => a && b),
-          Effect.catchTag("MissingDigest", () => Effect.succeed(false))
-        )
+        // A hit is a use: its tree is leased again (in the same walk that checks it is all there), so GC removes
+        // what runs stop using, not this.
+        const present = (yield* store.hasFile(e.stdoutDigest)) && (yield* store.hasFile(e.stderrDigest)) &&
+          (yield* store.ensureLeased(e.outputDigest).pipe(
+            Effect.as(true),
+            Effect.catchTag("MissingDigest", () => Effect.succeed(false))
+          ))
         if (!present) {
           yield* Effect.logDebug(`cache entry for ${process.description} refers to missing bytes: running it again`)
           return Option.none()
         }
       }
-      // A hit is a use: its entry and its bytes are leased again, so GC removes what runs stop using, not this.
       yield* store.leaseUsed(key, [e.stdoutDigest, e.stderrDigest])
-      if (cacheContent !== "defer") {
-        yield* store.leaseTree(e.outputDigest).pipe(Effect.catchTag("MissingDigest", () => Effect.void))
-      }
+      const now = Date.now()
       return Option.some(
         new ProcessResult({
           ...e,
-          durationMs: Date.now() - started,
+          durationMs: now - started,
           actionDigest: key,
           source: "cache-hit",
-          timings: { cacheLookup: Date.now() - started }
-        })
+          timings: { cacheLookup: now - started }
+        }, true)
       )
-    }).pipe(
-      Effect.catchTag(
-        "StoreError",
-        (err) =>
-          Effect.as(Effect.logWarning(`action cache lookup failed (${err.message}): running instead`), Option.none())
-      )
+    })
+
+  const degrade = (err: StoreError): Effect.Effect<Option.Option<ProcessResult>> =>
+    Effect.as(Effect.logWarning(`action cache lookup failed (${err.message}): running instead`), Option.none())
+
+  const lookupOne = (process: Process, key: Digest.Digest, started: number) =>
+    Effect.flatMap(store.getActionResult(key), (raw) => accept(process, key, raw, started)).pipe(
+      Effect.catchTag("StoreError", degrade)
     )
 
-    if (usable && policy.read) {
-      const hit = yield* lookup
-      if (Option.isSome(hit)) return hit.value
-    }
-    const lookupMs = Date.now() - started
-    const run = Effect.gen(function*() {
-      const result = yield* inner(process, policy)
-      if (usable && policy.write && cacheable(process, result)) {
-        yield* store.putActionResult(key, Buffer.from(encodeEntry(result)))
-      }
-      return new ProcessResult({ ...result, actionDigest: key, timings: { ...result.timings, cacheLookup: lookupMs } })
+  const lookup: Cached["lookup"] = (processes) =>
+    Effect.gen(function*() {
+      const started = Date.now()
+      const usable = processes.map((p) => p.cache !== "never")
+      const keys = processes.map(actionDigest)
+      const raws = yield* store.getActionResults(keys.filter((_, i) => usable[i])).pipe(
+        Effect.catchTag("StoreError", (err) => Effect.as(degrade(err), undefined))
+      )
+      if (raws === undefined) return processes.map(() => Option.none())
+      let next = 0
+      return yield* Effect.forEach(processes, (p, i) =>
+        usable[i]
+          ? accept(p, keys[i]!, raws[next++]!, started).pipe(Effect.catchTag("StoreError", degrade))
+          : Effect.succeedNone)
     })
-    if (!usable) return yield* run
-    const readFirst = policy.read
-      ? Effect.flatMap(lookup, Option.match({ onSome: Effect.succeed, onNone: () => run }))
-      : run
-    return yield* store.withActionLock(key, policy.read ? lookup : Effect.succeedNone, readFirst)
-  })
+
+  const run: Runner = (process, policy) =>
+    Effect.gen(function*() {
+      const started = Date.now()
+      const key = actionDigest(process)
+      const usable = process.cache !== "never"
+      if (usable && policy.read) {
+        const hit = yield* lookupOne(process, key, started)
+        if (Option.isSome(hit)) return hit.value
+      }
+      const lookupMs = Date.now() - started
+      const execute = Effect.gen(function*() {
+        const result = yield* inner(process, policy)
+        if (usable && policy.write && cacheable(process, result)) {
+          yield* store.putActionResult(key, Buffer.from(encodeEntry(result)))
+        }
+        return new ProcessResult(
+          { ...result, actionDigest: key, timings: { ...result.timings, cacheLookup: lookupMs } },
+          true
+        )
+      })
+      if (!usable) return yield* execute
+      const again = lookupOne(process, key, started)
+      const readFirst = policy.read
+        ? Effect.flatMap(again, Option.match({ onSome: Effect.succeed, onNone: () => execute }))
+        : execute
+      return yield* store.withActionLock(key, policy.read ? again : Effect.succeedNone as typeof again, readFirst)
+    })
+
+  return { run, lookup }
+}

@@ -9,6 +9,7 @@ import * as Digest from "../../domain/Digest.js"
 import * as Directory from "../../domain/Directory.js"
 import { StoreError } from "../../domain/StoreErrors.js"
 import * as LargeFiles from "./largeFiles.js"
+import * as LmdbEnvs from "./lmdbEnvs.js"
 import * as Sharded from "./shardedLmdb.js"
 
 /** @internal */
@@ -21,7 +22,15 @@ export interface Core {
   readonly locks: Sharded.Shards
   readonly large: LargeFiles.LargeFiles
   readonly leaseTimeMs: number
+  /**
+   * Directories this process has read and verified, by hash. Content-addressed bytes never change, so a second read
+   * needs only to know the entry is still there (GC or `store rm` may have removed it), not to hash and decode it
+   * again: a run lists, validates and leases the same small trees several times per process.
+   */
+  readonly verified: Map<string, { readonly dir: Directory.Directory; readonly sizeBytes: number }>
 }
+
+const VERIFIED_MAX = 100_000
 
 /** @internal */
 export const leaseUntil = (core: Core): number => Date.now() + core.leaseTimeMs
@@ -151,17 +160,33 @@ export const withFile = <A>(
   )
 }
 
+/** Records a directory this process encoded itself as verified. @internal */
+export const rememberDirectory = (core: Core, digest: Digest.Digest, dir: Directory.Directory): void => {
+  if (core.verified.size >= VERIFIED_MAX) core.verified.clear()
+  core.verified.set(digest.hash, { dir, sizeBytes: digest.sizeBytes })
+}
+
 /** @internal */
 export const getDirectory = (
   core: Core,
   digest: Digest.Digest
 ): Effect.Effect<Option.Option<Directory.Directory>, StoreError> => {
   if (Digest.isEmpty(digest)) return Effect.succeed(Option.some(Directory.empty))
+  const known = core.verified.get(digest.hash)
+  if (known !== undefined && known.sizeBytes === digest.sizeBytes) {
+    return Effect.map(
+      Sharded.has(core.directories, digest.hash),
+      (present) => present ? Option.some(known.dir) : Option.none()
+    )
+  }
   return Effect.flatMap(Sharded.get(core.directories, digest.hash), (bytes) => {
     if (bytes === undefined) return Effect.succeed(Option.none())
     const actual = Digest.ofBytes(bytes)
     const decoded = Digest.equals(actual, digest) ? Directory.decode(bytes) : undefined
-    if (decoded !== undefined && decoded._tag === "Right") return Effect.succeed(Option.some(decoded.right))
+    if (decoded !== undefined && decoded._tag === "Right") {
+      rememberDirectory(core, digest, decoded.right)
+      return Effect.succeed(Option.some(decoded.right))
+    }
     const why = decoded === undefined ? `its bytes hash to ${Digest.format(actual)}` : decoded.left.reason
     return Effect.as(
       Effect.zipRight(Sharded.removeBatch(core.directories, [digest.hash]), corrupt(digest, "directory", why)),
@@ -170,13 +195,88 @@ export const getDirectory = (
   })
 }
 
+/**
+ * {@link getDirectory} in plain code, for walks over many directories: the decoded directory, `undefined` when it is
+ * absent, or `"slow"` when the bytes are corrupt (the caller goes through {@link getDirectory}, which removes and
+ * reports them).
+ *
+ * @internal
+ */
+export const getDirectorySync = (
+  core: Core,
+  digest: Digest.Digest
+): Directory.Directory | undefined | "slow" | StoreError => {
+  if (Digest.isEmpty(digest)) return Directory.empty
+  const shard = Sharded.shardOf(core.directories, digest.hash)
+  const known = core.verified.get(digest.hash)
+  if (known !== undefined && known.sizeBytes === digest.sizeBytes) {
+    const present = LmdbEnvs.readSync(shard, () => shard.content.doesExist(Sharded.keyOf(digest.hash)))
+    return typeof present === "boolean" ? (present ? known.dir : undefined) : present
+  }
+  const bytes = LmdbEnvs.readSync(shard, () => shard.content.getBinary(Sharded.keyOf(digest.hash)))
+  if (bytes instanceof StoreError || bytes === undefined) return bytes
+  if (!Digest.equals(Digest.ofBytes(bytes), digest)) return "slow"
+  const decoded = Directory.decode(bytes)
+  if (decoded._tag === "Left") return "slow"
+  rememberDirectory(core, digest, decoded.right)
+  return decoded.right
+}
+
+/**
+ * Visits every directory of a tree in pre-order, in plain code; falls back to Effects only for a corrupt directory.
+ * Fails with `MissingDigest` naming the first absent directory.
+ *
+ * @internal
+ */
+export const walkTree = (
+  core: Core,
+  root: Digest.Digest,
+  visit: (path: string, dir: Directory.Directory) => void
+): Effect.Effect<void, Digest.MissingDigest | StoreError> =>
+  Effect.suspend(() => {
+    const stack: Array<[string, Digest.Digest]> = [["", root]]
+    const step = (): Effect.Effect<void, Digest.MissingDigest | StoreError> => {
+      while (stack.length > 0) {
+        const [relPath, digest] = stack.pop()!
+        const dir = getDirectorySync(core, digest)
+        if (dir === "slow") {
+          return Effect.flatMap(getDirectory(core, digest), (o) => {
+            if (Option.isNone(o)) return Effect.fail(new Digest.MissingDigest({ digest, kind: "directory" }))
+            enter(relPath, o.value)
+            return step()
+          })
+        }
+        if (dir instanceof StoreError) return Effect.fail(dir)
+        if (dir === undefined) return Effect.fail(new Digest.MissingDigest({ digest, kind: "directory" }))
+        enter(relPath, dir)
+      }
+      return Effect.void
+    }
+    const enter = (relPath: string, dir: Directory.Directory) => {
+      visit(relPath, dir)
+      // Reversed onto the stack, so that directories are visited in name order.
+      for (let i = dir.directories.length - 1; i >= 0; i--) {
+        const d = dir.directories[i]!
+        stack.push([relPath === "" ? d.name : `${relPath}/${d.name}`, d.digest])
+      }
+    }
+    return step()
+  })
+
 /** @internal */
 export const hasFile = (core: Core, digest: Digest.Digest): Effect.Effect<boolean, StoreError> =>
-  Digest.isEmpty(digest)
-    ? Effect.succeed(true)
-    : digest.sizeBytes >= LargeFiles.THRESHOLD
-    ? LargeFiles.has(core.large, digest.hash)
-    : Sharded.has(core.files, digest.hash)
+  Effect.suspend(() => {
+    const r = hasFileSync(core, digest)
+    return typeof r === "boolean" ? Effect.succeed(r) : Effect.fail(r)
+  })
+
+/** {@link hasFile} without the Effect, for loops over many files. @internal */
+export const hasFileSync = (core: Core, digest: Digest.Digest): boolean | StoreError => {
+  if (Digest.isEmpty(digest)) return true
+  if (digest.sizeBytes >= LargeFiles.THRESHOLD) return LargeFiles.hasSync(core.large, digest.hash)
+  const shard = Sharded.shardOf(core.files, digest.hash)
+  return LmdbEnvs.readSync(shard, () => shard.content.doesExist(Sharded.keyOf(digest.hash)))
+}
 
 /** @internal */
 export const hasDirectory = (core: Core, digest: Digest.Digest): Effect.Effect<boolean, StoreError> =>
@@ -193,30 +293,6 @@ export const removeDirectory = (core: Core, digest: Digest.Digest): Effect.Effec
   Effect.map(Sharded.removeBatch(core.directories, [digest.hash]), (r) => r.length > 0)
 
 /**
- * Walks the tree under `root` (directories loaded from the store, checked) and gives every directory, with its
- * path, to `visit` in pre-order. A directory that is absent fails with `MissingDigest`.
- *
- * @internal
- */
-export const walkTree = (
-  core: Core,
-  root: Digest.Digest,
-  visit: (path: string, dir: Directory.Directory) => void
-): Effect.Effect<void, Digest.MissingDigest | StoreError> => {
-  const go = (relPath: string, digest: Digest.Digest): Effect.Effect<void, Digest.MissingDigest | StoreError> =>
-    Effect.flatMap(getDirectory(core, digest), (o) => {
-      if (Option.isNone(o)) return Effect.fail(new Digest.MissingDigest({ digest, kind: "directory" }))
-      visit(relPath, o.value)
-      return Effect.forEach(
-        o.value.directories,
-        (d) => go(relPath === "" ? d.name : `${relPath}/${d.name}`, d.digest),
-        { discard: true }
-      )
-    })
-  return go("", root)
-}
-
-/**
  * Fails with `MissingDigest` naming the first blob (directory or file) of the tree that is absent.
  *
  * @internal
@@ -231,8 +307,42 @@ export const ensureDownloaded = (
       for (const f of dir.files) files.set(f.digest.hash, f.digest)
     })
     for (const digest of files.values()) {
-      if (!(yield* hasFile(core, digest))) return yield* new Digest.MissingDigest({ digest, kind: "file" })
+      const present = hasFileSync(core, digest)
+      if (present instanceof StoreError) return yield* present
+      if (!present) return yield* new Digest.MissingDigest({ digest, kind: "file" })
     }
+  })
+
+/**
+ * What a cache hit does with its output tree, in one walk: fails with `MissingDigest` naming the first absent blob,
+ * else extends the leases of every directory and file of the tree (only stale leases cost a write).
+ *
+ * @internal
+ */
+export const ensureLeased = (
+  core: Core,
+  root: Digest.Digest
+): Effect.Effect<void, Digest.MissingDigest | StoreError> =>
+  Effect.gen(function*() {
+    const dirs: Array<string> = Digest.isEmpty(root) ? [] : [root.hash]
+    const files = new Map<string, Digest.Digest>()
+    yield* walkTree(core, root, (_, dir) => {
+      for (const d of dir.directories) if (!Digest.isEmpty(d.digest)) dirs.push(d.digest.hash)
+      for (const f of dir.files) if (!Digest.isEmpty(f.digest)) files.set(f.digest.hash, f.digest)
+    })
+    const small: Array<string> = []
+    const large: Array<string> = []
+    for (const digest of files.values()) {
+      const present = hasFileSync(core, digest)
+      if (present instanceof StoreError) return yield* present
+      if (!present) return yield* new Digest.MissingDigest({ digest, kind: "file" })
+      if (digest.sizeBytes >= LargeFiles.THRESHOLD) large.push(digest.hash)
+      else small.push(digest.hash)
+    }
+    const until = leaseUntil(core)
+    yield* Sharded.lease(core.directories, dirs, until, core.leaseTimeMs)
+    if (small.length > 0) yield* Sharded.lease(core.files, small, until, core.leaseTimeMs)
+    for (const h of large) yield* LargeFiles.lease(core.large, h, until, core.leaseTimeMs)
   })
 
 /**
@@ -280,20 +390,65 @@ export const putActionResult = (
     true
   )
 
+/**
+ * Reads many action-cache entries at once: one read transaction per shard, however many keys it holds (a run looks
+ * up every process of a wave together). A damaged entry is removed and reads as absent.
+ *
+ * @internal
+ */
+export const getActionResults = (
+  core: Core,
+  actionDigests: ReadonlyArray<Digest.Digest>
+): Effect.Effect<Array<Option.Option<Uint8Array>>, StoreError> =>
+  Effect.suspend(() => {
+    const out: Array<Option.Option<Uint8Array>> = actionDigests.map(() => Option.none())
+    const corrupt: Array<Digest.Digest> = []
+    const byShard = new Map<LmdbEnvs.SharedEnv, Array<number>>()
+    actionDigests.forEach((d, i) => {
+      const shard = Sharded.shardOf(core.actions, d.hash)
+      const group = byShard.get(shard)
+      if (group === undefined) byShard.set(shard, [i])
+      else group.push(i)
+    })
+    for (const [shard, group] of byShard) {
+      const values = LmdbEnvs.readSync(shard, () =>
+        group.map((i) => shard.content.getBinary(Sharded.keyOf(actionDigests[i]!.hash))))
+      if (values instanceof StoreError) {
+        return Effect.fail(values)
+      }
+      group.forEach((i, j) => {
+        const value = values[j]
+        if (value === undefined) {
+          return
+        }
+        const payload = unsealActionResult(value)
+        if (payload === undefined) {
+          corrupt.push(actionDigests[i]!)
+        } else out[i] = Option.some(payload)
+      })
+    }
+    if (corrupt.length === 0) {
+      return Effect.succeed(out)
+    }
+    return Effect.as(
+      Effect.zipRight(
+        Sharded.removeBatch(
+          core.actions,
+          corrupt.map((d) =>
+            d.hash
+          )
+        ),
+        Effect.forEach(corrupt, (d) => Effect.logWarning(`removed a corrupt action-cache entry ${Digest.format(d)}`), {
+          discard: true
+        })
+      ),
+      out
+    )
+  })
+
 /** @internal */
 export const getActionResult = (
   core: Core,
   actionDigest: Digest.Digest
 ): Effect.Effect<Option.Option<Uint8Array>, StoreError> =>
-  Effect.flatMap(Sharded.get(core.actions, actionDigest.hash), (value) => {
-    if (value === undefined) return Effect.succeed(Option.none())
-    const payload = unsealActionResult(value)
-    if (payload !== undefined) return Effect.succeed(Option.some(payload))
-    return Effect.as(
-      Effect.zipRight(
-        Sharded.removeBatch(core.actions, [actionDigest.hash]),
-        Effect.logWarning(`removed a corrupt action-cache entry ${Digest.format(actionDigest)}`)
-      ),
-      Option.none()
-    )
-  })
+  Effect.map(getActionResults(core, [actionDigest]), (r) => r[0]!)

@@ -47,7 +47,19 @@ export const statSize = (large: LargeFiles, hash: string): number | undefined =>
 
 /** @internal */
 export const has = (large: LargeFiles, hash: string): Effect.Effect<boolean, StoreError> =>
-  Effect.try({ try: () => statSize(large, hash) !== undefined, catch: ioError(pathOf(large, hash), "stat") })
+  Effect.suspend(() => {
+    const r = hasSync(large, hash)
+    return typeof r === "boolean" ? Effect.succeed(r) : Effect.fail(r)
+  })
+
+/** {@link has} without the Effect, for loops over many files. @internal */
+export const hasSync = (large: LargeFiles, hash: string): boolean | StoreError => {
+  try {
+    return statSize(large, hash) !== undefined
+  } catch (e) {
+    return ioError(pathOf(large, hash), "stat")(e)
+  }
+}
 
 const setLease = (file: string, until: number, leaseTimeMs: number) => {
   const st = fs.statSync(file)

@@ -154,19 +154,30 @@ export const acquire = (
  */
 export const read = <A>(shared: SharedEnv, f: () => A): Effect.Effect<A, StoreError> =>
   Effect.suspend(() => {
-    try {
-      return Effect.succeed(f())
-    } catch (e) {
-      if (!isReadersFull(e)) return Effect.fail(lmdbError(shared.path, "read failed")(e))
-    }
-    try {
-      shared.env.readerCheck()
-      return Effect.succeed(f())
-    } catch (e) {
-      if (!isReadersFull(e)) return Effect.fail(lmdbError(shared.path, "read failed")(e))
-      return Effect.fail(readersFull(shared))
-    }
+    const a = readSync(shared, f)
+    return a instanceof StoreError ? Effect.fail(a) : Effect.succeed(a)
   })
+
+/**
+ * {@link read} for callers that batch many reads in plain code: the error is returned, not thrown, so that it still
+ * reaches the Effect error channel as a value.
+ *
+ * @internal
+ */
+export const readSync = <A>(shared: SharedEnv, f: () => A): A | StoreError => {
+  try {
+    return f()
+  } catch (e) {
+    if (!isReadersFull(e)) return lmdbError(shared.path, "read failed")(e)
+  }
+  try {
+    shared.env.readerCheck()
+    return f()
+  } catch (e) {
+    if (!isReadersFull(e)) return lmdbError(shared.path, "read failed")(e)
+    return readersFull(shared)
+  }
+}
 
 /** @internal */
 export const isReadersFull = (e: unknown): boolean =>

@@ -142,9 +142,11 @@ export const putBatch = (
   leaseTimeMs: number,
   overwrite = false
 ): Effect.Effect<void, StoreError> =>
-  Effect.forEach(groupByShard(shards, entries), ([shard, group]) =>
-    Effect.flatMap(
-      LmdbEnvs.read(shard, () => {
+  Effect.suspend(() => {
+    const writes: Array<() => Array<Promise<unknown>>> = []
+    const shardsWritten: Array<LmdbEnvs.SharedEnv> = []
+    for (const [shard, group] of groupByShard(shards, entries)) {
+      const plan = LmdbEnvs.readSync(shard, () => {
         const now = Date.now()
         return group.map((entry) => {
           if (overwrite) return "both" as const
@@ -153,28 +155,32 @@ export const putBatch = (
           if (lease === undefined || !shard.content.doesExist(key)) return "both" as const
           return lease.until - now < leaseTimeMs / 2 ? "lease" as const : "none" as const
         })
-      }),
-      (plan) =>
-        Effect.tryPromise({
-          try: () => {
-            const writes: Array<Promise<unknown>> = []
-            group.forEach((entry, i) => {
-              if (plan[i] === "none") return
-              const key = keyOf(entry.hash)
-              // A stale lease is renewed with the bytes too: a GC that removed the entry after the read pass (its own
-              // re-check found the lease expired) is undone by this commit, never left as a lease without content.
-              if (plan[i] === "both" || plan[i] === "lease") {
-                writes.push(
-                  shard.content.put(key, Buffer.from(entry.value.buffer, entry.value.byteOffset, entry.value.length))
-                )
-              }
-              writes.push(shard.leases.put(key, encodeLease({ until: leaseUntil, size: entry.value.length })))
-            })
-            return Promise.all(writes)
-          },
-          catch: writeFailed(shard)
+      })
+      if (plan instanceof StoreError) return Effect.fail(plan)
+      if (plan.every((p) => p === "none")) continue
+      shardsWritten.push(shard)
+      writes.push(() => {
+        const out: Array<Promise<unknown>> = []
+        group.forEach((entry, i) => {
+          if (plan[i] === "none") return
+          const key = keyOf(entry.hash)
+          // A stale lease is renewed with the bytes too: a GC that removed the entry after the read pass (its own
+          // re-check found the lease expired) is undone by this commit, never left as a lease without content.
+          out.push(shard.content.put(key, Buffer.from(entry.value.buffer, entry.value.byteOffset, entry.value.length)))
+          out.push(shard.leases.put(key, encodeLease({ until: leaseUntil, size: entry.value.length })))
         })
-    ), { discard: true, concurrency: "unbounded" })
+        return out
+      })
+    }
+    // Nothing to write (everything present with a fresh lease, as in a run where nothing changed): no commit to wait
+    // for, so no asynchronous hop either.
+    if (writes.length === 0) return Effect.void
+    return Effect.forEach(writes, (w, i) =>
+      Effect.tryPromise({ try: () => Promise.all(w()), catch: writeFailed(shardsWritten[i]!) }), {
+      discard: true,
+      concurrency: "unbounded"
+    })
+  })
 
 /**
  * Extends the leases of present entries (absent ones are skipped). Reads first, so that leases that are still
@@ -188,26 +194,32 @@ export const lease = (
   leaseUntil: number,
   leaseTimeMs: number
 ): Effect.Effect<void, StoreError> =>
-  Effect.forEach(groupByShard(shards, hashes.map((hash) => ({ hash }))), ([shard, group]) =>
-    Effect.flatMap(
-      LmdbEnvs.read(shard, () =>
+  Effect.suspend(() => {
+    const stale: Array<[LmdbEnvs.SharedEnv, Array<{ hash: string }>]> = []
+    for (const [shard, group] of groupByShard(shards, hashes.map((hash) => ({ hash })))) {
+      const now = Date.now()
+      const found = LmdbEnvs.readSync(shard, () =>
         group.filter(({ hash }) => {
           const l = decodeLease(shard.leases.getBinary(keyOf(hash)))
-          return l !== undefined && l.until - Date.now() < leaseTimeMs / 2
-        })),
-      (stale) =>
-        stale.length === 0 ? Effect.void : Effect.tryPromise({
-          try: () =>
-            shard.env.transaction(() => {
-              for (const { hash } of stale) {
-                const key = keyOf(hash)
-                const l = decodeLease(shard.leases.getBinary(key))
-                if (l !== undefined) shard.leases.putSync(key, encodeLease({ until: leaseUntil, size: l.size }))
-              }
-            }),
-          catch: writeFailed(shard)
-        })
-    ), { discard: true, concurrency: "unbounded" })
+          return l !== undefined && l.until - now < leaseTimeMs / 2
+        }))
+      if (found instanceof StoreError) return Effect.fail(found)
+      if (found.length > 0) stale.push([shard, found])
+    }
+    if (stale.length === 0) return Effect.void
+    return Effect.forEach(stale, ([shard, group]) =>
+      Effect.tryPromise({
+        try: () =>
+          shard.env.transaction(() => {
+            for (const { hash } of group) {
+              const key = keyOf(hash)
+              const l = decodeLease(shard.leases.getBinary(key))
+              if (l !== undefined) shard.leases.putSync(key, encodeLease({ until: leaseUntil, size: l.size }))
+            }
+          }),
+        catch: writeFailed(shard)
+      }), { discard: true, concurrency: "unbounded" })
+  })
 
 /**
  * Removes entries. With `onlyIfExpiredAt`, an entry whose lease was extended past that time meanwhile (by another

@@ -7,12 +7,12 @@
 import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import picomatch from "picomatch"
 import * as Digest from "../../domain/Digest.js"
 import { StoreError } from "../../domain/StoreErrors.js"
 import * as Core from "./core.js"
 import { putHashedSmallFiles } from "./core.js"
 import { describeErrno, errnoOf, ioError } from "./errno.js"
+import * as Glob from "./glob.js"
 import * as LargeFiles from "./largeFiles.js"
 import type * as Sharded from "./shardedLmdb.js"
 import * as StatIndex from "./statIndex.js"
@@ -57,15 +57,9 @@ const compileFilter = (globs: ReadonlyArray<string>): Filter | undefined => {
   const include = globs.filter((g) => !g.startsWith("!"))
   const exclude = globs.filter((g) => g.startsWith("!")).map((g) => g.slice(1))
   if (include.length === 0 && exclude.length === 0) return undefined
-  const options = { dot: true }
-  const inc = include.length === 0 ? () => true : picomatch(include, options)
-  const exc = exclude.length === 0 ? () => false : picomatch(exclude, options)
-  const bases = include.length === 0
-    ? undefined
-    : include.map((g) => {
-      const scan = picomatch.scan(g)
-      return scan.isGlob ? scan.base : g
-    })
+  const inc = include.length === 0 ? () => true : Glob.matcher(include)
+  const exc = exclude.length === 0 ? () => false : Glob.matcher(exclude)
+  const bases = include.length === 0 ? undefined : include.map(Glob.baseOf)
   const starts: Array<string> = []
   if (bases !== undefined && !bases.some((b) => b === "")) {
     for (const b of [...new Set(bases)].sort((x, y) => x.length - y.length)) {
@@ -92,80 +86,87 @@ interface Walk {
   pendingBytes: number
 }
 
-const readFileNode = (
-  w: Walk,
-  abs: string,
-  useIndex = true
-): Effect.Effect<{ digest: Digest.Digest; isExecutable: boolean } | undefined, StoreError> =>
-  Effect.suspend(() => {
-    if (w.index !== undefined && useIndex) {
-      let st: fs.BigIntStats | undefined
-      try {
-        st = fs.lstatSync(abs, { bigint: true })
-      } catch (e) {
-        if (errnoOf(e) === "ENOENT") return Effect.succeed(undefined)
-      }
-      const hash = st === undefined || !st.isFile() ? undefined : StatIndex.lookup(w.index, abs, st)
-      if (st !== undefined && hash !== undefined) {
-        const digest = { hash, sizeBytes: Number(st.size) }
-        const isExecutable = (Number(st.mode) & 0o111) !== 0
-        // The index vouches for the bytes on disk, not for the store: a collected blob is read again.
-        return Effect.flatMap(
-          Core.hasFile(w.core, digest),
-          (present) => present ? Effect.succeed({ digest, isExecutable }) : readFileNode(w, abs, false)
-        )
-      }
-    }
-    let fd: number
+interface FileNode {
+  readonly digest: Digest.Digest
+  readonly isExecutable: boolean
+}
+
+/**
+ * What reading a file gives: the node at once when no I/O beyond a stat and a read is needed (every file of a run
+ * where nothing changed), else an Effect (a store write, a large file). A walk visits thousands of files, and an
+ * Effect per file was most of a no-op run's cost.
+ */
+type Step<A> = A | Effect.Effect<A, StoreError>
+
+const run = <A>(step: Step<A>): Effect.Effect<A, StoreError> => Effect.isEffect(step) ? step : Effect.succeed(step)
+
+const readFileNode = (w: Walk, abs: string, useIndex = true): Step<FileNode | undefined> => {
+  if (w.index !== undefined && useIndex) {
+    let st: fs.BigIntStats | undefined
     try {
-      fd = fs.openSync(abs, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW)
+      st = fs.lstatSync(abs, { bigint: true })
     } catch (e) {
-      // Deleted between readdir and open: the tree is what is there now.
-      if (errnoOf(e) === "ENOENT") return Effect.succeed(undefined)
-      return Effect.fail(ioError(abs, "cannot read")(e))
+      if (errnoOf(e) === "ENOENT") return undefined
     }
-    let size: number
-    let isExecutable: boolean
-    let bytes: Buffer | undefined
-    let st: fs.BigIntStats
-    try {
-      st = fs.fstatSync(fd, { bigint: true })
-      if (!st.isFile()) {
-        return Effect.fail(new StoreError({ reason: "Unsupported", detail: "not a regular file", path: abs }))
-      }
-      size = Number(st.size)
-      isExecutable = (Number(st.mode) & 0o111) !== 0
-      if (size < LargeFiles.THRESHOLD) bytes = fs.readFileSync(fd)
-    } catch (e) {
-      return Effect.fail(ioError(abs, "cannot read")(e))
-    } finally {
-      fs.closeSync(fd)
+    const hash = st === undefined || !st.isFile() ? undefined : StatIndex.lookup(w.index, abs, st)
+    if (st !== undefined && hash !== undefined) {
+      const digest = { hash, sizeBytes: Number(st.size) }
+      // The index vouches for the bytes on disk, not for the store: a collected blob is read again.
+      const present = Core.hasFileSync(w.core, digest)
+      if (typeof present !== "boolean") return Effect.fail(present)
+      if (present) return { digest, isExecutable: (Number(st.mode) & 0o111) !== 0 }
     }
-    const remember = <A extends { digest: Digest.Digest }>(r: A): A => {
-      if (w.index !== undefined && r.digest.sizeBytes === size) StatIndex.record(w.index, abs, st, r.digest.hash)
-      return r
+  }
+  let fd: number
+  try {
+    fd = fs.openSync(abs, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW)
+  } catch (e) {
+    // Deleted between readdir and open: the tree is what is there now.
+    if (errnoOf(e) === "ENOENT") return undefined
+    return Effect.fail(ioError(abs, "cannot read")(e))
+  }
+  let size: number
+  let isExecutable: boolean
+  let bytes: Buffer | undefined
+  let st: fs.BigIntStats
+  try {
+    st = fs.fstatSync(fd, { bigint: true })
+    if (!st.isFile()) {
+      return Effect.fail(new StoreError({ reason: "Unsupported", detail: "not a regular file", path: abs }))
     }
-    if (bytes === undefined) {
-      return Effect.map(
-        LargeFiles.putFromPath(w.core.large, abs, Date.now() + w.core.leaseTimeMs, w.core.leaseTimeMs),
-        (digest) => remember({ digest, isExecutable })
-      )
-    }
-    const digest = Digest.ofBytes(bytes)
-    if (digest.sizeBytes >= LargeFiles.THRESHOLD) {
-      // It grew between fstat and read: store it as the large file it now is.
-      return Effect.map(
-        LargeFiles.putBytes(w.core.large, digest, bytes, Date.now() + w.core.leaseTimeMs, w.core.leaseTimeMs),
-        () => ({ digest, isExecutable })
-      )
-    }
-    if (bytes.length > 0) {
-      w.pending.push({ hash: digest.hash, value: bytes })
-      w.pendingBytes += bytes.length
-    }
-    if (w.pendingBytes < FLUSH_BYTES) return Effect.succeed(remember({ digest, isExecutable }))
-    return Effect.as(flush(w), remember({ digest, isExecutable }))
-  })
+    size = Number(st.size)
+    isExecutable = (Number(st.mode) & 0o111) !== 0
+    if (size < LargeFiles.THRESHOLD) bytes = fs.readFileSync(fd)
+  } catch (e) {
+    return Effect.fail(ioError(abs, "cannot read")(e))
+  } finally {
+    fs.closeSync(fd)
+  }
+  const remember = <A extends { digest: Digest.Digest }>(r: A): A => {
+    if (w.index !== undefined && r.digest.sizeBytes === size) StatIndex.record(w.index, abs, st, r.digest.hash)
+    return r
+  }
+  if (bytes === undefined) {
+    return Effect.map(
+      LargeFiles.putFromPath(w.core.large, abs, Date.now() + w.core.leaseTimeMs, w.core.leaseTimeMs),
+      (digest) => remember({ digest, isExecutable })
+    )
+  }
+  const digest = Digest.ofBytes(bytes)
+  if (digest.sizeBytes >= LargeFiles.THRESHOLD) {
+    // It grew between fstat and read: store it as the large file it now is.
+    return Effect.map(
+      LargeFiles.putBytes(w.core.large, digest, bytes, Date.now() + w.core.leaseTimeMs, w.core.leaseTimeMs),
+      () => ({ digest, isExecutable })
+    )
+  }
+  if (bytes.length > 0) {
+    w.pending.push({ hash: digest.hash, value: bytes })
+    w.pendingBytes += bytes.length
+  }
+  if (w.pendingBytes < FLUSH_BYTES) return remember({ digest, isExecutable })
+  return Effect.as(flush(w), remember({ digest, isExecutable }))
+}
 
 const flush = (w: Walk): Effect.Effect<void, StoreError> =>
   Effect.suspend(() => {
@@ -175,50 +176,89 @@ const flush = (w: Walk): Effect.Effect<void, StoreError> =>
     return putHashedSmallFiles(w.core, entries)
   })
 
+/**
+ * Reads the directory `abs` (relative path `rel` under the snapshot root) into `into`, depth first. Plain code with
+ * an explicit stack, leaving it only for what needs an Effect (a store write, a large file): a run where nothing
+ * changed walks thousands of files, and an Effect per directory and per file was most of its cost. Under a filter,
+ * directories left empty are dropped.
+ */
 const walkDir = (w: Walk, abs: string, rel: string, into: Tree.Node): Effect.Effect<void, StoreError> =>
-  Effect.gen(function*() {
-    let entries: Array<fs.Dirent>
-    try {
-      entries = StatIndex.readdir(w.index, abs)
-    } catch (e) {
-      return yield* Effect.fail(ioError(abs, "cannot read directory")(e))
+  Effect.suspend(() => {
+    const stack: Array<{ abs: string; rel: string; node: Tree.Node }> = [{ abs, rel, node: into }]
+    const visited: Array<Tree.Node> = []
+    let current: { entries: Array<fs.Dirent>; i: number; abs: string; rel: string; node: Tree.Node } | undefined
+    const step = (): Effect.Effect<void, StoreError> => {
+      for (;;) {
+        if (current === undefined || current.i >= current.entries.length) {
+          const next = stack.pop()
+          if (next === undefined) break
+          let entries: Array<fs.Dirent>
+          try {
+            entries = StatIndex.readdir(w.index, next.abs)
+          } catch (e) {
+            return Effect.fail(ioError(next.abs, "cannot read directory")(e))
+          }
+          visited.push(next.node)
+          current = { entries, i: 0, ...next }
+          continue
+        }
+        const entry = current.entries[current.i++]!
+        const childRel = current.rel === "" ? entry.name : `${current.rel}/${entry.name}`
+        let kind = entry.isDirectory() ? "dir" : entry.isSymbolicLink() ? "link" : entry.isFile() ? "file" : "other"
+        const childAbs = path.join(current.abs, entry.name)
+        if (kind === "other" && !entry.isFIFO() && !entry.isSocket() && !entry.isBlockDevice()) {
+          // Some file systems report DT_UNKNOWN: ask lstat.
+          try {
+            const st = fs.lstatSync(childAbs)
+            kind = st.isDirectory() ? "dir" : st.isSymbolicLink() ? "link" : st.isFile() ? "file" : "other"
+          } catch (e) {
+            return Effect.fail(ioError(childAbs, "cannot stat")(e))
+          }
+        }
+        if (kind === "dir") {
+          if (w.filter?.prunes(childRel)) continue
+          const child = Tree.node()
+          current.node.dirs.set(entry.name, child)
+          stack.push({ abs: childAbs, rel: childRel, node: child })
+          continue
+        }
+        if (w.filter !== undefined && !w.filter.includes(childRel)) continue
+        if (kind === "link") {
+          try {
+            current.node.symlinks.set(entry.name, fs.readlinkSync(childAbs))
+          } catch (e) {
+            return Effect.fail(ioError(childAbs, "cannot read symlink")(e))
+          }
+        } else if (kind === "file") {
+          const node = current.node
+          const read = readFileNode(w, childAbs)
+          if (Effect.isEffect(read)) {
+            return Effect.flatMap(read, (file) => {
+              if (file !== undefined) node.files.set(entry.name, file)
+              return step()
+            })
+          }
+          if (read !== undefined) node.files.set(entry.name, read)
+        } else {
+          return Effect.fail(
+            new StoreError({
+              reason: "Unsupported",
+              detail: "not a regular file, directory or symlink (sockets, FIFOs and devices cannot be snapshotted)",
+              path: childAbs
+            })
+          )
+        }
+      }
+      // Children were visited after their parents: dropping empty ones from the last up leaves no empty directory.
+      if (w.filter !== undefined) {
+        for (let k = visited.length - 1; k >= 0; k--) {
+          const n = visited[k]!
+          for (const [name, child] of n.dirs) if ("dirs" in child && Tree.isEmpty(child)) n.dirs.delete(name)
+        }
+      }
+      return Effect.void
     }
-    for (const entry of entries) {
-      const childRel = rel === "" ? entry.name : `${rel}/${entry.name}`
-      if (w.filter !== undefined && entry.isDirectory() && w.filter.prunes(childRel)) continue
-      if (w.filter !== undefined && (entry.isFile() || entry.isSymbolicLink()) && !w.filter.includes(childRel)) continue
-      const childAbs = path.join(abs, entry.name)
-      let kind = entry.isDirectory() ? "dir" : entry.isSymbolicLink() ? "link" : entry.isFile() ? "file" : "other"
-      if (kind === "other" && !entry.isFIFO() && !entry.isSocket() && !entry.isBlockDevice()) {
-        // Some file systems report DT_UNKNOWN: ask lstat.
-        const st = yield* Effect.try({ try: () => fs.lstatSync(childAbs), catch: ioError(childAbs, "cannot stat") })
-        kind = st.isDirectory() ? "dir" : st.isSymbolicLink() ? "link" : st.isFile() ? "file" : "other"
-      }
-      if (kind === "dir") {
-        if (w.filter?.prunes(childRel)) continue
-        const child = Tree.node()
-        yield* walkDir(w, childAbs, childRel, child)
-        if (w.filter === undefined || !Tree.isEmpty(child)) into.dirs.set(entry.name, child)
-        continue
-      }
-      if (w.filter !== undefined && !w.filter.includes(childRel)) continue
-      if (kind === "link") {
-        const target = yield* Effect.try({
-          try: () => fs.readlinkSync(childAbs),
-          catch: ioError(childAbs, "cannot read symlink")
-        })
-        into.symlinks.set(entry.name, target)
-      } else if (kind === "file") {
-        const file = yield* readFileNode(w, childAbs)
-        if (file !== undefined) into.files.set(entry.name, file)
-      } else {
-        return yield* new StoreError({
-          reason: "Unsupported",
-          detail: "not a regular file, directory or symlink (sockets, FIFOs and devices cannot be snapshotted)",
-          path: childAbs
-        })
-      }
-    }
+    return step()
   })
 
 /** Walks from one static glob base: a directory is walked, a file or symlink (a literal path) is read. */
@@ -317,7 +357,7 @@ export const readEntry = (
           path: abs
         })
       }
-      const file = yield* readFileNode(w, abs)
+      const file = yield* run(readFileNode(w, abs))
       if (file === undefined) return false
       into.files.set(name, file)
       return true

@@ -66,7 +66,12 @@ export const lookup = (index: StatIndex, abs: string, st: fs.BigIntStats): strin
   for (let i = 0; i < 6; i++) if (e[i] !== k[i]) return undefined
   // File systems with whole-second timestamps need a wider margin than nanosecond ones.
   const margin = st.mtimeNs % 1_000_000_000n === 0n ? COARSE_MARGIN_NS : RACY_MARGIN_NS
-  if (st.mtimeNs + margin >= index.savedAtNs || st.ctimeNs + margin >= index.savedAtNs) return undefined
+  if (st.mtimeNs + margin >= index.savedAtNs || st.ctimeNs + margin >= index.savedAtNs) {
+    // Saved again (with a later save time), the entry stops being racy; left as it is, it would be hashed on every
+    // run, because a file that did not change never makes the index dirty.
+    index.dirty = true
+    return undefined
+  }
   return e[6]
 }
 

@@ -59,6 +59,7 @@ export const dirAt = (root: Node, segments: ReadonlyArray<string>): Node | undef
 export const finish = (core: Core.Core, root: Node): Effect.Effect<Digest.Digest, StoreError> =>
   Effect.suspend(() => {
     const pending: Array<{ hash: string; value: Uint8Array }> = []
+    const made: Array<[Digest.Digest, Directory.Directory]> = []
     const encode = (n: Node): Either.Either<Digest.Digest, StoreError> => {
       const directories: Array<Directory.DirectoryNode> = []
       for (const [name, child] of n.dirs) {
@@ -70,17 +71,20 @@ export const finish = (core: Core.Core, root: Node): Effect.Effect<Digest.Digest
           directories.push({ name, digest: child })
         }
       }
-      const made = Directory.make({
+      const result = Directory.make({
         files: Array.from(n.files, ([name, f]) => ({ name, digest: f.digest, isExecutable: f.isExecutable })),
         directories,
         symlinks: Array.from(n.symlinks, ([name, target]) => ({ name, target }))
       })
-      if (Either.isLeft(made)) {
-        return Either.left(new StoreError({ reason: "Unsupported", detail: made.left.message }))
+      if (Either.isLeft(result)) {
+        return Either.left(new StoreError({ reason: "Unsupported", detail: result.left.message }))
       }
-      const value = Directory.encode(made.right)
+      const value = Directory.encode(result.right)
       const digest = Digest.ofBytes(value)
-      if (value.length > 0) pending.push({ hash: digest.hash, value })
+      if (value.length > 0) {
+        pending.push({ hash: digest.hash, value })
+        made.push([digest, result.right])
+      }
       return Either.right(digest)
     }
     const rootDigest = encode(root)
@@ -88,7 +92,11 @@ export const finish = (core: Core.Core, root: Node): Effect.Effect<Digest.Digest
     return Effect.as(
       pending.length === 0
         ? Effect.void
-        : Sharded.putBatch(core.directories, pending, Core.leaseUntil(core), core.leaseTimeMs),
+        : Effect.zipRight(
+          Sharded.putBatch(core.directories, pending, Core.leaseUntil(core), core.leaseTimeMs),
+          // Listing the tree next (the engine does, for every input tree) then needs no decoding.
+          Effect.sync(() => made.forEach(([d, dir]) => Core.rememberDirectory(core, d, dir)))
+        ),
       rootDigest.right
     )
   })
