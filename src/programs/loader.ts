@@ -13,6 +13,9 @@ const here = path.dirname(fileURLToPath(import.meta.url))
 const bundle = path.join(here, "kiln.cjs")
 // How kiln runs itself (the sandboxer is `kiln sandboxer`), whatever name or symlink it was started through.
 process.env.KILN_CLI = path.join(here, "cli.js")
+// lmdb loads msgpackr, which looks for and loads a native msgpack decoder at start-up (10-15 ms); kiln stores only
+// binary values and never decodes msgpack.
+process.env.MSGPACKR_NATIVE_ACCELERATION_DISABLED ??= "true"
 const cacheFile = `${bundle}.cache`
 const source = fs.readFileSync(bundle, "utf8")
 let cachedData: Buffer | undefined
