@@ -6,10 +6,12 @@ import * as Command from "@effect/cli/Command"
 import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as Options from "@effect/cli/Options"
 import { Console, Effect, Either, Option } from "effect"
+import * as path from "node:path"
 import * as Digest from "../domain/Digest.js"
 import * as Size from "../domain/Size.js"
+import * as LmdbFile from "../layers/internal/lmdbFile.js"
 import * as Store from "../layers/Store.js"
-import { sizeOption, storeLayer, storeOptions } from "./globalOptions.js"
+import { sizeOption, storeLayer, storeOptions, toStoreOptions } from "./globalOptions.js"
 
 const digestArg = Args.text({ name: "digest" }).pipe(
   Args.withDescription("a digest, `<sha256 hex>/<size in bytes>`"),
@@ -114,25 +116,39 @@ const rm = Command.make(
 const check = Command.make(
   "check",
   {
-    repair: Options.boolean("repair").pipe(Options.withDescription("remove every entry found corrupt")),
+    repair: Options.boolean("repair").pipe(
+      Options.withDescription("remove every entry found corrupt, and set aside a shard whose file is truncated")
+    ),
     json,
     ...storeOptions
   },
   ({ json, repair, ...global }) =>
-    withStore(global, (store) =>
-      Effect.gen(function*() {
-        const report = yield* store.check({ repair })
-        if (json) {
-          yield* Console.log(JSON.stringify(report, null, 2))
-        } else {
-          for (const p of report.problems) yield* Console.log(`corrupt ${p.store} entry ${p.key}: ${p.problem}`)
-          const verdict = report.problems.length === 0
-            ? "clean"
-            : `${report.problems.length} corrupt` + (repair ? `, ${report.repaired} removed` : " (run with --repair)")
-          yield* Console.log(`checked ${report.checked} entries: ${verdict}`)
+    Effect.gen(function*() {
+      // A shard whose LMDB file is unsafe to open (truncated) cannot be checked entry by entry: --repair moves it
+      // out of the store first, so that the store opens, and says where it went.
+      const setAside = repair
+        ? yield* LmdbFile.setAsideUnsafe(path.resolve(Store.defaultOptions(toStoreOptions(global)).root))
+        : []
+      if (!json) {
+        for (const s of setAside) {
+          yield* Console.log(`set aside ${s.file}, ${s.problem}: moved to ${s.movedTo}`)
         }
-        if (report.problems.length > 0) process.exitCode = 1
-      }))
+      }
+      yield* withStore(global, (store) =>
+        Effect.gen(function*() {
+          const report = yield* store.check({ repair })
+          if (json) {
+            yield* Console.log(JSON.stringify({ ...report, setAside }, null, 2))
+          } else {
+            for (const p of report.problems) yield* Console.log(`corrupt ${p.store} entry ${p.key}: ${p.problem}`)
+            const verdict = report.problems.length === 0
+              ? "clean"
+              : `${report.problems.length} corrupt` + (repair ? `, ${report.repaired} removed` : " (run with --repair)")
+            yield* Console.log(`checked ${report.checked} entries: ${verdict}`)
+          }
+          if (report.problems.length > 0 || setAside.length > 0) process.exitCode = 1
+        }))
+    })
 ).pipe(Command.withDescription("re-hash every entry; exit 1 when any is corrupt"))
 
 const gc = Command.make(

@@ -15,6 +15,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { StoreConfigConflict, StoreError } from "../../domain/StoreErrors.js"
 import { describeErrno, errnoOf } from "./errno.js"
+import * as LmdbFile from "./lmdbFile.js"
 import { mkdirp } from "./mkdirp.js"
 
 /** @internal */
@@ -105,6 +106,11 @@ export const acquire = (
           existing.refs++
           return Effect.succeed(existing)
         }
+        // LMDB crashes the process on a truncated data file, or when it creates one on a full disk: refuse those first.
+        const unsafe = LmdbFile.check(dir, settings.maxReaders)
+        if (unsafe !== undefined) {
+          return Effect.fail(unsafe)
+        }
         return Effect.try({
           try: () => {
             const env = open<Buffer, Buffer>({
@@ -131,7 +137,7 @@ export const acquire = (
           },
           catch: lmdbError(dir, "cannot open the LMDB environment")
         })
-      })),
+      })).pipe(LmdbFile.settling),
     (shared) =>
       Effect.suspend(() => {
         shared.refs--
