@@ -6,6 +6,7 @@ import * as ValidationError from "@effect/cli/ValidationError"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Effect, Exit, Logger, LogLevel } from "effect"
+import { isOrphanedCommitFailure } from "../layers/internal/lmdbCommit.js"
 import { run } from "./cli.js"
 import { onInterrupt } from "./exitCode.js"
 import { cliLogger } from "./logging.js"
@@ -14,6 +15,13 @@ const describe = (error: unknown): string =>
   typeof error === "object" && error !== null && "message" in error && typeof error.message === "string"
     ? error.message
     : String(error)
+
+// When an LMDB commit fails (a full disk), lmdb-js rejects promises of its own that no caller holds; the failure
+// reaches kiln through the write that failed, as a typed error. Any other unhandled rejection still ends the process,
+// as it does by default.
+process.on("unhandledRejection", (reason, promise) => {
+  if (!isOrphanedCommitFailure(reason, promise)) throw reason
+})
 
 const main = run(process.argv).pipe(
   Effect.catchIf(ValidationError.isValidationError, () =>

@@ -9,8 +9,8 @@
  */
 import { Duration, Effect, Option } from "effect"
 import type * as Digest from "../../domain/Digest.js"
-import { StoreError } from "../../domain/StoreErrors.js"
-import { describeErrno } from "./errno.js"
+import type { StoreError } from "../../domain/StoreErrors.js"
+import * as LmdbCommit from "./lmdbCommit.js"
 import * as SandboxDir from "./sandboxDir.js"
 import * as Sharded from "./shardedLmdb.js"
 
@@ -36,19 +36,21 @@ const tryAcquire = (shards: Sharded.Shards, hash: string): Effect.Effect<boolean
         shard.locks.putSync(key, mine)
         return true
       }),
-    catch: (e) => new StoreError({ reason: "Lmdb", detail: `action lock: ${describeErrno(e)}`, path: shard.path })
+    catch: (e) => LmdbCommit.failure(shard, "action lock", e)
   })
 }
 
 const release = (shards: Sharded.Shards, hash: string): Effect.Effect<void> => {
   const shard = Sharded.shardOf(shards, hash)
   const key = Sharded.keyOf(hash)
-  return Effect.promise(() =>
-    shard.env.transaction(() => {
-      const held = shard.locks.getBinary(key)
-      if (held !== undefined && Buffer.compare(held, mine) === 0) shard.locks.removeSync(key)
-    })
-  ).pipe(Effect.catchAllDefect((e) => Effect.logWarning(`could not release the action lock: ${describeErrno(e)}`)))
+  return Effect.tryPromise({
+    try: () =>
+      shard.env.transaction(() => {
+        const held = shard.locks.getBinary(key)
+        if (held !== undefined && Buffer.compare(held, mine) === 0) shard.locks.removeSync(key)
+      }),
+    catch: (e) => LmdbCommit.failure(shard, "could not release the action lock", e)
+  }).pipe(Effect.catchAll((e) => Effect.logWarning(e.message)))
 }
 
 /**

@@ -3,11 +3,18 @@
  *
  * @internal
  */
+import * as os from "node:os"
 import { StoreError } from "../../domain/StoreErrors.js"
 
-/** @internal */
-export const errnoOf = (e: unknown): string | undefined =>
-  typeof e === "object" && e !== null && "code" in e && typeof e.code === "string" ? e.code : undefined
+const names = new Map(Object.entries(os.constants.errno).map(([name, n]) => [n, name]))
+
+/** Node's errno code (`"ENOENT"`), or the name of lmdb-js's numeric one (`30` is `"EROFS"`). @internal */
+export const errnoOf = (e: unknown): string | undefined => {
+  if (typeof e !== "object" || e === null || !("code" in e)) return undefined
+  if (typeof e.code === "string") return e.code
+  // LMDB's own codes are negative (MDB_READERS_FULL is -30790): only a positive number is an errno.
+  return typeof e.code === "number" && e.code > 0 ? names.get(e.code) : undefined
+}
 
 const describe: Record<string, string> = {
   ENOENT: "no such file or directory",

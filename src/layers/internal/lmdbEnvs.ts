@@ -15,6 +15,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { StoreConfigConflict, StoreError } from "../../domain/StoreErrors.js"
 import { describeErrno, errnoOf } from "./errno.js"
+import * as LmdbCommit from "./lmdbCommit.js"
 import * as LmdbFile from "./lmdbFile.js"
 import { mkdirp } from "./mkdirp.js"
 
@@ -132,6 +133,7 @@ export const acquire = (
             const locks = env.openDB<Buffer, Buffer>({ name: "locks", encoding: "binary", keyEncoding: "binary" })
             const key = lockKey(dir)!
             const shared: SharedEnv = { key, path: dir, env, content, leases, locks, settings, refs: 1 }
+            LmdbCommit.watch(shared)
             registry.set(key, shared)
             return shared
           },
@@ -145,6 +147,9 @@ export const acquire = (
           return Effect.void
         }
         registry.delete(shared.key)
+        if (LmdbCommit.hasFailed(shared)) {
+          return LmdbCommit.closeAfterFailure(shared)
+        }
         return Effect.promise(async () => {
           await shared.env.flushed
           await shared.env.close()

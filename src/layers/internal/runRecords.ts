@@ -51,8 +51,13 @@ export const write = (storeRoot: string, workspace: string, records: ReadonlyMap
   const file = fileOf(storeRoot, workspace)
   mkdirp(path.dirname(file))
   const tmp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`
-  fs.writeFileSync(tmp, JSON.stringify({ workspace: path.resolve(workspace), processes: previous }))
-  fs.renameSync(tmp, file)
+  try {
+    fs.writeFileSync(tmp, JSON.stringify({ workspace: path.resolve(workspace), processes: previous }))
+    fs.renameSync(tmp, file)
+  } catch (e) {
+    fs.rmSync(tmp, { force: true }) // A full disk leaves a partial file behind: not in the store too.
+    throw e
+  }
 }
 
 /** The differences between the last run of a process and now, one line each. @internal */

@@ -8,7 +8,7 @@ import { Effect, type Scope } from "effect"
 import * as path from "node:path"
 import type { StoreConfigConflict } from "../../domain/StoreErrors.js"
 import { StoreError } from "../../domain/StoreErrors.js"
-import { describeErrno } from "./errno.js"
+import * as LmdbCommit from "./lmdbCommit.js"
 import * as LmdbEnvs from "./lmdbEnvs.js"
 
 /** @internal */
@@ -107,12 +107,7 @@ export const getLease = (shards: Shards, hash: string): Effect.Effect<Lease | un
   return LmdbEnvs.read(shard, () => decodeLease(shard.leases.getBinary(keyOf(hash))))
 }
 
-const writeFailed = (shard: LmdbEnvs.SharedEnv) => (e: unknown) =>
-  new StoreError({
-    reason: describeErrno(e).includes("MDB_MAP_FULL") ? "NoSpace" : "Lmdb",
-    detail: `write failed: ${describeErrno(e)}`,
-    path: shard.path
-  })
+const writeFailed = (shard: LmdbEnvs.SharedEnv) => (e: unknown) => LmdbCommit.failure(shard, "write failed", e)
 
 const groupByShard = <T extends { readonly hash: string }>(shards: Shards, items: ReadonlyArray<T>) => {
   const groups = new Map<LmdbEnvs.SharedEnv, Array<T>>()
@@ -145,6 +140,7 @@ export const putBatch = (
   Effect.suspend(() => {
     const writes: Array<() => Array<Promise<unknown>>> = []
     const shardsWritten: Array<LmdbEnvs.SharedEnv> = []
+    const sizes: Array<number> = []
     for (const [shard, group] of groupByShard(shards, entries)) {
       const plan = LmdbEnvs.readSync(shard, () => {
         const now = Date.now()
@@ -158,6 +154,7 @@ export const putBatch = (
       })
       if (plan instanceof StoreError) return Effect.fail(plan)
       if (plan.every((p) => p === "none")) continue
+      group.forEach((e, i) => plan[i] !== "none" && sizes.push(e.value.length))
       shardsWritten.push(shard)
       writes.push(() => {
         const out: Array<Promise<unknown>> = []
@@ -175,11 +172,13 @@ export const putBatch = (
     // Nothing to write (everything present with a fresh lease, as in a run where nothing changed): no commit to wait
     // for, so no asynchronous hop either.
     if (writes.length === 0) return Effect.void
+    const room = LmdbCommit.reserve(shardsWritten, sizes)
+    if (room instanceof StoreError) return Effect.fail(room)
     return Effect.forEach(writes, (w, i) =>
       Effect.tryPromise({ try: () => Promise.all(w()), catch: writeFailed(shardsWritten[i]!) }), {
       discard: true,
       concurrency: "unbounded"
-    })
+    }).pipe(Effect.ensuring(room.release))
   })
 
 /**

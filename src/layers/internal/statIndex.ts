@@ -99,7 +99,12 @@ export const save = (index: StatIndex): void => {
   mkdirp(path.dirname(index.file))
   const savedAtNs = BigInt(Date.now()) * 1_000_000n
   const tmp = `${index.file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`
-  fs.writeFileSync(tmp, JSON.stringify({ savedAtNs: String(savedAtNs), entries: Object.fromEntries(index.entries) }))
-  fs.renameSync(tmp, index.file)
+  try {
+    fs.writeFileSync(tmp, JSON.stringify({ savedAtNs: String(savedAtNs), entries: Object.fromEntries(index.entries) }))
+    fs.renameSync(tmp, index.file)
+  } catch (e) {
+    fs.rmSync(tmp, { force: true }) // A full disk leaves a partial file behind: not in the store too.
+    throw e
+  }
   index.dirty = false
 }

@@ -23,14 +23,19 @@ const tmpBeside = (p: string) =>
 const replaceWith = (target: string, make: (tmp: string) => void) => {
   mkdirp(path.dirname(target))
   const tmp = tmpBeside(target)
-  make(tmp)
   try {
-    const st = fs.lstatSync(target)
-    if (st.isDirectory()) removeTree(target)
-  } catch {
-    // Nothing there yet.
+    make(tmp)
+    try {
+      const st = fs.lstatSync(target)
+      if (st.isDirectory()) removeTree(target)
+    } catch {
+      // Nothing there yet.
+    }
+    fs.renameSync(tmp, target)
+  } catch (e) {
+    fs.rmSync(tmp, { force: true }) // A full disk leaves a partial file: not in the workspace too.
+    throw e
   }
-  fs.renameSync(tmp, target)
 }
 
 /** @internal */
