@@ -9,7 +9,17 @@ export type Mode = "tty" | "plain" | "none"
 
 const seconds = (ms: number) => `${(ms / 1000).toFixed(ms < 10_000 ? 1 : 0)}s`
 
+/** Why a process failed; the engine names the process at its start, and the line names it already. */
+const reason = (r: Engine.ProcessReport): string => {
+  const detail = r.detail ?? "error"
+  return detail.startsWith(`${r.name}: `) ? detail.slice(r.name.length + 2) : detail
+}
+
 export const line = (r: Engine.ProcessReport): string => {
+  // It ran (or hit the cache) and exited 0, but its outputs could not be written back into the workspace.
+  if (!r.ok && r.source !== "skipped" && r.source !== "error" && r.exitCode === 0 && !r.timedOut) {
+    return `✗ ${r.name}: ${reason(r)}`
+  }
   switch (r.source) {
     case "cache-hit":
       return r.exitCode === 0 ? `✓ ${r.name} (cached)` : `✗ ${r.name} exit ${r.exitCode} (cached)`
@@ -22,7 +32,7 @@ export const line = (r: Engine.ProcessReport): string => {
     case "skipped":
       return `- ${r.name} skipped: ${r.detail ?? ""}`
     case "error":
-      return `✗ ${r.name}: ${r.detail ?? "error"}`
+      return `✗ ${r.name}: ${reason(r)}`
   }
 }
 

@@ -143,7 +143,11 @@ export const run = Command.make(
       }
       if (Option.isSome(o.trace)) fs.writeFileSync(o.trace.value, JSON.stringify(traceEvents(report)) + "\n")
       for (const p of report.processes) {
-        if (p.reproduce === undefined) continue
+        if (p.reproduce === undefined) {
+          // Progress has shown it; with --progress none, a failure is still said, once.
+          if (mode === "none" && !p.ok && p.source !== "skipped") process.stderr.write(`${Progress.line(p)}\n`)
+          continue
+        }
         process.stderr.write(`\n${Progress.line(p)}\n`)
         if (p.detail !== undefined && p.detail !== "") process.stderr.write(`${p.detail}\n`)
         process.stderr.write(`re-run it with: ${p.reproduce}\n`)

@@ -56,6 +56,28 @@ const throughSymlink = (root: string, segments: ReadonlyArray<string>, declared:
     return Effect.void
   })
 
+/**
+ * Refuses an output the process made as the other kind (a directory where a file is declared, or the reverse),
+ * naming it as declared: the sandbox path is gone by the time anyone reads the error.
+ */
+const sameKind = (abs: string, declared: string, expect: "file" | "directory") =>
+  Effect.suspend(() => {
+    let st: fs.Stats
+    try {
+      st = fs.lstatSync(abs)
+    } catch {
+      return Effect.void // Not made: left out. (Any other trouble, readEntry reports.)
+    }
+    if (st.isSymbolicLink() || (expect === "file" ? st.isFile() : st.isDirectory())) return Effect.void
+    const detail = expect === "directory"
+      ? `output \`${declared}/\` is declared as a directory, but the process made a file there`
+      : st.isDirectory()
+      ? `output \`${declared}\` is declared as a file, but the process made a directory there (declare ` +
+        `\`${declared}/\` to capture a directory)`
+      : `output \`${declared}\` is declared as a file, but the process made a socket, FIFO or device there`
+    return Effect.fail(new StoreError({ reason: "Unsupported", detail }))
+  })
+
 const graft = (tree: Tree.Node, parents: ReadonlyArray<string>, holder: Tree.Node, declared: string, root: string) => {
   const parent = Tree.dirAt(tree, parents)
   if (parent === undefined) {
@@ -111,6 +133,7 @@ export const capture = (
       }
       const holder = Tree.node()
       const name = segments[segments.length - 1]!
+      yield* sameKind(path.join(root, ...segments), declared, "directory")
       if (yield* Snapshot.readEntry(w, path.join(root, ...segments), holder, name, "directory")) {
         yield* graft(tree, segments.slice(0, -1), holder, declared, root)
         captured.push(segments.join("/"))
@@ -125,6 +148,7 @@ export const capture = (
       if (covered(segments)) continue
       const holder = Tree.node()
       const name = segments[segments.length - 1]!
+      yield* sameKind(path.join(root, ...segments), declared, "file")
       if (yield* Snapshot.readEntry(w, path.join(root, ...segments), holder, name, "file")) {
         yield* graft(tree, segments.slice(0, -1), holder, declared, root)
       }
