@@ -219,7 +219,13 @@ export const putFromPath = (
       }
       throw new StoreError({ reason: "Io", detail: "the file kept changing while it was being stored", path: source })
     },
-    catch: (e) => e instanceof StoreError ? e : ioError(source, "cannot store")(e)
+    catch: (e) =>
+      e instanceof StoreError
+        ? e
+        : errnoOf(e) === "ENOSPC" || errnoOf(e) === "EDQUOT"
+        // The store's disk is full, not the source's: name the store (a sandbox's file is gone by the time one reads it).
+        ? ioError(large.root, "cannot store a large file")(e)
+        : ioError(source, "cannot store")(e)
   })
 
 /** Reads a stored file, checking its length and hash. @internal */
