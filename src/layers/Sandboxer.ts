@@ -6,6 +6,7 @@
  * @since 0.1.0
  */
 import * as NodeSocket from "@effect/platform-node/NodeSocket"
+import * as Socket from "@effect/platform/Socket"
 import * as RpcClient from "@effect/rpc/RpcClient"
 import { RpcClientError } from "@effect/rpc/RpcClientError"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
@@ -53,6 +54,11 @@ export interface Service {
   readonly notify: (kind: "adopt" | "release", adoption: Adoption) => Effect.Effect<void>
   /** The running sandboxer's pid, if one runs (none for the in-process implementation). */
   readonly pid: Effect.Effect<Option.Option<number>>
+  /**
+   * Starts the sandboxer if it is not running yet. A runner that writes a sandbox itself calls it before spawning:
+   * a process must never run while no watchdog is there to kill it with a SIGKILLed engine.
+   */
+  readonly ensureRunning: Effect.Effect<void, SandboxerUnavailable>
 }
 
 /**
@@ -198,18 +204,36 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Store
         return current
       }))
 
+    /**
+     * A socket error is a transport failure too: writing to a sandboxer that was just SIGKILLed can fail with EPIPE
+     * before the protocol notices the closed socket, and it surfaced as a SocketError (even a defect), not as an
+     * RpcClientError, so the engine failed instead of respawning.
+     */
+    const asTransport = <A, E>(effect: Effect.Effect<A, E | RpcClientError>) =>
+      effect.pipe(
+        Effect.catchIf(
+          (e): e is Extract<E, Socket.SocketError> => Socket.isSocketError(e),
+          (e) => Effect.fail(new RpcClientError({ reason: "Protocol", message: e.message, cause: e }))
+        ),
+        Effect.catchSomeDefect((d) =>
+          Socket.isSocketError(d)
+            ? Option.some(Effect.fail(new RpcClientError({ reason: "Protocol", message: d.message, cause: d })))
+            : Option.none()
+        )
+      )
+
     /** Runs a call; on a transport failure (the sandboxer died, the socket vanished) respawns it and retries once. */
     const call = <A, E>(f: (client: Client) => Effect.Effect<A, E | RpcClientError>) =>
       Effect.gen(function*() {
         const gen = yield* generation()
-        const first = yield* Effect.either(f(gen.client))
+        const first = yield* Effect.either(asTransport(f(gen.client)))
         if (first._tag === "Right") return first.right
         if (!(first.left instanceof RpcClientError)) return yield* Effect.fail(first.left as E)
         yield* Effect.logWarning(
           `the sandboxer (pid ${gen.child.pid}) is unreachable (${first.left.message}): restarting it`
         )
         const next = yield* generation(gen)
-        return yield* f(next.client)
+        return yield* asTransport(f(next.client))
       }).pipe(
         Effect.catchIf(
           (e): e is RpcClientError => e instanceof RpcClientError,
@@ -269,7 +293,13 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Store
             layerScope
           ))
         ),
-      pid: Effect.sync(() => Option.fromNullable(current?.child.pid))
+      pid: Effect.sync(() => Option.fromNullable(current?.child.pid)),
+      ensureRunning: Effect.asVoid(generation()).pipe(
+        Effect.catchIf(
+          (e): e is RpcClientError => e instanceof RpcClientError,
+          (e) => Effect.fail(new SandboxerUnavailable({ reason: e.message }))
+        )
+      )
     }
     return service
   })
@@ -301,6 +331,7 @@ export const layerInProcess: Layer.Layer<Sandboxer, never, Store.Store> = Layer.
     adopt: () => Effect.void,
     release: () => Effect.void,
     notify: () => Effect.void,
-    pid: Effect.succeed(Option.none())
+    pid: Effect.succeed(Option.none()),
+    ensureRunning: Effect.void
   }))
 )

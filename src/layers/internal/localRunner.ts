@@ -62,6 +62,33 @@ const prepare = (sandbox: string, process: Process, namedCachesDir: string) =>
       new SandboxError({ reason: "Create", path: sandbox, detail: `cannot prepare the sandbox: ${describeErrno(e)}` })
   })
 
+const INLINE_MAX_FILES = 256
+const INLINE_MAX_BYTES = 4 * 1024 * 1024
+
+/**
+ * Whether the engine may write this input tree itself rather than ask the sandboxer: small, and without executables.
+ * Executables are written only by the sandboxer, a process that never forks: a file written here could still be
+ * open for writing in a child forked meanwhile, and exec'ing it would fail with ETXTBSY (Pants's reason for a
+ * separate sandboxer). A small tree costs less to write than the round trip to the sandboxer; a large one would
+ * hold up the engine's other processes.
+ */
+const writableHere = (store: Store.Service, digest: Digest.Digest) =>
+  store.listTree(digest).pipe(
+    Effect.map((entries) => {
+      if (entries.length > INLINE_MAX_FILES) return false
+      let bytes = 0
+      for (const e of entries) {
+        if (e.type === "file") {
+          if (e.isExecutable === true) return false
+          bytes += e.digest!.sizeBytes
+        }
+      }
+      return bytes <= INLINE_MAX_BYTES
+    }),
+    // A tree that cannot be listed is the sandboxer's to report (with the digest that is missing).
+    Effect.orElseSucceed(() => false)
+  )
+
 const storeOutput = (store: Store.Service, sink: OutputSink.Sink) =>
   sink.file !== undefined ? store.putFilePath(sink.file) : store.putFile(Buffer.concat(sink.chunks))
 
@@ -89,9 +116,23 @@ export const make = (
     const adopted: { pgid?: number } = {}
     yield* Effect.addFinalizer(() => sandboxer.notify("release", { sandbox: sandbox.path, ...adopted }))
     yield* store.leaseTree(process.inputDigest).pipe(Effect.catchTag("StoreError", () => Effect.void))
-    yield* phase("materialize", sandboxer.materialize(process.inputDigest, sandbox.path, { adopt: true }))
+    const inline = yield* writableHere(store, process.inputDigest)
+    yield* phase(
+      "materialize",
+      inline
+        ? Effect.zipRight(
+          Effect.zipRight(sandboxer.ensureRunning, sandboxer.notify("adopt", { sandbox: sandbox.path })),
+          store.materialize(process.inputDigest, sandbox.path, { createDestination: false }).pipe(
+            Effect.catchTag("StoreError", (e) =>
+              Effect.fail(new SandboxError({ reason: "Materialize", path: sandbox.path, detail: e.message })))
+          )
+        )
+        : sandboxer.materialize(process.inputDigest, sandbox.path, { adopt: true })
+    )
     const cwd = yield* prepare(sandbox.path, process, options.namedCachesDir)
-    const argv = process.argv.map((a) => substitute(a, sandbox.path))
+    const argv = process.argv.map((a) =>
+      substitute(a, sandbox.path)
+    )
     const env = Object.fromEntries(Object.entries(process.env).map(([k, v]) => [k, substitute(v, sandbox.path)]))
     yield* sandbox.setCommand({ argv, env, workingDirectory: process.workingDirectory })
 
