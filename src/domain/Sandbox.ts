@@ -33,7 +33,8 @@ export class SandboxError extends Schema.TaggedError<SandboxError>("kiln/Sandbox
   errno: Schema.optional(Schema.String)
 }) {
   override get message(): string {
-    return `${this.path}: ${this.detail}`
+    // A detail that names a path inside the sandbox (a store error while materializing) names the sandbox already.
+    return this.detail.startsWith(`${this.path}/`) ? this.detail : `${this.path}: ${this.detail}`
   }
 }
 
