@@ -54,11 +54,6 @@ export interface Service {
   readonly notify: (kind: "adopt" | "release", adoption: Adoption) => Effect.Effect<void>
   /** The running sandboxer's pid, if one runs (none for the in-process implementation). */
   readonly pid: Effect.Effect<Option.Option<number>>
-  /**
-   * Starts the sandboxer if it is not running yet. A runner that writes a sandbox itself calls it before spawning:
-   * a process must never run while no watchdog is there to kill it with a SIGKILLed engine.
-   */
-  readonly ensureRunning: Effect.Effect<void, SandboxerUnavailable>
 }
 
 /**
@@ -293,13 +288,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Store
             layerScope
           ))
         ),
-      pid: Effect.sync(() => Option.fromNullable(current?.child.pid)),
-      ensureRunning: Effect.asVoid(generation()).pipe(
-        Effect.catchIf(
-          (e): e is RpcClientError => e instanceof RpcClientError,
-          (e) => Effect.fail(new SandboxerUnavailable({ reason: e.message }))
-        )
-      )
+      pid: Effect.sync(() => Option.fromNullable(current?.child.pid))
     }
     return service
   })
@@ -331,7 +320,6 @@ export const layerInProcess: Layer.Layer<Sandboxer, never, Store.Store> = Layer.
     adopt: () => Effect.void,
     release: () => Effect.void,
     notify: () => Effect.void,
-    pid: Effect.succeed(Option.none()),
-    ensureRunning: Effect.void
+    pid: Effect.succeed(Option.none())
   }))
 )

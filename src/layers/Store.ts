@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Layer, Option, type Scope } from "effect"
+import { Context, Deferred, Effect, Layer, Option, type Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../domain/Digest.js"
@@ -161,11 +161,17 @@ export interface Service {
   /**
    * Runs `run` holding a lock on the action across every process on this store; while another live process holds
    * it, polls `whileWaiting` and returns its value as soon as it has one. A dead holder's lock is taken over.
+   *
+   * With `store`, the payload it gives for `run`'s value (if any) is stored as the action's result after `run`,
+   * still under the lock but in the background: the caller does not wait for the commit (an fsync), another process
+   * finds the result as soon as the lock is free, this process's own reads of the action wait for it, and closing
+   * the store waits for every such write.
    */
   readonly withActionLock: <A, E, R>(
     actionDigest: Digest.Digest,
     whileWaiting: Effect.Effect<Option.Option<A>, E, R>,
-    run: Effect.Effect<A, E, R>
+    run: Effect.Effect<A, E, R>,
+    store?: (a: A) => Option.Option<Uint8Array>
   ) => Effect.Effect<A, E | StoreError, R>
   /**
    * Snapshots a directory (filtered by globs relative to it; `!` excludes) into the store. Within a session,
@@ -308,6 +314,34 @@ export const make = (
         Core.getDirectory(core, digest),
         Option.match({ onNone: () => Effect.fail(missing(digest, "directory")), onSome: Effect.succeed })
       )
+    // Action-cache writes still committing in the background, by action hash (see withActionLock).
+    const writing = new Map<string, Deferred.Deferred<void>>()
+    const inBackground = (hash: string, effect: Effect.Effect<void>) =>
+      Effect.gen(function*() {
+        const done = yield* Deferred.make<void>()
+        writing.set(hash, done)
+        yield* Effect.forkDaemon(Effect.ensuring(
+          effect,
+          Effect.zipRight(
+            Effect.sync(() => writing.get(hash) === done && writing.delete(hash)),
+            Deferred.succeed(done, undefined)
+          )
+        ))
+      })
+    /** Waits for this process's own pending writes of these actions: a read after a run sees its result. */
+    const settled = (digests: ReadonlyArray<Digest.Digest>) =>
+      Effect.suspend(() => {
+        if (writing.size === 0) return Effect.void
+        const waits = digests.flatMap((d) => {
+          const w = writing.get(d.hash)
+          return w === undefined ? [] : [Deferred.await(w)]
+        })
+        return waits.length === 0 ? Effect.void : Effect.all(waits, { discard: true })
+      })
+    // Registered after the LMDB environments were opened, so it runs before they close.
+    yield* Effect.addFinalizer(() =>
+      Effect.suspend(() => Effect.all([...writing.values()].map(Deferred.await), { discard: true }))
+    )
     const service: Service = {
       options: { ...opts, root },
       putFile: (bytes, expected) =>
@@ -390,9 +424,12 @@ export const make = (
           })
         )
       },
-      getActionResult: (actionDigest) => Core.getActionResult(core, actionDigest),
-      getActionResults: (actionDigests) => Core.getActionResults(core, actionDigests),
-      putActionResult: (actionDigest, payload) => Core.putActionResult(core, actionDigest, payload),
+      getActionResult: (actionDigest) =>
+        Effect.zipRight(settled([actionDigest]), Core.getActionResult(core, actionDigest)),
+      getActionResults: (actionDigests) =>
+        Effect.zipRight(settled(actionDigests), Core.getActionResults(core, actionDigests)),
+      putActionResult: (actionDigest, payload) =>
+        Effect.zipRight(settled([actionDigest]), Core.putActionResult(core, actionDigest, payload)),
       leaseUsed: (actionDigest, files) =>
         Effect.zipRight(
           Sharded.lease(core.actions, [actionDigest.hash], Core.leaseUntil(core), core.leaseTimeMs),
@@ -402,9 +439,34 @@ export const make = (
               : Sharded.lease(core.files, [f.hash], Core.leaseUntil(core), core.leaseTimeMs), { discard: true })
         ),
       removeActionResult: (actionDigest) =>
-        Effect.map(Sharded.removeBatch(core.actions, [actionDigest.hash]), (r) => r.length > 0),
-      withActionLock: (actionDigest, whileWaiting, run) =>
-        ActionLock.withActionLock(core.locks, actionDigest, whileWaiting, run),
+        Effect.zipRight(
+          settled([actionDigest]),
+          Effect.map(Sharded.removeBatch(core.actions, [actionDigest.hash]), (r) => r.length > 0)
+        ),
+      withActionLock: (actionDigest, whileWaiting, run, store) =>
+        ActionLock.withActionLock(
+          core.locks,
+          actionDigest,
+          whileWaiting,
+          run,
+          store === undefined ? {} : {
+            after: {
+              finish: (a) =>
+                Option.match(store(a), {
+                  onNone: () => Effect.void,
+                  onSome: (payload) =>
+                    Core.putActionResult(core, actionDigest, payload).pipe(
+                      Effect.catchAll((e) =>
+                        Effect.logWarning(
+                          `could not store the result of action ${Digest.format(actionDigest)}: ${e.message}`
+                        )
+                      )
+                    )
+                }),
+              background: (effect) => inBackground(actionDigest.hash, effect)
+            }
+          }
+        ),
       snapshot: (dir, globs, session) =>
         Snapshot.snapshot(core, dir, globs, session as StatIndex.StatIndex | undefined),
       snapshotSession: (workspace) =>

@@ -54,6 +54,25 @@ describe("the sandboxer as watchdog", () => {
       assert.deepStrictEqual(fs.readdirSync(socketDir).filter((n) => n.endsWith(".sock")), [])
     }))
 
+  it.scopedLive("kill -9 of the engine before it announced a group: the group working in its sandbox is gone", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir("kiln-wd-")
+      const socketDir = yield* tempDir("kiln-sock-")
+      const sandboxRoot = path.join(root, "sandboxes")
+      fs.mkdirSync(sandboxRoot)
+      const engine = yield* spawnScoped(process.execPath, [
+        engineWorker,
+        JSON.stringify({ storeRoot: path.join(root, "store"), socketDir, cli, sandboxRoot, announceGroup: false })
+      ])
+      const { pgid, sandbox } = JSON.parse(yield* firstLine(engine)) as { pgid: number; sandbox: string }
+      yield* Effect.addFinalizer(() => Effect.sync(() => groupAlive(pgid) && process.kill(-pgid, "SIGKILL")))
+      assert.isTrue(groupAlive(pgid))
+      engine.kill("SIGKILL")
+      yield* exitOf(engine)
+      yield* eventually("the unannounced process group is gone", () => !groupAlive(pgid), "2 seconds")
+      yield* eventually("the adopted sandbox is gone", () => !fs.existsSync(sandbox), "2 seconds")
+    }))
+
   it.scopedLive("a sandboxer whose parent died before it started exits at once", () =>
     Effect.gen(function*() {
       const root = yield* tempDir("kiln-wd-")

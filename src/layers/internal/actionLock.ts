@@ -1,7 +1,9 @@
 /**
  * A lock per action digest, across processes, so that two engines that need the same uncached action at the same
  * moment run it once. It lives in a small LMDB environment of its own, committed without fsync (a lock is worth
- * nothing after a machine crash, and two fsyncs per action were most of a cold action's store cost): LMDB's write lock makes
+ * nothing after a machine crash, and two fsyncs per action were most of a cold action's store cost) and
+ * synchronously (such a commit takes microseconds; handing it to lmdb-js's write thread and waiting for the answer
+ * took milliseconds on a busy engine, twice per process): LMDB's write lock makes
  * test-and-set atomic across processes, nothing is a file to unlink while another process holds it, and a lock
  * whose owner died (pid gone, or pid recycled with another start time) is taken over.
  *
@@ -20,9 +22,9 @@ const mine = Buffer.from(JSON.stringify({ pid: me.pid, startTime: me.startTime }
 const tryAcquire = (shards: Sharded.Shards, hash: string): Effect.Effect<boolean, StoreError> => {
   const shard = Sharded.shardOf(shards, hash)
   const key = Sharded.keyOf(hash)
-  return Effect.tryPromise({
+  return Effect.try({
     try: () =>
-      shard.env.transaction(() => {
+      shard.env.transactionSync(() => {
         const held = shard.locks.getBinary(key)
         if (held !== undefined) {
           if (Buffer.compare(held, mine) === 0) return true
@@ -43,9 +45,9 @@ const tryAcquire = (shards: Sharded.Shards, hash: string): Effect.Effect<boolean
 const release = (shards: Sharded.Shards, hash: string): Effect.Effect<void> => {
   const shard = Sharded.shardOf(shards, hash)
   const key = Sharded.keyOf(hash)
-  return Effect.tryPromise({
+  return Effect.try({
     try: () =>
-      shard.env.transaction(() => {
+      shard.env.transactionSync(() => {
         const held = shard.locks.getBinary(key)
         if (held !== undefined && Buffer.compare(held, mine) === 0) shard.locks.removeSync(key)
       }),
@@ -64,15 +66,34 @@ export const withActionLock = <A, E, R>(
   action: Digest.Digest,
   whileWaiting: Effect.Effect<Option.Option<A>, E, R>,
   run: Effect.Effect<A, E, R>,
-  poll: Duration.DurationInput = Duration.millis(50)
+  options: {
+    /**
+     * Finishes after `run` succeeded, still holding the lock, without the caller waiting: `background` runs it (and
+     * then the release). Storing the result this way keeps its commit off the caller's path, while another process
+     * waiting for the lock still finds the result once the lock is free.
+     */
+    readonly after?: {
+      readonly finish: (a: A) => Effect.Effect<void>
+      readonly background: (effect: Effect.Effect<void>) => Effect.Effect<void>
+    }
+    readonly poll?: Duration.DurationInput
+  } = {}
 ): Effect.Effect<A, E | StoreError, R> =>
   Effect.gen(function*() {
+    const poll = options.poll ?? Duration.millis(50)
+    const after = options.after
     for (;;) {
       if (yield* tryAcquire(shards, action.hash)) {
-        return yield* Effect.ensuring(run, release(shards, action.hash))
+        if (after === undefined) return yield* Effect.ensuring(run, release(shards, action.hash))
+        const a = yield* Effect.onExit(run, (exit) =>
+          exit._tag === "Success" ? Effect.void : release(shards, action.hash))
+        yield* after.background(Effect.ensuring(after.finish(a), release(shards, action.hash)))
+        return a
       }
       const done = yield* whileWaiting
-      if (Option.isSome(done)) return done.value
+      if (Option.isSome(done)) {
+        return done.value
+      }
       yield* Effect.sleep(poll)
     }
   })

@@ -151,22 +151,27 @@ export const make = (store: Store.Service, inner: Runner, cacheContent: CacheCon
         if (Option.isSome(hit)) return hit.value
       }
       const lookupMs = Date.now() - started
-      const execute = Effect.gen(function*() {
-        const result = yield* inner(process, policy)
-        if (usable && policy.write && cacheable(process, result)) {
-          yield* store.putActionResult(key, Buffer.from(encodeEntry(result)))
-        }
-        return new ProcessResult(
+      const execute = Effect.map(inner(process, policy), (result) =>
+        new ProcessResult(
           { ...result, actionDigest: key, timings: { ...result.timings, cacheLookup: lookupMs } },
           true
-        )
-      })
+        ))
       if (!usable) return yield* execute
       const again = lookupOne(process, key, started)
       const readFirst = policy.read
         ? Effect.flatMap(again, Option.match({ onSome: Effect.succeed, onNone: () => execute }))
         : execute
-      return yield* store.withActionLock(key, policy.read ? again : Effect.succeedNone as typeof again, readFirst)
+      // The entry is written after the run, under the action's lock but off this fiber's path: its commit (an
+      // fsync) took longer than a small process's whole run.
+      return yield* store.withActionLock(
+        key,
+        policy.read ? again : Effect.succeedNone as typeof again,
+        readFirst,
+        (result) =>
+          result.source === "ran" && policy.write && cacheable(process, result)
+            ? Option.some(Buffer.from(encodeEntry(result)))
+            : Option.none()
+      )
     })
 
   return { run, lookup }

@@ -121,7 +121,9 @@ export const make = (
       "materialize",
       inline
         ? Effect.zipRight(
-          Effect.zipRight(sandboxer.ensureRunning, sandboxer.notify("adopt", { sandbox: sandbox.path })),
+          // A round trip, not a notification: once it returns, the watchdog knows the sandbox, and kills whatever
+          // works in it if this engine dies, even a group spawned but not yet announced.
+          sandboxer.adopt({ sandbox: sandbox.path }),
           store.materialize(process.inputDigest, sandbox.path, { createDestination: false }).pipe(
             Effect.catchTag("StoreError", (e) =>
               Effect.fail(new SandboxError({ reason: "Materialize", path: sandbox.path, detail: e.message })))

@@ -8,6 +8,7 @@
  * @internal
  */
 import { Duration, Effect, Schedule } from "effect"
+import * as fs from "node:fs"
 import * as Digest from "../../domain/Digest.js"
 import { FailedPrecondition, NotFound } from "../../domain/SandboxerRpc.js"
 import type * as Store from "../Store.js"
@@ -104,9 +105,43 @@ export const drain = (state: State, grace: Duration.DurationInput) =>
     }
   })
 
+/**
+ * The process groups of processes whose working directory is inside one of the sandboxes. An engine announces a
+ * group only once it has spawned it; an engine killed in between leaves a group nobody adopted, still running in its
+ * sandbox (which was adopted before anything ran in it).
+ */
+const groupsWorkingIn = (sandboxes: ReadonlySet<string>): Set<number> => {
+  const found = new Set<number>()
+  if (sandboxes.size === 0) return found
+  let pids: Array<string>
+  try {
+    pids = fs.readdirSync("/proc").filter((p) => /^\d+$/.test(p))
+  } catch {
+    return found
+  }
+  for (const pid of pids) {
+    try {
+      const cwd = fs.readlinkSync(`/proc/${pid}/cwd`)
+      for (const s of sandboxes) {
+        if (cwd === s || cwd.startsWith(`${s}/`)) {
+          const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+          const pgrp = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2])
+          // Never the sandboxer's own group, nor init's.
+          if (pgrp > 1 && pgrp !== process.pid) found.add(pgrp)
+          break
+        }
+      }
+    } catch {
+      // It exited while we looked, or is not ours to read.
+    }
+  }
+  return found
+}
+
 /** SIGKILLs every adopted process group and removes every adopted sandbox. @internal */
 export const destroyAdopted = (state: State) =>
   Effect.gen(function*() {
+    for (const pgid of groupsWorkingIn(state.sandboxes)) state.groups.add(pgid)
     for (const pgid of state.groups) {
       try {
         process.kill(-pgid, "SIGKILL")
