@@ -433,7 +433,12 @@ describe("a store file truncated on disk", () => {
     fs.readdirSync(path.join(store, kind)).map((s) => path.join(store, kind, s, "data.mdb"))
       .sort((a, b) => fs.statSync(b).size - fs.statSync(a).size)[0]!
 
-  for (const [what, cut] of [["to half its pages", 0.5], ["into its first page", 0]] as const) {
+  for (
+    const [what, cut] of [["to half its pages", 0.5], [
+      "into its first page, its lock file gone (a copied store)",
+      0
+    ]] as const
+  ) {
     it.scoped(`cut ${what}: one line naming the file, check finds it, --repair sets it aside, the run recovers`, () =>
       Effect.gen(function*() {
         const dirs = yield* setup({
@@ -449,6 +454,7 @@ describe("a store file truncated on disk", () => {
         const file = fullestShard(dirs.store, "files")
         const pages = fs.statSync(file).size / 4096
         fs.truncateSync(file, cut === 0 ? 100 : Math.floor(pages * cut) * 4096)
+        if (cut === 0) fs.rmSync(path.join(path.dirname(file), "lock.mdb"))
         const line = new RegExp(
           `^kiln: ${
             quote(file)

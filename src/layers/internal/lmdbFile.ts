@@ -156,8 +156,10 @@ export const check = (dir: string, maxReaders: number): StoreError | undefined =
     return new StoreError({ reason: "Io", detail: `cannot read: ${describeErrno(e)}`, path: file })
   }
   try {
-    if (fs.fstatSync(fd).size === 0 || !fs.existsSync(path.join(dir, "lock.mdb"))) {
-      return roomToCreate(dir, maxReaders)
+    const empty = fs.fstatSync(fd).size === 0
+    if (empty || !fs.existsSync(path.join(dir, "lock.mdb"))) {
+      const full = roomToCreate(dir, maxReaders)
+      if (full !== undefined || empty) return full
     }
     const problem = inspect(fd)
     if (problem === undefined) return undefined
