@@ -43,8 +43,12 @@ const metaAt = (b: Buffer): Meta => ({
   bootId: b.readBigInt64LE(160)
 })
 
+let bootId: { readonly id: bigint | undefined } | undefined
+
 /** This boot's id as LMDB reads it: `strtoll` of `/proc/sys/kernel/random/boot_id` in base 16 (up to the first `-`). */
-const currentBootId = (): bigint | undefined => {
+const currentBootId = (): bigint | undefined => (bootId ??= { id: readBootId() }).id
+
+const readBootId = (): bigint | undefined => {
   try {
     const hex = /^[0-9a-f]+/i.exec(fs.readFileSync("/proc/sys/kernel/random/boot_id", "utf8"))
     return hex === null ? undefined : BigInt.asIntN(64, BigInt(`0x${hex[0]}`))
@@ -64,9 +68,18 @@ const readAt = (fd: number, length: number, position: number): Buffer => {
   return b.subarray(0, n)
 }
 
-/** What is wrong with the data file, or undefined when LMDB can map it safely (or it does not exist yet). */
-const inspect = (fd: number): string | undefined => {
-  const head = readAt(fd, META_BYTES, 0)
+/** The `length` bytes at `position`, from `start` (the file's first bytes) when it holds them. */
+const bytesAt = (fd: number, start: Buffer, length: number, position: number): Buffer =>
+  position + length <= start.length ? start.subarray(position, position + length) : readAt(fd, length, position)
+
+/** The bytes read first: both meta pages at the usual page size, in one read. */
+const START_BYTES = 2 * 4096
+
+/**
+ * What is wrong with the data file, or undefined when LMDB can map it safely; `start` is its first bytes.
+ */
+const inspect = (fd: number, start: Buffer): string | undefined => {
+  const head = start.subarray(0, META_BYTES)
   if (head.length < META_BYTES) return `truncated (${head.length} bytes, shorter than an LMDB meta page)`
   if ((head.readUInt16LE(18) & P_META) === 0 || head.readUInt32LE(PAGE_HEADER) !== MAGIC) {
     return "not an LMDB data file (its first page is not a meta page)"
@@ -77,7 +90,7 @@ const inspect = (fd: number): string | undefined => {
   if (pageSize < 512 || pageSize > 65536 || (pageSize & (pageSize - 1)) !== 0) {
     return `corrupt (its meta page records a page size of ${pageSize})`
   }
-  const second = readAt(fd, META_BYTES, pageSize)
+  const second = bytesAt(fd, start, META_BYTES, pageSize)
   if (second.length < META_BYTES) {
     return `truncated (${fs.fstatSync(fd).size} bytes, shorter than its two meta pages)`
   }
@@ -88,7 +101,7 @@ const inspect = (fd: number): string | undefined => {
   let meta = a.txnid >= b.txnid ? a : b
   // After a reboot, the first opener rolls an overlapping-sync environment back to the last flushed meta (see
   // mdb_pick_meta): a later meta may name pages that never reached the disk, and are not needed.
-  const flushed = metaAt(readAt(fd, META_BYTES, pageSize / 2))
+  const flushed = metaAt(bytesAt(fd, start, META_BYTES, pageSize / 2))
   const sameBoot = meta.bootId !== 0n && meta.bootId === (currentBootId() ?? 0n)
   if (
     (!sameBoot || process.env.LMDB_RESTORE === "safe") && (meta.flags & MDB_OVERLAPPINGSYNC) !== 0 &&
@@ -156,12 +169,12 @@ export const check = (dir: string, maxReaders: number): StoreError | undefined =
     return new StoreError({ reason: "Io", detail: `cannot read: ${describeErrno(e)}`, path: file })
   }
   try {
-    const empty = fs.fstatSync(fd).size === 0
-    if (empty || !fs.existsSync(path.join(dir, "lock.mdb"))) {
+    const start = readAt(fd, START_BYTES, 0)
+    if (start.length === 0 || !fs.existsSync(path.join(dir, "lock.mdb"))) {
       const full = roomToCreate(dir, maxReaders)
-      if (full !== undefined || empty) return full
+      if (full !== undefined || start.length === 0) return full
     }
-    const problem = inspect(fd)
+    const problem = inspect(fd, start)
     if (problem === undefined) return undefined
     const error = new StoreError({
       reason: "Corrupt",
