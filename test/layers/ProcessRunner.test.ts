@@ -221,6 +221,16 @@ describe("ProcessRunner (groups end with their run)", () => {
       assert.deepStrictEqual(sandboxesLeft(), [])
     }).pipe(Effect.provide(stack({ root }))))
 
+  it.scopedLive("`always` caches failures, but never a timeout", () =>
+    Effect.gen(function*() {
+      const p = sh(`: ${unique()}; sleep 5`, { cache: "always", timeoutMs: 300 })
+      const first = yield* run(p)
+      assert.isTrue(first.timedOut)
+      const again = yield* run(p)
+      assert.strictEqual(again.source, "ran")
+      assert.isTrue(again.timedOut)
+    }).pipe(Effect.provide(stack({ root }))))
+
   it.scopedLive("interrupting the run ends the whole group before the interruption returns", () =>
     Effect.gen(function*() {
       const pidFile = path.join(outside, `leader-${unique()}`)

@@ -64,8 +64,13 @@ const decodeEntry = (text: string): Option.Option<EntryType> => {
 }
 const encodeEntry = Schema.encodeSync(Entry)
 
+/**
+ * Whether a result may be stored. A timeout never is, whatever the policy: it says how loaded the machine was, not
+ * what the action computes, and a cached one would fail every later build until the cache is cleared (Bazel never
+ * caches one either).
+ */
 const cacheable = (process: Process, result: ProcessResult) =>
-  process.cache === "always" || (process.cache === "successful" && result.succeeded)
+  !result.timedOut && (process.cache === "always" || (process.cache === "successful" && result.succeeded))
 
 /** @internal */
 export interface Cached {
