@@ -213,6 +213,9 @@ const processOf = (name: string, pc: ProcessConfig, inputDigest: Digest.Digest) 
   }, true)
 }
 
+/** Processes looked up together (one read transaction per store shard each time). */
+const LOOKUP_CHUNK = 64
+
 const quote = (s: string) => /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`
 
 type Outcome = "ok" | "failed"
@@ -264,9 +267,18 @@ export const make = Effect.gen(function*() {
           }
         })
 
+      // A process's own inputs are snapshotted once per run: backtracking retries and the graph reuse them.
+      const owned = new Map<string, { digest: Digest.Digest; files: Record<string, string> }>()
+      const ownOf = (name: string, pc: ProcessConfig) =>
+        Effect.suspend(() => {
+          const known = owned.get(name)
+          if (known !== undefined) return Effect.succeed(known)
+          return Effect.tap(ownInputs(store, workspace, name, pc, session), (own) => owned.set(name, own))
+        })
+
       const inputOf = (name: string, pc: ProcessConfig) =>
         Effect.gen(function*() {
-          const own = yield* ownInputs(store, workspace, name, pc, session)
+          const own = yield* ownOf(name, pc)
           const deps: Record<string, Digest.Digest> = {}
           for (const dep of pc.deps ?? []) deps[dep] = state.get(dep)!.result!.outputDigest
           const digest = yield* mergeInputs(store, config, name, own.digest, deps)
@@ -347,7 +359,15 @@ export const make = Effect.gen(function*() {
        * read, go through the graph below, which runs or reports them.
        */
       const hits = new Map<string, { result: ProcessResult; process: Process }>()
+      // Anything that will run needs the sandboxer, whose start-up (a Node start) then overlaps the lookups.
+      if (!policy.read) yield* runner.warmUp
       if (policy.read) {
+        // Every process's own inputs first: a file that had to be hashed (new or changed) or inputs that cannot be
+        // read mean something will run, and the sandboxer then starts while the rest is looked up.
+        for (const name of names) {
+          const own = yield* Effect.either(ownOf(name, config.processes[name]!))
+          if (Either.isLeft(own) || session.hashed > 0) yield* runner.warmUp
+        }
         const waiting = new Map<string, number>()
         const dependents = new Map<string, Array<string>>()
         for (const n of names) {
@@ -361,29 +381,36 @@ export const make = Effect.gen(function*() {
         }
         let wave = names.filter((n) => waiting.get(n) === 0)
         while (wave.length > 0) {
-          const candidates: Array<{ name: string; process: Process }> = []
-          for (const name of wave) {
-            const pc = config.processes[name]!
-            if (pc.cache === "never") continue
-            const input = yield* Effect.either(inputOf(name, pc))
-            if (Either.isLeft(input)) continue
-            candidates.push({ name, process: processOf(name, pc, input.right) })
-          }
-          const found = yield* runner.lookup(candidates.map((c) => c.process))
           const next: Array<string> = []
-          candidates.forEach(({ name, process }, i) => {
-            const hit = found[i]!
-            if (Option.isNone(hit)) return
-            hits.set(name, { result: hit.value, process })
-            // Dependents read it while computing their own inputs.
-            state.get(name)!.result = hit.value
-            records.get(name)!.actionDigest = Digest.format(hit.value.actionDigest)
-            for (const d of dependents.get(name) ?? []) {
-              const left = waiting.get(d)! - 1
-              waiting.set(d, left)
-              if (left === 0) next.push(d)
+          // A wave is looked up in chunks, so that a miss is known early enough to start the sandboxer meanwhile.
+          for (let start = 0; start < wave.length; start += LOOKUP_CHUNK) {
+            const candidates: Array<{ name: string; process: Process }> = []
+            let unknown = 0
+            for (const name of wave.slice(start, start + LOOKUP_CHUNK)) {
+              const pc = config.processes[name]!
+              const input = pc.cache === "never" ? undefined : yield* Effect.either(inputOf(name, pc))
+              if (input === undefined || Either.isLeft(input)) {
+                unknown++
+                continue
+              }
+              candidates.push({ name, process: processOf(name, pc, input.right) })
             }
-          })
+            const found = yield* runner.lookup(candidates.map((c) => c.process))
+            if (unknown > 0 || found.some(Option.isNone)) yield* runner.warmUp
+            candidates.forEach(({ name, process }, i) => {
+              const hit = found[i]!
+              if (Option.isNone(hit)) return
+              hits.set(name, { result: hit.value, process })
+              // Dependents read it while computing their own inputs.
+              state.get(name)!.result = hit.value
+              records.get(name)!.actionDigest = Digest.format(hit.value.actionDigest)
+              for (const d of dependents.get(name) ?? []) {
+                const left = waiting.get(d)! - 1
+                waiting.set(d, left)
+                if (left === 0) next.push(d)
+              }
+            })
+          }
           wave = next
         }
       }

@@ -47,6 +47,11 @@ export interface Service {
    * cached `never`, or a hit whose bytes are gone; a store that cannot be read counts as a miss.
    */
   readonly lookup: (processes: ReadonlyArray<Process>) => Effect.Effect<Array<Option.Option<ProcessResult>>>
+  /**
+   * Gets ready to run processes without waiting: starts the sandboxer in the background, so that its start-up
+   * overlaps whatever the caller does before its first run. A failure to start shows at that run.
+   */
+  readonly warmUp: Effect.Effect<void>
 }
 
 /**
@@ -89,8 +94,21 @@ export const make = (options: Options = {}) =>
     })
     const bounded = yield* BoundedRunner.make(options.concurrency ?? os.availableParallelism(), local)
     const cached = CachedRunner.make(store, bounded, options.cacheContent ?? "validate")
+    const scope = yield* Effect.scope
+    const sandboxer = yield* Sandboxer
+    let warming = false
     const service: Service = {
       lookup: cached.lookup,
+      warmUp: Effect.suspend(() => {
+        if (warming) return Effect.void
+        warming = true
+        return Effect.asVoid(Effect.forkIn(
+          sandboxer.ensureRunning.pipe(
+            Effect.catchAll((e) => Effect.logDebug(`could not start the sandboxer ahead of time: ${e.message}`))
+          ),
+          scope
+        ))
+      }),
       run: (process, opts) =>
         cached.run(process, opts?.cache ?? { read: true, write: true }).pipe(
           // No stack trace: capturing one per process cost more than a cached run does.
@@ -108,4 +126,4 @@ export const make = (options: Options = {}) =>
  * @category layers
  */
 export const layer = (options: Options = {}): Layer.Layer<ProcessRunner, never, Store | Sandboxer | Sandboxes> =>
-  Layer.effect(ProcessRunner, make(options))
+  Layer.scoped(ProcessRunner, make(options))

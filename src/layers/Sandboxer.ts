@@ -54,6 +54,8 @@ export interface Service {
   readonly notify: (kind: "adopt" | "release", adoption: Adoption) => Effect.Effect<void>
   /** The running sandboxer's pid, if one runs (none for the in-process implementation). */
   readonly pid: Effect.Effect<Option.Option<number>>
+  /** Starts the sandboxer if it is not running yet (its start-up is a Node start, a few hundred ms). */
+  readonly ensureRunning: Effect.Effect<void, SandboxerUnavailable>
 }
 
 /**
@@ -288,7 +290,13 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Store
             layerScope
           ))
         ),
-      pid: Effect.sync(() => Option.fromNullable(current?.child.pid))
+      pid: Effect.sync(() => Option.fromNullable(current?.child.pid)),
+      ensureRunning: Effect.asVoid(generation()).pipe(
+        Effect.catchIf(
+          (e): e is RpcClientError => e instanceof RpcClientError,
+          (e) => Effect.fail(new SandboxerUnavailable({ reason: e.message }))
+        )
+      )
     }
     return service
   })
@@ -320,6 +328,7 @@ export const layerInProcess: Layer.Layer<Sandboxer, never, Store.Store> = Layer.
     adopt: () => Effect.void,
     release: () => Effect.void,
     notify: () => Effect.void,
-    pid: Effect.succeed(Option.none())
+    pid: Effect.succeed(Option.none()),
+    ensureRunning: Effect.void
   }))
 )

@@ -95,6 +95,8 @@ export interface TreeEntry {
  */
 export interface SnapshotSession {
   readonly entries: unknown
+  /** Files whose content this session had to read: new, or changed since the index last saw them. */
+  readonly hashed: number
 }
 
 /**

@@ -21,6 +21,8 @@ export interface StatIndex {
   readonly savedAtNs: bigint
   readonly entries: Map<string, Entry>
   dirty: boolean
+  /** Files hashed during this session (absent from the index, or changed): a sign that something will run. */
+  hashed: number
   /** Directory listings read during this session (one walk of a directory per run, however many snapshots). */
   readonly dirs: Map<string, Array<fs.Dirent>>
 }
@@ -41,7 +43,7 @@ export const open = (storeRoot: string, workspace: string): StatIndex => {
   } catch {
     // No index yet, or a damaged one: everything is hashed and the index rebuilt.
   }
-  return { file, savedAtNs, entries, dirty: false, dirs: new Map() }
+  return { file, savedAtNs, entries, dirty: false, hashed: 0, dirs: new Map() }
 }
 
 const RACY_MARGIN_NS = 10_000_000n
