@@ -8,7 +8,7 @@ import * as Options from "@effect/cli/Options"
 import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as RpcServer from "@effect/rpc/RpcServer"
-import { Duration, Effect, Layer, Logger, LogLevel, Option } from "effect"
+import { Duration, Effect, Layer, Logger, LogLevel, Option, Scope } from "effect"
 import { SandboxerRpcs } from "../domain/SandboxerRpc.js"
 import * as SandboxerServer from "../layers/internal/sandboxerServer.js"
 import * as Store from "../layers/Store.js"
@@ -55,7 +55,8 @@ export const sandboxer = Command.make(
         idleTimeout: o.idleTimeout
       }
       const state = SandboxerServer.makeState()
-      const store = yield* Store.make(toStoreOptions(o))
+      // Opened on first use, in this scope: the engine writes small sandboxes itself and may never need it here.
+      const store = yield* Effect.cached(Scope.extend(Store.make(toStoreOptions(o)), yield* Effect.scope))
       const handlers = SandboxerServer.handlers(store, state)
       yield* Layer.buildWithScope(
         RpcServer.layer(SandboxerRpcs, { disableTracing: true }).pipe(

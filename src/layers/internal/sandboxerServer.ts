@@ -11,6 +11,7 @@ import { Duration, Effect, Schedule } from "effect"
 import * as fs from "node:fs"
 import * as Digest from "../../domain/Digest.js"
 import { FailedPrecondition, NotFound } from "../../domain/SandboxerRpc.js"
+import type { StoreConfigConflict, StoreError } from "../../domain/StoreErrors.js"
 import type * as Store from "../Store.js"
 import { describeErrno, errnoOf } from "./errno.js"
 import * as SandboxDir from "./sandboxDir.js"
@@ -41,8 +42,13 @@ const tracked = <A, E>(state: State, effect: Effect.Effect<A, E>): Effect.Effect
     return Effect.ensuring(effect, Effect.sync(() => void state.inFlight--))
   })
 
-/** @internal */
-export const handlers = (store: Store.Service, state: State) => ({
+/**
+ * The request handlers. `store` opens the store on first use (memoized by the caller): a sandboxer whose engine
+ * writes its small sandboxes itself may never need it, and opening 49 LMDB environments was a fifth of its start-up.
+ *
+ * @internal
+ */
+export const handlers = (store: Effect.Effect<Store.Service, StoreError | StoreConfigConflict>, state: State) => ({
   Materialize: (req: {
     readonly digest: Digest.Digest
     readonly destination: string
@@ -54,14 +60,16 @@ export const handlers = (store: Store.Service, state: State) => ({
       tracked(
         state,
         Effect.logInfo(`materialize ${Digest.format(req.digest)} into ${req.destination}`).pipe(
-          Effect.zipRight(store.materialize(req.digest, req.destination, {
-            mutablePaths: req.mutablePaths,
-            // An adopted destination is a sandbox its engine made; if it is gone, the engine removed it.
-            createDestination: req.adopt !== true
-          })),
+          Effect.zipRight(Effect.flatMap(store, (s) =>
+            s.materialize(req.digest, req.destination, {
+              mutablePaths: req.mutablePaths,
+              // An adopted destination is a sandbox its engine made; if it is gone, the engine removed it.
+              createDestination: req.adopt !== true
+            }))),
           Effect.catchTags({
             MissingDigest: (e) => Effect.fail(new NotFound({ digest: e.digest })),
-            StoreError: (e) => Effect.fail(new FailedPrecondition({ reason: e.message }))
+            StoreError: (e) => Effect.fail(new FailedPrecondition({ reason: e.message })),
+            StoreConfigConflict: (e) => Effect.fail(new FailedPrecondition({ reason: e.message }))
           }),
           // A request is finished even when the server is told to stop: draining waits for it.
           Effect.uninterruptible
