@@ -5,13 +5,14 @@
  *
  * @since 0.1.0
  */
-import { Context, Duration, Effect, Either, Layer, Option, Schema } from "effect"
+import { Context, Duration, Effect, Either, Fiber, Layer, Option, Schema } from "effect"
 import * as path from "node:path"
-import type { Config, ProcessConfig } from "../domain/Config.js"
+import { type Config, InvalidConfig, type ProcessConfig } from "../domain/Config.js"
 import * as Digest from "../domain/Digest.js"
 import type { MissingDigest } from "../domain/Digest.js"
 import * as DurationText from "../domain/DurationText.js"
-import { Process, type ProcessResult } from "../domain/Process.js"
+import { Process, type ProcessResult, type SpawnError } from "../domain/Process.js"
+import type { SandboxError, SandboxerUnavailable } from "../domain/Sandbox.js"
 import type { StoreError } from "../domain/StoreErrors.js"
 import { actionDigest } from "./internal/actionKey.js"
 import * as Glob from "./internal/glob.js"
@@ -43,6 +44,8 @@ export interface ProcessReport {
   readonly timings: Readonly<Record<string, number>>
   /** Why it failed, was skipped or errored; for a failed process, the tail of its stderr. */
   readonly detail?: string
+  /** What kept it from producing a result or from writing its outputs back, typed (absent for a tool's exit). */
+  readonly error?: ProcessFailure
   /** A command that re-runs a failed process exactly. */
   readonly reproduce?: string
   /** Whether it succeeded and its outputs are in the workspace. */
@@ -94,7 +97,40 @@ export interface RunOptions {
   ) => Effect.Effect<void>
   /** The `--store-dir` to print in reproduce commands. */
   readonly storeDir?: string
+  /** The config file's name, for errors about its fields. Default `kiln.json`. */
+  readonly configName?: string
 }
+
+/**
+ * A process kept missing bytes after re-running their producer as often as allowed (`maxBacktracks`).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class BacktrackLimit extends Schema.TaggedError<BacktrackLimit>("kiln/BacktrackLimit")("BacktrackLimit", {
+  attempts: Schema.Number,
+  digest: Schema.String
+}) {
+  override get message(): string {
+    return `gave up after ${this.attempts} backtracks (missing ${this.digest})`
+  }
+}
+
+/**
+ * Why a process has no result (a tool that exits non-zero has one): its inputs (a glob that matches nothing is an
+ * `InvalidConfig`), the store, its sandbox or sandboxer, its spawn, or missing bytes it could not get back.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type ProcessFailure =
+  | InvalidConfig
+  | MissingDigest
+  | StoreError
+  | SandboxError
+  | SandboxerUnavailable
+  | SpawnError
+  | BacktrackLimit
 
 /**
  * Bytes a process needed are gone and no process of this run produced them: nothing to re-run.
@@ -125,7 +161,8 @@ export interface Service {
     readonly workspace: string
     readonly config: Config
     readonly name: string
-  }) => Effect.Effect<Array<string>, string | StoreError | MissingDigest>
+    readonly configName?: string
+  }) => Effect.Effect<Array<string>, InvalidConfig | StoreError | MissingDigest>
 }
 
 /**
@@ -158,7 +195,8 @@ const ownInputs = (
   workspace: string,
   name: string,
   pc: ProcessConfig,
-  session: SnapshotSession
+  session: SnapshotSession,
+  configName: string
 ) =>
   Effect.gen(function*() {
     const globs = pc.inputs ?? []
@@ -169,7 +207,11 @@ const ownInputs = (
       if (g.startsWith("!")) continue
       const matches = Glob.matcher([g])
       if (!entries.some((e) => matches(e.path))) {
-        return yield* Effect.fail(`kiln.json: processes.${name}.inputs[${i}]: glob "${g}" matches nothing`)
+        return yield* new InvalidConfig({
+          file: configName,
+          path: `processes.${name}.inputs[${i}]`,
+          detail: `glob "${g}" matches nothing`
+        })
       }
     }
     const files: Record<string, string> = {}
@@ -185,14 +227,13 @@ const ownInputs = (
 const mergeInputs = (
   store: Store["Type"],
   config: Config,
-  name: string,
   own: Digest.Digest,
   deps: Readonly<Record<string, Digest.Digest>>
 ) =>
   store.mergeTrees([
     { digest: own, at: [] },
     ...Object.entries(deps).map(([dep, d]) => ({ digest: d, at: segments(config.processes[dep]!.workingDirectory) }))
-  ]).pipe(Effect.mapError((e) => e._tag === "StoreError" ? `${name}: ${e.message}` : e))
+  ])
 
 const processOf = (name: string, pc: ProcessConfig, inputDigest: Digest.Digest) => {
   const outputs = pc.outputs ?? []
@@ -215,6 +256,10 @@ const processOf = (name: string, pc: ProcessConfig, inputDigest: Digest.Digest) 
 
 /** Processes looked up together (one read transaction per store shard each time). */
 const LOOKUP_CHUNK = 64
+
+/** A failure as the one line a report shows: a config error names its file and field, anything else the process. */
+const describe = (name: string, e: ProcessFailure): string =>
+  e._tag === "InvalidConfig" ? e.message : `${name}: ${e.message}`
 
 const quote = (s: string) => /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`
 
@@ -273,7 +318,10 @@ export const make = Effect.gen(function*() {
         Effect.suspend(() => {
           const known = owned.get(name)
           if (known !== undefined) return Effect.succeed(known)
-          return Effect.tap(ownInputs(store, workspace, name, pc, session), (own) => owned.set(name, own))
+          return Effect.tap(
+            ownInputs(store, workspace, name, pc, session, options.configName ?? "kiln.json"),
+            (own) => owned.set(name, own)
+          )
         })
 
       const inputOf = (name: string, pc: ProcessConfig) =>
@@ -281,7 +329,7 @@ export const make = Effect.gen(function*() {
           const own = yield* ownOf(name, pc)
           const deps: Record<string, Digest.Digest> = {}
           for (const dep of pc.deps ?? []) deps[dep] = state.get(dep)!.result!.outputDigest
-          const digest = yield* mergeInputs(store, config, name, own.digest, deps)
+          const digest = yield* mergeInputs(store, config, own.digest, deps)
           records.set(name, {
             argv: [...pc.argv],
             env: { ...pc.env },
@@ -311,7 +359,7 @@ export const make = Effect.gen(function*() {
       const execute = (
         name: string,
         cache: { read: boolean; write: boolean }
-      ): Effect.Effect<{ result: ProcessResult; process: Process }, NoProducer | string> =>
+      ): Effect.Effect<{ result: ProcessResult; process: Process }, NoProducer | ProcessFailure> =>
         Effect.gen(function*() {
           const pc = config.processes[name]!
           const node = state.get(name)!
@@ -328,16 +376,13 @@ export const make = Effect.gen(function*() {
             )
             if (Either.isRight(attempt)) return attempt.right
             const e = attempt.left
-            if (typeof e === "string") return yield* Effect.fail(e)
-            if (e._tag !== "MissingDigest") return yield* Effect.fail(`${name}: ${e.message}`)
+            if (e._tag !== "MissingDigest") return yield* Effect.fail(e)
             const producer = producers.get(e.digest.hash)
             if (producer === undefined) {
               return yield* new NoProducer({ digest: Digest.format(e.digest), consumer: name })
             }
             if (node.backtracks >= maxBacktracks) {
-              return yield* Effect.fail(
-                `${name}: gave up after ${maxBacktracks} backtracks (missing ${Digest.format(e.digest)})`
-              )
+              return yield* new BacktrackLimit({ attempts: maxBacktracks, digest: Digest.format(e.digest) })
             }
             node.backtracks++
             yield* Effect.logWarning(
@@ -359,6 +404,8 @@ export const make = Effect.gen(function*() {
        * read, go through the graph below, which runs or reports them.
        */
       const hits = new Map<string, { result: ProcessResult; process: Process }>()
+      /** The hits in the order they were found: every one after its deps. */
+      const hitOrder: Array<string> = []
       // Anything that will run needs the sandboxer, whose start-up (a Node start) then overlaps the lookups.
       if (!policy.read) yield* runner.warmUp
       if (policy.read) {
@@ -401,6 +448,7 @@ export const make = Effect.gen(function*() {
               const hit = found[i]!
               if (Option.isNone(hit)) return
               hits.set(name, { result: hit.value, process })
+              hitOrder.push(name)
               // Dependents read it while computing their own inputs.
               state.get(name)!.result = hit.value
               records.get(name)!.actionDigest = Digest.format(hit.value.actionDigest)
@@ -423,7 +471,8 @@ export const make = Effect.gen(function*() {
       for (const name of names) {
         const compute = Effect.gen(function*() {
           const pc = config.processes[name]!
-          const deps = yield* Effect.forEach(pc.deps ?? [], (d) => nodeOf(d), { concurrency: "unbounded" })
+          // All are needed, so waiting for them one after another takes no longer, and forks no fiber each.
+          const deps = yield* Effect.forEach(pc.deps ?? [], (d) => nodeOf(d))
           const startMs = Date.now() - started
           const skip = (detail: string) =>
             Effect.as(
@@ -449,7 +498,8 @@ export const make = Effect.gen(function*() {
           const attempt = hit !== undefined ? Either.right(hit) : yield* Effect.either(execute(name, policy))
           const node = state.get(name)!
           if (Either.isLeft(attempt)) {
-            if (typeof attempt.left !== "string") return yield* Effect.fail(attempt.left)
+            const error = attempt.left
+            if (error._tag === "NoProducer") return yield* Effect.fail(error)
             if (options.keepGoing !== true) stop = true
             yield* finish({
               name,
@@ -461,7 +511,8 @@ export const make = Effect.gen(function*() {
               backtracks: node.backtracks,
               startMs,
               timings: {},
-              detail: attempt.left,
+              detail: describe(name, error),
+              error,
               ok: false
             })
             return "failed" as Outcome
@@ -472,6 +523,7 @@ export const make = Effect.gen(function*() {
           yield* index(name, result)
           const ok = result.succeeded
           let detail: string | undefined
+          let error: ProcessFailure | undefined
           if (ok) {
             const writeOutputs = (r: ProcessResult) =>
               Effect.either(
@@ -484,18 +536,21 @@ export const make = Effect.gen(function*() {
               yield* Effect.logWarning(
                 `${name}: its cached output ${Digest.format(back.left.digest)} is missing from the store: re-running it`
               )
-              const fresh = yield* execute(name, { read: false, write: true }).pipe(
-                Effect.catchIf((e): e is string => typeof e === "string", (e) => Effect.succeed(e))
-              )
-              if (typeof fresh === "string") {
-                detail = fresh
+              const fresh = yield* Effect.either(execute(name, { read: false, write: true }))
+              if (Either.isLeft(fresh)) {
+                if (fresh.left._tag === "NoProducer") return yield* Effect.fail(fresh.left)
+                error = fresh.left
+                detail = describe(name, fresh.left)
               } else {
-                node.result = result = fresh.result
-                yield* index(name, fresh.result)
-                back = yield* writeOutputs(fresh.result)
+                node.result = result = fresh.right.result
+                yield* index(name, fresh.right.result)
+                back = yield* writeOutputs(fresh.right.result)
               }
             }
-            if (detail === undefined && Either.isLeft(back)) detail = `cannot write outputs back: ${back.left.message}`
+            if (detail === undefined && Either.isLeft(back)) {
+              error = back.left
+              detail = `cannot write outputs back: ${back.left.message}`
+            }
           } else {
             if (options.keepGoing !== true) stop = true
             const stderr = yield* store.getFile(result.stderrDigest).pipe(
@@ -515,6 +570,7 @@ export const make = Effect.gen(function*() {
             startMs,
             timings: result.timings,
             ...(detail !== undefined ? { detail } : {}),
+            ...(error !== undefined ? { error } : {}),
             ...(!ok ? { reproduce: reproduce(p) } : {}),
             ok: ok && detail === undefined
           })
@@ -522,7 +578,11 @@ export const make = Effect.gen(function*() {
         })
         nodes.set(name, yield* Effect.cached(compute))
       }
-      yield* Effect.forEach(names, nodeOf, { concurrency: "unbounded", discard: true })
+      // The hits are settled (indexed, written back, reported) one after another in one fiber, in the order they
+      // were found; a fiber each cost more than settling one. Everything else runs as the graph allows.
+      const settling = yield* Effect.fork(Effect.forEach(hitOrder, nodeOf, { discard: true }))
+      yield* Effect.forEach(names.filter((n) => !hits.has(n)), nodeOf, { concurrency: "unbounded", discard: true })
+      yield* Fiber.join(settling)
       yield* Effect.try(() => RunRecords.write(store.options.root, workspace, records)).pipe(
         Effect.catchAll((e) => Effect.logWarning(`could not record the run for \`kiln explain\`: ${e.error}`))
       )
@@ -538,7 +598,14 @@ export const make = Effect.gen(function*() {
       } satisfies RunReport
     })
 
-  const explain = (options: { readonly workspace: string; readonly config: Config; readonly name: string }) =>
+  const explain = (
+    options: {
+      readonly workspace: string
+      readonly config: Config
+      readonly name: string
+      readonly configName?: string
+    }
+  ) =>
     Effect.gen(function*() {
       const { config } = options
       const workspace = path.resolve(options.workspace)
@@ -551,13 +618,13 @@ export const make = Effect.gen(function*() {
       // Deps are assumed to produce the outputs its last run consumed; a dep that would itself run is named.
       const look = (name: string): Effect.Effect<
         { key: Digest.Digest; hit: boolean; now: RunRecords.RunRecord; notes: Array<string> },
-        string | StoreError | MissingDigest
+        InvalidConfig | StoreError | MissingDigest
       > =>
         Effect.gen(function*() {
           const known = memo.get(name)
           if (known !== undefined) return known
           const pc = config.processes[name]!
-          const own = yield* ownInputs(store, workspace, name, pc, session)
+          const own = yield* ownInputs(store, workspace, name, pc, session, options.configName ?? "kiln.json")
           const notes: Array<string> = []
           const deps: Record<string, Digest.Digest> = {}
           for (const dep of pc.deps ?? []) {
@@ -567,7 +634,7 @@ export const make = Effect.gen(function*() {
             if (outputs === undefined) notes.push(`dep ${dep}: never recorded as an input of it`)
             else deps[dep] = Either.getOrThrow(Digest.parse(outputs))
           }
-          const p = processOf(name, pc, yield* mergeInputs(store, config, name, own.digest, deps))
+          const p = processOf(name, pc, yield* mergeInputs(store, config, own.digest, deps))
           const key = actionDigest(p)
           const hit = pc.cache !== "never" && (yield* store.getActionResult(key))._tag === "Some"
           const now: RunRecords.RunRecord = {

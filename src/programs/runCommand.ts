@@ -121,6 +121,7 @@ export const run = Command.make(
         maxBacktracks: o.maxBacktracks,
         onEvent: progress.onEvent,
         storeDir: store.options.root,
+        configName: path.basename(configFile),
         ...(hook !== undefined ? { beforeAttempt: hook } : {})
       })
       if (Option.isSome(o.summary)) {
@@ -193,8 +194,14 @@ export const explain = Command.make(
         })
       }
       const engine = yield* Engine.Engine
-      const lines = yield* engine.explain({ workspace: path.dirname(configFile), config, name: o.name }).pipe(
-        Effect.mapError((e) => typeof e === "string" ? new Error(e) : e)
+      const lines = yield* engine.explain({
+        workspace: path.dirname(configFile),
+        config,
+        name: o.name,
+        configName: path.basename(configFile)
+      }).pipe(
+        // An input glob that matches nothing is the workspace's state, not an invalid config: exit 1, as `run` does.
+        Effect.catchTag("InvalidConfig", (e) => Effect.fail(new Error(e.message)))
       )
       yield* Console.log(lines.join("\n"))
     }).pipe(

@@ -153,6 +153,5 @@ export const capture = (
         yield* graft(tree, segments.slice(0, -1), holder, declared, root)
       }
     }
-    yield* Snapshot.flushWalk(w)
-    return yield* Tree.finish(core, tree)
+    return yield* Snapshot.flushAndFinish(w, tree)
   })

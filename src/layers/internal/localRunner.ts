@@ -180,17 +180,18 @@ export const make = (
     }
 
     const captureStarted = Date.now()
-    // Small stdout and stderr go in one putFiles call: one commit instead of two.
-    const [stdoutDigest, stderrDigest] = stdout.file === undefined && stderr.file === undefined
-      ? yield* store.putFiles([Buffer.concat(stdout.chunks), Buffer.concat(stderr.chunks)]) as Effect.Effect<
+    // Small stdout and stderr go in one putFiles call (one commit instead of two), and beside the outputs' capture:
+    // their commits are fsyncs of other LMDB environments, and nothing refers to any of them before all are done.
+    const logs = stdout.file === undefined && stderr.file === undefined
+      ? store.putFiles([Buffer.concat(stdout.chunks), Buffer.concat(stderr.chunks)]) as Effect.Effect<
         [Digest.Digest, Digest.Digest],
         StoreError
       >
-      : yield* Effect.all([storeOutput(store, stdout), storeOutput(store, stderr)])
-    const outputDigest = yield* store.capture(cwd, {
-      outputFiles: process.outputFiles,
-      outputDirectories: process.outputDirectories
-    })
+      : Effect.all([storeOutput(store, stdout), storeOutput(store, stderr)])
+    const [[stdoutDigest, stderrDigest], outputDigest] = yield* Effect.all([
+      logs,
+      store.capture(cwd, { outputFiles: process.outputFiles, outputDirectories: process.outputDirectories })
+    ], { concurrency: 2 })
     timings.capture = Date.now() - captureStarted
     const result = new ProcessResult({
       exitCode: timedOut ? null : exit.code,

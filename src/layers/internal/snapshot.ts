@@ -318,8 +318,7 @@ export const snapshot = (
     } else {
       for (const start of starts) yield* walkFrom(w, abs, start, tree)
     }
-    yield* flush(w)
-    return yield* Tree.finish(core, tree)
+    return yield* flushAndFinish(w, tree)
   })
 
 /**
@@ -383,5 +382,12 @@ export const readDirectoryInto = (w: Walk, abs: string, into: Tree.Node): Effect
 /** @internal */
 export const newWalk = (core: Core.Core): Walk => ({ core, filter: undefined, pending: [], pendingBytes: 0 })
 
-/** @internal */
-export const flushWalk = flush
+/**
+ * Stores the walk's last files and the tree's directories, and returns the root digest. The two go to different
+ * LMDB environments, so their commits (each an fsync) run at once: nothing can refer to these directories before
+ * the caller has their digest, by which time both are durable.
+ *
+ * @internal
+ */
+export const flushAndFinish = (w: Walk, tree: Tree.Node): Effect.Effect<Digest.Digest, StoreError> =>
+  Effect.map(Effect.all([flush(w), Tree.finish(w.core, tree)], { concurrency: 2 }), ([, digest]) => digest)
