@@ -9,6 +9,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import {
   bareGraph,
+  emitRunSection,
   expectRan,
   killLive,
   kilnEnv,
@@ -20,14 +21,12 @@ import {
 } from "./kiln.js"
 import {
   cli,
-  emit,
   fmtMs,
   ms,
   now,
   progress,
   quick,
   ratioText,
-  rawTable,
   rm,
   rotate,
   type Row,
@@ -146,23 +145,16 @@ const main = async () => {
     left = await leftovers(tmp)
     tmp.cleanup()
   }
-  emit({
+  emitRunSection({
     name: "cold",
     title: "Cold overhead: every process runs, beside a bare spawn",
-    quick,
-    wallSeconds: (now() - t0) / 1000,
+    started: t0,
     loadStart,
-    loadEnd: os.loadavg(),
     rows,
-    body: [
-      NOTES,
-      `- Left behind at the end: ${left.processes} processes, ${left.sandboxes} sandboxes.`,
-      "",
-      "Raw measurements:",
-      "",
-      rawTable(samples)
-    ].join("\n")
-  }, path.dirname(tmp.root))
+    notes: NOTES,
+    left,
+    samples
+  }, tmp)
 }
 
 await main()

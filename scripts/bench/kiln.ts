@@ -5,8 +5,9 @@
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
+import * as os from "node:os"
 import * as path from "node:path"
-import { cli, now, progress, rm, type TempRoot } from "./report.js"
+import { cli, emit, now, progress, quick, rawTable, rm, type Row, type Samples, type TempRoot } from "./report.js"
 
 // ---------------------------------------------------------------------------------------------------------------
 // Workspaces
@@ -350,3 +351,38 @@ export const leftovers = async (tmp: TempRoot): Promise<{ readonly processes: nu
   if (sandboxes > 0) progress(`warning: ${sandboxes} sandboxes were left behind`)
   return { processes: left.length, sandboxes }
 }
+
+/**
+ * Emits the section of a benchmark that drives `kiln run`: its rows, then its notes, what it left behind (see
+ * {@link leftovers}) and its raw measurements.
+ */
+export const emitRunSection = (
+  s: {
+    readonly name: string
+    readonly title: string
+    readonly started: number
+    readonly loadStart: ReadonlyArray<number>
+    readonly rows: ReadonlyArray<Row>
+    readonly notes: string
+    readonly left: { readonly processes: number; readonly sandboxes: number }
+    readonly samples: Samples
+  },
+  tmp: TempRoot
+): void =>
+  emit({
+    name: s.name,
+    title: s.title,
+    quick,
+    wallSeconds: (now() - s.started) / 1000,
+    loadStart: s.loadStart,
+    loadEnd: os.loadavg(),
+    rows: s.rows,
+    body: [
+      s.notes,
+      `- Left behind at the end: ${s.left.processes} processes, ${s.left.sandboxes} sandboxes.`,
+      "",
+      "Raw measurements:",
+      "",
+      rawTable(s.samples)
+    ].join("\n")
+  }, path.dirname(tmp.root))

@@ -6,9 +6,9 @@
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
-import * as path from "node:path"
 import {
   DIAMOND_WIDTH,
+  emitRunSection,
   expectRan,
   FILES_PER_PROCESS,
   killLive,
@@ -19,22 +19,7 @@ import {
   timedSpawn,
   writeWorkspace
 } from "./kiln.js"
-import {
-  cli,
-  emit,
-  fmtMs,
-  ms,
-  now,
-  progress,
-  quick,
-  rawTable,
-  rm,
-  rotate,
-  type Row,
-  Samples,
-  tempRoot,
-  times
-} from "./report.js"
+import { cli, fmtMs, ms, now, progress, quick, rm, rotate, type Row, Samples, tempRoot, times } from "./report.js"
 
 const CONCURRENCY = os.availableParallelism()
 // Five no-ops and three edits of each 1,000-process workspace take a minute at kiln's speed of today.
@@ -198,23 +183,16 @@ const main = async () => {
     left = await leftovers(tmp)
     tmp.cleanup()
   }
-  emit({
+  emitRunSection({
     name: "noop",
     title: "No-op: fully cached `kiln run`, end to end",
-    quick,
-    wallSeconds: (now() - t0) / 1000,
+    started: t0,
     loadStart,
-    loadEnd: os.loadavg(),
     rows,
-    body: [
-      NOTES,
-      `- Left behind at the end: ${left.processes} processes, ${left.sandboxes} sandboxes.`,
-      "",
-      "Raw measurements:",
-      "",
-      rawTable(samples)
-    ].join("\n")
-  }, path.dirname(tmp.root))
+    notes: NOTES,
+    left,
+    samples
+  }, tmp)
 }
 
 await main()

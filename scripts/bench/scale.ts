@@ -7,22 +7,17 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { expectRan, killLive, kilnEnv, kilnRun, leftovers, type Workspace, writeWorkspace } from "./kiln.js"
 import {
-  cli,
-  emit,
-  fmtMs,
-  ms,
-  now,
-  progress,
-  quick,
-  rawTable,
-  rm,
-  rotate,
-  type Row,
-  Samples,
-  tempRoot
-} from "./report.js"
+  emitRunSection,
+  expectRan,
+  killLive,
+  kilnEnv,
+  kilnRun,
+  leftovers,
+  type Workspace,
+  writeWorkspace
+} from "./kiln.js"
+import { cli, fmtMs, ms, now, progress, quick, rm, rotate, type Row, Samples, tempRoot } from "./report.js"
 
 const ENGINES = 6
 const PER_ENGINE = quick ? 50 : 150
@@ -112,18 +107,17 @@ const main = async () => {
   all engines together. ${REPS} reps each, interleaved in rotated order; medians (best in brackets).
 - Target (issue #6): ${ENGINES} engines ≥ ${TARGET}× the processes per second of one. On a box with
   ${os.availableParallelism()} CPUs, one engine alone already keeps part of them busy: the ceiling is what it leaves
-  idle.
-- Left behind at the end: ${left.processes} processes, ${left.sandboxes} sandboxes.`
-  emit({
+  idle.`
+  emitRunSection({
     name: "scale",
     title: `Scale: 1 vs ${ENGINES} concurrent engines on one store`,
-    quick,
-    wallSeconds: (now() - t0) / 1000,
+    started: t0,
     loadStart,
-    loadEnd: os.loadavg(),
     rows,
-    body: [notes, "", "Raw measurements:", "", rawTable(samples)].join("\n")
-  }, path.dirname(tmp.root))
+    notes,
+    left,
+    samples
+  }, tmp)
 }
 
 await main()

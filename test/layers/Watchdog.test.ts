@@ -26,24 +26,31 @@ import { tempDir, writeTree } from "../utils/temp.js"
 const cli = path.resolve("dist/cli.js")
 const engineWorker = path.resolve(".kiln-test/fixtures/engineWorker.mjs")
 
+/**
+ * Starts the watchdog fixture engine (a process group working in an adopted sandbox); the group is killed whatever
+ * the test does.
+ */
+const startEngine = (options: { readonly announceGroup?: boolean } = {}) =>
+  Effect.gen(function*() {
+    const root = yield* tempDir("kiln-wd-")
+    const socketDir = yield* tempDir("kiln-sock-")
+    const sandboxRoot = path.join(root, "sandboxes")
+    fs.mkdirSync(sandboxRoot)
+    const engine = yield* spawnScoped(process.execPath, [
+      engineWorker,
+      JSON.stringify({ storeRoot: path.join(root, "store"), socketDir, cli, sandboxRoot, ...options })
+    ])
+    const started = JSON.parse(yield* firstLine(engine)) as { pgid: number; sandbox: string; sandboxerPid: number }
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => groupAlive(started.pgid) && process.kill(-started.pgid, "SIGKILL"))
+    )
+    return { ...started, engine, socketDir }
+  })
+
 describe("the sandboxer as watchdog", () => {
   it.scopedLive("kill -9 of the engine: its sandboxer, process group and sandbox are gone", () =>
     Effect.gen(function*() {
-      const root = yield* tempDir("kiln-wd-")
-      const socketDir = yield* tempDir("kiln-sock-")
-      const sandboxRoot = path.join(root, "sandboxes")
-      fs.mkdirSync(sandboxRoot)
-      const engine = yield* spawnScoped(process.execPath, [
-        engineWorker,
-        JSON.stringify({ storeRoot: path.join(root, "store"), socketDir, cli, sandboxRoot })
-      ])
-      const { pgid, sandbox, sandboxerPid } = JSON.parse(yield* firstLine(engine)) as {
-        pgid: number
-        sandbox: string
-        sandboxerPid: number
-      }
-      // Guard: whatever happens, the test leaves no group behind.
-      yield* Effect.addFinalizer(() => Effect.sync(() => groupAlive(pgid) && process.kill(-pgid, "SIGKILL")))
+      const { engine, pgid, sandbox, sandboxerPid, socketDir } = yield* startEngine()
       assert.isTrue(groupAlive(pgid))
       assert.isTrue(fs.existsSync(sandbox))
       engine.kill("SIGKILL")
@@ -56,16 +63,7 @@ describe("the sandboxer as watchdog", () => {
 
   it.scopedLive("kill -9 of the engine before it announced a group: the group working in its sandbox is gone", () =>
     Effect.gen(function*() {
-      const root = yield* tempDir("kiln-wd-")
-      const socketDir = yield* tempDir("kiln-sock-")
-      const sandboxRoot = path.join(root, "sandboxes")
-      fs.mkdirSync(sandboxRoot)
-      const engine = yield* spawnScoped(process.execPath, [
-        engineWorker,
-        JSON.stringify({ storeRoot: path.join(root, "store"), socketDir, cli, sandboxRoot, announceGroup: false })
-      ])
-      const { pgid, sandbox } = JSON.parse(yield* firstLine(engine)) as { pgid: number; sandbox: string }
-      yield* Effect.addFinalizer(() => Effect.sync(() => groupAlive(pgid) && process.kill(-pgid, "SIGKILL")))
+      const { engine, pgid, sandbox } = yield* startEngine({ announceGroup: false })
       assert.isTrue(groupAlive(pgid))
       engine.kill("SIGKILL")
       yield* exitOf(engine)
