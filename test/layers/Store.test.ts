@@ -138,6 +138,22 @@ describe("Store", () => {
       assert.isTrue(Option.isNone(yield* store.getActionResult(action)))
     }))
 
+  it.scoped("many action-cache entries are read in one call, in order, across every shard", () =>
+    Effect.gen(function*() {
+      const store = yield* tempStore()
+      const actions = Array.from({ length: 200 }, (_, i) => Digest.ofBytes(bytes(`action ${i}`)))
+      const stored = actions.filter((_, i) => i % 3 !== 0)
+      yield* Effect.forEach(stored, (a) => store.putActionResult(a, bytes(`result of ${a.hash}`)), { discard: true })
+      assert.strictEqual(new Set(actions.map((a) => a.hash.slice(0, 1))).size, 16, "the keys cover all 16 shards")
+      const got = yield* store.getActionResults(actions)
+      assert.strictEqual(got.length, actions.length)
+      got.forEach((r, i) => {
+        if (i % 3 === 0) assert.isTrue(Option.isNone(r), `action ${i} was never stored`)
+        else assert.strictEqual(Buffer.from(Option.getOrThrow(r)).toString(), `result of ${actions[i]!.hash}`)
+      })
+      assert.deepStrictEqual(yield* store.getActionResults([]), [])
+    }))
+
   describe("gc", () => {
     it.scoped("never removes a leased entry, removes unleased ones down to the target, clears strays", () =>
       Effect.gen(function*() {
