@@ -82,18 +82,22 @@ export const withActionLock = <A, E, R>(
   Effect.gen(function*() {
     const poll = options.poll ?? Duration.millis(50)
     const after = options.after
+    const unlock = release(shards, action.hash)
     for (;;) {
-      if (yield* tryAcquire(shards, action.hash)) {
-        if (after === undefined) return yield* Effect.ensuring(run, release(shards, action.hash))
-        const a = yield* Effect.onExit(run, (exit) =>
-          exit._tag === "Success" ? Effect.void : release(shards, action.hash))
-        yield* after.background(Effect.ensuring(after.finish(a), release(shards, action.hash)))
-        return a
-      }
+      // Only `run` (and the wait) can be interrupted: a lock taken is always released, or handed to `background`.
+      const ran = yield* Effect.uninterruptibleMask((restore) =>
+        Effect.flatMap(tryAcquire(shards, action.hash), (acquired) => {
+          if (!acquired) return Effect.succeedNone
+          if (after === undefined) return Effect.asSome(Effect.ensuring(restore(run), unlock))
+          return Effect.flatMap(
+            Effect.onExit(restore(run), (exit) => exit._tag === "Success" ? Effect.void : unlock),
+            (a) => Effect.as(after.background(Effect.ensuring(after.finish(a), unlock)), Option.some(a))
+          )
+        })
+      )
+      if (Option.isSome(ran)) return ran.value
       const done = yield* whileWaiting
-      if (Option.isSome(done)) {
-        return done.value
-      }
+      if (Option.isSome(done)) return done.value
       yield* Effect.sleep(poll)
     }
   })
