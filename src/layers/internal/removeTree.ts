@@ -14,14 +14,40 @@ const makeWritable = (dir: string, mode: number) => {
   if ((mode & 0o700) !== 0o700) fs.chmodSync(dir, (mode & 0o7777) | 0o700)
 }
 
-const removeDir = (dir: string): void => {
-  makeWritable(dir, fs.lstatSync(dir).mode)
-  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
-    const child = path.join(dir, entry.name)
-    if (entry.isDirectory()) removeDir(child)
-    else fs.unlinkSync(child)
+/** An entry another remover deleted first is gone, which is what was wanted. */
+const gone = (e: unknown) => errnoOf(e) === "ENOENT"
+
+/**
+ * A directory that gained an entry while it was emptied (a dying engine's sandboxer finishing a write while
+ * `kiln clean` or the next engine removes the sandbox) is emptied again, a bounded number of times.
+ */
+const ATTEMPTS = 5
+
+/** Called after each directory was listed: tests use it to race a writer or another remover deterministically. */
+type AfterList = (dir: string, names: ReadonlyArray<string>) => void
+
+const removeDir = (dir: string, afterList?: AfterList): void => {
+  for (let attempt = 1;; attempt++) {
+    try {
+      makeWritable(dir, fs.lstatSync(dir).mode)
+      const entries = fs.readdirSync(dir, { withFileTypes: true })
+      afterList?.(dir, entries.map((e) => e.name))
+      for (const entry of entries) {
+        const child = path.join(dir, entry.name)
+        try {
+          if (entry.isDirectory()) removeDir(child, afterList)
+          else fs.unlinkSync(child)
+        } catch (e) {
+          if (!gone(e)) throw e
+        }
+      }
+      fs.rmdirSync(dir)
+      return
+    } catch (e) {
+      if (gone(e)) return
+      if (errnoOf(e) !== "ENOTEMPTY" || attempt === ATTEMPTS) throw e
+    }
   }
-  fs.rmdirSync(dir)
 }
 
 /**
@@ -30,7 +56,7 @@ const removeDir = (dir: string): void => {
  *
  * @internal
  */
-export const removeTree = (target: string): void => {
+export const removeTree = (target: string, afterList?: AfterList): void => {
   let st: fs.Stats
   try {
     st = fs.lstatSync(target)
@@ -54,5 +80,5 @@ export const removeTree = (target: string): void => {
   } catch {
     // The parent is not ours to change (/tmp's sticky bit, say): its write permission is not the obstacle then.
   }
-  removeDir(target)
+  removeDir(target, afterList)
 }
