@@ -254,6 +254,12 @@ const processOf = (name: string, pc: ProcessConfig, inputDigest: Digest.Digest) 
   }, true)
 }
 
+/**
+ * Snapshots taken at once when inputs are new: enough that their commits are shared, few enough that the bytes they
+ * hold before committing stay bounded (a snapshot flushes at 32 MiB).
+ */
+const SNAPSHOTS_AT_ONCE = 8
+
 /** Processes looked up together (one read transaction per store shard each time). */
 const LOOKUP_CHUNK = 64
 
@@ -410,10 +416,20 @@ export const make = Effect.gen(function*() {
       if (!policy.read) yield* runner.warmUp
       if (policy.read) {
         // Every process's own inputs first: a file that had to be hashed (new or changed) or inputs that cannot be
-        // read mean something will run, and the sandboxer then starts while the rest is looked up.
-        for (const name of names) {
-          const own = yield* Effect.either(ownOf(name, config.processes[name]!))
-          if (Either.isLeft(own) || session.hashed > 0) yield* runner.warmUp
+        // read mean something will run, and the sandboxer then starts while the rest is looked up. One after another
+        // while nothing is new (a fiber each would cost more than such a snapshot); from the first new file on, a
+        // few at once, so that the new files' commits (fsyncs) are shared instead of taken in turn.
+        let next = 0
+        while (next < names.length && session.hashed === 0) {
+          const name = names[next++]!
+          if (Either.isLeft(yield* Effect.either(ownOf(name, config.processes[name]!)))) yield* runner.warmUp
+        }
+        if (session.hashed > 0) yield* runner.warmUp
+        if (next < names.length) {
+          yield* Effect.forEach(names.slice(next), (name) => Effect.either(ownOf(name, config.processes[name]!)), {
+            concurrency: SNAPSHOTS_AT_ONCE,
+            discard: true
+          })
         }
         const waiting = new Map<string, number>()
         const dependents = new Map<string, Array<string>>()
