@@ -13,47 +13,49 @@ import { Duration, Effect, Option } from "effect"
 import type * as Digest from "../../domain/Digest.js"
 import type { StoreError } from "../../domain/StoreErrors.js"
 import * as LmdbCommit from "./lmdbCommit.js"
+import type * as LmdbEnvs from "./lmdbEnvs.js"
 import * as SandboxDir from "./sandboxDir.js"
 import * as Sharded from "./shardedLmdb.js"
 
 const me = SandboxDir.self()
 const mine = Buffer.from(JSON.stringify({ pid: me.pid, startTime: me.startTime }))
 
-const tryAcquire = (shards: Sharded.Shards, hash: string): Effect.Effect<boolean, StoreError> => {
+/** A synchronous write transaction on the lock of `hash`; its failure names the shard. */
+const onLock = <A>(
+  shards: Sharded.Shards,
+  hash: string,
+  action: string,
+  f: (locks: LmdbEnvs.SharedEnv["locks"], key: Buffer) => A
+): Effect.Effect<A, StoreError> => {
   const shard = Sharded.shardOf(shards, hash)
   const key = Sharded.keyOf(hash)
   return Effect.try({
-    try: () =>
-      shard.env.transactionSync(() => {
-        const held = shard.locks.getBinary(key)
-        if (held !== undefined) {
-          if (Buffer.compare(held, mine) === 0) return true
-          try {
-            const owner = JSON.parse(held.toString("utf8")) as SandboxDir.Owner
-            if (SandboxDir.ownerAlive(owner)) return false
-          } catch {
-            // An unreadable owner cannot be waited for: take the lock over.
-          }
-        }
-        shard.locks.putSync(key, mine)
-        return true
-      }),
-    catch: (e) => LmdbCommit.failure(shard, "action lock", e)
+    try: () => shard.env.transactionSync(() => f(shard.locks, key)),
+    catch: (e) => LmdbCommit.failure(shard, action, e)
   })
 }
 
-const release = (shards: Sharded.Shards, hash: string): Effect.Effect<void> => {
-  const shard = Sharded.shardOf(shards, hash)
-  const key = Sharded.keyOf(hash)
-  return Effect.try({
-    try: () =>
-      shard.env.transactionSync(() => {
-        const held = shard.locks.getBinary(key)
-        if (held !== undefined && Buffer.compare(held, mine) === 0) shard.locks.removeSync(key)
-      }),
-    catch: (e) => LmdbCommit.failure(shard, "could not release the action lock", e)
+const tryAcquire = (shards: Sharded.Shards, hash: string): Effect.Effect<boolean, StoreError> =>
+  onLock(shards, hash, "action lock", (locks, key) => {
+    const held = locks.getBinary(key)
+    if (held !== undefined) {
+      if (Buffer.compare(held, mine) === 0) return true
+      try {
+        const owner = JSON.parse(held.toString("utf8")) as SandboxDir.Owner
+        if (SandboxDir.ownerAlive(owner)) return false
+      } catch {
+        // An unreadable owner cannot be waited for: take the lock over.
+      }
+    }
+    locks.putSync(key, mine)
+    return true
+  })
+
+const release = (shards: Sharded.Shards, hash: string): Effect.Effect<void> =>
+  onLock(shards, hash, "could not release the action lock", (locks, key) => {
+    const held = locks.getBinary(key)
+    if (held !== undefined && Buffer.compare(held, mine) === 0) locks.removeSync(key)
   }).pipe(Effect.catchAll((e) => Effect.logWarning(e.message)))
-}
 
 /**
  * Runs `run` holding the lock for `action`. While another live process holds it, polls `whileWaiting` (which looks
