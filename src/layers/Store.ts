@@ -374,27 +374,7 @@ export const make = (
           Effect.all([Core.removeFile(core, digest), Core.removeDirectory(core, digest)]),
           ([a, b]) => a || b
         ),
-      leaseTree: (root) =>
-        Effect.gen(function*() {
-          const dirs: Array<string> = []
-          const small: Array<string> = []
-          const large: Array<string> = []
-          yield* Core.walkTree(core, root, (_, dir) => {
-            for (const d of dir.directories) if (!Digest.isEmpty(d.digest)) dirs.push(d.digest.hash)
-            for (const f of dir.files) {
-              if (Digest.isEmpty(f.digest)) continue
-              if (f.digest.sizeBytes >= LargeFiles.THRESHOLD) large.push(f.digest.hash)
-              else small.push(f.digest.hash)
-            }
-          })
-          if (!Digest.isEmpty(root)) dirs.push(root.hash)
-          const until = Core.leaseUntil(core)
-          yield* Sharded.lease(core.directories, dirs, until, core.leaseTimeMs)
-          yield* Sharded.lease(core.files, small, until, core.leaseTimeMs)
-          yield* Effect.forEach(large, (h) => LargeFiles.lease(core.large, h, until, core.leaseTimeMs), {
-            discard: true
-          })
-        }),
+      leaseTree: (root) => Core.leaseTree(core, root),
       ensureDownloaded: (root) => Core.ensureDownloaded(core, root),
       ensureLeased: (root) => Core.ensureLeased(core, root),
       listTree: (root) => {

@@ -292,6 +292,53 @@ export const removeFile = (core: Core, digest: Digest.Digest): Effect.Effect<boo
 export const removeDirectory = (core: Core, digest: Digest.Digest): Effect.Effect<boolean, StoreError> =>
   Effect.map(Sharded.removeBatch(core.directories, [digest.hash]), (r) => r.length > 0)
 
+/** The blobs of a tree, each once: its directories' hashes (the root's too) and its non-empty files. */
+const blobsOf = (
+  core: Core,
+  root: Digest.Digest
+): Effect.Effect<{ dirs: Array<string>; files: Array<Digest.Digest> }, Digest.MissingDigest | StoreError> => {
+  const dirs: Array<string> = Digest.isEmpty(root) ? [] : [root.hash]
+  const files = new Map<string, Digest.Digest>()
+  return Effect.map(
+    walkTree(core, root, (_, dir) => {
+      for (const d of dir.directories) if (!Digest.isEmpty(d.digest)) dirs.push(d.digest.hash)
+      for (const f of dir.files) if (!Digest.isEmpty(f.digest)) files.set(f.digest.hash, f.digest)
+    }),
+    () => ({ dirs, files: [...files.values()] })
+  )
+}
+
+const allPresent = (
+  core: Core,
+  files: ReadonlyArray<Digest.Digest>
+): Effect.Effect<void, Digest.MissingDigest | StoreError> =>
+  Effect.suspend((): Effect.Effect<void, Digest.MissingDigest | StoreError> => {
+    for (const digest of files) {
+      const present = hasFileSync(core, digest)
+      if (present instanceof StoreError) return Effect.fail(present)
+      if (!present) return Effect.fail(new Digest.MissingDigest({ digest, kind: "file" }))
+    }
+    return Effect.void
+  })
+
+/** Extends the leases of these blobs (only stale ones cost a write; absent ones are skipped). */
+const leaseBlobs = (
+  core: Core,
+  blobs: { readonly dirs: ReadonlyArray<string>; readonly files: ReadonlyArray<Digest.Digest> }
+): Effect.Effect<void, StoreError> =>
+  Effect.suspend(() => {
+    const until = leaseUntil(core)
+    const small = blobs.files.filter((d) => d.sizeBytes < LargeFiles.THRESHOLD).map((d) => d.hash)
+    const large = blobs.files.filter((d) => d.sizeBytes >= LargeFiles.THRESHOLD).map((d) => d.hash)
+    return Effect.zipRight(
+      Effect.zipRight(
+        Sharded.lease(core.directories, blobs.dirs, until, core.leaseTimeMs),
+        Sharded.lease(core.files, small, until, core.leaseTimeMs)
+      ),
+      Effect.forEach(large, (h) => LargeFiles.lease(core.large, h, until, core.leaseTimeMs), { discard: true })
+    )
+  })
+
 /**
  * Fails with `MissingDigest` naming the first blob (directory or file) of the tree that is absent.
  *
@@ -301,17 +348,7 @@ export const ensureDownloaded = (
   core: Core,
   root: Digest.Digest
 ): Effect.Effect<void, Digest.MissingDigest | StoreError> =>
-  Effect.gen(function*() {
-    const files = new Map<string, Digest.Digest>()
-    yield* walkTree(core, root, (_, dir) => {
-      for (const f of dir.files) files.set(f.digest.hash, f.digest)
-    })
-    for (const digest of files.values()) {
-      const present = hasFileSync(core, digest)
-      if (present instanceof StoreError) return yield* present
-      if (!present) return yield* new Digest.MissingDigest({ digest, kind: "file" })
-    }
-  })
+  Effect.flatMap(blobsOf(core, root), ({ files }) => allPresent(core, files))
 
 /**
  * What a cache hit does with its output tree, in one walk: fails with `MissingDigest` naming the first absent blob,
@@ -323,27 +360,21 @@ export const ensureLeased = (
   core: Core,
   root: Digest.Digest
 ): Effect.Effect<void, Digest.MissingDigest | StoreError> =>
-  Effect.gen(function*() {
-    const dirs: Array<string> = Digest.isEmpty(root) ? [] : [root.hash]
-    const files = new Map<string, Digest.Digest>()
-    yield* walkTree(core, root, (_, dir) => {
-      for (const d of dir.directories) if (!Digest.isEmpty(d.digest)) dirs.push(d.digest.hash)
-      for (const f of dir.files) if (!Digest.isEmpty(f.digest)) files.set(f.digest.hash, f.digest)
-    })
-    const small: Array<string> = []
-    const large: Array<string> = []
-    for (const digest of files.values()) {
-      const present = hasFileSync(core, digest)
-      if (present instanceof StoreError) return yield* present
-      if (!present) return yield* new Digest.MissingDigest({ digest, kind: "file" })
-      if (digest.sizeBytes >= LargeFiles.THRESHOLD) large.push(digest.hash)
-      else small.push(digest.hash)
-    }
-    const until = leaseUntil(core)
-    yield* Sharded.lease(core.directories, dirs, until, core.leaseTimeMs)
-    if (small.length > 0) yield* Sharded.lease(core.files, small, until, core.leaseTimeMs)
-    for (const h of large) yield* LargeFiles.lease(core.large, h, until, core.leaseTimeMs)
-  })
+  Effect.flatMap(
+    blobsOf(core, root),
+    (blobs) => Effect.zipRight(allPresent(core, blobs.files), leaseBlobs(core, blobs))
+  )
+
+/**
+ * Extends the leases of a tree's directories and files (those present).
+ *
+ * @internal
+ */
+export const leaseTree = (
+  core: Core,
+  root: Digest.Digest
+): Effect.Effect<void, Digest.MissingDigest | StoreError> =>
+  Effect.flatMap(blobsOf(core, root), (blobs) => leaseBlobs(core, blobs))
 
 /**
  * Stores small file contents whose digests the caller computed from these very bytes (snapshot and capture hash
