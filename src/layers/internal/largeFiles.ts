@@ -14,6 +14,7 @@ import type * as Digest from "../../domain/Digest.js"
 import { StoreError } from "../../domain/StoreErrors.js"
 import { errnoOf, ioError } from "./errno.js"
 import { mkdirp } from "./mkdirp.js"
+import * as Generation from "./storeGeneration.js"
 
 /** @internal */
 export const THRESHOLD = 512 * 1024
@@ -21,10 +22,11 @@ export const THRESHOLD = 512 * 1024
 /** @internal */
 export interface LargeFiles {
   readonly root: string
+  readonly storeRoot: string
 }
 
 /** @internal */
-export const make = (storeRoot: string): LargeFiles => ({ root: path.join(storeRoot, "immutable", "files") })
+export const make = (storeRoot: string): LargeFiles => ({ root: path.join(storeRoot, "immutable", "files"), storeRoot })
 
 /** @internal */
 export const pathOf = (large: LargeFiles, hash: string): string => path.join(large.root, hash.slice(0, 2), hash)
@@ -267,6 +269,8 @@ export const hashFile = (file: string): { hash: string; size: number } => {
 export const remove = (large: LargeFiles, hash: string): Effect.Effect<boolean, StoreError> =>
   Effect.try({
     try: () => {
+      if (!fs.existsSync(pathOf(large, hash))) return false
+      Generation.bump(large.storeRoot)
       try {
         fs.unlinkSync(pathOf(large, hash))
         return true

@@ -20,6 +20,7 @@ import * as path from "node:path"
 import * as Size from "../../domain/Size.js"
 import { StoreError } from "../../domain/StoreErrors.js"
 import { describeErrno, errnoOf, ioError } from "./errno.js"
+import * as Generation from "./storeGeneration.js"
 
 const PAGE_HEADER = 24
 const MAGIC = 0xbeefc0de
@@ -243,6 +244,7 @@ export const setAsideUnsafe = (
           const problem = error === undefined ? undefined : refused.get(error)
           if (problem === undefined) continue
           const into = path.join(root, "corrupt")
+          Generation.bump(root)
           fs.mkdirSync(into, { recursive: true })
           const movedTo = path.join(into, `${kind}-${shard.name}-${new Date().toISOString().replace(/[:.]/g, "")}`)
           fs.renameSync(dir, movedTo)

@@ -166,7 +166,9 @@ export const check = (core: Core.Core, repair: boolean): Effect.Effect<CheckRepo
         const keys = problems.filter((p) => p.store === kind).map((p) => p.key)
         if (keys.length > 0) repaired += (yield* Sharded.removeBatch(shardsOf(core, kind), keys)).length
       }
-      for (const p of problems.filter((p) => p.store === "large-files")) {
+      const large = problems.filter((p) => p.store === "large-files")
+      if (large.length > 0) yield* Sharded.bumpGeneration(core.files)
+      for (const p of large) {
         const file = path.join(core.large.root, p.key)
         yield* Effect.try({ try: () => fs.unlinkSync(file), catch: ioError(file, "cannot remove") })
         repaired++
@@ -256,7 +258,9 @@ export const gc = (core: Core.Core, targetBytes: number): Effect.Effect<GcReport
         removedBytes += sizeOf.get(`${kind}:${key}`) ?? 0
       }
     }
-    for (const c of chosen.filter((c) => c.kind === "large-files")) {
+    const largeChosen = chosen.filter((c) => c.kind === "large-files")
+    if (largeChosen.length > 0) yield* Sharded.bumpGeneration(core.files)
+    for (const c of largeChosen) {
       const file = LargeFiles.pathOf(core.large, c.key)
       const removed = yield* Effect.try({
         try: () => {

@@ -8,11 +8,15 @@ import { Effect, type Scope } from "effect"
 import * as path from "node:path"
 import type { StoreConfigConflict } from "../../domain/StoreErrors.js"
 import { StoreError } from "../../domain/StoreErrors.js"
+import { ioError } from "./errno.js"
 import * as LmdbCommit from "./lmdbCommit.js"
 import * as LmdbEnvs from "./lmdbEnvs.js"
+import * as Generation from "./storeGeneration.js"
 
 /** @internal */
 export interface Shards {
+  /** The store's root: removals move its generation on. */
+  readonly root: string
   readonly kind: string
   readonly envs: ReadonlyArray<LmdbEnvs.SharedEnv>
   readonly shift: number
@@ -30,6 +34,13 @@ export interface Entry {
   readonly value: Uint8Array
 }
 
+/** Moves the store's generation on: before anything is removed from it. @internal */
+export const bumpGeneration = (shards: Shards): Effect.Effect<void, StoreError> =>
+  Effect.try({
+    try: () => Generation.bump(shards.root),
+    catch: ioError(path.join(shards.root, "generation"), "cannot move the store's generation on")
+  })
+
 /** @internal */
 export const isPowerOfTwo = (n: number): boolean => Number.isInteger(n) && n >= 1 && n <= 256 && (n & (n - 1)) === 0
 
@@ -45,7 +56,7 @@ export const open = (
       Array.from({ length: shardCount }, (_, i) => i),
       (i) => LmdbEnvs.acquire(path.join(root, kind, i.toString(16)), settings)
     ),
-    (envs) => ({ kind, envs, shift: 8 - Math.log2(shardCount) })
+    (envs) => ({ root, kind, envs, shift: 8 - Math.log2(shardCount) })
   )
 
 /** @internal */
@@ -227,6 +238,15 @@ export const lease = (
  * @internal
  */
 export const removeBatch = (
+  shards: Shards,
+  hashes: ReadonlyArray<string>,
+  onlyIfExpiredAt?: number
+): Effect.Effect<Array<string>, StoreError> =>
+  hashes.length === 0
+    ? Effect.succeed([])
+    : Effect.zipRight(bumpGeneration(shards), removeAll(shards, hashes, onlyIfExpiredAt))
+
+const removeAll = (
   shards: Shards,
   hashes: ReadonlyArray<string>,
   onlyIfExpiredAt?: number
