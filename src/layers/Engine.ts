@@ -11,15 +11,18 @@ import { type Config, InvalidConfig, type ProcessConfig } from "../domain/Config
 import * as Digest from "../domain/Digest.js"
 import type { MissingDigest } from "../domain/Digest.js"
 import * as DurationText from "../domain/DurationText.js"
-import { Process, type ProcessResult, type SpawnError } from "../domain/Process.js"
+import { Process, ProcessResult, type SpawnError } from "../domain/Process.js"
 import type { SandboxError, SandboxerUnavailable } from "../domain/Sandbox.js"
 import type { StoreError } from "../domain/StoreErrors.js"
 import { actionDigest } from "./internal/actionKey.js"
 import * as Glob from "./internal/glob.js"
+import * as MemoRecord from "./internal/memoRecord.js"
+import * as RunMemo from "./internal/runMemo.js"
 import * as RunRecords from "./internal/runRecords.js"
+import * as Generation from "./internal/storeGeneration.js"
 import { writeBack } from "./internal/writeBack.js"
 import { ProcessRunner } from "./ProcessRunner.js"
-import { type SnapshotSession, Store } from "./Store.js"
+import { type SnapshotObservation, type SnapshotSession, Store } from "./Store.js"
 
 /**
  * @since 0.1.0
@@ -99,6 +102,13 @@ export interface RunOptions {
   readonly storeDir?: string
   /** The config file's name, for errors about its fields. Default `kiln.json`. */
   readonly configName?: string
+  /**
+   * sha256 of the config file's bytes, recorded in the run memo so that the CLI can tell, before it loads the
+   * engine, that the config is the one a run validated.
+   */
+  readonly configHash?: string
+  /** Whether processes whose run memo holds are taken as hits without a look at the store (default true). */
+  readonly memo?: boolean
 }
 
 /**
@@ -187,6 +197,39 @@ const closure = (config: Config, targets: ReadonlyArray<string>) => {
   return [...seen]
 }
 
+/** `names` (closed under deps) with every process after its deps. */
+const depsFirst = (config: Config, names: ReadonlyArray<string>) => {
+  const out: Array<string> = []
+  const done = new Set<string>()
+  const visit = (name: string) => {
+    if (done.has(name)) return
+    done.add(name)
+    for (const dep of config.processes[name]!.deps ?? []) visit(dep)
+    out.push(name)
+  }
+  names.forEach(visit)
+  return out
+}
+
+/** A result the run memo vouches for, as a cache hit that took no time. */
+const rememberedResult = (e: RunMemo.Entry): ProcessResult | undefined => {
+  const digests = [e.action, e.output, e.stdout, e.stderr].map(Digest.parse)
+  if (!digests.every(Either.isRight)) return undefined
+  const [actionDigest, outputDigest, stdoutDigest, stderrDigest] = digests.map((d) => d.right)
+  return new ProcessResult({
+    exitCode: 0,
+    signal: null,
+    timedOut: false,
+    stdoutDigest: stdoutDigest!,
+    stderrDigest: stderrDigest!,
+    outputDigest: outputDigest!,
+    actionDigest: actionDigest!,
+    durationMs: 0,
+    source: "cache-hit",
+    timings: { cacheLookup: 0 }
+  }, true)
+}
+
 const segments = (p: string | undefined) => (p ?? "").split("/").filter((s) => s !== "" && s !== ".")
 
 /** A process's own inputs (its globs over the workspace), and the files they matched. */
@@ -196,12 +239,13 @@ const ownInputs = (
   name: string,
   pc: ProcessConfig,
   session: SnapshotSession,
-  configName: string
+  configName: string,
+  seen?: Array<SnapshotObservation>
 ) =>
   Effect.gen(function*() {
     const globs = pc.inputs ?? []
     if (!globs.some((g) => !g.startsWith("!"))) return { digest: Digest.empty, files: {} as Record<string, string> }
-    const digest = yield* store.snapshot(workspace, globs, session)
+    const digest = yield* store.snapshot(workspace, globs, session, seen)
     const entries = (yield* store.listTree(digest)).filter((e) => e.type !== "directory")
     for (const [i, g] of globs.entries()) {
       if (g.startsWith("!")) continue
@@ -299,34 +343,69 @@ export const make = Effect.gen(function*() {
       let stop = false
       const session = yield* store.snapshotSession(workspace)
       const records = new Map<string, RunRecords.RunRecord>()
+      const root = store.options.root
+      // Read before the store is: anything removed from it after this moment moves the generation past the one the
+      // memo written at the end records.
+      const generation = Generation.read(root)
+      const memo = RunMemo.read(root, workspace)
+      const ordered = depsFirst(config, names)
+      const keyOf = (name: string) => JSON.stringify(config.processes[name])
+      const depsOf = (name: string) => config.processes[name]!.deps ?? []
+      /** Processes whose memo holds: hits whose outputs are in the workspace already, taken without the store. */
+      const remembered = new Map<string, ProcessResult>()
+      if (policy.read && options.memo !== false && memo !== undefined && RunMemo.storeHolds(root, memo) === undefined) {
+        const cacheable = ordered.filter((n) => config.processes[n]!.cache !== "never")
+        const { valid } = RunMemo.holding(memo, workspace, cacheable, keyOf, depsOf)
+        for (const name of ordered) {
+          const e = valid.get(name)
+          if (e === undefined || depsOf(name).some((d) => !remembered.has(d))) continue
+          const result = rememberedResult(e)
+          if (result !== undefined) remembered.set(name, result)
+        }
+      }
 
+      // Results are indexed by the digests they hold only when bytes turn out missing: a run without backtracking
+      // (most) never lists its hits' output trees for it.
+      const unindexed: Array<[string, ProcessResult]> = []
+      const indexAll = Effect.suspend(() => {
+        const todo = unindexed.splice(0)
+        return Effect.forEach(todo, ([name, result]) => index(name, result), { discard: true })
+      })
       const index = (name: string, result: ProcessResult) =>
         Effect.gen(function*() {
           for (const d of [result.outputDigest, result.stdoutDigest, result.stderrDigest]) producers.set(d.hash, name)
-          // A tree that cannot be listed (a directory blob already gone) indexes only its root: the consumer's
-          // MissingDigest then names that root, which is indexed above.
-          const entries = yield* store.listTree(result.outputDigest).pipe(
-            Effect.catchAll((e) =>
-              Effect.as(
-                Effect.logDebug(`${name}: cannot index its output tree (${e.message})`),
-                [] as ReadonlyArray<{ digest?: Digest.Digest }>
-              )
-            )
-          )
-          for (const e of entries) {
-            if (e.digest !== undefined && !Digest.isEmpty(e.digest)) producers.set(e.digest.hash, name)
+          // Every digest of the tree that can still be read. A directory already gone is indexed by its parent's
+          // reference to it, so a consumer's MissingDigest naming it (the walk that failed stopped there too)
+          // still finds this producer.
+          const stack = [result.outputDigest]
+          while (stack.length > 0) {
+            const dir = yield* Effect.option(store.getDirectory(stack.pop()!))
+            if (Option.isNone(dir)) continue
+            for (const f of dir.value.files) if (!Digest.isEmpty(f.digest)) producers.set(f.digest.hash, name)
+            for (const d of dir.value.directories) {
+              producers.set(d.digest.hash, name)
+              stack.push(d.digest)
+            }
           }
         })
 
       // A process's own inputs are snapshotted once per run: backtracking retries and the graph reuse them.
       const owned = new Map<string, { digest: Digest.Digest; files: Record<string, string> }>()
+      /** What each snapshot read, for the memo. */
+      const inputsSeen = new Map<string, Array<SnapshotObservation>>()
+      /** What each process's last write-back left in the workspace, and the result it wrote. */
+      const outputsSeen = new Map<string, { result: ProcessResult; seen: Array<SnapshotObservation> }>()
       const ownOf = (name: string, pc: ProcessConfig) =>
         Effect.suspend(() => {
           const known = owned.get(name)
           if (known !== undefined) return Effect.succeed(known)
+          const seen: Array<SnapshotObservation> = []
           return Effect.tap(
-            ownInputs(store, workspace, name, pc, session, options.configName ?? "kiln.json"),
-            (own) => owned.set(name, own)
+            ownInputs(store, workspace, name, pc, session, options.configName ?? "kiln.json", seen),
+            (own) => {
+              owned.set(name, own)
+              inputsSeen.set(name, seen)
+            }
           )
         })
 
@@ -383,6 +462,7 @@ export const make = Effect.gen(function*() {
             if (Either.isRight(attempt)) return attempt.right
             const e = attempt.left
             if (e._tag !== "MissingDigest") return yield* Effect.fail(e)
+            yield* indexAll
             const producer = producers.get(e.digest.hash)
             if (producer === undefined) {
               return yield* new NoProducer({ digest: Digest.format(e.digest), consumer: name })
@@ -399,7 +479,7 @@ export const make = Effect.gen(function*() {
             // Writes stay on even under --cache read: the fresh result must replace the stale entry.
             const fresh = yield* execute(producer, { read: false, write: true })
             state.get(producer)!.result = fresh.result
-            yield* index(producer, fresh.result)
+            unindexed.push([producer, fresh.result])
           }
         })
 
@@ -410,8 +490,10 @@ export const make = Effect.gen(function*() {
        * read, go through the graph below, which runs or reports them.
        */
       const hits = new Map<string, { result: ProcessResult; process: Process }>()
-      /** The hits in the order they were found: every one after its deps. */
-      const hitOrder: Array<string> = []
+      /** The hits in the order they were found: every one after its deps; the remembered ones first. */
+      const hitOrder: Array<string> = ordered.filter((n) => remembered.has(n))
+      for (const [name, result] of remembered) state.get(name)!.result = result
+      const unknown = names.filter((n) => !remembered.has(n))
       // Anything that will run needs the sandboxer, whose start-up (a Node start) then overlaps the lookups.
       if (!policy.read) yield* runner.warmUp
       if (policy.read) {
@@ -420,21 +502,21 @@ export const make = Effect.gen(function*() {
         // while nothing is new (a fiber each would cost more than such a snapshot); from the first new file on, a
         // few at once, so that the new files' commits (fsyncs) are shared instead of taken in turn.
         let next = 0
-        while (next < names.length && session.hashed === 0) {
-          const name = names[next++]!
+        while (next < unknown.length && session.hashed === 0) {
+          const name = unknown[next++]!
           if (Either.isLeft(yield* Effect.either(ownOf(name, config.processes[name]!)))) yield* runner.warmUp
         }
         if (session.hashed > 0) yield* runner.warmUp
-        if (next < names.length) {
-          yield* Effect.forEach(names.slice(next), (name) => Effect.either(ownOf(name, config.processes[name]!)), {
+        if (next < unknown.length) {
+          yield* Effect.forEach(unknown.slice(next), (name) => Effect.either(ownOf(name, config.processes[name]!)), {
             concurrency: SNAPSHOTS_AT_ONCE,
             discard: true
           })
         }
         const waiting = new Map<string, number>()
         const dependents = new Map<string, Array<string>>()
-        for (const n of names) {
-          const deps = config.processes[n]!.deps ?? []
+        for (const n of unknown) {
+          const deps = (config.processes[n]!.deps ?? []).filter((d) => !remembered.has(d))
           waiting.set(n, deps.length)
           for (const d of deps) {
             const list = dependents.get(d)
@@ -442,7 +524,7 @@ export const make = Effect.gen(function*() {
             else list.push(n)
           }
         }
-        let wave = names.filter((n) => waiting.get(n) === 0)
+        let wave = unknown.filter((n) => waiting.get(n) === 0)
         while (wave.length > 0) {
           const next: Array<string> = []
           // A wave is looked up in chunks, so that a miss is known early enough to start the sandboxer meanwhile.
@@ -484,7 +566,28 @@ export const make = Effect.gen(function*() {
 
       const nodes = new Map<string, Effect.Effect<Outcome, NoProducer>>()
       const nodeOf = (name: string) => nodes.get(name)!
+      // Remembered hits are settled at once: there is nothing to wait for, check or write.
+      const startMs = Date.now() - started
+      for (const name of hitOrder) {
+        const known = remembered.get(name)
+        if (known === undefined) break
+        unindexed.push([name, known])
+        nodes.set(name, Effect.succeed("ok"))
+        yield* finish({
+          name,
+          actionDigest: Digest.format(known.actionDigest),
+          source: "cache-hit",
+          exitCode: 0,
+          timedOut: false,
+          durationMs: 0,
+          backtracks: 0,
+          startMs,
+          timings: known.timings,
+          ok: true
+        })
+      }
       for (const name of names) {
+        if (remembered.has(name)) continue
         const compute = Effect.gen(function*() {
           const pc = config.processes[name]!
           // All are needed, so waiting for them one after another takes no longer, and forks no fiber each.
@@ -536,15 +639,24 @@ export const make = Effect.gen(function*() {
           const p = attempt.right.process
           let result = attempt.right.result
           node.result = result
-          yield* index(name, result)
+          unindexed.push([name, result])
           const ok = result.succeeded
           let detail: string | undefined
           let error: ProcessFailure | undefined
           if (ok) {
-            const writeOutputs = (r: ProcessResult) =>
-              Effect.either(
-                writeBack(store, r.outputDigest, path.join(workspace, p.workingDirectory), p.outputDirectories, session)
+            const writeOutputs = (r: ProcessResult) => {
+              const seen: Array<SnapshotObservation> = []
+              return Effect.either(
+                writeBack(
+                  store,
+                  r.outputDigest,
+                  path.join(workspace, p.workingDirectory),
+                  p.outputDirectories,
+                  session,
+                  seen
+                ).pipe(Effect.tap(() => outputsSeen.set(name, { result: r, seen })))
               )
+            }
             let back = yield* writeOutputs(result)
             if (Either.isLeft(back) && back.left._tag === "MissingDigest" && node.backtracks < maxBacktracks) {
               // A cache hit whose output bytes are gone (under --cache-content defer): re-run it, as for a consumer.
@@ -559,7 +671,7 @@ export const make = Effect.gen(function*() {
                 detail = describe(name, fresh.left)
               } else {
                 node.result = result = fresh.right.result
-                yield* index(name, fresh.right.result)
+                unindexed.push([name, fresh.right.result])
                 back = yield* writeOutputs(fresh.right.result)
               }
             }
@@ -596,12 +708,41 @@ export const make = Effect.gen(function*() {
       }
       // The hits are settled (indexed, written back, reported) one after another in one fiber, in the order they
       // were found; a fiber each cost more than settling one. Everything else runs as the graph allows.
-      const settling = yield* Effect.fork(Effect.forEach(hitOrder, nodeOf, { discard: true }))
+      const settling = yield* Effect.fork(
+        Effect.forEach(hitOrder.filter((n) => !remembered.has(n)), nodeOf, { discard: true })
+      )
       yield* Effect.forEach(names.filter((n) => !hits.has(n)), nodeOf, { concurrency: "unbounded", discard: true })
       yield* Fiber.join(settling)
       yield* Effect.try(() => RunRecords.write(store.options.root, workspace, records)).pipe(
         Effect.catchAll((e) => Effect.logWarning(`could not record the run for \`kiln explain\`: ${e.error}`))
       )
+      yield* MemoRecord.record({
+        root,
+        workspace,
+        config,
+        configHash: options.configHash ?? "",
+        generation,
+        previous: memo,
+        startedNs: BigInt(started) * 1_000_000n,
+        names: new Set(names),
+        remembered: new Set(remembered.keys()),
+        candidates: reports.flatMap((r) => {
+          const result = state.get(r.name)!.result
+          const out = outputsSeen.get(r.name)
+          // Only a result that is the one written back, of a process that may be cached.
+          if (!r.ok || remembered.has(r.name) || result === undefined || out?.result !== result) return []
+          if (config.processes[r.name]!.cache === "never") return []
+          return [{
+            name: r.name,
+            result,
+            files: owned.get(r.name)?.files ?? {},
+            inputs: inputsSeen.get(r.name) ?? [],
+            outputs: out.seen,
+            deps: records.get(r.name)?.deps
+          }]
+        }),
+        keyOf
+      }).pipe(Effect.catchAll((e) => Effect.logDebug(`could not write the run memo: ${e.message}`)))
       const order = new Map(names.map((n, i) => [n, i]))
       const processes = [...reports].sort((a, b) => a.startMs - b.startMs || order.get(a.name)! - order.get(b.name)!)
       return {

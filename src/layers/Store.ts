@@ -20,6 +20,7 @@ import * as LargeFiles from "./internal/largeFiles.js"
 import * as Maintenance from "./internal/maintenance.js"
 import * as Materialize from "./internal/materialize.js"
 import { mkdirp } from "./internal/mkdirp.js"
+import type * as RunMemo from "./internal/runMemo.js"
 import * as Sharded from "./internal/shardedLmdb.js"
 import * as Snapshot from "./internal/snapshot.js"
 import * as StatIndex from "./internal/statIndex.js"
@@ -86,6 +87,15 @@ export interface TreeEntry {
   readonly isExecutable?: boolean
   readonly target?: string
 }
+
+/**
+ * A path a snapshot read, with its stat and what it found there: a file's hash, a symlink's target, a directory's
+ * names (`kind` `a`: a glob's base that does not exist).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type SnapshotObservation = RunMemo.Seen
 
 /**
  * An open stat index for one workspace (see `snapshotSession`).
@@ -182,7 +192,9 @@ export interface Service {
   readonly snapshot: (
     dir: string,
     globs?: ReadonlyArray<string>,
-    session?: SnapshotSession
+    session?: SnapshotSession,
+    /** Within a session, collects every path read, with what was found there (the engine's run memo). */
+    observe?: Array<SnapshotObservation>
   ) => Effect.Effect<Digest.Digest, StoreError>
   /** A snapshot session for a workspace: its persisted stat index, saved when the scope closes. */
   readonly snapshotSession: (workspace: string) => Effect.Effect<SnapshotSession, never, Scope.Scope>
@@ -449,8 +461,8 @@ export const make = (
             }
           }
         ),
-      snapshot: (dir, globs, session) =>
-        Snapshot.snapshot(core, dir, globs, session as StatIndex.StatIndex | undefined),
+      snapshot: (dir, globs, session, observe) =>
+        Snapshot.snapshot(core, dir, globs, session as StatIndex.StatIndex | undefined, observe),
       snapshotSession: (workspace) =>
         Effect.acquireRelease(
           Effect.sync(() => StatIndex.open(root, workspace) as SnapshotSession),

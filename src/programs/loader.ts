@@ -8,6 +8,7 @@ import { createRequire } from "node:module"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import * as vm from "node:vm"
+import * as Noop from "./noop.js"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const bundle = path.join(here, "kiln.cjs")
@@ -16,22 +17,28 @@ process.env.KILN_CLI = path.join(here, "cli.js")
 // lmdb loads msgpackr, which looks for and loads a native msgpack decoder at start-up (10-15 ms); kiln stores only
 // binary values and never decodes msgpack.
 process.env.MSGPACKR_NATIVE_ACCELERATION_DISABLED ??= "true"
-const cacheFile = `${bundle}.cache`
-const source = fs.readFileSync(bundle, "utf8")
-let cachedData: Buffer | undefined
-try {
-  cachedData = fs.readFileSync(cacheFile)
-} catch {
-  // No cache (a fresh build, or a copy without it): compile from source.
+
+const load = () => {
+  const cacheFile = `${bundle}.cache`
+  const source = fs.readFileSync(bundle, "utf8")
+  let cachedData: Buffer | undefined
+  try {
+    cachedData = fs.readFileSync(cacheFile)
+  } catch {
+    // No cache (a fresh build, or a copy without it): compile from source.
+  }
+  const wrapper = `(function (exports, require, module, __filename, __dirname) {${source}\n})`
+  const script = new vm.Script(wrapper, {
+    filename: bundle,
+    ...(cachedData !== undefined ? { cachedData } : {})
+  })
+  const module = { exports: {} }
+  const fn = script.runInThisContext() as (...args: Array<unknown>) => void
+  if (process.env.KILN_WRITE_CODE_CACHE === "1") {
+    process.once("beforeExit", () => fs.writeFileSync(cacheFile, script.createCachedData()))
+  }
+  fn(module.exports, createRequire(bundle), module, bundle, here)
 }
-const wrapper = `(function (exports, require, module, __filename, __dirname) {${source}\n})`
-const script = new vm.Script(wrapper, {
-  filename: bundle,
-  ...(cachedData !== undefined ? { cachedData } : {})
-})
-const module = { exports: {} }
-const fn = script.runInThisContext() as (...args: Array<unknown>) => void
-if (process.env.KILN_WRITE_CODE_CACHE === "1") {
-  process.once("beforeExit", () => fs.writeFileSync(cacheFile, script.createCachedData()))
-}
-fn(module.exports, createRequire(bundle), module, bundle, here)
+
+// A run where nothing changed is answered from the run memo without loading the engine at all.
+if (process.argv[2] !== "run" || !Noop.answer(process.argv.slice(2))) load()

@@ -12,6 +12,7 @@ import * as path from "node:path"
 import { Config, InvalidConfig, parse as parseConfig } from "../domain/Config.js"
 import * as Digest from "../domain/Digest.js"
 import * as Engine from "../layers/Engine.js"
+import * as RunMemo from "../layers/internal/runMemo.js"
 import * as Store from "../layers/Store.js"
 import { sandboxRootOption } from "./cleanCommand.js"
 import { keepSandboxesOption, namedCachesDirOption } from "./execCommand.js"
@@ -30,7 +31,10 @@ const loadConfig = (file: string) =>
         new InvalidConfig({ file, path: "", detail: `cannot read: ${(e as NodeJS.ErrnoException).code ?? String(e)}` })
       )
     }
-    return Either.match(parseConfig(path.basename(file), text), { onLeft: Effect.fail, onRight: Effect.succeed })
+    return Either.match(parseConfig(path.basename(file), text), {
+      onLeft: Effect.fail,
+      onRight: (config) => Effect.succeed({ config, hash: RunMemo.hashOf(text) })
+    })
   })
 
 /**
@@ -96,7 +100,7 @@ export const run = Command.make(
   (o) =>
     Effect.gen(function*() {
       const configFile = path.resolve(o.config)
-      const config = yield* loadConfig(configFile)
+      const { config, hash: configHash } = yield* loadConfig(configFile)
       for (const name of o.names) {
         if (!(name in config.processes)) {
           return yield* new InvalidConfig({
@@ -122,6 +126,7 @@ export const run = Command.make(
         onEvent: progress.onEvent,
         storeDir: store.options.root,
         configName: path.basename(configFile),
+        configHash,
         ...(hook !== undefined ? { beforeAttempt: hook } : {})
       })
       if (Option.isSome(o.summary)) {
@@ -185,7 +190,7 @@ export const explain = Command.make(
   (o) =>
     Effect.gen(function*() {
       const configFile = path.resolve(o.config)
-      const config = yield* loadConfig(configFile)
+      const { config } = yield* loadConfig(configFile)
       if (!(o.name in config.processes)) {
         return yield* new InvalidConfig({
           file: path.basename(configFile),

@@ -14,6 +14,7 @@ import { putHashedSmallFiles } from "./core.js"
 import { describeErrno, errnoOf, ioError } from "./errno.js"
 import * as Glob from "./glob.js"
 import * as LargeFiles from "./largeFiles.js"
+import * as RunMemo from "./runMemo.js"
 import type * as Sharded from "./shardedLmdb.js"
 import * as StatIndex from "./statIndex.js"
 import * as Tree from "./tree.js"
@@ -82,6 +83,8 @@ interface Walk {
   readonly core: Core.Core
   readonly filter: Filter | undefined
   readonly index?: StatIndex.StatIndex | undefined
+  /** Collects every path the walk read, with what it found there (for the run memo). */
+  readonly observe?: Array<RunMemo.Seen> | undefined
   pending: Array<Sharded.Entry>
   pendingBytes: number
 }
@@ -114,7 +117,10 @@ const readFileNode = (w: Walk, abs: string, useIndex = true): Step<FileNode | un
       // The index vouches for the bytes on disk, not for the store: a collected blob is read again.
       const present = Core.hasFileSync(w.core, digest)
       if (typeof present !== "boolean") return Effect.fail(present)
-      if (present) return { digest, isExecutable: (Number(st.mode) & 0o111) !== 0 }
+      if (present) {
+        w.observe?.push({ kind: "f", abs, st, evidence: hash })
+        return { digest, isExecutable: (Number(st.mode) & 0o111) !== 0 }
+      }
     }
   }
   let fd: number
@@ -145,6 +151,7 @@ const readFileNode = (w: Walk, abs: string, useIndex = true): Step<FileNode | un
   if (w.index !== undefined) w.index.hashed++
   const remember = <A extends { digest: Digest.Digest }>(r: A): A => {
     if (w.index !== undefined && r.digest.sizeBytes === size) StatIndex.record(w.index, abs, st, r.digest.hash)
+    w.observe?.push({ kind: "f", abs, st, evidence: r.digest.hash })
     return r
   }
   if (bytes === undefined) {
@@ -195,7 +202,13 @@ const walkDir = (w: Walk, abs: string, rel: string, into: Tree.Node): Effect.Eff
           if (next === undefined) break
           let entries: Array<fs.Dirent>
           try {
-            entries = StatIndex.readdir(w.index, next.abs)
+            if (w.index === undefined) {
+              entries = fs.readdirSync(next.abs, { withFileTypes: true })
+            } else {
+              const listing = StatIndex.readdir(w.index, next.abs)
+              entries = listing.entries
+              w.observe?.push({ kind: "d", abs: next.abs, st: listing.st, evidence: RunMemo.namesOf(entries) })
+            }
           } catch (e) {
             return Effect.fail(ioError(next.abs, "cannot read directory")(e))
           }
@@ -226,7 +239,10 @@ const walkDir = (w: Walk, abs: string, rel: string, into: Tree.Node): Effect.Eff
         if (w.filter !== undefined && !w.filter.includes(childRel)) continue
         if (kind === "link") {
           try {
-            current.node.symlinks.set(entry.name, fs.readlinkSync(childAbs))
+            const st = w.observe !== undefined ? fs.lstatSync(childAbs, { bigint: true }) : undefined
+            const target = fs.readlinkSync(childAbs)
+            current.node.symlinks.set(entry.name, target)
+            w.observe?.push({ kind: "l", abs: childAbs, st: st!, evidence: target })
           } catch (e) {
             return Effect.fail(ioError(childAbs, "cannot read symlink")(e))
           }
@@ -271,7 +287,10 @@ const walkFrom = (w: Walk, root: string, start: string, tree: Tree.Node): Effect
     try {
       st = fs.lstatSync(abs)
     } catch (e) {
-      if (errnoOf(e) === "ENOENT" || errnoOf(e) === "ENOTDIR") return
+      if (errnoOf(e) === "ENOENT" || errnoOf(e) === "ENOTDIR") {
+        w.observe?.push({ kind: "a", abs })
+        return
+      }
       return yield* Effect.fail(ioError(abs, "cannot stat")(e))
     }
     const name = segments[segments.length - 1]!
@@ -302,7 +321,8 @@ export const snapshot = (
   core: Core.Core,
   root: string,
   globs: ReadonlyArray<string> = [],
-  index?: StatIndex.StatIndex
+  index?: StatIndex.StatIndex,
+  observe?: Array<RunMemo.Seen>
 ): Effect.Effect<Digest.Digest, StoreError> =>
   Effect.gen(function*() {
     const abs = path.resolve(root)
@@ -310,7 +330,7 @@ export const snapshot = (
     if (!st.isDirectory()) {
       return yield* new StoreError({ reason: "Io", detail: "cannot snapshot: not a directory", path: abs })
     }
-    const w: Walk = { core, filter: filterOf(globs), index, pending: [], pendingBytes: 0 }
+    const w: Walk = { core, filter: filterOf(globs), index, observe, pending: [], pendingBytes: 0 }
     const tree = Tree.node()
     const starts = w.filter?.starts
     if (starts === undefined) {
@@ -343,8 +363,12 @@ export const readEntry = (
       return yield* Effect.fail(new StoreError({ reason: "Io", detail: `cannot stat: ${describeErrno(e)}`, path: abs }))
     }
     if (st.isSymbolicLink()) {
+      const seen = w.observe !== undefined
+        ? yield* Effect.try({ try: () => fs.lstatSync(abs, { bigint: true }), catch: ioError(abs, "cannot stat") })
+        : undefined
       const target = yield* Effect.try({ try: () => fs.readlinkSync(abs), catch: ioError(abs, "cannot read symlink") })
       into.symlinks.set(name, target)
+      if (seen !== undefined) w.observe?.push({ kind: "l", abs, st: seen, evidence: target })
       return true
     }
     if (expect === "file") {

@@ -15,6 +15,12 @@ import { mkdirp } from "./mkdirp.js"
 type Entry = [dev: string, ino: string, size: number, mtimeNs: string, ctimeNs: string, mode: number, hash: string]
 
 /** @internal */
+export interface Listing {
+  readonly entries: Array<fs.Dirent>
+  readonly st: fs.BigIntStats
+}
+
+/** @internal */
 export interface StatIndex {
   readonly file: string
   /** When the loaded index was saved (ns since the epoch), or 0. */
@@ -23,8 +29,11 @@ export interface StatIndex {
   dirty: boolean
   /** Files hashed during this session (absent from the index, or changed): a sign that something will run. */
   hashed: number
-  /** Directory listings read during this session (one walk of a directory per run, however many snapshots). */
-  readonly dirs: Map<string, Array<fs.Dirent>>
+  /**
+   * Directory listings read during this session (one walk of a directory per run, however many snapshots), each
+   * with the directory's stat taken just before it was read: the run memo's evidence that the listing is unchanged.
+   */
+  readonly dirs: Map<string, Listing>
 }
 
 /** @internal */
@@ -87,12 +96,14 @@ export const record = (index: StatIndex, abs: string, st: fs.BigIntStats, hash: 
 }
 
 /** Lists a directory once per session. @internal */
-export const readdir = (index: StatIndex | undefined, abs: string): Array<fs.Dirent> => {
-  const cached = index?.dirs.get(abs)
+export const readdir = (index: StatIndex, abs: string): Listing => {
+  const cached = index.dirs.get(abs)
   if (cached !== undefined) return cached
-  const entries = fs.readdirSync(abs, { withFileTypes: true })
-  index?.dirs.set(abs, entries)
-  return entries
+  // Stat first: a change made while the listing is read then shows as a changed stat the next time.
+  const st = fs.lstatSync(abs, { bigint: true })
+  const listing = { st, entries: fs.readdirSync(abs, { withFileTypes: true }) }
+  index.dirs.set(abs, listing)
+  return listing
 }
 
 /** Saves the index atomically if anything changed; the save time makes later lookups race-safe. @internal */

@@ -15,6 +15,7 @@ import type * as Store from "../Store.js"
 import { ioError } from "./errno.js"
 import { mkdirp } from "./mkdirp.js"
 import { removeTree } from "./removeTree.js"
+import type * as RunMemo from "./runMemo.js"
 import * as StatIndex from "./statIndex.js"
 
 const tmpBeside = (p: string) =>
@@ -38,7 +39,6 @@ const replaceWith = (target: string, make: (tmp: string) => void) => {
   }
 }
 
-/** @internal */
 /**
  * Whether `target` already holds exactly these bytes and mode: then it is left alone (a no-op run rewrites
  * nothing). The stat index answers without reading when it can.
@@ -47,7 +47,8 @@ const upToDate = (
   target: string,
   digest: Digest.Digest,
   isExecutable: boolean,
-  index: StatIndex.StatIndex | undefined
+  index: StatIndex.StatIndex | undefined,
+  observe: Array<RunMemo.Seen> | undefined
 ) => {
   let st: fs.BigIntStats
   try {
@@ -55,6 +56,18 @@ const upToDate = (
   } catch {
     return false
   }
+  const same = check(target, st, digest, isExecutable, index)
+  if (same) observe?.push({ kind: "f", abs: target, st, evidence: digest.hash })
+  return same
+}
+
+const check = (
+  target: string,
+  st: fs.BigIntStats,
+  digest: Digest.Digest,
+  isExecutable: boolean,
+  index: StatIndex.StatIndex | undefined
+) => {
   if (!st.isFile() || Number(st.size) !== digest.sizeBytes) return false
   if (((Number(st.mode) & 0o100) !== 0) !== isExecutable) return false
   if (index !== undefined && StatIndex.lookup(index, target, st) === digest.hash) return true
@@ -63,12 +76,15 @@ const upToDate = (
   return same
 }
 
+/** @internal */
 export const writeBack = (
   store: Store.Service,
   outputDigest: Digest.Digest,
   workspaceDir: string,
   declaredDirectories: ReadonlyArray<string>,
-  session?: Store.SnapshotSession
+  session?: Store.SnapshotSession,
+  /** Collects each output left in the workspace with its stat, and each declared directory's listing (run memo). */
+  observe?: Array<RunMemo.Seen>
 ): Effect.Effect<void, StoreError | Digest.MissingDigest> =>
   Effect.gen(function*() {
     const entries = yield* store.listTree(outputDigest)
@@ -86,19 +102,22 @@ export const writeBack = (
         })
       } else if (e.type === "symlink") {
         yield* Effect.try({
-          try: () => replaceWith(target, (tmp) => fs.symlinkSync(e.target!, tmp)),
+          try: () => {
+            replaceWith(target, (tmp) => fs.symlinkSync(e.target!, tmp))
+            observe?.push({ kind: "l", abs: target, st: fs.lstatSync(target, { bigint: true }), evidence: e.target! })
+          },
           catch: ioError(target, "cannot write an output symlink")
         })
       } else {
         const index = session as StatIndex.StatIndex | undefined
-        if (upToDate(target, e.digest!, e.isExecutable === true, index)) continue
+        if (upToDate(target, e.digest!, e.isExecutable === true, index, observe)) continue
         const bytes = yield* store.getFile(e.digest!)
         yield* Effect.try({
           try: () => {
             replaceWith(target, (tmp) => fs.writeFileSync(tmp, bytes, { mode: e.isExecutable ? 0o755 : 0o644 }))
-            if (index !== undefined) {
-              StatIndex.record(index, target, fs.lstatSync(target, { bigint: true }), e.digest!.hash)
-            }
+            const st = fs.lstatSync(target, { bigint: true })
+            if (index !== undefined) StatIndex.record(index, target, st, e.digest!.hash)
+            observe?.push({ kind: "f", abs: target, st, evidence: e.digest!.hash })
           },
           catch: ioError(target, "cannot write an output file")
         })
@@ -109,10 +128,19 @@ export const writeBack = (
       if (!produced.has(dir)) continue
       const prune = (rel: string): void => {
         const abs = path.join(workspaceDir, rel)
+        const kept: Array<string> = []
         for (const name of fs.readdirSync(abs)) {
           const child = `${rel}/${name}`
           if (!produced.has(child)) removeTree(path.join(abs, name))
-          else if (fs.lstatSync(path.join(abs, name)).isDirectory()) prune(child)
+          else {
+            kept.push(name)
+            if (fs.lstatSync(path.join(abs, name)).isDirectory()) prune(child)
+          }
+        }
+        // Stat after pruning: a change made during the run (pruning included) leaves the directory racy, and the
+        // memo lists it again before trusting it.
+        if (observe !== undefined) {
+          observe.push({ kind: "d", abs, st: fs.lstatSync(abs, { bigint: true }), evidence: kept.sort().join("/") })
         }
       }
       yield* Effect.try({ try: () => prune(dir), catch: ioError(path.join(workspaceDir, dir), "cannot prune") })

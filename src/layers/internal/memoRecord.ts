@@ -1,0 +1,106 @@
+/**
+ * Writes the run memo at the end of a run (see `runMemo.ts`): an entry for each process that ended well and whose
+ * evidence is complete and settled, the entries of the last memo for processes this run did not look at (while the
+ * store's generation is the one they were made under), and nothing for a process that failed or changed.
+ *
+ * @internal
+ */
+import { Effect } from "effect"
+import * as path from "node:path"
+import type { Config } from "../../domain/Config.js"
+import * as Digest from "../../domain/Digest.js"
+import type { ProcessResult } from "../../domain/Process.js"
+import * as RunMemo from "./runMemo.js"
+
+/** Waiting longer than this for racy stats to settle is not worth it: those processes are memoized next time. */
+const RACY_WAIT_MAX_MS = 50
+
+/** @internal */
+export interface Candidate {
+  readonly name: string
+  readonly result: ProcessResult
+  /** Its own input files, by path relative to the workspace, as its snapshot found them. */
+  readonly files: Readonly<Record<string, string>>
+  readonly inputs: ReadonlyArray<RunMemo.Seen>
+  readonly outputs: ReadonlyArray<RunMemo.Seen>
+  /** Each dep's output digest its inputs were made of. */
+  readonly deps: Readonly<Record<string, string>> | undefined
+}
+
+/** Every file and symlink of its inputs was seen: an input nobody observed would go unchecked. */
+const complete = (workspace: string, c: Candidate): boolean => {
+  if (c.deps === undefined) return false
+  const seen = new Set<string>()
+  for (const s of c.inputs) if (s.kind === "f" || s.kind === "l") seen.add(path.relative(workspace, s.abs))
+  const files = Object.keys(c.files)
+  return files.length === seen.size && files.every((f) => seen.has(f))
+}
+
+const unique = (obs: Array<RunMemo.Obs>): Array<RunMemo.Obs> => {
+  const byKey = new Map(obs.map((o) => [o.join("\0"), o]))
+  return [...byKey.values()]
+}
+
+/** @internal */
+export const record = (o: {
+  readonly root: string
+  readonly workspace: string
+  readonly config: Config
+  readonly configHash: string
+  /** The store's generation when the run began. */
+  readonly generation: string
+  readonly previous: RunMemo.Memo | undefined
+  readonly startedNs: bigint
+  /** Every process of this run. */
+  readonly names: ReadonlySet<string>
+  /** Processes of this run whose memo held. */
+  readonly remembered: ReadonlySet<string>
+  readonly candidates: ReadonlyArray<Candidate>
+  readonly keyOf: (name: string) => string
+}): Effect.Effect<void, Error> =>
+  Effect.gen(function*() {
+    const candidates = o.candidates.filter((c) => complete(o.workspace, c))
+    const seenOf = (c: Candidate) => [...c.inputs, ...c.outputs]
+    const wait = RunMemo.racyWaitMs(candidates.flatMap(seenOf), o.startedNs)
+    if (wait > 0 && wait <= RACY_WAIT_MAX_MS) yield* Effect.sleep(wait)
+    const settled = candidates.filter((c) =>
+      seenOf(c).every((s) => s.st === undefined || !RunMemo.isRacy(s.st, o.startedNs) || RunMemo.confirm(s))
+    )
+    const processes: Record<string, RunMemo.Entry> = {}
+    let changed = o.previous === undefined || o.previous.generation !== o.generation ||
+      o.previous.config !== o.configHash
+    // Entries made under another generation may refer to bytes that are gone: only this run's own checks carry over.
+    if (o.previous !== undefined && o.previous.generation === o.generation) {
+      for (const [name, e] of Object.entries(o.previous.processes)) {
+        if (!(name in o.config.processes)) changed = true
+        else if (o.names.has(name) && !o.remembered.has(name)) changed = true
+        else processes[name] = e
+      }
+    }
+    for (const c of settled) {
+      changed = true
+      processes[c.name] = {
+        key: o.keyOf(c.name),
+        deps: { ...c.deps },
+        action: Digest.format(c.result.actionDigest),
+        output: Digest.format(c.result.outputDigest),
+        stdout: Digest.format(c.result.stdoutDigest),
+        stderr: Digest.format(c.result.stderrDigest),
+        inputs: unique(c.inputs.map((s) => RunMemo.obsOf(o.workspace, s))),
+        outputs: unique(c.outputs.map((s) => RunMemo.obsOf(o.workspace, s)))
+      }
+    }
+    if (!changed) return
+    yield* Effect.try({
+      try: () =>
+        RunMemo.write(o.root, o.workspace, {
+          v: RunMemo.FORMAT,
+          build: RunMemo.buildId(),
+          generation: o.generation,
+          config: o.configHash,
+          store: RunMemo.storeFiles(o.root),
+          processes
+        }),
+      catch: (e) => e instanceof Error ? e : new Error(String(e))
+    })
+  })

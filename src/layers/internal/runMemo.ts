@@ -1,0 +1,273 @@
+/**
+ * The run memo: for each process of a workspace that last ended well, what its result was and the evidence that
+ * nothing it depends on has changed since: the stat of every file, symlink and directory its input globs read, and
+ * of every output it left in the workspace. A process whose evidence still holds, whose config is the same and
+ * whose deps still hold too would be a cache hit that writes nothing back, so a run takes it as such without
+ * snapshotting, looking up or leasing anything. A run where nothing changed then costs one `lstat` per path.
+ *
+ * What it trusts, and why that is safe:
+ * - a path whose `(dev, ino, mode, size, mtime, ctime)` is unchanged holds what it held (as git's index assumes);
+ *   a stat taken within the timestamp granularity of its last change is "racy" and is only recorded after a second
+ *   look once that window has passed (see {@link confirm});
+ * - a directory whose stat is unchanged lists the same names (creating, removing or renaming an entry moves its
+ *   mtime), so globs match what they matched;
+ * - the store still holds every byte the result refers to while its generation is unchanged (see
+ *   `storeGeneration.ts`), and its LMDB files are the same files, none shorter than they were.
+ *
+ * Plain code without Effect: the CLI runs this check before it loads the engine (see `programs/noop.ts`).
+ *
+ * @internal
+ */
+import { createHash, randomBytes } from "node:crypto"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import * as Generation from "./storeGeneration.js"
+
+/** Bump when what a memo means changes. */
+export const FORMAT = 1
+
+/** Something a walk read, with the evidence of what it found: a file's hash, a symlink's target, a listing. */
+export interface Seen {
+  readonly kind: "d" | "f" | "l" | "a"
+  readonly abs: string
+  readonly st?: fs.BigIntStats
+  readonly evidence?: string
+}
+
+/**
+ * `[kind, path relative to the workspace, dev, ino, mode, size, mtimeNs, ctimeNs]`; an absent path ("a") has only
+ * the first two.
+ */
+export type Obs = Array<string>
+
+export interface Entry {
+  /** The process's entry in kiln.json, as JSON. */
+  readonly key: string
+  /** Each dep's output digest (`hash/size`) this result was computed from. */
+  readonly deps: Record<string, string>
+  readonly action: string
+  readonly output: string
+  readonly stdout: string
+  readonly stderr: string
+  readonly inputs: ReadonlyArray<Obs>
+  readonly outputs: ReadonlyArray<Obs>
+}
+
+export interface Memo {
+  readonly v: number
+  readonly build: string
+  /** The store's generation when the run that wrote it began. */
+  readonly generation: string
+  /** sha256 of the config file's bytes when it was written. */
+  readonly config: string
+  /** The store's LMDB data files: `[path relative to the store, dev, ino, size]`. */
+  readonly store: ReadonlyArray<[string, string, string, number]>
+  readonly processes: Record<string, Entry>
+}
+
+/** Which kiln wrote it: a rebuilt bundle may snapshot or key differently. */
+export const buildId = (): string => {
+  const cli = process.env.KILN_CLI
+  if (cli === undefined) return `${FORMAT}:lib`
+  try {
+    const st = fs.statSync(path.join(path.dirname(cli), "kiln.cjs"))
+    return `${FORMAT}:${st.size}:${st.mtimeMs}`
+  } catch {
+    return `${FORMAT}:lib`
+  }
+}
+
+export const fileOf = (storeRoot: string, workspace: string): string =>
+  path.join(
+    storeRoot,
+    "runs",
+    `${createHash("sha256").update(path.resolve(workspace)).digest("hex").slice(0, 24)}.memo.json`
+  )
+
+/** The memo of a workspace, if there is one this build can use. */
+export const read = (storeRoot: string, workspace: string): Memo | undefined => {
+  try {
+    const memo = JSON.parse(fs.readFileSync(fileOf(storeRoot, workspace), "utf8")) as Memo
+    return memo.v === FORMAT && memo.build === buildId() && typeof memo.processes === "object" ? memo : undefined
+  } catch {
+    return undefined
+  }
+}
+
+export const hashOf = (bytes: Uint8Array | string): string => createHash("sha256").update(bytes).digest("hex")
+
+const KINDS = ["files", "directories", "actions"] as const
+
+/** The LMDB data files of the store, as a memo records them. */
+export const storeFiles = (storeRoot: string): Array<[string, string, string, number]> => {
+  const out: Array<[string, string, string, number]> = []
+  for (const kind of KINDS) {
+    let shards: Array<string>
+    try {
+      shards = fs.readdirSync(path.join(storeRoot, kind))
+    } catch {
+      continue
+    }
+    for (const shard of shards) {
+      const rel = `${kind}/${shard}/data.mdb`
+      const st = fs.statSync(path.join(storeRoot, rel), { bigint: true, throwIfNoEntry: false })
+      if (st !== undefined) out.push([rel, String(st.dev), String(st.ino), Number(st.size)])
+    }
+  }
+  return out
+}
+
+/**
+ * Whether the store is the one the memo saw: same generation, and the same LMDB files, none shorter (LMDB files
+ * only grow; a truncated or replaced one is damage the full run must see and report), all writable.
+ */
+export const storeHolds = (storeRoot: string, memo: Memo): string | undefined => {
+  if (Generation.read(storeRoot) !== memo.generation) return "the store has changed (something was removed from it)"
+  for (const [rel, dev, ino, size] of memo.store) {
+    const file = path.join(storeRoot, rel)
+    const st = fs.statSync(file, { bigint: true, throwIfNoEntry: false })
+    if (st === undefined || String(st.dev) !== dev || String(st.ino) !== ino || Number(st.size) < size) {
+      return `the store file ${rel} has changed`
+    }
+    // A store this user cannot open for writing fails the full run: the answer must be the same.
+    try {
+      fs.accessSync(file, fs.constants.W_OK)
+    } catch {
+      return `cannot write the store file ${rel}`
+    }
+  }
+  return undefined
+}
+
+export const obsOf = (workspace: string, seen: Seen): Obs => {
+  const rel = path.relative(workspace, seen.abs)
+  if (seen.kind === "a" || seen.st === undefined) return ["a", rel]
+  const st = seen.st
+  return [
+    seen.kind,
+    rel,
+    String(st.dev),
+    String(st.ino),
+    String(st.mode),
+    String(st.size),
+    String(st.mtimeNs),
+    String(st.ctimeNs)
+  ]
+}
+
+const sameStat = (o: Obs, st: fs.BigIntStats): boolean =>
+  o[3] === String(st.ino) && o[6] === String(st.mtimeNs) && o[7] === String(st.ctimeNs) &&
+  o[5] === String(st.size) && o[4] === String(st.mode) && o[2] === String(st.dev)
+
+/** Whether the path of an observation is as it was. */
+export const holds = (workspace: string, o: Obs): boolean => {
+  const abs = path.join(workspace, o[1]!)
+  let st: fs.BigIntStats | undefined
+  try {
+    st = fs.lstatSync(abs, { bigint: true, throwIfNoEntry: false })
+  } catch {
+    // ENOTDIR: a parent is no longer a directory, so the path is absent.
+    st = undefined
+  }
+  if (o[0] === "a") return st === undefined
+  return st !== undefined && sameStat(o, st)
+}
+
+/** The names of a listing, as evidence. */
+export const namesOf = (entries: ReadonlyArray<fs.Dirent>): string => entries.map((e) => e.name).sort().join("/")
+
+/**
+ * Whether a stat is racy at `atNs`: changed so shortly before that another change in the same timestamp tick would
+ * leave it as it is. File systems with whole-second timestamps get a wider margin.
+ */
+export const isRacy = (st: fs.BigIntStats, atNs: bigint): boolean => {
+  const margin = st.mtimeNs % 1_000_000_000n === 0n ? 2_000_000_000n : 10_000_000n
+  return st.mtimeNs + margin >= atNs || st.ctimeNs + margin >= atNs
+}
+
+/** How long after the last racy change {@link confirm} can look again. */
+export const racyWaitMs = (seen: ReadonlyArray<Seen>, atNs: bigint): number => {
+  let latest = 0n
+  for (const s of seen) {
+    if (s.st === undefined || !isRacy(s.st, atNs)) continue
+    const t = s.st.mtimeNs > s.st.ctimeNs ? s.st.mtimeNs : s.st.ctimeNs
+    if (t > latest) latest = t
+  }
+  if (latest === 0n) return 0
+  const coarse = latest % 1_000_000_000n === 0n
+  const until = latest + (coarse ? 2_000_000_000n : 10_000_000n) + 1_000_000n
+  return Math.max(0, Number((until - BigInt(Date.now()) * 1_000_000n) / 1_000_000n))
+}
+
+/**
+ * Whether a racy observation holds on a second look, once its tick has passed: the stat is unchanged and the content
+ * is still what the run used (re-hashed, re-read, re-listed). A change made after this look moves the stat, because
+ * it falls in a later tick.
+ */
+export const confirm = (s: Seen): boolean => {
+  if (s.kind === "a" || s.st === undefined) return true
+  try {
+    const st = fs.lstatSync(s.abs, { bigint: true })
+    if (!sameStat(obsOf("/", s), st) || isRacy(st, BigInt(Date.now()) * 1_000_000n)) return false
+    switch (s.kind) {
+      case "f":
+        return hashOf(fs.readFileSync(s.abs)) === s.evidence
+      case "l":
+        return fs.readlinkSync(s.abs) === s.evidence
+      case "d":
+        return namesOf(fs.readdirSync(s.abs, { withFileTypes: true })) === s.evidence
+    }
+  } catch {
+    return false
+  }
+}
+
+const changed = (workspace: string, e: Entry): string | undefined => {
+  const bad = e.inputs.find((o) => !holds(workspace, o)) ?? e.outputs.find((o) => !holds(workspace, o))
+  return bad === undefined ? undefined : `${bad[1]} changed`
+}
+
+/** The processes of `names` (deps before dependents) whose memo still holds, with why each other one does not. */
+export const holding = (
+  memo: Memo,
+  workspace: string,
+  names: ReadonlyArray<string>,
+  keyOf: (name: string) => string,
+  depsOf: (name: string) => ReadonlyArray<string>,
+  /** Stop at the first process that does not hold (when only "all of them?" matters). */
+  firstOnly = false
+): { readonly valid: Map<string, Entry>; readonly why: Map<string, string> } => {
+  const valid = new Map<string, Entry>()
+  const why = new Map<string, string>()
+  for (const name of names) {
+    const e = memo.processes[name]
+    const reason = e === undefined
+      ? "not recorded"
+      : e.key !== keyOf(name)
+      ? "its config changed"
+      : depsOf(name).find((d) => !valid.has(d) || valid.get(d)!.output !== e.deps[d]) !== undefined ||
+          depsOf(name).length !== Object.keys(e.deps).length
+      ? "a dep does not hold"
+      : changed(workspace, e)
+    if (reason === undefined) valid.set(name, e!)
+    else {
+      why.set(name, reason)
+      if (firstOnly) break
+    }
+  }
+  return { valid, why }
+}
+
+/** Writes the memo atomically (a concurrent run's memo may win: each entry is checked on its own anyway). */
+export const write = (storeRoot: string, workspace: string, memo: Memo): void => {
+  const file = fileOf(storeRoot, workspace)
+  fs.mkdirSync(path.dirname(file), { recursive: true })
+  const tmp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`
+  try {
+    fs.writeFileSync(tmp, JSON.stringify(memo))
+    fs.renameSync(tmp, file)
+  } catch (e) {
+    fs.rmSync(tmp, { force: true })
+    throw e
+  }
+}

@@ -1,0 +1,207 @@
+/**
+ * The no-op check: before `dist/cli.js` loads the engine (Effect, LMDB, the CLI parser: more than Node's own start-up
+ * again), a `kiln run` looks at the workspace's run memo (see `layers/internal/runMemo.ts`). When every process it
+ * would run is remembered and its evidence holds, the run is answered from the memo (the same lines, `--summary`
+ * and exit code a run that found every process cached would give) and nothing else is loaded. Anything it does not
+ * fully understand (an option it does not know, a memo that is missing, stale or from another build, a config that
+ * changed, a store that changed) falls through to the full run, which decides.
+ *
+ * `KILN_NOOP_DEBUG=1` says on stderr why the check fell through (or that it answered).
+ *
+ * Plain code without Effect, by design: loading Effect is what it saves.
+ */
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { cacheDir } from "../layers/internal/cacheDir.js"
+import * as RunMemo from "../layers/internal/runMemo.js"
+
+interface Parsed {
+  readonly names: Array<string>
+  readonly options: Map<string, string>
+}
+
+/** Options of `kiln run` that take a value, with the values the check accepts (undefined: any). */
+const VALUED: ReadonlyMap<string, ReadonlyArray<string> | "int" | undefined> = new Map<
+  string,
+  ReadonlyArray<string> | "int" | undefined
+>([
+  ["config", undefined],
+  ["store-dir", undefined],
+  ["summary", undefined],
+  ["sandbox-root", undefined],
+  ["named-caches-dir", undefined],
+  ["concurrency", "int"],
+  ["max-backtracks", "int"],
+  // `write` and `off` mean every process runs; `fetch` asks for the bytes of every hit.
+  ["cache", ["read-write", "read"]],
+  ["cache-content", ["validate", "defer"]],
+  ["progress", ["auto", "tty", "plain", "none"]],
+  ["keep-sandboxes", ["never", "on-failure", "always"]]
+])
+
+const BOOLEAN_WORDS = /^(true|false|yes|no|on|off|y|n|1|0)$/i
+
+/** `run [NAME…] [--option value | --option=value]… [--keep-going] [-- NAME…]`; undefined for anything else. */
+const parse = (args: ReadonlyArray<string>): Parsed | string => {
+  if (args[0] !== "run") return "not `kiln run`"
+  const names: Array<string> = []
+  const options = new Map<string, string>()
+  for (let i = 1; i < args.length; i++) {
+    const arg = args[i]!
+    if (arg === "--") {
+      names.push(...args.slice(i + 1))
+      break
+    }
+    if (!arg.startsWith("-")) {
+      names.push(arg)
+      continue
+    }
+    const eq = arg.indexOf("=")
+    const name = arg.slice(2, eq === -1 ? undefined : eq)
+    if (!arg.startsWith("--") || options.has(name)) return `option ${arg}`
+    if (name === "keep-going") {
+      if (eq !== -1 || BOOLEAN_WORDS.test(args[i + 1] ?? "")) return `option ${arg}`
+      options.set(name, "true")
+      continue
+    }
+    if (!VALUED.has(name)) return `option ${arg}`
+    const value = eq === -1 ? args[++i] : arg.slice(eq + 1)
+    if (value === undefined || value === "") return `option ${arg}`
+    const allowed = VALUED.get(name)
+    if (allowed === "int" ? !/^[1-9][0-9]{0,8}$/.test(value) : allowed !== undefined && !allowed.includes(value)) {
+      return `option --${name} ${value}`
+    }
+    options.set(name, value)
+  }
+  return { names, options }
+}
+
+interface ProcessJson {
+  readonly deps?: ReadonlyArray<string>
+  readonly cache?: string
+}
+
+/** Every target and its deps, deps first; and in the order a full run lists them (its summary's order). */
+const orders = (processes: Record<string, ProcessJson>, targets: ReadonlyArray<string>) => {
+  const listed: Array<string> = []
+  const seen = new Set<string>()
+  const visit = (name: string) => {
+    if (seen.has(name)) return
+    seen.add(name)
+    listed.push(name)
+    for (const dep of processes[name]!.deps ?? []) visit(dep)
+  }
+  targets.forEach(visit)
+  const depsFirst: Array<string> = []
+  const done = new Set<string>()
+  const post = (name: string) => {
+    if (done.has(name)) return
+    done.add(name)
+    for (const dep of processes[name]!.deps ?? []) post(dep)
+    depsFirst.push(name)
+  }
+  listed.forEach(post)
+  return { listed, depsFirst }
+}
+
+/** Why the memo cannot answer this run, or the answer. */
+const check = (
+  args: ReadonlyArray<string>,
+  env: NodeJS.ProcessEnv,
+  started: number
+): string | { readonly lines: Array<string>; readonly summary?: string; readonly summaryText: string } => {
+  const parsed = parse(args)
+  if (typeof parsed === "string") return parsed
+  if (env.KILN_TEST_REMOVE_BEFORE !== undefined) return "a test hook is set"
+  const o = parsed.options
+  const storeRoot = o.has("store-dir") ? path.resolve(o.get("store-dir")!) : cacheDir("store", "KILN_STORE_DIR", env)
+  const configFile = path.resolve(o.get("config") ?? "kiln.json")
+  const workspace = path.dirname(configFile)
+  const memo = RunMemo.read(storeRoot, workspace)
+  if (memo === undefined) return "no run memo of this workspace (from this build of kiln)"
+  let text: string
+  try {
+    text = fs.readFileSync(configFile, "utf8")
+  } catch {
+    return `cannot read ${configFile}`
+  }
+  if (RunMemo.hashOf(text) !== memo.config) return `${path.basename(configFile)} changed`
+  const processes = (JSON.parse(text) as { processes: Record<string, ProcessJson> }).processes
+  const targets = parsed.names.length > 0 ? parsed.names : Object.keys(processes)
+  const unknown = targets.find((n) => !Object.hasOwn(processes, n))
+  if (unknown !== undefined) return `unknown process "${unknown}"`
+  const { depsFirst, listed } = orders(processes, targets)
+  const never = depsFirst.find((n) => processes[n]!.cache === "never")
+  if (never !== undefined) return `${never} is never cached`
+  const store = RunMemo.storeHolds(storeRoot, memo)
+  if (store !== undefined) return store
+  const { valid, why } = RunMemo.holding(
+    memo,
+    workspace,
+    depsFirst,
+    (n) => JSON.stringify(processes[n]),
+    (n) => processes[n]!.deps ?? [],
+    true
+  )
+  if (valid.size !== depsFirst.length) {
+    const [name, reason] = [...why][0]!
+    return `${name}: ${reason}`
+  }
+  const progress = o.get("progress") ?? "auto"
+  const mode = progress === "auto" ? (process.stderr.isTTY ? "tty" : "plain") : progress
+  const wallMs = Date.now() - started
+  const lines = mode === "none" ? [] : [
+    ...depsFirst.map((n) => `✓ ${n} (cached)`),
+    `kiln: ${depsFirst.length} processes: 0 ran, ${depsFirst.length} cached, 0 failed in ${(wallMs / 1000).toFixed(2)}s`
+  ]
+  const summary = {
+    processes: listed.map((name) => ({
+      name,
+      actionDigest: valid.get(name)!.action,
+      source: "cache-hit",
+      exitCode: 0,
+      durationMs: 0,
+      backtracks: 0
+    })),
+    ran: 0,
+    cacheHits: listed.length,
+    failed: 0,
+    backtracks: 0,
+    wallMs
+  }
+  return {
+    lines,
+    ...(o.has("summary") ? { summary: path.resolve(o.get("summary")!) } : {}),
+    summaryText: JSON.stringify(summary, null, 2) + "\n"
+  }
+}
+
+/**
+ * Answers `kiln run` from the run memo when nothing changed: true when it did (the exit code is 0), false when the
+ * full CLI must run.
+ */
+export const answer = (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv = process.env): boolean => {
+  const started = Date.now()
+  let result: ReturnType<typeof check>
+  try {
+    result = check(args, env, started)
+  } catch (e) {
+    result = `the check failed: ${e instanceof Error ? e.message : String(e)}`
+  }
+  const debug = env.KILN_NOOP_DEBUG === "1"
+  if (typeof result === "string") {
+    if (debug) process.stderr.write(`kiln: no-op check: ${result}\n`)
+    return false
+  }
+  if (result.summary !== undefined) {
+    try {
+      fs.writeFileSync(result.summary, result.summaryText)
+    } catch {
+      // The full run says why, as it would have.
+      return false
+    }
+  }
+  if (debug) process.stderr.write("kiln: no-op check: nothing changed\n")
+  if (result.lines.length > 0) process.stderr.write(result.lines.join("\n") + "\n")
+  return true
+}

@@ -1,0 +1,163 @@
+/**
+ * The run memo's evidence (a stat per path, settled past its racy window) and the store's generation, which moves
+ * on before anything is taken out of the store or replaced in it.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import * as Digest from "../../src/domain/Digest.js"
+import * as RunMemo from "../../src/layers/internal/runMemo.js"
+import * as Generation from "../../src/layers/internal/storeGeneration.js"
+import { tempDir, tempStore } from "../utils/temp.js"
+
+const seeFile = (abs: string): RunMemo.Seen => ({
+  kind: "f",
+  abs,
+  st: fs.lstatSync(abs, { bigint: true }),
+  evidence: RunMemo.hashOf(fs.readFileSync(abs))
+})
+
+const seeDir = (abs: string): RunMemo.Seen => ({
+  kind: "d",
+  abs,
+  st: fs.lstatSync(abs, { bigint: true }),
+  evidence: RunMemo.namesOf(fs.readdirSync(abs, { withFileTypes: true }))
+})
+
+/** Past any racy window of what was just written (10 ms on nanosecond file systems, 2 s on whole-second ones). */
+const settle = (seen: ReadonlyArray<RunMemo.Seen>) =>
+  Effect.sleep(RunMemo.racyWaitMs(seen, BigInt(Date.now()) * 1_000_000n) + 5)
+
+describe("run memo evidence", () => {
+  it.scopedLive("a path holds until it changes in any way a snapshot would see", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempDir()
+      fs.mkdirSync(path.join(ws, "src"))
+      for (const f of ["a", "b", "c", "d"]) fs.writeFileSync(path.join(ws, "src", `${f}.txt`), `${f}\n`)
+      const seen = [
+        ...["a", "b", "c", "d"].map((f) => seeFile(path.join(ws, "src", `${f}.txt`))),
+        seeDir(path.join(ws, "src"))
+      ]
+      const obs = seen.map((s) => RunMemo.obsOf(ws, s))
+      assert.deepStrictEqual(obs.map((o) => o[1]), ["src/a.txt", "src/b.txt", "src/c.txt", "src/d.txt", "src"])
+      assert.isTrue(obs.every((o) => RunMemo.holds(ws, o)))
+
+      yield* settle(seen)
+      fs.writeFileSync(path.join(ws, "src", "a.txt"), "A\n") // same size, new bytes
+      fs.chmodSync(path.join(ws, "src", "b.txt"), 0o755)
+      fs.renameSync(path.join(ws, "src", "c.txt"), path.join(ws, "c.tmp")) // same bytes, another inode back
+      fs.copyFileSync(path.join(ws, "c.tmp"), path.join(ws, "src", "c.txt"))
+      assert.deepStrictEqual(obs.map((o) => RunMemo.holds(ws, o)), [false, false, false, true, false])
+
+      const absent = RunMemo.obsOf(ws, { kind: "a", abs: path.join(ws, "gen") })
+      assert.deepStrictEqual(absent, ["a", "gen"])
+      assert.isTrue(RunMemo.holds(ws, absent))
+      fs.writeFileSync(path.join(ws, "gen"), "")
+      assert.isFalse(RunMemo.holds(ws, absent))
+      // Under a path that is now a file, a path is absent too.
+      assert.isTrue(RunMemo.holds(ws, ["a", "gen/x"]))
+    }))
+
+  it.scopedLive("a directory holds until an entry is added, removed or renamed", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempDir()
+      fs.mkdirSync(path.join(ws, "d"))
+      fs.writeFileSync(path.join(ws, "d", "x"), "x")
+      for (
+        const change of [
+          () => fs.writeFileSync(path.join(ws, "d", "new"), ""),
+          () => fs.rmSync(path.join(ws, "d", "new")),
+          () => fs.renameSync(path.join(ws, "d", "x"), path.join(ws, "d", "y"))
+        ]
+      ) {
+        const seen = seeDir(path.join(ws, "d"))
+        yield* settle([seen])
+        const o = RunMemo.obsOf(ws, seen)
+        assert.isTrue(RunMemo.holds(ws, o))
+        change()
+        assert.isFalse(RunMemo.holds(ws, o))
+      }
+    }))
+
+  it.scopedLive("a racy observation is confirmed only after its window, and only if its content is unchanged", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempDir()
+      const file = path.join(ws, "f")
+      fs.writeFileSync(file, "one\n")
+      const seen = seeFile(file)
+      const now = BigInt(Date.now()) * 1_000_000n
+      assert.isTrue(RunMemo.isRacy(seen.st!, now))
+      assert.isFalse(RunMemo.confirm(seen), "still inside its window")
+      yield* settle([seen])
+      assert.isTrue(RunMemo.confirm(seen))
+      // The same bytes rewritten: the stat moved, so the old observation is not confirmed (nor would it hold).
+      fs.writeFileSync(file, "one\n")
+      yield* settle([seeFile(file)])
+      assert.isFalse(RunMemo.confirm(seen))
+      // Evidence that does not match the content is not confirmed.
+      assert.isFalse(RunMemo.confirm({ ...seeFile(file), evidence: RunMemo.hashOf("two\n") }))
+    }))
+})
+
+describe("store generation", () => {
+  const bytes = (s: string) => new TextEncoder().encode(s)
+
+  it.scoped("moves on before a removal, never when the store grows or an action-cache entry is replaced", () =>
+    Effect.gen(function*() {
+      const store = yield* tempStore()
+      const root = store.options.root
+      const start = Generation.read(root)
+      const digest = yield* store.putFile(bytes("hello\n"))
+      const action = Digest.ofBytes(bytes("an action"))
+      yield* store.putActionResult(action, bytes("{}"))
+      assert.strictEqual(Generation.read(root), start, "adding leaves it")
+
+      yield* store.putActionResult(action, bytes("{\"other\": 1}"))
+      assert.strictEqual(Generation.read(root), start, "replacing an entry leaves it")
+
+      assert.isFalse(yield* store.remove(Digest.ofBytes(bytes("never stored"))))
+      const removed = yield* store.remove(digest)
+      assert.isTrue(removed)
+      assert.notStrictEqual(Generation.read(root), start, "a removal moves it")
+    }))
+
+  it.scopedLive("moves on when gc removes anything, and a memo made before no longer holds", () =>
+    Effect.gen(function*() {
+      const store = yield* tempStore({ leaseTimeMs: 1 })
+      const root = store.options.root
+      yield* store.putFile(bytes("soon collected\n"))
+      const memo: RunMemo.Memo = {
+        v: RunMemo.FORMAT,
+        build: RunMemo.buildId(),
+        generation: Generation.read(root),
+        config: "",
+        store: RunMemo.storeFiles(root),
+        processes: {}
+      }
+      assert.isAbove(memo.store.length, 0)
+      assert.isUndefined(RunMemo.storeHolds(root, memo))
+      yield* Effect.sleep(10)
+      const report = yield* store.gc({ targetSizeBytes: 0 })
+      assert.isAbove(report.removedEntries, 0)
+      assert.match(RunMemo.storeHolds(root, memo) ?? "", /the store has changed/)
+    }))
+
+  it.scoped("a store file that shrank or was replaced means the memo does not hold", () =>
+    Effect.gen(function*() {
+      const store = yield* tempStore()
+      const root = store.options.root
+      yield* store.putFile(bytes("x\n"))
+      const files = RunMemo.storeFiles(root)
+      const memo: RunMemo.Memo = {
+        v: RunMemo.FORMAT,
+        build: RunMemo.buildId(),
+        generation: Generation.read(root),
+        config: "",
+        store: files.map(([rel, dev, ino, size]) => [rel, dev, ino, size + 4096]),
+        processes: {}
+      }
+      assert.match(RunMemo.storeHolds(root, memo) ?? "", /store file .*data\.mdb has changed/)
+      assert.isUndefined(RunMemo.storeHolds(root, { ...memo, store: files }))
+    }))
+})
