@@ -24,7 +24,7 @@ import * as path from "node:path"
 import * as Generation from "./storeGeneration.js"
 
 /** Bump when what a memo means changes. */
-export const FORMAT = 1
+export const FORMAT = 3
 
 /** Something a walk read, with the evidence of what it found: a file's hash, a symlink's target, a listing. */
 export interface Seen {
@@ -35,11 +35,12 @@ export interface Seen {
 }
 
 /**
- * `[kind, path relative to the workspace, dev, ino, mode, size, mtimeNs, ctimeNs]`; an absent path ("a") has only
- * the first two.
+ * `[path relative to the workspace, kind, dev, ino, mode, size, mtimeMs, ctimeMs]`, kind `f` (file), `l` (symlink)
+ * or `d` (directory); `[path, "a"]` for a path that was absent. Number stats (the nanoseconds as a double of
+ * milliseconds, as Node gives them) compared field by field: a check makes one per path, and BigInt stats or
+ * strings built from them cost twice as much.
  */
-export type Obs = Array<string>
-
+export type Obs = readonly [string, string, ...Array<number>]
 export interface Entry {
   /** The process's entry in kiln.json, as JSON. */
   readonly key: string
@@ -139,38 +140,36 @@ export const storeHolds = (storeRoot: string, memo: Memo): string | undefined =>
   return undefined
 }
 
-export const obsOf = (workspace: string, seen: Seen): Obs => {
-  const rel = path.relative(workspace, seen.abs)
-  if (seen.kind === "a" || seen.st === undefined) return ["a", rel]
-  const st = seen.st
-  return [
-    seen.kind,
-    rel,
-    String(st.dev),
-    String(st.ino),
-    String(st.mode),
-    String(st.size),
-    String(st.mtimeNs),
-    String(st.ctimeNs)
-  ]
-}
+/** Node's own conversion of a timespec to milliseconds, so that BigInt and number stats give the same double. */
+const msOf = (ns: bigint): number => Number(ns / 1_000_000_000n) * 1e3 + Number(ns % 1_000_000_000n) / 1e6
 
-const sameStat = (o: Obs, st: fs.BigIntStats): boolean =>
-  o[3] === String(st.ino) && o[6] === String(st.mtimeNs) && o[7] === String(st.ctimeNs) &&
-  o[5] === String(st.size) && o[4] === String(st.mode) && o[2] === String(st.dev)
+const fieldsOfBig = (st: fs.BigIntStats): Array<number> => [
+  Number(st.dev),
+  Number(st.ino),
+  Number(st.mode),
+  Number(st.size),
+  msOf(st.mtimeNs),
+  msOf(st.ctimeNs)
+]
+
+export const obsOf = (workspace: string, seen: Seen): Obs =>
+  seen.kind === "a" || seen.st === undefined
+    ? [path.relative(workspace, seen.abs), "a"]
+    : [path.relative(workspace, seen.abs), seen.kind, ...fieldsOfBig(seen.st)]
 
 /** Whether the path of an observation is as it was. */
 export const holds = (workspace: string, o: Obs): boolean => {
-  const abs = path.join(workspace, o[1]!)
-  let st: fs.BigIntStats | undefined
+  let st: fs.Stats | undefined
   try {
-    st = fs.lstatSync(abs, { bigint: true, throwIfNoEntry: false })
+    st = fs.lstatSync(`${workspace}/${o[0]}`, { throwIfNoEntry: false })
   } catch {
     // ENOTDIR: a parent is no longer a directory, so the path is absent.
     st = undefined
   }
-  if (o[0] === "a") return st === undefined
-  return st !== undefined && sameStat(o, st)
+  if (o[1] === "a") return st === undefined
+  // The mode holds the file type too.
+  return st !== undefined && st.ino === o[3] && st.mtimeMs === o[6] && st.ctimeMs === o[7] && st.size === o[5] &&
+    st.mode === o[4] && st.dev === o[2]
 }
 
 /** The names of a listing, as evidence. */
@@ -208,7 +207,8 @@ export const confirm = (s: Seen): boolean => {
   if (s.kind === "a" || s.st === undefined) return true
   try {
     const st = fs.lstatSync(s.abs, { bigint: true })
-    if (!sameStat(obsOf("/", s), st) || isRacy(st, BigInt(Date.now()) * 1_000_000n)) return false
+    const [before, now] = [fieldsOfBig(s.st), fieldsOfBig(st)]
+    if (before.some((v, i) => v !== now[i]) || isRacy(st, BigInt(Date.now()) * 1_000_000n)) return false
     switch (s.kind) {
       case "f":
         return hashOf(fs.readFileSync(s.abs)) === s.evidence
@@ -224,7 +224,7 @@ export const confirm = (s: Seen): boolean => {
 
 const changed = (workspace: string, e: Entry): string | undefined => {
   const bad = e.inputs.find((o) => !holds(workspace, o)) ?? e.outputs.find((o) => !holds(workspace, o))
-  return bad === undefined ? undefined : `${bad[1]} changed`
+  return bad === undefined ? undefined : `${bad[0]} changed`
 }
 
 /** The processes of `names` (deps before dependents) whose memo still holds, with why each other one does not. */
