@@ -144,8 +144,6 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Store
         })
       }
       const args = [
-        "--parent-pid",
-        String(process.pid),
         "--parent-start-time",
         self.startTime === "" ? "-" : self.startTime,
         "--idle-timeout",

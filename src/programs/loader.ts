@@ -8,6 +8,7 @@ import { createRequire } from "node:module"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import * as vm from "node:vm"
+import { startWarm } from "../layers/internal/sandboxerPaths.js"
 import * as Noop from "./noop.js"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
@@ -40,5 +41,8 @@ const load = () => {
   fn(module.exports, createRequire(bundle), module, bundle, here)
 }
 
-// A run where nothing changed is answered from the run memo without loading the engine at all.
-if (process.argv[2] !== "run" || !Noop.answer(process.argv.slice(2))) load()
+// A run where nothing changed is answered from the run memo without loading the engine at all. One that will run
+// processes starts its sandboxer now, so that its start-up overlaps the engine's.
+const verdict = process.argv[2] === "run" ? Noop.answer(process.argv.slice(2)) : "other"
+if (verdict === "runs") startWarm([process.execPath, process.env.KILN_CLI])
+if (verdict !== "answered") load()

@@ -7,6 +7,7 @@ import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Effect, Exit, Logger, LogLevel } from "effect"
 import { isOrphanedCommitFailure } from "../layers/internal/lmdbCommit.js"
+import { AWAIT_ARGS, awaitArgs } from "../layers/internal/sandboxerPaths.js"
 import { run } from "./cli.js"
 import { onInterrupt } from "./exitCode.js"
 import { cliLogger } from "./logging.js"
@@ -23,27 +24,33 @@ process.on("unhandledRejection", (reason, promise) => {
   if (!isOrphanedCommitFailure(reason, promise)) throw reason
 })
 
-const main = run(process.argv).pipe(
-  Effect.catchIf(ValidationError.isValidationError, () =>
-    Effect.sync(() => {
-      process.exitCode = 2
-    })),
-  Effect.catchAllCause((cause) =>
-    Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.sync(() => {
-      const failure = Cause.failureOption(cause)
-      const message = failure._tag === "Some" ? describe(failure.value) : Cause.pretty(cause)
-      process.stderr.write(`kiln: ${message}\n`)
-      process.exitCode = 1
-    })
-  ),
-  Effect.provide(NodeContext.layer),
-  Effect.provide(Logger.replace(Logger.defaultLogger, cliLogger)),
-  Logger.withMinimumLogLevel(LogLevel.Info)
-)
+const main = () =>
+  run(process.argv).pipe(
+    Effect.catchIf(ValidationError.isValidationError, () =>
+      Effect.sync(() => {
+        process.exitCode = 2
+      })),
+    Effect.catchAllCause((cause) =>
+      Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.sync(() => {
+        const failure = Cause.failureOption(cause)
+        const message = failure._tag === "Some" ? describe(failure.value) : Cause.pretty(cause)
+        process.stderr.write(`kiln: ${message}\n`)
+        process.exitCode = 1
+      })
+    ),
+    Effect.provide(NodeContext.layer),
+    Effect.provide(Logger.replace(Logger.defaultLogger, cliLogger)),
+    Logger.withMinimumLogLevel(LogLevel.Info)
+  )
 
-NodeRuntime.runMain(main, {
-  disableErrorReporting: true,
-  disablePrettyLogger: true,
-  teardown: (exit, onExit) =>
-    onExit(Exit.isInterrupted(exit) ? onInterrupt.code : Exit.isFailure(exit) ? 1 : Number(process.exitCode ?? 0))
-})
+const start = () =>
+  NodeRuntime.runMain(main(), {
+    disableErrorReporting: true,
+    disablePrettyLogger: true,
+    teardown: (exit, onExit) =>
+      onExit(Exit.isInterrupted(exit) ? onInterrupt.code : Exit.isFailure(exit) ? 1 : Number(process.exitCode ?? 0))
+  })
+
+// A warm sandboxer (see sandboxerPaths.ts) has everything loaded by now, and waits for the rest of its arguments.
+if (process.env[AWAIT_ARGS] !== undefined) awaitArgs(start)
+else start()

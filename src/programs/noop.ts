@@ -109,32 +109,32 @@ const check = (
   args: ReadonlyArray<string>,
   env: NodeJS.ProcessEnv,
   started: number
-): string | { readonly lines: Array<string>; readonly summary?: string; readonly summaryText: string } => {
+): Falls | { readonly lines: Array<string>; readonly summary?: string; readonly summaryText: string } => {
   const parsed = parse(args)
-  if (typeof parsed === "string") return parsed
-  if (env.KILN_TEST_REMOVE_BEFORE !== undefined) return "a test hook is set"
+  if (typeof parsed === "string") return new Falls(parsed, false)
+  if (env.KILN_TEST_REMOVE_BEFORE !== undefined) return new Falls("a test hook is set", false)
   const o = parsed.options
   const storeRoot = o.has("store-dir") ? path.resolve(o.get("store-dir")!) : cacheDir("store", "KILN_STORE_DIR", env)
   const configFile = path.resolve(o.get("config") ?? "kiln.json")
   const workspace = path.dirname(configFile)
   const memo = RunMemo.read(storeRoot, workspace)
-  if (memo === undefined) return "no run memo of this workspace (from this build of kiln)"
+  if (memo === undefined) return new Falls("no run memo of this workspace (from this build of kiln)", true)
   let text: string
   try {
     text = fs.readFileSync(configFile, "utf8")
   } catch {
-    return `cannot read ${configFile}`
+    return new Falls(`cannot read ${configFile}`, false)
   }
-  if (RunMemo.hashOf(text) !== memo.config) return `${path.basename(configFile)} changed`
+  if (RunMemo.hashOf(text) !== memo.config) return new Falls(`${path.basename(configFile)} changed`, true)
   const processes = (JSON.parse(text) as { processes: Record<string, ProcessJson> }).processes
   const targets = parsed.names.length > 0 ? parsed.names : Object.keys(processes)
   const unknown = targets.find((n) => !Object.hasOwn(processes, n))
-  if (unknown !== undefined) return `unknown process "${unknown}"`
+  if (unknown !== undefined) return new Falls(`unknown process "${unknown}"`, false)
   const { depsFirst, listed } = orders(processes, targets)
   const never = depsFirst.find((n) => processes[n]!.cache === "never")
-  if (never !== undefined) return `${never} is never cached`
+  if (never !== undefined) return new Falls(`${never} is never cached`, true)
   const store = RunMemo.storeHolds(storeRoot, memo)
-  if (store !== undefined) return store
+  if (store !== undefined) return new Falls(store, true)
   const { valid, why } = RunMemo.holding(
     memo,
     workspace,
@@ -145,7 +145,7 @@ const check = (
   )
   if (valid.size !== depsFirst.length) {
     const [name, reason] = [...why][0]!
-    return `${name}: ${reason}`
+    return new Falls(`${name}: ${reason}`, true)
   }
   const progress = o.get("progress") ?? "auto"
   const mode = progress === "auto" ? (process.stderr.isTTY ? "tty" : "plain") : progress
@@ -176,32 +176,40 @@ const check = (
   }
 }
 
+/** Why the memo cannot answer, and whether that means a process will run (so the sandboxer is worth starting). */
+class Falls {
+  constructor(readonly reason: string, readonly runs: boolean) {}
+}
+
 /**
- * Answers `kiln run` from the run memo when nothing changed: true when it did (the exit code is 0), false when the
- * full CLI must run.
+ * Answers `kiln run` from the run memo when nothing changed: "answered" when it did (the exit code is 0); else the
+ * full CLI must run, and "runs" says that it will most likely run a process.
  */
-export const answer = (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv = process.env): boolean => {
+export const answer = (
+  args: ReadonlyArray<string>,
+  env: NodeJS.ProcessEnv = process.env
+): "answered" | "runs" | "other" => {
   const started = Date.now()
   let result: ReturnType<typeof check>
   try {
     result = check(args, env, started)
   } catch (e) {
-    result = `the check failed: ${e instanceof Error ? e.message : String(e)}`
+    result = new Falls(`the check failed: ${e instanceof Error ? e.message : String(e)}`, false)
   }
   const debug = env.KILN_NOOP_DEBUG === "1"
-  if (typeof result === "string") {
-    if (debug) process.stderr.write(`kiln: no-op check: ${result}\n`)
-    return false
+  if (result instanceof Falls) {
+    if (debug) process.stderr.write(`kiln: no-op check: ${result.reason}\n`)
+    return result.runs ? "runs" : "other"
   }
   if (result.summary !== undefined) {
     try {
       fs.writeFileSync(result.summary, result.summaryText)
     } catch {
       // The full run says why, as it would have.
-      return false
+      return "other"
     }
   }
   if (debug) process.stderr.write("kiln: no-op check: nothing changed\n")
   if (result.lines.length > 0) process.stderr.write(result.lines.join("\n") + "\n")
-  return true
+  return "answered"
 }

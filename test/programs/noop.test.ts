@@ -6,11 +6,12 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { spawnSync } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../../src/domain/Digest.js"
 import * as Store from "../../src/layers/Store.js"
+import { eventually, exitOf } from "../utils/child.js"
 import { cli } from "../utils/stack.js"
 import { tempDir } from "../utils/temp.js"
 
@@ -268,5 +269,84 @@ describe("the no-op check", () => {
       assert.strictEqual(sourceOf(after, "gen"), "cache-hit")
       assert.strictEqual(read("use.txt").trim(), "4")
       answered(kiln())
+    }))
+})
+
+/** The sandboxers (warm or taken over) started for the engine of this pid, found by their command lines. */
+const sandboxersOf = (pid: number): Array<number> =>
+  fs.readdirSync("/proc").filter((d) => /^\d+$/.test(d)).flatMap((d) => {
+    try {
+      const argv = fs.readFileSync(`/proc/${d}/cmdline`, "utf8").split("\0")
+      return argv.includes("sandboxer") && argv.some((a) => a.includes(`/sb-${pid}-`)) ? [Number(d)] : []
+    } catch {
+      return [] // Gone meanwhile.
+    }
+  })
+
+describe("the warm sandboxer", () => {
+  const slowConfig = {
+    processes: {
+      slow: {
+        argv: ["/bin/sh", "-c", "sleep 1 && cat src/* > slow.txt"],
+        inputs: ["src/**"],
+        outputs: ["slow.txt"],
+        env: { PATH }
+      }
+    }
+  }
+
+  it.scopedLive("a run that will run something starts its sandboxer before the engine loads, and the engine uses it", () =>
+    Effect.gen(function*() {
+      const { env, root, writeConfig, ws } = yield* workspace
+      writeConfig(slowConfig)
+      const runtime = path.join(root, "runtime")
+      const child = yield* Effect.acquireRelease(
+        Effect.sync(() =>
+          spawn(process.execPath, [cli, "run", "--progress", "none"], {
+            cwd: ws,
+            env: { ...env, XDG_RUNTIME_DIR: runtime },
+            stdio: "ignore"
+          })
+        ),
+        (c) => Effect.sync(() => c.exitCode === null && c.kill("SIGKILL"))
+      )
+      // While `slow` runs, the engine has exactly one sandboxer: the one its loader started (the only kind whose
+      // environment says it awaited its arguments).
+      yield* eventually("the process runs", () =>
+        fs.existsSync(path.join(root, "sandboxes")) &&
+        fs.readdirSync(path.join(root, "sandboxes")).length > 0)
+      const sandboxers = sandboxersOf(child.pid!)
+      assert.strictEqual(sandboxers.length, 1)
+      assert.include(fs.readFileSync(`/proc/${sandboxers[0]}/environ`, "utf8"), "KILN_AWAIT_ARGS=")
+      assert.deepStrictEqual(yield* exitOf(child), { code: 0, signal: null })
+      assert.strictEqual(fs.readFileSync(path.join(ws, "slow.txt"), "utf8"), "a\nb\n")
+      yield* eventually("the sandboxer is gone", () => sandboxersOf(child.pid!).length === 0, "5 seconds")
+      assert.deepStrictEqual(fs.readdirSync(path.join(runtime, "kiln")), [], "no socket or log is left")
+    }))
+
+  it.scopedLive("an engine killed before it takes its warm sandboxer over leaves no sandboxer and no socket", () =>
+    Effect.gen(function*() {
+      const { env, root, writeConfig, ws } = yield* workspace
+      writeConfig(slowConfig)
+      const runtime = path.join(root, "runtime")
+      const child = yield* Effect.acquireRelease(
+        Effect.sync(() =>
+          spawn(process.execPath, [cli, "run", "--progress", "none"], {
+            cwd: ws,
+            env: { ...env, XDG_RUNTIME_DIR: runtime },
+            stdio: "ignore"
+          })
+        ),
+        (c) => Effect.sync(() => c.exitCode === null && c.kill("SIGKILL"))
+      )
+      yield* eventually("the warm sandboxer starts", () => sandboxersOf(child.pid!).length > 0)
+      child.kill("SIGKILL")
+      yield* exitOf(child)
+      yield* eventually("the sandboxer is gone", () => sandboxersOf(child.pid!).length === 0, "5 seconds")
+      assert.deepStrictEqual(
+        fs.readdirSync(path.join(runtime, "kiln")).filter((f) => f.endsWith(".sock")),
+        [],
+        "no socket is left"
+      )
     }))
 })

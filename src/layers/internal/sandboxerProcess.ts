@@ -5,48 +5,12 @@
  */
 import { Deferred, Duration, Effect } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
-import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
 import { SandboxerUnavailable } from "../../domain/Sandbox.js"
 import { describeErrno, errnoOf } from "./errno.js"
-import { mkdirp } from "./mkdirp.js"
+import * as Paths from "./sandboxerPaths.js"
 
-/** `sockaddr_un.sun_path` is 108 bytes on Linux, NUL included. @internal */
-export const MAX_SOCKET_PATH = 107
-
-/**
- * A directory for sandboxer sockets: `$XDG_RUNTIME_DIR/kiln`, or a short per-user temp dir when that is unset or
- * too long. Never under the store or the workspace, whose paths can be arbitrarily long.
- *
- * @internal
- */
-export const socketDirectory = (env: NodeJS.ProcessEnv = process.env): string => {
-  const uid = typeof process.getuid === "function" ? process.getuid() : 0
-  const candidates = [
-    ...(env.XDG_RUNTIME_DIR !== undefined && path.isAbsolute(env.XDG_RUNTIME_DIR)
-      ? [path.join(env.XDG_RUNTIME_DIR, "kiln")]
-      : []),
-    path.join(os.tmpdir(), `kiln-${uid}`),
-    `/tmp/kiln-${uid}`
-  ]
-  return candidates.find((d) => d.length + 40 <= MAX_SOCKET_PATH) ?? `/tmp/kiln-${uid}`
-}
-
-/** A fresh socket path for this engine process: its pid plus a random suffix. @internal */
-export const socketPath = (dir: string): string =>
-  path.join(dir, `sb-${process.pid}-${randomBytes(4).toString("hex")}.sock`)
-
-/** @internal */
-export const logPathOf = (socket: string): string => socket.replace(/\.sock$/, ".log")
-
-const ensurePrivateDir = (dir: string) => {
-  mkdirp(dir, 0o700)
-  const st = fs.statSync(dir)
-  const uid = typeof process.getuid === "function" ? process.getuid() : st.uid
-  if (st.uid !== uid) throw new Error(`${dir} belongs to another user`)
-}
+export { logPathOf, MAX_SOCKET_PATH, socketDirectory, socketPath } from "./sandboxerPaths.js"
 
 /** @internal */
 export interface Child {
@@ -57,9 +21,54 @@ export interface Child {
   readonly exited: Deferred.Deferred<number | null>
 }
 
+const spawnNew = (command: ReadonlyArray<string>, args: ReadonlyArray<string>, dir: string) =>
+  Effect.gen(function*() {
+    const socket = Paths.socketPath(dir)
+    if (socket.length > Paths.MAX_SOCKET_PATH) {
+      return yield* new SandboxerUnavailable({
+        reason: `socket path ${socket} is longer than ${Paths.MAX_SOCKET_PATH} bytes`
+      })
+    }
+    const log = Paths.logPathOf(socket)
+    const logFd = yield* Effect.try({
+      try: () => {
+        Paths.ensurePrivateDir(dir)
+        return fs.openSync(log, "a", 0o600)
+      },
+      catch: (e) => new SandboxerUnavailable({ reason: `cannot prepare ${dir}: ${describeErrno(e)}` })
+    })
+    const child = yield* Effect.try({
+      try: () =>
+        spawn(command[0]!, [...command.slice(1), ...Paths.leadingArgs(socket), ...args], {
+          // stdin is a pipe this process never writes to: when it dies, however it dies, the kernel closes it and
+          // the sandboxer sees end-of-file at once (polling the pid stays as the fallback).
+          stdio: ["pipe", "pipe", logFd],
+          // Its own session: a Ctrl-C at the terminal goes to the engine's process group, and must not take the
+          // watchdog away while the engine is still tearing its processes down (the engine sends SIGTERM itself).
+          detached: true
+        }),
+      catch: (e) => new SandboxerUnavailable({ reason: `cannot spawn ${command[0]}: ${describeErrno(e)}` })
+    }).pipe(Effect.ensuring(Effect.sync(() => fs.closeSync(logFd))))
+    return { child, log, socket }
+  })
+
+/** Hands a warm sandboxer (started by the CLI's loader, see `sandboxerPaths.ts`) the rest of its arguments. */
+const takeOver = (warm: Paths.Warm, args: ReadonlyArray<string>) =>
+  Effect.try({
+    try: () => {
+      const { child } = warm
+      child.ref()
+      for (const s of [child.stdin, child.stdout]) (s as unknown as { ref?: () => void } | null)?.ref?.()
+      // One line, and nothing after it: from then on its stdin is the pipe whose end means this process died.
+      child.stdin!.write(`${JSON.stringify(args)}\n`)
+      return { child, log: warm.log, socket: warm.socket }
+    },
+    catch: (e) => new SandboxerUnavailable({ reason: `cannot start the sandboxer: ${describeErrno(e)}`, log: warm.log })
+  })
+
 /**
- * Spawns the sandboxer and waits until it says `ready` on stdout (bounded), or fails with its log's path when it
- * exits or times out first.
+ * Starts the sandboxer (or takes over the warm one the CLI started) and waits until it says `ready` on stdout
+ * (bounded), or fails with its log's path when it exits or times out first.
  *
  * @internal
  */
@@ -70,34 +79,12 @@ export const start = (
   timeout: Duration.DurationInput
 ): Effect.Effect<Child, SandboxerUnavailable> =>
   Effect.gen(function*() {
-    const socket = socketPath(dir)
-    if (socket.length > MAX_SOCKET_PATH) {
-      return yield* new SandboxerUnavailable({
-        reason: `socket path ${socket} is longer than ${MAX_SOCKET_PATH} bytes`
-      })
-    }
-    const log = logPathOf(socket)
-    const logFd = yield* Effect.try({
-      try: () => {
-        ensurePrivateDir(dir)
-        return fs.openSync(log, "a", 0o600)
-      },
-      catch: (e) => new SandboxerUnavailable({ reason: `cannot prepare ${dir}: ${describeErrno(e)}` })
-    })
+    const warm = Paths.takeWarm(dir, command)
+    const { child, log, socket } = warm !== undefined
+      ? yield* takeOver(warm, args)
+      : yield* spawnNew(command, args, dir)
     const exited = yield* Deferred.make<number | null>()
     const ready = yield* Deferred.make<void, SandboxerUnavailable>()
-    const child = yield* Effect.try({
-      try: () =>
-        spawn(command[0]!, [...command.slice(1), "sandboxer", "--socket", socket, "--parent-pipe", ...args], {
-          // stdin is a pipe this process never writes to: when it dies, however it dies, the kernel closes it and
-          // the sandboxer sees end-of-file at once (polling the pid stays as the fallback).
-          stdio: ["pipe", "pipe", logFd],
-          // Its own session: a Ctrl-C at the terminal goes to the engine's process group, and must not take the
-          // watchdog away while the engine is still tearing its processes down (the engine sends SIGTERM itself).
-          detached: true
-        }),
-      catch: (e) => new SandboxerUnavailable({ reason: `cannot spawn ${command[0]}: ${describeErrno(e)}` })
-    }).pipe(Effect.ensuring(Effect.sync(() => fs.closeSync(logFd))))
     let buffered = ""
     child.stdout!.on("data", (chunk: Buffer) => {
       buffered += chunk.toString("utf8")
