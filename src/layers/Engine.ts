@@ -729,9 +729,11 @@ export const make = Effect.gen(function*() {
         candidates: reports.flatMap((r) => {
           const result = state.get(r.name)!.result
           const out = outputsSeen.get(r.name)
-          // Only a result that is the one written back, of a process that may be cached.
+          // Only a result that is the one written back, of a process that may be cached, and that the action cache
+          // holds (a run with cache writes off leaves what it ran out of it): the memo answers as the cache would.
           if (!r.ok || remembered.has(r.name) || result === undefined || out?.result !== result) return []
           if (config.processes[r.name]!.cache === "never") return []
+          if (result.source === "ran" && !policy.write) return []
           return [{
             name: r.name,
             result,
