@@ -2,6 +2,10 @@
  * `dist/cli.js`: loads the bundled CLI (`kiln.cjs`) through `vm.Script` with the V8 code cache written beside it at
  * build time, so start-up skips parsing and compiling the bundle. A cache that V8 rejects (another Node version)
  * only costs the compile it would have saved.
+ *
+ * Before that, a `kiln run` is checked against the run memo (`noop.ts`): a run where nothing changed is answered
+ * without loading the bundle at all; one that will run processes starts its sandboxer first (`sandboxerPaths.ts`).
+ * Both are plain code, kept out of the bundle: loading Effect is what they save.
  */
 import * as fs from "node:fs"
 import { createRequire } from "node:module"

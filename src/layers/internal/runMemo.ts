@@ -41,6 +41,7 @@ export interface Seen {
  * strings built from them cost twice as much.
  */
 export type Obs = readonly [string, string, ...Array<number>]
+
 export interface Entry {
   /** The process's entry in kiln.json, as JSON. */
   readonly key: string
