@@ -48,5 +48,5 @@ const load = () => {
 // A run where nothing changed is answered from the run memo without loading the engine at all. One that will run
 // processes starts its sandboxer now, so that its start-up overlaps the engine's.
 const verdict = process.argv[2] === "run" ? Noop.answer(process.argv.slice(2)) : "other"
-if (verdict === "runs") startWarm([process.execPath, process.env.KILN_CLI])
+if (verdict === "runs") startWarm((await import("node:child_process")).spawn, [process.execPath, process.env.KILN_CLI])
 if (verdict !== "answered") load()

@@ -11,7 +11,7 @@
  *
  * @internal
  */
-import { type ChildProcess, spawn } from "node:child_process"
+import type { ChildProcess, spawn as Spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -95,10 +95,15 @@ const KEY = Symbol.for("kiln.warmSandboxer")
 
 /**
  * Starts a warm sandboxer for this process (see above). Never throws: without one, the engine spawns its own.
+ * `spawn` is passed in, so that a run answered from the memo never loads `node:child_process`.
  *
  * @internal
  */
-export const startWarm = (command: ReadonlyArray<string>, env: NodeJS.ProcessEnv = process.env): void => {
+export const startWarm = (
+  spawn: typeof Spawn,
+  command: ReadonlyArray<string>,
+  env: NodeJS.ProcessEnv = process.env
+): void => {
   try {
     const dir = socketDirectory(env)
     const socket = socketPath(dir)
