@@ -70,9 +70,75 @@ export const registrySize = (): number => registry.size
 const lmdbError = (dir: string, action: string) => (e: unknown) =>
   new StoreError({ reason: "Lmdb", detail: `${action}: ${describeErrno(e)}`, path: dir })
 
+const optionsOf = (dir: string, settings: EnvSettings) => ({
+  path: dir,
+  noSubdir: false,
+  mapSize: settings.mapSize,
+  ...(settings.noSync === true ? { noSync: true } : {}),
+  maxReaders: settings.maxReaders,
+  maxDbs: 4,
+  encoding: "binary" as const,
+  keyEncoding: "binary" as const,
+  compression: false,
+  cache: false
+})
+
+const DATABASES = ["content", "leases", "locks"] as const
+
 /**
- * Acquires the shared environment for `dir`, opening it on first use; released with the scope. A second acquirer
- * that asks for other settings fails with `StoreConfigConflict`.
+ * Makes a new environment whole (its named databases included) in a directory of its own beside `dir`, and renames
+ * it into place; when another process got there first, its environment is used and this one discarded. Processes
+ * that created one environment at once (six engines starting on a fresh store) made LMDB fail with `MDB_PROBLEM:
+ * mdb_page_touch no parent` while each created the named databases; a rename is all or nothing, so no process now
+ * opens an environment that another is still making.
+ */
+const createIfAbsent = (dir: string, settings: EnvSettings): Effect.Effect<void, StoreError> =>
+  Effect.suspend(() => {
+    try {
+      if (fs.existsSync(path.join(dir, "data.mdb"))) return Effect.void
+      mkdirp(dir)
+    } catch (e) {
+      return Effect.fail(lmdbError(dir, "cannot prepare the LMDB directory")(e))
+    }
+    return create(dir, settings)
+  })
+
+const create = (dir: string, settings: EnvSettings): Effect.Effect<void, StoreError> =>
+  Effect.gen(function*() {
+    const { open } = yield* loadLmdb
+    const fresh = `${dir}.new-${process.pid}-${Math.random().toString(36).slice(2, 10)}`
+    // Room first, before anything is made: LMDB writes a new environment through its map, and a full disk is SIGBUS.
+    const room = LmdbFile.check(dir, settings.maxReaders)
+    if (room !== undefined) return yield* Effect.fail(room)
+    const made = yield* Effect.try({
+      try: () => {
+        fs.mkdirSync(fresh)
+        const env = open<Buffer, Buffer>(optionsOf(fresh, settings))
+        for (const name of DATABASES) env.openDB<Buffer, Buffer>({ name, encoding: "binary", keyEncoding: "binary" })
+        return env
+      },
+      catch: lmdbError(dir, "cannot create the LMDB environment")
+    }).pipe(Effect.tapError(() => Effect.sync(() => fs.rmSync(fresh, { recursive: true, force: true }))))
+    yield* Effect.promise(async () => {
+      await made.close()
+    })
+    yield* Effect.try({
+      try: () => {
+        try {
+          // Replaces `dir` only while it is empty (as the store's layout leaves it): never an environment in use.
+          fs.renameSync(fresh, dir)
+        } catch (e) {
+          if (errnoOf(e) !== "ENOTEMPTY" && errnoOf(e) !== "EEXIST") throw e
+          fs.rmSync(fresh, { recursive: true, force: true })
+        }
+      },
+      catch: lmdbError(dir, "cannot create the LMDB environment")
+    })
+  })
+
+/**
+ * Acquires the shared environment for `dir`, opening it on first use (creating it when there is none); released
+ * with the scope. A second acquirer that asks for other settings fails with `StoreConfigConflict`.
  *
  * @internal
  */
@@ -81,7 +147,7 @@ export const acquire = (
   settings: EnvSettings
 ): Effect.Effect<SharedEnv, StoreError | StoreConfigConflict, Scope.Scope> =>
   Effect.acquireRelease(
-    Effect.flatMap(loadLmdb, ({ open }) =>
+    Effect.flatMap(Effect.zipRight(createIfAbsent(dir, settings), loadLmdb), ({ open }) =>
       Effect.suspend((): Effect.Effect<SharedEnv, StoreError | StoreConfigConflict> => {
         let existingKey: string | undefined
         try {
@@ -114,18 +180,7 @@ export const acquire = (
         }
         return Effect.try({
           try: () => {
-            const env = open<Buffer, Buffer>({
-              path: dir,
-              noSubdir: false,
-              mapSize: settings.mapSize,
-              ...(settings.noSync === true ? { noSync: true } : {}),
-              maxReaders: settings.maxReaders,
-              maxDbs: 4,
-              encoding: "binary",
-              keyEncoding: "binary",
-              compression: false,
-              cache: false
-            })
+            const env = open<Buffer, Buffer>(optionsOf(dir, settings))
             // lmdb-js checks at open too; kiln does it explicitly because it is the promise users rely on.
             env.readerCheck()
             const content = env.openDB<Buffer, Buffer>({ name: "content", encoding: "binary", keyEncoding: "binary" })
