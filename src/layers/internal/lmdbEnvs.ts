@@ -85,56 +85,68 @@ const optionsOf = (dir: string, settings: EnvSettings) => ({
 
 const DATABASES = ["content", "leases", "locks"] as const
 
-/**
- * Makes a new environment whole (its named databases included) in a directory of its own beside `dir`, and renames
- * it into place; when another process got there first, its environment is used and this one discarded. Processes
- * that created one environment at once (six engines starting on a fresh store) made LMDB fail with `MDB_PROBLEM:
- * mdb_page_touch no parent` while each created the named databases; a rename is all or nothing, so no process now
- * opens an environment that another is still making.
- */
-const createIfAbsent = (dir: string, settings: EnvSettings): Effect.Effect<void, StoreError> =>
-  Effect.suspend(() => {
-    try {
-      if (fs.existsSync(path.join(dir, "data.mdb"))) return Effect.void
-      mkdirp(dir)
-    } catch (e) {
-      return Effect.fail(lmdbError(dir, "cannot prepare the LMDB directory")(e))
-    }
-    return create(dir, settings)
-  })
+/** The environment's handle as kiln shares it, registered under its lock file's identity. */
+const register = (dir: string, env: RootDatabase<Buffer, Buffer>, settings: EnvSettings): SharedEnv => {
+  // lmdb-js checks at open too; kiln does it explicitly because it is the promise users rely on.
+  env.readerCheck()
+  const [content, leases, locks] = DATABASES.map((name) =>
+    env.openDB<Buffer, Buffer>({ name, encoding: "binary", keyEncoding: "binary" })
+  )
+  const key = lockKey(dir)!
+  const shared: SharedEnv = {
+    key,
+    path: dir,
+    env,
+    content: content!,
+    leases: leases!,
+    locks: locks!,
+    settings,
+    refs: 1
+  }
+  LmdbCommit.watch(shared)
+  registry.set(key, shared)
+  return shared
+}
 
-const create = (dir: string, settings: EnvSettings): Effect.Effect<void, StoreError> =>
-  Effect.gen(function*() {
-    const { open } = yield* loadLmdb
-    const fresh = `${dir}.new-${process.pid}-${Math.random().toString(36).slice(2, 10)}`
-    // Room first, before anything is made: LMDB writes a new environment through its map, and a full disk is SIGBUS.
-    const room = LmdbFile.check(dir, settings.maxReaders)
-    if (room !== undefined) return yield* Effect.fail(room)
-    const made = yield* Effect.try({
-      try: () => {
-        fs.mkdirSync(fresh)
-        const env = open<Buffer, Buffer>(optionsOf(fresh, settings))
-        for (const name of DATABASES) env.openDB<Buffer, Buffer>({ name, encoding: "binary", keyEncoding: "binary" })
-        return env
-      },
-      catch: lmdbError(dir, "cannot create the LMDB environment")
-    }).pipe(Effect.tapError(() => Effect.sync(() => fs.rmSync(fresh, { recursive: true, force: true }))))
-    yield* Effect.promise(async () => {
-      await made.close()
-    })
-    yield* Effect.try({
-      try: () => {
-        try {
-          // Replaces `dir` only while it is empty (as the store's layout leaves it): never an environment in use.
-          fs.renameSync(fresh, dir)
-        } catch (e) {
-          if (errnoOf(e) !== "ENOTEMPTY" && errnoOf(e) !== "EEXIST") throw e
-          fs.rmSync(fresh, { recursive: true, force: true })
-        }
-      },
-      catch: lmdbError(dir, "cannot create the LMDB environment")
-    })
-  })
+/**
+ * Makes a new environment whole (its named databases included) in a directory of its own beside `dir`, renames it
+ * into place and keeps it open: its handle is this process's handle on `dir`. Processes that created one
+ * environment at once (six engines starting on a fresh store) made LMDB fail with `MDB_PROBLEM: mdb_page_touch no
+ * parent` while each created the named databases; a rename is all or nothing, so no process opens an environment
+ * another is still making. When another process got there first (`dir` is no longer empty), this one is discarded
+ * and undefined returned: the caller opens theirs. (Closing the new handle and opening `dir` again instead made
+ * every later fork of this process several times slower: lmdb-js keeps something of a closed environment.)
+ */
+const createInPlace = (
+  open: typeof Lmdb.open,
+  dir: string,
+  settings: EnvSettings
+): StoreError | SharedEnv | undefined => {
+  // Room first, before anything is made: LMDB writes a new environment through its map, and a full disk is SIGBUS.
+  const room = LmdbFile.check(dir, settings.maxReaders)
+  if (room !== undefined) return room
+  const fresh = `${dir}.new-${process.pid}-${Math.random().toString(36).slice(2, 10)}`
+  let env: RootDatabase<Buffer, Buffer> | undefined
+  try {
+    fs.mkdirSync(fresh)
+    env = open<Buffer, Buffer>(optionsOf(fresh, settings))
+    for (const name of DATABASES) env.openDB<Buffer, Buffer>({ name, encoding: "binary", keyEncoding: "binary" })
+    try {
+      // Replaces `dir` only while it is empty (as the store's layout leaves it): never an environment in use.
+      fs.renameSync(fresh, dir)
+    } catch (e) {
+      if (errnoOf(e) !== "ENOTEMPTY" && errnoOf(e) !== "EEXIST") throw e
+      void env.close()
+      fs.rmSync(fresh, { recursive: true, force: true })
+      return undefined
+    }
+    return register(dir, env, settings)
+  } catch (e) {
+    if (env !== undefined) void env.close()
+    fs.rmSync(fresh, { recursive: true, force: true })
+    return lmdbError(dir, "cannot create the LMDB environment")(e)
+  }
+}
 
 /**
  * Acquires the shared environment for `dir`, opening it on first use (creating it when there is none); released
@@ -147,7 +159,7 @@ export const acquire = (
   settings: EnvSettings
 ): Effect.Effect<SharedEnv, StoreError | StoreConfigConflict, Scope.Scope> =>
   Effect.acquireRelease(
-    Effect.flatMap(Effect.zipRight(createIfAbsent(dir, settings), loadLmdb), ({ open }) =>
+    Effect.flatMap(loadLmdb, ({ open }) =>
       Effect.suspend((): Effect.Effect<SharedEnv, StoreError | StoreConfigConflict> => {
         let existingKey: string | undefined
         try {
@@ -173,25 +185,23 @@ export const acquire = (
           existing.refs++
           return Effect.succeed(existing)
         }
+        if (!fs.existsSync(path.join(dir, "data.mdb"))) {
+          const created = createInPlace(open, dir, settings)
+          if (created instanceof StoreError) {
+            return Effect.fail(created)
+          }
+          if (created !== undefined) {
+            return Effect.succeed(created)
+          }
+        }
         // LMDB crashes the process on a truncated data file, or when it creates one on a full disk: refuse those first.
         const unsafe = LmdbFile.check(dir, settings.maxReaders)
         if (unsafe !== undefined) {
           return Effect.fail(unsafe)
         }
         return Effect.try({
-          try: () => {
-            const env = open<Buffer, Buffer>(optionsOf(dir, settings))
-            // lmdb-js checks at open too; kiln does it explicitly because it is the promise users rely on.
-            env.readerCheck()
-            const content = env.openDB<Buffer, Buffer>({ name: "content", encoding: "binary", keyEncoding: "binary" })
-            const leases = env.openDB<Buffer, Buffer>({ name: "leases", encoding: "binary", keyEncoding: "binary" })
-            const locks = env.openDB<Buffer, Buffer>({ name: "locks", encoding: "binary", keyEncoding: "binary" })
-            const key = lockKey(dir)!
-            const shared: SharedEnv = { key, path: dir, env, content, leases, locks, settings, refs: 1 }
-            LmdbCommit.watch(shared)
-            registry.set(key, shared)
-            return shared
-          },
+          try: () =>
+            register(dir, open<Buffer, Buffer>(optionsOf(dir, settings)), settings),
           catch: lmdbError(dir, "cannot open the LMDB environment")
         })
       })).pipe(LmdbFile.settling),
