@@ -16,6 +16,7 @@ import type { SandboxError, SandboxerUnavailable } from "../domain/Sandbox.js"
 import type { StoreError } from "../domain/StoreErrors.js"
 import { actionDigest } from "./internal/actionKey.js"
 import * as Glob from "./internal/glob.js"
+import * as GraphOrder from "./internal/graphOrder.js"
 import * as MemoRecord from "./internal/memoRecord.js"
 import * as RunMemo from "./internal/runMemo.js"
 import * as RunRecords from "./internal/runRecords.js"
@@ -186,31 +187,6 @@ const policyOf = (mode: CacheMode) => ({
   write: mode === "read-write" || mode === "write"
 })
 
-const closure = (config: Config, targets: ReadonlyArray<string>) => {
-  const seen = new Set<string>()
-  const visit = (name: string) => {
-    if (seen.has(name)) return
-    seen.add(name)
-    for (const dep of config.processes[name]!.deps ?? []) visit(dep)
-  }
-  targets.forEach(visit)
-  return [...seen]
-}
-
-/** `names` (closed under deps) with every process after its deps. */
-const depsFirst = (config: Config, names: ReadonlyArray<string>) => {
-  const out: Array<string> = []
-  const done = new Set<string>()
-  const visit = (name: string) => {
-    if (done.has(name)) return
-    done.add(name)
-    for (const dep of config.processes[name]!.deps ?? []) visit(dep)
-    out.push(name)
-  }
-  names.forEach(visit)
-  return out
-}
-
 /** A result the run memo vouches for, as a cache hit that took no time. */
 const rememberedResult = (e: RunMemo.Entry): ProcessResult | undefined => {
   const digests = [e.action, e.output, e.stdout, e.stderr].map(Digest.parse)
@@ -333,7 +309,8 @@ export const make = Effect.gen(function*() {
       const started = Date.now()
       const { config } = options
       const workspace = path.resolve(options.workspace)
-      const names = closure(config, options.targets ?? Object.keys(config.processes))
+      const depsOf = (name: string) => config.processes[name]!.deps ?? []
+      const names = GraphOrder.closure(depsOf, options.targets ?? Object.keys(config.processes))
       const policy = policyOf(options.cache ?? "read-write")
       const maxBacktracks = options.maxBacktracks ?? 3
       const emit = (e: Event) => options.onEvent?.(e) ?? Effect.void
@@ -348,9 +325,8 @@ export const make = Effect.gen(function*() {
       // memo written at the end records.
       const generation = Generation.read(root)
       const memo = RunMemo.read(root, workspace)
-      const ordered = depsFirst(config, names)
+      const ordered = GraphOrder.depsFirst(depsOf, names)
       const keyOf = (name: string) => JSON.stringify(config.processes[name])
-      const depsOf = (name: string) => config.processes[name]!.deps ?? []
       /** Processes whose memo holds: hits whose outputs are in the workspace already, taken without the store. */
       const remembered = new Map<string, ProcessResult>()
       if (policy.read && options.memo !== false && memo !== undefined && RunMemo.storeHolds(root, memo) === undefined) {

@@ -13,6 +13,7 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { cacheDir } from "../layers/internal/cacheDir.js"
+import * as GraphOrder from "../layers/internal/graphOrder.js"
 import * as RunMemo from "../layers/internal/runMemo.js"
 
 interface Parsed {
@@ -81,29 +82,6 @@ interface ProcessJson {
   readonly cache?: string
 }
 
-/** Every target and its deps, deps first; and in the order a full run lists them (its summary's order). */
-const orders = (processes: Record<string, ProcessJson>, targets: ReadonlyArray<string>) => {
-  const listed: Array<string> = []
-  const seen = new Set<string>()
-  const visit = (name: string) => {
-    if (seen.has(name)) return
-    seen.add(name)
-    listed.push(name)
-    for (const dep of processes[name]!.deps ?? []) visit(dep)
-  }
-  targets.forEach(visit)
-  const depsFirst: Array<string> = []
-  const done = new Set<string>()
-  const post = (name: string) => {
-    if (done.has(name)) return
-    done.add(name)
-    for (const dep of processes[name]!.deps ?? []) post(dep)
-    depsFirst.push(name)
-  }
-  listed.forEach(post)
-  return { listed, depsFirst }
-}
-
 /** Why the memo cannot answer this run, or the answer. */
 const check = (
   args: ReadonlyArray<string>,
@@ -130,7 +108,9 @@ const check = (
   const targets = parsed.names.length > 0 ? parsed.names : Object.keys(processes)
   const unknown = targets.find((n) => !Object.hasOwn(processes, n))
   if (unknown !== undefined) return new Falls(`unknown process "${unknown}"`, false)
-  const { depsFirst, listed } = orders(processes, targets)
+  const depsOf = (n: string) => processes[n]!.deps ?? []
+  const listed = GraphOrder.closure(depsOf, targets)
+  const depsFirst = GraphOrder.depsFirst(depsOf, listed)
   const never = depsFirst.find((n) => processes[n]!.cache === "never")
   if (never !== undefined) return new Falls(`${never} is never cached`, true)
   const store = RunMemo.storeHolds(storeRoot, memo)
@@ -140,7 +120,7 @@ const check = (
     workspace,
     depsFirst,
     (n) => JSON.stringify(processes[n]),
-    (n) => processes[n]!.deps ?? [],
+    depsOf,
     true
   )
   if (valid.size !== depsFirst.length) {

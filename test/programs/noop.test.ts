@@ -295,21 +295,27 @@ describe("the warm sandboxer", () => {
     }
   }
 
+  /** `kiln run` of `slow` in the background (SIGKILLed with the scope), its sockets under `runtime`. */
+  const startSlow = Effect.gen(function*() {
+    const { env, root, writeConfig, ws } = yield* workspace
+    writeConfig(slowConfig)
+    const runtime = path.join(root, "runtime")
+    const child = yield* Effect.acquireRelease(
+      Effect.sync(() =>
+        spawn(process.execPath, [cli, "run", "--progress", "none"], {
+          cwd: ws,
+          env: { ...env, XDG_RUNTIME_DIR: runtime },
+          stdio: "ignore"
+        })
+      ),
+      (c) => Effect.sync(() => c.exitCode === null && c.kill("SIGKILL"))
+    )
+    return { child, root, runtime, ws }
+  })
+
   it.scopedLive("a run that will run something starts its sandboxer before the engine loads, and the engine uses it", () =>
     Effect.gen(function*() {
-      const { env, root, writeConfig, ws } = yield* workspace
-      writeConfig(slowConfig)
-      const runtime = path.join(root, "runtime")
-      const child = yield* Effect.acquireRelease(
-        Effect.sync(() =>
-          spawn(process.execPath, [cli, "run", "--progress", "none"], {
-            cwd: ws,
-            env: { ...env, XDG_RUNTIME_DIR: runtime },
-            stdio: "ignore"
-          })
-        ),
-        (c) => Effect.sync(() => c.exitCode === null && c.kill("SIGKILL"))
-      )
+      const { child, root, runtime, ws } = yield* startSlow
       // While `slow` runs, the engine has exactly one sandboxer: the one its loader started (the only kind whose
       // environment says it awaited its arguments).
       yield* eventually("the process runs", () =>
@@ -326,19 +332,7 @@ describe("the warm sandboxer", () => {
 
   it.scopedLive("an engine killed before it takes its warm sandboxer over leaves no sandboxer and no socket", () =>
     Effect.gen(function*() {
-      const { env, root, writeConfig, ws } = yield* workspace
-      writeConfig(slowConfig)
-      const runtime = path.join(root, "runtime")
-      const child = yield* Effect.acquireRelease(
-        Effect.sync(() =>
-          spawn(process.execPath, [cli, "run", "--progress", "none"], {
-            cwd: ws,
-            env: { ...env, XDG_RUNTIME_DIR: runtime },
-            stdio: "ignore"
-          })
-        ),
-        (c) => Effect.sync(() => c.exitCode === null && c.kill("SIGKILL"))
-      )
+      const { child, runtime } = yield* startSlow
       yield* eventually("the warm sandboxer starts", () => sandboxersOf(child.pid!).length > 0)
       child.kill("SIGKILL")
       yield* exitOf(child)
