@@ -82,6 +82,11 @@ interface ProcessJson {
   readonly cache?: string
 }
 
+/** Why the memo cannot answer, and whether that means a process will run (so the sandboxer is worth starting). */
+class Falls {
+  constructor(readonly reason: string, readonly runs: boolean) {}
+}
+
 /** Why the memo cannot answer this run, or the answer. */
 const check = (
   args: ReadonlyArray<string>,
@@ -154,11 +159,6 @@ const check = (
     ...(o.has("summary") ? { summary: path.resolve(o.get("summary")!) } : {}),
     summaryText: JSON.stringify(summary, null, 2) + "\n"
   }
-}
-
-/** Why the memo cannot answer, and whether that means a process will run (so the sandboxer is worth starting). */
-class Falls {
-  constructor(readonly reason: string, readonly runs: boolean) {}
 }
 
 /**
