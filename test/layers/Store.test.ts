@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, Exit, FastCheck, Option } from "effect"
+import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../../src/domain/Digest.js"
@@ -116,6 +117,24 @@ describe("Store", () => {
       assert.strictEqual(readers._tag, "StoreConfigConflict")
       // The same settings share the environments.
       yield* Store.make({ root })
+    }))
+
+  it.scoped("a new shard is made whole beside its place and renamed in; what a killed maker left there is removed", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir()
+      // The remains of a process killed while it made shard 0 (its pid: a process that has exited).
+      const dead = spawnSync(process.execPath, ["-e", ""]).pid!
+      const abandoned = path.join(root, "files", `0.new-${dead}-zz`)
+      fs.mkdirSync(abandoned, { recursive: true })
+      fs.writeFileSync(path.join(abandoned, "data.mdb"), "half made")
+      const store = yield* Store.make({ root, shardCount: 1 })
+      const digest = yield* store.putFile(new TextEncoder().encode("hi\n"))
+      assert.isTrue(yield* store.hasFile(digest))
+      assert.isFalse(fs.existsSync(abandoned))
+      for (const kind of ["files", "directories", "actions"]) {
+        assert.deepStrictEqual(fs.readdirSync(path.join(root, kind)), ["0"])
+        assert.includeMembers(fs.readdirSync(path.join(root, kind, "0")), ["data.mdb", "lock.mdb"])
+      }
     }))
 
   it.scoped("a shard count that is not a power of two is refused", () =>

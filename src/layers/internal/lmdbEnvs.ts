@@ -108,6 +108,22 @@ const register = (dir: string, env: RootDatabase<Buffer, Buffer>, settings: EnvS
   return shared
 }
 
+/** New environments that processes killed while making them left beside `dir`. */
+const removeAbandoned = (dir: string) => {
+  const prefix = `${path.basename(dir)}.new-`
+  for (const name of fs.readdirSync(path.dirname(dir))) {
+    if (!name.startsWith(prefix)) continue
+    const pid = Number(name.slice(prefix.length).split("-")[0])
+    let alive = true
+    try {
+      process.kill(pid, 0)
+    } catch (e) {
+      alive = errnoOf(e) === "EPERM"
+    }
+    if (!alive) fs.rmSync(path.join(path.dirname(dir), name), { recursive: true, force: true })
+  }
+}
+
 /**
  * Makes a new environment whole (its named databases included) in a directory of its own beside `dir`, renames it
  * into place and keeps it open: its handle is this process's handle on `dir`. Processes that created one
@@ -128,6 +144,7 @@ const createInPlace = (
   const fresh = `${dir}.new-${process.pid}-${Math.random().toString(36).slice(2, 10)}`
   let env: RootDatabase<Buffer, Buffer> | undefined
   try {
+    removeAbandoned(dir)
     fs.mkdirSync(fresh)
     env = open<Buffer, Buffer>(optionsOf(fresh, settings))
     for (const name of DATABASES) env.openDB<Buffer, Buffer>({ name, encoding: "binary", keyEncoding: "binary" })
