@@ -69,6 +69,23 @@ const summary = (name: string) => samples.summary(name)
 const perProcess = new Samples()
 const recordPer = (name: string, ms: number) => perProcess.record(name, ms)
 
+/** CPU time (user + system, ms) this process spent since `since`. */
+const recordCpu = (name: string, since: NodeJS.CpuUsage) => {
+  const d = process.cpuUsage(since)
+  record(name, (d.user + d.system) / 1000)
+}
+
+/** CPU time (user + system, ms) another process has spent so far, from /proc; 0 where /proc is not there. */
+const cpuOfPid = (pid: number): number => {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100
+  } catch {
+    return 0
+  }
+}
+
 const timeAsync = <A>(name: string, f: () => Promise<A>): Promise<A> => samples.timeAsync(name, f)
 const timeEffect = <A, E>(name: string, eff: Effect.Effect<A, E>): Effect.Effect<A, E> =>
   timeEffectIn(samples, name, eff)
@@ -159,10 +176,14 @@ const kilnRep = async () => {
       })
 
     const coldStart = process.hrtime.bigint()
+    const cpu0 = process.cpuUsage()
+    const sandboxerCpu0 = cpuOfPid(pid.value)
     const cold = yield* timeEffect(
       "kiln cold",
       Effect.forEach(batch, timedRun("cold"), { concurrency: CONCURRENCY })
     )
+    recordCpu("kiln cold: engine CPU", cpu0)
+    record("kiln cold: sandboxer CPU", cpuOfPid(pid.value) - sandboxerCpu0)
     // For profiles: CLOCK_MONOTONIC in µs, the clock of a .cpuprofile's timestamps.
     if (onlyArg !== undefined) progress(`cold window (µs): ${coldStart / 1000n} ${process.hrtime.bigint() / 1000n}`)
     check("cold", cold, "ran")
@@ -208,7 +229,9 @@ const pool = async (count: number, concurrency: number, f: (i: number) => Promis
 const bareRep = async () => {
   const cwd = freshDir("bare")
   fs.mkdirSync(cwd)
+  const cpu0 = process.cpuUsage()
   await timeAsync("bare spawn", () => pool(PROCESSES, CONCURRENCY, () => spawnOne(cwd)))
+  recordCpu("bare spawn: engine CPU", cpu0)
   rm(cwd)
 }
 
@@ -264,6 +287,20 @@ const rows = (): Array<Row> => {
       value: "",
       baseline: "",
       ratio: ratioText("kiln cached", "bare spawn")
+    })
+  }
+  if (has("kiln cold: engine CPU") && has("bare spawn: engine CPU")) {
+    out.push({
+      figure: "  CPU per process: the engine's (this process), cold",
+      value: perProc("kiln cold: engine CPU"),
+      baseline: `bare ${perProc("bare spawn: engine CPU")}`,
+      ratio: ratioText("kiln cold: engine CPU", "bare spawn: engine CPU")
+    })
+    out.push({
+      figure: "  CPU per process: the sandboxer's, cold",
+      value: perProc("kiln cold: sandboxer CPU"),
+      baseline: "",
+      ratio: ""
     })
   }
   const firstName = "first run of one process (starts the sandboxer)"

@@ -185,11 +185,29 @@ export const putBatch = (
     if (writes.length === 0) return Effect.void
     const room = LmdbCommit.reserve(shardsWritten, sizes)
     if (room instanceof StoreError) return Effect.fail(room)
-    return Effect.forEach(writes, (w, i) =>
-      Effect.tryPromise({ try: () => Promise.all(w()), catch: writeFailed(shardsWritten[i]!) }), {
-      discard: true,
-      concurrency: "unbounded"
-    }).pipe(Effect.ensuring(room.release))
+    return Effect.ensuring(
+      commitAll(writes.map((w, i) => [shardsWritten[i]!, () => Promise.all(w())] as const)),
+      room.release
+    )
+  })
+
+/**
+ * Waits for writes to several shards, each failure named by its shard. One promise for all of them rather than a
+ * fiber per shard: a store write happens several times per process run, and forking was most of its cost.
+ */
+const commitAll = <A>(
+  jobs: ReadonlyArray<readonly [LmdbEnvs.SharedEnv, () => PromiseLike<A>]>
+): Effect.Effect<Array<A>, StoreError> =>
+  Effect.tryPromise({
+    try: () =>
+      Promise.all(jobs.map(([shard, job]) => {
+        try {
+          return Promise.resolve(job()).catch((e) => Promise.reject(writeFailed(shard)(e)))
+        } catch (e) {
+          return Promise.reject(writeFailed(shard)(e))
+        }
+      })),
+    catch: (e) => e instanceof StoreError ? e : writeFailed(jobs[0]![0])(e)
   })
 
 /**
@@ -217,18 +235,16 @@ export const lease = (
       if (found.length > 0) stale.push([shard, found])
     }
     if (stale.length === 0) return Effect.void
-    return Effect.forEach(stale, ([shard, group]) =>
-      Effect.tryPromise({
-        try: () =>
-          shard.env.transaction(() => {
-            for (const { hash } of group) {
-              const key = keyOf(hash)
-              const l = decodeLease(shard.leases.getBinary(key))
-              if (l !== undefined) shard.leases.putSync(key, encodeLease({ until: leaseUntil, size: l.size }))
-            }
-          }),
-        catch: writeFailed(shard)
-      }), { discard: true, concurrency: "unbounded" })
+    return Effect.asVoid(commitAll(stale.map(([shard, group]) =>
+      [shard, () =>
+        shard.env.transaction(() => {
+          for (const { hash } of group) {
+            const key = keyOf(hash)
+            const l = decodeLease(shard.leases.getBinary(key))
+            if (l !== undefined) shard.leases.putSync(key, encodeLease({ until: leaseUntil, size: l.size }))
+          }
+        })] as const
+    )))
   })
 
 /**
