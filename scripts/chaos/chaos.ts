@@ -595,11 +595,11 @@ const cleanSandboxes = () =>
     timeout: 120_000
   })
 
-/** Sandbox dirs and owner files under the sandbox root whose owner is dead (or unreadable). */
+/** Sandbox dirs, and the owner and log files beside them, under the sandbox root whose owner is dead (or unreadable). */
 const leakedSandboxes = () => {
   const names = new Set<string>()
   for (const name of fs.readdirSync(sandboxRoot)) {
-    if (name.startsWith(SandboxDir.PREFIX)) names.add(name.replace(/\.owner$/, ""))
+    if (name.startsWith(SandboxDir.PREFIX)) names.add(SandboxDir.sandboxNameOf(name))
   }
   return [...names].filter((name) => {
     const owner = SandboxDir.readOwner(path.join(sandboxRoot, name))
@@ -753,6 +753,9 @@ const round = async (index: number, kind: Kind): Promise<RoundResult> => {
     // Directly: a sweep leaves an ownerless sandbox alone for a minute (its owner may be about to write the file).
     for (const l of leaked) {
       removeTree(path.join(sandboxRoot, l))
+      for (const suffix of [SandboxDir.STDOUT_SUFFIX, SandboxDir.STDERR_SUFFIX]) {
+        fs.rmSync(path.join(sandboxRoot, `${l}${suffix}`), { force: true })
+      }
       fs.rmSync(SandboxDir.ownerFileOf(path.join(sandboxRoot, l)), { force: true })
     }
   }

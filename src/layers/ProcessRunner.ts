@@ -16,6 +16,7 @@ import { cacheDir } from "./internal/cacheDir.js"
 import * as CachedRunner from "./internal/cachedRunner.js"
 import * as LocalRunner from "./internal/localRunner.js"
 import type { CachePolicy } from "./internal/runner.js"
+import * as Spawner from "./internal/spawner.js"
 import { Sandboxer } from "./Sandboxer.js"
 import { Sandboxes } from "./Sandboxes.js"
 import { Store } from "./Store.js"
@@ -88,7 +89,7 @@ export const defaultNamedCachesDir = (env: NodeJS.ProcessEnv = process.env): str
 export const make = (options: Options = {}) =>
   Effect.gen(function*() {
     const store = yield* Store
-    const local = LocalRunner.make(store, yield* Sandboxer, yield* Sandboxes, {
+    const local = LocalRunner.make(store, yield* Sandboxer, yield* Sandboxes, yield* Spawner.make, {
       namedCachesDir: path.resolve(options.namedCachesDir ?? defaultNamedCachesDir()),
       grace: options.grace ?? Duration.seconds(3)
     })

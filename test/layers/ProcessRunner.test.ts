@@ -14,7 +14,7 @@ import { isAlive } from "../../src/layers/internal/sandboxDir.js"
 import { ProcessRunner } from "../../src/layers/ProcessRunner.js"
 import { Sandboxes } from "../../src/layers/Sandboxes.js"
 import { Store } from "../../src/layers/Store.js"
-import { eventually, groupAlive } from "../utils/child.js"
+import { childrenOf, eventually, groupAlive } from "../utils/child.js"
 import { stack } from "../utils/stack.js"
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), "kiln-runner-"))
@@ -247,6 +247,28 @@ describe("ProcessRunner (groups end with their run)", () => {
       yield* Fiber.interrupt(fiber)
       assert.isFalse(groupAlive(pgid), "a member of the group survived the interruption")
       yield* eventually("the sandbox is removed", () => sandboxesLeft().length === 0)
+    }).pipe(Effect.provide(stack({ root }))))
+
+  it.scopedLive("a spawner killed mid-run: that run fails saying so, its group is ended, the next run gets a new one", () =>
+    Effect.gen(function*() {
+      const before = new Set(childrenOf(process.pid, "kiln-spawner"))
+      const pidFile = path.join(outside, `leader-${unique()}`)
+      const fiber = yield* Effect.fork(run(sh(`echo $$ > ${pidFile}; sleep 60 & wait`, { cache: "never" })))
+      yield* eventually(
+        "the process started",
+        () => fs.existsSync(pidFile) && fs.readFileSync(pidFile, "utf8").trim() !== ""
+      )
+      const pgid = Number(fs.readFileSync(pidFile, "utf8"))
+      const spawners = childrenOf(process.pid, "kiln-spawner").filter((pid) => !before.has(pid))
+      assert.strictEqual(spawners.length, 1)
+      process.kill(spawners[0]!, "SIGKILL")
+      const err = yield* Effect.flip(Fiber.join(fiber))
+      assert.strictEqual(err._tag, "SpawnError")
+      assert.include(err.message, "its exit is unknown")
+      assert.isFalse(groupAlive(pgid), "a member of the group outlived the failed run")
+      const next = yield* run(sh(`echo again`, { cache: "never" }))
+      assert.strictEqual(next.exitCode, 0)
+      assert.strictEqual(yield* text(next.stdoutDigest), "again\n")
     }).pipe(Effect.provide(stack({ root }))))
 })
 

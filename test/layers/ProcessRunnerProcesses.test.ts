@@ -6,14 +6,15 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { eventually, exitOf, firstLine, groupAlive, spawnScoped } from "../utils/child.js"
+import * as SandboxDir from "../../src/layers/internal/sandboxDir.js"
+import { childrenOf, eventually, exitOf, firstLine, groupAlive, pidAlive, spawnScoped } from "../utils/child.js"
 import { cli } from "../utils/stack.js"
 import { tempDir } from "../utils/temp.js"
 
 const runnerWorker = path.resolve(".kiln-test/fixtures/runnerWorker.mjs")
 
 describe("ProcessRunner across processes", () => {
-  it.scopedLive("an engine SIGKILLed mid-run: the process group and the sandbox are gone within 2 s", () =>
+  it.scopedLive("an engine SIGKILLed mid-run: the process group, the sandbox and the spawner are gone within 2 s", () =>
     Effect.gen(function*() {
       const root = yield* tempDir("kiln-rp-")
       const marker = path.join(root, "pgid")
@@ -30,12 +31,16 @@ describe("ProcessRunner across processes", () => {
       yield* eventually("the process started", () => fs.existsSync(marker))
       const pgid = Number(fs.readFileSync(marker, "utf8"))
       yield* Effect.addFinalizer(() => Effect.sync(() => groupAlive(pgid) && process.kill(-pgid, "SIGKILL")))
-      const sandboxes = () => fs.readdirSync(path.join(root, "sandboxes")).filter((n) => !n.endsWith(".owner"))
-      assert.strictEqual(sandboxes().length, 1)
+      // The sandbox, and beside it its owner file and the files its process writes stdout and stderr to.
+      const entries = () => fs.readdirSync(path.join(root, "sandboxes"))
+      assert.strictEqual(new Set(entries().map(SandboxDir.sandboxNameOf)).size, 1)
+      const spawners = childrenOf(engine.pid!, "kiln-spawner")
+      assert.strictEqual(spawners.length, 1)
       engine.kill("SIGKILL")
       yield* exitOf(engine)
       yield* eventually("the group is gone", () => !groupAlive(pgid), "2 seconds")
-      yield* eventually("the sandbox is gone", () => sandboxes().length === 0, "2 seconds")
+      yield* eventually("the sandbox and its files are gone", () => entries().length === 0, "2 seconds")
+      yield* eventually("the engine's spawner is gone", () => !pidAlive(spawners[0]!), "2 seconds")
     }))
 
   it.scopedLive("two engines needing the same uncached action run it once and get the same result", () =>

@@ -1,5 +1,6 @@
 import { Duration, Effect, Schedule } from "effect"
 import { type ChildProcess, spawn, type SpawnOptions } from "node:child_process"
+import * as fs from "node:fs"
 import * as readline from "node:readline"
 
 /** A child process that is SIGKILLed when the scope closes, if the test has not ended it. */
@@ -46,3 +47,29 @@ export const eventually = (what: string, condition: () => boolean, within: Durat
 
 /** Whether a process group still has a running member (zombies are dead). */
 export { groupAlive } from "../../src/layers/internal/processGroup.js"
+
+/** The children of `pid` whose command line contains `marker`, from /proc. */
+export const childrenOf = (pid: number, marker: string): Array<number> => {
+  const found: Array<number> = []
+  for (const name of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue
+    try {
+      const stat = fs.readFileSync(`/proc/${name}/stat`, "utf8")
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1])
+      if (ppid === pid && fs.readFileSync(`/proc/${name}/cmdline`, "utf8").includes(marker)) found.push(Number(name))
+    } catch {
+      // It exited while we looked.
+    }
+  }
+  return found
+}
+
+/** Whether a process runs (a zombie is dead). */
+export const pidAlive = (pid: number): boolean => {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z"
+  } catch {
+    return false
+  }
+}

@@ -12,16 +12,17 @@ import * as path from "node:path"
 import * as Digest from "../../domain/Digest.js"
 import { CHROOT, type Process, ProcessResult } from "../../domain/Process.js"
 import { SandboxError } from "../../domain/Sandbox.js"
-import { StoreError } from "../../domain/StoreErrors.js"
+import type { StoreError } from "../../domain/StoreErrors.js"
 import type * as Sandboxer from "../Sandboxer.js"
 import type * as Sandboxes from "../Sandboxes.js"
 import type * as Store from "../Store.js"
 import { segmentsOf } from "./capture.js"
-import { describeErrno } from "./errno.js"
+import { describeErrno, ioError } from "./errno.js"
 import { mkdirp } from "./mkdirp.js"
-import * as OutputSink from "./outputSink.js"
 import * as ProcessGroup from "./processGroup.js"
 import type { Runner } from "./runner.js"
+import * as SandboxDir from "./sandboxDir.js"
+import type * as Spawner from "./spawner.js"
 
 /** @internal */
 export interface LocalOptions {
@@ -89,14 +90,39 @@ const writableHere = (store: Store.Service, digest: Digest.Digest) =>
     Effect.orElseSucceed(() => false)
   )
 
-const storeOutput = (store: Store.Service, sink: OutputSink.Sink) =>
-  sink.file !== undefined ? store.putFilePath(sink.file) : store.putFile(Buffer.concat(sink.chunks))
+/** Small logs are read whole and stored in one call; a large one is streamed into the store from its file. */
+const LOG_IN_MEMORY_MAX = 4 * 1024 * 1024
+
+const readLog = (file: string): Effect.Effect<Buffer | string, StoreError> =>
+  Effect.try({
+    try: () => {
+      const size = fs.statSync(file, { throwIfNoEntry: false })?.size ?? 0
+      return size === 0 ? Buffer.alloc(0) : size <= LOG_IN_MEMORY_MAX ? fs.readFileSync(file) : file
+    },
+    catch: ioError(file, "cannot read the output of the process")
+  })
+
+const storeLogs = (
+  store: Store.Service,
+  stdout: string,
+  stderr: string
+): Effect.Effect<[Digest.Digest, Digest.Digest], StoreError> =>
+  Effect.flatMap(
+    Effect.zip(readLog(stdout), readLog(stderr)),
+    ([out, err]) =>
+      typeof out !== "string" && typeof err !== "string"
+        ? store.putFiles([out, err]) as Effect.Effect<[Digest.Digest, Digest.Digest], StoreError>
+        : Effect.all(
+          [out, err].map((log) => typeof log === "string" ? store.putFilePath(log) : store.putFile(log))
+        ) as Effect.Effect<[Digest.Digest, Digest.Digest], StoreError>
+  )
 
 /** @internal */
 export const make = (
   store: Store.Service,
   sandboxer: Sandboxer.Service,
   sandboxes: Sandboxes.Service,
+  spawner: Spawner.Spawner,
   options: LocalOptions
 ): Runner =>
 (process, _policy) =>
@@ -139,15 +165,19 @@ export const make = (
     yield* sandbox.setCommand({ argv, env, workingDirectory: process.workingDirectory })
 
     const runStarted = Date.now()
-    // Disposal is registered before the group exists, so it runs after the group is terminated (finalizers run in
-    // reverse): nothing can write into a collector that is gone.
-    const sinks: Array<OutputSink.Sink> = []
-    yield* Effect.addFinalizer(() => Effect.sync(() => sinks.forEach(OutputSink.dispose)))
-    const group = yield* ProcessGroup.spawnGroup({ argv, cwd, env }, options.grace)
-    // Listen before anything else can yield: a pipe whose data nobody reads never reports its end.
-    const stdout = OutputSink.collect(group.child.stdout!, "stdout")
-    const stderr = OutputSink.collect(group.child.stderr!, "stderr")
-    sinks.push(stdout, stderr)
+    // stdout and stderr go to files beside the sandbox (outside it: the process sees only its inputs), read once the
+    // group is gone: no pipe for the engine to service while the process runs, and memory stays bounded.
+    const logs = {
+      stdout: `${sandbox.path}${SandboxDir.STDOUT_SUFFIX}`,
+      stderr: `${sandbox.path}${SandboxDir.STDERR_SUFFIX}`
+    }
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        fs.rmSync(logs.stdout, { force: true })
+        fs.rmSync(logs.stderr, { force: true })
+      })
+    )
+    const group = yield* ProcessGroup.spawnGroup(spawner, { argv, cwd, env, ...logs }, options.grace)
     adopted.pgid = group.pgid
     yield* sandboxer.notify("adopt", { pgid: group.pgid })
 
@@ -159,39 +189,25 @@ export const make = (
     // writes into the sandbox while it is captured or removed.
     yield* ProcessGroup.terminate(group, timedOut ? options.grace : Duration.zero)
     const exit = Option.isSome(waited) ? waited.value : yield* Deferred.await(group.exited)
-    // A process that escaped the group (a new session) may still hold the pipes: wait a bounded time, then cut off.
-    yield* Deferred.await(stdout.done).pipe(Effect.timeout("5 seconds"), Effect.ignore)
-    yield* Deferred.await(stderr.done).pipe(Effect.timeout("5 seconds"), Effect.ignore)
-    for (const sink of [stdout, stderr]) {
-      if (sink.error !== undefined) {
-        return yield* new StoreError({
-          reason: "Io",
-          detail: `cannot collect the output of ${process.description}: ${describeErrno(sink.error)}`
-        })
-      }
-    }
     timings.run = Date.now() - runStarted
     if (timedOut) {
-      stderr.chunks.push(
-        Buffer.from(
-          `\nkiln: ${process.description} timed out after ${Duration.format(Duration.millis(process.timeoutMs!))}\n`
-        )
-      )
+      yield* Effect.try({
+        try: () =>
+          fs.appendFileSync(
+            logs.stderr,
+            `\nkiln: ${process.description} timed out after ${Duration.format(Duration.millis(process.timeoutMs!))}\n`
+          ),
+        catch: ioError(logs.stderr, `cannot note the timeout of ${process.description}`)
+      })
     }
 
     const captureStarted = Date.now()
     // Small stdout and stderr go in one putFiles call (one commit instead of two), and beside the outputs' capture:
     // their commits are fsyncs of other LMDB environments, and nothing refers to any of them before all are done.
-    const logs = stdout.file === undefined && stderr.file === undefined
-      ? store.putFiles([Buffer.concat(stdout.chunks), Buffer.concat(stderr.chunks)]) as Effect.Effect<
-        [Digest.Digest, Digest.Digest],
-        StoreError
-      >
-      : Effect.all([storeOutput(store, stdout), storeOutput(store, stderr)])
     const [[stdoutDigest, stderrDigest], outputDigest] = yield* Effect.all([
-      logs,
+      storeLogs(store, logs.stdout, logs.stderr),
       store.capture(cwd, { outputFiles: process.outputFiles, outputDirectories: process.outputDirectories })
-    ], { concurrency: 2 })
+    ], { concurrency: process.outputFiles.length + process.outputDirectories.length > 0 ? 2 : 1 })
     timings.capture = Date.now() - captureStarted
     const result = new ProcessResult({
       exitCode: timedOut ? null : exit.code,

@@ -5,23 +5,20 @@
  *
  * @internal
  */
-import { Deferred, Duration, Effect, FiberId, Schedule, type Scope } from "effect"
-import { type ChildProcess, spawn } from "node:child_process"
+import { Deferred, Duration, Effect, Schedule, type Scope } from "effect"
 import * as fs from "node:fs"
 import { SpawnError } from "../../domain/Process.js"
 import { describeErrno, errnoOf } from "./errno.js"
+import * as Spawner from "./spawner.js"
 
 /** @internal */
-export interface Exit {
-  readonly code: number | null
-  readonly signal: NodeJS.Signals | null
-}
+export type Exit = Spawner.Exit
 
 /** @internal */
 export interface Group {
-  readonly child: ChildProcess
   readonly pgid: number
-  readonly exited: Deferred.Deferred<Exit>
+  /** The leader's exit; fails only when the spawner died meanwhile and the exit is unknown. */
+  readonly exited: Deferred.Deferred<Exit, SpawnError>
   /** Set once the group was seen empty: its pgid may be reused by then, and must never be signalled again. */
   ended: boolean
 }
@@ -73,14 +70,14 @@ const signalGroup = (pgid: number, signal: NodeJS.Signals) => {
 export const terminate = (group: Group, grace: Duration.DurationInput): Effect.Effect<void> =>
   Effect.gen(function*() {
     if (group.ended) return
-    if (groupAlive(group.pgid)) {
-      if (!(yield* Deferred.isDone(group.exited))) {
-        yield* Effect.sync(() => signalGroup(group.pgid, "SIGTERM"))
-        yield* Effect.interruptible(Deferred.await(group.exited)).pipe(Effect.timeout(grace), Effect.option)
-      }
-      // Whatever is left of the group (the leader, or grandchildren that outlived it) is killed outright.
-      yield* Effect.sync(() => signalGroup(group.pgid, "SIGKILL"))
+    // The common case, a leader that exited alone: nothing to signal or wait for.
+    if (!groupAlive(group.pgid)) return void (group.ended = true)
+    if (!(yield* Deferred.isDone(group.exited))) {
+      yield* Effect.sync(() => signalGroup(group.pgid, "SIGTERM"))
+      yield* Effect.interruptible(Deferred.await(group.exited)).pipe(Effect.timeout(grace), Effect.option)
     }
+    // Whatever is left of the group (the leader, or grandchildren that outlived it) is killed outright.
+    yield* Effect.sync(() => signalGroup(group.pgid, "SIGKILL"))
     yield* Effect.interruptible(
       Effect.repeat(Effect.sync(() => groupAlive(group.pgid)), {
         until: (alive) => !alive,
@@ -90,53 +87,46 @@ export const terminate = (group: Group, grace: Duration.DurationInput): Effect.E
     if (!groupAlive(group.pgid)) group.ended = true
   })
 
-/** @internal */
-export interface SpawnOptions {
-  readonly argv: ReadonlyArray<string>
-  readonly cwd: string
-  readonly env: Readonly<Record<string, string>>
+/** A start worth trying again: the binary was busy (ETXTBSY), or the spawner died before it answered. */
+interface Retryable {
+  readonly retry: string
 }
 
-const spawnOnce = (options: SpawnOptions): Effect.Effect<Group, SpawnError | { readonly etxtbsy: true }> =>
-  Effect.async<Group, SpawnError | { readonly etxtbsy: true }>((resume) => {
-    const child = spawn(options.argv[0]!, options.argv.slice(1), {
-      cwd: options.cwd,
-      env: { ...options.env },
-      // A new session and process group: a signal to -pgid reaches every descendant that did not leave it.
-      detached: true,
-      stdio: ["ignore", "pipe", "pipe"]
-    })
-    child.once("error", (e) => {
-      if (errnoOf(e) === "ETXTBSY") return resume(Effect.fail({ etxtbsy: true } as const))
-      resume(Effect.fail(new SpawnError({ argv0: options.argv[0]!, detail: describeErrno(e) })))
-    })
-    child.once("spawn", () => {
-      const exited = Deferred.unsafeMake<Exit>(FiberId.none)
-      child.once("exit", (code, signal) => Deferred.unsafeDone(exited, Effect.succeed({ code, signal })))
-      resume(Effect.succeed({ child, pgid: child.pid!, exited, ended: false }))
-    })
-  })
+const spawnOnce = (spawner: Spawner.Spawner, request: Spawner.Request) =>
+  spawner.spawn(request).pipe(
+    Effect.map((started): Group => ({ pgid: started.pid, exited: started.exited, ended: false })),
+    Effect.mapError((e): SpawnError | Retryable =>
+      e instanceof SpawnError
+        ? e
+        : e.code === "ETXTBSY"
+        ? { retry: "text file busy (ETXTBSY), retried" }
+        : e.code === Spawner.LOST
+        ? { retry: e.message }
+        : new SpawnError({ argv0: request.argv[0]!, detail: describeErrno(Object.assign(new Error(e.message), e)) })
+    )
+  )
 
 /**
  * Spawns `argv` in its own process group, scoped: closing the scope ends the group (see {@link terminate}).
  * ETXTBSY — an executable that was just written and is still open somewhere — is retried with a short backoff,
- * as Pants does.
+ * as Pants does; so is a request the spawner died before answering (it goes to a new spawner).
  *
  * @internal
  */
 export const spawnGroup = (
-  options: SpawnOptions,
+  spawner: Spawner.Spawner,
+  request: Spawner.Request,
   grace: Duration.DurationInput
 ): Effect.Effect<Group, SpawnError, Scope.Scope> =>
   Effect.acquireRelease(
-    spawnOnce(options).pipe(
+    spawnOnce(spawner, request).pipe(
       Effect.retry({
-        while: (e) => "etxtbsy" in e,
+        while: (e) => "retry" in e,
         schedule: Schedule.exponential("1 millis", 2).pipe(Schedule.upTo("100 millis"))
       }),
       Effect.catchIf(
-        (e): e is { readonly etxtbsy: true } => "etxtbsy" in e,
-        () => Effect.fail(new SpawnError({ argv0: options.argv[0]!, detail: "text file busy (ETXTBSY), retried" }))
+        (e): e is Retryable => "retry" in e,
+        (e) => Effect.fail(new SpawnError({ argv0: request.argv[0]!, detail: e.retry }))
       )
     ),
     (group) => terminate(group, grace)

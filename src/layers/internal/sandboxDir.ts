@@ -16,6 +16,17 @@ import { removeTree } from "./removeTree.js"
 /** @internal */
 export const PREFIX = "kiln-sandbox-"
 const OWNER_SUFFIX = ".owner"
+/** The files a sandbox's process writes its stdout and stderr to, beside the sandbox like the owner file. @internal */
+export const STDOUT_SUFFIX = ".stdout"
+/** @internal */
+export const STDERR_SUFFIX = ".stderr"
+const SUFFIXES = [OWNER_SUFFIX, STDOUT_SUFFIX, STDERR_SUFFIX]
+
+/** The sandbox a name under the root belongs to: itself, or the sandbox its owner or log file sits beside. @internal */
+export const sandboxNameOf = (name: string): string => {
+  for (const suffix of SUFFIXES) if (name.endsWith(suffix)) return name.slice(0, -suffix.length)
+  return name
+}
 
 /** @internal */
 export interface Owner {
@@ -92,9 +103,16 @@ export const create = (root: string, owner: Owner): string => {
 export const markKept = (sandbox: string, owner: Owner): void =>
   fs.writeFileSync(ownerFileOf(sandbox), JSON.stringify({ ...owner, kept: true }))
 
-/** Removes a sandbox (writable fix-up included), then its owner file. Throws the error that stopped it. @internal */
+/**
+ * Removes a sandbox (writable fix-up included), the logs beside it, then its owner file. Throws the error that
+ * stopped it.
+ *
+ * @internal
+ */
 export const remove = (sandbox: string): void => {
   removeTree(sandbox)
+  fs.rmSync(`${sandbox}${STDOUT_SUFFIX}`, { force: true })
+  fs.rmSync(`${sandbox}${STDERR_SUFFIX}`, { force: true })
   fs.rmSync(ownerFileOf(sandbox), { force: true })
 }
 
@@ -138,7 +156,7 @@ export const sweep = (
   const candidates = new Set<string>()
   for (const name of names) {
     if (!name.startsWith(PREFIX)) continue
-    candidates.add(name.endsWith(OWNER_SUFFIX) ? name.slice(0, -OWNER_SUFFIX.length) : name)
+    candidates.add(sandboxNameOf(name))
   }
   for (const name of candidates) {
     const dir = path.join(root, name)
@@ -146,7 +164,9 @@ export const sweep = (
     let orphan: boolean
     if (owner === undefined) {
       try {
-        orphan = now - fs.lstatSync(fs.existsSync(dir) ? dir : ownerFileOf(dir)).mtimeMs > grace
+        const present = [dir, ...SUFFIXES.map((suffix) => `${dir}${suffix}`)].find((p) => fs.existsSync(p))
+        if (present === undefined) continue
+        orphan = now - fs.lstatSync(present).mtimeMs > grace
       } catch {
         continue
       }

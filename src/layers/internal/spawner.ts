@@ -1,0 +1,164 @@
+/**
+ * The engine's side of the spawner (see {@link SPAWNER_SOURCE}): started on the first spawn, ended with the scope,
+ * started again if it ever dies. A spawn request resolves once the child runs (its pid, which is also its process
+ * group) and its exit arrives later on `exited`. Should the spawner die while children run, their exits are lost:
+ * those fail with a `SpawnError` rather than report a made-up exit code (the engine still ends their groups).
+ *
+ * @internal
+ */
+import { Deferred, Effect, FiberId, type Scope } from "effect"
+import { type ChildProcess, spawn } from "node:child_process"
+import { SpawnError } from "../../domain/Process.js"
+import { SPAWNER_SOURCE } from "./spawnerSource.js"
+
+/** @internal */
+export interface Exit {
+  readonly code: number | null
+  readonly signal: NodeJS.Signals | null
+}
+
+/** @internal */
+export interface Request {
+  readonly argv: ReadonlyArray<string>
+  readonly cwd: string
+  readonly env: Readonly<Record<string, string>>
+  /** Files the child's stdout and stderr are written to (created or truncated). */
+  readonly stdout: string
+  readonly stderr: string
+}
+
+/** Why a child did not start: the errno code (ENOENT, ETXTBSY, …) and Node's message. @internal */
+export interface StartFailure {
+  readonly code: string
+  readonly message: string
+}
+
+/** The {@link StartFailure} code of a request the spawner never answered because it died: safe to retry. @internal */
+export const LOST = "KILN_SPAWNER_LOST"
+
+/** @internal */
+export interface Started {
+  readonly pid: number
+  readonly exited: Deferred.Deferred<Exit, SpawnError>
+}
+
+/** @internal */
+export interface Spawner {
+  readonly spawn: (request: Request) => Effect.Effect<Started, StartFailure | SpawnError>
+}
+
+interface Pending {
+  readonly argv0: string
+  readonly started: Deferred.Deferred<Started, StartFailure | SpawnError>
+  exited?: Deferred.Deferred<Exit, SpawnError>
+}
+
+interface Running {
+  readonly child: ChildProcess
+  readonly pending: Map<number, Pending>
+}
+
+/** Replies are awaited only while something is pending: the spawner alone never keeps the engine's process alive. */
+const holdOpen = (running: Running) => {
+  const stdout = running.child.stdout as unknown as { ref(): void; unref(): void }
+  if (running.pending.size > 0) stdout.ref()
+  else stdout.unref()
+}
+
+type Reply =
+  | { readonly id: number; readonly pid: number }
+  | { readonly id: number; readonly code: number | null; readonly signal: NodeJS.Signals | null }
+  | { readonly id: number; readonly error: string; readonly message: string }
+
+const onReply = (running: Running, reply: Reply) => {
+  const p = running.pending.get(reply.id)
+  if (p === undefined) return
+  if ("pid" in reply) {
+    p.exited = Deferred.unsafeMake<Exit, SpawnError>(FiberId.none)
+    Deferred.unsafeDone(p.started, Effect.succeed({ pid: reply.pid, exited: p.exited }))
+  } else if ("error" in reply) {
+    running.pending.delete(reply.id)
+    holdOpen(running)
+    Deferred.unsafeDone(p.started, Effect.fail({ code: reply.error, message: reply.message }))
+  } else {
+    running.pending.delete(reply.id)
+    holdOpen(running)
+    if (p.exited !== undefined) {
+      Deferred.unsafeDone(p.exited, Effect.succeed({ code: reply.code, signal: reply.signal }))
+    }
+  }
+}
+
+const start = (): Running => {
+  const child = spawn(process.execPath, ["-e", SPAWNER_SOURCE, "--", "kiln-spawner"], {
+    stdio: ["pipe", "pipe", "inherit"],
+    env: {}
+  })
+  const running: Running = { child, pending: new Map() }
+  let buffered = ""
+  child.stdout!.setEncoding("utf8")
+  child.stdout!.on("data", (chunk: string) => {
+    buffered += chunk
+    for (let i = buffered.indexOf("\n"); i !== -1; i = buffered.indexOf("\n")) {
+      const line = buffered.slice(0, i)
+      buffered = buffered.slice(i + 1)
+      let reply: Reply
+      try {
+        reply = JSON.parse(line) as Reply
+      } catch {
+        continue
+      }
+      onReply(running, reply)
+    }
+  })
+  const lost = (why: string) => {
+    for (const p of running.pending.values()) {
+      // A request that had not started yet is safe to send again (to a new spawner): the caller retries it.
+      if (p.exited === undefined) Deferred.unsafeDone(p.started, Effect.fail({ code: LOST, message: why }))
+      else Deferred.unsafeDone(p.exited, Effect.fail(new SpawnError({ argv0: p.argv0, detail: why })))
+    }
+    running.pending.clear()
+  }
+  child.once("error", (e) => lost(`the spawner could not run: ${e.message}`))
+  child.once(
+    "exit",
+    (code, signal) =>
+      lost(`the spawner (pid ${child.pid}) exited (${signal ?? `code ${code}`}) while it ran; its exit is unknown`)
+  )
+  child.stdin!.on("error", () => undefined)
+  // The spawner must never hold the engine open: the scope ends it, and it ends itself when the engine is gone.
+  child.unref()
+  ;(child.stdin as unknown as { unref(): void }).unref()
+  holdOpen(running)
+  return running
+}
+
+/** @internal */
+export const make: Effect.Effect<Spawner, never, Scope.Scope> = Effect.gen(function*() {
+  let running: Running | undefined
+  let nextId = 0
+  yield* Effect.addFinalizer(() =>
+    Effect.sync(() => {
+      running?.child.stdin?.end()
+      running = undefined
+    })
+  )
+  const current = () => {
+    if (running === undefined || running.child.exitCode !== null || running.child.signalCode !== null) {
+      running = start()
+    }
+    return running
+  }
+  return {
+    spawn: (request) =>
+      Effect.suspend(() => {
+        const r = current()
+        const id = nextId++
+        const started = Deferred.unsafeMake<Started, StartFailure | SpawnError>(FiberId.none)
+        r.pending.set(id, { argv0: request.argv[0] ?? "", started })
+        holdOpen(r)
+        r.child.stdin!.write(`${JSON.stringify({ id, ...request })}\n`)
+        return Deferred.await(started)
+      })
+  }
+})

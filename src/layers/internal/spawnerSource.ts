@@ -1,0 +1,61 @@
+/**
+ * The spawner: a small Node process, one per engine, that forks every process the engine runs. It is plain
+ * JavaScript run with `node -e`, and loads nothing but `child_process` and `fs`, on purpose: `fork()` copies the
+ * page tables of the process that calls it and write-protects its heap, so the engine (a large heap, dozens of LMDB
+ * maps) paid ~2–3 ms of blocked main thread per spawn plus copy-on-write faults afterwards, where this process
+ * pays ~1 ms on the other core. It never writes a file that a process could exec (it only opens the output files),
+ * so forking here cannot make a sandbox's binary busy (ETXTBSY).
+ *
+ * Protocol, one JSON object per line. Requests on stdin: `{ id, argv, cwd, env, stdout, stderr }` (the two paths are
+ * files the child's output goes to). Replies on stdout: `{ id, pid }` once it runs, `{ id, code, signal }` when it
+ * exits, or `{ id, error, message }` when it could not start. It ignores SIGINT, SIGTERM and SIGHUP (the engine ends
+ * the groups it started) and exits when its stdin closes: when the engine is gone.
+ *
+ * @internal
+ */
+export const SPAWNER_SOURCE = String.raw`"use strict";
+const { spawn } = require("node:child_process");
+const fs = require("node:fs");
+for (const s of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(s, () => {});
+const send = (m) => process.stdout.write(JSON.stringify(m) + "\n");
+const start = (r) => {
+  let out, err;
+  try {
+    out = fs.openSync(r.stdout, "w", 0o600);
+    err = fs.openSync(r.stderr, "w", 0o600);
+  } catch (e) {
+    if (out !== undefined) fs.closeSync(out);
+    return send({ id: r.id, error: e.code || "EIO", message: String(e.message) });
+  }
+  let child;
+  try {
+    child = spawn(r.argv[0], r.argv.slice(1), { cwd: r.cwd, env: r.env, detached: true, stdio: ["ignore", out, err] });
+  } catch (e) {
+    return send({ id: r.id, error: e.code || "EINVAL", message: String(e.message) });
+  } finally {
+    fs.closeSync(out);
+    fs.closeSync(err);
+  }
+  child.once("error", (e) => send({ id: r.id, error: e.code || "EIO", message: String(e.message) }));
+  child.once("spawn", () => send({ id: r.id, pid: child.pid }));
+  child.once("exit", (code, signal) => send({ id: r.id, code, signal }));
+};
+let buffered = "";
+process.stdin.setEncoding("utf8");
+process.stdin.on("data", (chunk) => {
+  buffered += chunk;
+  for (let i = buffered.indexOf("\n"); i !== -1; i = buffered.indexOf("\n")) {
+    const line = buffered.slice(0, i);
+    buffered = buffered.slice(i + 1);
+    let request;
+    try {
+      request = JSON.parse(line);
+    } catch {
+      continue;
+    }
+    start(request);
+  }
+});
+process.stdin.on("end", () => process.exit(0));
+process.stdout.on("error", () => process.exit(0));
+`
