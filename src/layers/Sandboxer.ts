@@ -16,6 +16,7 @@ import { fileURLToPath } from "node:url"
 import type * as Digest from "../domain/Digest.js"
 import { SandboxError, SandboxerUnavailable } from "../domain/Sandbox.js"
 import { SandboxerRpcs } from "../domain/SandboxerRpc.js"
+import * as Permits from "./internal/permits.js"
 import * as SandboxDir from "./internal/sandboxDir.js"
 import * as SandboxerProcess from "./internal/sandboxerProcess.js"
 import * as Store from "./Store.js"
@@ -130,7 +131,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Store
   Effect.gen(function*() {
     const store = yield* Store.Store
     const layerScope = yield* Effect.scope
-    const lock = yield* Effect.makeSemaphore(1)
+    const lock = yield* Permits.make(1)
     const dir = options.socketDir ?? SandboxerProcess.socketDirectory()
     const grace = options.stopGrace ?? Duration.seconds(10)
     const self = SandboxDir.self()
@@ -182,7 +183,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Store
       })
 
     const generation = (replace?: Generation) =>
-      lock.withPermits(1)(Effect.gen(function*() {
+      lock.withPermit(Effect.gen(function*() {
         if (current !== undefined && current !== replace) return current
         if (current !== undefined) {
           const old = current

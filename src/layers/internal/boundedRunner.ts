@@ -1,19 +1,20 @@
 /**
- * At most `concurrency` processes at once. Effect's semaphore queues waiters in order, and a waiting fiber stays
+ * At most `concurrency` processes at once, granted in the order asked (see {@link Permits}); a waiting fiber stays
  * interruptible (Ctrl-C while queued costs nothing).
  *
  * @internal
  */
 import { Effect } from "effect"
 import { ProcessResult } from "../../domain/Process.js"
+import * as Permits from "./permits.js"
 import type { Runner } from "./runner.js"
 
 /** @internal */
 export const make = (concurrency: number, inner: Runner): Effect.Effect<Runner> =>
-  Effect.map(Effect.makeSemaphore(Math.max(1, concurrency)), (permits) => (process, policy) =>
+  Effect.map(Permits.make(concurrency), (permits) => (process, policy) =>
     Effect.suspend(() => {
       const queued = Date.now()
-      return permits.withPermits(1)(
+      return permits.withPermit(
         Effect.suspend(() => {
           const waited = Date.now() - queued
           return Effect.map(inner(process, policy), (r) =>
