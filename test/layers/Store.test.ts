@@ -5,6 +5,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../../src/domain/Digest.js"
 import * as Directory from "../../src/domain/Directory.js"
+import { registrySize } from "../../src/layers/internal/lmdbEnvs.js"
 import * as Store from "../../src/layers/Store.js"
 import { Golden, writeGoldenTree } from "../fixtures/golden.js"
 import { tempDir, tempStore, writeTree } from "../utils/temp.js"
@@ -135,6 +136,31 @@ describe("Store", () => {
         assert.deepStrictEqual(fs.readdirSync(path.join(root, kind)), ["0"])
         assert.includeMembers(fs.readdirSync(path.join(root, kind, "0")), ["data.mdb", "lock.mdb"])
       }
+    }))
+
+  it.scopedLive("shards open on first use; a truncated data file in one not yet open still fails the open", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir()
+      // A blob whose hash does not start with 0, so that its files shard is not one opened at once.
+      let blob = 0
+      while (Digest.ofBytes(bytes(`b${blob}`)).hash.startsWith("0")) blob++
+      const shard = yield* Effect.scoped(Effect.gen(function*() {
+        const before = registrySize()
+        const store = yield* Store.make({ root })
+        // Shard 0 of files, directories, actions and the action locks.
+        assert.strictEqual(registrySize(), before + 4)
+        const digest = yield* store.putFile(bytes(`b${blob}`))
+        assert.strictEqual(registrySize(), before + 5)
+        assert.isTrue(yield* store.hasFile(digest))
+        yield* store.stats
+        assert.strictEqual(registrySize(), before + 3 * 16 + 1)
+        return path.join(root, "files", digest.hash[0]!, "data.mdb")
+      }))
+      fs.truncateSync(shard, 100)
+      const error = yield* Effect.flip(Store.make({ root }))
+      assert.strictEqual(error._tag, "StoreError")
+      assert.include(error.message, shard)
+      assert.include(error.message, "truncated")
     }))
 
   it.scoped("a shard count that is not a power of two is refused", () =>

@@ -246,6 +246,8 @@ describe("Store shared by OS processes", () => {
         const scopeA = yield* Scope.make()
         yield* Effect.addFinalizer(() => Scope.close(scopeA, Exit.void))
         const storeA = yield* Scope.extend(Store.make(options), scopeA)
+        // Shards open on first use: the stats read every one.
+        yield* storeA.stats
         assert.strictEqual(registrySize(), before + envsPerStore)
         const specsA = writerSpecs(32, 200, 0)
         yield* storeA.putFiles(specsA.map((s) => blob(s)))
@@ -265,6 +267,7 @@ describe("Store shared by OS processes", () => {
 
         yield* Effect.scoped(Effect.gen(function*() {
           const storeB = yield* Store.make({ ...options, root: link })
+          yield* storeB.stats
           // Same environments: the count does not double.
           assert.strictEqual(registrySize(), before + envsPerStore)
           // A write through one is seen through the other.

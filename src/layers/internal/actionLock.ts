@@ -11,7 +11,7 @@
  */
 import { Duration, Effect, Option } from "effect"
 import type * as Digest from "../../domain/Digest.js"
-import type { StoreError } from "../../domain/StoreErrors.js"
+import { StoreError } from "../../domain/StoreErrors.js"
 import * as LmdbCommit from "./lmdbCommit.js"
 import type * as LmdbEnvs from "./lmdbEnvs.js"
 import * as SandboxDir from "./sandboxDir.js"
@@ -26,14 +26,16 @@ const onLock = <A>(
   hash: string,
   action: string,
   f: (locks: LmdbEnvs.SharedEnv["locks"], key: Buffer) => A
-): Effect.Effect<A, StoreError> => {
-  const shard = Sharded.shardOf(shards, hash)
-  const key = Sharded.keyOf(hash)
-  return Effect.try({
-    try: () => shard.env.transactionSync(() => f(shard.locks, key)),
-    catch: (e) => LmdbCommit.failure(shard, action, e)
+): Effect.Effect<A, StoreError> =>
+  Effect.suspend(() => {
+    const shard = Sharded.shardOf(shards, hash)
+    if (shard instanceof StoreError) return Effect.fail(shard)
+    const key = Sharded.keyOf(hash)
+    return Effect.try({
+      try: () => shard.env.transactionSync(() => f(shard.locks, key)),
+      catch: (e) => LmdbCommit.failure(shard, action, e)
+    })
   })
-}
 
 const tryAcquire = (shards: Sharded.Shards, hash: string): Effect.Effect<boolean, StoreError> =>
   onLock(shards, hash, "action lock", (locks, key) => {

@@ -208,6 +208,7 @@ export const getDirectorySync = (
 ): Directory.Directory | undefined | "slow" | StoreError => {
   if (Digest.isEmpty(digest)) return Directory.empty
   const shard = Sharded.shardOf(core.directories, digest.hash)
+  if (shard instanceof StoreError) return shard
   const known = core.verified.get(digest.hash)
   if (known !== undefined && known.sizeBytes === digest.sizeBytes) {
     const present = LmdbEnvs.readSync(shard, () => shard.content.doesExist(Sharded.keyOf(digest.hash)))
@@ -275,6 +276,7 @@ export const hasFileSync = (core: Core, digest: Digest.Digest): boolean | StoreE
   if (Digest.isEmpty(digest)) return true
   if (digest.sizeBytes >= LargeFiles.THRESHOLD) return LargeFiles.hasSync(core.large, digest.hash)
   const shard = Sharded.shardOf(core.files, digest.hash)
+  if (shard instanceof StoreError) return shard
   return LmdbEnvs.readSync(shard, () => shard.content.doesExist(Sharded.keyOf(digest.hash)))
 }
 
@@ -435,12 +437,13 @@ export const getActionResults = (
     const out: Array<Option.Option<Uint8Array>> = actionDigests.map(() => Option.none())
     const corrupt: Array<Digest.Digest> = []
     const byShard = new Map<LmdbEnvs.SharedEnv, Array<number>>()
-    actionDigests.forEach((d, i) => {
-      const shard = Sharded.shardOf(core.actions, d.hash)
+    for (let i = 0; i < actionDigests.length; i++) {
+      const shard = Sharded.shardOf(core.actions, actionDigests[i]!.hash)
+      if (shard instanceof StoreError) return Effect.fail(shard)
       const group = byShard.get(shard)
       if (group === undefined) byShard.set(shard, [i])
       else group.push(i)
-    })
+    }
     for (const [shard, group] of byShard) {
       const values = LmdbEnvs.readSync(shard, () =>
         group.map((i) => shard.content.getBinary(Sharded.keyOf(actionDigests[i]!.hash))))

@@ -166,8 +166,80 @@ const createInPlace = (
 }
 
 /**
- * Acquires the shared environment for `dir`, opening it on first use (creating it when there is none); released
- * with the scope. A second acquirer that asks for other settings fails with `StoreConfigConflict`.
+ * Loads lmdb-js (once per process): {@link openSync} needs it loaded.
+ *
+ * @internal
+ */
+export const preload: Effect.Effect<void> = Effect.suspend(() =>
+  lmdb !== undefined ? Effect.void : Effect.asVoid(loadLmdb)
+)
+
+/**
+ * Opens the shared environment for `dir` (creating it when there is none), or takes another reference to it when this
+ * process has it open already; {@link release} gives the reference back. Synchronous, so that a store can open a shard
+ * on first use in the middle of a read; lmdb-js must be loaded first ({@link preload}). A second opener that asks for
+ * other settings gets `StoreConfigConflict`.
+ *
+ * @internal
+ */
+export const openSync = (dir: string, settings: EnvSettings): SharedEnv | StoreError | StoreConfigConflict => {
+  if (lmdb === undefined) throw new Error("lmdbEnvs.openSync before preload")
+  let existingKey: string | undefined
+  try {
+    mkdirp(dir)
+    existingKey = lockKey(dir)
+  } catch (e) {
+    return lmdbError(dir, "cannot prepare the LMDB directory")(e)
+  }
+  const existing = existingKey === undefined ? undefined : registry.get(existingKey)
+  if (existing !== undefined) {
+    for (const setting of ["mapSize", "maxReaders"] as const) {
+      if (existing.settings[setting] !== settings[setting]) {
+        return new StoreConfigConflict({
+          path: dir,
+          setting,
+          existing: String(existing.settings[setting]),
+          requested: String(settings[setting])
+        })
+      }
+    }
+    existing.refs++
+    return existing
+  }
+  if (!fs.existsSync(path.join(dir, "data.mdb"))) {
+    const created = createInPlace(lmdb.open, dir, settings)
+    if (created !== undefined) return created
+  }
+  // LMDB crashes the process on a truncated data file, or when it creates one on a full disk: refuse those first.
+  const unsafe = LmdbFile.check(dir, settings.maxReaders)
+  if (unsafe !== undefined) return unsafe
+  try {
+    return register(dir, lmdb.open<Buffer, Buffer>(optionsOf(dir, settings)), settings)
+  } catch (e) {
+    return lmdbError(dir, "cannot open the LMDB environment")(e)
+  }
+}
+
+/** Gives back a reference taken by {@link openSync}; the last one closes the environment. @internal */
+export const release = (shared: SharedEnv): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    shared.refs--
+    if (shared.refs > 0) {
+      return Effect.void
+    }
+    registry.delete(shared.key)
+    if (LmdbCommit.hasFailed(shared)) {
+      return LmdbCommit.closeAfterFailure(shared)
+    }
+    return Effect.promise(async () => {
+      await shared.env.flushed
+      await shared.env.close()
+    })
+  })
+
+/**
+ * {@link openSync} as a scoped resource, retried briefly when {@link LmdbFile.check} refused the data file (see
+ * {@link LmdbFile.settling}).
  *
  * @internal
  */
@@ -176,67 +248,16 @@ export const acquire = (
   settings: EnvSettings
 ): Effect.Effect<SharedEnv, StoreError | StoreConfigConflict, Scope.Scope> =>
   Effect.acquireRelease(
-    Effect.flatMap(loadLmdb, ({ open }) =>
-      Effect.suspend((): Effect.Effect<SharedEnv, StoreError | StoreConfigConflict> => {
-        let existingKey: string | undefined
-        try {
-          mkdirp(dir)
-          existingKey = lockKey(dir)
-        } catch (e) {
-          return Effect.fail(lmdbError(dir, "cannot prepare the LMDB directory")(e))
-        }
-        const existing = existingKey === undefined ? undefined : registry.get(existingKey)
-        if (existing !== undefined) {
-          for (const setting of ["mapSize", "maxReaders"] as const) {
-            if (existing.settings[setting] !== settings[setting]) {
-              return Effect.fail(
-                new StoreConfigConflict({
-                  path: dir,
-                  setting,
-                  existing: String(existing.settings[setting]),
-                  requested: String(settings[setting])
-                })
-              )
-            }
-          }
-          existing.refs++
-          return Effect.succeed(existing)
-        }
-        if (!fs.existsSync(path.join(dir, "data.mdb"))) {
-          const created = createInPlace(open, dir, settings)
-          if (created instanceof StoreError) {
-            return Effect.fail(created)
-          }
-          if (created !== undefined) {
-            return Effect.succeed(created)
-          }
-        }
-        // LMDB crashes the process on a truncated data file, or when it creates one on a full disk: refuse those first.
-        const unsafe = LmdbFile.check(dir, settings.maxReaders)
-        if (unsafe !== undefined) {
-          return Effect.fail(unsafe)
-        }
-        return Effect.try({
-          try: () =>
-            register(dir, open<Buffer, Buffer>(optionsOf(dir, settings)), settings),
-          catch: lmdbError(dir, "cannot open the LMDB environment")
-        })
-      })).pipe(LmdbFile.settling),
-    (shared) =>
+    Effect.zipRight(
+      preload,
       Effect.suspend(() => {
-        shared.refs--
-        if (shared.refs > 0) {
-          return Effect.void
-        }
-        registry.delete(shared.key)
-        if (LmdbCommit.hasFailed(shared)) {
-          return LmdbCommit.closeAfterFailure(shared)
-        }
-        return Effect.promise(async () => {
-          await shared.env.flushed
-          await shared.env.close()
-        })
-      })
+        const opened = openSync(dir, settings)
+        return opened instanceof StoreError || opened instanceof StoreConfigConflict
+          ? Effect.fail(opened)
+          : Effect.succeed(opened)
+      }).pipe(LmdbFile.settling)
+    ),
+    release
   )
 
 /**

@@ -150,7 +150,9 @@ export const check = (core: Core.Core, repair: boolean): Effect.Effect<CheckRepo
     const problems: Array<Problem> = []
     let checked = 0
     for (const kind of ["files", "directories", "actions"] as const) {
-      for (const shard of shardsOf(core, kind).envs) checked += yield* checkShard(kind, shard, problems)
+      for (const shard of yield* Sharded.allEnvs(shardsOf(core, kind))) {
+        checked += yield* checkShard(kind, shard, problems)
+      }
     }
     for (const f of yield* listLargeFiles(core)) {
       if (f.isTemp) continue
@@ -213,7 +215,7 @@ export const gc = (core: Core.Core, targetBytes: number): Effect.Effect<GcReport
     const now = Date.now()
     const entries: Array<Candidate> = []
     for (const kind of ["files", "directories", "actions"] as const) {
-      for (const shard of shardsOf(core, kind).envs) {
+      for (const shard of yield* Sharded.allEnvs(shardsOf(core, kind))) {
         for (const { hash, lease } of yield* Sharded.scanLeases(shard)) {
           entries.push({ kind, key: hash, size: lease.size, until: lease.until })
         }
@@ -336,7 +338,7 @@ export const stats = (core: Core.Core, shardCount: number): Effect.Effect<Stats,
         let entries = 0
         let bytes = 0
         let leased = 0
-        for (const shard of shardsOf(core, kind).envs) {
+        for (const shard of yield* Sharded.allEnvs(shardsOf(core, kind))) {
           for (const { lease } of yield* Sharded.scanLeases(shard)) {
             entries++
             bytes += lease.size
@@ -372,6 +374,6 @@ export const stats = (core: Core.Core, shardCount: number): Effect.Effect<Stats,
       actions,
       largeFiles,
       diskBytes,
-      readers: { inUse, stale, maxPerEnvironment: core.files.envs[0]?.settings.maxReaders ?? 0 }
+      readers: { inUse, stale, maxPerEnvironment: core.files.settings.maxReaders }
     }
   })

@@ -6,11 +6,11 @@
  */
 import { Effect, type Scope } from "effect"
 import * as path from "node:path"
-import type { StoreConfigConflict } from "../../domain/StoreErrors.js"
-import { StoreError } from "../../domain/StoreErrors.js"
+import { StoreConfigConflict, StoreError } from "../../domain/StoreErrors.js"
 import { ioError } from "./errno.js"
 import * as LmdbCommit from "./lmdbCommit.js"
 import * as LmdbEnvs from "./lmdbEnvs.js"
+import * as LmdbFile from "./lmdbFile.js"
 import * as Generation from "./storeGeneration.js"
 
 /** @internal */
@@ -18,8 +18,11 @@ export interface Shards {
   /** The store's root: removals move its generation on. */
   readonly root: string
   readonly kind: string
-  readonly envs: ReadonlyArray<LmdbEnvs.SharedEnv>
+  readonly count: number
   readonly shift: number
+  readonly settings: LmdbEnvs.EnvSettings
+  /** The environments opened so far, by shard index: a shard is opened on first use (see {@link open}). */
+  readonly opened: Array<LmdbEnvs.SharedEnv | undefined>
 }
 
 /** @internal */
@@ -44,24 +47,90 @@ export const bumpGeneration = (shards: Shards): Effect.Effect<void, StoreError> 
 /** @internal */
 export const isPowerOfTwo = (n: number): boolean => Number.isInteger(n) && n >= 1 && n <= 256 && (n & (n - 1)) === 0
 
-/** @internal */
+/**
+ * The shards of one kind. Shard 0 is opened at once (a store with other settings in this process, or a data file
+ * LMDB must not map, is reported here); the others on first use, so that a run that touches a few entries opens a
+ * few environments (each open costs about a millisecond, and every mapped environment makes each later `fork()`
+ * of the process slower). Every environment opened is released with the scope.
+ *
+ * @internal
+ */
 export const open = (
   root: string,
   kind: string,
   shardCount: number,
   settings: LmdbEnvs.EnvSettings
 ): Effect.Effect<Shards, StoreError | StoreConfigConflict, Scope.Scope> =>
-  Effect.map(
-    Effect.forEach(
-      Array.from({ length: shardCount }, (_, i) => i),
-      (i) => LmdbEnvs.acquire(path.join(root, kind, i.toString(16)), settings)
-    ),
-    (envs) => ({ root, kind, envs, shift: 8 - Math.log2(shardCount) })
-  )
+  Effect.gen(function*() {
+    yield* LmdbEnvs.preload
+    const shards: Shards = {
+      root,
+      kind,
+      count: shardCount,
+      shift: 8 - Math.log2(shardCount),
+      settings,
+      opened: Array.from({ length: shardCount }, () => undefined)
+    }
+    yield* Effect.addFinalizer(() =>
+      Effect.forEach(shards.opened.splice(0), (env) => env === undefined ? Effect.void : LmdbEnvs.release(env), {
+        discard: true
+      })
+    )
+    // Every shard's data file is checked now, although most are opened later: a truncated one is reported when the
+    // store is opened, as one line naming it, not as the failure of whichever process first reads that shard.
+    yield* Effect.suspend(() => {
+      for (let i = 1; i < shardCount; i++) {
+        const unsafe = LmdbFile.check(dirOf(shards, i), settings.maxReaders)
+        if (unsafe !== undefined) return Effect.fail(unsafe)
+      }
+      return Effect.void
+    }).pipe(LmdbFile.settling)
+    shards.opened[0] = yield* LmdbEnvs.acquire(dirOf(shards, 0), settings).pipe(
+      Effect.map((env) => {
+        // Held by `opened` (released with it above), not by a scope of its own.
+        env.refs++
+        return env
+      }),
+      Effect.scoped
+    )
+    return shards
+  })
 
-/** @internal */
-export const shardOf = (shards: Shards, hash: string): LmdbEnvs.SharedEnv =>
-  shards.envs[shards.shift === 8 ? 0 : parseInt(hash.slice(0, 2), 16) >> shards.shift]!
+const dirOf = (shards: Shards, index: number) => path.join(shards.root, shards.kind, index.toString(16))
+
+/** The environment of shard `index`, opened now if it is not yet. @internal */
+export const envAt = (shards: Shards, index: number): LmdbEnvs.SharedEnv | StoreError => {
+  const known = shards.opened[index]
+  if (known !== undefined) return known
+  const opened = LmdbEnvs.openSync(dirOf(shards, index), shards.settings)
+  if (opened instanceof StoreConfigConflict) {
+    return new StoreError({ reason: "Lmdb", detail: opened.message, path: opened.path })
+  }
+  if (opened instanceof StoreError) return opened
+  if (shards.opened.length === 0) {
+    // The store is closing: give the reference back at once rather than hold it past the finalizer.
+    void Effect.runPromise(LmdbEnvs.release(opened))
+    return new StoreError({ reason: "Lmdb", detail: "the store is closed", path: dirOf(shards, index) })
+  }
+  shards.opened[index] = opened
+  return opened
+}
+
+/** The environment of the shard that holds `hash`, opened on first use. @internal */
+export const shardOf = (shards: Shards, hash: string): LmdbEnvs.SharedEnv | StoreError =>
+  envAt(shards, shards.shift === 8 ? 0 : parseInt(hash.slice(0, 2), 16) >> shards.shift)
+
+/** Every shard's environment, opening those not yet open: for scans over the whole store. @internal */
+export const allEnvs = (shards: Shards): Effect.Effect<Array<LmdbEnvs.SharedEnv>, StoreError> =>
+  Effect.suspend(() => {
+    const envs: Array<LmdbEnvs.SharedEnv> = []
+    for (let i = 0; i < shards.count; i++) {
+      const env = envAt(shards, i)
+      if (env instanceof StoreError) return Effect.fail(env)
+      envs.push(env)
+    }
+    return Effect.succeed(envs)
+  })
 
 /** @internal */
 export const keyOf = (hash: string): Buffer => Buffer.from(hash, "hex")
@@ -81,17 +150,24 @@ export const decodeLease = (b: Uint8Array | undefined): Lease | undefined => {
   return { until: buf.readDoubleLE(0), size: buf.readDoubleLE(8) }
 }
 
+/** A read of the shard that holds `hash` (opened on first use). */
+const readShard = <A>(
+  shards: Shards,
+  hash: string,
+  f: (shard: LmdbEnvs.SharedEnv) => A
+): Effect.Effect<A, StoreError> =>
+  Effect.suspend(() => {
+    const shard = shardOf(shards, hash)
+    return shard instanceof StoreError ? Effect.fail(shard) : LmdbEnvs.read(shard, () => f(shard))
+  })
+
 /** @internal */
-export const has = (shards: Shards, hash: string): Effect.Effect<boolean, StoreError> => {
-  const shard = shardOf(shards, hash)
-  return LmdbEnvs.read(shard, () => shard.content.doesExist(keyOf(hash)))
-}
+export const has = (shards: Shards, hash: string): Effect.Effect<boolean, StoreError> =>
+  readShard(shards, hash, (shard) => shard.content.doesExist(keyOf(hash)))
 
 /** A fresh copy of the value. @internal */
-export const get = (shards: Shards, hash: string): Effect.Effect<Buffer | undefined, StoreError> => {
-  const shard = shardOf(shards, hash)
-  return LmdbEnvs.read(shard, () => shard.content.getBinary(keyOf(hash)))
-}
+export const get = (shards: Shards, hash: string): Effect.Effect<Buffer | undefined, StoreError> =>
+  readShard(shards, hash, (shard) => shard.content.getBinary(keyOf(hash)))
 
 /**
  * Lends the value to `f` without copying: the view is valid only until the next read, so `f` must consume it
@@ -103,27 +179,27 @@ export const withValue = <A>(
   shards: Shards,
   hash: string,
   f: (bytes: Uint8Array | undefined) => A
-): Effect.Effect<A, StoreError> => {
-  const shard = shardOf(shards, hash)
-  return LmdbEnvs.read(shard, () => {
+): Effect.Effect<A, StoreError> =>
+  readShard(shards, hash, (shard) => {
     const b = shard.content.getBinaryFast(keyOf(hash))
     // getBinaryFast returns a window on a 16 MiB shared buffer whose `length` is overridden: slice it first.
     return f(b === undefined ? undefined : b.subarray(0, b.length))
   })
-}
 
 /** @internal */
-export const getLease = (shards: Shards, hash: string): Effect.Effect<Lease | undefined, StoreError> => {
-  const shard = shardOf(shards, hash)
-  return LmdbEnvs.read(shard, () => decodeLease(shard.leases.getBinary(keyOf(hash))))
-}
+export const getLease = (shards: Shards, hash: string): Effect.Effect<Lease | undefined, StoreError> =>
+  readShard(shards, hash, (shard) => decodeLease(shard.leases.getBinary(keyOf(hash))))
 
 const writeFailed = (shard: LmdbEnvs.SharedEnv) => (e: unknown) => LmdbCommit.failure(shard, "write failed", e)
 
-const groupByShard = <T extends { readonly hash: string }>(shards: Shards, items: ReadonlyArray<T>) => {
+const groupByShard = <T extends { readonly hash: string }>(
+  shards: Shards,
+  items: ReadonlyArray<T>
+): Map<LmdbEnvs.SharedEnv, Array<T>> | StoreError => {
   const groups = new Map<LmdbEnvs.SharedEnv, Array<T>>()
   for (const item of items) {
     const shard = shardOf(shards, item.hash)
+    if (shard instanceof StoreError) return shard
     let group = groups.get(shard)
     if (group === undefined) groups.set(shard, group = [])
     group.push(item)
@@ -152,7 +228,9 @@ export const putBatch = (
     const writes: Array<() => Array<Promise<unknown>>> = []
     const shardsWritten: Array<LmdbEnvs.SharedEnv> = []
     const sizes: Array<number> = []
-    for (const [shard, group] of groupByShard(shards, entries)) {
+    const groups = groupByShard(shards, entries)
+    if (groups instanceof StoreError) return Effect.fail(groups)
+    for (const [shard, group] of groups) {
       const plan = LmdbEnvs.readSync(shard, () => {
         const now = Date.now()
         return group.map((entry) => {
@@ -224,7 +302,9 @@ export const lease = (
 ): Effect.Effect<void, StoreError> =>
   Effect.suspend(() => {
     const stale: Array<[LmdbEnvs.SharedEnv, Array<{ hash: string }>]> = []
-    for (const [shard, group] of groupByShard(shards, hashes.map((hash) => ({ hash })))) {
+    const groups = groupByShard(shards, hashes.map((hash) => ({ hash })))
+    if (groups instanceof StoreError) return Effect.fail(groups)
+    for (const [shard, group] of groups) {
       const now = Date.now()
       const found = LmdbEnvs.readSync(shard, () =>
         group.filter(({ hash }) => {
@@ -262,15 +342,21 @@ export const removeBatch = (
     ? Effect.succeed([])
     : Effect.zipRight(bumpGeneration(shards), removeAll(shards, hashes, onlyIfExpiredAt))
 
+const groupsOf = (shards: Shards, hashes: ReadonlyArray<string>) =>
+  Effect.suspend(() => {
+    const groups = groupByShard(shards, hashes.map((hash) => ({ hash })))
+    return groups instanceof StoreError ? Effect.fail(groups) : Effect.succeed([...groups])
+  })
+
 const removeAll = (
   shards: Shards,
   hashes: ReadonlyArray<string>,
   onlyIfExpiredAt?: number
 ): Effect.Effect<Array<string>, StoreError> =>
-  Effect.map(
-    Effect.forEach(groupByShard(shards, hashes.map((hash) => ({ hash }))), ([shard, group]) =>
-      Effect.tryPromise({
-        try: () =>
+  Effect.flatMap(groupsOf(shards, hashes), (groups) =>
+    Effect.map(
+      commitAll(groups.map(([shard, group]) =>
+        [shard, () =>
           shard.env.transaction(() => {
             const removed: Array<string> = []
             for (const { hash } of group) {
@@ -284,11 +370,10 @@ const removeAll = (
               if (hadContent || hadLease) removed.push(hash)
             }
             return removed
-          }),
-        catch: writeFailed(shard)
-      }), { concurrency: "unbounded" }),
-    (xs) => xs.flat()
-  )
+          })] as const
+      )),
+      (xs) => xs.flat()
+    ))
 
 /** Every lease row: the index GC works from without reading any value. @internal */
 export const scanLeases = (
