@@ -215,6 +215,12 @@ export interface Service {
   readonly check: (options?: { readonly repair?: boolean }) => Effect.Effect<CheckReport, StoreError>
   readonly gc: (options?: { readonly targetSizeBytes?: number }) => Effect.Effect<GcReport, StoreError>
   readonly stats: Effect.Effect<Stats, StoreError>
+  /**
+   * Clears reader slots that dead processes left in every shard (opening each), and says how many it cleared. A stale
+   * slot keeps LMDB from reusing the pages freed after its snapshot; opening an environment clears them too, but
+   * shards are opened on first use, so a process that died leaves its slots in shards nobody opens for a while.
+   */
+  readonly clearStaleReaders: Effect.Effect<number, StoreError>
 }
 
 /**
@@ -476,7 +482,8 @@ export const make = (
       mergeTrees: (layers) => TreeMerge.merge(core, layers),
       check: (options) => Maintenance.check(core, options?.repair ?? false),
       gc: (options) => Maintenance.gc(core, options?.targetSizeBytes ?? opts.maxSizeBytes),
-      stats: Maintenance.stats(core, opts.shardCount)
+      stats: Maintenance.stats(core, opts.shardCount),
+      clearStaleReaders: Maintenance.clearStaleReaders(core)
     }
     return service
   })

@@ -72,6 +72,14 @@ export const sandboxer = Command.make(
       yield* Effect.logInfo(`sandboxer ${process.pid} listening on ${o.socket} for parent ${o.parentPid}`)
       yield* Effect.sync(() => process.stdout.write(`ready ${process.pid}\n`))
       const why = yield* SandboxerServer.watch(state, parent, o.parentPipe ? process.stdin : undefined)
+      if (why === "parent-died") {
+        // A killed engine leaves reader slots in the shards it read, and shards are opened on first use: nobody else
+        // may open those for a while (a stale slot keeps LMDB from reusing the pages freed after its snapshot).
+        yield* Effect.flatMap(store, (s) => s.clearStaleReaders).pipe(
+          Effect.tap((n) => Effect.logInfo(`cleared ${n} stale LMDB reader slot(s) of parent ${o.parentPid}`)),
+          Effect.catchAll((e) => Effect.logWarning(`could not clear stale LMDB reader slots: ${e.message}`))
+        )
+      }
       yield* Effect.logInfo(`exiting: ${why}`)
     }).pipe(
       Effect.scoped,

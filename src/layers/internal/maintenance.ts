@@ -9,9 +9,9 @@ import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Directory from "../../domain/Directory.js"
-import type { StoreError } from "../../domain/StoreErrors.js"
+import { StoreError } from "../../domain/StoreErrors.js"
 import * as Core from "./core.js"
-import { errnoOf, ioError } from "./errno.js"
+import { describeErrno, errnoOf, ioError } from "./errno.js"
 import * as LargeFiles from "./largeFiles.js"
 import * as LmdbEnvs from "./lmdbEnvs.js"
 import * as Sharded from "./shardedLmdb.js"
@@ -325,6 +325,23 @@ const isAlive = (pid: number) => {
     return errnoOf(e) === "EPERM"
   }
 }
+
+/** @internal */
+/** See `Store.clearStaleReaders`. @internal */
+export const clearStaleReaders = (core: Core.Core): Effect.Effect<number, StoreError> =>
+  Effect.gen(function*() {
+    let cleared = 0
+    for (const shards of [core.files, core.directories, core.actions, core.locks]) {
+      for (const shard of yield* Sharded.allEnvs(shards)) {
+        cleared += yield* Effect.try({
+          try: () => shard.env.readerCheck(),
+          catch: (e) =>
+            new StoreError({ reason: "Lmdb", detail: `reader check: ${describeErrno(e)}`, path: shard.path })
+        })
+      }
+    }
+    return cleared
+  })
 
 /** @internal */
 export const stats = (core: Core.Core, shardCount: number): Effect.Effect<Stats, StoreError> =>

@@ -115,15 +115,19 @@ const start = (): Running => {
     for (const p of running.pending.values()) {
       // A request that had not started yet is safe to send again (to a new spawner): the caller retries it.
       if (p.exited === undefined) Deferred.unsafeDone(p.started, Effect.fail({ code: LOST, message: why }))
-      else Deferred.unsafeDone(p.exited, Effect.fail(new SpawnError({ argv0: p.argv0, detail: why })))
+      else {
+        Deferred.unsafeDone(
+          p.exited,
+          Effect.fail(new SpawnError({ argv0: p.argv0, detail: `${why} while it ran: its exit is unknown` }))
+        )
+      }
     }
     running.pending.clear()
   }
   child.once("error", (e) => lost(`the spawner could not run: ${e.message}`))
   child.once(
     "exit",
-    (code, signal) =>
-      lost(`the spawner (pid ${child.pid}) exited (${signal ?? `code ${code}`}) while it ran; its exit is unknown`)
+    (code, signal) => lost(`the spawner (pid ${child.pid}) exited (${signal ?? `code ${code}`})`)
   )
   child.stdin!.on("error", () => undefined)
   // The spawner must never hold the engine open: the scope ends it, and it ends itself when the engine is gone.
