@@ -326,7 +326,6 @@ const isAlive = (pid: number) => {
   }
 }
 
-/** @internal */
 /** See `Store.clearStaleReaders`. @internal */
 export const clearStaleReaders = (core: Core.Core): Effect.Effect<number, StoreError> =>
   Effect.gen(function*() {

@@ -102,7 +102,7 @@ const spawnOnce = (spawner: Spawner.Spawner, request: Spawner.Request) =>
         ? { retry: "text file busy (ETXTBSY), retried" }
         : e.code === Spawner.LOST
         ? { retry: e.message }
-        : new SpawnError({ argv0: request.argv[0]!, detail: describeErrno(Object.assign(new Error(e.message), e)) })
+        : new SpawnError({ argv0: request.argv[0]!, detail: describeErrno(e) })
     )
   )
 

@@ -23,6 +23,8 @@ export interface Shards {
   readonly settings: LmdbEnvs.EnvSettings
   /** The environments opened so far, by shard index: a shard is opened on first use (see {@link open}). */
   readonly opened: Array<LmdbEnvs.SharedEnv | undefined>
+  /** Set when the scope closed and the environments were released: nothing is opened after that. */
+  closed: boolean
 }
 
 /** @internal */
@@ -69,11 +71,15 @@ export const open = (
       count: shardCount,
       shift: 8 - Math.log2(shardCount),
       settings,
-      opened: Array.from({ length: shardCount }, () => undefined)
+      opened: Array.from({ length: shardCount }, () => undefined),
+      closed: false
     }
     yield* Effect.addFinalizer(() =>
-      Effect.forEach(shards.opened.splice(0), (env) => env === undefined ? Effect.void : LmdbEnvs.release(env), {
-        discard: true
+      Effect.suspend(() => {
+        shards.closed = true
+        return Effect.forEach(shards.opened, (env) => env === undefined ? Effect.void : LmdbEnvs.release(env), {
+          discard: true
+        })
       })
     )
     // Every shard's data file is checked now, although most are opened later: a truncated one is reported when the
@@ -100,6 +106,9 @@ const dirOf = (shards: Shards, index: number) => path.join(shards.root, shards.k
 
 /** The environment of shard `index`, opened now if it is not yet. @internal */
 export const envAt = (shards: Shards, index: number): LmdbEnvs.SharedEnv | StoreError => {
+  if (shards.closed) {
+    return new StoreError({ reason: "Lmdb", detail: "the store is closed", path: dirOf(shards, index) })
+  }
   const known = shards.opened[index]
   if (known !== undefined) return known
   const opened = LmdbEnvs.openSync(dirOf(shards, index), shards.settings)
@@ -107,11 +116,6 @@ export const envAt = (shards: Shards, index: number): LmdbEnvs.SharedEnv | Store
     return new StoreError({ reason: "Lmdb", detail: opened.message, path: opened.path })
   }
   if (opened instanceof StoreError) return opened
-  if (shards.opened.length === 0) {
-    // The store is closing: give the reference back at once rather than hold it past the finalizer.
-    void Effect.runPromise(LmdbEnvs.release(opened))
-    return new StoreError({ reason: "Lmdb", detail: "the store is closed", path: dirOf(shards, index) })
-  }
   shards.opened[index] = opened
   return opened
 }
