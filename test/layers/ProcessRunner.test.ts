@@ -50,6 +50,17 @@ layer(Layer.fresh(stack({ root })), { timeout: "60 seconds" })("ProcessRunner", 
       assert.deepStrictEqual(sandboxesLeft(), [])
     }))
 
+  it.effect("stdout larger than what is kept in memory goes into the store whole, from its file", () =>
+    Effect.gen(function*() {
+      // 6 MiB of stdout (over the 4 MiB read into memory), and a small stderr beside it.
+      const size = 6 * 1024 * 1024
+      const r = yield* run(sh(`head -c ${size} /dev/zero | tr '\\0' x; echo ${unique()} >&2`))
+      assert.strictEqual(r.exitCode, 0)
+      assert.deepStrictEqual(r.stdoutDigest, Digest.ofBytes(Buffer.alloc(size, "x")))
+      assert.match(yield* text(r.stderrDigest), /^\d+-\d+-\d+\n$/)
+      assert.deepStrictEqual(sandboxesLeft(), [])
+    }))
+
   it.effect("a process killed by a signal reports the signal", () =>
     Effect.gen(function*() {
       const r = yield* run(sh(`: ${unique()}; kill -KILL $$`))
