@@ -90,7 +90,7 @@ const onReply = (running: Running, reply: Reply) => {
 }
 
 const start = (): Running => {
-  const child = spawn(process.execPath, ["-e", SPAWNER_SOURCE, "--", "kiln-spawner"], {
+  const child = spawn(process.execPath, ["-e", SPAWNER_SOURCE, "--", "kiln-spawner", String(process.pid)], {
     stdio: ["pipe", "pipe", "inherit"],
     env: {}
   })

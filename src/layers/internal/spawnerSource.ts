@@ -8,10 +8,10 @@
  *
  * Protocol, one JSON object per line. Requests on stdin: `{ id, argv, cwd, env, stdout, stderr }` (the two paths are
  * files the child's output goes to). Replies on stdout: `{ id, pid }` once it runs, `{ id, code, signal }` when it
- * exits, or `{ id, error, message }` when it could not start. It ignores SIGINT, SIGTERM and SIGHUP (the engine ends
- * the groups it started) and exits when its stdin closes, or when it finds itself reparented: when the engine is
- * gone. (Requests still buffered then are dropped: the engine's sandboxes are being removed, and starting one would
- * leave its output files behind.)
+ * exits, or `{ id, error, message }` when it could not start. Its last argument is the engine's pid. It ignores
+ * SIGINT, SIGTERM and SIGHUP (the engine ends the groups it started) and exits when its stdin closes, or when its
+ * parent is not that pid: when the engine is gone. (Requests still buffered then are dropped: the engine's
+ * sandboxes are being removed, and starting one would leave its output files behind.)
  *
  * @internal
  */
@@ -20,10 +20,12 @@ const { spawn } = require("node:child_process");
 const fs = require("node:fs");
 for (const s of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(s, () => {});
 const send = (m) => process.stdout.write(JSON.stringify(m) + "\n");
-const parent = process.ppid;
+// The engine's pid comes as the last argument: a spawner that finds another parent (the engine died, even before
+// this process got going) starts nothing more.
+const engine = Number(process.argv[process.argv.length - 1]);
 const start = (r) => {
   // Requests the engine wrote just before it died are not started: its sandboxes are being removed.
-  if (process.ppid !== parent) process.exit(0);
+  if (process.ppid !== engine) process.exit(0);
   // Nor is one whose sandbox is gone: its output files would be left beside nothing.
   if (!fs.existsSync(r.cwd)) return send({ id: r.id, error: "ENOENT", message: "no such directory: " + r.cwd });
   let out, err;
