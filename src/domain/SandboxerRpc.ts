@@ -1,6 +1,6 @@
 /**
- * The sandboxer's protocol, shared by both ends. Only control data crosses the socket (digests, paths, process
- * groups, typed errors): the sandboxer opens the same store and reads the bytes itself.
+ * The sandboxer's protocol, shared by both ends. Only control data crosses the socket (digests, paths, typed
+ * errors): the sandboxer opens the same store and reads the bytes itself.
  *
  * @since 0.1.0
  */
@@ -47,21 +47,18 @@ export class SandboxerRpcs extends RpcGroup.make(
       digest: Digest,
       destination: Schema.String,
       mutablePaths: Schema.Array(Schema.String),
-      /** Adopt the destination first (as `Adopt { sandbox }` would), saving a round trip per process. */
-      adopt: Schema.optional(Schema.Boolean)
+      /**
+       * Whether to create `destination` (default true). A sandbox exists already; if it is gone, its engine removed
+       * it, and writing into it again would leave a tree nobody removes.
+       */
+      createDestination: Schema.optional(Schema.Boolean)
     },
     error: Schema.Union(NotFound, FailedPrecondition)
   }),
   /**
-   * Hands the sandboxer a process group and/or a sandbox to destroy if the engine dies: it SIGKILLs the group and
-   * removes the sandbox before it exits.
+   * Watches one more sandbox root (beyond those given on the command line): if the engine dies, the sandboxes it
+   * owns there are removed and the process groups working in them SIGKILLed.
    */
-  Rpc.make("Adopt", {
-    payload: { pgid: Schema.optional(Schema.Int), sandbox: Schema.optional(Schema.String) }
-  }),
-  /** The engine cleaned these up itself: forget them. */
-  Rpc.make("Release", {
-    payload: { pgid: Schema.optional(Schema.Int), sandbox: Schema.optional(Schema.String) }
-  }),
+  Rpc.make("Watch", { payload: { root: Schema.String } }),
   Rpc.make("Ping", { success: Schema.Struct({ pid: Schema.Int }) })
 ) {}

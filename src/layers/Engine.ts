@@ -687,7 +687,11 @@ export const make = Effect.gen(function*() {
       const settling = yield* Effect.fork(
         Effect.forEach(hitOrder.filter((n) => !remembered.has(n)), nodeOf, { discard: true })
       )
-      yield* Effect.forEach(names.filter((n) => !hits.has(n)), nodeOf, { concurrency: "unbounded", discard: true })
+      // Remembered ones are settled already: a fiber each would cost more than the rest of an edit's run.
+      yield* Effect.forEach(names.filter((n) => !hits.has(n) && !remembered.has(n)), nodeOf, {
+        concurrency: "unbounded",
+        discard: true
+      })
       yield* Fiber.join(settling)
       yield* Effect.try(() => RunRecords.write(store.options.root, workspace, records)).pipe(
         Effect.catchAll((e) => Effect.logWarning(`could not record the run for \`kiln explain\`: ${e.error}`))

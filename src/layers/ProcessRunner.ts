@@ -49,8 +49,8 @@ export interface Service {
    */
   readonly lookup: (processes: ReadonlyArray<Process>) => Effect.Effect<Array<Option.Option<ProcessResult>>>
   /**
-   * Gets ready to run processes without waiting: starts the sandboxer in the background, so that its start-up
-   * overlaps whatever the caller does before its first run. A failure to start shows at that run.
+   * Gets ready to run processes without waiting: starts the sandboxer and the spawner, so that their start-ups
+   * overlap whatever the caller does before its first run. A failure to start shows at that run.
    */
   readonly warmUp: Effect.Effect<void>
 }
@@ -89,7 +89,9 @@ export const defaultNamedCachesDir = (env: NodeJS.ProcessEnv = process.env): str
 export const make = (options: Options = {}) =>
   Effect.gen(function*() {
     const store = yield* Store
-    const local = LocalRunner.make(store, yield* Sandboxer, yield* Sandboxes, yield* Spawner.make, {
+    const sandboxes = yield* Sandboxes
+    const spawner = yield* Spawner.make
+    const local = LocalRunner.make(store, yield* Sandboxer, sandboxes, spawner, {
       namedCachesDir: path.resolve(options.namedCachesDir ?? defaultNamedCachesDir()),
       grace: options.grace ?? Duration.seconds(3)
     })
@@ -103,12 +105,15 @@ export const make = (options: Options = {}) =>
       warmUp: Effect.suspend(() => {
         if (warming) return Effect.void
         warming = true
-        return Effect.asVoid(Effect.forkIn(
-          sandboxer.ensureRunning.pipe(
-            Effect.catchAll((e) => Effect.logDebug(`could not start the sandboxer ahead of time: ${e.message}`))
-          ),
-          scope
-        ))
+        return Effect.zipRight(
+          spawner.warmUp,
+          Effect.asVoid(Effect.forkIn(
+            sandboxer.watch(sandboxes.root).pipe(
+              Effect.catchAll((e) => Effect.logDebug(`could not start the sandboxer ahead of time: ${e.message}`))
+            ),
+            scope
+          ))
+        )
       }),
       run: (process, opts) =>
         cached.run(process, opts?.cache ?? { read: true, write: true }).pipe(

@@ -1,7 +1,8 @@
 /**
  * The engine's side of the sandboxer: materializes input trees into sandboxes through a sandboxer process of its
- * own (one per engine process, on its own socket), and registers process groups and sandboxes with it so that
- * they die with a SIGKILLed engine.
+ * own (one per engine process, on its own socket), which is also the engine's watchdog: it is told the sandbox
+ * roots once, and if the engine dies it finds the engine's sandboxes there by their owner files, SIGKILLs the
+ * process groups working in them and removes them. Nothing crosses the socket per process for that.
  *
  * @since 0.1.0
  */
@@ -10,7 +11,7 @@ import * as Socket from "@effect/platform/Socket"
 import * as RpcClient from "@effect/rpc/RpcClient"
 import { RpcClientError } from "@effect/rpc/RpcClientError"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
-import { Context, Duration, Effect, ExecutionStrategy, Exit, Layer, Option, Scope } from "effect"
+import { Context, Deferred, Duration, Effect, ExecutionStrategy, Exit, Layer, Option, Scope } from "effect"
 import * as fs from "node:fs"
 import { fileURLToPath } from "node:url"
 import type * as Digest from "../domain/Digest.js"
@@ -25,15 +26,6 @@ import * as Store from "./Store.js"
  * @since 0.1.0
  * @category models
  */
-export interface Adoption {
-  readonly pgid?: number
-  readonly sandbox?: string
-}
-
-/**
- * @since 0.1.0
- * @category models
- */
 export interface Service {
   /** Writes the tree `digest` into `destination`. A blob absent from the store fails with `MissingDigest`. */
   readonly materialize: (
@@ -41,21 +33,20 @@ export interface Service {
     destination: string,
     options?: {
       readonly mutablePaths?: ReadonlyArray<string>
-      /** Have the watchdog adopt `destination` (a sandbox) in the same round trip. */
-      readonly adopt?: boolean
+      /** Default true; false for a sandbox, which exists already (if it is gone, its engine removed it). */
+      readonly createDestination?: boolean
     }
   ) => Effect.Effect<void, Digest.MissingDigest | SandboxError | SandboxerUnavailable>
-  /** Has the watchdog SIGKILL this group and remove this sandbox if the engine dies. */
-  readonly adopt: (adoption: Adoption) => Effect.Effect<void, SandboxerUnavailable>
-  readonly release: (adoption: Adoption) => Effect.Effect<void, SandboxerUnavailable>
   /**
-   * Sends an adoption or a release without waiting for the answer (the message is on the socket when this
-   * returns); failures are logged. Saves a round trip per call on the hot path.
+   * Arms the watchdog over the sandboxes this process owns under `root` (see `Sandboxes`): once this returns, a
+   * sandbox created there is removed, and the process groups working in it SIGKILLed, if this process dies. Call it
+   * before creating the sandbox. It does not wait for the sandboxer to be ready (a Node start): one that is still
+   * starting when the engine dies cleans up once it is up.
    */
-  readonly notify: (kind: "adopt" | "release", adoption: Adoption) => Effect.Effect<void>
+  readonly watch: (root: string) => Effect.Effect<void, SandboxerUnavailable>
   /** The running sandboxer's pid, if one runs (none for the in-process implementation). */
   readonly pid: Effect.Effect<Option.Option<number>>
-  /** Starts the sandboxer if it is not running yet (its start-up is a Node start, a few hundred ms). */
+  /** Starts the sandboxer if it is not running yet, and waits until it is ready. */
   readonly ensureRunning: Effect.Effect<void, SandboxerUnavailable>
 }
 
@@ -115,7 +106,11 @@ type Client = RpcClient.FromGroup<typeof SandboxerRpcs, RpcClientError>
 
 interface Generation {
   readonly child: SandboxerProcess.Child
-  readonly client: Client
+  /** The roots it watches: those on its command line and those sent since. */
+  readonly roots: Set<string>
+  /** Completes once it is ready and connected. */
+  readonly client: Deferred.Deferred<Client, SandboxerUnavailable>
+  readonly connected: { value: boolean }
   readonly scope: Scope.CloseableScope
 }
 
@@ -134,10 +129,32 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Store
     const lock = yield* Permits.make(1)
     const dir = options.socketDir ?? SandboxerProcess.socketDirectory()
     const grace = options.stopGrace ?? Duration.seconds(10)
+    const startTimeout = options.startTimeout ?? Duration.seconds(30)
     const self = SandboxDir.self()
+    /** Every root ever watched: a new sandboxer (after one died) watches them all from the start. */
+    const roots = new Set<string>()
     let current: Generation | undefined
 
-    const spawnGeneration = Effect.gen(function*() {
+    const connect = (child: SandboxerProcess.Child, scope: Scope.Scope) =>
+      Effect.gen(function*() {
+        yield* SandboxerProcess.awaitReady(child, startTimeout)
+        // The protocol (and its socket) must live in the generation's scope, not only while the client is made.
+        const protocol = yield* Layer.buildWithScope(
+          RpcClient.layerProtocolSocket().pipe(
+            Layer.provide(NodeSocket.layerNet({ path: child.socket })),
+            Layer.provide(RpcSerialization.layerMsgPack)
+          ),
+          scope
+        )
+        return yield* RpcClient.make(SandboxerRpcs).pipe(Effect.provide(protocol), Scope.extend(scope))
+      }).pipe(
+        Effect.catchTag("SocketError", (e) =>
+          Effect.fail(
+            new SandboxerUnavailable({ reason: `cannot connect to ${child.socket}: ${e.message}`, log: child.log })
+          ))
+      )
+
+    const launch = Effect.gen(function*() {
       const command = options.command ?? defaultCommand()
       if (command === undefined) {
         return yield* new SandboxerUnavailable({
@@ -149,54 +166,43 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Store
         self.startTime === "" ? "-" : self.startTime,
         "--idle-timeout",
         `${Duration.toMillis(options.idleTimeout ?? Duration.minutes(15))}ms`,
+        ...[...roots].flatMap((root) => ["--watch-root", root]),
         ...storeArgs(store.options)
       ]
-      const child = yield* SandboxerProcess.start(command, args, dir, options.startTimeout ?? Duration.seconds(30))
+      const child = yield* SandboxerProcess.launch(command, args, dir)
       const scope = yield* Scope.fork(layerScope, ExecutionStrategy.sequential)
       yield* Scope.addFinalizer(scope, SandboxerProcess.stop(child, grace))
-      // The protocol (and its socket) must live in the generation's scope, not only while the client is made.
-      const client = yield* Layer.buildWithScope(
-        RpcClient.layerProtocolSocket().pipe(
-          Layer.provide(NodeSocket.layerNet({ path: child.socket })),
-          Layer.provide(RpcSerialization.layerMsgPack)
+      const generation: Generation = {
+        child,
+        roots: new Set(roots),
+        client: yield* Deferred.make<Client, SandboxerUnavailable>(),
+        connected: { value: false },
+        scope
+      }
+      // Connected in the background: a process runs without waiting for the sandboxer unless it needs a request.
+      yield* Effect.forkIn(
+        Effect.intoDeferred(
+          connect(child, scope).pipe(
+            Effect.tap(() => Effect.sync(() => void (generation.connected.value = true))),
+            Effect.tapError((e) => Effect.logWarning(`the sandboxer (pid ${child.pid}) is unavailable: ${e.message}`))
+          ),
+          generation.client
         ),
         scope
-      ).pipe(
-        Effect.flatMap((protocol) => RpcClient.make(SandboxerRpcs).pipe(Effect.provide(protocol), Scope.extend(scope))),
-        Effect.catchTag("SocketError", (e) =>
-          Effect.zipRight(
-            Scope.close(scope, Exit.void),
-            Effect.fail(
-              new SandboxerUnavailable({ reason: `cannot connect to ${child.socket}: ${e.message}`, log: child.log })
-            )
-          ))
       )
-      return { child, client, scope } satisfies Generation
+      return generation
     })
 
-    const watched = { groups: new Set<number>(), sandboxes: new Set<string>() }
-    const track = (kind: "adopt" | "release", a: Adoption) =>
-      Effect.sync(() => {
-        const op = kind === "adopt" ? "add" : "delete"
-        if (a.pgid !== undefined) watched.groups[op](a.pgid)
-        if (a.sandbox !== undefined) watched.sandboxes[op](a.sandbox)
-      })
-
+    /** The running generation, or a new one in place of `replace` (or of one that exited). */
     const generation = (replace?: Generation) =>
       lock.withPermit(Effect.gen(function*() {
-        if (current !== undefined && current !== replace) return current
+        if (current !== undefined && current !== replace && !current.child.gone.value) return current
         if (current !== undefined) {
           const old = current
           current = undefined
           yield* Scope.close(old.scope, Exit.void)
         }
-        current = yield* spawnGeneration
-        if (replace !== undefined) {
-          // A new sandboxer knows nothing of what the old one watched: hand it everything still adopted.
-          const client = current.client
-          yield* Effect.forEach([...watched.groups], (pgid) => client.Adopt({ pgid }), { discard: true })
-          yield* Effect.forEach([...watched.sandboxes], (sandbox) => client.Adopt({ sandbox }), { discard: true })
-        }
+        current = yield* launch
         return current
       }))
 
@@ -222,14 +228,14 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Store
     const call = <A, E>(f: (client: Client) => Effect.Effect<A, E | RpcClientError>) =>
       Effect.gen(function*() {
         const gen = yield* generation()
-        const first = yield* Effect.either(asTransport(f(gen.client)))
+        const first = yield* Effect.either(asTransport(f(yield* Deferred.await(gen.client))))
         if (first._tag === "Right") return first.right
         if (!(first.left instanceof RpcClientError)) return yield* Effect.fail(first.left as E)
         yield* Effect.logWarning(
           `the sandboxer (pid ${gen.child.pid}) is unreachable (${first.left.message}): restarting it`
         )
         const next = yield* generation(gen)
-        return yield* asTransport(f(next.client))
+        return yield* asTransport(f(yield* Deferred.await(next.client)))
       }).pipe(
         Effect.catchIf(
           (e): e is RpcClientError => e instanceof RpcClientError,
@@ -241,19 +247,38 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Store
       digest: Digest.Digest,
       destination: string,
       mutablePaths: ReadonlyArray<string>,
-      adopt: boolean
+      createDestination: boolean
     ) =>
       // Uninterruptible: the sandboxer finishes a request it has started even when the engine is interrupted, so
       // the engine waits for the answer before its finalizers remove the sandbox the sandboxer is writing into.
-      Effect.uninterruptible(call((client) => client.Materialize({ digest, destination, mutablePaths, adopt })))
+      Effect.uninterruptible(
+        call((client) => client.Materialize({ digest, destination, mutablePaths, createDestination }))
+      )
+
+    const watchSlowly = (root: string) =>
+      Effect.gen(function*() {
+        roots.add(root)
+        const previous = current
+        const gen = yield* generation()
+        if (gen !== previous) {
+          // A sandboxer that died before it was ever ready is likely to again: wait for this one, so that a
+          // watchdog that cannot start fails the process (SandboxerUnavailable) instead of leaving it unwatched.
+          if (previous !== undefined && !previous.connected.value) yield* Deferred.await(gen.client)
+          return
+        }
+        if (gen.roots.has(root)) return
+        yield* call((client) => client.Watch({ root }))
+        gen.roots.add(root)
+      })
 
     const service: Service = {
       materialize: (digest, destination, opts) =>
         Effect.gen(function*() {
           const mutablePaths = opts?.mutablePaths ?? []
           for (let attempt = 0;; attempt++) {
-            if (opts?.adopt === true) yield* track("adopt", { sandbox: destination })
-            const r = yield* Effect.either(materializeOnce(digest, destination, mutablePaths, opts?.adopt === true))
+            const r = yield* Effect.either(
+              materializeOnce(digest, destination, mutablePaths, opts?.createDestination !== false)
+            )
             if (r._tag === "Right") return
             const e = r.left
             if (e._tag === "SandboxerUnavailable") return yield* Effect.fail(e)
@@ -275,27 +300,15 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Store
             }
           }
         }),
-      adopt: (adoption) => Effect.zipRight(track("adopt", adoption), call((client) => client.Adopt(adoption))),
-      release: (adoption) => Effect.zipRight(track("release", adoption), call((client) => client.Release(adoption))),
-      notify: (kind, adoption) =>
-        Effect.zipRight(
-          track(kind, adoption),
-          Effect.asVoid(Effect.forkIn(
-            call((client) => kind === "adopt" ? client.Adopt(adoption) : client.Release(adoption)).pipe(
-              Effect.catchAll((e) =>
-                Effect.logWarning(`could not tell the sandboxer to ${kind} ${JSON.stringify(adoption)}: ${e.message}`)
-              )
-            ),
-            layerScope
-          ))
+      // The hot path, once per process: a look at the running generation, no message.
+      watch: (root) =>
+        Effect.suspend(() =>
+          current !== undefined && !current.child.gone.value && current.roots.has(root)
+            ? Effect.void
+            : watchSlowly(root)
         ),
       pid: Effect.sync(() => Option.fromNullable(current?.child.pid)),
-      ensureRunning: Effect.asVoid(generation()).pipe(
-        Effect.catchIf(
-          (e): e is RpcClientError => e instanceof RpcClientError,
-          (e) => Effect.fail(new SandboxerUnavailable({ reason: e.message }))
-        )
-      )
+      ensureRunning: Effect.flatMap(generation(), (gen) => Effect.asVoid(Deferred.await(gen.client)))
     }
     return service
   })
@@ -309,7 +322,8 @@ export const layer = (options: Options = {}): Layer.Layer<Sandboxer, never, Stor
 
 /**
  * Materializes in this process, for tests and for embedding apps that spawn no children. It has no watchdog:
- * `adopt` and `release` do nothing, so a SIGKILLed host leaves its children and sandboxes behind.
+ * `watch` does nothing, so a SIGKILLed host leaves its children and sandboxes behind (the next engine's sweep
+ * removes the sandboxes).
  *
  * @since 0.1.0
  * @category layers
@@ -318,15 +332,16 @@ export const layerInProcess: Layer.Layer<Sandboxer, never, Store.Store> = Layer.
   Sandboxer,
   Effect.map(Store.Store, (store) => ({
     materialize: (digest, destination, opts) =>
-      store.materialize(digest, destination, { mutablePaths: opts?.mutablePaths ?? [] }).pipe(
+      store.materialize(digest, destination, {
+        mutablePaths: opts?.mutablePaths ?? [],
+        createDestination: opts?.createDestination !== false
+      }).pipe(
         Effect.catchTag(
           "StoreError",
           (e) => Effect.fail(new SandboxError({ reason: "Materialize", path: destination, detail: e.message }))
         )
       ),
-    adopt: () => Effect.void,
-    release: () => Effect.void,
-    notify: () => Effect.void,
+    watch: () => Effect.void,
     pid: Effect.succeed(Option.none()),
     ensureRunning: Effect.void
   }))

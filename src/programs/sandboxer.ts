@@ -36,6 +36,10 @@ export const sandboxer = Command.make(
     parentPipe: Options.boolean("parent-pipe").pipe(
       Options.withDescription("stdin is a pipe held by the parent: its end-of-file means the parent died")
     ),
+    watchRoots: Options.text("watch-root").pipe(
+      Options.withDescription("a sandbox root: the parent's sandboxes there are removed if it dies (repeatable)"),
+      Options.repeated
+    ),
     idleTimeout: duration("idle-timeout", "exit after this long without a request", Duration.minutes(15)),
     drainTimeout: duration(
       "drain-timeout",
@@ -54,7 +58,7 @@ export const sandboxer = Command.make(
         parentStartTime: Option.getOrElse(Option.filter(o.parentStartTime, (s) => s !== "-"), () => ""),
         idleTimeout: o.idleTimeout
       }
-      const state = SandboxerServer.makeState()
+      const state = SandboxerServer.makeState(o.watchRoots)
       // Opened on first use, in this scope: the engine writes small sandboxes itself and may never need it here.
       const store = yield* Effect.cached(Scope.extend(Store.make(toStoreOptions(o)), yield* Effect.scope))
       const handlers = SandboxerServer.handlers(store, state)

@@ -1,7 +1,9 @@
 /**
  * The spawner script on its own: it starts what it is asked to, its output going to the files named; once its parent
  * is not the engine it was started for (that engine died, even before the spawner got going), it starts nothing: a
- * request the engine wrote just before dying must leave no output files beside a removed sandbox.
+ * request the engine wrote just before dying must leave no output files beside a removed sandbox. When its engine
+ * goes away, the processes it started that still run die with it, even one that left its sandbox directory (out
+ * of the sandboxer's sight).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -9,13 +11,14 @@ import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { SPAWNER_SOURCE } from "../../src/layers/internal/spawnerSource.js"
+import { eventually, groupAlive } from "../utils/child.js"
 import { tempDir } from "../utils/temp.js"
 
 /** Pipes one request into a spawner started by `sh`, whose engine pid is `engine` (`$$` is the shell itself). */
-const runSpawner = (dir: string, engine: string) => {
+const runSpawner = (dir: string, engine: string, argv: ReadonlyArray<string> = ["/bin/true"]) => {
   const request = {
     id: 7,
-    argv: ["/bin/true"],
+    argv,
     cwd: dir,
     env: {},
     stdout: path.join(dir, "out.log"),
@@ -50,5 +53,17 @@ describe("the spawner", () => {
       assert.strictEqual(r.status, 0, r.stderr)
       assert.strictEqual(r.stdout, "")
       assert.deepStrictEqual(fs.readdirSync(dir), [])
+    }))
+
+  it.scopedLive("when its engine goes away, the groups it started that still run are SIGKILLed", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir()
+      // Its stdin ends right after the request: the engine is gone while the process runs.
+      const r = runSpawner(dir, "$$", ["/bin/sh", "-c", "cd / && trap '' TERM && sleep 1000"])
+      assert.strictEqual(r.status, 0, r.stderr)
+      const reply = JSON.parse(r.stdout.trim().split("\n")[0]!)
+      assert.isNumber(reply.pid)
+      yield* Effect.addFinalizer(() => Effect.sync(() => groupAlive(reply.pid) && process.kill(-reply.pid, "SIGKILL")))
+      yield* eventually("its process group is gone", () => !groupAlive(reply.pid), "2 seconds")
     }))
 })

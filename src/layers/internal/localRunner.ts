@@ -1,8 +1,8 @@
 /**
  * Runs a process in a fresh sandbox: materialize its inputs through the sandboxer, link its named caches, spawn it
  * in its own process group with exactly its declared environment, capture stdout, stderr and its declared outputs,
- * and remove the sandbox once the whole group is gone. The group and the sandbox are adopted by the sandboxer, so
- * that they die with a SIGKILLed engine too.
+ * and remove the sandbox once the whole group is gone. The sandboxer watches the sandbox root, so that the sandbox
+ * and whatever works in it die with a SIGKILLed engine too.
  *
  * @internal
  */
@@ -135,27 +135,19 @@ export const make = (
         return Effect.ensuring(effect, Effect.sync(() => void (timings[name] = Date.now() - t)))
       })
 
+    // Before the sandbox exists: from its owner file on, it dies with this engine.
+    yield* sandboxer.watch(sandboxes.root)
     const sandbox = yield* sandboxes.make(process.description)
-    // Registered after the sandbox, so it runs before the sandbox's removal: that is fine, the removal follows at
-    // once, and an engine killed in between leaves the sandbox to the next engine's sweep. One message releases
-    // both the sandbox and the group.
-    const adopted: { pgid?: number } = {}
-    yield* Effect.addFinalizer(() => sandboxer.notify("release", { sandbox: sandbox.path, ...adopted }))
     yield* store.leaseTree(process.inputDigest).pipe(Effect.catchTag("StoreError", () => Effect.void))
     const inline = yield* writableHere(store, process.inputDigest)
     yield* phase(
       "materialize",
       inline
-        ? Effect.zipRight(
-          // A round trip, not a notification: once it returns, the watchdog knows the sandbox, and kills whatever
-          // works in it if this engine dies, even a group spawned but not yet announced.
-          sandboxer.adopt({ sandbox: sandbox.path }),
-          store.materialize(process.inputDigest, sandbox.path, { createDestination: false }).pipe(
-            Effect.catchTag("StoreError", (e) =>
-              Effect.fail(new SandboxError({ reason: "Materialize", path: sandbox.path, detail: e.message })))
-          )
+        ? store.materialize(process.inputDigest, sandbox.path, { createDestination: false }).pipe(
+          Effect.catchTag("StoreError", (e) =>
+            Effect.fail(new SandboxError({ reason: "Materialize", path: sandbox.path, detail: e.message })))
         )
-        : sandboxer.materialize(process.inputDigest, sandbox.path, { adopt: true })
+        : sandboxer.materialize(process.inputDigest, sandbox.path, { createDestination: false })
     )
     const cwd = yield* prepare(sandbox.path, process, options.namedCachesDir)
     const argv = process.argv.map((a) =>
@@ -178,8 +170,6 @@ export const make = (
       })
     )
     const group = yield* ProcessGroup.spawnGroup(spawner, { argv, cwd, env, ...logs }, options.grace)
-    adopted.pgid = group.pgid
-    yield* sandboxer.notify("adopt", { pgid: group.pgid })
 
     const waited: Option.Option<ProcessGroup.Exit> = process.timeoutMs === undefined
       ? Option.some(yield* Deferred.await(group.exited))

@@ -3,7 +3,7 @@
  *
  * @internal
  */
-import { Deferred, Duration, Effect } from "effect"
+import { Deferred, Duration, Effect, FiberId } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import { SandboxerUnavailable } from "../../domain/Sandbox.js"
@@ -19,6 +19,9 @@ export interface Child {
   readonly socket: string
   readonly log: string
   readonly exited: Deferred.Deferred<number | null>
+  readonly ready: Deferred.Deferred<void, SandboxerUnavailable>
+  /** Set when it exits, or could not be spawned. */
+  readonly gone: { value: boolean }
 }
 
 const spawnNew = (command: ReadonlyArray<string>, args: ReadonlyArray<string>, dir: string) =>
@@ -67,24 +70,25 @@ const takeOver = (warm: Paths.Warm, args: ReadonlyArray<string>) =>
   })
 
 /**
- * Starts the sandboxer (or takes over the warm one the CLI started) and waits until it says `ready` on stdout
- * (bounded), or fails with its log's path when it exits or times out first.
+ * Starts the sandboxer (or takes over the warm one the CLI started) without waiting for it: from here on it has its
+ * arguments, and whatever happens to this process it will clean up after it once it is up. `ready` completes when
+ * it says `ready` on stdout, or fails (with its log's path) when it exits first.
  *
  * @internal
  */
-export const start = (
+export const launch = (
   command: ReadonlyArray<string>,
   args: ReadonlyArray<string>,
-  dir: string,
-  timeout: Duration.DurationInput
+  dir: string
 ): Effect.Effect<Child, SandboxerUnavailable> =>
   Effect.gen(function*() {
     const warm = Paths.takeWarm(dir, command)
     const { child, log, socket } = warm !== undefined
       ? yield* takeOver(warm, args)
       : yield* spawnNew(command, args, dir)
-    const exited = yield* Deferred.make<number | null>()
-    const ready = yield* Deferred.make<void, SandboxerUnavailable>()
+    const exited = Deferred.unsafeMake<number | null>(FiberId.none)
+    const ready = Deferred.unsafeMake<void, SandboxerUnavailable>(FiberId.none)
+    const gone = { value: false }
     let buffered = ""
     child.stdout!.on("data", (chunk: Buffer) => {
       buffered += chunk.toString("utf8")
@@ -95,6 +99,7 @@ export const start = (
       }
     })
     child.on("error", (e) => {
+      gone.value = true
       Deferred.unsafeDone(
         ready,
         Effect.fail(new SandboxerUnavailable({ reason: `cannot spawn: ${describeErrno(e)}`, log }))
@@ -102,27 +107,26 @@ export const start = (
       Deferred.unsafeDone(exited, Effect.succeed(null))
     })
     child.on("exit", (code) => {
+      gone.value = true
       Deferred.unsafeDone(
         ready,
         Effect.fail(new SandboxerUnavailable({ reason: `it exited with code ${code} while starting`, log }))
       )
       Deferred.unsafeDone(exited, Effect.succeed(code))
     })
-    const started = yield* Deferred.await(ready).pipe(
-      Effect.timeoutFail({
-        duration: timeout,
-        onTimeout: () =>
-          new SandboxerUnavailable({ reason: `it did not start within ${Duration.format(timeout)}`, log })
-      }),
-      Effect.either
-    )
-    const handle: Child = { process: child, pid: child.pid!, socket, log, exited }
-    if (started._tag === "Left") {
-      yield* stop(handle, Duration.seconds(1))
-      return yield* Effect.fail(started.left)
-    }
-    return handle
+    return { process: child, pid: child.pid ?? 0, socket, log, exited, ready, gone }
   })
+
+/** Waits (bounded) until it is ready; one that does not get there is stopped. @internal */
+export const awaitReady = (child: Child, timeout: Duration.DurationInput): Effect.Effect<void, SandboxerUnavailable> =>
+  Deferred.await(child.ready).pipe(
+    Effect.timeoutFail({
+      duration: timeout,
+      onTimeout: () =>
+        new SandboxerUnavailable({ reason: `it did not start within ${Duration.format(timeout)}`, log: child.log })
+    }),
+    Effect.tapError(() => stop(child, Duration.seconds(1)))
+  )
 
 /**
  * SIGTERM (the sandboxer drains in-flight work), then SIGKILL after `grace`. Finalizers are uninterruptible, so the
@@ -132,7 +136,8 @@ export const start = (
  */
 export const stop = (child: Child, grace: Duration.DurationInput): Effect.Effect<void> =>
   Effect.gen(function*() {
-    if (yield* Deferred.isDone(child.exited)) return
+    // No pid: it was never spawned (and signalling pid 0 would signal this process's own group).
+    if (child.pid <= 0 || (yield* Deferred.isDone(child.exited))) return
     const signal = (sig: NodeJS.Signals) =>
       Effect.sync(() => {
         try {

@@ -9,6 +9,7 @@
  */
 import { Duration, Effect, Schedule } from "effect"
 import * as fs from "node:fs"
+import * as path from "node:path"
 import * as Digest from "../../domain/Digest.js"
 import { FailedPrecondition, NotFound } from "../../domain/SandboxerRpc.js"
 import type { StoreConfigConflict, StoreError } from "../../domain/StoreErrors.js"
@@ -18,17 +19,16 @@ import * as SandboxDir from "./sandboxDir.js"
 
 /** @internal */
 export interface State {
-  readonly groups: Set<number>
-  readonly sandboxes: Set<string>
+  /** Sandbox roots whose sandboxes owned by the parent die with it. */
+  readonly roots: Set<string>
   inFlight: number
   draining: boolean
   lastRequest: number
 }
 
 /** @internal */
-export const makeState = (): State => ({
-  groups: new Set(),
-  sandboxes: new Set(),
+export const makeState = (roots: Iterable<string> = []): State => ({
+  roots: new Set(roots),
   inFlight: 0,
   draining: false,
   lastRequest: Date.now()
@@ -53,40 +53,29 @@ export const handlers = (store: Effect.Effect<Store.Service, StoreError | StoreC
     readonly digest: Digest.Digest
     readonly destination: string
     readonly mutablePaths: ReadonlyArray<string>
-    readonly adopt?: boolean | undefined
+    readonly createDestination?: boolean | undefined
   }) =>
-    Effect.zipRight(
-      Effect.sync(() => req.adopt === true && state.sandboxes.add(req.destination)),
-      tracked(
-        state,
-        Effect.logInfo(`materialize ${Digest.format(req.digest)} into ${req.destination}`).pipe(
-          Effect.zipRight(Effect.flatMap(store, (s) =>
-            s.materialize(req.digest, req.destination, {
-              mutablePaths: req.mutablePaths,
-              // An adopted destination is a sandbox its engine made; if it is gone, the engine removed it.
-              createDestination: req.adopt !== true
-            }))),
-          Effect.catchTags({
-            MissingDigest: (e) => Effect.fail(new NotFound({ digest: e.digest })),
-            StoreError: (e) => Effect.fail(new FailedPrecondition({ reason: e.message })),
-            StoreConfigConflict: (e) => Effect.fail(new FailedPrecondition({ reason: e.message }))
-          }),
-          // A request is finished even when the server is told to stop: draining waits for it.
-          Effect.uninterruptible
-        )
+    tracked(
+      state,
+      Effect.logInfo(`materialize ${Digest.format(req.digest)} into ${req.destination}`).pipe(
+        Effect.zipRight(Effect.flatMap(store, (s) =>
+          s.materialize(req.digest, req.destination, {
+            mutablePaths: req.mutablePaths,
+            createDestination: req.createDestination !== false
+          }))),
+        Effect.catchTags({
+          MissingDigest: (e) => Effect.fail(new NotFound({ digest: e.digest })),
+          StoreError: (e) => Effect.fail(new FailedPrecondition({ reason: e.message })),
+          StoreConfigConflict: (e) => Effect.fail(new FailedPrecondition({ reason: e.message }))
+        }),
+        // A request is finished even when the server is told to stop: draining waits for it.
+        Effect.uninterruptible
       )
     ),
-  Adopt: (req: { readonly pgid?: number | undefined; readonly sandbox?: string | undefined }) =>
+  Watch: (req: { readonly root: string }) =>
     Effect.sync(() => {
       state.lastRequest = Date.now()
-      if (req.pgid !== undefined) state.groups.add(req.pgid)
-      if (req.sandbox !== undefined) state.sandboxes.add(req.sandbox)
-    }),
-  Release: (req: { readonly pgid?: number | undefined; readonly sandbox?: string | undefined }) =>
-    Effect.sync(() => {
-      state.lastRequest = Date.now()
-      if (req.pgid !== undefined) state.groups.delete(req.pgid)
-      if (req.sandbox !== undefined) state.sandboxes.delete(req.sandbox)
+      state.roots.add(req.root)
     }),
   Ping: () => Effect.sync(() => ({ pid: process.pid }))
 })
@@ -114,13 +103,13 @@ export const drain = (state: State, grace: Duration.DurationInput) =>
   })
 
 /**
- * The process groups of processes whose working directory is inside one of the sandboxes. An engine announces a
- * group only once it has spawned it; an engine killed in between leaves a group nobody adopted, still running in its
- * sandbox (which was adopted before anything ran in it).
+ * The process groups of processes whose working directory is inside one of the sandboxes: every process a sandbox
+ * runs starts there, and the engine's spawner (which also kills the groups it started when the engine dies) may be
+ * gone too.
  */
-const groupsWorkingIn = (sandboxes: ReadonlySet<string>): Set<number> => {
+const groupsWorkingIn = (sandboxes: ReadonlyArray<string>): Set<number> => {
   const found = new Set<number>()
-  if (sandboxes.size === 0) return found
+  if (sandboxes.length === 0) return found
   let pids: Array<string>
   try {
     pids = fs.readdirSync("/proc").filter((p) => /^\d+$/.test(p))
@@ -146,11 +135,39 @@ const groupsWorkingIn = (sandboxes: ReadonlySet<string>): Set<number> => {
   return found
 }
 
-/** SIGKILLs every adopted process group and removes every adopted sandbox. @internal */
-export const destroyAdopted = (state: State) =>
+/**
+ * The sandboxes under the watched roots that `owner` made and did not keep, found by their owner files: the engine
+ * tells the sandboxer nothing per process (that was three messages per process, a round trip among them).
+ *
+ * @internal
+ */
+export const ownedSandboxes = (roots: Iterable<string>, owner: SandboxDir.Owner): Array<string> => {
+  const found: Array<string> = []
+  for (const root of roots) {
+    let names: Array<string>
+    try {
+      names = fs.readdirSync(root)
+    } catch {
+      continue
+    }
+    const sandboxes = new Set<string>()
+    for (const name of names) if (name.startsWith(SandboxDir.PREFIX)) sandboxes.add(SandboxDir.sandboxNameOf(name))
+    for (const name of sandboxes) {
+      const dir = path.join(root, name)
+      const o = SandboxDir.readOwner(dir)
+      if (o === undefined || o.kept === true || o.pid !== owner.pid) continue
+      if (owner.startTime !== "" && o.startTime !== owner.startTime) continue
+      found.push(dir)
+    }
+  }
+  return found
+}
+
+/** SIGKILLs every process group working in a sandbox of `owner`, then removes those sandboxes. @internal */
+export const destroyOwned = (state: State, owner: SandboxDir.Owner) =>
   Effect.gen(function*() {
-    for (const pgid of groupsWorkingIn(state.sandboxes)) state.groups.add(pgid)
-    for (const pgid of state.groups) {
+    const sandboxes = ownedSandboxes(state.roots, owner)
+    for (const pgid of groupsWorkingIn(sandboxes)) {
       try {
         process.kill(-pgid, "SIGKILL")
       } catch (e) {
@@ -159,13 +176,12 @@ export const destroyAdopted = (state: State) =>
         }
       }
     }
-    state.groups.clear()
-    for (const sandbox of state.sandboxes) {
+    for (const sandbox of sandboxes) {
       yield* Effect.try(() => SandboxDir.remove(sandbox)).pipe(
         Effect.catchAll((e) => Effect.logWarning(`could not remove sandbox ${sandbox}: ${describeErrno(e.error)}`))
       )
     }
-    state.sandboxes.clear()
+    return sandboxes.length
   })
 
 /** @internal */
@@ -177,7 +193,7 @@ export interface Watch {
 }
 
 /**
- * Completes when the parent is gone (after destroying what it adopted) or the sandboxer has idled too long.
+ * Completes when the parent is gone (after destroying its sandboxes) or the sandboxer has idled too long.
  * Polled: a pid cannot be waited on by a process that is not its parent.
  *
  * @internal
@@ -188,14 +204,17 @@ export const watch = (
   parentPipe?: NodeJS.ReadableStream
 ): Effect.Effect<"parent-died" | "idle"> =>
   Effect.gen(function*() {
-    const parentAlive = () => SandboxDir.ownerAlive({ pid: w.parentPid, startTime: w.parentStartTime })
+    const parent = { pid: w.parentPid, startTime: w.parentStartTime }
+    const parentAlive = () => SandboxDir.ownerAlive(parent)
     const idleMs = Duration.toMillis(w.idleTimeout)
     const poll = Effect.gen(function*() {
       for (;;) {
         if (!parentAlive()) return "parent-died" as const
-        // Never idle out while watching adopted groups or sandboxes: a process may run for longer than the timeout.
-        const watching = state.groups.size > 0 || state.sandboxes.size > 0
-        if (state.inFlight === 0 && !watching && Date.now() - state.lastRequest > idleMs) return "idle" as const
+        // Never idle out while the parent has sandboxes: a process may run for longer than the timeout.
+        if (
+          state.inFlight === 0 && Date.now() - state.lastRequest > idleMs &&
+          ownedSandboxes(state.roots, parent).length === 0
+        ) return "idle" as const
         yield* Effect.sleep("200 millis")
       }
     })
@@ -208,8 +227,8 @@ export const watch = (
     })
     const why = yield* Effect.raceFirst(poll, pipeClosed)
     if (why === "parent-died") {
-      yield* Effect.logWarning(`parent ${w.parentPid} is gone: killing its process groups and removing its sandboxes`)
-      yield* destroyAdopted(state)
+      const n = yield* destroyOwned(state, parent)
+      yield* Effect.logWarning(`parent ${w.parentPid} is gone: removed its ${n} sandbox(es) and ended what ran in them`)
     } else {
       yield* Effect.logInfo(`idle for ${Duration.format(w.idleTimeout)}: exiting`)
     }

@@ -1,5 +1,5 @@
 /**
- * The engine's side of the spawner (see {@link SPAWNER_SOURCE}): started on the first spawn, ended with the scope,
+ * The engine's side of the spawner (see {@link SPAWNER_SOURCE}): started on warm-up or the first spawn, ended with the scope,
  * started again if it ever dies. A spawn request resolves once the child runs (its pid, which is also its process
  * group) and its exit arrives later on `exited`. Should the spawner die while children run, their exits are lost:
  * those fail with a `SpawnError` rather than report a made-up exit code (the engine still ends their groups).
@@ -45,6 +45,8 @@ export interface Started {
 /** @internal */
 export interface Spawner {
   readonly spawn: (request: Request) => Effect.Effect<Started, StartFailure | SpawnError>
+  /** Starts the spawner ahead of the first spawn (a Node start, which then overlaps the engine's own work). */
+  readonly warmUp: Effect.Effect<void>
 }
 
 interface Pending {
@@ -154,6 +156,7 @@ export const make: Effect.Effect<Spawner, never, Scope.Scope> = Effect.gen(funct
     return running
   }
   return {
+    warmUp: Effect.sync(() => void current()),
     spawn: (request) =>
       Effect.suspend(() => {
         const r = current()

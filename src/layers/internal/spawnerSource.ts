@@ -10,8 +10,10 @@
  * files the child's output goes to). Replies on stdout: `{ id, pid }` once it runs, `{ id, code, signal }` when it
  * exits, or `{ id, error, message }` when it could not start. Its last argument is the engine's pid. It ignores
  * SIGINT, SIGTERM and SIGHUP (the engine ends the groups it started) and exits when its stdin closes, or when its
- * parent is not that pid: when the engine is gone. (Requests still buffered then are dropped: the engine's
- * sandboxes are being removed, and starting one would leave its output files behind.)
+ * parent is not that pid: when the engine is gone. Then it first SIGKILLs the group of every process it started
+ * that is still running (the engine would have ended each, and a process that left its sandbox directory is out
+ * of the sandboxer's sight), and drops the requests still buffered (the engine's sandboxes are being removed, and
+ * starting one would leave its output files behind).
  *
  * @internal
  */
@@ -23,9 +25,19 @@ const send = (m) => process.stdout.write(JSON.stringify(m) + "\n");
 // The engine's pid comes as the last argument: a spawner that finds another parent (the engine died, even before
 // this process got going) starts nothing more.
 const engine = Number(process.argv[process.argv.length - 1]);
+// The processes started whose exit has not been seen: each leads its own group, whose id cannot be reused meanwhile.
+const running = new Set();
+const endAll = () => {
+  for (const pid of running) {
+    try {
+      process.kill(-pid, "SIGKILL");
+    } catch {}
+  }
+  process.exit(0);
+};
 const start = (r) => {
   // Requests the engine wrote just before it died are not started: its sandboxes are being removed.
-  if (process.ppid !== engine) process.exit(0);
+  if (process.ppid !== engine) endAll();
   // Nor is one whose sandbox is gone: its output files would be left beside nothing.
   if (!fs.existsSync(r.cwd)) return send({ id: r.id, error: "ENOENT", message: "no such directory: " + r.cwd });
   let out, err;
@@ -46,8 +58,12 @@ const start = (r) => {
     fs.closeSync(err);
   }
   child.once("error", (e) => send({ id: r.id, error: e.code || "EIO", message: String(e.message) }));
+  if (child.pid !== undefined) running.add(child.pid);
   child.once("spawn", () => send({ id: r.id, pid: child.pid }));
-  child.once("exit", (code, signal) => send({ id: r.id, code, signal }));
+  child.once("exit", (code, signal) => {
+    running.delete(child.pid);
+    send({ id: r.id, code, signal });
+  });
 };
 let buffered = "";
 process.stdin.setEncoding("utf8");
@@ -65,6 +81,6 @@ process.stdin.on("data", (chunk) => {
     start(request);
   }
 });
-process.stdin.on("end", () => process.exit(0));
-process.stdout.on("error", () => process.exit(0));
+process.stdin.on("end", endAll);
+process.stdout.on("error", endAll);
 `
