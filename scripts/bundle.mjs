@@ -1,10 +1,14 @@
 // Builds the `kiln` executable: the CLI bundled into one CommonJS file (dist/kiln.cjs), and dist/cli.js, a loader
 // that compiles it with a V8 code cache made at build time. Node 20 has no module compile cache, and parsing the
 // ~1 MB bundle cost more than Node's own start-up (46 ms of a 170 ms `--version`); with the cache it is a few ms.
+// The cache is written by a real `kiln run` (an edit of a small workspace, in a temp dir), so that it holds the
+// functions a run compiles, not only those of start-up.
 // lmdb stays external: it loads a native addon.
 import { build } from "esbuild"
 import { execFileSync } from "node:child_process"
-import { rmSync } from "node:fs"
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 
 await build({
   entryPoints: ["src/programs/main.ts"],
@@ -40,8 +44,43 @@ await build({
 })
 
 rmSync("dist/kiln.cjs.cache", { force: true })
-// Run it once so that the cache covers the functions start-up really compiles, not only the top level.
-execFileSync(process.execPath, ["dist/cli.js", "--version"], {
-  env: { ...process.env, KILN_WRITE_CODE_CACHE: "1" },
-  stdio: "ignore"
-})
+const train = mkdtempSync(path.join(os.tmpdir(), "kiln-build-"))
+try {
+  const ws = path.join(train, "ws")
+  const sh = (name, script, extra = {}) => ({
+    argv: ["/bin/sh", "-c", script],
+    inputs: [`${name}/*.txt`],
+    outputs: [`out/${name}.txt`],
+    env: { PATH: "/usr/bin:/bin" },
+    ...extra
+  })
+  const processes = {
+    a: sh("a", "cat a/*.txt > out/a.txt"),
+    b: sh("b", "cat b/*.txt > out/b.txt"),
+    c: sh("c", "cat c/*.txt out/a.txt > out/c.txt", { deps: ["a"] })
+  }
+  for (const name of Object.keys(processes)) {
+    mkdirSync(path.join(ws, name), { recursive: true })
+    writeFileSync(path.join(ws, name, "f.txt"), `${name}\n`)
+  }
+  writeFileSync(path.join(ws, "kiln.json"), JSON.stringify({ processes }))
+  const run = (env) =>
+    execFileSync(process.execPath, [
+      path.resolve("dist/cli.js"),
+      "run",
+      "--store-dir",
+      path.join(train, "store"),
+      "--named-caches-dir",
+      path.join(train, "named"),
+      "--sandbox-root",
+      path.join(train, "sandboxes"),
+      "--progress",
+      "none"
+    ], { cwd: ws, env: { ...process.env, ...env }, stdio: "ignore" })
+  run({})
+  // One leaf edited: the run a developer makes most, through the engine (the no-op check falls through).
+  writeFileSync(path.join(ws, "b", "f.txt"), "b, edited\n")
+  run({ KILN_WRITE_CODE_CACHE: "1" })
+} finally {
+  rmSync(train, { recursive: true, force: true })
+}

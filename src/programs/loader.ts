@@ -23,6 +23,10 @@ process.env.KILN_CLI = path.join(here, "cli.js")
 // binary values and never decodes msgpack.
 process.env.MSGPACKR_NATIVE_ACCELERATION_DISABLED ??= "true"
 
+// Read once and not passed on: the sandboxer this process starts must not write the cache too.
+const writeCodeCache = process.env.KILN_WRITE_CODE_CACHE === "1"
+delete process.env.KILN_WRITE_CODE_CACHE
+
 const load = () => {
   const cacheFile = `${bundle}.cache`
   const source = fs.readFileSync(bundle, "utf8")
@@ -39,9 +43,7 @@ const load = () => {
   })
   const module = { exports: {} }
   const fn = script.runInThisContext() as (...args: Array<unknown>) => void
-  if (process.env.KILN_WRITE_CODE_CACHE === "1") {
-    process.once("beforeExit", () => fs.writeFileSync(cacheFile, script.createCachedData()))
-  }
+  if (writeCodeCache) process.once("beforeExit", () => fs.writeFileSync(cacheFile, script.createCachedData()))
   fn(module.exports, createRequire(bundle), module, bundle, here)
 }
 

@@ -100,7 +100,8 @@ const check = (
   const storeRoot = o.has("store-dir") ? path.resolve(o.get("store-dir")!) : cacheDir("store", "KILN_STORE_DIR", env)
   const configFile = path.resolve(o.get("config") ?? "kiln.json")
   const workspace = path.dirname(configFile)
-  const memo = RunMemo.read(storeRoot, workspace)
+  // Handed over: when the check falls through, the engine takes what it found instead of looking again.
+  const memo = RunMemo.read(storeRoot, workspace, true)
   if (memo === undefined) return new Falls("no run memo of this workspace (from this build of kiln)", true)
   let text: string
   try {
@@ -120,14 +121,8 @@ const check = (
   if (never !== undefined) return new Falls(`${never} is never cached`, true)
   const store = RunMemo.storeHolds(storeRoot, memo)
   if (store !== undefined) return new Falls(store, true)
-  const { valid, why } = RunMemo.holding(
-    memo,
-    workspace,
-    depsFirst,
-    (n) => JSON.stringify(processes[n]),
-    depsOf,
-    true
-  )
+  // Every process, not only up to the first that does not hold: the engine would look at the rest anyway.
+  const { valid, why } = RunMemo.holding(memo, workspace, depsFirst, (n) => JSON.stringify(processes[n]), depsOf)
   if (valid.size !== depsFirst.length) {
     const [name, reason] = [...why][0]!
     return new Falls(`${name}: ${reason}`, true)

@@ -168,4 +168,53 @@ describe("store generation", () => {
       assert.match(RunMemo.storeHolds(root, memo) ?? "", /store file .*data\.mdb has changed/)
       assert.isUndefined(RunMemo.storeHolds(root, { ...memo, store: files }))
     }))
+
+  it.scoped("what the CLI's check found is handed to the engine once, and only for the file it read", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempDir()
+      const root = yield* tempDir()
+      fs.writeFileSync(path.join(ws, "in.txt"), "in\n")
+      backdate(path.join(ws, "in.txt"))
+      const entry: RunMemo.Entry = {
+        key: "k",
+        deps: {},
+        action: "a",
+        output: "o",
+        stdout: "s",
+        stderr: "e",
+        inputs: [RunMemo.obsOf(ws, seeFile(path.join(ws, "in.txt")))],
+        outputs: []
+      }
+      const memo: RunMemo.Memo = {
+        v: RunMemo.FORMAT,
+        build: RunMemo.buildId(),
+        generation: "g",
+        config: "",
+        store: [],
+        processes: { p: entry }
+      }
+      RunMemo.write(root, ws, memo)
+      const holdsNow = (m: RunMemo.Memo) => RunMemo.holding(m, ws, ["p"], () => "k", () => []).valid.has("p")
+
+      // The check reads and checks; the file changes before the engine looks: the engine takes the check's answer
+      // (the memo it writes keeps the old evidence, so the next run sees the change).
+      const checked = RunMemo.read(root, ws, true)!
+      assert.isTrue(holdsNow(checked))
+      fs.writeFileSync(path.join(ws, "in.txt"), "changed\n")
+      const taken = RunMemo.read(root, ws)!
+      assert.strictEqual(taken, checked)
+      assert.isTrue(holdsNow(taken))
+      // Taken once: any later read (a library running the engine again) reads and checks afresh.
+      const again = RunMemo.read(root, ws)!
+      assert.notStrictEqual(again, checked)
+      assert.isFalse(holdsNow(again))
+
+      // A memo file rewritten after the check (another run finished meanwhile) is read afresh.
+      const second = RunMemo.read(root, ws, true)!
+      holdsNow(second)
+      RunMemo.write(root, ws, memo)
+      const fresh = RunMemo.read(root, ws)!
+      assert.notStrictEqual(fresh, second)
+      assert.isFalse(holdsNow(fresh))
+    }))
 })

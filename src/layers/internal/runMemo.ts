@@ -86,13 +86,52 @@ export const fileOf = (storeRoot: string, workspace: string): string =>
     `${createHash("sha256").update(path.resolve(workspace)).digest("hex").slice(0, 24)}.memo.json`
   )
 
-/** The memo of a workspace, if there is one this build can use. */
-export const read = (storeRoot: string, workspace: string): Memo | undefined => {
+/**
+ * Evidence already checked, by process name (why it does not hold, or undefined when it does), kept on the memo
+ * object under a symbol (JSON leaves it out).
+ */
+const EVIDENCE = Symbol.for("kiln.memoEvidence")
+type Checked = Memo & { [EVIDENCE]?: Map<string, string | undefined> }
+
+/**
+ * The memo the CLI's no-op check read and checked, handed to the engine it then loads (a separate bundle: hence a
+ * global), so that a run where one file changed does not read, parse and check every path a second time. Taken
+ * once, and only while the memo file is the very file that was read.
+ */
+const HANDOVER = Symbol.for("kiln.memoHandover")
+interface Handover {
+  readonly file: string
+  readonly stamp: string
+  readonly memo: Memo
+}
+
+const stampOf = (st: fs.BigIntStats): string => `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`
+
+/**
+ * The memo of a workspace, if there is one this build can use. With `handOver`, what its checks find is kept for
+ * the next `read` of the same file in this process (see {@link HANDOVER}).
+ */
+export const read = (storeRoot: string, workspace: string, handOver = false): Memo | undefined => {
+  const file = fileOf(storeRoot, workspace)
+  const g = globalThis as { [HANDOVER]?: Handover }
+  const handed = g[HANDOVER]
+  delete g[HANDOVER]
+  let fd: number | undefined
   try {
-    const memo = JSON.parse(fs.readFileSync(fileOf(storeRoot, workspace), "utf8")) as Memo
-    return memo.v === FORMAT && memo.build === buildId() && typeof memo.processes === "object" ? memo : undefined
+    fd = fs.openSync(file, "r")
+    const stamp = stampOf(fs.fstatSync(fd, { bigint: true }))
+    if (handed !== undefined && handed.file === file && handed.stamp === stamp) return handed.memo
+    const memo = JSON.parse(fs.readFileSync(fd, "utf8")) as Memo
+    if (memo.v !== FORMAT || memo.build !== buildId() || typeof memo.processes !== "object") return undefined
+    if (handOver) {
+      ;(memo as Checked)[EVIDENCE] = new Map()
+      g[HANDOVER] = { file, stamp, memo }
+    }
+    return memo
   } catch {
     return undefined
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd)
   }
 }
 
@@ -223,9 +262,13 @@ export const confirm = (s: Seen): boolean => {
   }
 }
 
-const changed = (workspace: string, e: Entry): string | undefined => {
+const changed = (memo: Checked, name: string, workspace: string, e: Entry): string | undefined => {
+  const known = memo[EVIDENCE]
+  if (known?.has(name)) return known.get(name)
   const bad = e.inputs.find((o) => !holds(workspace, o)) ?? e.outputs.find((o) => !holds(workspace, o))
-  return bad === undefined ? undefined : `${bad[0]} changed`
+  const why = bad === undefined ? undefined : `${bad[0]} changed`
+  known?.set(name, why)
+  return why
 }
 
 /** The processes of `names` (deps before dependents) whose memo still holds, with why each other one does not. */
@@ -249,7 +292,7 @@ export const holding = (
       : depsOf(name).find((d) => !valid.has(d) || valid.get(d)!.output !== e.deps[d]) !== undefined ||
           depsOf(name).length !== Object.keys(e.deps).length
       ? "a dep does not hold"
-      : changed(workspace, e)
+      : changed(memo, name, workspace, e)
     if (reason === undefined) valid.set(name, e!)
     else {
       why.set(name, reason)

@@ -154,8 +154,13 @@ export const stop = (child: Child, grace: Duration.DurationInput): Effect.Effect
       )
       yield* signal("SIGKILL")
       yield* Effect.interruptible(Deferred.await(child.exited)).pipe(Effect.timeout("5 seconds"), Effect.option)
-    } else if (done.value === 0) {
-      // A clean exit leaves nothing worth reading; a crash keeps its log for the user.
-      yield* Effect.sync(() => fs.rmSync(child.log, { force: true }))
+    } else {
+      // A clean exit leaves nothing worth reading, nor does one stopped before it logged anything (it may not have
+      // been up yet: a run can end before its sandboxer has started); a crash keeps its log for the user.
+      yield* Effect.sync(() => {
+        if (done.value === 0 || fs.statSync(child.log, { throwIfNoEntry: false })?.size === 0) {
+          fs.rmSync(child.log, { force: true })
+        }
+      })
     }
   })
