@@ -4,15 +4,19 @@
  * only costs the compile it would have saved.
  *
  * Before that, a `kiln run` is checked against the run memo (`noop.ts`): a run where nothing changed is answered
- * without loading the bundle at all; one that will run processes starts its sandboxer first (`sandboxerPaths.ts`).
- * Both are plain code, kept out of the bundle: loading Effect is what they save.
+ * without loading the bundle at all; one that will run processes starts its spawner first (`warmSpawner.ts`). Both
+ * are plain code, kept out of the bundle: loading Effect is what they save.
+ *
+ * It does not start the sandboxer early (it once did): a process no longer waits for the sandboxer unless it needs
+ * a large tree written, and on a 2-core machine a whole second kiln starting up beside the engine slowed the
+ * engine's own start by more than it saved (an edit run of a 500-process workspace: 376 -> 324 ms).
  */
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import * as vm from "node:vm"
-import { startWarm } from "../layers/internal/sandboxerPaths.js"
+import { startWarm } from "../layers/internal/warmSpawner.js"
 import * as Noop from "./noop.js"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
@@ -48,7 +52,7 @@ const load = () => {
 }
 
 // A run where nothing changed is answered from the run memo without loading the engine at all. One that will run
-// processes starts its sandboxer now, so that its start-up overlaps the engine's.
+// processes starts its spawner now, so that its start-up overlaps the engine's.
 const verdict = process.argv[2] === "run" ? Noop.answer(process.argv.slice(2)) : "other"
-if (verdict === "runs") startWarm((await import("node:child_process")).spawn, [process.execPath, process.env.KILN_CLI])
+if (verdict === "runs") startWarm((await import("node:child_process")).spawn)
 if (verdict !== "answered") load()

@@ -7,7 +7,6 @@ import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Effect, Exit, Logger, LogLevel } from "effect"
 import { isOrphanedCommitFailure } from "../layers/internal/lmdbCommit.js"
-import { AWAIT_ARGS, awaitArgs } from "../layers/internal/sandboxerPaths.js"
 import { run } from "./cli.js"
 import { onInterrupt } from "./exitCode.js"
 import { cliLogger } from "./logging.js"
@@ -43,14 +42,9 @@ const main = () =>
     Logger.withMinimumLogLevel(LogLevel.Info)
   )
 
-const start = () =>
-  NodeRuntime.runMain(main(), {
-    disableErrorReporting: true,
-    disablePrettyLogger: true,
-    teardown: (exit, onExit) =>
-      onExit(Exit.isInterrupted(exit) ? onInterrupt.code : Exit.isFailure(exit) ? 1 : Number(process.exitCode ?? 0))
-  })
-
-// A warm sandboxer (see sandboxerPaths.ts) has everything loaded by now, and waits for the rest of its arguments.
-if (process.env[AWAIT_ARGS] !== undefined) awaitArgs(start)
-else start()
+NodeRuntime.runMain(main(), {
+  disableErrorReporting: true,
+  disablePrettyLogger: true,
+  teardown: (exit, onExit) =>
+    onExit(Exit.isInterrupted(exit) ? onInterrupt.code : Exit.isFailure(exit) ? 1 : Number(process.exitCode ?? 0))
+})

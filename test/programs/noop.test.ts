@@ -10,6 +10,7 @@ import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../../src/domain/Digest.js"
+import { WARM_ENV } from "../../src/layers/internal/warmSpawner.js"
 import * as Store from "../../src/layers/Store.js"
 import { eventually, exitOf } from "../utils/child.js"
 import { cli } from "../utils/stack.js"
@@ -272,18 +273,18 @@ describe("the no-op check", () => {
     }))
 })
 
-/** The sandboxers (warm or taken over) started for the engine of this pid, found by their command lines. */
-const sandboxersOf = (pid: number): Array<number> =>
+/** The spawners (warm or not) working for the engine of this pid, found by their command lines. */
+const spawnersOf = (pid: number): Array<number> =>
   fs.readdirSync("/proc").filter((d) => /^\d+$/.test(d)).flatMap((d) => {
     try {
-      const argv = fs.readFileSync(`/proc/${d}/cmdline`, "utf8").split("\0")
-      return argv.includes("sandboxer") && argv.some((a) => a.includes(`/sb-${pid}-`)) ? [Number(d)] : []
+      const argv = fs.readFileSync(`/proc/${d}/cmdline`, "utf8").split("\0").filter((a) => a !== "")
+      return argv.at(-2) === "kiln-spawner" && argv.at(-1) === String(pid) ? [Number(d)] : []
     } catch {
       return [] // Gone meanwhile.
     }
   })
 
-describe("the warm sandboxer", () => {
+describe("the warm spawner", () => {
   const slowConfig = {
     processes: {
       slow: {
@@ -295,52 +296,39 @@ describe("the warm sandboxer", () => {
     }
   }
 
-  /** `kiln run` of `slow` in the background (SIGKILLed with the scope), its sockets under `runtime`. */
+  /** `kiln run` of `slow` in the background (SIGKILLed with the scope). */
   const startSlow = Effect.gen(function*() {
     const { env, root, writeConfig, ws } = yield* workspace
     writeConfig(slowConfig)
-    const runtime = path.join(root, "runtime")
     const child = yield* Effect.acquireRelease(
-      Effect.sync(() =>
-        spawn(process.execPath, [cli, "run", "--progress", "none"], {
-          cwd: ws,
-          env: { ...env, XDG_RUNTIME_DIR: runtime },
-          stdio: "ignore"
-        })
-      ),
+      Effect.sync(() => spawn(process.execPath, [cli, "run", "--progress", "none"], { cwd: ws, env, stdio: "ignore" })),
       (c) => Effect.sync(() => c.exitCode === null && c.kill("SIGKILL"))
     )
-    return { child, root, runtime, ws }
+    return { child, root, ws }
   })
 
-  it.scopedLive("a run that will run something starts its sandboxer before the engine loads, and the engine uses it", () =>
+  it.scopedLive("a run that will run something starts its spawner before the engine loads, and the engine uses it", () =>
     Effect.gen(function*() {
-      const { child, root, runtime, ws } = yield* startSlow
-      // While `slow` runs, the engine has exactly one sandboxer: the one its loader started (the only kind whose
-      // environment says it awaited its arguments).
+      const { child, root, ws } = yield* startSlow
+      // While `slow` runs, the engine has exactly one spawner: the one its loader started (the only kind whose
+      // environment says so).
       yield* eventually("the process runs", () =>
         fs.existsSync(path.join(root, "sandboxes")) &&
         fs.readdirSync(path.join(root, "sandboxes")).length > 0)
-      const sandboxers = sandboxersOf(child.pid!)
-      assert.strictEqual(sandboxers.length, 1)
-      assert.include(fs.readFileSync(`/proc/${sandboxers[0]}/environ`, "utf8"), "KILN_AWAIT_ARGS=")
+      const spawners = spawnersOf(child.pid!)
+      assert.strictEqual(spawners.length, 1)
+      assert.include(fs.readFileSync(`/proc/${spawners[0]}/environ`, "utf8"), `${WARM_ENV}=1`)
       assert.deepStrictEqual(yield* exitOf(child), { code: 0, signal: null })
       assert.strictEqual(fs.readFileSync(path.join(ws, "slow.txt"), "utf8"), "a\nb\n")
-      yield* eventually("the sandboxer is gone", () => sandboxersOf(child.pid!).length === 0, "5 seconds")
-      assert.deepStrictEqual(fs.readdirSync(path.join(runtime, "kiln")), [], "no socket or log is left")
+      yield* eventually("the spawner is gone", () => spawnersOf(child.pid!).length === 0, "5 seconds")
     }))
 
-  it.scopedLive("an engine killed before it takes its warm sandboxer over leaves no sandboxer and no socket", () =>
+  it.scopedLive("an engine killed before it takes its warm spawner over leaves no spawner", () =>
     Effect.gen(function*() {
-      const { child, runtime } = yield* startSlow
-      yield* eventually("the warm sandboxer starts", () => sandboxersOf(child.pid!).length > 0)
+      const { child } = yield* startSlow
+      yield* eventually("the warm spawner starts", () => spawnersOf(child.pid!).length > 0)
       child.kill("SIGKILL")
       yield* exitOf(child)
-      yield* eventually("the sandboxer is gone", () => sandboxersOf(child.pid!).length === 0, "5 seconds")
-      assert.deepStrictEqual(
-        fs.readdirSync(path.join(runtime, "kiln")).filter((f) => f.endsWith(".sock")),
-        [],
-        "no socket is left"
-      )
+      yield* eventually("the spawner is gone", () => spawnersOf(child.pid!).length === 0, "5 seconds")
     }))
 })

@@ -1,17 +1,8 @@
 /**
- * Where a sandboxer's socket and log go, and the hand-over of a sandboxer started early. Plain code: the CLI's loader
- * uses it before the engine is loaded.
- *
- * A run that will start processes needs the sandboxer, and a sandboxer's start-up is a whole Node start plus the
- * bundle (~150 ms) that the first process waited for. So when the loader sees that a `kiln run` will not be answered
- * from the run memo, it starts a "warm" sandboxer at once: the same command the engine would run, except that it
- * loads the bundle and then waits for the rest of its arguments (the store settings, the parent's identity), which
- * only the engine knows, on its stdin. The engine's Sandboxer takes it over on first use instead of spawning one; a
- * warm sandboxer nobody takes sees its stdin end when the engine exits, and exits too.
+ * Where a sandboxer's socket and log go.
  *
  * @internal
  */
-import type { ChildProcess, spawn as Spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -67,7 +58,7 @@ export const ensurePrivateDir = (dir: string): void => {
 
 /**
  * The arguments every sandboxer gets first, on its command line, where tools (and people) look for its socket and
- * its parent; the rest follow there too, or on stdin for a warm one.
+ * its parent; the rest follow.
  */
 export const leadingArgs = (socket: string): Array<string> => [
   "sandboxer",
@@ -77,101 +68,3 @@ export const leadingArgs = (socket: string): Array<string> => [
   "--parent-pid",
   String(process.pid)
 ]
-
-/** Set in a warm sandboxer's environment: read the rest of the arguments from stdin. @internal */
-export const AWAIT_ARGS = "KILN_AWAIT_ARGS"
-
-/** @internal */
-export interface Warm {
-  readonly child: ChildProcess
-  readonly socket: string
-  readonly log: string
-  readonly dir: string
-  /** `node` and the CLI script it runs. */
-  readonly command: ReadonlyArray<string>
-}
-
-const KEY = Symbol.for("kiln.warmSandboxer")
-
-/**
- * Starts a warm sandboxer for this process (see above). Never throws: without one, the engine spawns its own.
- * `spawn` is passed in, so that a run answered from the memo never loads `node:child_process`.
- *
- * @internal
- */
-export const startWarm = (
-  spawn: typeof Spawn,
-  command: ReadonlyArray<string>,
-  env: NodeJS.ProcessEnv = process.env
-): void => {
-  try {
-    const dir = socketDirectory(env)
-    const socket = socketPath(dir)
-    if (socket.length > MAX_SOCKET_PATH) return
-    ensurePrivateDir(dir)
-    const log = logPathOf(socket)
-    const logFd = fs.openSync(log, "a", 0o600)
-    let child: ChildProcess
-    try {
-      child = spawn(command[0]!, [...command.slice(1), ...leadingArgs(socket)], {
-        stdio: ["pipe", "pipe", logFd],
-        detached: true,
-        env: { ...env, [AWAIT_ARGS]: log }
-      })
-    } finally {
-      fs.closeSync(logFd)
-    }
-    // Its failures are the engine's to see when it takes it over (an exit, a write that fails): none may throw here.
-    child.on("error", () => undefined)
-    child.stdin?.on("error", () => undefined)
-    // Until the engine takes it over, it must not keep this process alive.
-    child.unref()
-    for (const s of [child.stdin, child.stdout]) (s as unknown as { unref?: () => void } | null)?.unref?.()
-    ;(globalThis as Record<symbol, unknown>)[KEY] = { child, socket, log, dir, command } satisfies Warm
-  } catch {
-    // No warm sandboxer: the engine starts one when it needs it.
-  }
-}
-
-/** The warm sandboxer, once: to the first caller whose socket directory and command are its own. @internal */
-export const takeWarm = (dir: string, command: ReadonlyArray<string>): Warm | undefined => {
-  const g = globalThis as Record<symbol, unknown>
-  const warm = g[KEY] as Warm | undefined
-  if (warm === undefined) return undefined
-  delete g[KEY]
-  const usable = warm.dir === dir && warm.command.length === command.length &&
-    warm.command.every((c, i) => c === command[i]) && warm.child.exitCode === null && warm.child.signalCode === null
-  if (usable) return warm
-  // Not for this engine: close its stdin, and it exits.
-  warm.child.stdin?.destroy()
-  return undefined
-}
-
-/**
- * In a warm sandboxer, before the CLI runs: waits for one line on stdin, a JSON array of the remaining arguments,
- * and appends them to `process.argv`. When stdin ends first (the engine never needed it, or died), removes its log
- * and exits.
- *
- * @internal
- */
-export const awaitArgs = (then: () => void): void => {
-  const log = process.env[AWAIT_ARGS]
-  delete process.env[AWAIT_ARGS]
-  let buffered = ""
-  const onData = (chunk: Buffer) => {
-    buffered += chunk.toString("utf8")
-    const nl = buffered.indexOf("\n")
-    if (nl === -1) return
-    process.stdin.off("data", onData)
-    process.stdin.off("end", onEnd)
-    process.stdin.pause()
-    process.argv.push(...(JSON.parse(buffered.slice(0, nl)) as Array<string>))
-    then()
-  }
-  const onEnd = () => {
-    if (log !== undefined && log !== "") fs.rmSync(log, { force: true })
-    process.exit(0)
-  }
-  process.stdin.on("data", onData)
-  process.stdin.on("end", onEnd)
-}

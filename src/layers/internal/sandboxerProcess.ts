@@ -55,23 +55,9 @@ const spawnNew = (command: ReadonlyArray<string>, args: ReadonlyArray<string>, d
     return { child, log, socket }
   })
 
-/** Hands a warm sandboxer (started by the CLI's loader, see `sandboxerPaths.ts`) the rest of its arguments. */
-const takeOver = (warm: Paths.Warm, args: ReadonlyArray<string>) =>
-  Effect.try({
-    try: () => {
-      const { child } = warm
-      child.ref()
-      for (const s of [child.stdin, child.stdout]) (s as unknown as { ref?: () => void } | null)?.ref?.()
-      // One line, and nothing after it: from then on its stdin is the pipe whose end means this process died.
-      child.stdin!.write(`${JSON.stringify(args)}\n`)
-      return { child, log: warm.log, socket: warm.socket }
-    },
-    catch: (e) => new SandboxerUnavailable({ reason: `cannot start the sandboxer: ${describeErrno(e)}`, log: warm.log })
-  })
-
 /**
- * Starts the sandboxer (or takes over the warm one the CLI started) without waiting for it: from here on it has its
- * arguments, and whatever happens to this process it will clean up after it once it is up. `ready` completes when
+ * Starts the sandboxer without waiting for it: from here on it has its arguments, and whatever happens to this
+ * process it will clean up after it once it is up. `ready` completes when
  * it says `ready` on stdout, or fails (with its log's path) when it exits first.
  *
  * @internal
@@ -82,10 +68,7 @@ export const launch = (
   dir: string
 ): Effect.Effect<Child, SandboxerUnavailable> =>
   Effect.gen(function*() {
-    const warm = Paths.takeWarm(dir, command)
-    const { child, log, socket } = warm !== undefined
-      ? yield* takeOver(warm, args)
-      : yield* spawnNew(command, args, dir)
+    const { child, log, socket } = yield* spawnNew(command, args, dir)
     const exited = Deferred.unsafeMake<number | null>(FiberId.none)
     const ready = Deferred.unsafeMake<void, SandboxerUnavailable>(FiberId.none)
     const gone = { value: false }

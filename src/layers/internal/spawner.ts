@@ -1,5 +1,6 @@
 /**
- * The engine's side of the spawner (see {@link SPAWNER_SOURCE}): started on warm-up or the first spawn, ended with the scope,
+ * The engine's side of the spawner (see `spawnerSource.ts`): taken over from the CLI's loader (`warmSpawner.ts`) or
+ * started on warm-up or the first spawn, ended with the scope,
  * started again if it ever dies. A spawn request resolves once the child runs (its pid, which is also its process
  * group) and its exit arrives later on `exited`. Should the spawner die while children run, their exits are lost:
  * those fail with a `SpawnError` rather than report a made-up exit code (the engine still ends their groups).
@@ -9,7 +10,7 @@
 import { Deferred, Effect, FiberId, type Scope } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import { SpawnError } from "../../domain/Process.js"
-import { SPAWNER_SOURCE } from "./spawnerSource.js"
+import * as WarmSpawner from "./warmSpawner.js"
 
 /** @internal */
 export interface Exit {
@@ -92,7 +93,7 @@ const onReply = (running: Running, reply: Reply) => {
 }
 
 const start = (): Running => {
-  const child = spawn(process.execPath, ["-e", SPAWNER_SOURCE, "--", "kiln-spawner", String(process.pid)], {
+  const child = WarmSpawner.takeWarm() ?? spawn(process.execPath, WarmSpawner.argsFor(process.pid), {
     stdio: ["pipe", "pipe", "inherit"],
     env: {}
   })
