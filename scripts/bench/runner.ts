@@ -350,8 +350,8 @@ const NOTES = `Notes:
   exited and its pipes closed.
 - phases: \`result.timings\` of every run in every rep (cold: ${REPS} × ${PROCESSES} runs; cached: the same), as
   the runner reports them; "latency of one run call" is each \`run\` effect's wall time measured here, and "minus
-  the phases" is what the five phases do not cover (sandbox creation and removal, the sandboxer's adopt/release
-  round trips, the action lock, writing the action-cache entry).`
+  the phases" is what the five phases do not cover (sandbox creation and removal, the action lock, writing the
+  action-cache entry).`
 
 // ---------------------------------------------------------------------------------------------------------------
 

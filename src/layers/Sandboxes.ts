@@ -123,7 +123,10 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Scope
 
     const release = (dir: string, description: string, command: Command | undefined, keepIt: boolean) =>
       Effect.gen(function*() {
+        // Nothing is beside a sandbox but its name says whose it is, unless keeping it wrote an owner file.
+        let removeAll = SandboxDir.removeOwn
         if (keepIt) {
+          removeAll = SandboxDir.remove
           const kept = yield* Effect.try(() => {
             SandboxDir.markKept(dir, owner)
             if (command !== undefined) {
@@ -137,7 +140,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Scope
             `could not keep the sandbox of ${description} (${describeErrno(kept.left.error)}); removing it`
           )
         }
-        const removed = yield* Effect.try(() => SandboxDir.remove(dir)).pipe(Effect.either)
+        const removed = yield* Effect.try(() => removeAll(dir)).pipe(Effect.either)
         if (removed._tag === "Left") {
           yield* Ref.update(failures, (n) => n + 1)
           yield* Effect.logWarning(

@@ -149,9 +149,17 @@ describe("Sandboxes", () => {
       // Our own pid with another start time: a recycled pid, so the owner is dead.
       const recycled = SandboxDir.create(root, { pid: process.pid, startTime: "1" })
       const live = SandboxDir.create(root, SandboxDir.self())
+      // The name is the owner record: nothing is written beside a sandbox.
+      assert.sameMembers(fs.readdirSync(root), [orphan, recycled, live].map((d) => path.basename(d)))
+      assert.deepStrictEqual(SandboxDir.readOwner(live), SandboxDir.self())
+      // A sandbox of an earlier version: a random name, and an owner file beside it.
+      const older = path.join(root, "kiln-sandbox-0123456789ab")
+      fs.mkdirSync(older)
+      fs.writeFileSync(SandboxDir.ownerFileOf(older), JSON.stringify(deadOwner))
       const sandboxes = yield* Sandboxes.make({ root, sweepOnStart: false })
       const report = yield* sandboxes.sweep()
-      assert.sameMembers([...report.removed], [orphan, recycled])
+      assert.sameMembers([...report.removed], [orphan, recycled, older])
+      assert.isFalse(fs.existsSync(SandboxDir.ownerFileOf(older)))
       assert.isFalse(fs.existsSync(orphan))
       assert.isFalse(fs.existsSync(SandboxDir.ownerFileOf(orphan)))
       assert.isTrue(fs.existsSync(live))

@@ -17,7 +17,7 @@ import type * as Sandboxer from "../Sandboxer.js"
 import type * as Sandboxes from "../Sandboxes.js"
 import type * as Store from "../Store.js"
 import { segmentsOf } from "./capture.js"
-import { describeErrno, ioError } from "./errno.js"
+import { describeErrno, errnoOf, ioError } from "./errno.js"
 import { mkdirp } from "./mkdirp.js"
 import * as ProcessGroup from "./processGroup.js"
 import type { Runner } from "./runner.js"
@@ -40,7 +40,7 @@ const prepare = (sandbox: string, process: Process, namedCachesDir: string) =>
         throw new Error(`working directory \`${process.workingDirectory}\` escapes the sandbox`)
       }
       const wd = path.join(sandbox, ...wdSegments)
-      mkdirp(wd)
+      if (wdSegments.length > 0) mkdirp(wd)
       for (const [name, rel] of Object.entries(process.namedCaches)) {
         const segments = segmentsOf(rel)
         if (segments === undefined || segments.length === 0) {
@@ -89,6 +89,16 @@ const writableHere = (store: Store.Service, digest: Digest.Digest) =>
     // A tree that cannot be listed is the sandboxer's to report (with the digest that is missing).
     Effect.orElseSucceed(() => false)
   )
+
+/** Whether `file` is gone now: one system call (`rmSync` makes three, and this is on every process's path). */
+const unlinked = (file: string): boolean => {
+  try {
+    fs.unlinkSync(file)
+    return true
+  } catch (e) {
+    return errnoOf(e) === "ENOENT"
+  }
+}
 
 /** Small logs are read whole and stored in one call; a large one is streamed into the store from its file. */
 const LOG_IN_MEMORY_MAX = 4 * 1024 * 1024
@@ -163,12 +173,10 @@ export const make = (
       stdout: `${sandbox.path}${SandboxDir.STDOUT_SUFFIX}`,
       stderr: `${sandbox.path}${SandboxDir.STDERR_SUFFIX}`
     }
-    yield* Effect.addFinalizer(() =>
-      Effect.sync(() => {
-        fs.rmSync(logs.stdout, { force: true })
-        fs.rmSync(logs.stderr, { force: true })
-      })
-    )
+    yield* Effect.addFinalizer(() => {
+      const left = [logs.stdout, logs.stderr].filter((file) => !unlinked(file))
+      return left.length === 0 ? Effect.void : Effect.logWarning(`could not remove ${left.join(" and ")}`)
+    })
     const group = yield* ProcessGroup.spawnGroup(spawner, { argv, cwd, env, ...logs }, options.grace)
 
     const waited: Option.Option<ProcessGroup.Exit> = process.timeoutMs === undefined

@@ -26,16 +26,17 @@ const ATTEMPTS = 5
 /** Called after each directory was listed: tests use it to race a writer or another remover deterministically. */
 type AfterList = (dir: string, names: ReadonlyArray<string>) => void
 
-const removeDir = (dir: string, afterList?: AfterList): void => {
+/** With `careful`, each directory is made writable before it is emptied (a stat each); without, it is not. */
+const removeDir = (dir: string, careful: boolean, afterList?: AfterList): void => {
   for (let attempt = 1;; attempt++) {
     try {
-      makeWritable(dir, fs.lstatSync(dir).mode)
+      if (careful) makeWritable(dir, fs.lstatSync(dir).mode)
       const entries = fs.readdirSync(dir, { withFileTypes: true })
       afterList?.(dir, entries.map((e) => e.name))
       for (const entry of entries) {
         const child = path.join(dir, entry.name)
         try {
-          if (entry.isDirectory()) removeDir(child, afterList)
+          if (entry.isDirectory()) removeDir(child, careful, afterList)
           else fs.unlinkSync(child)
         } catch (e) {
           if (!gone(e)) throw e
@@ -49,6 +50,9 @@ const removeDir = (dir: string, afterList?: AfterList): void => {
     }
   }
 }
+
+/** What a read-only directory (or parent) makes a removal fail with. */
+const denied = (e: unknown) => errnoOf(e) === "EACCES" || errnoOf(e) === "EPERM"
 
 /**
  * Removes `target` (file, symlink or directory tree). Throws the first error that a writable fix-up cannot cure,
@@ -68,11 +72,19 @@ export const removeTree = (target: string, afterList?: AfterList): void => {
     try {
       fs.unlinkSync(target)
     } catch (e) {
-      if (errnoOf(e) !== "EACCES" && errnoOf(e) !== "EPERM") throw e
+      if (!denied(e)) throw e
       makeWritable(path.dirname(target), fs.lstatSync(path.dirname(target)).mode)
       fs.unlinkSync(target)
     }
     return
+  }
+  // Most trees are as kiln made them, writable: removed without a stat per directory (a sandbox's removal is on
+  // every process's path). A tree a tool left read-only fails with EACCES, and is removed again, carefully.
+  try {
+    removeDir(target, false, afterList)
+    return
+  } catch (e) {
+    if (!denied(e)) throw e
   }
   try {
     const parent = path.dirname(target)
@@ -80,5 +92,5 @@ export const removeTree = (target: string, afterList?: AfterList): void => {
   } catch {
     // The parent is not ours to change (/tmp's sticky bit, say): its write permission is not the obstacle then.
   }
-  removeDir(target, afterList)
+  removeDir(target, true, afterList)
 }

@@ -1,8 +1,10 @@
 /**
- * Sandbox directories on disk and their owners. Each sandbox `kiln-sandbox-<random>` has a sibling
- * `kiln-sandbox-<random>.owner` naming the engine that made it by pid *and* process start time (from /proc), so
- * that after the engine dies, even as a recycled pid, any later engine can tell the sandbox is orphaned and sweep
- * it. The owner file sits beside the sandbox, not in it: a process sees exactly its declared inputs.
+ * Sandbox directories on disk and their owners. A sandbox is `kiln-sandbox-<pid>-<start time>-<random>`: its name
+ * says which engine made it, by pid *and* process start time (from /proc), so that after the engine dies, even as a
+ * recycled pid, its sandboxer or any later engine can tell the sandbox is orphaned and sweep it. The name is the
+ * record, made by the same `mkdir` as the directory: no sandbox is ever ownerless, and making and removing one costs
+ * no file beside it (an owner file was four more system calls per process). A kept sandbox gets a sibling
+ * `<sandbox>.owner` file saying so, which sweeps read first; so did every sandbox of earlier versions.
  *
  * @internal
  */
@@ -78,24 +80,29 @@ export const self = (): Owner => ({ pid: process.pid, startTime: processStartTim
 /** @internal */
 export const ownerFileOf = (sandbox: string): string => `${sandbox}${OWNER_SUFFIX}`
 
-/** Creates a sandbox directory under `root`, its owner file first so that no sandbox is ever ownerless. @internal */
+const NAME = /^kiln-sandbox-(\d+)-(\d+|x)-[0-9a-f]+$/
+
+/** The owner a sandbox's name records, if it is a name this version makes. @internal */
+export const ownerOfName = (name: string): Owner | undefined => {
+  const m = NAME.exec(name)
+  return m === null ? undefined : { pid: Number(m[1]), startTime: m[2] === "x" ? "" : m[2]! }
+}
+
+/** Creates a sandbox directory under `root`, named after its owner. @internal */
 export const create = (root: string, owner: Owner): string => {
-  mkdirp(root)
-  for (;;) {
-    const dir = path.join(root, `${PREFIX}${randomBytes(6).toString("hex")}`)
-    try {
-      fs.writeFileSync(ownerFileOf(dir), JSON.stringify(owner), { flag: "wx" })
-    } catch (e) {
-      if (errnoOf(e) === "EEXIST") continue
-      throw e
-    }
+  const stem = `${PREFIX}${owner.pid}-${owner.startTime === "" ? "x" : owner.startTime}-`
+  for (let madeRoot = false;;) {
+    const dir = path.join(root, `${stem}${randomBytes(6).toString("hex")}`)
     try {
       fs.mkdirSync(dir, { mode: 0o755 })
+      return dir
     } catch (e) {
-      fs.rmSync(ownerFileOf(dir), { force: true })
-      throw e
+      if (errnoOf(e) === "EEXIST") continue
+      if (errnoOf(e) !== "ENOENT" || madeRoot) throw e
+      // The root is made on first need, not checked before every sandbox.
+      mkdirp(root)
+      madeRoot = true
     }
-    return dir
   }
 }
 
@@ -104,24 +111,38 @@ export const markKept = (sandbox: string, owner: Owner): void =>
   fs.writeFileSync(ownerFileOf(sandbox), JSON.stringify({ ...owner, kept: true }))
 
 /**
- * Removes a sandbox (writable fix-up included), the logs beside it, then its owner file. Throws the error that
- * stopped it.
+ * Removes a sandbox (writable fix-up included), the logs beside it, then its owner file if it has one. Throws the
+ * error that stopped it.
  *
  * @internal
  */
 export const remove = (sandbox: string): void => {
   removeTree(sandbox)
-  fs.rmSync(`${sandbox}${STDOUT_SUFFIX}`, { force: true })
-  fs.rmSync(`${sandbox}${STDERR_SUFFIX}`, { force: true })
-  fs.rmSync(ownerFileOf(sandbox), { force: true })
+  for (const suffix of [STDOUT_SUFFIX, STDERR_SUFFIX, OWNER_SUFFIX]) fs.rmSync(`${sandbox}${suffix}`, { force: true })
 }
 
-/** @internal */
+/**
+ * Removes a sandbox this process made and did not keep: the tree alone, since nothing else is beside it (its
+ * runner removes the process's logs itself). Throws the error that stopped it.
+ *
+ * @internal
+ */
+export const removeOwn = (sandbox: string): void => removeTree(sandbox)
+
+/** Who made a sandbox: its owner file if it has one (a kept sandbox, or an earlier version's), else its name. @internal */
 export const readOwner = (sandbox: string): Owner | undefined => {
+  let text: string | undefined
   try {
-    const o = JSON.parse(fs.readFileSync(ownerFileOf(sandbox), "utf8"))
+    text = fs.readFileSync(ownerFileOf(sandbox), "utf8")
+  } catch (e) {
+    if (errnoOf(e) !== "ENOENT") return undefined
+  }
+  if (text === undefined) return ownerOfName(path.basename(sandbox))
+  try {
+    const o = JSON.parse(text)
     return typeof o?.pid === "number" && typeof o?.startTime === "string" ? o : undefined
   } catch {
+    // Being written (a sandbox being kept): the sweep's grace period applies.
     return undefined
   }
 }
