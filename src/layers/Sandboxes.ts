@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Exit, Layer, Ref, type Scope } from "effect"
+import { Context, Effect, Either, Exit, Layer, Ref, type Scope } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -54,8 +54,14 @@ export interface SweepReport {
 export interface Service {
   readonly root: string
   readonly keep: KeepSandboxes
-  /** A fresh sandbox, removed (or kept, per `keep`) when the scope closes. */
-  readonly make: (description?: string) => Effect.Effect<Sandbox, SandboxError, Scope.Scope>
+  /**
+   * A fresh sandbox, removed (or kept, per `keep`) when the scope closes: by `remove` if given (the runner has its
+   * spawner remove it, off the engine's thread), else here, or here again if `remove` fails.
+   */
+  readonly make: (
+    description?: string,
+    remove?: (sandbox: string) => Effect.Effect<void, unknown>
+  ) => Effect.Effect<Sandbox, SandboxError, Scope.Scope>
   /** Removes sandboxes whose owner is dead (and kept ones too, with `kept`). */
   readonly sweep: (options?: { readonly kept?: boolean }) => Effect.Effect<SweepReport, SandboxError>
   /** Sandboxes that could not be removed in this process so far (each also logged as a warning). */
@@ -121,7 +127,13 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Scope
     const owner = SandboxDir.self()
     const failures = yield* Ref.make(0)
 
-    const release = (dir: string, description: string, command: Command | undefined, keepIt: boolean) =>
+    const release = (
+      dir: string,
+      description: string,
+      command: Command | undefined,
+      keepIt: boolean,
+      remove: ((sandbox: string) => Effect.Effect<void, unknown>) | undefined
+    ) =>
       Effect.gen(function*() {
         // Nothing is beside a sandbox but its name says whose it is, unless keeping it wrote an owner file.
         let removeAll = SandboxDir.removeOwn
@@ -134,12 +146,17 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Scope
             }
           }).pipe(Effect.either)
           if (kept._tag === "Right") {
+            // Its process's logs are in the store already.
+            SandboxDir.removeLogs(dir)
             return yield* Effect.logInfo(`kept the sandbox of ${description}: ${dir}`)
           }
           yield* Effect.logWarning(
             `could not keep the sandbox of ${description} (${describeErrno(kept.left.error)}); removing it`
           )
         }
+        if (!keepIt && remove !== undefined && Either.isRight(yield* Effect.either(remove(dir)))) return
+        // Here, and whole (logs and owner file too): what a failed `remove` left may be anything.
+        if (remove !== undefined) removeAll = SandboxDir.remove
         const removed = yield* Effect.try(() => removeAll(dir)).pipe(Effect.either)
         if (removed._tag === "Left") {
           yield* Ref.update(failures, (n) => n + 1)
@@ -152,7 +169,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Scope
     const service: Service = {
       root,
       keep,
-      make: (description = "a process") =>
+      make: (description = "a process", remove) =>
         Effect.gen(function*() {
           const state = { command: undefined as Command | undefined, failed: false }
           const dir = yield* Effect.acquireRelease(
@@ -171,7 +188,8 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Scope
                 dir,
                 description,
                 state.command,
-                keep === "always" || (keep === "on-failure" && (Exit.isFailure(exit) || state.failed))
+                keep === "always" || (keep === "on-failure" && (Exit.isFailure(exit) || state.failed)),
+                remove
               )
           )
           return {

@@ -54,6 +54,32 @@ describe("Sandboxes", () => {
       assert.strictEqual(yield* sandboxes.removalFailures, 0)
     }))
 
+  it.scoped("a sandbox goes through the remover it was made with; one the remover fails on is removed here", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir()
+      const sandboxes = yield* Sandboxes.make({ root, sweepOnStart: false })
+      const asked: Array<string> = []
+      const elsewhere = (dir: string) =>
+        Effect.sync(() => {
+          asked.push(dir)
+          fs.rmSync(dir, { recursive: true })
+        })
+      const first = yield* Effect.scoped(Effect.map(sandboxes.make("test", elsewhere), (s) => s.path))
+      assert.deepStrictEqual(asked, [first])
+      // Half done, then failed: what is left (a read-only tree, a log beside it) is removed here.
+      const failing = (dir: string) =>
+        Effect.zipRight(Effect.sync(() => fs.rmSync(path.join(dir, "gone"))), Effect.fail(new Error("spawner lost")))
+      const second = yield* Effect.scoped(Effect.map(sandboxes.make("test", failing), (s) => {
+        fs.writeFileSync(path.join(s.path, "gone"), "")
+        readOnlyTree(path.join(s.path, "pkg"))
+        fs.writeFileSync(`${s.path}${SandboxDir.STDOUT_SUFFIX}`, "out")
+        return s.path
+      }))
+      assert.deepStrictEqual(fs.readdirSync(root), [])
+      assert.isFalse(fs.existsSync(second))
+      assert.strictEqual(yield* sandboxes.removalFailures, 0)
+    }))
+
   it.scoped("removal of a read-only tree works as an unprivileged user, where rm -rf fails", () =>
     Effect.gen(function*() {
       if (process.getuid?.() !== 0) return

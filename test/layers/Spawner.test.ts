@@ -66,4 +66,24 @@ describe("the spawner", () => {
       yield* Effect.addFinalizer(() => Effect.sync(() => groupAlive(reply.pid) && process.kill(-reply.pid, "SIGKILL")))
       yield* eventually("its process group is gone", () => !groupAlive(reply.pid), "2 seconds")
     }))
+
+  it.scoped("it removes trees it is asked to, read-only ones included, and says so", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir()
+      const sandbox = path.join(dir, "sandbox")
+      fs.mkdirSync(path.join(sandbox, "pkg", "mod"), { recursive: true })
+      fs.writeFileSync(path.join(sandbox, "pkg", "mod", "f"), "x", { mode: 0o444 })
+      fs.chmodSync(path.join(sandbox, "pkg", "mod"), 0o555)
+      fs.chmodSync(path.join(sandbox, "pkg"), 0o555)
+      fs.writeFileSync(`${sandbox}.stdout`, "out")
+      const request = { id: 3, remove: [sandbox, `${sandbox}.stdout`, `${sandbox}.stderr`] }
+      const r = spawnSync("/bin/sh", ["-c", `printf '%s\\n' "$REQUEST" | "$NODE" -e "$SOURCE" -- kiln-spawner $$`], {
+        env: { REQUEST: JSON.stringify(request), NODE: process.execPath, SOURCE: SPAWNER_SOURCE },
+        encoding: "utf8",
+        timeout: 30_000
+      })
+      assert.strictEqual(r.status, 0, r.stderr)
+      assert.deepStrictEqual(JSON.parse(r.stdout.trim()), { id: 3, removed: true })
+      assert.deepStrictEqual(fs.readdirSync(dir), [])
+    }))
 })

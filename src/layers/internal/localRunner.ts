@@ -17,7 +17,7 @@ import type * as Sandboxer from "../Sandboxer.js"
 import type * as Sandboxes from "../Sandboxes.js"
 import type * as Store from "../Store.js"
 import { segmentsOf } from "./capture.js"
-import { describeErrno, errnoOf, ioError } from "./errno.js"
+import { describeErrno, ioError } from "./errno.js"
 import { mkdirp } from "./mkdirp.js"
 import * as ProcessGroup from "./processGroup.js"
 import type { Runner } from "./runner.js"
@@ -90,16 +90,6 @@ const writableHere = (store: Store.Service, digest: Digest.Digest) =>
     Effect.orElseSucceed(() => false)
   )
 
-/** Whether `file` is gone now: one system call (`rmSync` makes three, and this is on every process's path). */
-const unlinked = (file: string): boolean => {
-  try {
-    fs.unlinkSync(file)
-    return true
-  } catch (e) {
-    return errnoOf(e) === "ENOENT"
-  }
-}
-
 /** Small logs are read whole and stored in one call; a large one is streamed into the store from its file. */
 const LOG_IN_MEMORY_MAX = 4 * 1024 * 1024
 
@@ -147,7 +137,11 @@ export const make = (
 
     // Before the sandbox exists: from its owner file on, it dies with this engine.
     yield* sandboxer.watch(sandboxes.root)
-    const sandbox = yield* sandboxes.make(process.description)
+    // Removed by the spawner, with the logs beside it, once its group is gone: off this thread, which bounds a cold run.
+    const sandbox = yield* sandboxes.make(
+      process.description,
+      (dir) => spawner.remove([dir, `${dir}${SandboxDir.STDOUT_SUFFIX}`, `${dir}${SandboxDir.STDERR_SUFFIX}`])
+    )
     yield* store.leaseTree(process.inputDigest).pipe(Effect.catchTag("StoreError", () => Effect.void))
     const inline = yield* writableHere(store, process.inputDigest)
     yield* phase(
@@ -173,10 +167,6 @@ export const make = (
       stdout: `${sandbox.path}${SandboxDir.STDOUT_SUFFIX}`,
       stderr: `${sandbox.path}${SandboxDir.STDERR_SUFFIX}`
     }
-    yield* Effect.addFinalizer(() => {
-      const left = [logs.stdout, logs.stderr].filter((file) => !unlinked(file))
-      return left.length === 0 ? Effect.void : Effect.logWarning(`could not remove ${left.join(" and ")}`)
-    })
     const group = yield* ProcessGroup.spawnGroup(spawner, { argv, cwd, env, ...logs }, options.grace)
 
     const waited: Option.Option<ProcessGroup.Exit> = process.timeoutMs === undefined

@@ -121,9 +121,20 @@ export const remove = (sandbox: string): void => {
   for (const suffix of [STDOUT_SUFFIX, STDERR_SUFFIX, OWNER_SUFFIX]) fs.rmSync(`${sandbox}${suffix}`, { force: true })
 }
 
+/** Removes the process's log files beside a sandbox, if they are there. Never throws. @internal */
+export const removeLogs = (sandbox: string): void => {
+  for (const suffix of [STDOUT_SUFFIX, STDERR_SUFFIX]) {
+    try {
+      fs.unlinkSync(`${sandbox}${suffix}`)
+    } catch {
+      // Absent (most), or left for the next sweep to find beside a sandbox whose owner is gone.
+    }
+  }
+}
+
 /**
- * Removes a sandbox this process made and did not keep: the tree alone, since nothing else is beside it (its
- * runner removes the process's logs itself). Throws the error that stopped it.
+ * Removes a sandbox this process made and did not keep: the tree alone, since nothing else is beside it (a
+ * runner's logs go with the sandbox through its own remover). Throws the error that stopped it.
  *
  * @internal
  */

@@ -46,6 +46,8 @@ export interface Started {
 /** @internal */
 export interface Spawner {
   readonly spawn: (request: Request) => Effect.Effect<Started, StartFailure | SpawnError>
+  /** Removes these trees (a sandbox, its logs) in the spawner's process, read-only directories included. */
+  readonly remove: (paths: ReadonlyArray<string>) => Effect.Effect<void, StartFailure>
   /** Starts the spawner ahead of the first spawn (a Node start, which then overlaps the engine's own work). */
   readonly warmUp: Effect.Effect<void>
 }
@@ -59,21 +61,33 @@ interface Pending {
 interface Running {
   readonly child: ChildProcess
   readonly pending: Map<number, Pending>
+  readonly removals: Map<number, Deferred.Deferred<void, StartFailure>>
 }
 
 /** Replies are awaited only while something is pending: the spawner alone never keeps the engine's process alive. */
 const holdOpen = (running: Running) => {
   const stdout = running.child.stdout as unknown as { ref(): void; unref(): void }
-  if (running.pending.size > 0) stdout.ref()
+  if (running.pending.size > 0 || running.removals.size > 0) stdout.ref()
   else stdout.unref()
 }
 
 type Reply =
   | { readonly id: number; readonly pid: number }
+  | { readonly id: number; readonly removed: true }
   | { readonly id: number; readonly code: number | null; readonly signal: NodeJS.Signals | null }
   | { readonly id: number; readonly error: string; readonly message: string }
 
 const onReply = (running: Running, reply: Reply) => {
+  const removal = running.removals.get(reply.id)
+  if (removal !== undefined) {
+    running.removals.delete(reply.id)
+    holdOpen(running)
+    Deferred.unsafeDone(
+      removal,
+      "error" in reply ? Effect.fail({ code: reply.error, message: reply.message }) : Effect.void
+    )
+    return
+  }
   const p = running.pending.get(reply.id)
   if (p === undefined) return
   if ("pid" in reply) {
@@ -83,7 +97,7 @@ const onReply = (running: Running, reply: Reply) => {
     running.pending.delete(reply.id)
     holdOpen(running)
     Deferred.unsafeDone(p.started, Effect.fail({ code: reply.error, message: reply.message }))
-  } else {
+  } else if ("code" in reply) {
     running.pending.delete(reply.id)
     holdOpen(running)
     if (p.exited !== undefined) {
@@ -97,7 +111,7 @@ const start = (): Running => {
     stdio: ["pipe", "pipe", "inherit"],
     env: {}
   })
-  const running: Running = { child, pending: new Map() }
+  const running: Running = { child, pending: new Map(), removals: new Map() }
   let buffered = ""
   child.stdout!.setEncoding("utf8")
   child.stdout!.on("data", (chunk: string) => {
@@ -126,6 +140,8 @@ const start = (): Running => {
       }
     }
     running.pending.clear()
+    for (const d of running.removals.values()) Deferred.unsafeDone(d, Effect.fail({ code: LOST, message: why }))
+    running.removals.clear()
   }
   child.once("error", (e) => lost(`the spawner could not run: ${e.message}`))
   child.once(
@@ -158,6 +174,16 @@ export const make: Effect.Effect<Spawner, never, Scope.Scope> = Effect.gen(funct
   }
   return {
     warmUp: Effect.sync(() => void current()),
+    remove: (paths) =>
+      Effect.suspend(() => {
+        const r = current()
+        const id = nextId++
+        const removed = Deferred.unsafeMake<void, StartFailure>(FiberId.none)
+        r.removals.set(id, removed)
+        holdOpen(r)
+        r.child.stdin!.write(`${JSON.stringify({ id, remove: paths })}\n`)
+        return Deferred.await(removed)
+      }),
     spawn: (request) =>
       Effect.suspend(() => {
         const r = current()

@@ -8,7 +8,11 @@
  *
  * Protocol, one JSON object per line. Requests on stdin: `{ id, argv, cwd, env, stdout, stderr }` (the two paths are
  * files the child's output goes to). Replies on stdout: `{ id, pid }` once it runs, `{ id, code, signal }` when it
- * exits, or `{ id, error, message }` when it could not start. Its last argument is the engine's pid. It ignores
+ * exits, or `{ id, error, message }` when it could not start. And `{ id, remove: [path…] }`: removes each tree (a
+ * sandbox whose group is gone, its log files), making directories a tool left read-only writable first if it must,
+ * as `removeTree.ts` does; replies `{ id, removed: true }` or `{ id, error, message }`. The engine's one thread is
+ * what bounds a cold run, and removing a sandbox was an eighth of its time per process (rmdir, unlink, readdir);
+ * here it runs beside it. Its last argument is the engine's pid. It ignores
  * SIGINT, SIGTERM and SIGHUP (the engine ends the groups it started) and exits when its stdin closes, or when its
  * parent is not that pid: when the engine is gone. Then it first SIGKILLs the group of every process it started
  * that is still running (the engine would have ended each, and a process that left its sandbox directory is out
@@ -65,6 +69,55 @@ const start = (r) => {
     send({ id: r.id, code, signal });
   });
 };
+const gone = (e) => e.code === "ENOENT";
+const removeDir = (dir, careful) => {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      if (careful) {
+        const mode = fs.lstatSync(dir).mode;
+        if ((mode & 0o700) !== 0o700) fs.chmodSync(dir, (mode & 0o7777) | 0o700);
+      }
+      for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+        const child = dir + "/" + entry.name;
+        try {
+          if (entry.isDirectory()) removeDir(child, careful);
+          else fs.unlinkSync(child);
+        } catch (e) {
+          if (!gone(e)) throw e;
+        }
+      }
+      fs.rmdirSync(dir);
+      return;
+    } catch (e) {
+      if (gone(e)) return;
+      if (e.code !== "ENOTEMPTY" || attempt === 5) throw e;
+    }
+  }
+};
+const removeTree = (target) => {
+  let st;
+  try {
+    st = fs.lstatSync(target);
+  } catch (e) {
+    if (gone(e)) return;
+    throw e;
+  }
+  if (!st.isDirectory()) return fs.unlinkSync(target);
+  try {
+    return removeDir(target, false);
+  } catch (e) {
+    if (e.code !== "EACCES" && e.code !== "EPERM") throw e;
+  }
+  removeDir(target, true);
+};
+const remove = (r) => {
+  try {
+    for (const target of r.remove) removeTree(target);
+    send({ id: r.id, removed: true });
+  } catch (e) {
+    send({ id: r.id, error: e.code || "EIO", message: String(e.message) });
+  }
+};
 let buffered = "";
 process.stdin.setEncoding("utf8");
 process.stdin.on("data", (chunk) => {
@@ -78,7 +131,8 @@ process.stdin.on("data", (chunk) => {
     } catch {
       continue;
     }
-    start(request);
+    if (Array.isArray(request.remove)) remove(request);
+    else start(request);
   }
 });
 process.stdin.on("end", endAll);
