@@ -232,6 +232,19 @@ describe("ProcessRunner (groups end with their run)", () => {
       assert.deepStrictEqual(sandboxesLeft(), [])
     }).pipe(Effect.provide(stack({ root }))))
 
+  it.scopedLive("a leader that exits leaving a grandchild behind: the grandchild is ended before the result", () =>
+    Effect.gen(function*() {
+      const pidFile = path.join(outside, `grandchild-${unique()}`)
+      const r = yield* run(sh(`sh -c 'trap "" TERM; echo $$ > ${pidFile}; exec sleep 60' & sleep 0.2; echo left`, {
+        cache: "never"
+      }))
+      assert.strictEqual(r.exitCode, 0)
+      assert.strictEqual(yield* text(r.stdoutDigest), "left\n")
+      const grandchild = Number(fs.readFileSync(pidFile, "utf8"))
+      assert.isFalse(isAlive(grandchild), "the grandchild outlived the run")
+      assert.deepStrictEqual(sandboxesLeft(), [])
+    }).pipe(Effect.provide(stack({ root }))))
+
   it.scopedLive("`always` caches failures, but never a timeout", () =>
     Effect.gen(function*() {
       const p = sh(`: ${unique()}; sleep 5`, { cache: "always", timeoutMs: 300 })

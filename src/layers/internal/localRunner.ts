@@ -173,6 +173,7 @@ export const make = (
       ? Option.some(yield* Deferred.await(group.exited))
       : yield* Effect.timeoutOption(Deferred.await(group.exited), Duration.millis(process.timeoutMs))
     const timedOut = Option.isNone(waited)
+    if (Option.isSome(waited)) ProcessGroup.exitSeen(group, waited.value)
     // The leader exited (or timed out): end whatever is left of its group before reading outputs, so no straggler
     // writes into the sandbox while it is captured or removed.
     yield* ProcessGroup.terminate(group, timedOut ? options.grace : Duration.zero)

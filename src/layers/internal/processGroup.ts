@@ -62,6 +62,16 @@ const signalGroup = (pgid: number, signal: NodeJS.Signals) => {
 }
 
 /**
+ * Records what the spawner saw when the leader exited: a group with no member left then is over for good (no process
+ * can join a group that has none), so ending it costs nothing.
+ *
+ * @internal
+ */
+export const exitSeen = (group: Group, exit: Exit): void => {
+  if (exit.alone === true) group.ended = true
+}
+
+/**
  * Ends the group: SIGTERM, up to `grace` for the leader to exit, SIGKILL to every member left, then waits (bounded)
  * until the group is empty. Finalizers run uninterruptibly, so the waits are made interruptible for their timeouts.
  *

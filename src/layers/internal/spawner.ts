@@ -16,6 +16,8 @@ import * as WarmSpawner from "./warmSpawner.js"
 export interface Exit {
   readonly code: number | null
   readonly signal: NodeJS.Signals | null
+  /** Nothing of its process group was left when it exited (no member can join a group with none). */
+  readonly alone?: boolean
 }
 
 /** @internal */
@@ -74,7 +76,12 @@ const holdOpen = (running: Running) => {
 type Reply =
   | { readonly id: number; readonly pid: number }
   | { readonly id: number; readonly removed: true }
-  | { readonly id: number; readonly code: number | null; readonly signal: NodeJS.Signals | null }
+  | {
+    readonly id: number
+    readonly code: number | null
+    readonly signal: NodeJS.Signals | null
+    readonly alone?: boolean
+  }
   | { readonly id: number; readonly error: string; readonly message: string }
 
 const onReply = (running: Running, reply: Reply) => {
@@ -101,7 +108,10 @@ const onReply = (running: Running, reply: Reply) => {
     running.pending.delete(reply.id)
     holdOpen(running)
     if (p.exited !== undefined) {
-      Deferred.unsafeDone(p.exited, Effect.succeed({ code: reply.code, signal: reply.signal }))
+      Deferred.unsafeDone(
+        p.exited,
+        Effect.succeed({ code: reply.code, signal: reply.signal, alone: reply.alone === true })
+      )
     }
   }
 }

@@ -8,7 +8,7 @@
  *
  * Protocol, one JSON object per line. Requests on stdin: `{ id, argv, cwd, env, stdout, stderr }` (the two paths are
  * files the child's output goes to). Replies on stdout: `{ id, pid }` once it runs, `{ id, code, signal }` when it
- * exits, or `{ id, error, message }` when it could not start. And `{ id, remove: [path…] }`: removes each tree (a
+ * exits (`alone`: nothing of its process group was left then), or `{ id, error, message }` when it could not start. And `{ id, remove: [path…] }`: removes each tree (a
  * sandbox whose group is gone, its log files), making directories a tool left read-only writable first if it must,
  * as `removeTree.ts` does; replies `{ id, removed: true }` or `{ id, error, message }`. The engine's one thread is
  * what bounds a cold run, and removing a sandbox was an eighth of its time per process (rmdir, unlink, readdir);
@@ -66,7 +66,14 @@ const start = (r) => {
   child.once("spawn", () => send({ id: r.id, pid: child.pid }));
   child.once("exit", (code, signal) => {
     running.delete(child.pid);
-    send({ id: r.id, code, signal });
+    // Whether anything of its group is left: the common answer, no, saves the engine a check of its own.
+    let alone = false;
+    try {
+      process.kill(-child.pid, 0);
+    } catch (e) {
+      alone = e.code === "ESRCH";
+    }
+    send({ id: r.id, code, signal, alone });
   });
 };
 const gone = (e) => e.code === "ENOENT";
