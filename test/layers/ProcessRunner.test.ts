@@ -170,7 +170,7 @@ layer(Layer.fresh(stack({ root })), { timeout: "60 seconds" })("ProcessRunner", 
       )
       const store = yield* Store
       const [entry] = yield* store.listTree(r.outputDigest)
-      assert.match(Buffer.from(yield* store.getFile(entry!.digest!)).toString(), /kiln-sandbox-[0-9a-fx-]+\/a\/b\n$/)
+      assert.match(Buffer.from(yield* store.getFile(entry!.digest!)).toString(), /kiln-sandbox-[0-9a-z_-]+\/a\/b\n$/)
     }))
 
   it.effect("inputs are materialized, executable bits included", () =>

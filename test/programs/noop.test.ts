@@ -273,12 +273,17 @@ describe("the no-op check", () => {
     }))
 })
 
-/** The spawners (warm or not) working for the engine of this pid, found by their command lines. */
+/**
+ * The spawners (warm or not) working for the engine of this pid, found by their command lines and their parent (a
+ * child the spawner has forked but not yet exec'd shows the spawner's command line too).
+ */
 const spawnersOf = (pid: number): Array<number> =>
   fs.readdirSync("/proc").filter((d) => /^\d+$/.test(d)).flatMap((d) => {
     try {
       const argv = fs.readFileSync(`/proc/${d}/cmdline`, "utf8").split("\0").filter((a) => a !== "")
-      return argv.at(-2) === "kiln-spawner" && argv.at(-1) === String(pid) ? [Number(d)] : []
+      const stat = fs.readFileSync(`/proc/${d}/stat`, "utf8")
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1])
+      return argv.at(-2) === "kiln-spawner" && argv.at(-1) === String(pid) && ppid === pid ? [Number(d)] : []
     } catch {
       return [] // Gone meanwhile.
     }

@@ -80,19 +80,24 @@ export const self = (): Owner => ({ pid: process.pid, startTime: processStartTim
 /** @internal */
 export const ownerFileOf = (sandbox: string): string => `${sandbox}${OWNER_SUFFIX}`
 
-const NAME = /^kiln-sandbox-(\d+)-(\d+|x)-[0-9a-f]+$/
+// Pid and start time in base 36, so that paths inside a sandbox stay short (tools put sockets there, and a socket's
+// path has 107 bytes): `kiln-sandbox-2ninq-1zxqv-5f0c9a1e`. The random part only tells one engine's sandboxes apart.
+const NAME = /^kiln-sandbox-([0-9a-z]+)-([0-9a-z]+|_)-[0-9a-f]{8}$/
 
 /** The owner a sandbox's name records, if it is a name this version makes. @internal */
 export const ownerOfName = (name: string): Owner | undefined => {
   const m = NAME.exec(name)
-  return m === null ? undefined : { pid: Number(m[1]), startTime: m[2] === "x" ? "" : m[2]! }
+  if (m === null) return undefined
+  const startTime = m[2] === "_" ? "" : String(parseInt(m[2]!, 36))
+  return { pid: parseInt(m[1]!, 36), startTime }
 }
 
 /** Creates a sandbox directory under `root`, named after its owner. @internal */
 export const create = (root: string, owner: Owner): string => {
-  const stem = `${PREFIX}${owner.pid}-${owner.startTime === "" ? "x" : owner.startTime}-`
+  const start = owner.startTime === "" ? "_" : Number(owner.startTime).toString(36)
+  const stem = `${PREFIX}${owner.pid.toString(36)}-${start}-`
   for (let madeRoot = false;;) {
-    const dir = path.join(root, `${stem}${randomBytes(6).toString("hex")}`)
+    const dir = path.join(root, `${stem}${randomBytes(4).toString("hex")}`)
     try {
       fs.mkdirSync(dir, { mode: 0o755 })
       return dir
