@@ -1,8 +1,8 @@
 /**
  * The engine's side of the sandboxer: materializes input trees into sandboxes through a sandboxer process of its
  * own (one per engine process, on its own socket), which is also the engine's watchdog: it is told the sandbox
- * roots once, and if the engine dies it finds the engine's sandboxes there by their owner files, SIGKILLs the
- * process groups working in them and removes them. Nothing crosses the socket per process for that.
+ * roots once, and if the engine dies it finds the engine's sandboxes there by their names (each names its engine),
+ * SIGKILLs the process groups working in them and removes them. Nothing crosses the socket per process for that.
  *
  * @since 0.1.0
  */

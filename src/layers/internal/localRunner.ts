@@ -135,9 +135,9 @@ export const make = (
         return Effect.ensuring(effect, Effect.sync(() => void (timings[name] = Date.now() - t)))
       })
 
-    // Before the sandbox exists: from its owner file on, it dies with this engine.
+    // Before the sandbox exists: from its mkdir on (its name says whose it is), it dies with this engine.
     yield* sandboxer.watch(sandboxes.root)
-    // Removed by the spawner, with the logs beside it, once its group is gone: off this thread, which bounds a cold run.
+    // Removed by the spawner, logs included, once its group is gone: off this thread, which bounds a cold run.
     const sandbox = yield* sandboxes.make(
       process.description,
       (dir) => spawner.remove([dir, `${dir}${SandboxDir.STDOUT_SUFFIX}`, `${dir}${SandboxDir.STDERR_SUFFIX}`])

@@ -145,7 +145,11 @@ export const removeLogs = (sandbox: string): void => {
  */
 export const removeOwn = (sandbox: string): void => removeTree(sandbox)
 
-/** Who made a sandbox: its owner file if it has one (a kept sandbox, or an earlier version's), else its name. @internal */
+/**
+ * Who made a sandbox: its owner file if it has one (a kept sandbox, or an earlier version's), else its name.
+ *
+ * @internal
+ */
 export const readOwner = (sandbox: string): Owner | undefined => {
   let text: string | undefined
   try {

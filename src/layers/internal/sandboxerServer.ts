@@ -136,8 +136,8 @@ const groupsWorkingIn = (sandboxes: ReadonlyArray<string>): Set<number> => {
 }
 
 /**
- * The sandboxes under the watched roots that `owner` made and did not keep, found by their owner files: the engine
- * tells the sandboxer nothing per process (that was three messages per process, a round trip among them).
+ * The sandboxes under the watched roots that `owner` made and did not keep, found by their names (or owner files):
+ * the engine tells the sandboxer nothing per process (that was three messages per process, a round trip among them).
  *
  * @internal
  */

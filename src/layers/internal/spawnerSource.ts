@@ -7,14 +7,15 @@
  * so forking here cannot make a sandbox's binary busy (ETXTBSY).
  *
  * Protocol, one JSON object per line. Requests on stdin: `{ id, argv, cwd, env, stdout, stderr }` (the two paths are
- * files the child's output goes to). Replies on stdout: `{ id, pid }` once it runs, `{ id, code, signal }` when it
- * exits (`alone`: nothing of its process group was left then), or `{ id, error, message }` when it could not start. And `{ id, remove: [path…] }`: removes each tree (a
- * sandbox whose group is gone, its log files), making directories a tool left read-only writable first if it must,
- * as `removeTree.ts` does; replies `{ id, removed: true }` or `{ id, error, message }`. The engine's one thread is
- * what bounds a cold run, and removing a sandbox was an eighth of its time per process (rmdir, unlink, readdir);
- * here it runs beside it. Its last argument is the engine's pid. It ignores
- * SIGINT, SIGTERM and SIGHUP (the engine ends the groups it started) and exits when its stdin closes, or when its
- * parent is not that pid: when the engine is gone. Then it first SIGKILLs the group of every process it started
+ * files the child's output goes to). Replies on stdout: `{ id, pid }` once it runs, `{ id, code, signal, alone }`
+ * when it exits (`alone`: nothing of its process group was left then), or `{ id, error, message }` when it could not
+ * start. And `{ id, remove: [path…] }`: removes each tree (a sandbox whose group is gone, its log files), making
+ * directories a tool left read-only writable first if it must, as `removeTree.ts` does; replies
+ * `{ id, removed: true }` or `{ id, error, message }`. The engine's one thread is what bounds a cold run, and
+ * removing a sandbox was an eighth of its time per process (rmdir, unlink, readdir); here it runs beside it.
+ *
+ * Its last argument is the engine's pid. It ignores SIGINT, SIGTERM and SIGHUP (the engine ends the groups it
+ * started) and exits when its stdin closes, or when its parent is not that pid: when the engine is gone. Then it first SIGKILLs the group of every process it started
  * that is still running (the engine would have ended each, and a process that left its sandbox directory is out
  * of the sandboxer's sight), and drops the requests still buffered (the engine's sandboxes are being removed, and
  * starting one would leave its output files behind).
