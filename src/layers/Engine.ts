@@ -151,10 +151,20 @@ export type ProcessFailure =
  */
 export class NoProducer extends Schema.TaggedError<NoProducer>("kiln/NoProducer")("NoProducer", {
   digest: Schema.String,
-  consumer: Schema.String
+  consumer: Schema.String,
+  /** What the missing blob was read as (`file`, `directory`). */
+  kind: Schema.optional(Schema.String),
+  /** Whether a second look, after the failure, finds it in the store after all (a read that went wrong). */
+  presentNow: Schema.optional(Schema.Boolean)
 }) {
   override get message(): string {
-    return `missing blob ${this.digest} needed by \`${this.consumer}\`, and no process of this run produced it`
+    const what = this.kind === undefined || this.kind === "blob" ? "blob" : this.kind
+    const now = this.presentNow === undefined
+      ? ""
+      : this.presentNow
+      ? " (a second look finds it in the store: the read that missed it went wrong)"
+      : " (a second look does not find it either)"
+    return `missing ${what} ${this.digest} needed by \`${this.consumer}\`, and no process of this run produced it${now}`
   }
 }
 
@@ -441,7 +451,19 @@ export const make = Effect.gen(function*() {
             yield* indexAll
             const producer = producers.get(e.digest.hash)
             if (producer === undefined) {
-              return yield* new NoProducer({ digest: Digest.format(e.digest), consumer: name })
+              // Nothing can re-make it; what a second look finds tells a blob that is gone from one misread.
+              const look = e.kind === "directory"
+                ? store.hasDirectory(e.digest)
+                : e.kind === "file"
+                ? store.hasFile(e.digest)
+                : Effect.zipWith(store.hasFile(e.digest), store.hasDirectory(e.digest), (f, d) => f || d)
+              const presentNow = yield* Effect.orElseSucceed(look, () => undefined)
+              return yield* new NoProducer({
+                digest: Digest.format(e.digest),
+                consumer: name,
+                kind: e.kind,
+                ...(presentNow !== undefined ? { presentNow } : {})
+              })
             }
             if (node.backtracks >= maxBacktracks) {
               return yield* new BacktrackLimit({ attempts: maxBacktracks, digest: Digest.format(e.digest) })
