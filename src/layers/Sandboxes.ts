@@ -135,10 +135,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Scope
       remove: ((sandbox: string) => Effect.Effect<void, unknown>) | undefined
     ) =>
       Effect.gen(function*() {
-        // Nothing is beside a sandbox but its name says whose it is, unless keeping it wrote an owner file.
-        let removeAll = SandboxDir.removeOwn
         if (keepIt) {
-          removeAll = SandboxDir.remove
           const kept = yield* Effect.try(() => {
             SandboxDir.markKept(dir, owner)
             if (command !== undefined) {
@@ -154,9 +151,14 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Scope
             `could not keep the sandbox of ${description} (${describeErrno(kept.left.error)}); removing it`
           )
         }
-        if (!keepIt && remove !== undefined && Either.isRight(yield* Effect.either(remove(dir)))) return
-        // Here, and whole (logs and owner file too): what a failed `remove` left may be anything.
-        if (remove !== undefined) removeAll = SandboxDir.remove
+        if (!keepIt && remove !== undefined) {
+          const removedElsewhere = yield* Effect.either(remove(dir))
+          if (Either.isRight(removedElsewhere)) return
+          yield* Effect.logDebug(`removing ${dir} here: ${describeErrno(removedElsewhere.left)}`)
+        }
+        // Nothing is beside a sandbox but its name says whose it is; a failed keep (an owner file) or a failed
+        // `remove` (anything) may have left more, which the whole removal takes too.
+        const removeAll = keepIt || remove !== undefined ? SandboxDir.remove : SandboxDir.removeOwn
         const removed = yield* Effect.try(() => removeAll(dir)).pipe(Effect.either)
         if (removed._tag === "Left") {
           yield* Ref.update(failures, (n) => n + 1)
