@@ -117,7 +117,8 @@ interface Generation {
 const missingAfterNotFound = (store: Store.Service, digest: Digest.Digest) => store.ensureDownloaded(digest)
 
 /**
- * Starts the sandboxer lazily, on first use; stops it (SIGTERM, drain, then SIGKILL) when the layer's scope closes.
+ * Starts the sandboxer lazily, on first use; stops it (SIGTERM, drain, then SIGKILL) once the store it was built on
+ * has closed its environments.
  *
  * @since 0.1.0
  * @category constructors
@@ -125,7 +126,11 @@ const missingAfterNotFound = (store: Store.Service, digest: Digest.Digest) => st
 export const make = (options: Options = {}): Effect.Effect<Service, never, Store.Store | Scope.Scope> =>
   Effect.gen(function*() {
     const store = yield* Store.Store
-    const layerScope = yield* Effect.scope
+    // Sandboxers live until the store has released its environments, not only until this layer closes: between the
+    // two, a SIGKILL of this process would leave reader slots that nothing clears (the sandboxer clears them when
+    // its parent dies). A library that keeps the store open longer keeps the sandboxer that long (it idles out).
+    const lifetime = yield* Scope.make(ExecutionStrategy.sequential)
+    yield* store.afterClose(Scope.close(lifetime, Exit.void))
     const lock = yield* Permits.make(1)
     const dir = options.socketDir ?? SandboxerProcess.socketDirectory()
     const grace = options.stopGrace ?? Duration.seconds(10)
@@ -170,7 +175,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Store
         ...storeArgs(store.options)
       ]
       const child = yield* SandboxerProcess.launch(command, args, dir)
-      const scope = yield* Scope.fork(layerScope, ExecutionStrategy.sequential)
+      const scope = yield* Scope.fork(lifetime, ExecutionStrategy.sequential)
       yield* Scope.addFinalizer(scope, SandboxerProcess.stop(child, grace))
       const generation: Generation = {
         child,

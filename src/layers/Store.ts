@@ -221,6 +221,12 @@ export interface Service {
    * shards are opened on first use, so a process that died leaves its slots in shards nobody opens for a while.
    */
   readonly clearStaleReaders: Effect.Effect<number, StoreError>
+  /**
+   * Runs `finalizer` when this Store's scope closes, after it has released its environments (finalizers added later
+   * run first). The sandboxer is stopped there: while this process holds an environment open, a SIGKILL leaves
+   * reader slots in it that only a live watchdog clears.
+   */
+  readonly afterClose: (finalizer: Effect.Effect<void>) => Effect.Effect<void>
 }
 
 /**
@@ -313,6 +319,11 @@ export const make = (
       })
     }
     const root = path.resolve(opts.root)
+    // Registered before anything is opened, so these run after everything below is released.
+    const afterClose: Array<Effect.Effect<void>> = []
+    yield* Effect.addFinalizer(() =>
+      Effect.suspend(() => Effect.all(afterClose.splice(0).reverse(), { discard: true }))
+    )
     yield* ensureLayout(root, opts.shardCount)
     const settings = (mapSize: number) => ({ mapSize, maxReaders: opts.maxReaders })
     const core: Core.Core = {
@@ -483,7 +494,8 @@ export const make = (
       check: (options) => Maintenance.check(core, options?.repair ?? false),
       gc: (options) => Maintenance.gc(core, options?.targetSizeBytes ?? opts.maxSizeBytes),
       stats: Maintenance.stats(core, opts.shardCount),
-      clearStaleReaders: Maintenance.clearStaleReaders(core)
+      clearStaleReaders: Maintenance.clearStaleReaders(core),
+      afterClose: (finalizer) => Effect.sync(() => void afterClose.push(finalizer))
     }
     return service
   })

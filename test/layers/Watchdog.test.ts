@@ -85,6 +85,30 @@ describe("the sandboxer as watchdog", () => {
       yield* eventually("its sandbox is gone", () => !fs.existsSync(sandbox), "2 seconds")
     }))
 
+  it.scopedLive("kill -9 after the sandboxer's layer closed, the store still open: no stale reader slot stays", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir("kiln-wd-")
+      const socketDir = yield* tempDir("kiln-sock-")
+      const storeRoot = path.join(root, "store")
+      const sandboxRoot = path.join(root, "sandboxes")
+      fs.mkdirSync(sandboxRoot)
+      const engine = yield* spawnScoped(process.execPath, [
+        engineWorker,
+        JSON.stringify({ storeRoot, socketDir, cli, sandboxRoot, storeOutlives: true })
+      ])
+      const { sandboxerPid } = JSON.parse(yield* firstLine(engine)) as { sandboxerPid: number }
+      // Opened before the kill (opening runs LMDB's reader check itself): every shard, through stats.
+      const store = yield* Store.make({ root: storeRoot })
+      const before = (yield* store.stats).readers
+      assert.strictEqual(before.stale, 0)
+      assert.isTrue(isAlive(sandboxerPid), "the sandboxer went before the store it watches over was closed")
+      assert.isAbove(before.inUse, 0)
+      engine.kill("SIGKILL")
+      yield* exitOf(engine)
+      yield* eventually("the sandboxer exits", () => !isAlive(sandboxerPid), "2 seconds")
+      assert.strictEqual((yield* store.stats).readers.stale, 0, "the killed engine's reader slots were left")
+    }))
+
   it.scopedLive("a sandboxer whose parent died before it started exits at once", () =>
     Effect.gen(function*() {
       const root = yield* tempDir("kiln-wd-")
