@@ -8,7 +8,7 @@
  *   every process's input tree holds `--input-files` files, so that materializing a sandbox takes a while;
  * - a kill round: `--bystanders` long runs plus `--victim-loops` loops of short runs; every `--kill-every` seconds a
  *   random (seeded) live victim gets SIGINT or SIGKILL, alternating. The signal goes to the engine's pid only, as
- *   `kill` from another terminal would: its sandboxer must notice on its own.
+ *   `kill` from another terminal would: its spawner must notice on its own (and start the post-mortem sandboxer).
  *
  * After each round (every run ended, then `--settle` seconds) it counts, per round: bystander failures (a non-zero
  * exit of a run no signal was sent to), hung runs (a run still going after `--run-timeout` seconds is SIGKILLed with
@@ -358,7 +358,7 @@ interface Run {
   /** The signal the killer sent it (a victim). */
   signalled: NodeJS.Signals | undefined
   /** Whether its sandboxer was up when the signal went: the kill landed while it ran processes. */
-  sandboxerAtKill: boolean
+  watchdogAtKill: boolean
   hung: boolean
   done: Promise<void>
 }
@@ -398,7 +398,7 @@ const startRun = (round: number, role: Role): Run => {
     endedAt: undefined,
     exit: undefined,
     signalled: undefined,
-    sandboxerAtKill: false,
+    watchdogAtKill: false,
     hung: false,
     done: Promise.resolve()
   }
@@ -567,14 +567,15 @@ const killRound = async (index: number) => {
     const candidates = [...liveVictims].filter((r) => r.exit === undefined && r.signalled === undefined)
     if (candidates.length === 0) return
     const victim = candidates[Math.floor(random() * candidates.length)]!
-    const sandboxerUp = sandboxersOf(listProcs()).some((s) => s.parent.pid === victim.pid)
+    // Its watchdog is its spawner (a sandboxer runs only for large trees, or after it died).
+    const watchdogUp = listProcs().some((p) => ours(p) && p.cmdline.endsWith(` kiln-spawner ${victim.pid}`))
     if (!signal(victim.pid, nextSignal)) return
-    victim.sandboxerAtKill = sandboxerUp
+    victim.watchdogAtKill = watchdogUp
     victim.signalled = nextSignal
     fs.appendFileSync(
       victim.log,
       `\n[chaos] sent ${nextSignal} to pid ${victim.pid} at ${new Date().toISOString()}, ` +
-        `${Date.now() - victim.startedAt} ms after its start, ${sandboxerUp ? "with" : "before"} its sandboxer\n`
+        `${Date.now() - victim.startedAt} ms after its start, ${watchdogUp ? "with" : "before"} its spawner\n`
     )
     nextSignal = nextSignal === "SIGINT" ? "SIGKILL" : "SIGINT"
   }, settings.killEverySecs * 1000)
@@ -669,7 +670,7 @@ const round = async (index: number, kind: Kind): Promise<RoundResult> => {
     .map((role) => `${runs.filter((r) => r.role === role).length} ${role}`)
   const exits = (sig: NodeJS.Signals) => {
     const codes = victims.filter((r) => r.signalled === sig).map((r) =>
-      `${r.hung ? "hung" : r.exit?.signal ?? String(r.exit?.code)}${r.sandboxerAtKill ? "" : " (before its sandboxer)"}`
+      `${r.hung ? "hung" : r.exit?.signal ?? String(r.exit?.code)}${r.watchdogAtKill ? "" : " (before its spawner)"}`
     )
     return codes.length === 0 ? "none" : codes.join(",")
   }

@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Duration, Effect, Layer, type Option } from "effect"
+import { Context, Duration, Effect, Layer, Option } from "effect"
 import * as os from "node:os"
 import * as path from "node:path"
 import type { MissingDigest } from "../domain/Digest.js"
@@ -49,8 +49,8 @@ export interface Service {
    */
   readonly lookup: (processes: ReadonlyArray<Process>) => Effect.Effect<Array<Option.Option<ProcessResult>>>
   /**
-   * Gets ready to run processes without waiting: starts the sandboxer and the spawner, so that their start-ups
-   * overlap whatever the caller does before its first run. A failure to start shows at that run.
+   * Gets ready to run processes without waiting: starts the spawner (and arms it as the watchdog), so that its
+   * start-up overlaps whatever the caller does before its first run. A failure to start shows at that run.
    */
   readonly warmUp: Effect.Effect<void>
 }
@@ -90,15 +90,24 @@ export const make = (options: Options = {}) =>
   Effect.gen(function*() {
     const store = yield* Store
     const sandboxes = yield* Sandboxes
-    const spawner = yield* Spawner.make
-    const local = LocalRunner.make(store, yield* Sandboxer, sandboxes, spawner, {
+    // Ended once the store has closed: until then an engine killed while closing leaves reader slots behind.
+    const spawner = yield* Spawner.make({ endWith: store.afterClose })
+    const sandboxer = yield* Sandboxer
+    const watched = new Set<string>()
+    // The spawner is the watchdog: it is up before any process runs, and nothing else is started unless this
+    // process dies (then it starts the sandboxer's post-mortem, which removes the sandboxes under these roots).
+    const watch = (root: string) =>
+      watched.has(root) ? Effect.void : Effect.flatMap(sandboxer.postMortem([...watched, root]), (postMortem) => {
+        watched.add(root)
+        return Option.isSome(postMortem) ? spawner.arm(postMortem.value) : Effect.void
+      })
+    const local = LocalRunner.make(store, sandboxer, sandboxes, spawner, {
       namedCachesDir: path.resolve(options.namedCachesDir ?? defaultNamedCachesDir()),
-      grace: options.grace ?? Duration.seconds(3)
+      grace: options.grace ?? Duration.seconds(3),
+      watch
     })
     const bounded = yield* BoundedRunner.make(options.concurrency ?? os.availableParallelism(), local)
     const cached = CachedRunner.make(store, bounded, options.cacheContent ?? "validate")
-    const scope = yield* Effect.scope
-    const sandboxer = yield* Sandboxer
     let warming = false
     const service: Service = {
       lookup: cached.lookup,
@@ -107,12 +116,9 @@ export const make = (options: Options = {}) =>
         warming = true
         return Effect.zipRight(
           spawner.warmUp,
-          Effect.asVoid(Effect.forkIn(
-            sandboxer.watch(sandboxes.root).pipe(
-              Effect.catchAll((e) => Effect.logDebug(`could not start the sandboxer ahead of time: ${e.message}`))
-            ),
-            scope
-          ))
+          watch(sandboxes.root).pipe(
+            Effect.catchAll((e) => Effect.logDebug(`could not arm the watchdog ahead of time: ${e.message}`))
+          )
         )
       }),
       run: (process, opts) =>

@@ -17,6 +17,7 @@ import { fileURLToPath } from "node:url"
 import type * as Digest from "../domain/Digest.js"
 import { SandboxError, SandboxerUnavailable } from "../domain/Sandbox.js"
 import { SandboxerRpcs } from "../domain/SandboxerRpc.js"
+import { describeErrno } from "./internal/errno.js"
 import * as Permits from "./internal/permits.js"
 import * as SandboxDir from "./internal/sandboxDir.js"
 import * as SandboxerProcess from "./internal/sandboxerProcess.js"
@@ -44,6 +45,18 @@ export interface Service {
    * starting when the engine dies cleans up once it is up.
    */
   readonly watch: (root: string) => Effect.Effect<void, SandboxerUnavailable>
+  /**
+   * The command that cleans up after this process if it dies (a sandboxer told that its parent is this process:
+   * it SIGKILLs the groups working in this process's sandboxes under `roots`, removes those, and clears the reader
+   * slots this process left in the store), for a watchdog that outlives it to start then (the spawner does). None
+   * for the in-process implementation.
+   */
+  readonly postMortem: (
+    roots: ReadonlyArray<string>
+  ) => Effect.Effect<
+    Option.Option<{ readonly argv: ReadonlyArray<string>; readonly log: string }>,
+    SandboxerUnavailable
+  >
   /** The running sandboxer's pid, if one runs (none for the in-process implementation). */
   readonly pid: Effect.Effect<Option.Option<number>>
   /** Starts the sandboxer if it is not running yet, and waits until it is ready. */
@@ -159,22 +172,23 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Store
           ))
       )
 
-    const launch = Effect.gen(function*() {
+    const command = Effect.suspend(() => {
       const command = options.command ?? defaultCommand()
-      if (command === undefined) {
-        return yield* new SandboxerUnavailable({
-          reason: "cannot tell how to run kiln: set KILN_CLI or pass `command`"
-        })
-      }
-      const args = [
-        "--parent-start-time",
-        self.startTime === "" ? "-" : self.startTime,
-        "--idle-timeout",
-        `${Duration.toMillis(options.idleTimeout ?? Duration.minutes(15))}ms`,
-        ...[...roots].flatMap((root) => ["--watch-root", root]),
-        ...storeArgs(store.options)
-      ]
-      const child = yield* SandboxerProcess.launch(command, args, dir)
+      return command !== undefined ? Effect.succeed(command) : Effect.fail(
+        new SandboxerUnavailable({ reason: "cannot tell how to run kiln: set KILN_CLI or pass `command`" })
+      )
+    })
+    const argsFor = (watching: Iterable<string>) => [
+      "--parent-start-time",
+      self.startTime === "" ? "-" : self.startTime,
+      "--idle-timeout",
+      `${Duration.toMillis(options.idleTimeout ?? Duration.minutes(15))}ms`,
+      ...[...watching].flatMap((root) => ["--watch-root", root]),
+      ...storeArgs(store.options)
+    ]
+
+    const launch = Effect.gen(function*() {
+      const child = yield* SandboxerProcess.launch(yield* command, argsFor(roots), dir)
       const scope = yield* Scope.fork(lifetime, ExecutionStrategy.sequential)
       yield* Scope.addFinalizer(scope, SandboxerProcess.stop(child, grace))
       const generation: Generation = {
@@ -312,6 +326,12 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Store
             ? Effect.void
             : watchSlowly(root)
         ),
+      postMortem: (watching) =>
+        Effect.flatMap(command, (cmd) =>
+          Effect.try({
+            try: () => Option.some(SandboxerProcess.postMortem(cmd, argsFor(watching), dir)),
+            catch: (e) => new SandboxerUnavailable({ reason: `cannot prepare ${dir}: ${describeErrno(e)}` })
+          })),
       pid: Effect.sync(() => Option.fromNullable(current?.child.pid)),
       ensureRunning: Effect.flatMap(generation(), (gen) => Effect.asVoid(Deferred.await(gen.client)))
     }
@@ -347,6 +367,7 @@ export const layerInProcess: Layer.Layer<Sandboxer, never, Store.Store> = Layer.
         )
       ),
     watch: () => Effect.void,
+    postMortem: () => Effect.succeed(Option.none()),
     pid: Effect.succeed(Option.none()),
     ensureRunning: Effect.void
   }))

@@ -9,7 +9,10 @@ import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as RpcServer from "@effect/rpc/RpcServer"
 import { Duration, Effect, Layer, Logger, LogLevel, Option, Scope } from "effect"
+import * as fs from "node:fs"
 import { SandboxerRpcs } from "../domain/SandboxerRpc.js"
+import * as SandboxDir from "../layers/internal/sandboxDir.js"
+import { logPathOf } from "../layers/internal/sandboxerPaths.js"
 import * as SandboxerServer from "../layers/internal/sandboxerServer.js"
 import * as Store from "../layers/Store.js"
 import { onInterrupt } from "./exitCode.js"
@@ -61,6 +64,21 @@ export const sandboxer = Command.make(
       const state = SandboxerServer.makeState(o.watchRoots)
       // Opened on first use, in this scope: the engine writes small sandboxes itself and may never need it here.
       const store = yield* Effect.cached(Scope.extend(Store.make(toStoreOptions(o)), yield* Effect.scope))
+      const clearStaleReaders = Effect.flatMap(store, (s) => s.clearStaleReaders).pipe(
+        Effect.tap((n) => Effect.logInfo(`cleared ${n} stale LMDB reader slot(s) of parent ${o.parentPid}`)),
+        Effect.catchAll((e) => Effect.logWarning(`could not clear stale LMDB reader slots: ${e.message}`))
+      )
+      if (!SandboxDir.ownerAlive({ pid: parent.parentPid, startTime: parent.parentStartTime })) {
+        // A post-mortem (the engine's spawner starts one when the engine dies): clean up after it, serve nothing.
+        const n = yield* SandboxerServer.destroyOwned(state, {
+          pid: parent.parentPid,
+          startTime: parent.parentStartTime
+        })
+        yield* clearStaleReaders
+        yield* Effect.logInfo(`parent ${o.parentPid} is gone: removed its ${n} sandbox(es)`)
+        yield* Effect.sync(() => fs.rmSync(logPathOf(o.socket), { force: true }))
+        return
+      }
       const handlers = SandboxerServer.handlers(store, state)
       yield* Layer.buildWithScope(
         RpcServer.layer(SandboxerRpcs, { disableTracing: true }).pipe(
@@ -76,14 +94,9 @@ export const sandboxer = Command.make(
       yield* Effect.logInfo(`sandboxer ${process.pid} listening on ${o.socket} for parent ${o.parentPid}`)
       yield* Effect.sync(() => process.stdout.write(`ready ${process.pid}\n`))
       const why = yield* SandboxerServer.watch(state, parent, o.parentPipe ? process.stdin : undefined)
-      if (why === "parent-died") {
-        // A killed engine leaves reader slots in the shards it read, and shards are opened on first use: nobody else
-        // may open those for a while (a stale slot keeps LMDB from reusing the pages freed after its snapshot).
-        yield* Effect.flatMap(store, (s) => s.clearStaleReaders).pipe(
-          Effect.tap((n) => Effect.logInfo(`cleared ${n} stale LMDB reader slot(s) of parent ${o.parentPid}`)),
-          Effect.catchAll((e) => Effect.logWarning(`could not clear stale LMDB reader slots: ${e.message}`))
-        )
-      }
+      // A killed engine leaves reader slots in the shards it read, and shards are opened on first use: nobody else
+      // may open those for a while (a stale slot keeps LMDB from reusing the pages freed after its snapshot).
+      if (why === "parent-died") yield* clearStaleReaders
       yield* Effect.logInfo(`exiting: ${why}`)
     }).pipe(
       Effect.scoped,

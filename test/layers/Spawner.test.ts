@@ -14,22 +14,28 @@ import { SPAWNER_SOURCE } from "../../src/layers/internal/spawnerSource.js"
 import { eventually, groupAlive } from "../utils/child.js"
 import { tempDir } from "../utils/temp.js"
 
-/** Pipes one request into a spawner started by `sh`, whose engine pid is `engine` (`$$` is the shell itself). */
-const runSpawner = (dir: string, engine: string, argv: ReadonlyArray<string> = ["/bin/true"]) => {
-  const request = {
+/** Pipes requests, one JSON line each, into a spawner started by `sh`, whose engine is `engine` (`$$`: the shell). */
+const pipeInto = (engine: string, requests: ReadonlyArray<unknown>) =>
+  spawnSync("/bin/sh", ["-c", `printf '%s\\n' "$REQUEST" | "$NODE" -e "$SOURCE" -- kiln-spawner ${engine}`], {
+    env: {
+      REQUEST: requests.map((r) => JSON.stringify(r)).join("\n"),
+      NODE: process.execPath,
+      SOURCE: SPAWNER_SOURCE
+    },
+    encoding: "utf8",
+    timeout: 30_000
+  })
+
+/** One spawn request. */
+const runSpawner = (dir: string, engine: string, argv: ReadonlyArray<string> = ["/bin/true"]) =>
+  pipeInto(engine, [{
     id: 7,
     argv,
     cwd: dir,
     env: {},
     stdout: path.join(dir, "out.log"),
     stderr: path.join(dir, "err.log")
-  }
-  return spawnSync("/bin/sh", ["-c", `printf '%s\\n' "$REQUEST" | "$NODE" -e "$SOURCE" -- kiln-spawner ${engine}`], {
-    env: { REQUEST: JSON.stringify(request), NODE: process.execPath, SOURCE: SPAWNER_SOURCE },
-    encoding: "utf8",
-    timeout: 30_000
-  })
-}
+  }])
 
 describe("the spawner", () => {
   it.scoped("started by its engine, it opens the output files and starts the process", () =>
@@ -76,14 +82,34 @@ describe("the spawner", () => {
       fs.chmodSync(path.join(sandbox, "pkg", "mod"), 0o555)
       fs.chmodSync(path.join(sandbox, "pkg"), 0o555)
       fs.writeFileSync(`${sandbox}.stdout`, "out")
-      const request = { id: 3, remove: [sandbox, `${sandbox}.stdout`, `${sandbox}.stderr`] }
-      const r = spawnSync("/bin/sh", ["-c", `printf '%s\\n' "$REQUEST" | "$NODE" -e "$SOURCE" -- kiln-spawner $$`], {
-        env: { REQUEST: JSON.stringify(request), NODE: process.execPath, SOURCE: SPAWNER_SOURCE },
-        encoding: "utf8",
-        timeout: 30_000
-      })
+      const r = pipeInto("$$", [{ id: 3, remove: [sandbox, `${sandbox}.stdout`, `${sandbox}.stderr`] }])
       assert.strictEqual(r.status, 0, r.stderr)
       assert.deepStrictEqual(JSON.parse(r.stdout.trim()), { id: 3, removed: true })
       assert.deepStrictEqual(fs.readdirSync(dir), [])
+    }))
+
+  it.scopedLive("armed, it starts the post-mortem when its engine goes away, its stderr going to the log", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir()
+      const marker = path.join(dir, "post-mortem")
+      const log = path.join(dir, "post-mortem.log")
+      const argv = ["/bin/sh", "-c", `echo "$0" > ${marker}.tmp && mv ${marker}.tmp ${marker}; echo logged >&2`, "ran"]
+      const r = pipeInto("$$", [{ arm: { argv: ["/bin/false"], log } }, { arm: { argv, log } }])
+      assert.strictEqual(r.status, 0, r.stderr)
+      yield* eventually("the last post-mortem armed ran", () => fs.existsSync(marker), "5 seconds")
+      assert.strictEqual(fs.readFileSync(marker, "utf8"), "ran\n")
+      yield* eventually("its stderr is in the log", () => fs.readFileSync(log, "utf8") === "logged\n", "5 seconds")
+    }))
+
+  it.scopedLive("disarmed (the engine's clean end), it starts nothing", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir()
+      const marker = path.join(dir, "post-mortem")
+      const argv = ["/bin/sh", "-c", `touch ${marker}`]
+      const r = pipeInto("$$", [{ arm: { argv, log: path.join(dir, "log") } }, { disarm: true }])
+      assert.strictEqual(r.status, 0, r.stderr)
+      // The spawner has exited, so a post-mortem would have been started already; give it time to leave a trace.
+      yield* Effect.sleep("1 second")
+      assert.isFalse(fs.existsSync(marker))
     }))
 })

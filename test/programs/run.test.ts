@@ -183,7 +183,7 @@ describe("kiln run", () => {
       assert.strictEqual(run.summary!.processes.find((p) => p.name === "bundle")!.source, "skipped")
     }))
 
-  it.scopedLive("SIGINT while three long processes run: exit 130, and no process, sandbox or sandboxer is left", () =>
+  it.scopedLive("SIGINT while three long processes run: exit 130, and no process, sandbox or helper is left", () =>
     Effect.gen(function*() {
       const { env, root, ws } = yield* workspace
       const marks = path.join(root, "marks")
@@ -204,14 +204,16 @@ describe("kiln run", () => {
       yield* Effect.addFinalizer(() => Effect.sync(() => child.exitCode === null && child.kill("SIGKILL")))
       yield* eventually("three processes started", () => fs.readdirSync(marks).length === 3, "30 seconds")
       const pids = fs.readdirSync(marks).map((f) => Number(fs.readFileSync(path.join(marks, f), "utf8")))
-      const sockDir = fs.readdirSync("/proc").filter((p) => /^\d+$/.test(p)).filter((p) => {
-        try {
-          return fs.readFileSync(`/proc/${p}/cmdline`, "utf8").includes(`--parent-pid\0${child.pid}`)
-        } catch {
-          return false
-        }
-      }).map(Number)
-      assert.strictEqual(sockDir.length, 1, "one sandboxer")
+      const helpers = (marker: string) =>
+        fs.readdirSync("/proc").filter((p) => /^\d+$/.test(p)).filter((p) => {
+          try {
+            return fs.readFileSync(`/proc/${p}/cmdline`, "utf8").includes(`${marker}\0${child.pid}`)
+          } catch {
+            return false
+          }
+        }).map(Number)
+      const spawners = helpers("kiln-spawner")
+      assert.strictEqual(spawners.length, 1, "one spawner")
       const sent = Date.now()
       child.kill("SIGINT")
       const exit = yield* exitOf(child).pipe(
@@ -220,7 +222,9 @@ describe("kiln run", () => {
       assert.strictEqual(exit.code, 130)
       assert.isBelow(Date.now() - sent, 5000)
       for (const pid of pids) assert.isFalse(isAlive(pid), `process ${pid} survived`)
-      assert.isFalse(isAlive(sockDir[0]!), "the sandboxer survived")
+      yield* eventually("the spawner exits", () => !isAlive(spawners[0]!), "2 seconds")
+      // A clean end (an interrupted run is one) disarms the spawner: no post-mortem sandboxer is started.
+      assert.deepStrictEqual(helpers("--parent-pid"), [], "a sandboxer runs")
       assert.deepStrictEqual(fs.readdirSync(path.join(root, "sandboxes")), [])
     }))
 })

@@ -1,8 +1,8 @@
 /**
  * Runs a process in a fresh sandbox: materialize its inputs through the sandboxer, link its named caches, spawn it
  * in its own process group with exactly its declared environment, capture stdout, stderr and its declared outputs,
- * and remove the sandbox once the whole group is gone. The sandboxer watches the sandbox root, so that the sandbox
- * and whatever works in it die with a SIGKILLed engine too.
+ * and remove the sandbox once the whole group is gone. The watchdog (`options.watch`) is armed over the sandbox root
+ * first, so that the sandbox and whatever works in it die with a SIGKILLed engine too.
  *
  * @internal
  */
@@ -11,7 +11,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../../domain/Digest.js"
 import { CHROOT, type Process, ProcessResult } from "../../domain/Process.js"
-import { SandboxError } from "../../domain/Sandbox.js"
+import { SandboxError, type SandboxerUnavailable } from "../../domain/Sandbox.js"
 import type { StoreError } from "../../domain/StoreErrors.js"
 import type * as Sandboxer from "../Sandboxer.js"
 import type * as Sandboxes from "../Sandboxes.js"
@@ -28,6 +28,8 @@ import type * as Spawner from "./spawner.js"
 export interface LocalOptions {
   readonly namedCachesDir: string
   readonly grace: Duration.DurationInput
+  /** Arms the watchdog over the sandboxes under `root`: once this returns, they die with this process. */
+  readonly watch: (root: string) => Effect.Effect<void, SandboxerUnavailable>
 }
 
 const substitute = (s: string, sandbox: string) => s.split(CHROOT).join(sandbox)
@@ -136,7 +138,7 @@ export const make = (
       })
 
     // Before the sandbox exists: from its mkdir on (its name says whose it is), it dies with this engine.
-    yield* sandboxer.watch(sandboxes.root)
+    yield* options.watch(sandboxes.root)
     // Removed by the spawner, logs included, once its group is gone: off this thread, which bounds a cold run.
     const sandbox = yield* sandboxes.make(
       process.description,

@@ -100,6 +100,25 @@ export const launch = (
     return { process: child, pid: child.pid ?? 0, socket, log, exited, ready, gone }
   })
 
+/**
+ * The command line of a sandboxer started after this process died, to clean up after it (`args` as for
+ * {@link launch}), and its log file. Its stdin is not a pipe from this process, so it goes by the pid alone.
+ *
+ * @internal
+ */
+export const postMortem = (
+  command: ReadonlyArray<string>,
+  args: ReadonlyArray<string>,
+  dir: string
+): { readonly argv: ReadonlyArray<string>; readonly log: string } => {
+  Paths.ensurePrivateDir(dir)
+  const socket = Paths.socketPath(dir)
+  return {
+    argv: [...command, ...Paths.leadingArgs(socket).filter((a) => a !== "--parent-pipe"), ...args],
+    log: Paths.logPathOf(socket)
+  }
+}
+
 /** Waits (bounded) until it is ready; one that does not get there is stopped. @internal */
 export const awaitReady = (child: Child, timeout: Duration.DurationInput): Effect.Effect<void, SandboxerUnavailable> =>
   Deferred.await(child.ready).pipe(

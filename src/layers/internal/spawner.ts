@@ -52,6 +52,26 @@ export interface Spawner {
   readonly remove: (paths: ReadonlyArray<string>) => Effect.Effect<void, StartFailure>
   /** Starts the spawner ahead of the first spawn (a Node start, which then overlaps the engine's own work). */
   readonly warmUp: Effect.Effect<void>
+  /**
+   * What the spawner starts if this process dies before the spawner is ended (see `spawnerSource.ts`): replaces what
+   * was armed before, and is armed again in a spawner started after one died.
+   */
+  readonly arm: (postMortem: PostMortem) => Effect.Effect<void>
+}
+
+/** A command to start, detached, if the engine dies, and the file its stderr is appended to. @internal */
+export interface PostMortem {
+  readonly argv: ReadonlyArray<string>
+  readonly log: string
+}
+
+/** Options of {@link make}. @internal */
+export interface Options {
+  /**
+   * Where ending the spawner is registered: by default this scope's finalizer. The engine ends it after its store
+   * has closed, so that an engine killed while still closing its store is cleaned up after too.
+   */
+  readonly endWith?: (end: Effect.Effect<void>) => Effect.Effect<void>
 }
 
 interface Pending {
@@ -119,7 +139,9 @@ const onReply = (running: Running, reply: Reply) => {
 const start = (): Running => {
   const child = WarmSpawner.takeWarm() ?? spawn(process.execPath, WarmSpawner.argsFor(process.pid), {
     stdio: ["pipe", "pipe", "inherit"],
-    env: {}
+    env: {},
+    // Its own session: a SIGKILL of the engine's process group must leave the watchdog standing.
+    detached: true
   })
   const running: Running = { child, pending: new Map(), removals: new Map() }
   let buffered = ""
@@ -167,42 +189,55 @@ const start = (): Running => {
 }
 
 /** @internal */
-export const make: Effect.Effect<Spawner, never, Scope.Scope> = Effect.gen(function*() {
-  let running: Running | undefined
-  let nextId = 0
-  yield* Effect.addFinalizer(() =>
-    Effect.sync(() => {
+export const make = (options: Options = {}): Effect.Effect<Spawner, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    let running: Running | undefined
+    let nextId = 0
+    let armed: string | undefined
+    let ended = false
+    const end = Effect.sync(() => {
+      ended = true
+      // Disarmed first: this is a clean end, not the engine's death.
+      if (armed !== undefined) running?.child.stdin?.write(`${JSON.stringify({ disarm: true })}\n`)
       running?.child.stdin?.end()
       running = undefined
     })
-  )
-  const current = () => {
-    if (running === undefined || running.child.exitCode !== null || running.child.signalCode !== null) {
-      running = start()
+    yield* options.endWith !== undefined ? options.endWith(end) : Effect.addFinalizer(() => end)
+    const current = () => {
+      if (running === undefined || running.child.exitCode !== null || running.child.signalCode !== null) {
+        running = start()
+        if (armed !== undefined) running.child.stdin!.write(armed)
+      }
+      return running
     }
-    return running
-  }
-  return {
-    warmUp: Effect.sync(() => void current()),
-    remove: (paths) =>
-      Effect.suspend(() => {
-        const r = current()
-        const id = nextId++
-        const removed = Deferred.unsafeMake<void, StartFailure>(FiberId.none)
-        r.removals.set(id, removed)
-        holdOpen(r)
-        r.child.stdin!.write(`${JSON.stringify({ id, remove: paths })}\n`)
-        return Deferred.await(removed)
-      }),
-    spawn: (request) =>
-      Effect.suspend(() => {
-        const r = current()
-        const id = nextId++
-        const started = Deferred.unsafeMake<Started, StartFailure | SpawnError>(FiberId.none)
-        r.pending.set(id, { argv0: request.argv[0] ?? "", started })
-        holdOpen(r)
-        r.child.stdin!.write(`${JSON.stringify({ id, ...request })}\n`)
-        return Deferred.await(started)
-      })
-  }
-})
+    return {
+      warmUp: Effect.sync(() => void current()),
+      arm: (postMortem) =>
+        Effect.sync(() => {
+          // After the end, a new spawner would outlive this scope: nothing is started then.
+          if (ended) return
+          armed = `${JSON.stringify({ arm: postMortem })}\n`
+          current().child.stdin!.write(armed)
+        }),
+      remove: (paths) =>
+        Effect.suspend(() => {
+          const r = current()
+          const id = nextId++
+          const removed = Deferred.unsafeMake<void, StartFailure>(FiberId.none)
+          r.removals.set(id, removed)
+          holdOpen(r)
+          r.child.stdin!.write(`${JSON.stringify({ id, remove: paths })}\n`)
+          return Deferred.await(removed)
+        }),
+      spawn: (request) =>
+        Effect.suspend(() => {
+          const r = current()
+          const id = nextId++
+          const started = Deferred.unsafeMake<Started, StartFailure | SpawnError>(FiberId.none)
+          r.pending.set(id, { argv0: request.argv[0] ?? "", started })
+          holdOpen(r)
+          r.child.stdin!.write(`${JSON.stringify({ id, ...request })}\n`)
+          return Deferred.await(started)
+        })
+    }
+  })

@@ -15,10 +15,16 @@
  * removing a sandbox was an eighth of its time per process (rmdir, unlink, readdir); here it runs beside it.
  *
  * Its last argument is the engine's pid. It ignores SIGINT, SIGTERM and SIGHUP (the engine ends the groups it
- * started) and exits when its stdin closes, or when its parent is not that pid: when the engine is gone. Then it first SIGKILLs the group of every process it started
- * that is still running (the engine would have ended each, and a process that left its sandbox directory is out
- * of the sandboxer's sight), and drops the requests still buffered (the engine's sandboxes are being removed, and
- * starting one would leave its output files behind).
+ * started), runs in a session of its own (a signal to the engine's process group does not take it too), and exits
+ * when its stdin closes, or when its parent is not that pid: when the engine is gone. Then it first SIGKILLs the
+ * group of every process it started that is still running (the engine would have ended each), drops the requests
+ * still buffered (starting one would leave its output files behind), and starts the engine's post-mortem.
+ *
+ * The post-mortem: `{ arm: { argv, log } }` gives a command to start, detached, with stderr appended to `log`, if
+ * the engine dies (a sandboxer told that its parent is the dead engine: it removes the engine's sandboxes and clears
+ * the reader slots the engine left in the store); `{ disarm: true }`, sent once the engine has closed its store,
+ * takes it back. The engine's watchdog is this process, then: it is up before the first process runs, and nothing
+ * heavier runs unless the engine dies.
  *
  * @internal
  */
@@ -32,10 +38,24 @@ const send = (m) => process.stdout.write(JSON.stringify(m) + "\n");
 const engine = Number(process.argv[process.argv.length - 1]);
 // The processes started whose exit has not been seen: each leads its own group, whose id cannot be reused meanwhile.
 const running = new Set();
+// What to start if the engine dies: { argv, log }, from the engine's last { arm } request, until it says { disarm }.
+let postMortem;
 const endAll = () => {
   for (const pid of running) {
     try {
       process.kill(-pid, "SIGKILL");
+    } catch {}
+  }
+  if (postMortem !== undefined) {
+    let log;
+    try {
+      log = fs.openSync(postMortem.log, "a", 0o600);
+    } catch {}
+    try {
+      spawn(postMortem.argv[0], postMortem.argv.slice(1), {
+        detached: true,
+        stdio: ["ignore", "ignore", log === undefined ? "ignore" : log]
+      }).unref();
     } catch {}
   }
   process.exit(0);
@@ -140,6 +160,8 @@ process.stdin.on("data", (chunk) => {
       continue;
     }
     if (Array.isArray(request.remove)) remove(request);
+    else if (request.arm !== undefined) postMortem = request.arm;
+    else if (request.disarm === true) postMortem = undefined;
     else start(request);
   }
 });

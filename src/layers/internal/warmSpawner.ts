@@ -31,7 +31,9 @@ export const startWarm = (spawn: typeof Spawn): void => {
   try {
     const child = spawn(process.execPath, argsFor(process.pid), {
       stdio: ["pipe", "pipe", "inherit"],
-      env: { [WARM_ENV]: "1" }
+      env: { [WARM_ENV]: "1" },
+      // Its own session, as the engine's own spawner (spawner.ts): it is the engine's watchdog.
+      detached: true
     })
     // Its failures are the engine's to see when it takes it over: none may throw here.
     child.on("error", () => undefined)
