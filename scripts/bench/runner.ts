@@ -1,7 +1,7 @@
 /**
  * The runner benchmark (`npm run bench:runner`, part of `npm run bench`): 200 trivial processes (`/bin/true`, each
  * with its own one-file input tree, so that each is a distinct action) through the whole stack — ProcessRunner, the
- * real sandboxer process, sandboxes, a fresh temp store — beside a bare `child_process.spawn` of the same command at
+ * real spawner process (a sandboxer is not needed for small trees), sandboxes, a fresh temp store — beside a bare `child_process.spawn` of the same command at
  * the same concurrency, in the same run. Run alone, it prints its report; `--quick` runs 100 processes, 2 reps. It
  * never fails on a missed target: it reports.
  *
@@ -76,6 +76,21 @@ const recordCpu = (name: string, since: NodeJS.CpuUsage) => {
 }
 
 /** CPU time (user + system, ms) another process has spent so far, from /proc; 0 where /proc is not there. */
+/** This process's spawner (`node -e … kiln-spawner <pid>`), from /proc. */
+const spawnerPid = (): number | undefined => {
+  for (const name of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue
+    try {
+      if (fs.readFileSync(`/proc/${name}/cmdline`, "utf8").endsWith(`\0kiln-spawner\0${process.pid}\0`)) {
+        return Number(name)
+      }
+    } catch {
+      // Gone meanwhile, or not ours to read.
+    }
+  }
+  return undefined
+}
+
 const cpuOfPid = (pid: number): number => {
   try {
     const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
@@ -132,7 +147,7 @@ const check = (what: string, results: ReadonlyArray<ProcessResult>, source: Proc
 }
 
 /**
- * One rep: a fresh stack; the inputs snapshotted (untimed); one process run alone (the sandboxer starts on this
+ * One rep: a fresh stack; the inputs snapshotted (untimed); one process run alone (the spawner starts on this
  * first request) and a second one alone (started); then the 200 cold, then the same 200 again (all hits).
  */
 const kilnRep = async () => {
@@ -153,13 +168,12 @@ const kilnRep = async () => {
     const byName = new Map(inputNames.map((name, i) => [name, processOf(name, digests[i]!)]))
     const batch = inputNames.slice(0, PROCESSES).map((name) => byName.get(name)!)
 
-    const first = yield* timeEffect("first run of one process (starts the sandboxer)", runner.run(byName.get("first")!))
-    const pid = yield* sandboxer.pid
-    if (pid._tag === "None") throw new Error("the sandboxer did not start: is the stack in-process?")
-    // A process does not wait for the sandboxer's start-up (only materializing a large tree would): wait for it
-    // here, so that its start-up is not in the timed runs.
-    yield* timeEffect("wait until the sandboxer is ready", sandboxer.ensureRunning.pipe(Effect.orDie))
-    const second = yield* timeEffect("second run of one process (sandboxer up)", runner.run(byName.get("second")!))
+    const first = yield* timeEffect("first run of one process (starts the spawner)", runner.run(byName.get("first")!))
+    const spawner = spawnerPid()
+    if (spawner === undefined) throw new Error("the spawner did not start")
+    // Nothing here starts a sandboxer: its trees are small (the engine writes them), and the spawner is the watchdog.
+    if ((yield* sandboxer.pid)._tag === "Some") progress("warning: a sandboxer was started")
+    const second = yield* timeEffect("second run of one process (spawner up)", runner.run(byName.get("second")!))
     check("single runs", [first, second], "ran")
 
     const timedRun = (label: "cold" | "cached") => (p: Process) =>
@@ -180,13 +194,13 @@ const kilnRep = async () => {
 
     const coldStart = process.hrtime.bigint()
     const cpu0 = process.cpuUsage()
-    const sandboxerCpu0 = cpuOfPid(pid.value)
+    const spawnerCpu0 = cpuOfPid(spawner)
     const cold = yield* timeEffect(
       "kiln cold",
       Effect.forEach(batch, timedRun("cold"), { concurrency: CONCURRENCY })
     )
     recordCpu("kiln cold: engine CPU", cpu0)
-    record("kiln cold: sandboxer CPU", cpuOfPid(pid.value) - sandboxerCpu0)
+    record("kiln cold: spawner CPU", cpuOfPid(spawner) - spawnerCpu0)
     // For profiles: CLOCK_MONOTONIC in µs, the clock of a .cpuprofile's timestamps.
     if (onlyArg !== undefined) progress(`cold window (µs): ${coldStart / 1000n} ${process.hrtime.bigint() / 1000n}`)
     check("cold", cold, "ran")
@@ -197,7 +211,7 @@ const kilnRep = async () => {
     check("cached", cached, "cache-hit")
     tClose = now()
   })))
-  record("close the stack: stop the sandboxer (untimed elsewhere)", now() - tClose)
+  record("close the stack: end the spawner (untimed elsewhere)", now() - tClose)
   const left = fs.readdirSync(path.join(root, "sandboxes")).filter((x) => !x.endsWith(".owner"))
   if (left.length > 0) progress(`warning: ${left.length} sandboxes were left behind`)
   rm(root)
@@ -300,17 +314,17 @@ const rows = (): Array<Row> => {
       ratio: ratioText("kiln cold: engine CPU", "bare spawn: engine CPU")
     })
     out.push({
-      figure: "  CPU per process: the sandboxer's, cold",
-      value: perProc("kiln cold: sandboxer CPU"),
+      figure: "  CPU per process: the spawner's (it forks every process), cold",
+      value: perProc("kiln cold: spawner CPU"),
       baseline: "",
       ratio: ""
     })
   }
-  const firstName = "first run of one process (starts the sandboxer)"
-  const secondName = "second run of one process (sandboxer up)"
+  const firstName = "first run of one process (starts the spawner)"
+  const secondName = "second run of one process (spawner up)"
   if (has(firstName)) {
     out.push({
-      figure: "sandboxer start-up: the first run of one process, alone",
+      figure: "spawner start-up: the first run of one process, alone",
       value: fmtMs(firstName),
       baseline: `second run, alone ${fmtMs(secondName)}`,
       ratio: `+${f1(summary(firstName).median - summary(secondName).median)} ms`
@@ -339,9 +353,10 @@ const NOTES = `Notes:
   best reps. cold/bare is lower-is-better (target ≤ 2×), cold/cached is a speedup (target ≥ 20×). kiln and the
   baseline run interleaved, in rotated order, one rep each at a time.
 - kiln: every rep builds the whole stack afresh (a fresh store, sandbox root and sandboxer socket dir; the real
-  sandboxer process, spawned as \`node dist/cli.js\`) with ProcessRunner \`concurrency: ${CONCURRENCY}\` (=
-  \`os.availableParallelism()\`), and snapshots the ${PROCESSES} one-file input dirs (untimed). Then one process
-  runs alone (the sandboxer starts on this first request), and a second one alone; then the ${PROCESSES} distinct
+  spawner process, which is the watchdog too; no sandboxer starts, as the input trees are small) with ProcessRunner
+  \`concurrency: ${CONCURRENCY}\` (= \`os.availableParallelism()\`), and snapshots the ${PROCESSES} one-file input dirs
+  (untimed). Then one process runs alone (the spawner starts on this first request), and a second one alone; then
+  the ${PROCESSES} distinct
   processes go through \`ProcessRunner.run\` with \`Effect.forEach(…, { concurrency: ${CONCURRENCY} })\` (cold:
   every one misses the cache and runs), then the same ${PROCESSES} again (cached: every one hits). Every result is
   checked (exit 0; \`ran\`, resp. \`cache-hit\`). Opening and closing the stack are timed apart (raw table).
