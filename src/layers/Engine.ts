@@ -328,7 +328,6 @@ export const make = Effect.gen(function*() {
       const producers = new Map<string, string>()
       const reports: Array<ProcessReport> = []
       let stop = false
-      const session = yield* store.snapshotSession(workspace)
       const records = new Map<string, RunRecords.RunRecord>()
       const root = store.options.root
       // Read before the store is: anything removed from it after this moment moves the generation past the one the
@@ -349,6 +348,9 @@ export const make = Effect.gen(function*() {
           if (result !== undefined) remembered.set(name, result)
         }
       }
+      // What the memo vouches for is not looked at again: the few files of the rest are hashed rather than the whole
+      // workspace's stat index read (and rewritten), unless there turn out to be more than a few.
+      const session = yield* store.snapshotSession(workspace, { lazy: remembered.size > 0 })
 
       // Results are indexed by the digests they hold only when bytes turn out missing: a run without backtracking
       // (most) never lists its hits' output trees for it.

@@ -104,7 +104,7 @@ export type SnapshotObservation = RunMemo.Seen
  * @category models
  */
 export interface SnapshotSession {
-  readonly entries: unknown
+  readonly file: string
   /** Files whose content this session had to read: new, or changed since the index last saw them. */
   readonly hashed: number
 }
@@ -196,8 +196,14 @@ export interface Service {
     /** Within a session, collects every path read, with what was found there (the engine's run memo). */
     observe?: Array<SnapshotObservation>
   ) => Effect.Effect<Digest.Digest, StoreError>
-  /** A snapshot session for a workspace: its persisted stat index, saved when the scope closes. */
-  readonly snapshotSession: (workspace: string) => Effect.Effect<SnapshotSession, never, Scope.Scope>
+  /**
+   * A snapshot session for a workspace: its persisted stat index, saved when the scope closes. With `lazy`, the index
+   * is read only once a few files had to be hashed without it (a run that expects to look at few files).
+   */
+  readonly snapshotSession: (
+    workspace: string,
+    options?: { readonly lazy?: boolean }
+  ) => Effect.Effect<SnapshotSession, never, Scope.Scope>
   /** Writes a tree onto disk. */
   readonly materialize: (
     digest: Digest.Digest,
@@ -480,9 +486,9 @@ export const make = (
         ),
       snapshot: (dir, globs, session, observe) =>
         Snapshot.snapshot(core, dir, globs, session as StatIndex.StatIndex | undefined, observe),
-      snapshotSession: (workspace) =>
+      snapshotSession: (workspace, options) =>
         Effect.acquireRelease(
-          Effect.sync(() => StatIndex.open(root, workspace) as SnapshotSession),
+          Effect.sync(() => StatIndex.open(root, workspace, options) as SnapshotSession),
           (index) =>
             Effect.try(() => StatIndex.save(index as StatIndex.StatIndex)).pipe(
               Effect.catchAll((e) => Effect.logWarning(`could not save the stat index: ${e.error}`))

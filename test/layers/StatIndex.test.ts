@@ -38,6 +38,48 @@ describe("stat index", () => {
       assert.strictEqual(yield* contentOf(store, second, "b.txt"), "BBBB")
     }))
 
+  it.scoped("a lazy session reads the index only once more than a few files had to be hashed without it", () =>
+    Effect.gen(function*() {
+      const store = yield* tempStore()
+      const ws = yield* tempDir()
+      const old = new Date(Date.now() - 60_000)
+      const names = Array.from({ length: 40 }, (_, i) => `f${String(i).padStart(2, "0")}.txt`)
+      for (const name of names) {
+        fs.writeFileSync(path.join(ws, name), name)
+        fs.utimesSync(path.join(ws, name), old, old)
+      }
+      const full = yield* Effect.scoped(
+        Effect.flatMap(store.snapshotSession(ws), (s) => store.snapshot(ws, ["*.txt"], s))
+      )
+      const indexFile = path.join(
+        store.options.root,
+        "stat-index",
+        fs.readdirSync(path.join(store.options.root, "stat-index"))[0]!
+      )
+      const saved = fs.readFileSync(indexFile, "utf8")
+      // A few files (an edit run's): hashed, the index neither read nor rewritten, nothing counted as changed.
+      const few = yield* Effect.scoped(Effect.gen(function*() {
+        const session = yield* store.snapshotSession(ws, { lazy: true })
+        const d = yield* store.snapshot(ws, ["f0*.txt"], session)
+        assert.strictEqual(session.hashed, 0)
+        return d
+      }))
+      assert.strictEqual(yield* contentOf(store, few, "f03.txt"), "f03.txt")
+      assert.strictEqual(fs.readFileSync(indexFile, "utf8"), saved)
+      // Many files, one of them changed past the first few: the index is read, the change found and recorded.
+      fs.writeFileSync(path.join(ws, "f39.txt"), "changed")
+      fs.utimesSync(path.join(ws, "f39.txt"), old, old)
+      const many = yield* Effect.scoped(Effect.gen(function*() {
+        const session = yield* store.snapshotSession(ws, { lazy: true })
+        const d = yield* store.snapshot(ws, ["*.txt"], session)
+        assert.strictEqual(session.hashed, 1)
+        return d
+      }))
+      assert.notStrictEqual(Digest.format(many), Digest.format(full))
+      assert.strictEqual(yield* contentOf(store, many, "f39.txt"), "changed")
+      assert.notStrictEqual(fs.readFileSync(indexFile, "utf8"), saved)
+    }))
+
   it.scoped("a file the index vouches for but whose blob left the store is read again", () =>
     Effect.gen(function*() {
       const store = yield* tempStore()

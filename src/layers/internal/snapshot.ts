@@ -148,7 +148,7 @@ const readFileNode = (w: Walk, abs: string, useIndex = true): Step<FileNode | un
   } finally {
     fs.closeSync(fd)
   }
-  if (w.index !== undefined) w.index.hashed++
+  if (w.index !== undefined) StatIndex.countHashed(w.index)
   const remember = <A extends { digest: Digest.Digest }>(r: A): A => {
     if (w.index !== undefined && r.digest.sizeBytes === size) StatIndex.record(w.index, abs, st, r.digest.hash)
     w.observe?.push({ kind: "f", abs, st, evidence: r.digest.hash })

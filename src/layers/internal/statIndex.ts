@@ -20,12 +20,29 @@ export interface Listing {
   readonly st: fs.BigIntStats
 }
 
-/** @internal */
-export interface StatIndex {
-  readonly file: string
+/** What is read from disk, once it is needed. */
+interface Loaded {
   /** When the loaded index was saved (ns since the epoch), or 0. */
   readonly savedAtNs: bigint
   readonly entries: Map<string, Entry>
+}
+
+/**
+ * Files a session hashes before it reads the index from disk. A run the run memo vouched for reads few files (an
+ * edit run: the inputs of what changed), and hashing a handful of small files costs less than reading and
+ * rewriting an index of every input of the workspace; past this many, the index is read.
+ */
+const UNLOADED_HASHES = 16
+
+/** @internal */
+export interface StatIndex {
+  readonly file: string
+  /** Undefined until a lookup needs it (see UNLOADED_HASHES). */
+  loaded: Loaded | undefined
+  /** Hashes taken before the index was loaded: recorded if it is loaded after all, else left to the run memo. */
+  readonly unrecorded: Array<[abs: string, st: fs.BigIntStats, hash: string]>
+  /** Lookups answered "hash it" because the index was not loaded (not a sign of a change). */
+  unloadedMisses: number
   dirty: boolean
   /** Files hashed during this session (absent from the index, or changed): a sign that something will run. */
   hashed: number
@@ -36,23 +53,48 @@ export interface StatIndex {
   readonly dirs: Map<string, Listing>
 }
 
-/** @internal */
-export const open = (storeRoot: string, workspace: string): StatIndex => {
+/**
+ * A session over the workspace's index. With `lazy`, the index is read only once a few files had to be hashed
+ * without it (see UNLOADED_HASHES): for a run whose other processes the run memo vouches for.
+ *
+ * @internal
+ */
+export const open = (storeRoot: string, workspace: string, options?: { readonly lazy?: boolean }): StatIndex => {
   const file = path.join(
     storeRoot,
     "stat-index",
     `${createHash("sha256").update(path.resolve(workspace)).digest("hex").slice(0, 24)}.json`
   )
+  const index: StatIndex = {
+    file,
+    loaded: undefined,
+    unrecorded: [],
+    unloadedMisses: 0,
+    dirty: false,
+    hashed: 0,
+    dirs: new Map()
+  }
+  if (options?.lazy !== true) load(index)
+  return index
+}
+
+const load = (index: StatIndex): Loaded => {
+  if (index.loaded !== undefined) return index.loaded
   let savedAtNs = 0n
   const entries = new Map<string, Entry>()
   try {
-    const json = JSON.parse(fs.readFileSync(file, "utf8")) as { savedAtNs: string; entries: Record<string, Entry> }
+    const json = JSON.parse(fs.readFileSync(index.file, "utf8")) as {
+      savedAtNs: string
+      entries: Record<string, Entry>
+    }
     savedAtNs = BigInt(json.savedAtNs)
     for (const [k, v] of Object.entries(json.entries)) entries.set(k, v)
   } catch {
     // No index yet, or a damaged one: everything is hashed and the index rebuilt.
   }
-  return { file, savedAtNs, entries, dirty: false, hashed: 0, dirs: new Map() }
+  index.loaded = { savedAtNs, entries }
+  for (const [abs, st, hash] of index.unrecorded.splice(0)) record(index, abs, st, hash)
+  return index.loaded
 }
 
 const RACY_MARGIN_NS = 10_000_000n
@@ -71,13 +113,18 @@ const key = (
 
 /** The digest hash of the file at `abs` if its stat is unchanged and not racily clean, else undefined. @internal */
 export const lookup = (index: StatIndex, abs: string, st: fs.BigIntStats): string | undefined => {
-  const e = index.entries.get(abs)
+  if (index.loaded === undefined && index.unloadedMisses < UNLOADED_HASHES) {
+    index.unloadedMisses++
+    return undefined
+  }
+  const { entries, savedAtNs } = load(index)
+  const e = entries.get(abs)
   if (e === undefined) return undefined
   const k = key(st)
   for (let i = 0; i < 6; i++) if (e[i] !== k[i]) return undefined
   // File systems with whole-second timestamps need a wider margin than nanosecond ones.
   const margin = st.mtimeNs % 1_000_000_000n === 0n ? COARSE_MARGIN_NS : RACY_MARGIN_NS
-  if (st.mtimeNs + margin >= index.savedAtNs || st.ctimeNs + margin >= index.savedAtNs) {
+  if (st.mtimeNs + margin >= savedAtNs || st.ctimeNs + margin >= savedAtNs) {
     // Saved again (with a later save time), the entry stops being racy; left as it is, it would be hashed on every
     // run, because a file that did not change never makes the index dirty.
     index.dirty = true
@@ -88,11 +135,20 @@ export const lookup = (index: StatIndex, abs: string, st: fs.BigIntStats): strin
 
 /** @internal */
 export const record = (index: StatIndex, abs: string, st: fs.BigIntStats, hash: string): void => {
-  const prev = index.entries.get(abs)
+  if (index.loaded === undefined) {
+    index.unrecorded.push([abs, st, hash])
+    return
+  }
+  const prev = index.loaded.entries.get(abs)
   const next = [...key(st), hash] as Entry
   if (prev !== undefined && prev.every((v, i) => v === next[i])) return
-  index.entries.set(abs, next)
+  index.loaded.entries.set(abs, next)
   index.dirty = true
+}
+
+/** Whether a file had to be hashed because it is new or changed, as far as the index can tell. @internal */
+export const countHashed = (index: StatIndex): void => {
+  if (index.loaded !== undefined) index.hashed++
 }
 
 /** Lists a directory once per session. @internal */
@@ -108,12 +164,15 @@ export const readdir = (index: StatIndex, abs: string): Listing => {
 
 /** Saves the index atomically if anything changed; the save time makes later lookups race-safe. @internal */
 export const save = (index: StatIndex): void => {
-  if (!index.dirty && index.savedAtNs !== 0n) return
+  // Never read: nothing it holds changed (what was hashed meanwhile is in the run memo).
+  if (index.loaded === undefined) return
+  const { entries } = index.loaded
+  if (!index.dirty && index.loaded.savedAtNs !== 0n) return
   mkdirp(path.dirname(index.file))
   const savedAtNs = BigInt(Date.now()) * 1_000_000n
   const tmp = `${index.file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`
   try {
-    fs.writeFileSync(tmp, JSON.stringify({ savedAtNs: String(savedAtNs), entries: Object.fromEntries(index.entries) }))
+    fs.writeFileSync(tmp, JSON.stringify({ savedAtNs: String(savedAtNs), entries: Object.fromEntries(entries) }))
     fs.renameSync(tmp, index.file)
   } catch (e) {
     fs.rmSync(tmp, { force: true }) // A full disk leaves a partial file behind: not in the store too.
