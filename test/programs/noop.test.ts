@@ -94,9 +94,9 @@ const workspace = Effect.gen(function*() {
 
 type Run = ReturnType<Effect.Effect.Success<typeof workspace>["kiln"]>
 
-const answered = (r: Run) => {
+const answered = (r: Run, after?: string) => {
   assert.strictEqual(r.code, 0, r.stderr)
-  assert.strictEqual(r.check, "nothing changed", r.stderr)
+  assert.strictEqual(r.check, "nothing changed", `${after !== undefined ? `after ${after}: ` : ""}${r.stderr}`)
 }
 
 const sourceOf = (r: Run, name: string) => r.summary?.processes.find((p) => p.name === name)?.source
@@ -213,7 +213,7 @@ describe("the no-op check", () => {
         assert.strictEqual(r.code, 0, `${what}: ${r.stderr}`)
         assert.match(r.check ?? "", check, what)
         after(r)
-        answered(kiln())
+        answered(kiln(), `${what} (its run: ${r.stderr})`)
       }
     }))
 

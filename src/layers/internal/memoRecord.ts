@@ -59,13 +59,32 @@ export const record = (o: {
   readonly keyOf: (name: string) => string
 }): Effect.Effect<void, Error> =>
   Effect.gen(function*() {
-    const candidates = o.candidates.filter((c) => complete(o.workspace, c))
+    // KILN_NOOP_DEBUG=1: why a process that ended well is left out (the next run's check then says "not recorded").
+    const debug = process.env.KILN_NOOP_DEBUG === "1"
+      ? (name: string, why: string) => process.stderr.write(`kiln: run memo: ${name} not recorded: ${why}\n`)
+      : undefined
+    const candidates = o.candidates.filter((c) => {
+      const ok = complete(o.workspace, c)
+      if (!ok) debug?.(c.name, "not every input file was seen")
+      return ok
+    })
     const seenOf = (c: Candidate) => [...c.inputs, ...c.outputs]
-    const wait = RunMemo.racyWaitMs(candidates.flatMap(seenOf), o.startedNs)
-    if (wait > 0 && wait <= RACY_WAIT_MAX_MS) yield* Effect.sleep(wait)
-    const settled = candidates.filter((c) =>
-      seenOf(c).every((s) => s.st === undefined || !RunMemo.isRacy(s.st, o.startedNs) || RunMemo.confirm(s))
-    )
+    const seen = candidates.flatMap(seenOf)
+    const wait = RunMemo.racyWaitMs(seen, o.startedNs)
+    if (wait <= RACY_WAIT_MAX_MS) {
+      // A timer can fire a little early by Date.now (libuv keeps its own clock): then the stats still look racy to
+      // `confirm`, and those processes went unrecorded. Look again until the wall clock is past them.
+      for (let left = wait; left > 0; left = RunMemo.racyWaitMs(seen, o.startedNs)) yield* Effect.sleep(left)
+    }
+    const settled = candidates.filter((c) => {
+      const unsettled = seenOf(c).find((s) =>
+        s.st !== undefined && RunMemo.isRacy(s.st, o.startedNs) && !RunMemo.confirm(s)
+      )
+      if (unsettled !== undefined) {
+        debug?.(c.name, `${path.relative(o.workspace, unsettled.abs) || "."} changed while it ran (waited ${wait} ms)`)
+      }
+      return unsettled === undefined
+    })
     const processes: Record<string, RunMemo.Entry> = {}
     let changed = o.previous === undefined || o.previous.generation !== o.generation ||
       o.previous.config !== o.configHash

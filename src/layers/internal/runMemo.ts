@@ -234,8 +234,10 @@ export const racyWaitMs = (seen: ReadonlyArray<Seen>, atNs: bigint): number => {
   }
   if (latest === 0n) return 0
   const coarse = latest % 1_000_000_000n === 0n
+  // Past the margin by a whole millisecond of Date.now, the clock `confirm` reads.
   const until = latest + (coarse ? 2_000_000_000n : 10_000_000n) + 1_000_000n
-  return Math.max(0, Number((until - BigInt(Date.now()) * 1_000_000n) / 1_000_000n))
+  const left = until - BigInt(Date.now()) * 1_000_000n
+  return left <= 0n ? 0 : Math.ceil(Number(left) / 1_000_000)
 }
 
 /**
