@@ -10,6 +10,7 @@ import { isOrphanedCommitFailure } from "../layers/internal/lmdbCommit.js"
 import { run } from "./cli.js"
 import { onInterrupt } from "./exitCode.js"
 import { cliLogger } from "./logging.js"
+import { directRunArgs, runParsed } from "./runCommand.js"
 
 const describe = (error: unknown): string =>
   typeof error === "object" && error !== null && "message" in error && typeof error.message === "string"
@@ -23,8 +24,11 @@ process.on("unhandledRejection", (reason, promise) => {
   if (!isOrphanedCommitFailure(reason, promise)) throw reason
 })
 
+// A plain `kiln run` skips @effect/cli's parser (see directRunArgs); anything else goes through it.
+const direct = directRunArgs(process.argv.slice(2))
+
 const main = () =>
-  run(process.argv).pipe(
+  (direct !== undefined ? runParsed(direct) : run(process.argv)).pipe(
     Effect.catchIf(ValidationError.isValidationError, () =>
       Effect.sync(() => {
         process.exitCode = 2

@@ -16,7 +16,7 @@ import { cacheDir } from "../layers/internal/cacheDir.js"
 import * as GraphOrder from "../layers/internal/graphOrder.js"
 import * as RunMemo from "../layers/internal/runMemo.js"
 
-interface Parsed {
+export interface Parsed {
   readonly names: Array<string>
   readonly options: Map<string, string>
 }
@@ -42,8 +42,11 @@ const VALUED: ReadonlyMap<string, ReadonlyArray<string> | "int" | undefined> = n
 
 const BOOLEAN_WORDS = /^(true|false|yes|no|on|off|y|n|1|0)$/i
 
-/** `run [NAME…] [--option value | --option=value]… [--keep-going] [-- NAME…]`; undefined for anything else. */
-const parse = (args: ReadonlyArray<string>): Parsed | string => {
+/**
+ * `run [NAME…] [--option value | --option=value]… [--keep-going] [-- NAME…]`, or why not (anything else). The CLI
+ * also runs a `kiln run` that parses here without @effect/cli (`runCommand.ts`, `directRunArgs`).
+ */
+export const parse = (args: ReadonlyArray<string>): Parsed | string => {
   if (args[0] !== "run") return "not `kiln run`"
   const names: Array<string> = []
   const options = new Map<string, string>()

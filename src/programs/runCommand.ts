@@ -17,6 +17,7 @@ import * as Store from "../layers/Store.js"
 import { sandboxRootOption } from "./cleanCommand.js"
 import { keepSandboxesOption, namedCachesDirOption } from "./execCommand.js"
 import { storeOptions, toStoreOptions } from "./globalOptions.js"
+import * as Noop from "./noop.js"
 import * as Progress from "./progress.js"
 import { engineStack, exitOnInvalidConfig } from "./stack.js"
 import { traceEvents } from "./trace.js"
@@ -64,121 +65,164 @@ const testHook = (store: Store.Service): Engine.RunOptions["beforeAttempt"] => {
     }).pipe(Effect.orDie)
 }
 
-export const run = Command.make(
-  "run",
-  {
-    names: Args.text({ name: "name" }).pipe(Args.repeated),
-    config: Options.file("config").pipe(
-      Options.withDescription("the workspace's kiln.json (default: ./kiln.json); the workspace is its directory"),
-      Options.withDefault("kiln.json")
-    ),
-    concurrency: Options.integer("concurrency").pipe(
-      Options.withDescription("processes at once (default: the CPU count)"),
-      Options.withDefault(os.availableParallelism())
-    ),
-    cache: Options.choice("cache", ["read-write", "read", "write", "off"] as const).pipe(
-      Options.withDefault("read-write" as const)
-    ),
-    cacheContent: Options.choice("cache-content", ["fetch", "validate", "defer"] as const).pipe(
-      Options.withDescription("how a cache hit's bytes are checked (defer leaves missing bytes to backtracking)"),
-      Options.withDefault("validate" as const)
-    ),
-    keepGoing: Options.boolean("keep-going").pipe(
-      Options.withDescription("after a failure, go on with everything that does not depend on it")
-    ),
-    maxBacktracks: Options.integer("max-backtracks").pipe(Options.withDefault(3)),
-    trace: Options.file("trace").pipe(Options.withDescription("write a Chrome trace-event JSON"), Options.optional),
-    summary: Options.file("summary").pipe(Options.withDescription("write a JSON summary of the run"), Options.optional),
-    progress: Options.choice("progress", ["auto", "tty", "plain", "none"] as const).pipe(
-      Options.withDefault("auto" as const)
-    ),
-    keepSandboxes: keepSandboxesOption,
-    sandboxRoot: sandboxRootOption,
-    namedCachesDir: namedCachesDirOption,
-    ...storeOptions
-  },
-  (o) =>
-    Effect.gen(function*() {
-      const configFile = path.resolve(o.config)
-      const { config, hash: configHash } = yield* loadConfig(configFile)
-      for (const name of o.names) {
-        if (!(name in config.processes)) {
-          return yield* new InvalidConfig({
-            file: path.basename(configFile),
-            path: "",
-            detail: `unknown process "${name}"`
-          })
-        }
+export const runConfig = {
+  names: Args.text({ name: "name" }).pipe(Args.repeated),
+  config: Options.file("config").pipe(
+    Options.withDescription("the workspace's kiln.json (default: ./kiln.json); the workspace is its directory"),
+    Options.withDefault("kiln.json")
+  ),
+  concurrency: Options.integer("concurrency").pipe(
+    Options.withDescription("processes at once (default: the CPU count)"),
+    Options.withDefault(os.availableParallelism())
+  ),
+  cache: Options.choice("cache", ["read-write", "read", "write", "off"] as const).pipe(
+    Options.withDefault("read-write" as const)
+  ),
+  cacheContent: Options.choice("cache-content", ["fetch", "validate", "defer"] as const).pipe(
+    Options.withDescription("how a cache hit's bytes are checked (defer leaves missing bytes to backtracking)"),
+    Options.withDefault("validate" as const)
+  ),
+  keepGoing: Options.boolean("keep-going").pipe(
+    Options.withDescription("after a failure, go on with everything that does not depend on it")
+  ),
+  maxBacktracks: Options.integer("max-backtracks").pipe(Options.withDefault(3)),
+  trace: Options.file("trace").pipe(Options.withDescription("write a Chrome trace-event JSON"), Options.optional),
+  summary: Options.file("summary").pipe(Options.withDescription("write a JSON summary of the run"), Options.optional),
+  progress: Options.choice("progress", ["auto", "tty", "plain", "none"] as const).pipe(
+    Options.withDefault("auto" as const)
+  ),
+  keepSandboxes: keepSandboxesOption,
+  sandboxRoot: sandboxRootOption,
+  namedCachesDir: namedCachesDirOption,
+  ...storeOptions
+}
+/** `kiln run`'s arguments, parsed. */
+export type RunArgs = Command.Command.ParseConfig<typeof runConfig>
+
+/**
+ * `kiln run`'s arguments read without @effect/cli, when they are of the plain kind the run memo's check reads
+ * (`noop.ts`: names, and options it knows with values it accepts); undefined for anything else (`--help`, another
+ * option, a bad value), which goes through @effect/cli, which also reports errors. Its parsing and help machinery
+ * were 10-15 ms of an edit run. A test holds the two to the same results.
+ */
+export const directRunArgs = (args: ReadonlyArray<string>): RunArgs | undefined => {
+  const parsed = Noop.parse(args)
+  if (typeof parsed === "string") return undefined
+  const o = parsed.options
+  const text = (name: string) => Option.fromNullable(o.get(name))
+  const int = (name: string, fallback: number) => o.has(name) ? Number(o.get(name)) : fallback
+  return {
+    names: parsed.names,
+    config: o.get("config") ?? "kiln.json",
+    concurrency: int("concurrency", os.availableParallelism()),
+    cache: (o.get("cache") ?? "read-write") as RunArgs["cache"],
+    cacheContent: (o.get("cache-content") ?? "validate") as RunArgs["cacheContent"],
+    keepGoing: o.has("keep-going"),
+    maxBacktracks: int("max-backtracks", 3),
+    trace: Option.none(),
+    summary: text("summary"),
+    progress: (o.get("progress") ?? "auto") as RunArgs["progress"],
+    keepSandboxes: (o.get("keep-sandboxes") ?? "never") as RunArgs["keepSandboxes"],
+    sandboxRoot: text("sandbox-root"),
+    namedCachesDir: text("named-caches-dir"),
+    storeDir: text("store-dir"),
+    storeShards: Option.none(),
+    storeMaxReaders: Option.none(),
+    storeMaxSize: Option.none(),
+    storeFilesMapSize: Option.none(),
+    storeDirectoriesMapSize: Option.none(),
+    storeActionsMapSize: Option.none(),
+    storeLeaseTime: Option.none()
+  }
+}
+
+const runHandler = (o: RunArgs) =>
+  Effect.gen(function*() {
+    const configFile = path.resolve(o.config)
+    const { config, hash: configHash } = yield* loadConfig(configFile)
+    for (const name of o.names) {
+      if (!(name in config.processes)) {
+        return yield* new InvalidConfig({
+          file: path.basename(configFile),
+          path: "",
+          detail: `unknown process "${name}"`
+        })
       }
-      const store = yield* Store.Store
-      const engine = yield* Engine.Engine
-      const mode: Progress.Mode = o.progress === "auto" ? (process.stderr.isTTY ? "tty" : "plain") : o.progress
-      const targets = o.names.length > 0 ? o.names : Object.keys(config.processes)
-      const progress = yield* Progress.make(mode, targets.length === 0 ? 0 : Object.keys(config.processes).length)
-      const hook = testHook(store)
-      const report = yield* engine.run({
-        workspace: path.dirname(configFile),
-        config,
-        targets,
-        cache: o.cache,
-        keepGoing: o.keepGoing,
-        maxBacktracks: o.maxBacktracks,
-        onEvent: progress.onEvent,
-        storeDir: store.options.root,
-        configName: path.basename(configFile),
-        configHash,
-        ...(hook !== undefined ? { beforeAttempt: hook } : {})
-      })
-      if (Option.isSome(o.summary)) {
-        const summary = {
-          processes: report.processes.map((p) => ({
-            name: p.name,
-            actionDigest: p.actionDigest,
-            source: p.source,
-            exitCode: p.exitCode,
-            durationMs: p.durationMs,
-            backtracks: p.backtracks
-          })),
-          ran: report.ran,
-          cacheHits: report.cacheHits,
-          failed: report.failed,
-          backtracks: report.backtracks,
-          wallMs: report.wallMs
-        }
-        fs.writeFileSync(o.summary.value, JSON.stringify(summary, null, 2) + "\n")
+    }
+    const store = yield* Store.Store
+    const engine = yield* Engine.Engine
+    const mode: Progress.Mode = o.progress === "auto" ? (process.stderr.isTTY ? "tty" : "plain") : o.progress
+    const targets = o.names.length > 0 ? o.names : Object.keys(config.processes)
+    const progress = yield* Progress.make(mode, targets.length === 0 ? 0 : Object.keys(config.processes).length)
+    const hook = testHook(store)
+    const report = yield* engine.run({
+      workspace: path.dirname(configFile),
+      config,
+      targets,
+      cache: o.cache,
+      keepGoing: o.keepGoing,
+      maxBacktracks: o.maxBacktracks,
+      onEvent: progress.onEvent,
+      storeDir: store.options.root,
+      configName: path.basename(configFile),
+      configHash,
+      ...(hook !== undefined ? { beforeAttempt: hook } : {})
+    })
+    if (Option.isSome(o.summary)) {
+      const summary = {
+        processes: report.processes.map((p) => ({
+          name: p.name,
+          actionDigest: p.actionDigest,
+          source: p.source,
+          exitCode: p.exitCode,
+          durationMs: p.durationMs,
+          backtracks: p.backtracks
+        })),
+        ran: report.ran,
+        cacheHits: report.cacheHits,
+        failed: report.failed,
+        backtracks: report.backtracks,
+        wallMs: report.wallMs
       }
-      if (Option.isSome(o.trace)) fs.writeFileSync(o.trace.value, JSON.stringify(traceEvents(report)) + "\n")
-      for (const p of report.processes) {
-        if (p.reproduce === undefined) {
-          // Progress has shown it; with --progress none, a failure is still said, once.
-          if (mode === "none" && !p.ok && p.source !== "skipped") process.stderr.write(`${Progress.line(p)}\n`)
-          continue
-        }
-        process.stderr.write(`\n${Progress.line(p)}\n`)
-        if (p.detail !== undefined && p.detail !== "") process.stderr.write(`${p.detail}\n`)
-        process.stderr.write(`re-run it with: ${p.reproduce}\n`)
+      fs.writeFileSync(o.summary.value, JSON.stringify(summary, null, 2) + "\n")
+    }
+    if (Option.isSome(o.trace)) fs.writeFileSync(o.trace.value, JSON.stringify(traceEvents(report)) + "\n")
+    for (const p of report.processes) {
+      if (p.reproduce === undefined) {
+        // Progress has shown it; with --progress none, a failure is still said, once.
+        if (mode === "none" && !p.ok && p.source !== "skipped") process.stderr.write(`${Progress.line(p)}\n`)
+        continue
       }
-      if (mode !== "none") {
-        process.stderr.write(
-          `kiln: ${report.processes.length} processes: ${report.ran} ran, ${report.cacheHits} cached, ${report.failed} failed` +
-            `${report.backtracks > 0 ? `, ${report.backtracks} backtracks` : ""} in ${
-              (report.wallMs / 1000).toFixed(2)
-            }s\n`
-        )
-      }
-      if (report.failed > 0 || report.processes.some((p) => p.source === "skipped")) process.exitCode = 1
-    }).pipe(
-      Effect.scoped,
-      exitOnInvalidConfig,
-      Effect.provide(engineStack({
-        store: toStoreOptions(o),
-        sandboxRoot: o.sandboxRoot,
-        namedCachesDir: o.namedCachesDir,
-        keepSandboxes: o.keepSandboxes,
-        runner: { concurrency: o.concurrency, cacheContent: o.cacheContent }
-      }))
-    )
-).pipe(Command.withDescription("run processes of kiln.json (default: all) and their deps"))
+      process.stderr.write(`\n${Progress.line(p)}\n`)
+      if (p.detail !== undefined && p.detail !== "") process.stderr.write(`${p.detail}\n`)
+      process.stderr.write(`re-run it with: ${p.reproduce}\n`)
+    }
+    if (mode !== "none") {
+      process.stderr.write(
+        `kiln: ${report.processes.length} processes: ${report.ran} ran, ${report.cacheHits} cached, ${report.failed} failed` +
+          `${report.backtracks > 0 ? `, ${report.backtracks} backtracks` : ""} in ${
+            (report.wallMs / 1000).toFixed(2)
+          }s\n`
+      )
+    }
+    if (report.failed > 0 || report.processes.some((p) => p.source === "skipped")) process.exitCode = 1
+  }).pipe(
+    Effect.scoped,
+    exitOnInvalidConfig,
+    Effect.provide(engineStack({
+      store: toStoreOptions(o),
+      sandboxRoot: o.sandboxRoot,
+      namedCachesDir: o.namedCachesDir,
+      keepSandboxes: o.keepSandboxes,
+      runner: { concurrency: o.concurrency, cacheContent: o.cacheContent }
+    }))
+  )
+/** `kiln run` with arguments already parsed (see {@link directRunArgs}). */
+export const runParsed = runHandler
+
+export const run = Command.make("run", runConfig, runHandler).pipe(
+  Command.withDescription("run processes of kiln.json (default: all) and their deps")
+)
 
 export const explain = Command.make(
   "explain",
