@@ -101,6 +101,28 @@ describe("run memo evidence", () => {
     }
   })
 
+  it.scoped("a racy observation is kept with its evidence, and holds only while the content matches it", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempDir()
+      const file = path.join(ws, "f")
+      fs.writeFileSync(file, "one\n")
+      fs.mkdirSync(path.join(ws, "d"))
+      fs.writeFileSync(path.join(ws, "d", "x"), "")
+      const [f, d] = [seeFile(file), seeDir(path.join(ws, "d"))]
+      assert.isTrue(RunMemo.isRacy(f.st!, BigInt(Date.now()) * 1_000_000n))
+      assert.isTrue(RunMemo.confirm(f, false), "its content is what was seen: it holds now, racy or not")
+      const [fo, dobs] = [RunMemo.obsOf(ws, f, true), RunMemo.obsOf(ws, d, true)]
+      assert.strictEqual(fo.length, 9)
+      assert.isTrue(RunMemo.holds(ws, fo))
+      assert.isTrue(RunMemo.holds(ws, dobs))
+      // The same stat with other evidence: what a change within the same tick would leave (the stat cannot show it).
+      const withEvidence = (o: RunMemo.Obs, evidence: string): RunMemo.Obs => [o[0], o[1], ...o.slice(2, 8), evidence]
+      assert.isFalse(RunMemo.holds(ws, withEvidence(fo, RunMemo.hashOf("two\n"))))
+      assert.isFalse(RunMemo.holds(ws, withEvidence(dobs, "x/y")))
+      // Without evidence (not racy), the stat alone decides.
+      assert.strictEqual(RunMemo.obsOf(ws, f).length, 8)
+    }))
+
   it.scopedLive("a racy observation is confirmed only after its window, and only if its content is unchanged", () =>
     Effect.gen(function*() {
       const ws = yield* tempDir()

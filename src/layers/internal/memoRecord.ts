@@ -1,6 +1,6 @@
 /**
  * Writes the run memo at the end of a run (see `runMemo.ts`): an entry for each process that ended well and whose
- * evidence is complete and settled, the entries of the last memo for processes this run did not look at (while the
+ * evidence is complete and still holds (what changed within a timestamp tick is kept with its content's evidence), the entries of the last memo for processes this run did not look at (while the
  * store's generation is the one they were made under), and nothing for a process that failed or changed.
  *
  * @internal
@@ -12,8 +12,11 @@ import * as Digest from "../../domain/Digest.js"
 import type { ProcessResult } from "../../domain/Process.js"
 import * as RunMemo from "./runMemo.js"
 
-/** Waiting longer than this for racy stats to settle is not worth it: those processes are memoized next time. */
-const RACY_WAIT_MAX_MS = 50
+/**
+ * A racy observation is kept with its evidence, checked by content on every later check (see `RunMemo.Obs`); a file
+ * larger than this is not worth re-hashing each time, and its process is memoized next time instead.
+ */
+const RACY_CONTENT_MAX_BYTES = 1024 * 1024
 
 /** @internal */
 export interface Candidate {
@@ -69,19 +72,15 @@ export const record = (o: {
       return ok
     })
     const seenOf = (c: Candidate) => [...c.inputs, ...c.outputs]
-    const seen = candidates.flatMap(seenOf)
-    const wait = RunMemo.racyWaitMs(seen, o.startedNs)
-    if (wait <= RACY_WAIT_MAX_MS) {
-      // A timer can fire a little early by Date.now (libuv keeps its own clock): then the stats still look racy to
-      // `confirm`, and those processes went unrecorded. Look again until the wall clock is past them.
-      for (let left = wait; left > 0; left = RunMemo.racyWaitMs(seen, o.startedNs)) yield* Effect.sleep(left)
-    }
+    const racy = (s: RunMemo.Seen) => s.st !== undefined && RunMemo.isRacy(s.st, o.startedNs)
+    // A racy observation must still hold now, content included: a change made during the run after it was seen
+    // would otherwise be vouched for. It is kept with its evidence rather than waited out.
     const settled = candidates.filter((c) => {
       const unsettled = seenOf(c).find((s) =>
-        s.st !== undefined && RunMemo.isRacy(s.st, o.startedNs) && !RunMemo.confirm(s)
+        racy(s) && (s.kind === "f" && s.st!.size > RACY_CONTENT_MAX_BYTES || !RunMemo.confirm(s, false))
       )
       if (unsettled !== undefined) {
-        debug?.(c.name, `${path.relative(o.workspace, unsettled.abs) || "."} changed while it ran (waited ${wait} ms)`)
+        debug?.(c.name, `${path.relative(o.workspace, unsettled.abs) || "."} changed while it ran, or is large`)
       }
       return unsettled === undefined
     })
@@ -105,8 +104,8 @@ export const record = (o: {
         output: Digest.format(c.result.outputDigest),
         stdout: Digest.format(c.result.stdoutDigest),
         stderr: Digest.format(c.result.stderrDigest),
-        inputs: unique(c.inputs.map((s) => RunMemo.obsOf(o.workspace, s))),
-        outputs: unique(c.outputs.map((s) => RunMemo.obsOf(o.workspace, s)))
+        inputs: unique(c.inputs.map((s) => RunMemo.obsOf(o.workspace, s, racy(s)))),
+        outputs: unique(c.outputs.map((s) => RunMemo.obsOf(o.workspace, s, racy(s))))
       }
     }
     if (!changed) return

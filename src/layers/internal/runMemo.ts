@@ -24,7 +24,7 @@ import * as path from "node:path"
 import * as Generation from "./storeGeneration.js"
 
 /** Bump when what a memo means changes. */
-export const FORMAT = 3
+export const FORMAT = 4
 
 /** Something a walk read, with the evidence of what it found: a file's hash, a symlink's target, a listing. */
 export interface Seen {
@@ -39,8 +39,13 @@ export interface Seen {
  * or `d` (directory); `[path, "a"]` for a path that was absent. Number stats (the nanoseconds as a double of
  * milliseconds, as Node gives them) compared field by field: a check makes one per path, and BigInt stats or
  * strings built from them cost twice as much.
+ *
+ * A stat taken within a timestamp tick of a change (racy: another change in that tick would leave it as it is)
+ * carries its evidence as a ninth element (a file's hash, a symlink's target, a listing's names), and holds only
+ * if the content still matches, as git checks a racily clean entry: the run that wrote it does not wait for the
+ * tick to pass (an edit run writes its outputs last, so it waited up to 11 ms).
  */
-export type Obs = readonly [string, string, ...Array<number>]
+export type Obs = readonly [string, string, ...Array<number | string>]
 
 export interface Entry {
   /** The process's entry in kiln.json, as JSON. */
@@ -192,10 +197,30 @@ const fieldsOfBig = (st: fs.BigIntStats): Array<number> => [
   msOf(st.ctimeNs)
 ]
 
-export const obsOf = (workspace: string, seen: Seen): Obs =>
+/** An observation as the memo keeps it; with `racy`, with its evidence (see {@link Obs}). */
+export const obsOf = (workspace: string, seen: Seen, racy = false): Obs =>
   seen.kind === "a" || seen.st === undefined
     ? [path.relative(workspace, seen.abs), "a"]
+    : racy && seen.evidence !== undefined
+    ? [path.relative(workspace, seen.abs), seen.kind, ...fieldsOfBig(seen.st), seen.evidence]
     : [path.relative(workspace, seen.abs), seen.kind, ...fieldsOfBig(seen.st)]
+
+/** Whether the content at `abs` is still what the evidence says. */
+const contentIs = (abs: string, kind: string, evidence: string): boolean => {
+  try {
+    switch (kind) {
+      case "f":
+        return hashOf(fs.readFileSync(abs)) === evidence
+      case "l":
+        return fs.readlinkSync(abs) === evidence
+      case "d":
+        return namesOf(fs.readdirSync(abs, { withFileTypes: true })) === evidence
+    }
+  } catch {
+    // Gone, or no longer of its kind.
+  }
+  return false
+}
 
 /** Whether the path of an observation is as it was. */
 export const holds = (workspace: string, o: Obs): boolean => {
@@ -209,7 +234,7 @@ export const holds = (workspace: string, o: Obs): boolean => {
   if (o[1] === "a") return st === undefined
   // The mode holds the file type too.
   return st !== undefined && st.ino === o[3] && st.mtimeMs === o[6] && st.ctimeMs === o[7] && st.size === o[5] &&
-    st.mode === o[4] && st.dev === o[2]
+    st.mode === o[4] && st.dev === o[2] && (o.length < 9 || contentIs(`${workspace}/${o[0]}`, o[1], String(o[8])))
 }
 
 /** The names of a listing, as evidence. */
@@ -241,27 +266,23 @@ export const racyWaitMs = (seen: ReadonlyArray<Seen>, atNs: bigint): number => {
 }
 
 /**
- * Whether a racy observation holds on a second look, once its tick has passed: the stat is unchanged and the content
- * is still what the run used (re-hashed, re-read, re-listed). A change made after this look moves the stat, because
- * it falls in a later tick.
+ * Whether a racy observation still holds at the end of the run: the stat is unchanged and the content is still what
+ * the run used (re-hashed, re-read, re-listed). With `settled`, only once its tick has passed too (a change made
+ * after this look then moves the stat); without, the memo keeps its evidence and checks the content again each time
+ * (see {@link Obs}).
  */
-export const confirm = (s: Seen): boolean => {
+export const confirm = (s: Seen, settled = true): boolean => {
   if (s.kind === "a" || s.st === undefined) return true
+  if (s.evidence === undefined) return false
   try {
     const st = fs.lstatSync(s.abs, { bigint: true })
     const [before, now] = [fieldsOfBig(s.st), fieldsOfBig(st)]
-    if (before.some((v, i) => v !== now[i]) || isRacy(st, BigInt(Date.now()) * 1_000_000n)) return false
-    switch (s.kind) {
-      case "f":
-        return hashOf(fs.readFileSync(s.abs)) === s.evidence
-      case "l":
-        return fs.readlinkSync(s.abs) === s.evidence
-      case "d":
-        return namesOf(fs.readdirSync(s.abs, { withFileTypes: true })) === s.evidence
-    }
+    if (before.some((v, i) => v !== now[i])) return false
+    if (settled && isRacy(st, BigInt(Date.now()) * 1_000_000n)) return false
   } catch {
     return false
   }
+  return contentIs(s.abs, s.kind, s.evidence)
 }
 
 const changed = (memo: Checked, name: string, workspace: string, e: Entry): string | undefined => {
