@@ -72,13 +72,18 @@ export const record = (o: {
       return ok
     })
     const seenOf = (c: Candidate) => [...c.inputs, ...c.outputs]
-    const racy = (s: RunMemo.Seen) => s.st !== undefined && RunMemo.isRacy(s.st, o.startedNs)
-    // A racy observation must still hold now, content included: a change made during the run after it was seen
-    // would otherwise be vouched for. It is kept with its evidence rather than waited out.
+    // Racy when seen: changed within a tick of the run's start or during the run. Such an observation must still
+    // hold now, content included, or a change made during the run after it was seen would be vouched for. One whose
+    // tick has passed by now is then safe as a plain stat (a later change moves it); one still inside its tick is
+    // kept with its evidence rather than waited out.
+    const nowNs = BigInt(Date.now()) * 1_000_000n
+    const racy = (s: RunMemo.Seen) => s.st !== undefined && RunMemo.isRacy(s.st, nowNs)
+    const holdsNow = (s: RunMemo.Seen) =>
+      !racy(s)
+        ? RunMemo.confirm(s)
+        : !(s.kind === "f" && s.st!.size > RACY_CONTENT_MAX_BYTES) && RunMemo.confirm(s, false)
     const settled = candidates.filter((c) => {
-      const unsettled = seenOf(c).find((s) =>
-        racy(s) && (s.kind === "f" && s.st!.size > RACY_CONTENT_MAX_BYTES || !RunMemo.confirm(s, false))
-      )
+      const unsettled = seenOf(c).find((s) => s.st !== undefined && RunMemo.isRacy(s.st, o.startedNs) && !holdsNow(s))
       if (unsettled !== undefined) {
         debug?.(c.name, `${path.relative(o.workspace, unsettled.abs) || "."} changed while it ran, or is large`)
       }
