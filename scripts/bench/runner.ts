@@ -6,7 +6,7 @@
  * never fails on a missed target: it reports.
  *
  * For profiling: `node --cpu-prof dist/bench/runner.mjs --only=kiln --sandboxer-cpu-prof=DIR`. `--only=kiln` or
- * `--only=bare` runs one contender and prints the cold windows (in the profiles' clock) to stderr;
+ * `--only=bare` runs one contender and prints the cold (and cached) windows (in the profiles' clock) to stderr;
  * `--sandboxer-cpu-prof=DIR` runs the sandboxer under `--cpu-prof` too (Node refuses it in NODE_OPTIONS).
  */
 import { Context, Effect, Layer } from "effect"
@@ -204,10 +204,12 @@ const kilnRep = async () => {
     // For profiles: CLOCK_MONOTONIC in µs, the clock of a .cpuprofile's timestamps.
     if (onlyArg !== undefined) progress(`cold window (µs): ${coldStart / 1000n} ${process.hrtime.bigint() / 1000n}`)
     check("cold", cold, "ran")
+    const cachedStart = process.hrtime.bigint()
     const cached = yield* timeEffect(
       "kiln cached",
       Effect.forEach(batch, timedRun("cached"), { concurrency: CONCURRENCY })
     )
+    if (onlyArg !== undefined) progress(`cached window (µs): ${cachedStart / 1000n} ${process.hrtime.bigint() / 1000n}`)
     check("cached", cached, "cache-hit")
     tClose = now()
   })))

@@ -12,8 +12,23 @@ import type { Process } from "../../domain/Process.js"
 /** Bump to invalidate every cached result (a change in what a result means). @internal */
 export const CACHE_VERSION = "kiln-action-cache-v1"
 
+/**
+ * Computed once per Process (immutable): the engine records it and the runner looks it up with it, and a cache hit
+ * spent a tenth of its time encoding and hashing the same Command and Action again.
+ */
+const known = new WeakMap<Process, Digest.Digest>()
+
 /** @internal */
 export const actionDigest = (process: Process): Digest.Digest => {
+  let digest = known.get(process)
+  if (digest === undefined) {
+    digest = compute(process)
+    known.set(process, digest)
+  }
+  return digest
+}
+
+const compute = (process: Process): Digest.Digest => {
   const command = Action.encodeCommand({
     arguments: process.argv,
     environmentVariables: process.env,
