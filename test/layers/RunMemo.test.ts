@@ -9,6 +9,7 @@ import * as path from "node:path"
 import * as Digest from "../../src/domain/Digest.js"
 import * as RunMemo from "../../src/layers/internal/runMemo.js"
 import * as Generation from "../../src/layers/internal/storeGeneration.js"
+import { eventually } from "../utils/child.js"
 import { tempDir, tempStore } from "../utils/temp.js"
 
 const seeFile = (abs: string): RunMemo.Seen => ({
@@ -86,7 +87,11 @@ describe("run memo evidence", () => {
 
   // The one real wait of these tests: a racy window is kernel time (a file's ctime cannot be set), so it has to pass.
   const settle = (seen: ReadonlyArray<RunMemo.Seen>) =>
-    Effect.sleep(RunMemo.racyWaitMs(seen, BigInt(Date.now()) * 1_000_000n) + 5)
+    eventually(
+      "the racy window passes",
+      () => RunMemo.racyWaitMs(seen, BigInt(Date.now()) * 1_000_000n) === 0,
+      "5 seconds"
+    )
 
   it("once racyWaitMs says there is nothing left to wait, the clock confirm reads sees no racy stat", () => {
     // Stats from just inside to just past the window, to the nanosecond; the clock is the real one, as in a run.
