@@ -44,6 +44,7 @@ await build({
 })
 
 rmSync("dist/kiln.cjs.cache", { force: true })
+rmSync("dist/deps.cache", { force: true })
 const train = mkdtempSync(path.join(os.tmpdir(), "kiln-build-"))
 try {
   const ws = path.join(train, "ws")

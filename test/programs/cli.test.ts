@@ -80,6 +80,44 @@ describe("kiln store", () => {
     assert.strictEqual(r.status, 0)
     assert.match(r.stdout, /^\d+\.\d+\.\d+/)
   })
+
+  it.scoped("a code cache of lmdb's modules that does not fit them, or is damaged, costs only the compile", () =>
+    Effect.gen(function*() {
+      // A copy of the built CLI inside the checkout (its node_modules resolve from there), with its own caches.
+      const dist = path.resolve(".kiln-test", `dist-${process.pid}`)
+      fs.mkdirSync(dist, { recursive: true })
+      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dist, { recursive: true, force: true })))
+      for (const f of ["cli.js", "kiln.cjs", "kiln.cjs.cache"]) {
+        fs.copyFileSync(path.resolve("dist", f), path.join(dist, f))
+      }
+      const deps = JSON.parse(fs.readFileSync(path.resolve("dist/deps.cache"), "utf8")) as Record<string, string>
+      assert.include(Object.keys(deps), "lmdb/dist/index.cjs")
+      const store = yield* tempDir()
+      const work = yield* tempDir()
+      writeGoldenTree(work)
+      for (
+        const cache of [
+          // Another file's code under lmdb's name, and bytes that are no cache at all.
+          JSON.stringify({ "lmdb/dist/index.cjs": deps["msgpackr/dist/node.cjs"] }),
+          JSON.stringify({ "lmdb/dist/index.cjs": Buffer.from("not a cache").toString("base64") }),
+          "{ not json"
+        ]
+      ) {
+        fs.writeFileSync(path.join(dist, "deps.cache"), cache)
+        const r = spawnSync(process.execPath, [
+          path.join(dist, "cli.js"),
+          "store",
+          "snapshot",
+          work,
+          "--store-dir",
+          store
+        ], {
+          encoding: "utf8"
+        })
+        assert.strictEqual(r.status, 0, r.stderr)
+        assert.strictEqual(r.stdout.trim(), Golden.v4)
+      }
+    }))
 })
 
 describe("kiln clean", () => {
