@@ -73,6 +73,13 @@ export interface Options {
   readonly namedCachesDir?: string
   /** Between SIGTERM and SIGKILL of a process group that timed out or was interrupted. Default 3 s. */
   readonly grace?: Duration.DurationInput
+  /**
+   * Keep the spawner (this process's watchdog) until the Store has released its environments, not only until this
+   * layer closes: a SIGKILL in between would leave reader slots nobody clears. For a stack whose Store closes right
+   * after it, as the CLI's; a library that keeps one Store open under many short-lived runners should leave it off,
+   * or each runner's spawner stays until the Store closes. Default false.
+   */
+  readonly outliveStore?: boolean
 }
 
 /**
@@ -90,8 +97,7 @@ export const make = (options: Options = {}) =>
   Effect.gen(function*() {
     const store = yield* Store
     const sandboxes = yield* Sandboxes
-    // Ended once the store has closed: until then an engine killed while closing leaves reader slots behind.
-    const spawner = yield* Spawner.make({ endWith: store.afterClose })
+    const spawner = yield* Spawner.make(options.outliveStore === true ? { endWith: store.afterClose } : {})
     const sandboxer = yield* Sandboxer
     const watched = new Set<string>()
     // The spawner is the watchdog: it is up before any process runs, and nothing else is started unless this

@@ -22,11 +22,12 @@ export interface StackOptions {
 const some = <K extends string, A>(key: K, o: Option.Option<A>) =>
   Option.match(o, { onNone: () => ({}), onSome: (value) => ({ [key]: value }) as Record<K, A> })
 
+/** The CLI's stack closes its Store right after everything else: its helpers may outlive it (see `outliveStore`). */
 export const runnerStack = (o: StackOptions) =>
-  ProcessRunner.layer({ ...o.runner, ...some("namedCachesDir", o.namedCachesDir) }).pipe(
+  ProcessRunner.layer({ ...o.runner, ...some("namedCachesDir", o.namedCachesDir), outliveStore: true }).pipe(
     Layer.provideMerge(
       Layer.mergeAll(
-        Sandboxer.layer(),
+        Sandboxer.layer({ outliveStore: true }),
         Sandboxes.layer({
           keep: o.keepSandboxes ?? "never",
           sweepOnStart: o.sweepOnStart ?? true,

@@ -3,7 +3,7 @@
  * Pants's local_tests.rs and cache_tests.rs.
  */
 import { afterAll, assert, describe, it, layer } from "@effect/vitest"
-import { Effect, Fiber, Layer } from "effect"
+import { Context, Effect, Exit, Fiber, Layer, Scope } from "effect"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -11,11 +11,15 @@ import * as path from "node:path"
 import * as Digest from "../../src/domain/Digest.js"
 import { Process, type ProcessResult } from "../../src/domain/Process.js"
 import { isAlive } from "../../src/layers/internal/sandboxDir.js"
+import * as ProcessRunnerLayer from "../../src/layers/ProcessRunner.js"
 import { ProcessRunner } from "../../src/layers/ProcessRunner.js"
+import * as Sandboxer from "../../src/layers/Sandboxer.js"
+import * as SandboxesLayer from "../../src/layers/Sandboxes.js"
 import { Sandboxes } from "../../src/layers/Sandboxes.js"
+import * as StoreLayer from "../../src/layers/Store.js"
 import { Store } from "../../src/layers/Store.js"
 import { childrenOf, eventually, groupAlive } from "../utils/child.js"
-import { stack } from "../utils/stack.js"
+import { cli, stack } from "../utils/stack.js"
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), "kiln-runner-"))
 const outside = fs.mkdtempSync(path.join(os.tmpdir(), "kiln-outside-"))
@@ -318,5 +322,43 @@ describe("ProcessRunner (kept sandboxes)", () => {
       yield* Effect.flatMap(Sandboxes, (s) => s.sweep({ kept: true })).pipe(
         Effect.provide(stack({ root: dir, inProcess: true }))
       )
+    }))
+})
+
+describe("ProcessRunner (its spawner's lifetime)", () => {
+  /** A runner layer over a Store that stays open; returns its spawner's pid once a process has run. */
+  const runnerOver = (dir: string, outliveStore: boolean) =>
+    Effect.gen(function*() {
+      const before = new Set(childrenOf(process.pid, "kiln-spawner"))
+      const runner = ProcessRunnerLayer.layer({ namedCachesDir: path.join(dir, "named"), outliveStore }).pipe(
+        Layer.provide(Layer.mergeAll(
+          Sandboxer.layer({ command: [process.execPath, cli], socketDir: path.join(dir, "sock") }),
+          SandboxesLayer.layer({ root: path.join(dir, "sandboxes"), sweepOnStart: false })
+        ))
+      )
+      return yield* Effect.scoped(Effect.gen(function*() {
+        const r = Context.get(yield* Layer.build(runner), ProcessRunner)
+        assert.strictEqual((yield* r.run(sh("true", { cache: "never" }))).exitCode, 0)
+        const spawner = childrenOf(process.pid, "kiln-spawner").filter((p) => !before.has(p))
+        assert.strictEqual(spawner.length, 1)
+        return spawner[0]!
+      }))
+    })
+
+  it.scopedLive("ended with its layer under a Store that stays open; with outliveStore, once the Store closes", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kiln-life-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true })))
+      fs.mkdirSync(path.join(dir, "sandboxes"))
+      const storeScope = yield* Scope.make()
+      const store = Layer.succeedContext(
+        yield* Layer.buildWithScope(StoreLayer.layer({ root: path.join(dir, "store") }), storeScope)
+      )
+      const ended = yield* Effect.provide(runnerOver(dir, false), store)
+      yield* eventually("the spawner of a closed runner layer exits", () => !isAlive(ended), "5 seconds")
+      const kept = yield* Effect.provide(runnerOver(dir, true), store)
+      assert.isTrue(isAlive(kept), "with outliveStore, the spawner went before the store closed")
+      yield* Scope.close(storeScope, Exit.void)
+      yield* eventually("it exits once the store has closed", () => !isAlive(kept), "5 seconds")
     }))
 })
