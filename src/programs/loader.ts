@@ -103,7 +103,13 @@ const cacheDeps = () => {
     if (key === undefined || (cachedData === undefined && !writeCodeCache)) {
       return original.call(this, content, filename)
     }
-    const script = new vm.Script(wrap(content), { filename, ...(cachedData !== undefined ? { cachedData } : {}) })
+    let script: vm.Script
+    try {
+      script = new vm.Script(wrap(content), { filename, ...(cachedData !== undefined ? { cachedData } : {}) })
+    } catch {
+      // What Node's own compile accepts and a wrapped script does not (a `#!` line): left to Node.
+      return original.call(this, content, filename)
+    }
     if (writeCodeCache) compiled.set(key, script)
     const fn = script.runInThisContext() as (...args: Array<unknown>) => unknown
     return fn.call(this.exports, this.exports, createRequire(filename), this, filename, path.dirname(filename))
