@@ -20,6 +20,7 @@ import * as GraphOrder from "./internal/graphOrder.js"
 import * as MemoRecord from "./internal/memoRecord.js"
 import * as RunMemo from "./internal/runMemo.js"
 import * as RunRecords from "./internal/runRecords.js"
+import * as Sharded from "./internal/shardedLmdb.js"
 import * as Generation from "./internal/storeGeneration.js"
 import { writeBack } from "./internal/writeBack.js"
 import { ProcessRunner } from "./ProcessRunner.js"
@@ -155,7 +156,9 @@ export class NoProducer extends Schema.TaggedError<NoProducer>("kiln/NoProducer"
   /** What the missing blob was read as (`file`, `directory`). */
   kind: Schema.optional(Schema.String),
   /** Whether a second look, after the failure, finds it in the store after all (a read that went wrong). */
-  presentNow: Schema.optional(Schema.Boolean)
+  presentNow: Schema.optional(Schema.Boolean),
+  /** When this process skipped writing it because the store already held it (ISO time), if it did. */
+  skippedWriteAt: Schema.optional(Schema.String)
 }) {
   override get message(): string {
     const what = this.kind === undefined || this.kind === "blob" ? "blob" : this.kind
@@ -164,7 +167,10 @@ export class NoProducer extends Schema.TaggedError<NoProducer>("kiln/NoProducer"
       : this.presentNow
       ? " (a second look finds it in the store: the read that missed it went wrong)"
       : " (a second look does not find it either)"
-    return `missing ${what} ${this.digest} needed by \`${this.consumer}\`, and no process of this run produced it${now}`
+    const skipped = this.skippedWriteAt === undefined
+      ? ""
+      : `; this process did not write it at ${this.skippedWriteAt} because the store held it then`
+    return `missing ${what} ${this.digest} needed by \`${this.consumer}\`, and no process of this run produced it${now}${skipped}`
   }
 }
 
@@ -460,11 +466,13 @@ export const make = Effect.gen(function*() {
                 ? store.hasFile(e.digest)
                 : Effect.zipWith(store.hasFile(e.digest), store.hasDirectory(e.digest), (f, d) => f || d)
               const presentNow = yield* Effect.orElseSucceed(look, () => undefined)
+              const skipped = Sharded.skippedWrite(e.digest.hash)
               return yield* new NoProducer({
                 digest: Digest.format(e.digest),
                 consumer: name,
                 kind: e.kind,
-                ...(presentNow !== undefined ? { presentNow } : {})
+                ...(presentNow !== undefined ? { presentNow } : {}),
+                ...(skipped !== undefined ? { skippedWriteAt: new Date(skipped.at).toISOString() } : {})
               })
             }
             if (node.backtracks >= maxBacktracks) {

@@ -5,7 +5,9 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../../src/domain/Digest.js"
 import * as Directory from "../../src/domain/Directory.js"
+import { NoProducer } from "../../src/layers/Engine.js"
 import { registrySize } from "../../src/layers/internal/lmdbEnvs.js"
+import * as Sharded from "../../src/layers/internal/shardedLmdb.js"
 import * as Store from "../../src/layers/Store.js"
 import { Golden, writeGoldenTree } from "../fixtures/golden.js"
 import { tempDir, tempStore, writeTree } from "../utils/temp.js"
@@ -298,6 +300,24 @@ describe("Store", () => {
         assert.strictEqual(Buffer.from(yield* store.getFile(d)).toString(), "will rot")
       }))
   })
+})
+
+describe("skipped writes (a diagnostic)", () => {
+  it.scoped("a write skipped because the store held the entry is remembered, and a NoProducer says so", () =>
+    Effect.gen(function*() {
+      const store = yield* tempStore()
+      const dir = Either.getOrThrow(
+        Directory.make({ files: [{ name: `f-${Date.now()}`, digest: Digest.empty, isExecutable: false }] })
+      )
+      const d = yield* store.putDirectory(dir)
+      assert.isUndefined(Sharded.skippedWrite(d.hash), "written, not skipped")
+      yield* store.putDirectory(dir)
+      const skipped = Sharded.skippedWrite(d.hash)
+      assert.isDefined(skipped)
+      const at = new Date(skipped!.at).toISOString()
+      const e = new NoProducer({ digest: Digest.format(d), consumer: "c", kind: "directory", skippedWriteAt: at })
+      assert.include(e.message, `did not write it at ${at}`)
+    }))
 })
 
 describe("snapshot, materialize, capture", () => {

@@ -221,6 +221,19 @@ const groupByShard = <T extends { readonly hash: string }>(
  *
  * @internal
  */
+/**
+ * Entries this process did not write because its read snapshot showed them present with a fresh lease (another
+ * process had written them), by hash: when one of them later turns out missing, the error can say so. The
+ * failure it is kept for (a merged input root gone from the store with no one removing it) has been seen twice in
+ * the fault harness and not explained yet. Bounded: the oldest go first.
+ */
+const skipped = new Map<string, { readonly at: number; readonly leaseUntil: number }>()
+const SKIPPED_KEPT = 4096
+
+/** When this process skipped writing `hash` because it found it present, if it did. @internal */
+export const skippedWrite = (hash: string): { readonly at: number; readonly leaseUntil: number } | undefined =>
+  skipped.get(hash)
+
 export const putBatch = (
   shards: Shards,
   entries: ReadonlyArray<Entry>,
@@ -242,7 +255,11 @@ export const putBatch = (
           const key = keyOf(entry.hash)
           const lease = decodeLease(shard.leases.getBinary(key))
           if (lease === undefined || !shard.content.doesExist(key)) return "both" as const
-          return lease.until - now < leaseTimeMs / 2 ? "lease" as const : "none" as const
+          if (lease.until - now < leaseTimeMs / 2) return "lease" as const
+          skipped.delete(entry.hash)
+          skipped.set(entry.hash, { at: now, leaseUntil: lease.until })
+          if (skipped.size > SKIPPED_KEPT) skipped.delete(skipped.keys().next().value!)
+          return "none" as const
         })
       })
       if (plan instanceof StoreError) return Effect.fail(plan)
