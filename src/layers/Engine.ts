@@ -472,7 +472,7 @@ export const make = Effect.gen(function*() {
                 consumer: name,
                 kind: e.kind,
                 ...(presentNow !== undefined ? { presentNow } : {}),
-                ...(skipped !== undefined ? { skippedWriteAt: new Date(skipped.at).toISOString() } : {})
+                ...(skipped !== undefined ? { skippedWriteAt: new Date(skipped).toISOString() } : {})
               })
             }
             if (node.backtracks >= maxBacktracks) {

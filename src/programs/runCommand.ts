@@ -136,7 +136,8 @@ export const directRunArgs = (args: ReadonlyArray<string>): RunArgs | undefined 
   }
 }
 
-const runHandler = (o: RunArgs) =>
+/** `kiln run` with its arguments parsed (by @effect/cli, or by {@link directRunArgs}). */
+export const runParsed = (o: RunArgs) =>
   Effect.gen(function*() {
     const configFile = path.resolve(o.config)
     const { config, hash: configHash } = yield* loadConfig(configFile)
@@ -217,10 +218,7 @@ const runHandler = (o: RunArgs) =>
       runner: { concurrency: o.concurrency, cacheContent: o.cacheContent }
     }))
   )
-/** `kiln run` with arguments already parsed (see {@link directRunArgs}). */
-export const runParsed = runHandler
-
-export const run = Command.make("run", runConfig, runHandler).pipe(
+export const run = Command.make("run", runConfig, runParsed).pipe(
   Command.withDescription("run processes of kiln.json (default: all) and their deps")
 )
 

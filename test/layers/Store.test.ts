@@ -314,7 +314,7 @@ describe("skipped writes (a diagnostic)", () => {
       yield* store.putDirectory(dir)
       const skipped = Sharded.skippedWrite(d.hash)
       assert.isDefined(skipped)
-      const at = new Date(skipped!.at).toISOString()
+      const at = new Date(skipped!).toISOString()
       const e = new NoProducer({ digest: Digest.format(d), consumer: "c", kind: "directory", skippedWriteAt: at })
       assert.include(e.message, `did not write it at ${at}`)
     }))

@@ -249,22 +249,6 @@ export const isRacy = (st: fs.BigIntStats, atNs: bigint): boolean => {
   return st.mtimeNs + margin >= atNs || st.ctimeNs + margin >= atNs
 }
 
-/** How long after the last racy change {@link confirm} can look again. */
-export const racyWaitMs = (seen: ReadonlyArray<Seen>, atNs: bigint): number => {
-  let latest = 0n
-  for (const s of seen) {
-    if (s.st === undefined || !isRacy(s.st, atNs)) continue
-    const t = s.st.mtimeNs > s.st.ctimeNs ? s.st.mtimeNs : s.st.ctimeNs
-    if (t > latest) latest = t
-  }
-  if (latest === 0n) return 0
-  const coarse = latest % 1_000_000_000n === 0n
-  // Past the margin by a whole millisecond of Date.now, the clock `confirm` reads.
-  const until = latest + (coarse ? 2_000_000_000n : 10_000_000n) + 1_000_000n
-  const left = until - BigInt(Date.now()) * 1_000_000n
-  return left <= 0n ? 0 : Math.ceil(Number(left) / 1_000_000)
-}
-
 /**
  * Whether a racy observation still holds at the end of the run: the stat is unchanged and the content is still what
  * the run used (re-hashed, re-read, re-listed). With `settled`, only once its tick has passed too (a change made
