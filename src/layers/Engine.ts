@@ -260,16 +260,27 @@ const ownInputs = (
   })
 
 /** Own inputs ⊕ each dep's outputs at the dep's workspace path. */
+/** What a run says when it made a directory of `name`'s merged inputs again (see `remake`). */
+const remadeWarning = (name: string, digest: Digest.Digest): string => {
+  const skipped = Sharded.skippedWrite(digest.hash)
+  const why = skipped === undefined
+    ? ""
+    : ` (this process had not written it at ${new Date(skipped).toISOString()} because the store held it then)`
+  return `${name}: ${Digest.format(digest)}, a directory of its merged inputs, was missing from the store: ` +
+    `made it again${why}`
+}
+
 const mergeInputs = (
   store: Store["Type"],
   config: Config,
   own: Digest.Digest,
-  deps: Readonly<Record<string, Digest.Digest>>
+  deps: Readonly<Record<string, Digest.Digest>>,
+  rewrite = false
 ) =>
   store.mergeTrees([
     { digest: own, at: [] },
     ...Object.entries(deps).map(([dep, d]) => ({ digest: d, at: segments(config.processes[dep]!.workingDirectory) }))
-  ])
+  ], { rewrite })
 
 const processOf = (name: string, pc: ProcessConfig, inputDigest: Digest.Digest) => {
   const outputs = pc.outputs ?? []
@@ -310,6 +321,8 @@ type Outcome = "ok" | "failed"
 interface NodeState {
   result?: ProcessResult
   backtracks: number
+  /** Directories of this process's merged input root that were found missing and made again. */
+  remade?: Set<string>
 }
 
 /**
@@ -403,11 +416,31 @@ export const make = Effect.gen(function*() {
           )
         })
 
+      const depOutputs = (pc: ProcessConfig) => {
+        const deps: Record<string, Digest.Digest> = {}
+        for (const dep of pc.deps ?? []) deps[dep] = state.get(dep)!.result!.outputDigest
+        return deps
+      }
+
+      /**
+       * Makes `name`'s merged input root again, every directory written whatever the store shows, and says whether
+       * `missing` is in the store now. The engine is the producer of the directories a merge makes (the root, and the
+       * folders it lays deps' outputs into), so when one of those is gone it is re-made like any other output.
+       */
+      const remake = (name: string, pc: ProcessConfig, missing: Digest.Digest) =>
+        Effect.suspend(() => {
+          const own = owned.get(name)
+          if (own === undefined) return Effect.succeed(false)
+          return Effect.zipRight(
+            mergeInputs(store, config, own.digest, depOutputs(pc), true),
+            store.hasDirectory(missing)
+          )
+        }).pipe(Effect.orElseSucceed(() => false))
+
       const inputOf = (name: string, pc: ProcessConfig) =>
         Effect.gen(function*() {
           const own = yield* ownOf(name, pc)
-          const deps: Record<string, Digest.Digest> = {}
-          for (const dep of pc.deps ?? []) deps[dep] = state.get(dep)!.result!.outputDigest
+          const deps = depOutputs(pc)
           const digest = yield* mergeInputs(store, config, own.digest, deps)
           records.set(name, {
             argv: [...pc.argv],
@@ -458,6 +491,14 @@ export const make = Effect.gen(function*() {
             if (e._tag !== "MissingDigest") return yield* Effect.fail(e)
             yield* indexAll
             const producer = producers.get(e.digest.hash)
+            if (producer === undefined && e.kind === "directory" && !(node.remade?.has(e.digest.hash) ?? false)) {
+              if (node.backtracks < maxBacktracks && (yield* remake(name, pc, e.digest))) {
+                node.backtracks++
+                ;(node.remade ??= new Set()).add(e.digest.hash)
+                yield* Effect.logWarning(remadeWarning(name, e.digest))
+                continue
+              }
+            }
             if (producer === undefined) {
               // Nothing can re-make it; what a second look finds tells a blob that is gone from one misread.
               const look = e.kind === "directory"

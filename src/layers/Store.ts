@@ -211,10 +211,12 @@ export interface Service {
     options?: Materialize.MaterializeOptions
   ) => Effect.Effect<void, Digest.MissingDigest | StoreError>
   /**
-   * Lays trees over each other, each at a path (segments); a path two trees fill differently is a conflict.
+   * Lays trees over each other, each at a path (segments); a path two trees fill differently is a conflict. With
+   * `rewrite`, the directories the merge makes are written even where the store shows them present.
    */
   readonly mergeTrees: (
-    layers: ReadonlyArray<{ readonly digest: Digest.Digest; readonly at: ReadonlyArray<string> }>
+    layers: ReadonlyArray<{ readonly digest: Digest.Digest; readonly at: ReadonlyArray<string> }>,
+    options?: { readonly rewrite?: boolean }
   ) => Effect.Effect<Digest.Digest, Digest.MissingDigest | StoreError>
   /** Captures the declared outputs under `root` (absent ones are left out) into a tree. */
   readonly capture: (root: string, outputs: Capture.Outputs) => Effect.Effect<Digest.Digest, StoreError>
@@ -496,7 +498,7 @@ export const make = (
         ),
       materialize: (digest, destination, options) => Materialize.materialize(core, digest, destination, options),
       capture: (root, outputs) => Capture.capture(core, root, outputs),
-      mergeTrees: (layers) => TreeMerge.merge(core, layers),
+      mergeTrees: (layers, options) => TreeMerge.merge(core, layers, options?.rewrite ?? false),
       check: (options) => Maintenance.check(core, options?.repair ?? false),
       gc: (options) => Maintenance.gc(core, options?.targetSizeBytes ?? opts.maxSizeBytes),
       stats: Maintenance.stats(core, opts.shardCount),

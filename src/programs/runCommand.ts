@@ -40,16 +40,22 @@ const loadConfig = (file: string) =>
 
 /**
  * A deterministic test hook, `KILN_TEST_REMOVE_BEFORE=<consumer>=<what>`: once the consumer's input tree is known and
- * before it runs, remove from the store either the output files of the process named `what`, or the blob `what`.
+ * before it runs, remove from the store either the output files of the process named `what`, the blob `what`, or
+ * with `what` = `input`, the root directory of the consumer's merged inputs.
  */
 const testHook = (store: Store.Service): Engine.RunOptions["beforeAttempt"] => {
   const spec = process.env.KILN_TEST_REMOVE_BEFORE
   if (spec === undefined || !spec.includes("=")) return undefined
   const [consumer, what] = [spec.slice(0, spec.indexOf("=")), spec.slice(spec.indexOf("=") + 1)]
   let fired = false
-  return (name, _input, resultOf) =>
+  return (name, input, resultOf) =>
     Effect.gen(function*() {
       if (fired || name !== consumer) return
+      if (what === "input") {
+        fired = true
+        yield* store.remove(input)
+        return
+      }
       const blob = Digest.parse(what)
       if (Either.isRight(blob)) {
         fired = true

@@ -110,6 +110,19 @@ describe("kiln run", () => {
       assert.strictEqual(run.summary!.backtracks, 1)
     }))
 
+  it.scoped("a merged input root gone from the store before its consumer runs is made again, and the run succeeds", () =>
+    Effect.gen(function*() {
+      const { kiln, source } = yield* workspace
+      const run = kiln(["run"], { KILN_TEST_REMOVE_BEFORE: "bundle=input" })
+      assert.strictEqual(run.code, 0, run.stderr)
+      assert.strictEqual(source(run.summary, "bundle"), "ran")
+      assert.match(
+        run.stderr,
+        /bundle: [0-9a-f]{64}\/\d+, a directory of its merged inputs, was missing from the store: made it again/
+      )
+      assert.strictEqual(run.summary!.processes.find((p) => p.name === "bundle")!.backtracks, 1)
+    }))
+
   it.scoped("a missing digest that no process of the run produced is a one-line error, exit 1", () =>
     Effect.gen(function*() {
       const { kiln, ws } = yield* workspace

@@ -52,11 +52,12 @@ export const dirAt = (root: Node, segments: ReadonlyArray<string>): Node | undef
 }
 
 /**
- * Encodes and stores every directory of the tree; returns the root digest.
+ * Encodes and stores every directory of the tree; returns the root digest. With `rewrite`, every directory is written
+ * even when the store shows it present (see {@link Sharded.putBatch}'s `overwrite`).
  *
  * @internal
  */
-export const finish = (core: Core.Core, root: Node): Effect.Effect<Digest.Digest, StoreError> =>
+export const finish = (core: Core.Core, root: Node, rewrite = false): Effect.Effect<Digest.Digest, StoreError> =>
   Effect.suspend(() => {
     const pending: Array<{ hash: string; value: Uint8Array }> = []
     const made: Array<[Digest.Digest, Directory.Directory]> = []
@@ -93,7 +94,7 @@ export const finish = (core: Core.Core, root: Node): Effect.Effect<Digest.Digest
       pending.length === 0
         ? Effect.void
         : Effect.zipRight(
-          Sharded.putBatch(core.directories, pending, Core.leaseUntil(core), core.leaseTimeMs),
+          Sharded.putBatch(core.directories, pending, Core.leaseUntil(core), core.leaseTimeMs, rewrite),
           // Listing the tree next (the engine does, for every input tree) then needs no decoding.
           Effect.sync(() => made.forEach(([d, dir]) => Core.rememberDirectory(core, d, dir)))
         ),

@@ -80,10 +80,16 @@ const mergeInto = (
     }
   })
 
-/** @internal */
+/**
+ * The merged tree's root digest. With `rewrite`, the directories the merge makes are written even when the store
+ * shows them present: the engine re-makes a merged input root that turned out missing.
+ *
+ * @internal
+ */
 export const merge = (
   core: Core.Core,
-  layers: ReadonlyArray<Layer>
+  layers: ReadonlyArray<Layer>,
+  rewrite = false
 ): Effect.Effect<Digest.Digest, StoreError | Digest.MissingDigest> =>
   Effect.gen(function*() {
     const nonEmpty = layers.filter((l) => !Digest.isEmpty(l.digest))
@@ -107,5 +113,5 @@ export const merge = (
       }
       yield* mergeInto(core, node, layer.digest, layer.at.join("/"))
     }
-    return yield* Tree.finish(core, root)
+    return yield* Tree.finish(core, root, rewrite)
   })
