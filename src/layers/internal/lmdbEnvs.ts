@@ -85,13 +85,25 @@ const optionsOf = (dir: string, settings: EnvSettings) => ({
 
 const DATABASES = ["content", "leases", "locks"] as const
 
+/**
+ * Opens (creating them if need be) the named databases in one write transaction: lmdb-js commits one per `openDB`
+ * otherwise, and in a new environment each of those commits took several milliseconds, paid once per shard.
+ */
+const openDatabases = (env: RootDatabase<Buffer, Buffer>) =>
+  env.transactionSync(() =>
+    DATABASES.map((name) => env.openDB<Buffer, Buffer>({ name, encoding: "binary", keyEncoding: "binary" }))
+  )
+
 /** The environment's handle as kiln shares it, registered under its lock file's identity. */
-const register = (dir: string, env: RootDatabase<Buffer, Buffer>, settings: EnvSettings): SharedEnv => {
+const register = (
+  dir: string,
+  env: RootDatabase<Buffer, Buffer>,
+  settings: EnvSettings,
+  databases = openDatabases(env)
+): SharedEnv => {
   // lmdb-js checks at open too; kiln does it explicitly because it is the promise users rely on.
   env.readerCheck()
-  const [content, leases, locks] = DATABASES.map((name) =>
-    env.openDB<Buffer, Buffer>({ name, encoding: "binary", keyEncoding: "binary" })
-  )
+  const [content, leases, locks] = databases
   const key = lockKey(dir)!
   const shared: SharedEnv = {
     key,
@@ -147,7 +159,7 @@ const createInPlace = (
     removeAbandoned(dir)
     fs.mkdirSync(fresh)
     env = open<Buffer, Buffer>(optionsOf(fresh, settings))
-    for (const name of DATABASES) env.openDB<Buffer, Buffer>({ name, encoding: "binary", keyEncoding: "binary" })
+    const databases = openDatabases(env)
     try {
       // Replaces `dir` only while it is empty (as the store's layout leaves it): never an environment in use.
       fs.renameSync(fresh, dir)
@@ -157,7 +169,7 @@ const createInPlace = (
       fs.rmSync(fresh, { recursive: true, force: true })
       return undefined
     }
-    return register(dir, env, settings)
+    return register(dir, env, settings, databases)
   } catch (e) {
     if (env !== undefined) void env.close()
     fs.rmSync(fresh, { recursive: true, force: true })
