@@ -12,6 +12,7 @@ import { Effect, type Scope } from "effect"
 import type * as Lmdb from "lmdb"
 import type { Database, RootDatabase } from "lmdb"
 import * as fs from "node:fs"
+import Module from "node:module"
 import * as path from "node:path"
 import { StoreConfigConflict, StoreError } from "../../domain/StoreErrors.js"
 import { describeErrno, errnoOf } from "./errno.js"
@@ -51,7 +52,40 @@ const registryKey = Symbol.for("kiln/lmdbEnvs")
 const registry: Registry = ((globalThis as any)[registryKey] ??= new Map()) as Registry
 
 let lmdb: typeof Lmdb | undefined
-const loadLmdb = Effect.promise(async () => (lmdb ??= await import("lmdb")))
+
+/** Beside an addon that `scripts/patch-lmdb.mjs` built (at install) from LMDB's source with its fix. */
+const FIXED_STAMP = "kiln-fixed-open-txnid"
+
+/**
+ * Whether the native addon lmdb loaded is the one built with the fix for lost commits (see `scripts/patch-lmdb.mjs`):
+ * its file, found among the modules Node has loaded, has the stamp beside it.
+ */
+const addonIsFixed = (addon: unknown): { fixed: boolean; file?: string } => {
+  const cache = (Module as unknown as { _cache: Record<string, { exports: unknown; filename: string } | undefined> })
+    ._cache
+  for (const m of Object.values(cache)) {
+    if (m !== undefined && m.exports === addon) {
+      return { fixed: fs.existsSync(path.join(path.dirname(m.filename), FIXED_STAMP)), file: m.filename }
+    }
+  }
+  return { fixed: false }
+}
+
+/** Whether the lmdb this process loaded runs the addon built with the fix (undefined before lmdb is loaded). @internal */
+export const loadedAddonIsFixed = (): boolean | undefined =>
+  lmdb === undefined ? undefined : addonIsFixed((lmdb as { readonly nativeAddon?: unknown }).nativeAddon).fixed
+
+const loadLmdb = Effect.tap(
+  Effect.promise(async () => (lmdb ??= await import("lmdb"))),
+  (loaded) => {
+    const { file, fixed } = addonIsFixed((loaded as { readonly nativeAddon?: unknown }).nativeAddon)
+    return fixed ? Effect.void : Effect.logWarning(
+      `lmdb's native addon${file === undefined ? "" : ` (${file})`} is not the one built with kiln's fix for lost ` +
+        "commits (run `node scripts/patch-lmdb.mjs` in kiln's directory): with several kiln processes " +
+        "on one store, entries written can be lost"
+    )
+  }
+)
 
 const lockKey = (dir: string): string | undefined => {
   try {

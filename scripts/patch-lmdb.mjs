@@ -1,0 +1,93 @@
+/**
+ * Run by `npm install`/`npm ci` (postinstall): fixes a bug in the LMDB that lmdb-js bundles and builds lmdb's native
+ * addon from that source, which lmdb then loads instead of its prebuilt one (`build/Release` comes first).
+ *
+ * The bug: `mdb_env_open2` in lmdb-js's LMDB fork stores the transaction id it read from the data file before mapping
+ * it into the shared "last committed transaction" of `lock.mdb`, in every process that opens the environment. When
+ * another process commits in between, that id goes back by one: readers then see the older snapshot, and the next
+ * writer commits over the newer one, so entries whose writes had resolved are gone for good (and a writer further
+ * behind fails with `MDB_PROBLEM: mdb_page_touch no parent`). kiln has many processes opening the same shards all the
+ * time; a stress test of that pattern lost committed entries within minutes with the prebuilt addon and none with this
+ * fix. Upstream LMDB sets that id only in the process that opens the environment first (and with MDB_PREVSNAPSHOT):
+ * the fix is that one condition.
+ *
+ * Set KILN_LMDB_PREBUILT=1 to keep the prebuilt addon (kiln then warns at start-up that its store is exposed).
+ */
+import { spawnSync } from "node:child_process"
+import { createHash } from "node:crypto"
+import * as fs from "node:fs"
+import { createRequire } from "node:module"
+import * as path from "node:path"
+
+const say = (line) => process.stderr.write(`kiln: ${line}\n`)
+
+if (process.env.KILN_LMDB_PREBUILT === "1") {
+  say(
+    "KILN_LMDB_PREBUILT=1: keeping lmdb's prebuilt addon, without the fix for lost commits (see scripts/patch-lmdb.mjs)"
+  )
+  process.exit(0)
+}
+
+const require = createRequire(import.meta.url)
+const fail = (line) => {
+  say(`cannot build lmdb's addon with the fix for lost commits: ${line}`)
+  say("set KILN_LMDB_PREBUILT=1 to install with the prebuilt addon anyway (see scripts/patch-lmdb.mjs)")
+  process.exit(1)
+}
+
+/** lmdb's package directory (its `exports` hide package.json from `require.resolve`). */
+const lmdbDir = (() => {
+  let dir = path.dirname(require.resolve("lmdb"))
+  while (path.basename(dir) !== "lmdb" || !fs.existsSync(path.join(dir, "package.json"))) {
+    if (path.dirname(dir) === dir) fail(`no lmdb package above ${require.resolve("lmdb")}`)
+    dir = path.dirname(dir)
+  }
+  return dir
+})()
+const version = JSON.parse(fs.readFileSync(path.join(lmdbDir, "package.json"), "utf8")).version
+const source = path.join(lmdbDir, "dependencies/lmdb/libraries/liblmdb/mdb.c")
+const BUGGY = "\tif (env->me_txns)\n\t\tenv->me_txns->mti_txnid = meta.mm_txnid;\n"
+const FIXED = "\tif (prev && env->me_txns)\n\t\tenv->me_txns->mti_txnid = meta.mm_txnid;\n"
+const addon = path.join(lmdbDir, "build/Release/lmdb.node")
+/** Written beside the addon once it is built from the fixed source: kiln checks for it (lmdbEnvs.ts). */
+const stamp = path.join(lmdbDir, "build/Release/kiln-fixed-open-txnid")
+
+let text = fs.readFileSync(source, "utf8")
+if (!text.includes(FIXED)) {
+  if (!text.includes(BUGGY)) fail(`${source} has neither the line to fix nor the fix (another lmdb version?)`)
+  text = text.replace(BUGGY, FIXED)
+  fs.writeFileSync(source, text)
+}
+const fixedHash = createHash("sha256").update(text).digest("hex")
+if (fs.existsSync(addon) && fs.existsSync(stamp) && fs.readFileSync(stamp, "utf8").trim() === fixedHash) process.exit(0)
+
+// npm gives its own node-gyp to install scripts; run by hand, take the one beside this Node's npm.
+const nodeGyp = process.env.npm_config_node_gyp ??
+  path.resolve(path.dirname(process.execPath), "../lib/node_modules/npm/node_modules/node-gyp/bin/node-gyp.js")
+if (!fs.existsSync(nodeGyp)) fail(`node-gyp not found at ${nodeGyp}`)
+// Node's own headers, when this Node was installed with them (official builds and Debian's are): node-gyp would
+// otherwise download them, and only the npm registry may be reachable.
+const prefix = path.resolve(path.dirname(process.execPath), "..")
+const versionHeader = path.join(prefix, "include/node/node_version.h")
+const headersMatch = fs.existsSync(versionHeader) && (() => {
+  const h = fs.readFileSync(versionHeader, "utf8")
+  const part = (name) => h.match(new RegExp(`#define NODE_${name}_VERSION (\\d+)`))?.[1]
+  return `v${part("MAJOR")}.${part("MINOR")}.${part("PATCH")}` === process.version
+})()
+
+const t0 = Date.now()
+const log = path.join(lmdbDir, "build-kiln.log")
+const out = fs.openSync(log, "w")
+const build = spawnSync(
+  process.execPath,
+  [nodeGyp, "rebuild", ...(headersMatch ? [`--nodedir=${prefix}`] : [])],
+  { cwd: lmdbDir, stdio: ["ignore", out, out], env: { ...process.env, JOBS: "max" } }
+)
+fs.closeSync(out)
+if (build.status !== 0 || !fs.existsSync(addon)) {
+  const tail = fs.readFileSync(log, "utf8").trimEnd().split("\n").slice(-15).join("\n")
+  process.stderr.write(`${tail}\n`)
+  fail(`node-gyp exited ${build.status ?? build.signal} (a C compiler, make and python3 are needed; log: ${log})`)
+}
+fs.writeFileSync(stamp, `${fixedHash}\n`)
+say(`built lmdb ${version}'s addon with the fix for lost commits in ${((Date.now() - t0) / 1000).toFixed(0)} s`)

@@ -1,0 +1,43 @@
+/**
+ * The LMDB addon kiln runs: built at install (scripts/patch-lmdb.mjs) from lmdb's source with the fix for commits
+ * that a concurrent opener made other processes lose, and a warning when a process runs without it.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import { createRequire } from "node:module"
+import * as path from "node:path"
+import { loadedAddonIsFixed, preload } from "../../src/layers/internal/lmdbEnvs.js"
+import { cli } from "../utils/stack.js"
+import { tempDir } from "../utils/temp.js"
+
+const WARNING = "is not the one built with kiln's fix for lost commits"
+
+describe("lmdb's native addon", () => {
+  it.effect("is the build from the fixed source, and this process loaded it", () =>
+    Effect.gen(function*() {
+      yield* preload
+      assert.isTrue(loadedAddonIsFixed())
+      // lmdb's CommonJS entry is dist/index.cjs.
+      const lmdbDir = path.resolve(path.dirname(createRequire(import.meta.url).resolve("lmdb")), "..")
+      const source = fs.readFileSync(path.join(lmdbDir, "dependencies/lmdb/libraries/liblmdb/mdb.c"), "utf8")
+      assert.include(source, "\tif (prev && env->me_txns)\n\t\tenv->me_txns->mti_txnid = meta.mm_txnid;\n")
+    }))
+
+  it.scoped("a kiln process running the prebuilt addon says so on stderr; with the fixed one it says nothing", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir("kiln-addon-")
+      const stats = (env: Record<string, string>) =>
+        spawnSync(process.execPath, [cli, "store", "stats", "--store-dir", path.join(root, "store")], {
+          encoding: "utf8",
+          env: { ...process.env, ...env }
+        })
+      const fixed = stats({})
+      assert.strictEqual(fixed.status, 0, fixed.stderr)
+      assert.notInclude(fixed.stderr, WARNING)
+      const prebuilt = stats({ PREBUILDS_ONLY: "1" })
+      assert.strictEqual(prebuilt.status, 0, prebuilt.stderr)
+      assert.include(prebuilt.stderr, WARNING)
+    }))
+})
