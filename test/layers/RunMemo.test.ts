@@ -245,3 +245,69 @@ describe("store generation", () => {
       assert.isFalse(holdsNow(fresh))
     }))
 })
+
+describe("run memo journal", () => {
+  const entry = (action: string): RunMemo.Entry => ({
+    key: "k",
+    deps: {},
+    action,
+    output: "o",
+    stdout: "s",
+    stderr: "e",
+    inputs: [],
+    outputs: []
+  })
+  const base = (processes: Record<string, RunMemo.Entry>): RunMemo.Memo => ({
+    v: RunMemo.FORMAT,
+    build: RunMemo.buildId(),
+    generation: "g1",
+    config: "c1",
+    store: [],
+    processes
+  })
+  const line = (set: Record<string, RunMemo.Entry>, drop: Array<string> = [], over = { generation: "g1" }) => ({
+    v: RunMemo.FORMAT,
+    build: RunMemo.buildId(),
+    generation: over.generation,
+    config: "c1",
+    store: [["files/0/data.mdb", "1", "2", 3]] as RunMemo.Memo["store"],
+    set,
+    drop
+  })
+
+  it.scoped("a run's few changes are appended, applied in order over the memo, and a rewrite starts afresh", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempDir()
+      const root = yield* tempDir()
+      const file = RunMemo.fileOf(root, ws)
+      assert.isFalse(RunMemo.append(root, ws, line({ p: entry("a2") })), "no memo to append to")
+      RunMemo.write(root, ws, base({ p: entry("a1"), q: entry("b1"), r: entry("c1") }))
+      const written = fs.statSync(file)
+      assert.isTrue(RunMemo.append(root, ws, line({ p: entry("a2") }, ["q"])))
+      assert.isTrue(RunMemo.append(root, ws, line({ q: entry("b3") })))
+      // A line cut short (a crash while appending), and one over another generation: both skipped.
+      fs.appendFileSync(RunMemo.journalOf(file), "{\"v\":")
+      assert.isTrue(RunMemo.append(root, ws, line({ r: entry("stale") }, [], { generation: "g0" })))
+      assert.strictEqual(fs.statSync(file).mtimeMs, written.mtimeMs, "the memo itself is not rewritten")
+      const read = RunMemo.read(root, ws)!
+      assert.deepStrictEqual(
+        Object.fromEntries(Object.entries(read.processes).map(([n, e]) => [n, e.action])),
+        { p: "a2", q: "b3", r: "c1" }
+      )
+      assert.deepStrictEqual(read.store, [["files/0/data.mdb", "1", "2", 3]])
+      // A whole rewrite takes the journal's place.
+      RunMemo.write(root, ws, base({ p: entry("a4") }))
+      assert.isFalse(fs.existsSync(RunMemo.journalOf(file)))
+      assert.deepStrictEqual(Object.keys(RunMemo.read(root, ws)!.processes), ["p"])
+    }))
+
+  it.scoped("a journal that would grow past its bound is not appended to: the caller rewrites the memo", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempDir()
+      const root = yield* tempDir()
+      RunMemo.write(root, ws, base({}))
+      const big = { p: { ...entry("a"), key: "x".repeat(RunMemo.JOURNAL_MAX_BYTES / 2) } }
+      assert.isTrue(RunMemo.append(root, ws, line(big)))
+      assert.isFalse(RunMemo.append(root, ws, line(big)))
+    }))
+})

@@ -91,19 +91,20 @@ export const record = (o: {
       return unsettled === undefined
     })
     const processes: Record<string, RunMemo.Entry> = {}
-    let changed = o.previous === undefined || o.previous.generation !== o.generation ||
-      o.previous.config !== o.configHash
+    const set: Record<string, RunMemo.Entry> = {}
+    const drop: Array<string> = []
+    // Over a memo of the same generation and config, this run's changes can go to its journal.
+    const over = o.previous !== undefined && o.previous.generation === o.generation &&
+      o.previous.config === o.configHash
     // Entries made under another generation may refer to bytes that are gone: only this run's own checks carry over.
     if (o.previous !== undefined && o.previous.generation === o.generation) {
       for (const [name, e] of Object.entries(o.previous.processes)) {
-        if (!(name in o.config.processes)) changed = true
-        else if (o.names.has(name) && !o.remembered.has(name)) changed = true
+        if (!(name in o.config.processes) || (o.names.has(name) && !o.remembered.has(name))) drop.push(name)
         else processes[name] = e
       }
     }
     for (const c of settled) {
-      changed = true
-      processes[c.name] = {
+      processes[c.name] = set[c.name] = {
         key: o.keyOf(c.name),
         deps: { ...c.deps },
         action: Digest.format(c.result.actionDigest),
@@ -114,9 +115,20 @@ export const record = (o: {
         outputs: unique(c.outputs.map((s) => RunMemo.obsOf(o.workspace, s, racy(s))))
       }
     }
-    if (!changed) return
+    const recorded = Object.keys(set).length
+    if (over && recorded === 0 && drop.length === 0) return
     yield* Effect.try({
       try: () =>
+        (over && recorded + drop.length <= RunMemo.APPEND_AT_MOST &&
+          RunMemo.append(o.root, o.workspace, {
+            v: RunMemo.FORMAT,
+            build: RunMemo.buildId(),
+            generation: o.generation,
+            config: o.configHash,
+            store: RunMemo.storeFiles(o.root),
+            set,
+            drop
+          })) ||
         RunMemo.write(o.root, o.workspace, {
           v: RunMemo.FORMAT,
           build: RunMemo.buildId(),

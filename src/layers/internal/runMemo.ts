@@ -24,7 +24,7 @@ import * as path from "node:path"
 import * as Generation from "./storeGeneration.js"
 
 /** Bump when what a memo means changes. */
-export const FORMAT = 4
+export const FORMAT = 5
 
 /** Something a walk read, with the evidence of what it found: a file's hash, a symlink's target, a listing. */
 export interface Seen {
@@ -113,8 +113,70 @@ interface Handover {
 const stampOf = (st: fs.BigIntStats): string => `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`
 
 /**
- * The memo of a workspace, if there is one this build can use. With `handOver`, what its checks find is kept for
- * the next `read` of the same file in this process (see {@link HANDOVER}).
+ * Beside the memo: the changes of runs that recorded few processes, one JSON line each (see {@link append}), applied
+ * in order over the memo when it is read. An edit run then writes a line of about a kilobyte instead of rewriting
+ * every process's entry (a megabyte for 1,000 processes, and its cost grew with the workspace).
+ */
+export const journalOf = (file: string): string => file.replace(/\.json$/, ".journal")
+
+/** A journal line: entries set and processes dropped by one run, over a memo of the same generation and config. */
+export interface JournalLine {
+  readonly v: number
+  readonly build: string
+  readonly generation: string
+  readonly config: string
+  /** The store's files when the line was written: they replace the memo's (a shard made since is covered too). */
+  readonly store: Memo["store"]
+  readonly set: Record<string, Entry>
+  readonly drop: ReadonlyArray<string>
+}
+
+/** Runs that record at most this many entries append them to the journal. */
+export const APPEND_AT_MOST = 32
+/** A journal that would grow past this size is merged: the memo is rewritten whole. */
+export const JOURNAL_MAX_BYTES = 256 * 1024
+
+/**
+ * Applies a journal's lines over `memo`, in order. A line cut short (a crash while appending) is skipped; so is a
+ * line over another generation, config or build (appended before the memo was rewritten): every entry carries its
+ * own evidence, so a line lost this way costs a check of the store, never a wrong answer.
+ */
+const applyJournal = (memo: Memo, text: string): void => {
+  for (const raw of text.split("\n")) {
+    if (raw === "") continue
+    let line: JournalLine
+    try {
+      line = JSON.parse(raw) as JournalLine
+    } catch {
+      continue
+    }
+    if (
+      line.v !== memo.v || line.build !== memo.build || line.generation !== memo.generation ||
+      line.config !== memo.config || typeof line.set !== "object" || !Array.isArray(line.drop) ||
+      !Array.isArray(line.store)
+    ) continue
+    for (const name of line.drop) delete memo.processes[name]
+    Object.assign(memo.processes, line.set)
+    ;(memo as { store: Memo["store"] }).store = line.store
+  }
+}
+
+/** The journal's text and a stamp of it ("-" when there is none). */
+const readJournal = (file: string): { readonly text: string; readonly stamp: string } => {
+  let fd: number | undefined
+  try {
+    fd = fs.openSync(journalOf(file), "r")
+    return { stamp: stampOf(fs.fstatSync(fd, { bigint: true })), text: fs.readFileSync(fd, "utf8") }
+  } catch {
+    return { stamp: "-", text: "" }
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd)
+  }
+}
+
+/**
+ * The memo of a workspace, if there is one this build can use, with its journal applied. With `handOver`, what its
+ * checks find is kept for the next `read` of the same files in this process (see {@link HANDOVER}).
  */
 export const read = (storeRoot: string, workspace: string, handOver = false): Memo | undefined => {
   const file = fileOf(storeRoot, workspace)
@@ -124,10 +186,13 @@ export const read = (storeRoot: string, workspace: string, handOver = false): Me
   let fd: number | undefined
   try {
     fd = fs.openSync(file, "r")
-    const stamp = stampOf(fs.fstatSync(fd, { bigint: true }))
+    const base = stampOf(fs.fstatSync(fd, { bigint: true }))
+    const journal = readJournal(file)
+    const stamp = `${base} ${journal.stamp}`
     if (handed !== undefined && handed.file === file && handed.stamp === stamp) return handed.memo
     const memo = JSON.parse(fs.readFileSync(fd, "utf8")) as Memo
     if (memo.v !== FORMAT || memo.build !== buildId() || typeof memo.processes !== "object") return undefined
+    applyJournal(memo, journal.text)
     if (handOver) {
       ;(memo as Checked)[EVIDENCE] = new Map()
       g[HANDOVER] = { file, stamp, memo }
@@ -309,16 +374,38 @@ export const holding = (
   return { valid, why }
 }
 
-/** Writes the memo atomically (a concurrent run's memo may win: each entry is checked on its own anyway). */
+/**
+ * Writes the memo whole, atomically, and starts its journal afresh (a concurrent run's memo may win: each entry is
+ * checked on its own anyway).
+ */
 export const write = (storeRoot: string, workspace: string, memo: Memo): void => {
   const file = fileOf(storeRoot, workspace)
   fs.mkdirSync(path.dirname(file), { recursive: true })
   const tmp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`
   try {
     fs.writeFileSync(tmp, JSON.stringify(memo))
+    // The journal goes first: a reader in between sees the old memo alone (fewer entries), never the old journal
+    // over the new memo. A line another run appends meanwhile starts a new journal, which applies to this memo.
+    fs.rmSync(journalOf(file), { force: true })
     fs.renameSync(tmp, file)
   } catch (e) {
     fs.rmSync(tmp, { force: true })
     throw e
   }
+}
+
+/**
+ * Appends one run's changes to the memo's journal, or says it did not (false: no memo to append to, or the journal
+ * would grow past {@link JOURNAL_MAX_BYTES}), and the caller writes the memo whole.
+ */
+export const append = (storeRoot: string, workspace: string, line: JournalLine): boolean => {
+  const file = fileOf(storeRoot, workspace)
+  const journal = journalOf(file)
+  const text = JSON.stringify(line)
+  const size = fs.statSync(journal, { throwIfNoEntry: false })?.size ?? 0
+  if (size + text.length > JOURNAL_MAX_BYTES || !fs.existsSync(file)) return false
+  // One write of one line: other runs' appends land before or after it, not inside. Led by a newline, so that a
+  // line an earlier append left cut short (a full disk) does not swallow this one.
+  fs.appendFileSync(journal, `\n${text}\n`)
+  return true
 }
