@@ -125,8 +125,8 @@ const REMOVE_HERE_MAX_ENTRIES = 8
 /**
  * Removes a sandbox of a few files (and its logs) here, or says it did not: a handful of syscalls cost less than the
  * spawner's round trip, which woke the spawner on this thread's core while a cold run's processes queued behind it
- * (trivial processes ran about 12% faster without it on 2 cores). A deeper tree, or one this thread cannot remove (a read-only
- * directory), goes to the spawner whole.
+ * (trivial processes ran about 12% faster without it on 2 cores). A deeper tree, or one this thread cannot remove
+ * (a read-only directory), goes to the spawner whole.
  */
 const removedHere = (dir: string): boolean => {
   try {
