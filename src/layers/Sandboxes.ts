@@ -126,6 +126,8 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Scope
     const keep = options.keep ?? "never"
     const owner = SandboxDir.self()
     const failures = yield* Ref.make(0)
+    const idle = SandboxDir.pool(root, owner)
+    yield* Effect.addFinalizer(() => Effect.sync(() => idle.drain()))
 
     const release = (
       dir: string,
@@ -151,6 +153,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Scope
             `could not keep the sandbox of ${description} (${describeErrno(kept.left.error)}); removing it`
           )
         }
+        if (!keepIt && idle.recycle(dir)) return
         if (!keepIt && remove !== undefined) {
           const removedElsewhere = yield* Effect.either(remove(dir))
           if (Either.isRight(removedElsewhere)) return
@@ -176,7 +179,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Scope
           const state = { command: undefined as Command | undefined, failed: false }
           const dir = yield* Effect.acquireRelease(
             Effect.try({
-              try: () => SandboxDir.create(root, owner),
+              try: () => idle.take() ?? SandboxDir.create(root, owner),
               catch: (e) =>
                 new SandboxError({
                   reason: "Create",

@@ -17,6 +17,7 @@ import { Process } from "../../src/domain/Process.js"
 import { ProcessRunner } from "../../src/layers/ProcessRunner.js"
 import { Sandboxes } from "../../src/layers/Sandboxes.js"
 import { Store } from "../../src/layers/Store.js"
+import { sandboxesLeft } from "../utils/sandboxes.js"
 import { stack } from "../utils/stack.js"
 import { tempDir, writeTree } from "../utils/temp.js"
 
@@ -201,7 +202,7 @@ describe("ProcessRunner: go mod download", () => {
           yield* text(perms.digest!),
           `555 modcache/${EXTRACTED}\n444 modcache/${EXTRACTED}/greet.go\n`
         )
-        assert.deepStrictEqual(fs.readdirSync(path.join(root, "sandboxes")), [])
+        assert.deepStrictEqual(sandboxesLeft(path.join(root, "sandboxes")), [])
         assert.strictEqual(yield* sandboxes.removalFailures, 0)
       }).pipe(Effect.provide(stack({ root })))
     }))
@@ -224,7 +225,7 @@ describe("ProcessRunner: go mod download", () => {
         assert.strictEqual(mode(path.join(cached, EXTRACTED, "greet.go")), 0o444)
         assert.strictEqual(mode(path.join(cached, EXTRACTED, "go.mod")), 0o444)
         assert.strictEqual(fs.readFileSync(path.join(cached, EXTRACTED, "greet.go"), "utf8"), GREET_GO)
-        assert.deepStrictEqual(fs.readdirSync(path.join(root, "sandboxes")), [])
+        assert.deepStrictEqual(sandboxesLeft(path.join(root, "sandboxes")), [])
 
         // With the proxy off, the module can only come from the named cache...
         yield* runGo(goProcess("go mod download -json", { goBin, goproxy: "off", inputDigest }, named))
@@ -236,7 +237,7 @@ describe("ProcessRunner: go mod download", () => {
         assert.notStrictEqual(control.exitCode, 0)
         assert.include(yield* text(control.stderrDigest), "module lookup disabled by GOPROXY=off")
 
-        assert.deepStrictEqual(fs.readdirSync(path.join(root, "sandboxes")), [])
+        assert.deepStrictEqual(sandboxesLeft(path.join(root, "sandboxes")), [])
         assert.strictEqual(yield* sandboxes.removalFailures, 0)
       }).pipe(Effect.provide(stack({ root })))
 

@@ -19,6 +19,7 @@ import { Sandboxes } from "../../src/layers/Sandboxes.js"
 import * as StoreLayer from "../../src/layers/Store.js"
 import { Store } from "../../src/layers/Store.js"
 import { childrenOf, eventually, groupAlive } from "../utils/child.js"
+import { sandboxesLeft as left } from "../utils/sandboxes.js"
 import { cli, stack } from "../utils/stack.js"
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), "kiln-runner-"))
@@ -41,7 +42,7 @@ const run = (p: Process, cache?: { read: boolean; write: boolean }) =>
 /** A unique marker so that no two tests share a cache key. */
 let n = 0
 const unique = () => `${process.pid}-${++n}-${Date.now()}`
-const sandboxesLeft = () => fs.readdirSync(path.join(root, "sandboxes")).filter((x) => !x.endsWith(".owner"))
+const sandboxesLeft = () => left(path.join(root, "sandboxes")).filter((x) => !x.endsWith(".owner"))
 
 layer(Layer.fresh(stack({ root })), { timeout: "60 seconds" })("ProcessRunner", (it) => {
   it.effect("captures stdout, stderr and the exit code; a non-zero exit is a result", () =>

@@ -64,7 +64,11 @@ describe("Sandboxes", () => {
           asked.push(dir)
           fs.rmSync(dir, { recursive: true })
         })
-      const first = yield* Effect.scoped(Effect.map(sandboxes.make("test", elsewhere), (s) => s.path))
+      // A directory in it: not one to empty and keep for the next process.
+      const first = yield* Effect.scoped(Effect.map(sandboxes.make("test", elsewhere), (s) => {
+        fs.mkdirSync(path.join(s.path, "sub"))
+        return s.path
+      }))
       assert.deepStrictEqual(asked, [first])
       // Half done, then failed: what is left (a read-only tree, a log beside it) is removed here.
       const failing = (dir: string) =>
@@ -78,6 +82,43 @@ describe("Sandboxes", () => {
       assert.deepStrictEqual(fs.readdirSync(root), [])
       assert.isFalse(fs.existsSync(second))
       assert.strictEqual(yield* sandboxes.removalFailures, 0)
+    }))
+
+  it.scoped("a finished sandbox of a few files is emptied under a new name and reused; its scope removes it", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir()
+      const asked: Array<string> = []
+      const remover = (dir: string) => Effect.sync(() => void asked.push(dir))
+      const used = yield* Effect.scoped(Effect.gen(function*() {
+        const sandboxes = yield* Sandboxes.make({ root, sweepOnStart: false })
+        const first = yield* Effect.scoped(Effect.map(sandboxes.make("a", remover), (s) => {
+          fs.writeFileSync(path.join(s.path, "in.txt"), "in")
+          fs.symlinkSync("in.txt", path.join(s.path, "link"))
+          fs.chmodSync(s.path, 0o700)
+          fs.writeFileSync(`${s.path}${SandboxDir.STDOUT_SUFFIX}`, "out")
+          return s.path
+        }))
+        // Gone under its own name, logs and all, and not through the remover: one empty sandbox of ours is idle.
+        assert.isFalse(fs.existsSync(first))
+        assert.isFalse(fs.existsSync(`${first}${SandboxDir.STDOUT_SUFFIX}`))
+        assert.deepStrictEqual(asked, [])
+        const [idle] = fs.readdirSync(root)
+        assert.deepStrictEqual(SandboxDir.readOwner(path.join(root, idle!)), SandboxDir.self())
+        const second = yield* Effect.scoped(Effect.map(sandboxes.make("b", remover), (s) => {
+          assert.strictEqual(s.path, path.join(root, idle!))
+          assert.deepStrictEqual(fs.readdirSync(s.path), [])
+          assert.strictEqual(fs.statSync(s.path).mode & 0o777, 0o755 & ~process.umask())
+          fs.mkdirSync(path.join(s.path, "sub"))
+          return s.path
+        }))
+        // One with a directory in it goes through the remover (this one only notes it), and none is idle then.
+        assert.deepStrictEqual(asked, [second])
+        fs.rmSync(second, { recursive: true })
+        yield* Effect.scoped(sandboxes.make("c", remover))
+        assert.strictEqual(fs.readdirSync(root).length, 1)
+        return first
+      }))
+      assert.deepStrictEqual(fs.readdirSync(root), [], `idle sandboxes outlived their scope (first was ${used})`)
     }))
 
   it.scoped("removal of a read-only tree works as an unprivileged user, where rm -rf fails", () =>

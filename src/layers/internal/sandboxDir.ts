@@ -92,12 +92,16 @@ export const ownerOfName = (name: string): Owner | undefined => {
   return { pid: parseInt(m[1]!, 36), startTime }
 }
 
+/** A fresh sandbox name of `owner` (its random part tells one engine's sandboxes apart). */
+const nameFor = (owner: Owner): string => {
+  const start = owner.startTime === "" ? "_" : Number(owner.startTime).toString(36)
+  return `${PREFIX}${owner.pid.toString(36)}-${start}-${randomBytes(4).toString("hex")}`
+}
+
 /** Creates a sandbox directory under `root`, named after its owner. @internal */
 export const create = (root: string, owner: Owner): string => {
-  const start = owner.startTime === "" ? "_" : Number(owner.startTime).toString(36)
-  const stem = `${PREFIX}${owner.pid.toString(36)}-${start}-`
   for (let madeRoot = false;;) {
-    const dir = path.join(root, `${stem}${randomBytes(4).toString("hex")}`)
+    const dir = path.join(root, nameFor(owner))
     try {
       fs.mkdirSync(dir, { mode: 0o755 })
       return dir
@@ -107,6 +111,69 @@ export const create = (root: string, owner: Owner): string => {
       // The root is made on first need, not checked before every sandbox.
       mkdirp(root)
       madeRoot = true
+    }
+  }
+}
+
+/** @internal */
+export interface Pool {
+  /** An emptied sandbox of this owner under a name no process has had, if one is idle. */
+  readonly take: () => string | undefined
+  /**
+   * Empties a finished sandbox of a few files (its logs beside it removed too) and keeps it for the next process, or
+   * says it did not (a deeper tree, one it cannot empty, or a full pool): the caller removes it.
+   */
+  readonly recycle: (sandbox: string) => boolean
+  /** Removes the idle sandboxes (when their owner's scope ends). */
+  readonly drain: () => void
+}
+
+/** Sandboxes of at most this many entries, none a directory, are emptied and kept for the next process. */
+const RECYCLE_MAX_ENTRIES = 8
+const POOL_MAX = 16
+
+/**
+ * Idle sandboxes of one owner, reused instead of made and removed for every process (as Bazel reuses sandbox
+ * directories): on a file system mounted with `discard` (as this project's VMs mount theirs), a profile of trivial
+ * processes put a sandbox's `mkdir` at 0.35 ms and its `rmdir` at 0.46 ms, of about 4 ms per process. An emptied
+ * sandbox is renamed at once to a fresh name of the same owner: the finished process's path is gone when its result
+ * returns, as a removed sandbox's is (a straggler writing there fails), and the next process gets a path nobody has
+ * used. Its name still says whose it is, so an engine's death leaves nothing sweeps miss.
+ *
+ * @internal
+ */
+export const pool = (root: string, owner: Owner): Pool => {
+  const idle: Array<string> = []
+  // What `mkdir(…, 0o755)` gives a new sandbox under this process's umask (chmod does not apply the umask).
+  const mode = 0o755 & ~process.umask()
+  return {
+    take: () => idle.pop(),
+    recycle: (sandbox) => {
+      if (idle.length >= POOL_MAX) return false
+      let renamed: string
+      try {
+        const entries = fs.readdirSync(sandbox, { withFileTypes: true })
+        if (entries.length > RECYCLE_MAX_ENTRIES || entries.some((e) => e.isDirectory())) return false
+        for (const e of entries) fs.unlinkSync(path.join(sandbox, e.name))
+        // A tool may have changed the directory's mode: the next process gets the one a new sandbox has.
+        fs.chmodSync(sandbox, mode)
+        renamed = path.join(root, nameFor(owner))
+        fs.renameSync(sandbox, renamed)
+      } catch {
+        return false
+      }
+      removeLogs(sandbox)
+      idle.push(renamed)
+      return true
+    },
+    drain: () => {
+      for (const dir of idle.splice(0)) {
+        try {
+          fs.rmdirSync(dir)
+        } catch {
+          // Left for a sweep: its name says whose it is.
+        }
+      }
     }
   }
 }
