@@ -93,7 +93,10 @@ export const make = (store: Store.Service, inner: Runner, cacheContent: CacheCon
   ): Effect.Effect<Option.Option<ProcessResult>, StoreError> =>
     Effect.gen(function*() {
       if (Option.isNone(raw)) return Option.none()
-      const entry = decodeEntry(Buffer.from(raw.value).toString("utf8"))
+      // A view on the bytes, not a copy: they are read once, here.
+      const entry = decodeEntry(
+        Buffer.from(raw.value.buffer, raw.value.byteOffset, raw.value.byteLength).toString("utf8")
+      )
       if (Option.isNone(entry)) return Option.none()
       const e = entry.value
       if (cacheContent !== "defer") {

@@ -405,7 +405,7 @@ export const sealActionResult = (payload: Uint8Array): Buffer =>
 export const unsealActionResult = (value: Uint8Array): Uint8Array | undefined => {
   if (value.length < CHECKSUM) return undefined
   const payload = value.subarray(CHECKSUM)
-  const expected = Buffer.from(value.subarray(0, CHECKSUM)).toString("hex")
+  const expected = Buffer.from(value.buffer, value.byteOffset, CHECKSUM).toString("hex")
   return Digest.ofBytes(payload).hash === expected ? payload : undefined
 }
 
