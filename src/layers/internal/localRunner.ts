@@ -119,20 +119,16 @@ const storeLogs = (
         ) as Effect.Effect<[Digest.Digest, Digest.Digest], StoreError>
   )
 
-/** A sandbox of at most this many entries, none a directory, is removed on this thread (see {@link removedHere}). */
-const REMOVE_HERE_MAX_ENTRIES = 8
-
 /**
  * Removes a sandbox of a few files (and its logs) here, or says it did not: a handful of syscalls cost less than the
  * spawner's round trip, which woke the spawner on this thread's core while a cold run's processes queued behind it
  * (trivial processes ran about 12% faster without it on 2 cores). A deeper tree, or one this thread cannot remove
- * (a read-only directory), goes to the spawner whole.
+ * (a read-only directory), goes to the spawner whole. (Most such sandboxes are kept for the next process instead:
+ * see `SandboxDir.pool`.)
  */
 const removedHere = (dir: string): boolean => {
+  if (!SandboxDir.emptyFlat(dir)) return false
   try {
-    const entries = fs.readdirSync(dir, { withFileTypes: true })
-    if (entries.length > REMOVE_HERE_MAX_ENTRIES || entries.some((e) => e.isDirectory())) return false
-    for (const e of entries) fs.unlinkSync(path.join(dir, e.name))
     fs.rmdirSync(dir)
   } catch {
     return false

@@ -128,9 +128,26 @@ export interface Pool {
   readonly drain: () => void
 }
 
-/** Sandboxes of at most this many entries, none a directory, are emptied and kept for the next process. */
-const RECYCLE_MAX_ENTRIES = 8
+/** A sandbox of at most this many entries, none a directory, is emptied on the engine's thread. */
+const FLAT_MAX_ENTRIES = 8
 const POOL_MAX = 16
+
+/**
+ * Unlinks every entry of a sandbox of a few files (symlinks and other non-directories), or says it did not: a
+ * deeper or bigger tree, or one it cannot empty (what it removed before the failure stays removed). Throws nothing.
+ *
+ * @internal
+ */
+export const emptyFlat = (sandbox: string): boolean => {
+  try {
+    const entries = fs.readdirSync(sandbox, { withFileTypes: true })
+    if (entries.length > FLAT_MAX_ENTRIES || entries.some((e) => e.isDirectory())) return false
+    for (const e of entries) fs.unlinkSync(path.join(sandbox, e.name))
+    return true
+  } catch {
+    return false
+  }
+}
 
 /**
  * Idle sandboxes of one owner, reused instead of made and removed for every process (as Bazel reuses sandbox
@@ -150,11 +167,9 @@ export const pool = (root: string, owner: Owner): Pool => {
     take: () => idle.pop(),
     recycle: (sandbox) => {
       if (idle.length >= POOL_MAX) return false
+      if (!emptyFlat(sandbox)) return false
       let renamed: string
       try {
-        const entries = fs.readdirSync(sandbox, { withFileTypes: true })
-        if (entries.length > RECYCLE_MAX_ENTRIES || entries.some((e) => e.isDirectory())) return false
-        for (const e of entries) fs.unlinkSync(path.join(sandbox, e.name))
         // A tool may have changed the directory's mode: the next process gets the one a new sandbox has.
         fs.chmodSync(sandbox, mode)
         renamed = path.join(root, nameFor(owner))
