@@ -1,13 +1,16 @@
 /**
- * What a run left under a sandbox root: every sandbox with anything in it and every file beside one. An empty
- * sandbox is an idle one its engine keeps for the next process (see `SandboxDir.pool`), removed with its scope.
+ * What a run left under a sandbox root: every sandbox with anything in it, every file beside one, and every empty
+ * sandbox but the idle ones of this process (an engine keeps emptied sandboxes for its next process: see
+ * `SandboxDir.pool`; its scope removes them).
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
+import * as SandboxDir from "../../src/layers/internal/sandboxDir.js"
 
 export const sandboxesLeft = (root: string): Array<string> =>
   fs.readdirSync(root).filter((name) => {
     const p = path.join(root, name)
-    const st = fs.lstatSync(p)
-    return !(st.isDirectory() && fs.readdirSync(p).length === 0)
+    const idle = fs.lstatSync(p).isDirectory() && fs.readdirSync(p).length === 0 &&
+      SandboxDir.ownerOfName(name)?.pid === process.pid
+    return !idle
   })
