@@ -259,7 +259,6 @@ const ownInputs = (
     return { digest, files }
   })
 
-/** Own inputs ⊕ each dep's outputs at the dep's workspace path. */
 /** What a run says when it made a directory of `name`'s merged inputs again (see `remake`). */
 const remadeWarning = (name: string, digest: Digest.Digest): string => {
   const skipped = Sharded.skippedWrite(digest.hash)
@@ -270,6 +269,7 @@ const remadeWarning = (name: string, digest: Digest.Digest): string => {
     `made it again${why}`
 }
 
+/** Own inputs ⊕ each dep's outputs at the dep's workspace path (`rewrite`: every directory made is written). */
 const mergeInputs = (
   store: Store["Type"],
   config: Config,
