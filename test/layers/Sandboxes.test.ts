@@ -98,11 +98,13 @@ describe("Sandboxes", () => {
           fs.writeFileSync(`${s.path}${SandboxDir.STDOUT_SUFFIX}`, "out")
           return s.path
         }))
-        // Gone under its own name, logs and all, and not through the remover: one empty sandbox of ours is idle.
+        // Gone under its own name, logs and all, and not through the remover: one empty sandbox of ours is idle,
+        // with the log file its next process's spawn truncates.
         assert.isFalse(fs.existsSync(first))
         assert.isFalse(fs.existsSync(`${first}${SandboxDir.STDOUT_SUFFIX}`))
         assert.deepStrictEqual(asked, [])
-        const [idle] = fs.readdirSync(root)
+        const idle = fs.readdirSync(root).find((n) => SandboxDir.sandboxNameOf(n) === n)
+        assert.sameMembers(fs.readdirSync(root), [idle!, `${idle}${SandboxDir.STDOUT_SUFFIX}`])
         assert.deepStrictEqual(SandboxDir.readOwner(path.join(root, idle!)), SandboxDir.self())
         const second = yield* Effect.scoped(Effect.map(sandboxes.make("b", remover), (s) => {
           assert.strictEqual(s.path, path.join(root, idle!))
@@ -113,9 +115,16 @@ describe("Sandboxes", () => {
         }))
         // One with a directory in it goes through the remover (this one only notes it), and none is idle then.
         assert.deepStrictEqual(asked, [second])
+        // (A real remover takes the logs beside it too: here, the one the first process left.)
         fs.rmSync(second, { recursive: true })
+        fs.rmSync(`${second}${SandboxDir.STDOUT_SUFFIX}`)
         yield* Effect.scoped(sandboxes.make("c", remover))
         assert.strictEqual(fs.readdirSync(root).length, 1)
+        // Once more with logs, which then wait beside the idle sandbox until the scope ends.
+        yield* Effect.scoped(Effect.map(sandboxes.make("d", remover), (s) => {
+          fs.writeFileSync(`${s.path}${SandboxDir.STDERR_SUFFIX}`, "err")
+        }))
+        assert.strictEqual(fs.readdirSync(root).length, 2)
         return first
       }))
       assert.deepStrictEqual(fs.readdirSync(root), [], `idle sandboxes outlived their scope (first was ${used})`)
