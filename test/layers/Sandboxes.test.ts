@@ -125,6 +125,21 @@ describe("Sandboxes", () => {
           fs.writeFileSync(`${s.path}${SandboxDir.STDERR_SUFFIX}`, "err")
         }))
         assert.strictEqual(fs.readdirSync(root).length, 2)
+        // Many at once: as many as the pool keeps (16) wait idle, the rest are removed here, none by the remover.
+        asked.length = 0
+        yield* Effect.scoped(
+          Effect.forEach(
+            Array.from({ length: 20 }, (_, i) => `many${i}`),
+            (d) =>
+              Effect.map(sandboxes.make(d, remover), (s) => {
+                fs.writeFileSync(path.join(s.path, "in.txt"), d)
+              })
+          )
+        )
+        assert.deepStrictEqual(asked, [])
+        const dirs = fs.readdirSync(root).filter((n) => SandboxDir.sandboxNameOf(n) === n)
+        assert.strictEqual(dirs.length, 16)
+        for (const d of dirs) assert.deepStrictEqual(fs.readdirSync(path.join(root, d)), [])
         return first
       }))
       assert.deepStrictEqual(fs.readdirSync(root), [], `idle sandboxes outlived their scope (first was ${used})`)

@@ -119,24 +119,6 @@ const storeLogs = (
         ) as Effect.Effect<[Digest.Digest, Digest.Digest], StoreError>
   )
 
-/**
- * Removes a sandbox of a few files (and its logs) here, or says it did not: a handful of syscalls cost less than the
- * spawner's round trip, which woke the spawner on this thread's core while a cold run's processes queued behind it
- * (trivial processes ran about 12% faster without it on 2 cores). A deeper tree, or one this thread cannot remove
- * (a read-only directory), goes to the spawner whole. (Most such sandboxes are kept for the next process instead:
- * see `SandboxDir.pool`.)
- */
-const removedHere = (dir: string): boolean => {
-  if (!SandboxDir.emptyFlat(dir)) return false
-  try {
-    fs.rmdirSync(dir)
-  } catch {
-    return false
-  }
-  SandboxDir.removeLogs(dir)
-  return true
-}
-
 /** @internal */
 export const make = (
   store: Store.Service,
@@ -157,13 +139,11 @@ export const make = (
 
     // Before the sandbox exists: from its mkdir on (its name says whose it is), it dies with this engine.
     yield* options.watch(sandboxes.root)
-    // Removed once its group is gone, logs included: a few files here, anything bigger by the spawner, off this thread.
+    // Once its group is gone, a sandbox of a few files is kept for the next process (see `SandboxDir.pool`); anything
+    // bigger is removed, logs included, by the spawner, off this thread.
     const sandbox = yield* sandboxes.make(
       process.description,
-      (dir) =>
-        removedHere(dir)
-          ? Effect.void
-          : spawner.remove([dir, `${dir}${SandboxDir.STDOUT_SUFFIX}`, `${dir}${SandboxDir.STDERR_SUFFIX}`])
+      (dir) => spawner.remove([dir, `${dir}${SandboxDir.STDOUT_SUFFIX}`, `${dir}${SandboxDir.STDERR_SUFFIX}`])
     )
     yield* store.leaseTree(process.inputDigest).pipe(Effect.catchTag("StoreError", () => Effect.void))
     const inline = yield* writableHere(store, process.inputDigest)

@@ -121,8 +121,8 @@ export interface Pool {
   readonly take: () => string | undefined
   /**
    * Empties a finished sandbox of a few files and keeps it, with its log files beside it, for the next process (whose
-   * spawn truncates them), or says it did not (a deeper tree, one it cannot empty, or a full pool): the caller
-   * removes it.
+   * spawn truncates them), or removes it here when enough are idle; or says it did not (a deeper tree, or one it
+   * cannot empty): the caller removes it.
    */
   readonly recycle: (sandbox: string) => boolean
   /** Removes the idle sandboxes and their logs (when their owner's scope ends). */
@@ -167,8 +167,17 @@ export const pool = (root: string, owner: Owner): Pool => {
   return {
     take: () => idle.pop(),
     recycle: (sandbox) => {
-      if (idle.length >= POOL_MAX) return false
       if (!emptyFlat(sandbox)) return false
+      if (idle.length >= POOL_MAX) {
+        // Enough are idle: this one goes, here too (a few syscalls cost less than the spawner's round trip).
+        try {
+          fs.rmdirSync(sandbox)
+        } catch {
+          return false
+        }
+        removeLogs(sandbox)
+        return true
+      }
       let renamed: string
       try {
         // A tool may have changed the directory's mode: the next process gets the one a new sandbox has.
