@@ -1,15 +1,23 @@
 /**
- * Run by `npm install`/`npm ci` (postinstall): fixes a bug in the LMDB that lmdb-js bundles and builds lmdb's native
- * addon from that source, which lmdb then loads instead of its prebuilt one (`build/Release` comes first).
+ * Run by `npm install`/`npm ci` (postinstall): fixes two bugs in the LMDB that lmdb-js bundles and builds lmdb's
+ * native addon from that source, which lmdb then loads instead of its prebuilt one (`build/Release` comes first).
  *
- * The bug: `mdb_env_open2` in lmdb-js's LMDB fork stores the transaction id it read from the data file before mapping
- * it into the shared "last committed transaction" of `lock.mdb`, in every process that opens the environment. When
- * another process commits in between, that id goes back by one: readers then see the older snapshot, and the next
- * writer commits over the newer one, so entries whose writes had resolved are gone for good (and a writer further
- * behind fails with `MDB_PROBLEM: mdb_page_touch no parent`). kiln has many processes opening the same shards all the
- * time; a stress test of that pattern lost committed entries within minutes with the prebuilt addon and none with this
- * fix. Upstream LMDB sets that id only in the process that opens the environment first (and with MDB_PREVSNAPSHOT):
- * the fix is that one condition.
+ * 1. Lost commits (`open-txnid`): `mdb_env_open2` in lmdb-js's LMDB fork stores the transaction id it read from the
+ *    data file before mapping it into the shared "last committed transaction" of `lock.mdb`, in every process that
+ *    opens the environment. When another process commits in between, that id goes back by one: readers then see the
+ *    older snapshot, and the next writer commits over the newer one, so entries whose writes had resolved are gone
+ *    for good (and a writer further behind fails with `MDB_PROBLEM: mdb_page_touch no parent`). kiln has many
+ *    processes opening the same shards all the time; a stress test of that pattern (scripts/stress/lmdbOpenRace.mjs)
+ *    lost committed entries within minutes with the prebuilt addon and none with this fix. Upstream LMDB sets that
+ *    id only in the process that opens the environment first (and with MDB_PREVSNAPSHOT): the fix is that one
+ *    condition.
+ * 2. Destroyed locks (`close-keeps-mutexes`): a process closing an environment it believes it is the last user of
+ *    (it got the exclusive file lock) destroys the robust mutexes in `lock.mdb`. A process opening the environment at
+ *    that moment waits for a shared file lock, gets it once the closer is done, and goes on with the destroyed
+ *    mutexes: its write transactions fail with EINVAL ("cannot open the LMDB environment: failed (EINVAL)"), as do
+ *    those of every process that opens the environment until all have closed it. Upstream LMDB removed that
+ *    destruction in 0.9.32 (ITS#10095; Heimdal, fapolicyd and CFEngine hit the same EINVAL); the next first opener
+ *    initializes the mutexes anyway. scripts/stress/lmdbCloseRace.mjs shows it in seconds.
  *
  * Set KILN_LMDB_PREBUILT=1 to keep the prebuilt addon (kiln then warns at start-up that its store is exposed). When
  * the build cannot be done (no compiler), the install still succeeds, with that warning.
@@ -24,7 +32,7 @@ const say = (line) => process.stderr.write(`kiln: ${line}\n`)
 
 if (process.env.KILN_LMDB_PREBUILT === "1") {
   say(
-    "KILN_LMDB_PREBUILT=1: keeping lmdb's prebuilt addon, without the fix for lost commits (see scripts/patch-lmdb.mjs)"
+    "KILN_LMDB_PREBUILT=1: keeping lmdb's prebuilt addon, without kiln's fixes (see scripts/patch-lmdb.mjs)"
   )
   process.exit(0)
 }
@@ -35,7 +43,7 @@ const require = createRequire(import.meta.url)
  * own test of the addon fails): a machine without a compiler still gets a working kiln, and says why it is not safe.
  */
 const fail = (line) => {
-  say(`WARNING: cannot build lmdb's addon with the fix for lost commits: ${line}`)
+  say(`WARNING: cannot build lmdb's addon with kiln's fixes: ${line}`)
   say("WARNING: kiln will use lmdb's prebuilt addon; run `node scripts/patch-lmdb.mjs` once the tools are there")
   process.exit(0)
 }
@@ -51,20 +59,60 @@ const lmdbDir = (() => {
 })()
 const version = JSON.parse(fs.readFileSync(path.join(lmdbDir, "package.json"), "utf8")).version
 const source = path.join(lmdbDir, "dependencies/lmdb/libraries/liblmdb/mdb.c")
-const BUGGY = "\tif (env->me_txns)\n\t\tenv->me_txns->mti_txnid = meta.mm_txnid;\n"
-const FIXED = "\tif (prev && env->me_txns)\n\t\tenv->me_txns->mti_txnid = meta.mm_txnid;\n"
+/** Each fix replaces exactly one text of `mdb.c`; kiln checks that the addon it loads was built with every one. */
+const FIXES = [
+  {
+    id: "open-txnid",
+    buggy: "\tif (env->me_txns)\n\t\tenv->me_txns->mti_txnid = meta.mm_txnid;\n",
+    fixed: "\tif (prev && env->me_txns)\n\t\tenv->me_txns->mti_txnid = meta.mm_txnid;\n"
+  },
+  {
+    id: "close-keeps-mutexes",
+    buggy: [
+      "#elif defined(MDB_ROBUST_SUPPORTED)",
+      "\t\t/* If we have the filelock:\tIf we are the",
+      "\t\t * only remaining user, clean up robust",
+      "\t\t * mutexes.",
+      "\t\t */",
+      "\t\tif (excl == 0)",
+      "\t\t\tmdb_env_excl_lock(env, &excl);",
+      "\t\tif (excl > 0) {",
+      "\t\t\tpthread_mutex_destroy(env->me_txns->mti_rmutex);",
+      "\t\t\tpthread_mutex_destroy(env->me_txns->mti_wmutex);",
+      "\t\t\tpthread_mutex_destroy(env->me_txns->mti_sync_mutex);",
+      "\t\t}",
+      "#endif",
+      ""
+    ].join("\n"),
+    fixed: [
+      "#elif defined(MDB_ROBUST_SUPPORTED)",
+      "\t\t/* kiln: robust mutexes are left as they are (LMDB ITS#10095): destroying them here raced with",
+      "\t\t * another process opening the environment, which then used destroyed mutexes.",
+      "\t\t */",
+      "#endif",
+      ""
+    ].join("\n")
+  }
+]
 const addon = path.join(lmdbDir, "build/Release/lmdb.node")
-/** Written beside the addon once it is built from the fixed source: kiln checks for it (lmdbEnvs.ts). */
-const stamp = path.join(lmdbDir, "build/Release/kiln-fixed-open-txnid")
+/**
+ * Written beside the addon once it is built from the fixed source: the source's hash, then the id of every fix, one
+ * a line. kiln checks for the ids (lmdbEnvs.ts).
+ */
+const stamp = path.join(lmdbDir, "build/Release/kiln-lmdb-fixes")
 
-let text = fs.readFileSync(source, "utf8")
-if (!text.includes(FIXED)) {
-  if (!text.includes(BUGGY)) fail(`${source} has neither the line to fix nor the fix (another lmdb version?)`)
-  text = text.replace(BUGGY, FIXED)
-  fs.writeFileSync(source, text)
+const original = fs.readFileSync(source, "utf8")
+let text = original
+for (const fix of FIXES) {
+  if (text.includes(fix.fixed)) continue
+  if (!text.includes(fix.buggy)) {
+    fail(`${source} has neither the text fix ${fix.id} replaces nor the fix (another lmdb version?)`)
+  }
+  text = text.replace(fix.buggy, fix.fixed)
 }
-const fixedHash = createHash("sha256").update(text).digest("hex")
-if (fs.existsSync(addon) && fs.existsSync(stamp) && fs.readFileSync(stamp, "utf8").trim() === fixedHash) process.exit(0)
+if (text !== original) fs.writeFileSync(source, text)
+const stampText = [createHash("sha256").update(text).digest("hex"), ...FIXES.map((f) => f.id)].join("\n") + "\n"
+if (fs.existsSync(addon) && fs.existsSync(stamp) && fs.readFileSync(stamp, "utf8") === stampText) process.exit(0)
 
 // npm gives its own node-gyp to install scripts; run by hand, take the one beside this Node's npm.
 const nodeGyp = process.env.npm_config_node_gyp ??
@@ -94,5 +142,8 @@ if (build.status !== 0 || !fs.existsSync(addon)) {
   process.stderr.write(`${tail}\n`)
   fail(`node-gyp exited ${build.status ?? build.signal} (a C compiler, make and python3 are needed; log: ${log})`)
 }
-fs.writeFileSync(stamp, `${fixedHash}\n`)
-say(`built lmdb ${version}'s addon with the fix for lost commits in ${((Date.now() - t0) / 1000).toFixed(0)} s`)
+fs.writeFileSync(stamp, stampText)
+say(
+  `built lmdb ${version}'s addon with kiln's fixes (${FIXES.map((f) => f.id).join(", ")}) in ` +
+    `${((Date.now() - t0) / 1000).toFixed(0)} s`
+)

@@ -1,6 +1,7 @@
 /**
- * The LMDB addon kiln runs: built at install (scripts/patch-lmdb.mjs) from lmdb's source with the fix for commits
- * that a concurrent opener made other processes lose, and a warning when a process runs without it.
+ * The LMDB addon kiln runs: built at install (scripts/patch-lmdb.mjs) from lmdb's source with kiln's fixes (commits
+ * that a concurrent opener made other processes lose; locks a closing process destroyed under an opener), and a
+ * warning when a process runs without them.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -12,10 +13,10 @@ import { loadedAddonIsFixed, preload } from "../../src/layers/internal/lmdbEnvs.
 import { cli } from "../utils/stack.js"
 import { tempDir } from "../utils/temp.js"
 
-const WARNING = "is not the one built with kiln's fix for lost commits"
+const WARNING = "is not the one built with kiln's LMDB fixes"
 
 describe("lmdb's native addon", () => {
-  it.effect("is the build from the fixed source, and this process loaded it", () =>
+  it.effect("is the build from the source with both fixes, and this process loaded it", () =>
     Effect.gen(function*() {
       yield* preload
       assert.isTrue(loadedAddonIsFixed())
@@ -23,6 +24,9 @@ describe("lmdb's native addon", () => {
       const lmdbDir = path.resolve(path.dirname(createRequire(import.meta.url).resolve("lmdb")), "..")
       const source = fs.readFileSync(path.join(lmdbDir, "dependencies/lmdb/libraries/liblmdb/mdb.c"), "utf8")
       assert.include(source, "\tif (prev && env->me_txns)\n\t\tenv->me_txns->mti_txnid = meta.mm_txnid;\n")
+      // No process destroys the robust mutexes of lock.mdb on close any more (LMDB ITS#10095).
+      assert.notInclude(source, "pthread_mutex_destroy(env->me_txns->mti_wmutex)")
+      assert.include(source, "kiln: robust mutexes are left as they are (LMDB ITS#10095)")
     }))
 
   it.scoped("a kiln process running the prebuilt addon says so on stderr; with the fixed one it says nothing", () =>

@@ -53,19 +53,34 @@ const registry: Registry = ((globalThis as any)[registryKey] ??= new Map()) as R
 
 let lmdb: typeof Lmdb | undefined
 
-/** Beside an addon that `scripts/patch-lmdb.mjs` built (at install) from LMDB's source with its fix. */
-const FIXED_STAMP = "kiln-fixed-open-txnid"
+/**
+ * Beside an addon that `scripts/patch-lmdb.mjs` built (at install) from LMDB's source with kiln's fixes: the source's
+ * hash, then the id of each fix, one a line.
+ */
+const FIXES_STAMP = "kiln-lmdb-fixes"
+
+/** What an addon kiln runs must have been built with: lost commits, and locks destroyed under another opener. */
+const REQUIRED_FIXES = ["open-txnid", "close-keeps-mutexes"]
+
+const stampHasFixes = (file: string): boolean => {
+  try {
+    const ids = new Set(fs.readFileSync(file, "utf8").split("\n").slice(1))
+    return REQUIRED_FIXES.every((id) => ids.has(id))
+  } catch {
+    return false
+  }
+}
 
 /**
- * Whether the native addon lmdb loaded is the one built with the fix for lost commits (see `scripts/patch-lmdb.mjs`):
- * its file, found among the modules Node has loaded, has the stamp beside it.
+ * Whether the native addon lmdb loaded is the one built with kiln's fixes (see `scripts/patch-lmdb.mjs`): its file,
+ * found among the modules Node has loaded, has a stamp beside it that names every fix.
  */
 const addonIsFixed = (addon: unknown): { fixed: boolean; file?: string } => {
   const cache = (Module as unknown as { _cache: Record<string, { exports: unknown; filename: string } | undefined> })
     ._cache
   for (const m of Object.values(cache)) {
     if (m !== undefined && m.exports === addon) {
-      return { fixed: fs.existsSync(path.join(path.dirname(m.filename), FIXED_STAMP)), file: m.filename }
+      return { fixed: stampHasFixes(path.join(path.dirname(m.filename), FIXES_STAMP)), file: m.filename }
     }
   }
   return { fixed: false }
@@ -80,9 +95,9 @@ const loadLmdb = Effect.tap(
   (loaded) => {
     const { file, fixed } = addonIsFixed((loaded as { readonly nativeAddon?: unknown }).nativeAddon)
     return fixed ? Effect.void : Effect.logWarning(
-      `lmdb's native addon${file === undefined ? "" : ` (${file})`} is not the one built with kiln's fix for lost ` +
-        "commits (run `node scripts/patch-lmdb.mjs` in kiln's directory): with several kiln processes " +
-        "on one store, entries written can be lost"
+      `lmdb's native addon${file === undefined ? "" : ` (${file})`} is not the one built with kiln's LMDB fixes ` +
+        "(run `node scripts/patch-lmdb.mjs` in kiln's directory): with several kiln processes on one store, " +
+        "entries written can be lost, and writes can fail with EINVAL"
     )
   }
 )
