@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Deferred, Effect, Layer, Option, type Scope } from "effect"
+import { Context, Deferred, Duration, Effect, Layer, Option, type Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../domain/Digest.js"
@@ -229,6 +229,11 @@ export interface Service {
    * shards are opened on first use, so a process that died leaves its slots in shards nobody opens for a while.
    */
   readonly clearStaleReaders: Effect.Effect<number, StoreError>
+  /**
+   * Clears the reader slots of `pid`, a process that has died, waiting for the kernel to release its locks if need
+   * be (see `Maintenance.clearReadersOf`), at most `within`; says how many stale slots it cleared.
+   */
+  readonly clearReadersOf: (pid: number, within: Duration.DurationInput) => Effect.Effect<number, StoreError>
   /**
    * Runs `finalizer` when this Store's scope closes, after it has released its environments (finalizers added later
    * run first). The sandboxer is stopped there: while this process holds an environment open, a SIGKILL leaves
@@ -503,6 +508,7 @@ export const make = (
       gc: (options) => Maintenance.gc(core, options?.targetSizeBytes ?? opts.maxSizeBytes),
       stats: Maintenance.stats(core, opts.shardCount),
       clearStaleReaders: Maintenance.clearStaleReaders(core),
+      clearReadersOf: (pid, within) => Maintenance.clearReadersOf(core, pid, Duration.toMillis(within)),
       afterClose: (finalizer) => Effect.sync(() => void afterClose.push(finalizer))
     }
     return service

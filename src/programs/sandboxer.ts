@@ -64,7 +64,7 @@ export const sandboxer = Command.make(
       const state = SandboxerServer.makeState(o.watchRoots)
       // Opened on first use, in this scope: the engine writes small sandboxes itself and may never need it here.
       const store = yield* Effect.cached(Scope.extend(Store.make(toStoreOptions(o)), yield* Effect.scope))
-      const clearStaleReaders = Effect.flatMap(store, (s) => s.clearStaleReaders).pipe(
+      const clearStaleReaders = Effect.flatMap(store, (s) => s.clearReadersOf(o.parentPid, "2 seconds")).pipe(
         Effect.tap((n) => Effect.logInfo(`cleared ${n} stale LMDB reader slot(s) of parent ${o.parentPid}`)),
         Effect.catchAll((e) => Effect.logWarning(`could not clear stale LMDB reader slots: ${e.message}`))
       )

@@ -342,6 +342,35 @@ export const clearStaleReaders = (core: Core.Core): Effect.Effect<number, StoreE
     return cleared
   })
 
+const hasReadersOf = (core: Core.Core, pid: number): Effect.Effect<boolean, StoreError> =>
+  Effect.gen(function*() {
+    for (const shards of [core.files, core.directories, core.actions, core.locks]) {
+      for (const shard of yield* Sharded.allEnvs(shards)) {
+        if (LmdbEnvs.readerPids(shard).includes(pid)) return true
+      }
+    }
+    return false
+  })
+
+/**
+ * {@link clearStaleReaders} until no slot of `pid`, a process that has died, is left, or `withinMs` has passed. LMDB
+ * tells a dead reader by the file lock it held, which the kernel releases only once every thread of the process has
+ * exited: a killed process's main thread can already be a zombie, and its pipes closed, while its other threads (and
+ * with them its files) are still going, and a reader check then takes it for alive.
+ *
+ * @internal
+ */
+export const clearReadersOf = (core: Core.Core, pid: number, withinMs: number): Effect.Effect<number, StoreError> =>
+  Effect.gen(function*() {
+    const deadline = Date.now() + withinMs
+    let cleared = 0
+    for (;;) {
+      cleared += yield* clearStaleReaders(core)
+      if (!(yield* hasReadersOf(core, pid)) || Date.now() >= deadline) return cleared
+      yield* Effect.sleep("20 millis")
+    }
+  })
+
 /** @internal */
 export const stats = (core: Core.Core, shardCount: number): Effect.Effect<Stats, StoreError> =>
   Effect.gen(function*() {

@@ -184,8 +184,6 @@ export const destroyOwned = (state: State, owner: SandboxDir.Owner) =>
     return sandboxes.length
   })
 
-const PARENT_EXIT_WAIT_MS = 2000
-
 /** @internal */
 export interface Watch {
   readonly parentPid: number
@@ -220,20 +218,13 @@ export const watch = (
         yield* Effect.sleep("200 millis")
       }
     })
-    // The pipe closes while the kernel is still closing the parent's files, possibly before its LMDB lock-file
-    // locks, by which a reader check tells a dead reader from a live one: wait until it has fully exited (a zombie
-    // or gone), bounded, so that what follows (clearing its reader slots) sees it dead.
-    const exited = Effect.gen(function*() {
-      for (let waited = 0; parentAlive() && waited < PARENT_EXIT_WAIT_MS; waited += 5) yield* Effect.sleep("5 millis")
-      return "parent-died" as const
-    })
-    const pipeClosed = parentPipe === undefined ? Effect.never : Effect.async<void>((resume) => {
-      const done = () => resume(Effect.void)
+    const pipeClosed = parentPipe === undefined ? Effect.never : Effect.async<"parent-died">((resume) => {
+      const done = () => resume(Effect.succeed("parent-died"))
       parentPipe.once("end", done)
       parentPipe.once("close", done)
       parentPipe.once("error", done)
       parentPipe.resume()
-    }).pipe(Effect.zipRight(exited))
+    })
     const why = yield* Effect.raceFirst(poll, pipeClosed)
     if (why === "parent-died") {
       const n = yield* destroyOwned(state, parent)
