@@ -20,19 +20,10 @@ import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { envOptions } from "./envOptions.mjs"
 
 const require = createRequire(import.meta.url)
-const options = (dir) => ({
-  path: dir,
-  noSubdir: false,
-  mapSize: 1 << 26,
-  maxReaders: 126,
-  maxDbs: 4,
-  encoding: "binary",
-  keyEncoding: "binary",
-  compression: false,
-  cache: false
-})
+const options = (dir) => envOptions(dir, 1 << 26)
 
 const worker = async (envDir, seconds) => {
   const lmdb = require("lmdb")

@@ -18,19 +18,10 @@ import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { envOptions } from "./envOptions.mjs"
 
 const require = createRequire(import.meta.url)
-const options = (dir) => ({
-  path: dir,
-  noSubdir: false,
-  mapSize: 1 << 30,
-  maxReaders: 126,
-  maxDbs: 4,
-  encoding: "binary",
-  keyEncoding: "binary",
-  compression: false,
-  cache: false
-})
+const options = (dir) => envOptions(dir, 1 << 30)
 const valueOf = (key) => Buffer.concat([createHash("sha512").update(key).digest(), Buffer.alloc(91, key)])
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 const below = (n) => Math.floor(Math.random() * n)
