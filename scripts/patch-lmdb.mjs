@@ -17,7 +17,8 @@
  *    mutexes: its write transactions fail with EINVAL ("cannot open the LMDB environment: failed (EINVAL)"), as do
  *    those of every process that opens the environment until all have closed it. Upstream LMDB removed that
  *    destruction in 0.9.32 (ITS#10095; Heimdal, fapolicyd and CFEngine hit the same EINVAL); the next first opener
- *    initializes the mutexes anyway. scripts/stress/lmdbCloseRace.mjs shows it in seconds.
+ *    initializes the mutexes anyway. scripts/stress/lmdbCloseRace.mjs runs that pattern (the window is a few
+ *    microseconds: it takes a busy machine, or a delay injected into LMDB's close, to hit it; see there).
  *
  * Set KILN_LMDB_PREBUILT=1 to keep the prebuilt addon (kiln then warns at start-up that its store is exposed). When
  * the build cannot be done (no compiler), the install still succeeds, with that warning.

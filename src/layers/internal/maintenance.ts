@@ -355,8 +355,9 @@ const hasReadersOf = (core: Core.Core, pid: number): Effect.Effect<boolean, Stor
 /**
  * {@link clearStaleReaders} until no slot of `pid`, a process that has died, is left, or `withinMs` has passed. LMDB
  * tells a dead reader by the file lock it held, which the kernel releases only once every thread of the process has
- * exited: a killed process's main thread can already be a zombie, and its pipes closed, while its other threads (and
- * with them its files) are still going, and a reader check then takes it for alive.
+ * exited: a killed process's main thread can already be a zombie (which is how a watcher sees it die) while another
+ * of its threads, holding its files, is still exiting (one in an fsync waits for the disk), and a reader check then
+ * takes it for alive.
  *
  * @internal
  */
