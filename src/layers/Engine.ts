@@ -551,10 +551,14 @@ export const make = Effect.gen(function*() {
         // while nothing is new (a fiber each would cost more than such a snapshot); from the first new file on, a
         // few at once, so that the new files' commits (fsyncs) are shared instead of taken in turn.
         let next = 0
-        while (next < unknown.length && session.hashed === 0) {
-          const name = unknown[next++]!
-          if (Either.isLeft(yield* Effect.either(ownOf(name, config.processes[name]!)))) yield* runner.warmUp
-        }
+        yield* Effect.whileLoop({
+          while: () => next < unknown.length && session.hashed === 0,
+          body: () => {
+            const name = unknown[next++]!
+            return Effect.catchAll(ownOf(name, config.processes[name]!), () => runner.warmUp)
+          },
+          step: () => undefined
+        })
         if (session.hashed > 0) yield* runner.warmUp
         if (next < unknown.length) {
           yield* Effect.forEach(unknown.slice(next), (name) => Effect.either(ownOf(name, config.processes[name]!)), {
@@ -580,15 +584,14 @@ export const make = Effect.gen(function*() {
           for (let start = 0; start < wave.length; start += LOOKUP_CHUNK) {
             const candidates: Array<{ name: string; process: Process }> = []
             let unknown = 0
-            for (const name of wave.slice(start, start + LOOKUP_CHUNK)) {
+            yield* Effect.forEach(wave.slice(start, start + LOOKUP_CHUNK), (name) => {
               const pc = config.processes[name]!
-              const input = pc.cache === "never" ? undefined : yield* Effect.either(inputOf(name, pc))
-              if (input === undefined || Either.isLeft(input)) {
-                unknown++
-                continue
-              }
-              candidates.push({ name, process: processOf(name, pc, input.right) })
-            }
+              if (pc.cache === "never") return Effect.sync(() => unknown++)
+              return Effect.match(inputOf(name, pc), {
+                onFailure: () => unknown++,
+                onSuccess: (input) => candidates.push({ name, process: processOf(name, pc, input) })
+              })
+            }, { discard: true })
             const found = yield* runner.lookup(candidates.map((c) => c.process))
             if (unknown > 0 || found.some(Option.isNone)) yield* runner.warmUp
             candidates.forEach(({ name, process }, i) => {
@@ -617,12 +620,14 @@ export const make = Effect.gen(function*() {
       const nodeOf = (name: string) => nodes.get(name)!
       // Remembered hits are settled at once: there is nothing to wait for, check or write.
       const startMs = Date.now() - started
-      for (const name of hitOrder) {
-        const known = remembered.get(name)
-        if (known === undefined) break
+      // Per-process work goes through Effect.forEach, never a `yield*` per process in this generator: resumed a
+      // thousand times, V8 takes the generator for hot and spends ~60 ms of a background thread compiling all of it,
+      // which the process then waits for at exit (and the compile is thrown away: its maps change meanwhile).
+      yield* Effect.forEach(hitOrder.filter((n) => remembered.has(n)), (name) => {
+        const known = remembered.get(name)!
         unindexed.push([name, known])
         nodes.set(name, Effect.succeed("ok"))
-        yield* finish({
+        return finish({
           name,
           actionDigest: Digest.format(known.actionDigest),
           source: "cache-hit",
@@ -634,10 +639,9 @@ export const make = Effect.gen(function*() {
           timings: known.timings,
           ok: true
         })
-      }
-      for (const name of names) {
-        if (remembered.has(name)) continue
-        const compute = Effect.gen(function*() {
+      }, { discard: true })
+      const computeOf = (name: string) =>
+        Effect.gen(function*() {
           const pc = config.processes[name]!
           // All are needed, so waiting for them one after another takes no longer, and forks no fiber each.
           const deps = yield* Effect.forEach(pc.deps ?? [], (d) => nodeOf(d))
@@ -753,8 +757,11 @@ export const make = Effect.gen(function*() {
           })
           return ok && detail === undefined ? "ok" as Outcome : "failed" as Outcome
         })
-        nodes.set(name, yield* Effect.cached(compute))
-      }
+      yield* Effect.forEach(
+        names.filter((n) => !remembered.has(n)),
+        (name) => Effect.map(Effect.cached(computeOf(name)), (node) => void nodes.set(name, node)),
+        { discard: true }
+      )
       // The hits are settled (indexed, written back, reported) one after another in one fiber, in the order they
       // were found; a fiber each cost more than settling one. Everything else runs as the graph allows.
       const settling = yield* Effect.fork(
