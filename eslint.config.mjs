@@ -30,10 +30,17 @@ export default tseslint.config(
     files: ["src/**/*.ts"],
     rules: {
       "no-restricted-imports": ["error", {
-        paths: ["@effect/platform-node", "@effect/platform", "@effect/cli"].map((name) => ({
-          name,
-          message: "Use deep imports (@effect/cli/Command): a barrel import costs start-up time."
-        }))
+        paths: [
+          ...["@effect/platform-node", "@effect/platform", "@effect/cli"].map((name) => ({
+            name,
+            message: "Use deep imports (@effect/cli/Command): a barrel import costs start-up time."
+          })),
+          {
+            name: "effect",
+            message: "Use `import * as Effect from \"effect/Effect\"`: a name from the barrel is a whole namespace " +
+              "object to esbuild, which then keeps every export of its module (the bundle was 20% larger)."
+          }
+        ]
       }]
     }
   }

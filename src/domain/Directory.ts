@@ -4,7 +4,8 @@
  *
  * @since 0.1.0
  */
-import { Either, Schema } from "effect"
+import * as Either from "effect/Either"
+import * as Schema from "effect/Schema"
 import * as Digest from "./Digest.js"
 import {
   asBytes,

@@ -3,7 +3,8 @@
  *
  * @since 0.1.0
  */
-import { Duration, Either } from "effect"
+import * as Duration from "effect/Duration"
+import * as Either from "effect/Either"
 
 const UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }
 

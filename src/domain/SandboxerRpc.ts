@@ -6,7 +6,7 @@
  */
 import * as Rpc from "@effect/rpc/Rpc"
 import * as RpcGroup from "@effect/rpc/RpcGroup"
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import { Digest } from "./Digest.js"
 
 /**

@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 /**
  * The store could not do what was asked: I/O failed, LMDB failed, a reader table stayed full, bytes did not match

@@ -5,7 +5,14 @@
  *
  * @since 0.1.0
  */
-import { Context, Duration, Effect, Either, Fiber, Layer, Option, Schema } from "effect"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import * as path from "node:path"
 import { type Config, InvalidConfig, type ProcessConfig } from "../domain/Config.js"
 import * as Digest from "../domain/Digest.js"

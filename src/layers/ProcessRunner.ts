@@ -4,7 +4,11 @@
  *
  * @since 0.1.0
  */
-import { Context, Duration, Effect, Layer, Option } from "effect"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as os from "node:os"
 import * as path from "node:path"
 import type { MissingDigest } from "../domain/Digest.js"

@@ -4,7 +4,13 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Either, Exit, Layer, Ref, type Scope } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Ref from "effect/Ref"
+import type * as Scope from "effect/Scope"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"

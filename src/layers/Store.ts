@@ -5,7 +5,13 @@
  *
  * @since 0.1.0
  */
-import { Context, Deferred, Duration, Effect, Layer, Option, type Scope } from "effect"
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../domain/Digest.js"

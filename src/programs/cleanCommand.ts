@@ -4,7 +4,9 @@
  */
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
-import { Console, Effect, Option } from "effect"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as Sandboxes from "../layers/Sandboxes.js"
 
 /** @since 0.1.0 */

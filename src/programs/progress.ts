@@ -2,7 +2,9 @@
  * What `kiln run` shows while it runs: on a TTY a live status line (running processes with their elapsed time, and
  * the tally) redrawn at a calm rate under the finished lines; elsewhere plain lines only.
  */
-import { Effect, Schedule, type Scope } from "effect"
+import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
 import type * as Engine from "../layers/Engine.js"
 
 export type Mode = "tty" | "plain" | "none"

@@ -1,7 +1,9 @@
 /**
  * The execution stack the commands share: Store → Sandboxer and Sandboxes → ProcessRunner (→ Engine).
  */
-import { Effect, Layer, Option } from "effect"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import type { InvalidConfig } from "../domain/Config.js"
 import type { KeepSandboxes } from "../domain/Sandbox.js"
 import * as Engine from "../layers/Engine.js"

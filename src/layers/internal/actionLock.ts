@@ -9,7 +9,9 @@
  *
  * @internal
  */
-import { Duration, Effect, Option } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import type * as Digest from "../../domain/Digest.js"
 import { StoreError } from "../../domain/StoreErrors.js"
 import * as LmdbCommit from "./lmdbCommit.js"

@@ -4,7 +4,7 @@
  *
  * @internal
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { ProcessResult } from "../../domain/Process.js"
 import * as Permits from "./permits.js"
 import type { Runner } from "./runner.js"

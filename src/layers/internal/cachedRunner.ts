@@ -6,7 +6,9 @@
  *
  * @internal
  */
-import { Effect, Option, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import type * as Digest from "../../domain/Digest.js"
 import { type Process, ProcessResult } from "../../domain/Process.js"
 import type { StoreError } from "../../domain/StoreErrors.js"

@@ -6,7 +6,7 @@
  *
  * @internal
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { createHash, randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"

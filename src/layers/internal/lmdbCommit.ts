@@ -8,7 +8,7 @@
  *
  * @internal
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import * as Size from "../../domain/Size.js"
 import { StoreError } from "../../domain/StoreErrors.js"
 import { describeErrno, errnoOf } from "./errno.js"

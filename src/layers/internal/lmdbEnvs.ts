@@ -8,7 +8,8 @@
  *
  * @internal
  */
-import { Effect, type Scope } from "effect"
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
 import type * as Lmdb from "lmdb"
 import type { Database, RootDatabase } from "lmdb"
 import * as fs from "node:fs"

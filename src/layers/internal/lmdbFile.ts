@@ -14,7 +14,8 @@
  *
  * @internal
  */
-import { Effect, Schedule } from "effect"
+import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Size from "../../domain/Size.js"

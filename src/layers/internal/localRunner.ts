@@ -6,7 +6,10 @@
  *
  * @internal
  */
-import { Deferred, Duration, Effect, Option } from "effect"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../../domain/Digest.js"

@@ -6,7 +6,7 @@
  *
  * @internal
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import * as path from "node:path"
 import type { Config } from "../../domain/Config.js"
 import * as Digest from "../../domain/Digest.js"

@@ -9,7 +9,9 @@
  *
  * @internal
  */
-import { Deferred, Effect, FiberId } from "effect"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as FiberId from "effect/FiberId"
 
 /** @internal */
 export interface Permits {

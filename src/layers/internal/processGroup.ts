@@ -5,7 +5,11 @@
  *
  * @internal
  */
-import { Deferred, Duration, Effect, Schedule, type Scope } from "effect"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
 import * as fs from "node:fs"
 import { SpawnError } from "../../domain/Process.js"
 import { describeErrno, errnoOf } from "./errno.js"

@@ -3,7 +3,7 @@
  *
  * @internal
  */
-import type { Effect } from "effect"
+import type * as Effect from "effect/Effect"
 import type { MissingDigest } from "../../domain/Digest.js"
 import type { Process, ProcessResult, SpawnError } from "../../domain/Process.js"
 import type { SandboxError, SandboxerUnavailable } from "../../domain/Sandbox.js"

@@ -3,7 +3,10 @@
  *
  * @internal
  */
-import { Deferred, Duration, Effect, FiberId } from "effect"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as FiberId from "effect/FiberId"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import { SandboxerUnavailable } from "../../domain/Sandbox.js"

@@ -7,7 +7,9 @@
  *
  * @internal
  */
-import { Duration, Effect, Schedule } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../../domain/Digest.js"

@@ -4,7 +4,8 @@
  *
  * @internal
  */
-import { Effect, type Scope } from "effect"
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
 import * as path from "node:path"
 import { StoreConfigConflict, StoreError } from "../../domain/StoreErrors.js"
 import { ioError } from "./errno.js"

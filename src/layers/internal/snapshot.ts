@@ -4,7 +4,7 @@
  *
  * @internal
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../../domain/Digest.js"

@@ -7,7 +7,10 @@
  *
  * @internal
  */
-import { Deferred, Effect, FiberId, type Scope } from "effect"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as FiberId from "effect/FiberId"
+import type * as Scope from "effect/Scope"
 import { type ChildProcess, spawn } from "node:child_process"
 import { SpawnError } from "../../domain/Process.js"
 import * as WarmSpawner from "./warmSpawner.js"

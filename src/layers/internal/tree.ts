@@ -4,7 +4,8 @@
  *
  * @internal
  */
-import { Effect, Either } from "effect"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Digest from "../../domain/Digest.js"
 import * as Directory from "../../domain/Directory.js"
 import { StoreError } from "../../domain/StoreErrors.js"

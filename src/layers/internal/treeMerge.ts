@@ -5,7 +5,8 @@
  *
  * @internal
  */
-import { Effect, Option } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as Digest from "../../domain/Digest.js"
 import { StoreError } from "../../domain/StoreErrors.js"
 import * as Core from "./core.js"
