@@ -89,6 +89,22 @@ export class InvalidDigest extends Schema.TaggedError<InvalidDigest>("kiln/Inval
 }
 
 /**
+ * Whether {@link parse} accepts `input`, without building the digest: for text kiln wrote itself (the run memo), checked
+ * in bulk before any of it is parsed.
+ *
+ * @since 0.1.0
+ * @category parsing
+ */
+export const isText = (input: string): boolean => {
+  if (!TEXT.test(input)) return false
+  const size = input.slice(65)
+  if (size === "0") return input.startsWith(empty.hash)
+  return size.length < 16 || Number.isSafeInteger(Number(size))
+}
+
+const TEXT = /^[0-9a-f]{64}\/(0|[1-9][0-9]{0,15})$/
+
+/**
  * Parses `<hash>/<size>`.
  *
  * @since 0.1.0

@@ -210,22 +210,26 @@ const policyOf = (mode: CacheMode) => ({
   write: mode === "read-write" || mode === "write"
 })
 
-/** A result the run memo vouches for, as a cache hit that took no time. */
-const rememberedResult = (e: RunMemo.Entry): ProcessResult | undefined => {
-  const digests = [e.action, e.output, e.stdout, e.stderr].map(Digest.parse)
-  if (!digests.every(Either.isRight)) return undefined
-  const [actionDigest, outputDigest, stdoutDigest, stderrDigest] = digests.map((d) => d.right)
+const REMEMBERED_TIMINGS = { cacheLookup: 0 }
+
+/** Whether a memo entry's digests are all well formed: the only way {@link rememberedResult} can fail. */
+const rememberable = (e: RunMemo.Entry): boolean =>
+  Digest.isText(e.action) && Digest.isText(e.output) && Digest.isText(e.stdout) && Digest.isText(e.stderr)
+
+/** A result the run memo vouches for (see {@link rememberable}), as a cache hit that took no time. */
+const rememberedResult = (e: RunMemo.Entry): ProcessResult => {
+  const digest = (text: string) => Either.getOrThrow(Digest.parse(text))
   return new ProcessResult({
     exitCode: 0,
     signal: null,
     timedOut: false,
-    stdoutDigest: stdoutDigest!,
-    stderrDigest: stderrDigest!,
-    outputDigest: outputDigest!,
-    actionDigest: actionDigest!,
+    stdoutDigest: digest(e.stdout),
+    stderrDigest: digest(e.stderr),
+    outputDigest: digest(e.output),
+    actionDigest: digest(e.action),
     durationMs: 0,
     source: "cache-hit",
-    timings: { cacheLookup: 0 }
+    timings: REMEMBERED_TIMINGS
   }, true)
 }
 
@@ -327,6 +331,8 @@ type Outcome = "ok" | "failed"
 
 interface NodeState {
   result?: ProcessResult
+  /** The memo entry of a remembered hit: its result is built from it when something asks (most never are). */
+  remembered?: RunMemo.Entry
   backtracks: number
   /** Directories of this process's merged input root that were found missing and made again. */
   remade?: Set<string>
@@ -351,6 +357,10 @@ export const make = Effect.gen(function*() {
       const maxBacktracks = options.maxBacktracks ?? 3
       const emit = (e: Event) => options.onEvent?.(e) ?? Effect.void
       const state = new Map<string, NodeState>(names.map((n) => [n, { backtracks: 0 }]))
+      const resultOf = (node: NodeState): ProcessResult | undefined => {
+        if (node.result === undefined && node.remembered !== undefined) node.result = rememberedResult(node.remembered)
+        return node.result
+      }
       const producers = new Map<string, string>()
       const reports: Array<ProcessReport> = []
       let stop = false
@@ -363,15 +373,14 @@ export const make = Effect.gen(function*() {
       const ordered = GraphOrder.depsFirst(depsOf, names)
       const keyOf = (name: string) => JSON.stringify(config.processes[name])
       /** Processes whose memo holds: hits whose outputs are in the workspace already, taken without the store. */
-      const remembered = new Map<string, ProcessResult>()
+      const remembered = new Map<string, RunMemo.Entry>()
       if (policy.read && options.memo !== false && memo !== undefined && RunMemo.storeHolds(root, memo) === undefined) {
         const cacheable = ordered.filter((n) => config.processes[n]!.cache !== "never")
         const { valid } = RunMemo.holding(memo, workspace, cacheable, keyOf, depsOf)
         for (const name of ordered) {
           const e = valid.get(name)
           if (e === undefined || depsOf(name).some((d) => !remembered.has(d))) continue
-          const result = rememberedResult(e)
-          if (result !== undefined) remembered.set(name, result)
+          if (rememberable(e)) remembered.set(name, e)
         }
       }
       // What the memo vouches for is not looked at again: the few files of the rest are hashed rather than the whole
@@ -380,10 +389,13 @@ export const make = Effect.gen(function*() {
 
       // Results are indexed by the digests they hold only when bytes turn out missing: a run without backtracking
       // (most) never lists its hits' output trees for it.
-      const unindexed: Array<[string, ProcessResult]> = []
+      /** Results to index; undefined: the node's remembered result, built only if the index is ever needed. */
+      const unindexed: Array<[string, ProcessResult | undefined]> = []
       const indexAll = Effect.suspend(() => {
         const todo = unindexed.splice(0)
-        return Effect.forEach(todo, ([name, result]) => index(name, result), { discard: true })
+        return Effect.forEach(todo, ([name, result]) => index(name, result ?? resultOf(state.get(name)!)!), {
+          discard: true
+        })
       })
       const index = (name: string, result: ProcessResult) =>
         Effect.gen(function*() {
@@ -425,7 +437,7 @@ export const make = Effect.gen(function*() {
 
       const depOutputs = (pc: ProcessConfig) => {
         const deps: Record<string, Digest.Digest> = {}
-        for (const dep of pc.deps ?? []) deps[dep] = state.get(dep)!.result!.outputDigest
+        for (const dep of pc.deps ?? []) deps[dep] = resultOf(state.get(dep)!)!.outputDigest
         return deps
       }
 
@@ -488,7 +500,10 @@ export const make = Effect.gen(function*() {
                 const p = processOf(name, pc, input)
                 records.get(name)!.actionDigest = Digest.format(actionDigest(p))
                 return Effect.zipRight(
-                  options.beforeAttempt?.(name, input, (n) => state.get(n)?.result) ?? Effect.void,
+                  options.beforeAttempt?.(name, input, (n) => {
+                    const node = state.get(n)
+                    return node === undefined ? undefined : resultOf(node)
+                  }) ?? Effect.void,
                   Effect.map(runner.run(p, { cache }), (result) => ({ result, process: p }))
                 )
               })
@@ -548,7 +563,7 @@ export const make = Effect.gen(function*() {
       const hits = new Map<string, { result: ProcessResult; process: Process }>()
       /** The hits in the order they were found: every one after its deps; the remembered ones first. */
       const hitOrder: Array<string> = ordered.filter((n) => remembered.has(n))
-      for (const [name, result] of remembered) state.get(name)!.result = result
+      for (const [name, entry] of remembered) state.get(name)!.remembered = entry
       const unknown = names.filter((n) => !remembered.has(n))
       // Anything that will run needs the sandboxer, whose start-up (a Node start) then overlaps the lookups.
       if (!policy.read) yield* runner.warmUp
@@ -631,19 +646,18 @@ export const make = Effect.gen(function*() {
       // thousand times, V8 takes the generator for hot and spends ~60 ms of a background thread compiling all of it,
       // which the process then waits for at exit (and the compile is thrown away: its maps change meanwhile).
       yield* Effect.forEach(hitOrder.filter((n) => remembered.has(n)), (name) => {
-        const known = remembered.get(name)!
-        unindexed.push([name, known])
+        unindexed.push([name, undefined])
         nodes.set(name, Effect.succeed("ok"))
         return finish({
           name,
-          actionDigest: Digest.format(known.actionDigest),
+          actionDigest: remembered.get(name)!.action,
           source: "cache-hit",
           exitCode: 0,
           timedOut: false,
           durationMs: 0,
           backtracks: 0,
           startMs,
-          timings: known.timings,
+          timings: REMEMBERED_TIMINGS,
           ok: true
         })
       }, { discard: true })
