@@ -16,6 +16,27 @@ import { cacheDir } from "../layers/internal/cacheDir.js"
 import * as GraphOrder from "../layers/internal/graphOrder.js"
 import * as RunMemo from "../layers/internal/runMemo.js"
 
+const CONFIG_HANDOVER = Symbol.for("kiln.configHandover")
+
+/**
+ * The config file as the check read it, when its bytes are those a run of this build validated (the memo's hash):
+ * the engine takes it instead of reading, hashing and checking it again.
+ */
+export interface ValidatedConfig {
+  readonly file: string
+  readonly hash: string
+  /** The file's JSON, as parsed: a config valid as it stands, or one the schema decodes (which says which). */
+  readonly json: unknown
+}
+
+/** The config the check handed over for `file`, once (see {@link ValidatedConfig}). */
+export const takeValidatedConfig = (file: string): ValidatedConfig | undefined => {
+  const g = globalThis as { [CONFIG_HANDOVER]?: ValidatedConfig }
+  const handed = g[CONFIG_HANDOVER]
+  delete g[CONFIG_HANDOVER]
+  return handed?.file === file ? handed : undefined
+}
+
 export interface Parsed {
   readonly names: Array<string>
   readonly options: Map<string, string>
@@ -113,7 +134,13 @@ const check = (
     return new Falls(`cannot read ${configFile}`, false)
   }
   if (RunMemo.hashOf(text) !== memo.config) return new Falls(`${path.basename(configFile)} changed`, true)
-  const processes = (JSON.parse(text) as { processes: Record<string, ProcessJson> }).processes
+  const json = JSON.parse(text) as { processes: Record<string, ProcessJson> }
+  ;(globalThis as { [CONFIG_HANDOVER]?: ValidatedConfig })[CONFIG_HANDOVER] = {
+    file: configFile,
+    hash: memo.config,
+    json
+  }
+  const processes = json.processes
   const targets = parsed.names.length > 0 ? parsed.names : Object.keys(processes)
   const unknown = targets.find((n) => !Object.hasOwn(processes, n))
   if (unknown !== undefined) return new Falls(`unknown process "${unknown}"`, false)

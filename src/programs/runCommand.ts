@@ -13,7 +13,7 @@ import * as Option from "effect/Option"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Config, InvalidConfig, parse as parseConfig } from "../domain/Config.js"
+import { Config, InvalidConfig, isPlainConfig, parse as parseConfig } from "../domain/Config.js"
 import * as Digest from "../domain/Digest.js"
 import * as Engine from "../layers/Engine.js"
 import * as RunMemo from "../layers/internal/runMemo.js"
@@ -28,6 +28,12 @@ import { traceEvents } from "./trace.js"
 
 const loadConfig = (file: string) =>
   Effect.suspend(() => {
+    // Bytes a run of this build has validated (the memo says so) need no second look, only the fast shape check
+    // that tells a config valid as it stands from one the schema transforms.
+    const handed = Noop.takeValidatedConfig(file)
+    if (handed !== undefined && isPlainConfig(handed.json)) {
+      return Effect.succeed({ config: handed.json, hash: handed.hash })
+    }
     let text: string
     try {
       text = fs.readFileSync(file, "utf8")
