@@ -28,11 +28,12 @@ process.on("unhandledRejection", (reason, promise) => {
   if (!isOrphanedCommitFailure(reason, promise)) throw reason
 })
 
-// A plain `kiln run` skips @effect/cli's parser (see directRunArgs); anything else goes through it.
+// A plain `kiln run` skips @effect/cli's parser (see directRunArgs), and the platform services only the parser uses
+// (building them, the terminal's among them, was ~1 ms of every run); anything else goes through it.
 const direct = directRunArgs(process.argv.slice(2))
 
 const main = () =>
-  (direct !== undefined ? runParsed(direct) : run(process.argv)).pipe(
+  (direct !== undefined ? runParsed(direct) : Effect.provide(run(process.argv), NodeContext.layer)).pipe(
     Effect.catchIf(ValidationError.isValidationError, () =>
       Effect.sync(() => {
         process.exitCode = 2
@@ -45,7 +46,6 @@ const main = () =>
         process.exitCode = 1
       })
     ),
-    Effect.provide(NodeContext.layer),
     Effect.provide(Logger.replace(Logger.defaultLogger, cliLogger)),
     Logger.withMinimumLogLevel(LogLevel.Info)
   )
