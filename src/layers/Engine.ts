@@ -376,7 +376,7 @@ export const make = Effect.gen(function*() {
       const remembered = new Map<string, RunMemo.Entry>()
       if (policy.read && options.memo !== false && memo !== undefined && RunMemo.storeHolds(root, memo) === undefined) {
         const cacheable = ordered.filter((n) => config.processes[n]!.cache !== "never")
-        const { valid } = RunMemo.holding(memo, workspace, cacheable, keyOf, depsOf)
+        const { valid } = RunMemo.holding(memo, workspace, cacheable, keyOf, depsOf, { config })
         for (const name of ordered) {
           const e = valid.get(name)
           if (e === undefined || depsOf(name).some((d) => !remembered.has(d))) continue

@@ -152,7 +152,9 @@ const check = (
   const store = RunMemo.storeHolds(storeRoot, memo)
   if (store !== undefined) return new Falls(store, true)
   // Every process, not only up to the first that does not hold: the engine would look at the rest anyway.
-  const { valid, why } = RunMemo.holding(memo, workspace, depsFirst, (n) => JSON.stringify(processes[n]), depsOf)
+  const { valid, why } = RunMemo.holding(memo, workspace, depsFirst, (n) => JSON.stringify(processes[n]), depsOf, {
+    config: json
+  })
   if (valid.size !== depsFirst.length) {
     const [name, reason] = [...why][0]!
     return new Falls(`${name}: ${reason}`, true)

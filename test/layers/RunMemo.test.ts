@@ -244,6 +244,40 @@ describe("store generation", () => {
       assert.notStrictEqual(fresh, second)
       assert.isFalse(holdsNow(fresh))
     }))
+
+  it("a second question about the same names of the same config object gets the first answer", () => {
+    const entry = (key: string, deps: Record<string, string> = {}): RunMemo.Entry => ({
+      key,
+      deps,
+      action: "a",
+      output: `o-${key}`,
+      stdout: "s",
+      stderr: "e",
+      inputs: [],
+      outputs: []
+    })
+    const memo: RunMemo.Memo = {
+      v: RunMemo.FORMAT,
+      build: RunMemo.buildId(),
+      generation: "g",
+      config: "",
+      store: [],
+      processes: { a: entry("ka"), b: entry("kb", { a: "o-ka" }) }
+    }
+    const config = { processes: { a: {}, b: { deps: ["a"] } } }
+    const depsOf = (n: string) => n === "b" ? ["a"] : []
+    const asked = RunMemo.holding(memo, "/nowhere", ["a", "b"], (n) => `k${n}`, depsOf, { config })
+    assert.deepStrictEqual([...asked.valid.keys()], ["a", "b"])
+    // Same object, same names: the answer is the first one, not worked out again (here it would differ).
+    const again = RunMemo.holding(memo, "/nowhere", ["a", "b"], () => "changed", depsOf, { config })
+    assert.strictEqual(again, asked)
+    // Another config object, other names, or no config: worked out afresh.
+    const other = RunMemo.holding(memo, "/nowhere", ["a", "b"], () => "changed", depsOf, { config: { ...config } })
+    assert.deepStrictEqual([...other.why.values()], ["its config changed", "its config changed"])
+    const fewer = RunMemo.holding(memo, "/nowhere", ["a"], () => "changed", depsOf, { config })
+    assert.strictEqual(fewer.valid.size, 0)
+    assert.strictEqual(RunMemo.holding(memo, "/nowhere", ["a", "b"], () => "changed", depsOf).valid.size, 0)
+  })
 })
 
 describe("run memo journal", () => {
