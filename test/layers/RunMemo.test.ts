@@ -35,6 +35,27 @@ const backdate = (...paths: ReadonlyArray<string>) => {
   for (const p of paths) fs.utimesSync(p, hourAgo, hourAgo)
 }
 
+/** A memo entry with placeholder digests, and a memo of this build holding `processes`. */
+const entryOf = (over: Partial<RunMemo.Entry> = {}): RunMemo.Entry => ({
+  key: "k",
+  deps: {},
+  action: "a",
+  output: "o",
+  stdout: "s",
+  stderr: "e",
+  inputs: [],
+  outputs: [],
+  ...over
+})
+const memoOf = (processes: Record<string, RunMemo.Entry>): RunMemo.Memo => ({
+  v: RunMemo.FORMAT,
+  build: RunMemo.buildId(),
+  generation: "g",
+  config: "",
+  store: [],
+  processes
+})
+
 describe("run memo evidence", () => {
   it.scoped("a path holds until it changes in any way a snapshot would see", () =>
     Effect.gen(function*() {
@@ -202,24 +223,7 @@ describe("store generation", () => {
       const root = yield* tempDir()
       fs.writeFileSync(path.join(ws, "in.txt"), "in\n")
       backdate(path.join(ws, "in.txt"))
-      const entry: RunMemo.Entry = {
-        key: "k",
-        deps: {},
-        action: "a",
-        output: "o",
-        stdout: "s",
-        stderr: "e",
-        inputs: [RunMemo.obsOf(ws, seeFile(path.join(ws, "in.txt")))],
-        outputs: []
-      }
-      const memo: RunMemo.Memo = {
-        v: RunMemo.FORMAT,
-        build: RunMemo.buildId(),
-        generation: "g",
-        config: "",
-        store: [],
-        processes: { p: entry }
-      }
+      const memo = memoOf({ p: entryOf({ inputs: [RunMemo.obsOf(ws, seeFile(path.join(ws, "in.txt")))] }) })
       RunMemo.write(root, ws, memo)
       const holdsNow = (m: RunMemo.Memo) => RunMemo.holding(m, ws, ["p"], () => "k", () => []).valid.has("p")
 
@@ -246,24 +250,10 @@ describe("store generation", () => {
     }))
 
   it("a second question about the same names of the same config object gets the first answer", () => {
-    const entry = (key: string, deps: Record<string, string> = {}): RunMemo.Entry => ({
-      key,
-      deps,
-      action: "a",
-      output: `o-${key}`,
-      stdout: "s",
-      stderr: "e",
-      inputs: [],
-      outputs: []
+    const memo = memoOf({
+      a: entryOf({ key: "ka", output: "o-ka" }),
+      b: entryOf({ key: "kb", output: "o-kb", deps: { a: "o-ka" } })
     })
-    const memo: RunMemo.Memo = {
-      v: RunMemo.FORMAT,
-      build: RunMemo.buildId(),
-      generation: "g",
-      config: "",
-      store: [],
-      processes: { a: entry("ka"), b: entry("kb", { a: "o-ka" }) }
-    }
     const config = { processes: { a: {}, b: { deps: ["a"] } } }
     const depsOf = (n: string) => n === "b" ? ["a"] : []
     const asked = RunMemo.holding(memo, "/nowhere", ["a", "b"], (n) => `k${n}`, depsOf, { config })
