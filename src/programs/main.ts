@@ -29,7 +29,7 @@ process.on("unhandledRejection", (reason, promise) => {
 })
 
 // A plain `kiln run` skips @effect/cli's parser (see directRunArgs), and the platform services only the parser uses
-// (building them, the terminal's among them, was ~1 ms of every run); anything else goes through it.
+// (without them, an edit run of 1,000 processes took ~10 ms less); anything else goes through both.
 const direct = directRunArgs(process.argv.slice(2))
 
 const main = () =>

@@ -25,7 +25,7 @@ const CONFIG_HANDOVER = Symbol.for("kiln.configHandover")
 export interface ValidatedConfig {
   readonly file: string
   readonly hash: string
-  /** The file's JSON, as parsed: a config valid as it stands, or one the schema decodes (which says which). */
+  /** The file's JSON, as parsed: the engine takes it as the config only if it is valid as it stands (no decoding). */
   readonly json: unknown
 }
 
