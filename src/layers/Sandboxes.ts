@@ -16,7 +16,10 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { type KeepSandboxes, SandboxError } from "../domain/Sandbox.js"
 import { describeErrno, errnoOf } from "./internal/errno.js"
+import type { Listing } from "./internal/refill.js"
 import * as SandboxDir from "./internal/sandboxDir.js"
+
+const NOTHING: Listing = new Map()
 
 /**
  * What `__run.sh` re-runs.
@@ -37,6 +40,11 @@ export interface Command {
  */
 export interface Sandbox {
   readonly path: string
+  /**
+   * What the sandbox holds already: nothing, unless it was made with `used`, when it may be a finished process's
+   * sandbox as that process left it, for `Store.materialize`'s `replacing` to reuse.
+   */
+  readonly holds: Listing
   /** Records the command the sandbox runs, for the `__run.sh` of a kept sandbox. */
   readonly setCommand: (command: Command) => Effect.Effect<void>
   /** Records that the process failed, for `keepSandboxes: on-failure`. */
@@ -61,12 +69,14 @@ export interface Service {
   readonly root: string
   readonly keep: KeepSandboxes
   /**
-   * A fresh sandbox, removed (or kept, per `keep`) when the scope closes: by `remove` if given (the runner has its
-   * spawner remove it, off the engine's thread), else here, or here again if `remove` fails.
+   * A sandbox of its own for a process, removed (or kept, per `keep`) when the scope closes: by `remove` if given
+   * (the runner has its spawner remove it, off the engine's thread), else here, or here again if `remove` fails.
+   * It is empty, unless `used` allows one a finished process left (see `Sandbox.holds`).
    */
   readonly make: (
     description?: string,
-    remove?: (sandbox: string) => Effect.Effect<void, unknown>
+    remove?: (sandbox: string) => Effect.Effect<void, unknown>,
+    options?: { readonly used?: boolean }
   ) => Effect.Effect<Sandbox, SandboxError, Scope.Scope>
   /** Removes sandboxes whose owner is dead (and kept ones too, with `kept`). */
   readonly sweep: (options?: { readonly kept?: boolean }) => Effect.Effect<SweepReport, SandboxError>
@@ -133,7 +143,14 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Scope
     const owner = SandboxDir.self()
     const failures = yield* Ref.make(0)
     const idle = SandboxDir.pool(root, owner)
-    yield* Effect.addFinalizer(() => Effect.sync(() => idle.drain()))
+
+    const removalFailed = (dir: string, error: unknown) =>
+      Effect.zipRight(
+        Ref.update(failures, (n) => n + 1),
+        Effect.logWarning(`could not remove sandbox ${dir}: ${describeErrno(error)}`).pipe(
+          Effect.annotateLogs({ path: dir, errno: errnoOf(error) ?? "unknown" })
+        )
+      )
 
     const release = (
       dir: string,
@@ -169,23 +186,23 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Scope
         // `remove` (anything) may have left more, which the whole removal takes too.
         const removeAll = keepIt || remove !== undefined ? SandboxDir.remove : SandboxDir.removeOwn
         const removed = yield* Effect.try(() => removeAll(dir)).pipe(Effect.either)
-        if (removed._tag === "Left") {
-          yield* Ref.update(failures, (n) => n + 1)
-          yield* Effect.logWarning(
-            `could not remove sandbox ${dir}: ${describeErrno(removed.left.error)}`
-          ).pipe(Effect.annotateLogs({ path: dir, errno: errnoOf(removed.left.error) ?? "unknown" }))
-        }
+        if (removed._tag === "Left") yield* removalFailed(dir, removed.left.error)
       })
+
+    yield* Effect.addFinalizer(() =>
+      Effect.forEach(idle.drain(), (f) => removalFailed(f.path, f.error), { discard: true })
+    )
 
     const service: Service = {
       root,
       keep,
-      make: (description = "a process", remove) =>
+      make: (description = "a process", remove, makeOptions) =>
         Effect.gen(function*() {
           const state = { command: undefined as Command | undefined, failed: false }
-          const dir = yield* Effect.acquireRelease(
+          const { path: dir, holds } = yield* Effect.acquireRelease(
             Effect.try({
-              try: () => idle.take() ?? SandboxDir.create(root, owner),
+              try: (): SandboxDir.Idle =>
+                idle.take(makeOptions?.used === true) ?? { path: SandboxDir.create(root, owner), holds: NOTHING },
               catch: (e) =>
                 new SandboxError({
                   reason: "Create",
@@ -194,7 +211,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Scope
                   ...(errnoOf(e) !== undefined ? { errno: errnoOf(e)! } : {})
                 })
             }),
-            (dir, exit) =>
+            ({ path: dir }, exit) =>
               release(
                 dir,
                 description,
@@ -205,6 +222,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Scope
           )
           return {
             path: dir,
+            holds,
             setCommand: (command) => Effect.sync(() => void (state.command = command)),
             markFailed: Effect.sync(() => void (state.failed = true))
           }

@@ -205,6 +205,8 @@ describe("ProcessRunner: go mod download", () => {
         assert.deepStrictEqual(sandboxesLeft(path.join(root, "sandboxes")), [])
         assert.strictEqual(yield* sandboxes.removalFailures, 0)
       }).pipe(Effect.provide(stack({ root })))
+      // The sandbox with the read-only cache was kept idle for a next process, and went with the engine's scope.
+      assert.deepStrictEqual(fs.readdirSync(path.join(root, "sandboxes")), [])
     }))
 
   it.scopedLive("a named module cache keeps the read-only module across runs, and no sandbox is left", () =>
@@ -240,6 +242,7 @@ describe("ProcessRunner: go mod download", () => {
         assert.deepStrictEqual(sandboxesLeft(path.join(root, "sandboxes")), [])
         assert.strictEqual(yield* sandboxes.removalFailures, 0)
       }).pipe(Effect.provide(stack({ root })))
+      assert.deepStrictEqual(fs.readdirSync(path.join(root, "sandboxes")), [])
 
       // Root ignores permission bits, so as root kiln's removal of Go's real cache is proven as `nobody`; either way
       // beside a copy of it that a plain `rm -rf` cannot remove.

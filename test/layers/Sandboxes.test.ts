@@ -35,6 +35,11 @@ const chownTree = (p: string, uid: number) => {
 const collectLogs = (into: Array<string>) =>
   Logger.replace(Logger.defaultLogger, Logger.make(({ message }) => into.push(String(message))))
 
+/** Fills a sandbox with more entries than an idle one may hold. */
+const crowd = (sandbox: string) => {
+  for (let i = 0; i < 1100; i++) fs.writeFileSync(path.join(sandbox, `f${i}`), "")
+}
+
 describe("Sandboxes", () => {
   it.scoped("a sandbox is a fresh directory that its scope removes, read-only trees included", () =>
     Effect.gen(function*() {
@@ -64,9 +69,9 @@ describe("Sandboxes", () => {
           asked.push(dir)
           fs.rmSync(dir, { recursive: true })
         })
-      // A directory in it: not one to empty and keep for the next process.
+      // Too many entries in it to keep it for the next process.
       const first = yield* Effect.scoped(Effect.map(sandboxes.make("test", elsewhere), (s) => {
-        fs.mkdirSync(path.join(s.path, "sub"))
+        crowd(s.path)
         return s.path
       }))
       assert.deepStrictEqual(asked, [first])
@@ -74,6 +79,7 @@ describe("Sandboxes", () => {
       const failing = (dir: string) =>
         Effect.zipRight(Effect.sync(() => fs.rmSync(path.join(dir, "gone"))), Effect.fail(new Error("spawner lost")))
       const second = yield* Effect.scoped(Effect.map(sandboxes.make("test", failing), (s) => {
+        crowd(s.path)
         fs.writeFileSync(path.join(s.path, "gone"), "")
         readOnlyTree(path.join(s.path, "pkg"))
         fs.writeFileSync(`${s.path}${SandboxDir.STDOUT_SUFFIX}`, "out")
@@ -84,62 +90,65 @@ describe("Sandboxes", () => {
       assert.strictEqual(yield* sandboxes.removalFailures, 0)
     }))
 
-  it.scoped("a finished sandbox of a few files is emptied under a new name and reused; its scope removes it", () =>
+  it.scoped("a finished sandbox is kept under a new name, as it is, and reused; its scope removes it", () =>
     Effect.gen(function*() {
       const root = yield* tempDir()
       const asked: Array<string> = []
       const remover = (dir: string) => Effect.sync(() => void asked.push(dir))
+      const isSandbox = (n: string) => SandboxDir.sandboxNameOf(n) === n
       const used = yield* Effect.scoped(Effect.gen(function*() {
         const sandboxes = yield* Sandboxes.make({ root, sweepOnStart: false })
         const first = yield* Effect.scoped(Effect.map(sandboxes.make("a", remover), (s) => {
-          fs.writeFileSync(path.join(s.path, "in.txt"), "in")
-          fs.symlinkSync("in.txt", path.join(s.path, "link"))
+          assert.strictEqual(s.holds.size, 0)
+          fs.mkdirSync(path.join(s.path, "sub"))
+          fs.writeFileSync(path.join(s.path, "sub/in.txt"), "in")
+          fs.symlinkSync("sub/in.txt", path.join(s.path, "link"))
           fs.chmodSync(s.path, 0o700)
           fs.writeFileSync(`${s.path}${SandboxDir.STDOUT_SUFFIX}`, "out")
           return s.path
         }))
-        // Gone under its own name, logs and all, and not through the remover: one empty sandbox of ours is idle,
-        // with the log file its next process's spawn truncates.
+        // Gone under its own name, logs and all, and not through the remover: it is idle under another name of
+        // ours, with what its process left and the log file its next process's spawn truncates.
         assert.isFalse(fs.existsSync(first))
         assert.isFalse(fs.existsSync(`${first}${SandboxDir.STDOUT_SUFFIX}`))
         assert.deepStrictEqual(asked, [])
-        const idle = fs.readdirSync(root).find((n) => SandboxDir.sandboxNameOf(n) === n)
-        assert.sameMembers(fs.readdirSync(root), [idle!, `${idle}${SandboxDir.STDOUT_SUFFIX}`])
-        assert.deepStrictEqual(SandboxDir.readOwner(path.join(root, idle!)), SandboxDir.self())
-        const second = yield* Effect.scoped(Effect.map(sandboxes.make("b", remover), (s) => {
-          assert.strictEqual(s.path, path.join(root, idle!))
+        const idle = fs.readdirSync(root).find(isSandbox)!
+        assert.sameMembers(fs.readdirSync(root), [idle, `${idle}${SandboxDir.STDOUT_SUFFIX}`])
+        assert.deepStrictEqual(SandboxDir.readOwner(path.join(root, idle)), SandboxDir.self())
+        assert.strictEqual(fs.statSync(path.join(root, idle)).mode & 0o777, 0o755 & ~process.umask())
+        // Who wants an empty sandbox gets a new one; who can refill one gets it, with what it holds.
+        yield* Effect.scoped(Effect.map(sandboxes.make("b", remover), (s) => {
+          assert.notStrictEqual(s.path, path.join(root, idle))
           assert.deepStrictEqual(fs.readdirSync(s.path), [])
-          assert.strictEqual(fs.statSync(s.path).mode & 0o777, 0o755 & ~process.umask())
-          fs.mkdirSync(path.join(s.path, "sub"))
+        }))
+        const third = yield* Effect.scoped(Effect.map(sandboxes.make("c", remover, { used: true }), (s) => {
+          assert.strictEqual(s.path, path.join(root, idle))
+          assert.deepStrictEqual(Object.fromEntries(s.holds), { sub: "dir", "sub/in.txt": "file", link: "other" })
+          // More than a sandbox is kept with: it goes through the remover.
+          crowd(s.path)
           return s.path
         }))
-        // One with a directory in it goes through the remover (this one only notes it), and none is idle then.
-        assert.deepStrictEqual(asked, [second])
-        // (A real remover takes the logs beside it too: here, the one the first process left.)
-        fs.rmSync(second, { recursive: true })
-        fs.rmSync(`${second}${SandboxDir.STDOUT_SUFFIX}`)
-        yield* Effect.scoped(sandboxes.make("c", remover))
-        assert.strictEqual(fs.readdirSync(root).length, 1)
-        // Once more with logs, which then wait beside the idle sandbox until the scope ends.
-        yield* Effect.scoped(Effect.map(sandboxes.make("d", remover), (s) => {
-          fs.writeFileSync(`${s.path}${SandboxDir.STDERR_SUFFIX}`, "err")
-        }))
-        assert.strictEqual(fs.readdirSync(root).length, 2)
-        // Many at once: as many as the pool keeps (16) wait idle, the rest are removed here, none by the remover.
+        assert.deepStrictEqual(asked, [third])
+        // (A real remover takes the logs beside it too.)
+        fs.rmSync(third, { recursive: true })
+        fs.rmSync(`${third}${SandboxDir.STDOUT_SUFFIX}`)
+        // Many at once: as many as the pool keeps (16) wait idle; the rest, empty ones, are removed here, and those
+        // that hold something go through the remover.
         asked.length = 0
         yield* Effect.scoped(
           Effect.forEach(
             Array.from({ length: 20 }, (_, i) => `many${i}`),
             (d) =>
               Effect.map(sandboxes.make(d, remover), (s) => {
-                fs.writeFileSync(path.join(s.path, "in.txt"), d)
+                // Released last (a scope releases in reverse), when the pool is full.
+                if (d === "many0") fs.writeFileSync(path.join(s.path, "in.txt"), d)
               })
           )
         )
-        assert.deepStrictEqual(asked, [])
-        const dirs = fs.readdirSync(root).filter((n) => SandboxDir.sandboxNameOf(n) === n)
-        assert.strictEqual(dirs.length, 16)
-        for (const d of dirs) assert.deepStrictEqual(fs.readdirSync(path.join(root, d)), [])
+        assert.strictEqual(asked.length, 1)
+        assert.strictEqual(fs.readdirSync(root).filter(isSandbox).length, 16 + 1)
+        assert.deepStrictEqual(fs.readdirSync(asked[0]!), ["in.txt"])
+        fs.rmSync(asked[0]!, { recursive: true })
         return first
       }))
       assert.deepStrictEqual(fs.readdirSync(root), [], `idle sandboxes outlived their scope (first was ${used})`)
@@ -163,32 +172,43 @@ describe("Sandboxes", () => {
       assert.isFalse(fs.existsSync(sandbox))
     }))
 
-  it.scoped("a sandbox that cannot be removed is logged with its path and errno, and counted", () =>
+  it.scoped("a sandbox that cannot be removed is logged with its path and errno, and counted, idle ones too", () =>
     Effect.gen(function*() {
       const root = yield* tempDir()
       const logs: Array<string> = []
-      const sandboxes = yield* Sandboxes.make({ root, sweepOnStart: false })
-      let stuck = ""
-      const chattr = (flag: string) => spawnSync("chattr", [flag, stuck], { encoding: "utf8" })
-      yield* Effect.addFinalizer(() => Effect.sync(() => stuck !== "" && chattr("-i")))
-      const dir = yield* Effect.scoped(
-        Effect.gen(function*() {
-          const sandbox = yield* sandboxes.make("test")
-          stuck = path.join(sandbox.path, "deep", "immutable")
-          fs.mkdirSync(path.dirname(stuck))
-          fs.writeFileSync(stuck, "x")
-          // An immutable file (chattr +i) defeats even root: the simulation of a tree kiln cannot remove.
-          const r = chattr("+i")
+      const chattr = (...args: Array<string>) => spawnSync("chattr", args, { encoding: "utf8" })
+      // (An idle sandbox has been renamed since its file was made immutable.)
+      yield* Effect.addFinalizer(() => Effect.sync(() => chattr("-R", "-i", root)))
+      /** A sandbox with an immutable file (chattr +i defeats even root: a tree kiln cannot remove). */
+      const immovable = (sandboxes: Sandboxes.Service, big: boolean) =>
+        Effect.scoped(Effect.map(sandboxes.make("test"), (sandbox) => {
+          if (big) crowd(sandbox.path)
+          const file = path.join(sandbox.path, "deep", "immutable")
+          fs.mkdirSync(path.dirname(file))
+          fs.writeFileSync(file, "x")
+          const r = chattr("+i", file)
           assert.strictEqual(r.status, 0, `chattr +i failed: ${r.stderr}`)
           return sandbox.path
-        })
-      ).pipe(Effect.provide(collectLogs(logs)))
+        }))
+      // Removed as it is released (too big to keep idle).
+      const sandboxes = yield* Sandboxes.make({ root, sweepOnStart: false })
+      const dir = yield* immovable(sandboxes, true).pipe(Effect.provide(collectLogs(logs)))
       assert.isTrue(fs.existsSync(dir))
       assert.strictEqual(yield* sandboxes.removalFailures, 1)
       const warning = logs.find((l) => l.includes("could not remove sandbox"))
       assert.isDefined(warning)
       assert.include(warning, dir)
       assert.include(warning, "EPERM")
+      // Kept idle, then removed as its owner's scope ends.
+      logs.length = 0
+      const idleFailures = yield* Effect.scoped(Effect.gen(function*() {
+        const other = yield* Sandboxes.make({ root, sweepOnStart: false })
+        yield* immovable(other, false)
+        assert.strictEqual(yield* other.removalFailures, 0)
+        return other
+      })).pipe(Effect.provide(collectLogs(logs)))
+      assert.strictEqual(yield* idleFailures.removalFailures, 1)
+      assert.include(logs.find((l) => l.includes("could not remove sandbox")), "EPERM")
     }))
 
   it.scoped("keep: always keeps the sandbox with a __run.sh that re-runs the process exactly", () =>

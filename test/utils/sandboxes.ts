@@ -1,7 +1,7 @@
 /**
- * What a run left under a sandbox root: every sandbox with anything in it, every file beside one, and every empty
- * sandbox but the idle ones of this process and their logs (an engine keeps emptied sandboxes for its next process:
- * see `SandboxDir.pool`; its scope removes them).
+ * What a run left under a sandbox root: every sandbox and every file beside one, but the idle sandboxes of this
+ * process and their logs (an engine keeps finished sandboxes, as their processes left them, for its next processes:
+ * see `SandboxDir.pool`; its scope removes them, which a test proves by looking once the scope has closed).
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -11,8 +11,7 @@ export const sandboxesLeft = (root: string): Array<string> => {
   const names = fs.readdirSync(root)
   const idle = new Set(names.filter((name) => {
     const p = path.join(root, name)
-    return fs.lstatSync(p).isDirectory() && fs.readdirSync(p).length === 0 &&
-      SandboxDir.ownerOfName(name)?.pid === process.pid
+    return fs.lstatSync(p).isDirectory() && SandboxDir.ownerOfName(name)?.pid === process.pid
   }))
   // An idle sandbox keeps the log files beside it for its next process.
   return names.filter((name) => !idle.has(SandboxDir.sandboxNameOf(name)))

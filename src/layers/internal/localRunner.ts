@@ -68,6 +68,21 @@ const prepare = (sandbox: string, process: Process, namedCachesDir: string) =>
       new SandboxError({ reason: "Create", path: sandbox, detail: `cannot prepare the sandbox: ${describeErrno(e)}` })
   })
 
+/**
+ * The directories `prepare` makes (the valid ones: `prepare` reports the others), which a used sandbox that is
+ * refilled keeps rather than removes for `prepare` to make again.
+ */
+const preparedDirs = (process: Process): Array<string> => {
+  const wd = segmentsOf(process.workingDirectory)
+  if (wd === undefined) return []
+  const dirs = [wd.join("/")]
+  for (const out of [...process.outputFiles, ...process.outputDirectories]) {
+    const segments = segmentsOf(out)
+    if (segments !== undefined && segments.length > 1) dirs.push([...wd, ...segments.slice(0, -1)].join("/"))
+  }
+  return dirs.filter((d) => d !== "")
+}
+
 const INLINE_MAX_FILES = 256
 const INLINE_MAX_BYTES = 4 * 1024 * 1024
 
@@ -142,18 +157,24 @@ export const make = (
 
     // Before the sandbox exists: from its mkdir on (its name says whose it is), it dies with this engine.
     yield* options.watch(sandboxes.root)
-    // Once its group is gone, a sandbox of a few files is kept for the next process (see `SandboxDir.pool`); anything
-    // bigger is removed, logs included, by the spawner, off this thread.
-    const sandbox = yield* sandboxes.make(
-      process.description,
-      (dir) => spawner.remove([dir, `${dir}${SandboxDir.STDOUT_SUFFIX}`, `${dir}${SandboxDir.STDERR_SUFFIX}`])
-    )
     yield* store.leaseTree(process.inputDigest).pipe(Effect.catchTag("StoreError", () => Effect.void))
     const inline = yield* writableHere(store, process.inputDigest)
+    // Once its group is gone, a sandbox of a few hundred entries is kept for the next process (see `SandboxDir.pool`);
+    // a tree this engine writes itself may go into one a finished process left (see `Refill`). Anything bigger is
+    // removed, logs included, by the spawner, off this thread.
+    const sandbox = yield* sandboxes.make(
+      process.description,
+      (dir) => spawner.remove([dir, `${dir}${SandboxDir.STDOUT_SUFFIX}`, `${dir}${SandboxDir.STDERR_SUFFIX}`]),
+      { used: inline }
+    )
     yield* phase(
       "materialize",
       inline
-        ? store.materialize(process.inputDigest, sandbox.path, { createDestination: false }).pipe(
+        ? store.materialize(process.inputDigest, sandbox.path, {
+          createDestination: false,
+          replacing: sandbox.holds,
+          keepDirs: preparedDirs(process)
+        }).pipe(
           Effect.catchTag("StoreError", (e) =>
             Effect.fail(new SandboxError({ reason: "Materialize", path: sandbox.path, detail: e.message })))
         )

@@ -12,9 +12,10 @@ import * as Digest from "../../domain/Digest.js"
 import type * as Directory from "../../domain/Directory.js"
 import { StoreError } from "../../domain/StoreErrors.js"
 import * as Core from "./core.js"
-import { errnoOf, ioError } from "./errno.js"
+import { describeErrno, errnoOf, ioError } from "./errno.js"
 import * as LargeFiles from "./largeFiles.js"
 import { mkdirp } from "./mkdirp.js"
+import * as Refill from "./refill.js"
 import { removeTree } from "./removeTree.js"
 
 /** @internal */
@@ -26,6 +27,12 @@ export interface MaterializeOptions {
    * removed by its engine, and re-creating it would leave a directory without an owner behind.
    */
   readonly createDestination?: boolean
+  /**
+   * What the destination holds already (a used sandbox's `Refill.scan`): it is made to hold exactly the tree, plus
+   * the directories `keepDirs`, reusing what it can of what is there (see `Refill`).
+   */
+  readonly replacing?: Refill.Listing
+  readonly keepDirs?: ReadonlyArray<string>
 }
 
 const fileMode = (isExecutable: boolean) => isExecutable ? 0o755 : 0o644
@@ -108,6 +115,39 @@ const writeSymlink = (target: string, p: string) => {
 const isMutable = (mutable: ReadonlyArray<string>, rel: string) =>
   mutable.some((m) => m === "" || m === rel || rel.startsWith(`${m}/`))
 
+/** Hard-links or copies a large file from the store's copy to `p`; MissingDigest when the store's copy is gone. */
+const writeLarge = (
+  core: Core.Core,
+  mutable: ReadonlyArray<string>,
+  link: { allowed: boolean }
+): Refill.WriteLarge =>
+(p, rel, f) =>
+  Effect.flatMap(
+    Effect.try({
+      try: () => {
+        if (LargeFiles.statSize(core.large, f.digest.hash) !== f.digest.sizeBytes) return false
+        const canLink = !f.isExecutable && !isMutable(mutable, rel)
+        try {
+          linkOrCopy(
+            LargeFiles.pathOf(core.large, f.digest.hash),
+            p,
+            fileMode(f.isExecutable),
+            canLink ? link : {
+              allowed: false
+            }
+          )
+        } catch (e) {
+          // Collected between the stat and the link: missing, which backtracking can repair.
+          if (errnoOf(e) === "ENOENT" && LargeFiles.statSize(core.large, f.digest.hash) === undefined) return false
+          throw e
+        }
+        return true
+      },
+      catch: ioError(p, "cannot materialize")
+    }),
+    (ok) => ok ? Effect.void : Effect.fail(new Digest.MissingDigest({ digest: f.digest, kind: "file" }))
+  )
+
 /** @internal */
 export const materialize = (
   core: Core.Core,
@@ -123,6 +163,7 @@ export const materialize = (
       m === "." ? "" : m
     )
     const link = { allowed: true }
+    const large = writeLarge(core, mutable, link)
     if (options.createDestination === false) {
       if (!fs.existsSync(dest)) {
         return yield* new StoreError({
@@ -134,6 +175,17 @@ export const materialize = (
     } else {
       yield* Effect.try({ try: () => mkdirp(dest), catch: ioError(dest, "cannot create") })
     }
+    if (options.replacing !== undefined && options.replacing.size > 0) {
+      const refilled = yield* Refill.refill(core, dirs, dest, options.replacing, options.keepDirs ?? [], large).pipe(
+        Effect.as(true),
+        Effect.catchTag("Unusable", (u) =>
+          Effect.zipRight(
+            Effect.logDebug(`cannot reuse what ${dest} holds (${describeErrno(u.cause)}): writing it afresh`),
+            Effect.try({ try: () => Refill.empty(dest), catch: ioError(dest, "cannot empty") })
+          ).pipe(Effect.as(false)))
+      )
+      if (refilled) return
+    }
     for (const [rel, dir] of dirs) {
       const abs = rel === "" ? dest : path.join(dest, rel)
       for (const d of dir.directories) {
@@ -142,30 +194,11 @@ export const materialize = (
       }
       for (const f of dir.files) {
         const p = path.join(abs, f.name)
-        const mode = fileMode(f.isExecutable)
         if (f.digest.sizeBytes >= LargeFiles.THRESHOLD) {
-          const source = LargeFiles.pathOf(core.large, f.digest.hash)
-          const fileRel = rel === "" ? f.name : `${rel}/${f.name}`
-          const canLink = !f.isExecutable && !isMutable(mutable, fileRel)
-          const ok = yield* Effect.try({
-            try: () => {
-              if (LargeFiles.statSize(core.large, f.digest.hash) !== f.digest.sizeBytes) return false
-              try {
-                linkOrCopy(source, p, mode, canLink ? link : { allowed: false })
-              } catch (e) {
-                // Collected between the stat and the link: missing, which backtracking can repair.
-                if (errnoOf(e) === "ENOENT" && LargeFiles.statSize(core.large, f.digest.hash) === undefined) {
-                  return false
-                }
-                throw e
-              }
-              return true
-            },
-            catch: ioError(p, "cannot materialize")
-          })
-          if (!ok) return yield* new Digest.MissingDigest({ digest: f.digest, kind: "file" })
+          yield* large(p, rel === "" ? f.name : `${rel}/${f.name}`, f)
           continue
         }
+        const mode = fileMode(f.isExecutable)
         // The bytes are a view that dies with the callback, so the write happens inside it and its error is
         // carried out as a value (a throw there would read as an LMDB failure).
         const written = yield* Core.withFile(core, f.digest, (bytes): boolean | { error: unknown } => {

@@ -1,0 +1,373 @@
+/**
+ * Materializing a tree into a used sandbox. What is there and wanted stays; what is there and not wanted is reused
+ * (a directory renamed to where a wanted one goes, a file renamed to a wanted path and rewritten in place) or removed;
+ * so the sandbox ends up holding exactly what a fresh one would, with few inodes made or freed. On a file system
+ * whose inode allocation is slow that is most of a small process's sandbox cost: on this project's ext4 after heavy
+ * churn, creating a file and unlinking another took 0.45 ms, renaming one and rewriting it 0.07 ms; a `mkdir` and
+ * an `rmdir` 0.24 ms, a directory's rename 0.02 ms. Bazel reuses sandbox directories likewise
+ * (`--reuse_sandbox_directories`, on by default since Bazel 7).
+ *
+ * Nothing a process left is trusted. A file stays only when its bytes and mode are the wanted ones; a file is written
+ * in place only when it has a single link (a hard link the process made to a file elsewhere must not change, nor may
+ * the store's own copy of a large file, which sandboxes hard-link); directories get a new sandbox's mode back; and
+ * nothing is followed through a symlink. Any surprise (a read-only directory, an entry that changed since the scan)
+ * makes the whole attempt {@link Unusable}, and the caller empties the sandbox and writes the tree afresh.
+ *
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import * as Digest from "../../domain/Digest.js"
+import type * as Directory from "../../domain/Directory.js"
+import type { StoreError } from "../../domain/StoreErrors.js"
+import * as Core from "./core.js"
+import * as LargeFiles from "./largeFiles.js"
+import { removeTree } from "./removeTree.js"
+
+/** @internal */
+export type Kind = "file" | "dir" | "other"
+
+/** What a directory holds, by path relative to it (`a/b`): what {@link scan} found. @internal */
+export type Listing = ReadonlyMap<string, Kind>
+
+/**
+ * Every entry under `root`, without following symlinks; undefined when there are more than `max` (too big to be
+ * worth reusing) or a directory cannot be read.
+ *
+ * @internal
+ */
+export const scan = (root: string, max: number): Map<string, Kind> | undefined => {
+  const found = new Map<string, Kind>()
+  const stack = [""]
+  while (stack.length > 0) {
+    const rel = stack.pop()!
+    const dir = rel === "" ? root : path.join(root, rel)
+    let entries: Array<fs.Dirent>
+    try {
+      entries = fs.readdirSync(dir, { withFileTypes: true })
+    } catch {
+      return undefined
+    }
+    for (const e of entries) {
+      const r = rel === "" ? e.name : `${rel}/${e.name}`
+      let kind: Kind = e.isDirectory() ? "dir" : e.isFile() ? "file" : "other"
+      if (kind === "other" && !e.isSymbolicLink() && !e.isFIFO() && !e.isSocket()) {
+        // A file system that does not fill in the type (DT_UNKNOWN).
+        try {
+          const st = fs.lstatSync(path.join(dir, e.name))
+          kind = st.isDirectory() ? "dir" : st.isFile() ? "file" : "other"
+        } catch {
+          return undefined
+        }
+      }
+      found.set(r, kind)
+      if (found.size > max) return undefined
+      if (kind === "dir") stack.push(r)
+    }
+  }
+  return found
+}
+
+/**
+ * The sandbox could not be refilled (an error of the file system, with what it was doing); the caller empties it and
+ * writes the tree afresh.
+ *
+ * @internal
+ */
+export class Unusable {
+  readonly _tag = "Unusable"
+  constructor(readonly cause: unknown) {}
+}
+
+/** Writes a large file (linked or copied from the store) where nothing stands. */
+export type WriteLarge = (
+  p: string,
+  rel: string,
+  file: Directory.FileNode
+) => Effect.Effect<void, Digest.MissingDigest | StoreError>
+
+const parentOf = (rel: string) => {
+  const i = rel.lastIndexOf("/")
+  return i < 0 ? "" : rel.slice(0, i)
+}
+
+const depth = (rel: string) => rel.split("/").length
+
+/** Renames every key at or under `from` to the same place under `to`. */
+const moveKeys = (state: Map<string, Kind>, from: string, to: string) => {
+  const moved: Array<[string, Kind]> = []
+  for (const [rel, kind] of state) {
+    if (rel === from || rel.startsWith(`${from}/`)) moved.push([rel, kind])
+  }
+  for (const [rel] of moved) state.delete(rel)
+  for (const [rel, kind] of moved) state.set(to + rel.slice(from.length), kind)
+}
+
+const dropKeys = (state: Map<string, Kind>, at: string) => {
+  state.delete(at)
+  for (const rel of [...state.keys()]) if (rel.startsWith(`${at}/`)) state.delete(rel)
+}
+
+interface Wanted {
+  readonly dirs: Set<string>
+  readonly files: Array<[string, Directory.FileNode]>
+  readonly links: Array<[string, string]>
+}
+
+const wantedOf = (tree: ReadonlyArray<readonly [string, Directory.Directory]>, keepDirs: ReadonlyArray<string>) => {
+  const wanted: Wanted = { dirs: new Set(), files: [], links: [] }
+  const leaves = new Set<string>()
+  for (const [rel, dir] of tree) {
+    const at = (name: string) => rel === "" ? name : `${rel}/${name}`
+    for (const d of dir.directories) wanted.dirs.add(at(d.name))
+    for (const f of dir.files) {
+      wanted.files.push([at(f.name), f])
+      leaves.add(at(f.name))
+    }
+    for (const s of dir.symlinks) {
+      wanted.links.push([at(s.name), s.target])
+      leaves.add(at(s.name))
+    }
+  }
+  for (const keep of keepDirs) {
+    const chain: Array<string> = []
+    for (let d = keep; d !== ""; d = parentOf(d)) chain.push(d)
+    // A directory the tree has a file or a link at is not kept: the process's own preparation reports the clash.
+    if (chain.every((d) => !leaves.has(d))) { for (const d of chain) wanted.dirs.add(d) }
+  }
+  return wanted
+}
+
+/** Opens an existing file of one link for reading and writing; makes it owner-writable first if need be. */
+const openInPlace = (p: string, st: fs.Stats): number => {
+  if ((st.mode & 0o600) !== 0o600) fs.chmodSync(p, (st.mode & 0o7777) | 0o600)
+  return fs.openSync(p, fs.constants.O_RDWR | fs.constants.O_NOFOLLOW)
+}
+
+const sameBytes = (fd: number, bytes: Uint8Array): boolean => {
+  // One byte more than wanted: a file that grew since its stat is not the same.
+  const got = Buffer.allocUnsafe(bytes.length + 1)
+  let n = 0
+  for (;;) {
+    const r = fs.readSync(fd, got, n, got.length - n, n)
+    if (r === 0) break
+    n += r
+    if (n === got.length) break
+  }
+  return n === bytes.length && Buffer.compare(got.subarray(0, n), bytes) === 0
+}
+
+/** Makes the file at `p` (stat `st`, one link) hold `bytes` with `mode`, writing only what differs. */
+const writeInPlace = (p: string, st: fs.Stats, bytes: Uint8Array, mode: number) => {
+  const fd = openInPlace(p, st)
+  try {
+    if (st.size !== bytes.length || !sameBytes(fd, bytes)) {
+      // Written over, then cut to length: truncating to zero first frees the file's blocks only for the write to
+      // allocate them again (0.1 ms a file on ext4).
+      let off = 0
+      while (off < bytes.length) off += fs.writeSync(fd, bytes, off, bytes.length - off, off)
+      if (st.size > bytes.length) fs.ftruncateSync(fd, bytes.length)
+    }
+    if ((st.mode & 0o7777) !== mode) fs.fchmodSync(fd, mode)
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
+const writeFresh = (p: string, bytes: Uint8Array, mode: number) => {
+  const fd = fs.openSync(p, "wx", mode)
+  try {
+    let off = 0
+    while (off < bytes.length) off += fs.writeSync(fd, bytes, off, bytes.length - off)
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
+const attempt = <A>(f: () => A): Effect.Effect<A, Unusable> => Effect.try({ try: f, catch: (e) => new Unusable(e) })
+
+/**
+ * Makes `dest`, which holds `present`, hold exactly `tree` (its directories as `Core.walkTree` visits them) plus the
+ * directories `keepDirs`, as a fresh materialization would.
+ *
+ * @internal
+ */
+export const refill = (
+  core: Core.Core,
+  tree: ReadonlyArray<readonly [string, Directory.Directory]>,
+  dest: string,
+  present: Listing,
+  keepDirs: ReadonlyArray<string>,
+  writeLarge: WriteLarge
+): Effect.Effect<void, Digest.MissingDigest | StoreError | Unusable> =>
+  Effect.suspend(() => {
+    const umask = process.umask()
+    const dirMode = 0o777 & ~umask
+    const wanted = wantedOf(tree, keepDirs)
+    const wantedFiles = new Set(wanted.files.map(([rel]) => rel))
+    const wantedLinks = new Map(wanted.links)
+    const state = new Map(present)
+    const abs = (rel: string) => path.join(dest, rel)
+    // Directories that are there and not wanted, whose parent is wanted: each can become a wanted one, with all
+    // that is under it.
+    const spare: Array<string> = []
+    const addSpares = (under: string) => {
+      for (const [rel, kind] of state) {
+        if (kind === "dir" && !wanted.dirs.has(rel) && parentOf(rel) === under) spare.push(rel)
+      }
+    }
+
+    const placeDirectories = attempt(() => {
+      for (const [rel, kind] of state) {
+        if (kind === "dir" && !wanted.dirs.has(rel) && (parentOf(rel) === "" || wanted.dirs.has(parentOf(rel)))) {
+          spare.push(rel)
+        }
+      }
+      const reused = new Set<string>()
+      for (const d of [...wanted.dirs].sort((a, b) => depth(a) - depth(b))) {
+        const kind = state.get(d)
+        if (kind === "dir") {
+          reused.add(d)
+          continue
+        }
+        if (kind !== undefined) {
+          fs.unlinkSync(abs(d))
+          state.delete(d)
+        }
+        // A spare beside it first (`src/p1` for `src/p2`: its files are likely where the new ones go), else any.
+        let i = spare.findIndex((s) => parentOf(s) === parentOf(d))
+        if (i < 0) i = spare.length - 1
+        if (i < 0) {
+          fs.mkdirSync(abs(d))
+          state.set(d, "dir")
+          continue
+        }
+        const from = spare.splice(i, 1)[0]!
+        fs.renameSync(abs(from), abs(d))
+        moveKeys(state, from, d)
+        addSpares(d)
+        reused.add(d)
+      }
+      // A process may have changed a directory's mode (`chmod -R a-w`, as Go's module cache does).
+      for (const d of reused) {
+        const st = fs.lstatSync(abs(d))
+        if ((st.mode & 0o7777) !== dirMode) fs.chmodSync(abs(d), dirMode)
+      }
+    })
+
+    // Files that are there and not wanted where they are: each can become a wanted file.
+    const donors: Array<string> = []
+    const clear = (rel: string) => {
+      const kind = state.get(rel)
+      if (kind === undefined) return
+      if (kind === "dir") {
+        removeTree(abs(rel))
+        dropKeys(state, rel)
+        const i = spare.indexOf(rel)
+        if (i >= 0) spare.splice(i, 1)
+      } else {
+        fs.unlinkSync(abs(rel))
+        state.delete(rel)
+      }
+    }
+    /** A file of one link at `rel` to write in place (a donor renamed there if need be), or none. */
+    const slotFor = (rel: string): fs.Stats | undefined => {
+      if (state.get(rel) === "file") {
+        const st = fs.lstatSync(abs(rel))
+        if (st.isFile() && st.nlink === 1) return st
+      }
+      clear(rel)
+      while (donors.length > 0) {
+        const donor = donors.pop()!
+        if (state.get(donor) !== "file") continue
+        const st = fs.lstatSync(abs(donor))
+        if (!st.isFile() || st.nlink !== 1) {
+          clear(donor)
+          continue
+        }
+        fs.renameSync(abs(donor), abs(rel))
+        state.delete(donor)
+        state.set(rel, "file")
+        return st
+      }
+      return undefined
+    }
+
+    const placeFile = (
+      [rel, file]: [string, Directory.FileNode]
+    ): Effect.Effect<void, Digest.MissingDigest | StoreError | Unusable> => {
+      const p = abs(rel)
+      if (file.digest.sizeBytes >= LargeFiles.THRESHOLD) {
+        return Effect.zipRight(
+          attempt(() => clear(rel)),
+          Effect.tap(writeLarge(p, rel, file), () => void state.set(rel, "file"))
+        )
+      }
+      const mode = (file.isExecutable ? 0o755 : 0o644) & ~umask
+      return Effect.flatMap(
+        Core.withFile(core, file.digest, (bytes): boolean | Unusable => {
+          if (bytes === undefined) return false
+          try {
+            const st = slotFor(rel)
+            if (st === undefined) {
+              writeFresh(p, bytes, mode)
+              state.set(rel, "file")
+            } else {
+              writeInPlace(p, st, bytes, mode)
+            }
+            return true
+          } catch (e) {
+            return new Unusable(e)
+          }
+        }),
+        (done): Effect.Effect<void, Digest.MissingDigest | Unusable> =>
+          done instanceof Unusable
+            ? Effect.fail(done)
+            : done
+            ? Effect.void
+            : Effect.fail(new Digest.MissingDigest({ digest: file.digest, kind: "file" }))
+      )
+    }
+
+    const placeLinksAndSweep = attempt(() => {
+      for (const [rel, target] of wanted.links) {
+        if (state.get(rel) === "other") {
+          const st = fs.lstatSync(abs(rel))
+          if (st.isSymbolicLink() && fs.readlinkSync(abs(rel)) === target) continue
+        }
+        clear(rel)
+        fs.symlinkSync(target, abs(rel))
+        state.set(rel, "other")
+      }
+      for (const s of spare.splice(0)) {
+        removeTree(abs(s))
+        dropKeys(state, s)
+      }
+      for (const [rel, kind] of [...state]) {
+        const keep = kind === "dir"
+          ? wanted.dirs.has(rel)
+          : kind === "file"
+          ? wantedFiles.has(rel)
+          : wantedLinks.has(rel)
+        if (!keep) clear(rel)
+      }
+    })
+
+    return placeDirectories.pipe(
+      Effect.zipRight(Effect.sync(() => {
+        for (const [rel, kind] of state) if (kind === "file" && !wantedFiles.has(rel)) donors.push(rel)
+      })),
+      Effect.zipRight(Effect.forEach(wanted.files, placeFile, { discard: true })),
+      Effect.zipRight(placeLinksAndSweep)
+    )
+  })
+
+/**
+ * Removes everything inside `dest` (read-only trees too), leaving it empty.
+ *
+ * @internal
+ */
+export const empty = (dest: string): void => {
+  for (const name of fs.readdirSync(dest)) removeTree(path.join(dest, name))
+}
