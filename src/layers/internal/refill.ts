@@ -7,10 +7,10 @@
  * an `rmdir` 0.24 ms, a directory's rename 0.02 ms. Bazel reuses sandbox directories likewise
  * (`--reuse_sandbox_directories`, on by default since Bazel 7).
  *
- * Nothing a process left is trusted. A file stays only when its bytes and mode are the wanted ones; a file is written
- * in place only when it has a single link (a hard link the process made to a file elsewhere must not change, nor may
- * the store's own copy of a large file, which sandboxes hard-link); directories get a new sandbox's mode back; and
- * nothing is followed through a symlink. Any surprise (a read-only directory, an entry that changed since the scan)
+ * Nothing a process left is trusted. A file stays only when its bytes and mode are the wanted ones (its times are
+ * set to now, as a fresh one's would be); a file is written in place only when it has a single link (a hard link the
+ * process made to a file elsewhere must not change, nor may the store's own copy of a large file, which sandboxes
+ * hard-link); directories get a new sandbox's mode back; and nothing is followed through a symlink. Any surprise (a read-only directory, an entry that changed since the scan)
  * makes the whole attempt {@link Unusable}, and the caller empties the sandbox and writes the tree afresh.
  *
  * @internal
@@ -168,6 +168,11 @@ const writeInPlace = (p: string, st: fs.Stats, bytes: Uint8Array, mode: number) 
       let off = 0
       while (off < bytes.length) off += fs.writeSync(fd, bytes, off, bytes.length - off, off)
       if (st.size > bytes.length) fs.ftruncateSync(fd, bytes.length)
+    } else {
+      // Written now, as in a fresh sandbox: a tool that compares its inputs' times (make) must not find this one
+      // older than the others by however long it sat here.
+      const now = Date.now() / 1000
+      fs.futimesSync(fd, now, now)
     }
     if ((st.mode & 0o7777) !== mode) fs.fchmodSync(fd, mode)
   } finally {
