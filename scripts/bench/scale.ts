@@ -4,6 +4,7 @@
  * store every rep); the figure is processes per second, all engines together. It never fails on a missed target: it
  * reports.
  */
+import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -32,6 +33,37 @@ const samples = new Samples()
 const ONE = `1 engine, ${PER_ENGINE} processes`
 const SIX = `${ENGINES} engines at once, ${PER_ENGINE} processes each`
 
+/**
+ * CPU time (ms) of the children this process has waited for (Linux: /proc/self/stat's cutime and cstime): an engine
+ * with all its threads, once it has exited. (Its spawner and the processes it runs are not among them: the spawner
+ * leads a session of its own and is not waited for by the engine.)
+ */
+const CLK_TCK = (() => {
+  try {
+    return Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100
+  } catch {
+    return 100
+  }
+})()
+const childrenCpuMs = (): number | undefined => {
+  try {
+    const stat = fs.readFileSync("/proc/self/stat", "utf8")
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    return (Number(fields[13]) + Number(fields[14])) * 1000 / CLK_TCK
+  } catch {
+    return undefined
+  }
+}
+
+/** Runs `f` and records the CPU its engines used per process, where the platform says. */
+const withCpu = async <A>(label: string, processes: number, f: () => Promise<A>): Promise<A> => {
+  const before = childrenCpuMs()
+  const a = await f()
+  const after = childrenCpuMs()
+  if (before !== undefined && after !== undefined) samples.record(label, (after - before) / processes)
+  return a
+}
+
 const run = (ws: Workspace, store: string) =>
   kilnRun(tmp, env, { ws, store, concurrency: CONCURRENCY }).then((r) => {
     expectRan(`cold ${ws.dir}`, r, PER_ENGINE, PER_ENGINE)
@@ -56,10 +88,19 @@ const main = async () => {
         for (const ws of workspaces) rm(path.join(ws.dir, "out"))
         if (which === "one") {
           // Each rep's lone engine takes another workspace: none is favoured.
-          samples.record(ONE, (await run(workspaces[i % ENGINES]!, store)).ms)
+          const r = await withCpu(
+            `${ONE}: engine CPU per process`,
+            PER_ENGINE,
+            () => run(workspaces[i % ENGINES]!, store)
+          )
+          samples.record(ONE, r.ms)
         } else {
           const start = now()
-          const runs = await Promise.all(workspaces.map((ws) => run(ws, store)))
+          const runs = await withCpu(
+            `${SIX}: engine CPU per process`,
+            ENGINES * PER_ENGINE,
+            () => Promise.all(workspaces.map((ws) => run(ws, store)))
+          )
           samples.record(SIX, now() - start)
           for (const r of runs) samples.record(`${SIX}: one engine's wall time`, r.ms)
         }
@@ -96,6 +137,18 @@ const main = async () => {
       ratio: `${(each.median / one.median).toFixed(2)}× slower`
     }
   ]
+  if (samples.has(`${ONE}: engine CPU per process`) && samples.has(`${SIX}: engine CPU per process`)) {
+    const cpuOne = samples.summary(`${ONE}: engine CPU per process`)
+    const cpuSix = samples.summary(`${SIX}: engine CPU per process`)
+    rows.push({
+      figure: `  CPU per process of the engines themselves (all their threads), among ${ENGINES} vs alone`,
+      value: `${cpuSix.median.toFixed(1)} ms`,
+      baseline: `alone ${cpuOne.median.toFixed(1)} ms: ${
+        (cpuOne.median * PER_ENGINE / one.median).toFixed(2)
+      } of ${os.availableParallelism()} CPUs busy with the engine alone`,
+      ratio: `${(cpuSix.median / cpuOne.median).toFixed(2)}×`
+    })
+  }
   const notes = `Notes:
 - Each engine is \`node dist/cli.js run --config kiln.json --store-dir S --concurrency ${CONCURRENCY} --progress
   none --summary F\` on a workspace of its own: ${PER_ENGINE} independent processes (the no-op benchmark's wide
@@ -107,7 +160,9 @@ const main = async () => {
   all engines together. ${REPS} reps each, interleaved in rotated order; medians (best in brackets).
 - Target (issue #6): ${ENGINES} engines ≥ ${TARGET}× the processes per second of one. On a box with
   ${os.availableParallelism()} CPUs, one engine alone already keeps part of them busy: the ceiling is what it leaves
-  idle.`
+  idle. The CPU row says how much of the box the engine process alone takes (its processes, and the spawner that
+  starts them, come on top), and how much more CPU a process costs when ${ENGINES} engines share the store and the
+  box: the cost of sharing, as opposed to engines waiting for each other.`
   emitRunSection({
     name: "scale",
     title: `Scale: 1 vs ${ENGINES} concurrent engines on one store`,
