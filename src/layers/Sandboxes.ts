@@ -16,10 +16,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { type KeepSandboxes, SandboxError } from "../domain/Sandbox.js"
 import { describeErrno, errnoOf } from "./internal/errno.js"
-import type { Listing } from "./internal/refill.js"
 import * as SandboxDir from "./internal/sandboxDir.js"
-
-const NOTHING: Listing = new Map()
 
 /**
  * What `__run.sh` re-runs.
@@ -41,10 +38,10 @@ export interface Command {
 export interface Sandbox {
   readonly path: string
   /**
-   * What the sandbox holds already: nothing, unless it was made with `used`, when it may be a finished process's
-   * sandbox as that process left it, for `Store.materialize`'s `replacing` to reuse.
+   * Whether it may hold what a finished process left (made with `used`), for `Store.materialize`'s `reuse` to make
+   * it hold exactly a tree; otherwise it is empty.
    */
-  readonly holds: Listing
+  readonly reused: boolean
   /** Records the command the sandbox runs, for the `__run.sh` of a kept sandbox. */
   readonly setCommand: (command: Command) => Effect.Effect<void>
   /** Records that the process failed, for `keepSandboxes: on-failure`. */
@@ -199,10 +196,10 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Scope
       make: (description = "a process", remove, makeOptions) =>
         Effect.gen(function*() {
           const state = { command: undefined as Command | undefined, failed: false }
-          const { path: dir, holds } = yield* Effect.acquireRelease(
+          const { path: dir, entries } = yield* Effect.acquireRelease(
             Effect.try({
               try: (): SandboxDir.Idle =>
-                idle.take(makeOptions?.used === true) ?? { path: SandboxDir.create(root, owner), holds: NOTHING },
+                idle.take(makeOptions?.used === true) ?? { path: SandboxDir.create(root, owner), entries: 0 },
               catch: (e) =>
                 new SandboxError({
                   reason: "Create",
@@ -222,7 +219,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Scope
           )
           return {
             path: dir,
-            holds,
+            reused: entries > 0,
             setCommand: (command) => Effect.sync(() => void (state.command = command)),
             markFailed: Effect.sync(() => void (state.failed = true))
           }

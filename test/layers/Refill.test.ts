@@ -4,6 +4,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, FastCheck } from "effect"
+import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -19,12 +20,12 @@ const dump = (root: string, options: { readonly nlink: boolean } = { nlink: true
       const r = rel === "" ? name : `${rel}/${name}`
       const p = path.join(root, r)
       const st = fs.lstatSync(p)
-      const mode = (st.mode & 0o7777).toString(8)
+      const mode = `${(st.mode & 0o7777).toString(8)} ${st.uid}:${st.gid}`
       if (st.isDirectory()) {
         out[r] = `dir ${mode}`
         walk(r)
       } else if (st.isSymbolicLink()) {
-        out[r] = `link -> ${fs.readlinkSync(p)}`
+        out[r] = `link ${st.uid}:${st.gid} -> ${fs.readlinkSync(p)}`
       } else {
         out[r] = `file ${mode} ${options.nlink ? st.nlink : ""} ${fs.readFileSync(p).toString("hex")}`
       }
@@ -90,6 +91,7 @@ type Op =
   | { readonly op: "remove"; readonly at: ReadonlyArray<string> }
   | { readonly op: "mkdir"; readonly at: ReadonlyArray<string> }
   | { readonly op: "chmod"; readonly at: ReadonlyArray<string>; readonly mode: number }
+  | { readonly op: "chown"; readonly at: ReadonlyArray<string> }
   | { readonly op: "symlink"; readonly at: ReadonlyArray<string>; readonly target: string }
   | { readonly op: "hardlinkOut"; readonly at: ReadonlyArray<string> }
   | { readonly op: "hardlinkIn"; readonly at: ReadonlyArray<string>; readonly to: ReadonlyArray<string> }
@@ -105,8 +107,9 @@ const op: FastCheck.Arbitrary<Op> = FastCheck.oneof(
   FastCheck.record({
     op: FastCheck.constant("chmod" as const),
     at: FastCheck.array(segment, { maxLength: 3 }),
-    mode: FastCheck.constantFrom(0o444, 0o555, 0o700, 0o777, 0o4755)
+    mode: FastCheck.constantFrom(0o444, 0o555, 0o700, 0o777, 0o4755, 0o2755, 0o1777)
   }),
+  FastCheck.record({ op: FastCheck.constant("chown" as const), at: FastCheck.array(segment, { maxLength: 3 }) }),
   FastCheck.record({
     op: FastCheck.constant("symlink" as const),
     at: segments,
@@ -134,6 +137,10 @@ const apply = (root: string, outside: string, ops: ReadonlyArray<Op>) => {
         case "chmod":
           fs.chmodSync(p, o.mode)
           break
+        case "chown":
+          // Only root can give a file away (to nobody); elsewhere this throws and is skipped.
+          fs.lchownSync(p, 65534, 65534)
+          break
         case "symlink":
           fs.symlinkSync(o.target, p)
           break
@@ -150,17 +157,20 @@ const apply = (root: string, outside: string, ops: ReadonlyArray<Op>) => {
   })
 }
 
-/** Refills `dir` as the runner does, then `prepare`s it. */
+/** Refills `dir` as the runner does (its mode reset first, as the sandbox pool does), then `prepare`s it. */
 const refillOver = (
   store: Store.Service,
   dir: string,
   digest: Parameters<Store.Service["materialize"]>[0],
   keepDirs: Array<string>
 ) =>
-  Effect.tap(
-    store.materialize(digest, dir, { createDestination: false, replacing: Refill.scan(dir, 1024)!, keepDirs }),
-    () => prepare(dir, keepDirs)
-  )
+  Effect.suspend(() => {
+    fs.chmodSync(dir, 0o755 & ~process.umask())
+    return Effect.tap(
+      store.materialize(digest, dir, { createDestination: false, reuse: true, keepDirs }),
+      () => prepare(dir, keepDirs)
+    )
+  })
 
 describe("Refill", () => {
   it.scoped.prop(
@@ -234,20 +244,71 @@ describe("Refill", () => {
       assert.deepStrictEqual(Buffer.from(yield* store.getFile((yield* store.listTree(first))[0]!.digest!)), big)
     }))
 
-  it.scoped("an entry that changed since the scan makes the sandbox be emptied and written afresh", () =>
+  it.scoped("what changed after the process ended is seen: nothing is written through a symlink put there", () =>
     Effect.gen(function*() {
       const store = yield* tempStore()
       const src = yield* tempDir()
-      writeTree(src, { "a/x.txt": "x", "b/y.txt": "y" })
-      const digest = yield* store.snapshot(src)
+      writeTree(src, { "o/file.txt": "in", "o/sub/x": "x" })
+      const first = yield* store.snapshot(src)
+      const src2 = yield* tempDir()
+      writeTree(src2, { "o/file.txt": "new", "o/sub/x": "x", "o/sub/y": "y" })
+      const second = yield* store.snapshot(src2)
       const sandbox = yield* tempDir()
-      writeTree(sandbox, { "c/z.txt": "z", "d.txt": "d" })
-      const listing = Refill.scan(sandbox, 1024)!
-      // Gone after the scan: the refill's rename of `c` fails, and it starts over.
-      fs.rmSync(path.join(sandbox, "c"), { recursive: true })
-      fs.writeFileSync(path.join(sandbox, "e.txt"), "not listed")
-      yield* store.materialize(digest, sandbox, { createDestination: false, replacing: listing })
-      assert.deepStrictEqual(dump(sandbox), yield* fresh(store, digest, []))
+      const outside = yield* tempDir()
+      writeTree(outside, { "file.txt": "outside", "sub/x": "x" })
+      yield* store.materialize(first, sandbox)
+      // As a straggler might, once its process group is gone: a wanted directory becomes a symlink out of the
+      // sandbox, and a file appears.
+      fs.rmSync(path.join(sandbox, "o"), { recursive: true })
+      fs.symlinkSync(outside, path.join(sandbox, "o"))
+      fs.writeFileSync(path.join(sandbox, "late.txt"), "late")
+      fs.chmodSync(outside, 0o700)
+      const before = { ...dump(outside), mode: fs.statSync(outside).mode }
+      yield* refillOver(store, sandbox, second, [])
+      assert.deepStrictEqual(dump(sandbox), yield* fresh(store, second, []))
+      assert.deepStrictEqual({ ...dump(outside), mode: fs.statSync(outside).mode }, before)
+    }))
+
+  it.scoped("a setgid directory and a umask without owner bits: still what a fresh sandbox gets", () =>
+    Effect.gen(function*() {
+      const store = yield* tempStore()
+      const src = yield* tempDir()
+      writeTree(src, { "a/f": "f", "g": "same" })
+      const first = yield* store.snapshot(src)
+      const src2 = yield* tempDir()
+      writeTree(src2, { "a/f": "f", "a/b/h": "h", "g": "same" })
+      const second = yield* store.snapshot(src2)
+      const sandbox = yield* tempDir()
+      yield* store.materialize(first, sandbox)
+      // A new directory in `a` would inherit the bit if `a` kept it.
+      fs.chmodSync(path.join(sandbox, "a"), 0o2755)
+      yield* refillOver(store, sandbox, second, [])
+      assert.deepStrictEqual(dump(sandbox), yield* fresh(store, second, []))
+      const umask = process.umask(0o222)
+      try {
+        fs.chmodSync(path.join(sandbox, "g"), 0o444)
+        yield* refillOver(store, sandbox, first, [])
+        assert.deepStrictEqual(dump(sandbox), yield* fresh(store, first, []))
+      } finally {
+        process.umask(umask)
+      }
+    }))
+
+  it.scoped("a bind mount inside is seen, where the system allows making one", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir()
+      const outside = yield* tempDir()
+      fs.mkdirSync(path.join(dir, "m m"))
+      assert.isFalse(Refill.hasMountUnder(dir))
+      const mounted = spawnSync("mount", ["--bind", outside, path.join(dir, "m m")])
+      if (mounted.status !== 0) return
+      try {
+        assert.isTrue(Refill.hasMountUnder(dir))
+        assert.isTrue(Refill.hasMountUnder(path.join(dir, "m m")))
+        assert.isFalse(Refill.hasMountUnder(path.join(dir, "m")))
+      } finally {
+        spawnSync("umount", [path.join(dir, "m m")])
+      }
     }))
 
   it("scan lists without following symlinks, and gives up past its limit", () => {

@@ -172,7 +172,7 @@ export const make = (
       inline
         ? store.materialize(process.inputDigest, sandbox.path, {
           createDestination: false,
-          replacing: sandbox.holds,
+          reuse: sandbox.reused,
           keepDirs: preparedDirs(process)
         }).pipe(
           Effect.catchTag("StoreError", (e) =>

@@ -28,10 +28,10 @@ export interface MaterializeOptions {
    */
   readonly createDestination?: boolean
   /**
-   * What the destination holds already (a used sandbox's `Refill.scan`): it is made to hold exactly the tree, plus
-   * the directories `keepDirs`, reusing what it can of what is there (see `Refill`).
+   * The destination may hold anything (a used sandbox): it is made to hold exactly the tree, plus the directories
+   * `keepDirs`, reusing what it can of what is there (see `Refill`).
    */
-  readonly replacing?: Refill.Listing
+  readonly reuse?: boolean
   readonly keepDirs?: ReadonlyArray<string>
 }
 
@@ -175,8 +175,8 @@ export const materialize = (
     } else {
       yield* Effect.try({ try: () => mkdirp(dest), catch: ioError(dest, "cannot create") })
     }
-    if (options.replacing !== undefined && options.replacing.size > 0) {
-      const refilled = yield* Refill.refill(core, dirs, dest, options.replacing, options.keepDirs ?? [], large).pipe(
+    if (options.reuse === true) {
+      const refilled = yield* Refill.refill(core, dirs, dest, options.keepDirs ?? [], large).pipe(
         Effect.as(true),
         Effect.catchTag("Unusable", (u) =>
           Effect.zipRight(

@@ -7,11 +7,20 @@
  * an `rmdir` 0.24 ms, a directory's rename 0.02 ms. Bazel reuses sandbox directories likewise
  * (`--reuse_sandbox_directories`, on by default since Bazel 7).
  *
- * Nothing a process left is trusted. A file stays only when its bytes and mode are the wanted ones (its times are
- * set to now, as a fresh one's would be); a file is written in place only when it has a single link (a hard link the
- * process made to a file elsewhere must not change, nor may the store's own copy of a large file, which sandboxes
- * hard-link); directories get a new sandbox's mode back; and nothing is followed through a symlink. Any surprise (a read-only directory, an entry that changed since the scan)
- * makes the whole attempt {@link Unusable}, and the caller empties the sandbox and writes the tree afresh.
+ * Nothing a process left is trusted. The sandbox is listed afresh when it is refilled (never from a listing made
+ * earlier); one with a file system mounted in it (a bind mount of the same one too) is not kept for reuse, nor
+ * refilled. A file stays only when its
+ * bytes, mode and owner are the wanted ones (its times are set to now, as a fresh one's would be); a file is written
+ * in place only when it has a single link (a hard link the process made to a file elsewhere must not change, nor may
+ * the store's own copy of a large file, which sandboxes hard-link); a directory is reused only if it is one (not a
+ * symlink to one) with the wanted owner, and gets a new directory's mode back before anything is made in it (a
+ * setgid bit would be inherited); nothing is followed through a symlink. Any surprise (an entry that changed since
+ * the listing, a read-only directory as a non-root user) makes the whole attempt {@link Unusable}, and the caller
+ * empties the sandbox and writes the tree afresh.
+ *
+ * Like Bazel's, this does not defend against a process that escaped its process group and keeps working in the
+ * sandbox while it is refilled: the group is killed before a sandbox is reused, and such a process could write
+ * anywhere its user can anyway.
  *
  * @internal
  */
@@ -39,6 +48,14 @@ export type Listing = ReadonlyMap<string, Kind>
  */
 export const scan = (root: string, max: number): Map<string, Kind> | undefined => {
   const found = new Map<string, Kind>()
+  let dev: number
+  try {
+    const st = fs.lstatSync(root)
+    if (!st.isDirectory()) return undefined
+    dev = st.dev
+  } catch {
+    return undefined
+  }
   const stack = [""]
   while (stack.length > 0) {
     const rel = stack.pop()!
@@ -63,10 +80,44 @@ export const scan = (root: string, max: number): Map<string, Kind> | undefined =
       }
       found.set(r, kind)
       if (found.size > max) return undefined
-      if (kind === "dir") stack.push(r)
+      if (kind === "dir") {
+        // A mount point (a bind mount a process made as root): what is under it is not the sandbox's.
+        try {
+          if (fs.lstatSync(path.join(dir, e.name)).dev !== dev) return undefined
+        } catch {
+          return undefined
+        }
+        stack.push(r)
+      }
     }
   }
   return found
+}
+
+/** A mount point's path as /proc/self/mountinfo writes it, with space, tab, newline and backslash escaped. */
+const unescapeMountPath = (p: string) =>
+  p.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)))
+
+/**
+ * Whether a file system is mounted at or under `dir` (a bind mount a process made as root, which shares the device
+ * number of what it is mounted on, so {@link scan} cannot tell). Where /proc is absent, says no.
+ *
+ * @internal
+ */
+export const hasMountUnder = (dir: string): boolean => {
+  let text: string
+  try {
+    text = fs.readFileSync("/proc/self/mountinfo", "utf8")
+  } catch {
+    return false
+  }
+  for (const line of text.split("\n")) {
+    const at = line.split(" ")[4]
+    if (at === undefined) continue
+    const mounted = unescapeMountPath(at)
+    if (mounted === dir || mounted.startsWith(`${dir}/`)) return true
+  }
+  return false
 }
 
 /**
@@ -139,10 +190,17 @@ const wantedOf = (tree: ReadonlyArray<readonly [string, Directory.Directory]>, k
   return wanted
 }
 
-/** Opens an existing file of one link for reading and writing; makes it owner-writable first if need be. */
-const openInPlace = (p: string, st: fs.Stats): number => {
-  if ((st.mode & 0o600) !== 0o600) fs.chmodSync(p, (st.mode & 0o7777) | 0o600)
-  return fs.openSync(p, fs.constants.O_RDWR | fs.constants.O_NOFOLLOW)
+/**
+ * Opens an existing file of one link for reading and writing, making it owner-readable and writable first if need
+ * be; says its mode then.
+ */
+const openInPlace = (p: string, st: fs.Stats): { readonly fd: number; readonly mode: number } => {
+  let mode = st.mode & 0o7777
+  if ((mode & 0o600) !== 0o600) {
+    mode |= 0o600
+    fs.chmodSync(p, mode)
+  }
+  return { fd: fs.openSync(p, fs.constants.O_RDWR | fs.constants.O_NOFOLLOW), mode }
 }
 
 const sameBytes = (fd: number, bytes: Uint8Array): boolean => {
@@ -160,7 +218,7 @@ const sameBytes = (fd: number, bytes: Uint8Array): boolean => {
 
 /** Makes the file at `p` (stat `st`, one link) hold `bytes` with `mode`, writing only what differs. */
 const writeInPlace = (p: string, st: fs.Stats, bytes: Uint8Array, mode: number) => {
-  const fd = openInPlace(p, st)
+  const { fd, mode: current } = openInPlace(p, st)
   try {
     if (st.size !== bytes.length || !sameBytes(fd, bytes)) {
       // Written over, then cut to length: truncating to zero first frees the file's blocks only for the write to
@@ -174,7 +232,7 @@ const writeInPlace = (p: string, st: fs.Stats, bytes: Uint8Array, mode: number) 
       const now = Date.now() / 1000
       fs.futimesSync(fd, now, now)
     }
-    if ((st.mode & 0o7777) !== mode) fs.fchmodSync(fd, mode)
+    if (current !== mode) fs.fchmodSync(fd, mode)
   } finally {
     fs.closeSync(fd)
   }
@@ -192,9 +250,12 @@ const writeFresh = (p: string, bytes: Uint8Array, mode: number) => {
 
 const attempt = <A>(f: () => A): Effect.Effect<A, Unusable> => Effect.try({ try: f, catch: (e) => new Unusable(e) })
 
+/** @internal */
+export const MAX_ENTRIES = 1024
+
 /**
- * Makes `dest`, which holds `present`, hold exactly `tree` (its directories as `Core.walkTree` visits them) plus the
- * directories `keepDirs`, as a fresh materialization would.
+ * Makes `dest`, whatever it holds (up to {@link MAX_ENTRIES} entries), hold exactly `tree` (its directories as
+ * `Core.walkTree` visits them) plus the directories `keepDirs`, as a fresh materialization would.
  *
  * @internal
  */
@@ -202,13 +263,31 @@ export const refill = (
   core: Core.Core,
   tree: ReadonlyArray<readonly [string, Directory.Directory]>,
   dest: string,
-  present: Listing,
   keepDirs: ReadonlyArray<string>,
   writeLarge: WriteLarge
 ): Effect.Effect<void, Digest.MissingDigest | StoreError | Unusable> =>
   Effect.suspend(() => {
+    const present = scan(dest, MAX_ENTRIES)
+    if (present === undefined) return Effect.fail(new Unusable(new Error("too many entries, or not all readable")))
     const umask = process.umask()
-    const dirMode = 0o777 & ~umask
+    // What a fresh entry gets: its maker's owner, and a setgid parent's group (and, for a directory, its setgid bit),
+    // as in a sandbox new under the same root. (The process may have changed the sandbox's own bit.)
+    let owner: { readonly uid: number; readonly gid: number }
+    let setgid: number
+    try {
+      const root = fs.lstatSync(path.dirname(dest))
+      const self = fs.lstatSync(dest)
+      setgid = root.mode & 0o2000
+      owner = { uid: process.geteuid?.() ?? self.uid, gid: setgid !== 0 ? root.gid : process.getegid?.() ?? self.gid }
+      if (!self.isDirectory() || self.uid !== owner.uid || self.gid !== owner.gid) {
+        throw new Error(`${dest} is not a directory of ours`)
+      }
+      if ((self.mode & 0o2000) !== setgid) fs.chmodSync(dest, (self.mode & 0o5777) | setgid)
+    } catch (e) {
+      return Effect.fail(new Unusable(e))
+    }
+    const dirMode = (0o777 & ~umask) | setgid
+    const ownedRight = (st: fs.Stats) => st.uid === owner.uid && st.gid === owner.gid
     const wanted = wantedOf(tree, keepDirs)
     const wantedFiles = new Set(wanted.files.map(([rel]) => rel))
     const wantedLinks = new Map(wanted.links)
@@ -222,6 +301,14 @@ export const refill = (
         if (kind === "dir" && !wanted.dirs.has(rel) && parentOf(rel) === under) spare.push(rel)
       }
     }
+    /** A directory kept or moved into place: one indeed, with the wanted owner, and a new one's mode and times. */
+    const reuse = (d: string) => {
+      const st = fs.lstatSync(abs(d))
+      if (!st.isDirectory() || !ownedRight(st)) throw new Error(`${d} is not a directory of ours any more`)
+      // Before anything is made in it: a setgid bit (or a lack of one) is inherited.
+      if ((st.mode & 0o7777) !== dirMode) fs.chmodSync(abs(d), dirMode)
+    }
+    const reused: Array<string> = []
 
     const placeDirectories = attempt(() => {
       for (const [rel, kind] of state) {
@@ -229,11 +316,12 @@ export const refill = (
           spare.push(rel)
         }
       }
-      const reused = new Set<string>()
       for (const d of [...wanted.dirs].sort((a, b) => depth(a) - depth(b))) {
         const kind = state.get(d)
         if (kind === "dir") {
-          reused.add(d)
+          // A process may have changed a directory's mode (`chmod -R a-w`, as Go's module cache does).
+          reuse(d)
+          reused.push(d)
           continue
         }
         if (kind !== undefined) {
@@ -252,12 +340,8 @@ export const refill = (
         fs.renameSync(abs(from), abs(d))
         moveKeys(state, from, d)
         addSpares(d)
-        reused.add(d)
-      }
-      // A process may have changed a directory's mode (`chmod -R a-w`, as Go's module cache does).
-      for (const d of reused) {
-        const st = fs.lstatSync(abs(d))
-        if ((st.mode & 0o7777) !== dirMode) fs.chmodSync(abs(d), dirMode)
+        reuse(d)
+        reused.push(d)
       }
     })
 
@@ -277,17 +361,18 @@ export const refill = (
       }
     }
     /** A file of one link at `rel` to write in place (a donor renamed there if need be), or none. */
+    const usable = (st: fs.Stats) => st.isFile() && st.nlink === 1 && ownedRight(st)
     const slotFor = (rel: string): fs.Stats | undefined => {
       if (state.get(rel) === "file") {
         const st = fs.lstatSync(abs(rel))
-        if (st.isFile() && st.nlink === 1) return st
+        if (usable(st)) return st
       }
       clear(rel)
       while (donors.length > 0) {
         const donor = donors.pop()!
         if (state.get(donor) !== "file") continue
         const st = fs.lstatSync(abs(donor))
-        if (!st.isFile() || st.nlink !== 1) {
+        if (!usable(st)) {
           clear(donor)
           continue
         }
@@ -336,10 +421,14 @@ export const refill = (
     }
 
     const placeLinksAndSweep = attempt(() => {
+      const now = Date.now() / 1000
       for (const [rel, target] of wanted.links) {
         if (state.get(rel) === "other") {
           const st = fs.lstatSync(abs(rel))
-          if (st.isSymbolicLink() && fs.readlinkSync(abs(rel)) === target) continue
+          if (st.isSymbolicLink() && ownedRight(st) && fs.readlinkSync(abs(rel)) === target) {
+            fs.lutimesSync(abs(rel), now, now)
+            continue
+          }
         }
         clear(rel)
         fs.symlinkSync(target, abs(rel))
@@ -357,6 +446,8 @@ export const refill = (
           : wantedLinks.has(rel)
         if (!keep) clear(rel)
       }
+      // Last, as what was done in them changed their times anyway.
+      for (const d of reused) fs.utimesSync(abs(d), now, now)
     })
 
     return placeDirectories.pipe(

@@ -119,8 +119,8 @@ export const create = (root: string, owner: Owner): string => {
 /** @internal */
 export interface Idle {
   readonly path: string
-  /** What it holds (empty for an emptied one): what its last process left, for `Refill` to reuse. */
-  readonly holds: Refill.Listing
+  /** How many entries its last process left in it (as listed when it finished): `Refill` reuses them. */
+  readonly entries: number
 }
 
 /** @internal */
@@ -141,7 +141,7 @@ export interface Pool {
 }
 
 /** A finished sandbox of more entries than this is removed, off the engine's thread, rather than reused. */
-const REUSE_MAX_ENTRIES = 1024
+const REUSE_MAX_ENTRIES = Refill.MAX_ENTRIES
 const POOL_MAX = 16
 /** Entries all idle sandboxes may hold together: what `drain` removes on the engine's thread as it ends. */
 const HELD_MAX_ENTRIES = 4096
@@ -160,23 +160,27 @@ const HELD_MAX_ENTRIES = 4096
 export const pool = (root: string, owner: Owner): Pool => {
   const idle: Array<Idle> = []
   let held = 0
-  // What `mkdir(…, 0o755)` gives a new sandbox under this process's umask (chmod does not apply the umask).
-  const mode = 0o755 & ~process.umask()
+  // What `mkdir(…, 0o755)` gives a new sandbox under this process's umask (chmod does not apply the umask), and
+  // under a setgid root (whose bit a new directory inherits); known once the root exists.
+  let mode: number | undefined
+  const modeOfNew = () => mode ??= (0o755 & ~process.umask()) | (fs.lstatSync(root).mode & 0o2000)
   return {
     take: (used) => {
       // Who refills a sandbox gets one that holds something (whose inodes it reuses), else any; others, an empty one.
-      let i = idle.findLastIndex((s) => used === s.holds.size > 0)
+      let i = idle.findLastIndex((s) => used === s.entries > 0)
       if (i < 0 && used) i = idle.length - 1
       if (i < 0) return undefined
       const taken = idle.splice(i, 1)[0]!
-      held -= taken.holds.size
+      held -= taken.entries
       return taken
     },
     recycle: (sandbox) => {
-      const holds = Refill.scan(sandbox, REUSE_MAX_ENTRIES)
-      if (holds === undefined || held + holds.size > HELD_MAX_ENTRIES) return false
+      const entries = Refill.scan(sandbox, REUSE_MAX_ENTRIES)?.size
+      if (entries === undefined || held + entries > HELD_MAX_ENTRIES) return false
+      // What a process mounted in it is not the sandbox's to refill (nor to empty here).
+      if (entries > 0 && Refill.hasMountUnder(sandbox)) return false
       if (idle.length >= POOL_MAX) {
-        if (holds.size > 0) return false
+        if (entries > 0) return false
         // Enough are idle: this empty one goes, here too (a few syscalls cost less than the spawner's round trip).
         try {
           fs.rmdirSync(sandbox)
@@ -189,7 +193,7 @@ export const pool = (root: string, owner: Owner): Pool => {
       let renamed: string
       try {
         // A tool may have changed the directory's mode: the next process gets the one a new sandbox has.
-        fs.chmodSync(sandbox, mode)
+        fs.chmodSync(sandbox, modeOfNew())
         renamed = path.join(root, nameFor(owner))
         fs.renameSync(sandbox, renamed)
       } catch {
@@ -204,8 +208,8 @@ export const pool = (root: string, owner: Owner): Pool => {
           fs.rmSync(`${sandbox}${suffix}`, { force: true })
         }
       }
-      idle.push({ path: renamed, holds })
-      held += holds.size
+      idle.push({ path: renamed, entries })
+      held += entries
       return true
     },
     drain: () => {
