@@ -226,6 +226,15 @@ export interface Service {
   ) => Effect.Effect<Digest.Digest, Digest.MissingDigest | StoreError>
   /** Captures the declared outputs under `root` (absent ones are left out) into a tree. */
   readonly capture: (root: string, outputs: Capture.Outputs) => Effect.Effect<Digest.Digest, StoreError>
+  /**
+   * `capture`, storing `blobs` too, in the same commits (a process's stdout and stderr with its outputs); says the
+   * tree's digest and the blobs'.
+   */
+  readonly captureWith: (
+    root: string,
+    outputs: Capture.Outputs,
+    blobs: ReadonlyArray<Uint8Array>
+  ) => Effect.Effect<readonly [Digest.Digest, ReadonlyArray<Digest.Digest>], StoreError>
   readonly check: (options?: { readonly repair?: boolean }) => Effect.Effect<CheckReport, StoreError>
   readonly gc: (options?: { readonly targetSizeBytes?: number }) => Effect.Effect<GcReport, StoreError>
   readonly stats: Effect.Effect<Stats, StoreError>
@@ -509,6 +518,7 @@ export const make = (
         ),
       materialize: (digest, destination, options) => Materialize.materialize(core, digest, destination, options),
       capture: (root, outputs) => Capture.capture(core, root, outputs),
+      captureWith: (root, outputs, blobs) => Capture.captureWith(core, root, outputs, blobs),
       mergeTrees: (layers, options) => TreeMerge.merge(core, layers, options?.rewrite ?? false),
       check: (options) => Maintenance.check(core, options?.repair ?? false),
       gc: (options) => Maintenance.gc(core, options?.targetSizeBytes ?? opts.maxSizeBytes),

@@ -459,6 +459,22 @@ describe("snapshot, materialize, capture", () => {
       ])
     }))
 
+  it.scoped("captureWith stores blobs with the outputs: small, empty and large ones, and the same tree", () =>
+    Effect.gen(function*() {
+      const store = yield* tempStore()
+      const sandbox = yield* tempDir()
+      writeTree(sandbox, { "out.txt": "result", "gen/a.txt": "a" })
+      const outputs = { outputFiles: ["out.txt"], outputDirectories: ["gen"] }
+      const blobs = [bytes("stdout\n"), new Uint8Array(0), big(3)]
+      const [tree, digests] = yield* store.captureWith(sandbox, outputs, blobs)
+      assert.deepStrictEqual(digests.map(Digest.format), blobs.map((b) => Digest.format(Digest.ofBytes(b))))
+      for (const [i, d] of digests.entries()) {
+        assert.deepStrictEqual(Buffer.from(yield* store.getFile(d)), Buffer.from(blobs[i]!))
+      }
+      assert.strictEqual(Digest.format(tree), Digest.format(yield* store.capture(sandbox, outputs)))
+      assert.deepStrictEqual((yield* store.check()).problems, [])
+    }))
+
   it.scoped("capture names an output file that the process created as a directory", () =>
     Effect.gen(function*() {
       const store = yield* tempStore()

@@ -95,14 +95,21 @@ const graft = (tree: Tree.Node, parents: ReadonlyArray<string>, holder: Tree.Nod
   return Effect.void
 }
 
-/** @internal */
-export const capture = (
+/**
+ * Captures the declared outputs under `root` into a tree, and stores `blobs` with them (in the same commits): says
+ * the tree's digest and the blobs'.
+ *
+ * @internal
+ */
+export const captureWith = (
   core: Core.Core,
   root: string,
-  outputs: Outputs
-): Effect.Effect<Digest.Digest, StoreError> =>
+  outputs: Outputs,
+  blobs: ReadonlyArray<Uint8Array>
+): Effect.Effect<readonly [Digest.Digest, Array<Digest.Digest>], StoreError> =>
   Effect.gen(function*() {
     const w = Snapshot.newWalk(core)
+    const stored = yield* Snapshot.addBlobs(w, blobs)
     const tree = Tree.node()
     const parse = (declared: string) => {
       const segments = segmentsOf(declared)
@@ -153,5 +160,9 @@ export const capture = (
         yield* graft(tree, segments.slice(0, -1), holder, declared, root)
       }
     }
-    return yield* Snapshot.flushAndFinish(w, tree)
+    return [yield* Snapshot.flushAndFinish(w, tree), stored] as const
   })
+
+/** @internal */
+export const capture = (core: Core.Core, root: string, outputs: Outputs): Effect.Effect<Digest.Digest, StoreError> =>
+  Effect.map(captureWith(core, root, outputs, []), ([digest]) => digest)

@@ -122,21 +122,6 @@ const readLog = (file: string): Effect.Effect<Buffer | string, StoreError> =>
     catch: ioError(file, "cannot read the output of the process")
   })
 
-const storeLogs = (
-  store: Store.Service,
-  stdout: string,
-  stderr: string
-): Effect.Effect<[Digest.Digest, Digest.Digest], StoreError> =>
-  Effect.flatMap(
-    Effect.zip(readLog(stdout), readLog(stderr)),
-    ([out, err]) =>
-      typeof out !== "string" && typeof err !== "string"
-        ? store.putFiles([out, err]) as Effect.Effect<[Digest.Digest, Digest.Digest], StoreError>
-        : Effect.all(
-          [out, err].map((log) => typeof log === "string" ? store.putFilePath(log) : store.putFile(log))
-        ) as Effect.Effect<[Digest.Digest, Digest.Digest], StoreError>
-  )
-
 /** @internal */
 export const make = (
   store: Store.Service,
@@ -218,12 +203,18 @@ export const make = (
     }
 
     const captureStarted = Date.now()
-    // Small stdout and stderr go in one putFiles call (one commit instead of two), and beside the outputs' capture:
-    // their commits are fsyncs of other LMDB environments, and nothing refers to any of them before all are done.
-    const [[stdoutDigest, stderrDigest], outputDigest] = yield* Effect.all([
-      storeLogs(store, logs.stdout, logs.stderr),
-      store.capture(cwd, { outputFiles: process.outputFiles, outputDirectories: process.outputDirectories })
-    ], { concurrency: process.outputFiles.length + process.outputDirectories.length > 0 ? 2 : 1 })
+    // stdout and stderr are stored with the outputs, in the same commits; a large log is streamed from its file.
+    const outputs = { outputFiles: process.outputFiles, outputDirectories: process.outputDirectories }
+    const [out, err] = yield* Effect.zip(readLog(logs.stdout), readLog(logs.stderr))
+    const [outputDigest, [stdoutDigest, stderrDigest]] = typeof out !== "string" && typeof err !== "string"
+      ? (yield* store.captureWith(cwd, outputs, [out, err])) as readonly [Digest.Digest, [Digest.Digest, Digest.Digest]]
+      : [
+        yield* store.capture(cwd, outputs),
+        [
+          yield* typeof out === "string" ? store.putFilePath(out) : store.putFile(out),
+          yield* typeof err === "string" ? store.putFilePath(err) : store.putFile(err)
+        ]
+      ] as const
     timings.capture = Date.now() - captureStarted
     const result = new ProcessResult({
       exitCode: timedOut ? null : exit.code,

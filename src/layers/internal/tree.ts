@@ -52,6 +52,60 @@ export const dirAt = (root: Node, segments: ReadonlyArray<string>): Node | undef
   return current
 }
 
+/** A tree's directories encoded: the root's digest, and what to store. @internal */
+export interface Encoded {
+  readonly digest: Digest.Digest
+  readonly pending: Array<Sharded.Entry>
+  readonly made: Array<[Digest.Digest, Directory.Directory]>
+}
+
+/**
+ * Encodes every directory of the tree (plain code; nothing is stored).
+ *
+ * @internal
+ */
+export const encode = (root: Node): Either.Either<Encoded, StoreError> => {
+  const pending: Array<Sharded.Entry> = []
+  const made: Array<[Digest.Digest, Directory.Directory]> = []
+  const go = (n: Node): Either.Either<Digest.Digest, StoreError> => {
+    const directories: Array<Directory.DirectoryNode> = []
+    for (const [name, child] of n.dirs) {
+      if ("dirs" in child) {
+        const d = go(child)
+        if (Either.isLeft(d)) return d
+        directories.push({ name, digest: d.right })
+      } else {
+        directories.push({ name, digest: child })
+      }
+    }
+    const result = Directory.make({
+      files: Array.from(n.files, ([name, f]) => ({ name, digest: f.digest, isExecutable: f.isExecutable })),
+      directories,
+      symlinks: Array.from(n.symlinks, ([name, target]) => ({ name, target }))
+    })
+    if (Either.isLeft(result)) {
+      return Either.left(new StoreError({ reason: "Unsupported", detail: result.left.message }))
+    }
+    const value = Directory.encode(result.right)
+    const digest = Digest.ofBytes(value)
+    if (value.length > 0) {
+      pending.push({ hash: digest.hash, value })
+      made.push([digest, result.right])
+    }
+    return Either.right(digest)
+  }
+  return Either.map(go(root), (digest) => ({ digest, pending, made }))
+}
+
+/**
+ * Keeps the decoded directories just stored: listing the tree next (the engine does, for every input tree) then
+ * needs no decoding.
+ *
+ * @internal
+ */
+export const remember = (core: Core.Core, encoded: Encoded): void =>
+  encoded.made.forEach(([d, dir]) => Core.rememberDirectory(core, d, dir))
+
 /**
  * Encodes and stores every directory of the tree; returns the root digest. With `rewrite`, every directory is written
  * even when the store shows it present (see {@link Sharded.putBatch}'s `overwrite`).
@@ -60,45 +114,16 @@ export const dirAt = (root: Node, segments: ReadonlyArray<string>): Node | undef
  */
 export const finish = (core: Core.Core, root: Node, rewrite = false): Effect.Effect<Digest.Digest, StoreError> =>
   Effect.suspend(() => {
-    const pending: Array<{ hash: string; value: Uint8Array }> = []
-    const made: Array<[Digest.Digest, Directory.Directory]> = []
-    const encode = (n: Node): Either.Either<Digest.Digest, StoreError> => {
-      const directories: Array<Directory.DirectoryNode> = []
-      for (const [name, child] of n.dirs) {
-        if ("dirs" in child) {
-          const d = encode(child)
-          if (Either.isLeft(d)) return d
-          directories.push({ name, digest: d.right })
-        } else {
-          directories.push({ name, digest: child })
-        }
-      }
-      const result = Directory.make({
-        files: Array.from(n.files, ([name, f]) => ({ name, digest: f.digest, isExecutable: f.isExecutable })),
-        directories,
-        symlinks: Array.from(n.symlinks, ([name, target]) => ({ name, target }))
-      })
-      if (Either.isLeft(result)) {
-        return Either.left(new StoreError({ reason: "Unsupported", detail: result.left.message }))
-      }
-      const value = Directory.encode(result.right)
-      const digest = Digest.ofBytes(value)
-      if (value.length > 0) {
-        pending.push({ hash: digest.hash, value })
-        made.push([digest, result.right])
-      }
-      return Either.right(digest)
-    }
-    const rootDigest = encode(root)
-    if (Either.isLeft(rootDigest)) return Effect.fail(rootDigest.left)
+    const encoded = encode(root)
+    if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
+    const { digest, pending } = encoded.right
     return Effect.as(
       pending.length === 0
         ? Effect.void
         : Effect.zipRight(
           Sharded.putBatch(core.directories, pending, Core.leaseUntil(core), core.leaseTimeMs, rewrite),
-          // Listing the tree next (the engine does, for every input tree) then needs no decoding.
-          Effect.sync(() => made.forEach(([d, dir]) => Core.rememberDirectory(core, d, dir)))
+          Effect.sync(() => remember(core, encoded.right))
         ),
-      rootDigest.right
+      digest
     )
   })
