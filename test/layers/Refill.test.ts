@@ -8,6 +8,7 @@ import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import * as Mounts from "../../src/layers/internal/mounts.js"
 import * as Refill from "../../src/layers/internal/refill.js"
 import type * as Store from "../../src/layers/Store.js"
 import { tempDir, tempStore, writeTree } from "../utils/temp.js"
@@ -299,13 +300,13 @@ describe("Refill", () => {
       const dir = yield* tempDir()
       const outside = yield* tempDir()
       fs.mkdirSync(path.join(dir, "m m"))
-      assert.isFalse(Refill.hasMountUnder(dir))
+      assert.isUndefined(Mounts.mountUnder(dir))
       const mounted = spawnSync("mount", ["--bind", outside, path.join(dir, "m m")])
       if (mounted.status !== 0) return
       try {
-        assert.isTrue(Refill.hasMountUnder(dir))
-        assert.isTrue(Refill.hasMountUnder(path.join(dir, "m m")))
-        assert.isFalse(Refill.hasMountUnder(path.join(dir, "m")))
+        assert.strictEqual(Mounts.mountUnder(dir), path.join(dir, "m m"))
+        assert.strictEqual(Mounts.mountUnder(path.join(dir, "m m")), path.join(dir, "m m"))
+        assert.isUndefined(Mounts.mountUnder(path.join(dir, "m")))
       } finally {
         spawnSync("umount", [path.join(dir, "m m")])
       }

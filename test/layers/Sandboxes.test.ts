@@ -212,6 +212,35 @@ describe("Sandboxes", () => {
       assert.include(logs.find((l) => l.includes("could not remove sandbox")), "EPERM")
     }))
 
+  it.scoped("a sandbox with a file system mounted in it is neither reused nor deleted through: it is reported", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir()
+      const outside = yield* tempDir()
+      fs.writeFileSync(path.join(outside, "precious"), "keep me")
+      const logs: Array<string> = []
+      const sandboxes = yield* Sandboxes.make({ root, sweepOnStart: false })
+      let at = ""
+      const dir = yield* Effect.scoped(Effect.map(sandboxes.make("test", undefined, { used: true }), (s) => {
+        at = path.join(s.path, "mnt")
+        fs.mkdirSync(at)
+        return s.path
+      }))
+      // (Kept idle, empty of anything but the mount point.)
+      assert.isFalse(fs.existsSync(dir))
+      const second = yield* Effect.scoped(Effect.map(sandboxes.make("test", undefined, { used: true }), (s) => {
+        at = path.join(s.path, "mnt")
+        // A process running as root may leave a bind mount behind; elsewhere there is nothing to check.
+        return spawnSync("mount", ["--bind", outside, at]).status === 0 ? s.path : undefined
+      })).pipe(Effect.provide(collectLogs(logs)))
+      if (second === undefined) return
+      yield* Effect.addFinalizer(() => Effect.sync(() => spawnSync("umount", [at])))
+      assert.isTrue(fs.existsSync(at))
+      assert.strictEqual(fs.readFileSync(path.join(outside, "precious"), "utf8"), "keep me")
+      assert.strictEqual(yield* sandboxes.removalFailures, 1)
+      const warning = logs.find((l) => l.includes("could not remove sandbox"))
+      assert.include(warning, `a file system is mounted at ${at}`)
+    }))
+
   it.scoped("keep: always keeps the sandbox with a __run.sh that re-runs the process exactly", () =>
     Effect.gen(function*() {
       const root = yield* tempDir()

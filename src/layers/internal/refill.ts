@@ -32,6 +32,7 @@ import type * as Directory from "../../domain/Directory.js"
 import type { StoreError } from "../../domain/StoreErrors.js"
 import * as Core from "./core.js"
 import * as LargeFiles from "./largeFiles.js"
+import { refuseMounted } from "./mounts.js"
 import { removeTree } from "./removeTree.js"
 
 /** @internal */
@@ -92,32 +93,6 @@ export const scan = (root: string, max: number): Map<string, Kind> | undefined =
     }
   }
   return found
-}
-
-/** A mount point's path as /proc/self/mountinfo writes it, with space, tab, newline and backslash escaped. */
-const unescapeMountPath = (p: string) =>
-  p.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)))
-
-/**
- * Whether a file system is mounted at or under `dir` (a bind mount a process made as root, which shares the device
- * number of what it is mounted on, so {@link scan} cannot tell). Where /proc is absent, says no.
- *
- * @internal
- */
-export const hasMountUnder = (dir: string): boolean => {
-  let text: string
-  try {
-    text = fs.readFileSync("/proc/self/mountinfo", "utf8")
-  } catch {
-    return false
-  }
-  for (const line of text.split("\n")) {
-    const at = line.split(" ")[4]
-    if (at === undefined) continue
-    const mounted = unescapeMountPath(at)
-    if (mounted === dir || mounted.startsWith(`${dir}/`)) return true
-  }
-  return false
 }
 
 /**
@@ -465,5 +440,6 @@ export const refill = (
  * @internal
  */
 export const empty = (dest: string): void => {
+  refuseMounted(dest)
   for (const name of fs.readdirSync(dest)) removeTree(path.join(dest, name))
 }

@@ -13,6 +13,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { errnoOf } from "./errno.js"
 import { mkdirp } from "./mkdirp.js"
+import { mountUnder, refuseMounted } from "./mounts.js"
 import * as Refill from "./refill.js"
 import { removeTree } from "./removeTree.js"
 
@@ -178,7 +179,7 @@ export const pool = (root: string, owner: Owner): Pool => {
       const entries = Refill.scan(sandbox, REUSE_MAX_ENTRIES)?.size
       if (entries === undefined || held + entries > HELD_MAX_ENTRIES) return false
       // What a process mounted in it is not the sandbox's to refill (nor to empty here).
-      if (entries > 0 && Refill.hasMountUnder(sandbox)) return false
+      if (entries > 0 && mountUnder(sandbox) !== undefined) return false
       if (idle.length >= POOL_MAX) {
         if (entries > 0) return false
         // Enough are idle: this empty one goes, here too (a few syscalls cost less than the spawner's round trip).
@@ -217,6 +218,7 @@ export const pool = (root: string, owner: Owner): Pool => {
       const failed: Array<{ path: string; error: unknown }> = []
       for (const { path: dir } of idle.splice(0)) {
         try {
+          refuseMounted(dir)
           removeTree(dir)
           removeLogs(dir)
         } catch (error) {
@@ -235,11 +237,12 @@ export const markKept = (sandbox: string, owner: Owner): void =>
 
 /**
  * Removes a sandbox (writable fix-up included), the logs beside it, then its owner file if it has one. Throws the
- * error that stopped it.
+ * error that stopped it, before anything is removed when a file system is mounted in it.
  *
  * @internal
  */
 export const remove = (sandbox: string): void => {
+  refuseMounted(sandbox)
   removeTree(sandbox)
   for (const suffix of [STDOUT_SUFFIX, STDERR_SUFFIX, OWNER_SUFFIX]) fs.rmSync(`${sandbox}${suffix}`, { force: true })
 }
@@ -257,11 +260,14 @@ export const removeLogs = (sandbox: string): void => {
 
 /**
  * Removes a sandbox this process made and did not keep: the tree alone, since nothing else is beside it (a
- * runner's logs go with the sandbox through its own remover). Throws the error that stopped it.
+ * runner's logs go with the sandbox through its own remover). Throws the error that stopped it (as `remove`).
  *
  * @internal
  */
-export const removeOwn = (sandbox: string): void => removeTree(sandbox)
+export const removeOwn = (sandbox: string): void => {
+  refuseMounted(sandbox)
+  removeTree(sandbox)
+}
 
 /**
  * Who made a sandbox: its owner file if it has one (a kept sandbox, or an earlier version's), else its name.

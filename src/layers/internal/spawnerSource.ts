@@ -122,6 +122,22 @@ const removeDir = (dir, careful) => {
     }
   }
 };
+// What a process mounted in its sandbox (as root) is not the sandbox's to delete: see mounts.ts.
+const mountUnder = (dir) => {
+  let text;
+  try {
+    text = fs.readFileSync("/proc/self/mountinfo", "utf8");
+  } catch {
+    return undefined;
+  }
+  for (const line of text.split("\n")) {
+    const at = line.split(" ")[4];
+    if (at === undefined) continue;
+    const mounted = at.replace(/\\([0-7]{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8)));
+    if (mounted === dir || mounted.startsWith(dir + "/")) return mounted;
+  }
+  return undefined;
+};
 const removeTree = (target) => {
   let st;
   try {
@@ -131,6 +147,12 @@ const removeTree = (target) => {
     throw e;
   }
   if (!st.isDirectory()) return fs.unlinkSync(target);
+  const mounted = mountUnder(target);
+  if (mounted !== undefined) {
+    throw Object.assign(new Error("a file system is mounted at " + mounted + ": left in place, with what is under it"), {
+      code: "EBUSY"
+    });
+  }
   try {
     return removeDir(target, false);
   } catch (e) {
