@@ -97,6 +97,11 @@ export interface Options {
   readonly keep?: KeepSandboxes
   /** Sweep orphaned sandboxes in the background when the layer starts. Default true. */
   readonly sweepOnStart?: boolean
+  /**
+   * Whether a finished sandbox, as its process left it, may be refilled for the next process (see `Refill`); without,
+   * only emptied ones are reused, and every tree is written into an empty directory. Default true.
+   */
+  readonly reuse?: boolean
 }
 
 /**
@@ -139,7 +144,8 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Scope
     const keep = options.keep ?? "never"
     const owner = SandboxDir.self()
     const failures = yield* Ref.make(0)
-    const idle = SandboxDir.pool(root, owner)
+    const reuse = options.reuse ?? true
+    const idle = SandboxDir.pool(root, owner, { keepUsed: reuse })
 
     const removalFailed = (dir: string, error: unknown) =>
       Effect.zipRight(
@@ -199,7 +205,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Scope
           const { path: dir, entries } = yield* Effect.acquireRelease(
             Effect.try({
               try: (): SandboxDir.Idle =>
-                idle.take(makeOptions?.used === true) ?? { path: SandboxDir.create(root, owner), entries: 0 },
+                idle.take(reuse && makeOptions?.used === true) ?? { path: SandboxDir.create(root, owner), entries: 0 },
               catch: (e) =>
                 new SandboxError({
                   reason: "Create",

@@ -58,7 +58,8 @@ const VALUED: ReadonlyMap<string, ReadonlyArray<string> | "int" | undefined> = n
   ["cache", ["read-write", "read"]],
   ["cache-content", ["validate", "defer"]],
   ["progress", ["auto", "tty", "plain", "none"]],
-  ["keep-sandboxes", ["never", "on-failure", "always"]]
+  ["keep-sandboxes", ["never", "on-failure", "always"]],
+  ["reuse-sandboxes", ["on", "off"]]
 ])
 
 const BOOLEAN_WORDS = /^(true|false|yes|no|on|off|y|n|1|0)$/i

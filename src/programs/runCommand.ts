@@ -108,6 +108,13 @@ export const runConfig = {
     Options.withDefault("auto" as const)
   ),
   keepSandboxes: keepSandboxesOption,
+  reuseSandboxes: Options.choice("reuse-sandboxes", ["on", "off"] as const).pipe(
+    Options.withDescription(
+      "on: a finished sandbox is refilled for the next process, made to hold exactly its inputs; off: every " +
+        "process gets an empty one"
+    ),
+    Options.withDefault("on" as const)
+  ),
   sandboxRoot: sandboxRootOption,
   namedCachesDir: namedCachesDirOption,
   ...storeOptions
@@ -139,6 +146,7 @@ export const directRunArgs = (args: ReadonlyArray<string>): RunArgs | undefined 
     summary: text("summary"),
     progress: (o.get("progress") ?? "auto") as RunArgs["progress"],
     keepSandboxes: (o.get("keep-sandboxes") ?? "never") as RunArgs["keepSandboxes"],
+    reuseSandboxes: (o.get("reuse-sandboxes") ?? "on") as RunArgs["reuseSandboxes"],
     sandboxRoot: text("sandbox-root"),
     namedCachesDir: text("named-caches-dir"),
     storeDir: text("store-dir"),
@@ -231,6 +239,7 @@ export const runParsed = (o: RunArgs) =>
       sandboxRoot: o.sandboxRoot,
       namedCachesDir: o.namedCachesDir,
       keepSandboxes: o.keepSandboxes,
+      reuseSandboxes: o.reuseSandboxes === "on",
       runner: { concurrency: o.concurrency, cacheContent: o.cacheContent }
     }))
   )

@@ -17,6 +17,7 @@ export interface StackOptions {
   readonly sandboxRoot: Option.Option<string>
   readonly namedCachesDir: Option.Option<string>
   readonly keepSandboxes?: KeepSandboxes
+  readonly reuseSandboxes?: boolean
   readonly sweepOnStart?: boolean
   readonly runner?: ProcessRunner.Options
 }
@@ -32,6 +33,7 @@ export const runnerStack = (o: StackOptions) =>
         Sandboxer.layer({ outliveStore: true }),
         Sandboxes.layer({
           keep: o.keepSandboxes ?? "never",
+          reuse: o.reuseSandboxes ?? true,
           sweepOnStart: o.sweepOnStart ?? true,
           ...some("root", o.sandboxRoot)
         })

@@ -155,6 +155,30 @@ describe("Sandboxes", () => {
       assert.deepStrictEqual(fs.readdirSync(root), [], `idle sandboxes outlived their scope (first was ${used})`)
     }))
 
+  it.scoped("with reuse off, a sandbox a process left something in is removed, and every process gets an empty one", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir()
+      const asked: Array<string> = []
+      const remover = (dir: string) =>
+        Effect.sync(() => {
+          asked.push(dir)
+          fs.rmSync(dir, { recursive: true })
+        })
+      const sandboxes = yield* Sandboxes.make({ root, sweepOnStart: false, reuse: false })
+      const first = yield* Effect.scoped(Effect.map(sandboxes.make("a", remover, { used: true }), (s) => {
+        fs.writeFileSync(path.join(s.path, "in.txt"), "in")
+        return s.path
+      }))
+      assert.deepStrictEqual(asked, [first])
+      // An empty one is still kept, and given out empty.
+      yield* Effect.scoped(sandboxes.make("b", remover, { used: true }))
+      yield* Effect.scoped(Effect.map(sandboxes.make("c", remover, { used: true }), (s) => {
+        assert.isFalse(s.reused)
+        assert.deepStrictEqual(fs.readdirSync(s.path), [])
+      }))
+      assert.strictEqual(asked.length, 1)
+    }))
+
   it.scoped("removal of a read-only tree works as an unprivileged user, where rm -rf fails", () =>
     Effect.gen(function*() {
       if (process.getuid?.() !== 0) return

@@ -158,7 +158,8 @@ const HELD_MAX_ENTRIES = 4096
  *
  * @internal
  */
-export const pool = (root: string, owner: Owner): Pool => {
+export const pool = (root: string, owner: Owner, options: { readonly keepUsed?: boolean } = {}): Pool => {
+  const keepUsed = options.keepUsed ?? true
   const idle: Array<Idle> = []
   let held = 0
   // What `mkdir(…, 0o755)` gives a new sandbox under this process's umask (chmod does not apply the umask), and
@@ -176,7 +177,7 @@ export const pool = (root: string, owner: Owner): Pool => {
       return taken
     },
     recycle: (sandbox) => {
-      const entries = Refill.scan(sandbox, REUSE_MAX_ENTRIES)?.size
+      const entries = Refill.scan(sandbox, keepUsed ? REUSE_MAX_ENTRIES : 0)?.size
       if (entries === undefined || held + entries > HELD_MAX_ENTRIES) return false
       // What a process mounted in it is not the sandbox's to refill (nor to empty here).
       if (entries > 0 && mountUnder(sandbox) !== undefined) return false
