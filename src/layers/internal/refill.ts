@@ -20,7 +20,7 @@
  *
  * Like Bazel's, this does not defend against a process that escaped its process group and keeps working in the
  * sandbox while it is refilled: the group is killed before a sandbox is reused, and such a process could write
- * anywhere its user can anyway.
+ * anywhere its user can anyway. `kiln run --reuse-sandboxes off` turns reuse off for whoever runs such tools.
  *
  * @internal
  */
