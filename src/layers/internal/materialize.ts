@@ -28,10 +28,14 @@ export interface MaterializeOptions {
    */
   readonly createDestination?: boolean
   /**
-   * The destination may hold anything (a used sandbox): it is made to hold exactly the tree, plus the directories
-   * `keepDirs`, reusing what it can of what is there (see `Refill`).
+   * The destination may hold anything (a used sandbox): it is made to hold exactly the tree, reusing what it can of
+   * what is there (see `Refill`).
    */
   readonly reuse?: boolean
+  /**
+   * With `reuse`: directories the caller makes next (a sandbox's working directory, its outputs' parents), which may
+   * stay if they are there rather than be removed for the caller to make again. Ignored when the tree has a symlink.
+   */
   readonly keepDirs?: ReadonlyArray<string>
 }
 

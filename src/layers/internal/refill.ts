@@ -139,10 +139,15 @@ interface Wanted {
   readonly dirs: Set<string>
   readonly files: Array<[string, Directory.FileNode]>
   readonly links: Array<[string, string]>
+  /**
+   * Directories not in the tree that may stay if they are there (the runner's preparation makes them next), rather
+   * than be removed for it to make again. Never made here: the preparation does, in its own order.
+   */
+  readonly keepable: Set<string>
 }
 
 const wantedOf = (tree: ReadonlyArray<readonly [string, Directory.Directory]>, keepDirs: ReadonlyArray<string>) => {
-  const wanted: Wanted = { dirs: new Set(), files: [], links: [] }
+  const wanted: Wanted = { dirs: new Set(), files: [], links: [], keepable: new Set() }
   const leaves = new Set<string>()
   for (const [rel, dir] of tree) {
     const at = (name: string) => rel === "" ? name : `${rel}/${name}`
@@ -156,11 +161,16 @@ const wantedOf = (tree: ReadonlyArray<readonly [string, Directory.Directory]>, k
       leaves.add(at(s.name))
     }
   }
+  // Through a symlink of the tree, what the preparation makes depends on which directories already exist (a fresh
+  // sandbox has none of these): with one, nothing extra is kept.
+  if (wanted.links.length > 0) return wanted
   for (const keep of keepDirs) {
     const chain: Array<string> = []
     for (let d = keep; d !== ""; d = parentOf(d)) chain.push(d)
-    // A directory the tree has a file or a link at is not kept: the process's own preparation reports the clash.
-    if (chain.every((d) => !leaves.has(d))) { for (const d of chain) wanted.dirs.add(d) }
+    // A directory the tree has a file at is not kept: the preparation reports the clash.
+    if (chain.every((d) => !leaves.has(d))) {
+      for (const d of chain) if (!wanted.dirs.has(d)) wanted.keepable.add(d)
+    }
   }
   return wanted
 }
@@ -230,7 +240,8 @@ export const MAX_ENTRIES = 1024
 
 /**
  * Makes `dest`, whatever it holds (up to {@link MAX_ENTRIES} entries), hold exactly `tree` (its directories as
- * `Core.walkTree` visits them) plus the directories `keepDirs`, as a fresh materialization would.
+ * `Core.walkTree` visits them), as a fresh materialization would; of the directories `keepDirs` (which the caller
+ * makes next), those that are there stay.
  *
  * @internal
  */
@@ -271,9 +282,10 @@ export const refill = (
     // Directories that are there and not wanted, whose parent is wanted: each can become a wanted one, with all
     // that is under it.
     const spare: Array<string> = []
+    const stays = (d: string) => wanted.dirs.has(d) || wanted.keepable.has(d)
     const addSpares = (under: string) => {
       for (const [rel, kind] of state) {
-        if (kind === "dir" && !wanted.dirs.has(rel) && parentOf(rel) === under) spare.push(rel)
+        if (kind === "dir" && !stays(rel) && parentOf(rel) === under) spare.push(rel)
       }
     }
     /** A directory kept or moved into place: one indeed, with the wanted owner, and a new one's mode and times. */
@@ -286,10 +298,20 @@ export const refill = (
     const reused: Array<string> = []
 
     const placeDirectories = attempt(() => {
-      for (const [rel, kind] of state) {
-        if (kind === "dir" && !wanted.dirs.has(rel) && (parentOf(rel) === "" || wanted.dirs.has(parentOf(rel)))) {
-          spare.push(rel)
+      // A directory to keep is kept only under one that stays (its parent, made here, would not hold it).
+      for (const d of [...wanted.keepable].sort((a, b) => depth(a) - depth(b))) {
+        if (state.get(d) !== "dir" || (parentOf(d) !== "" && state.get(parentOf(d)) !== "dir")) {
+          wanted.keepable.delete(d)
+        } else if (parentOf(d) !== "" && !stays(parentOf(d))) {
+          wanted.keepable.delete(d)
         }
+      }
+      for (const [rel, kind] of state) {
+        if (kind === "dir" && !stays(rel) && (parentOf(rel) === "" || stays(parentOf(rel)))) spare.push(rel)
+      }
+      for (const d of [...wanted.keepable].sort((a, b) => depth(a) - depth(b))) {
+        reuse(d)
+        reused.push(d)
       }
       for (const d of [...wanted.dirs].sort((a, b) => depth(a) - depth(b))) {
         const kind = state.get(d)
@@ -415,7 +437,7 @@ export const refill = (
       }
       for (const [rel, kind] of [...state]) {
         const keep = kind === "dir"
-          ? wanted.dirs.has(rel)
+          ? stays(rel)
           : kind === "file"
           ? wantedFiles.has(rel)
           : wantedLinks.has(rel)
