@@ -38,12 +38,9 @@ import { removeTree } from "./removeTree.js"
 /** @internal */
 export type Kind = "file" | "dir" | "other"
 
-/** What a directory holds, by path relative to it (`a/b`): what {@link scan} found. @internal */
-export type Listing = ReadonlyMap<string, Kind>
-
 /**
- * Every entry under `root`, without following symlinks; undefined when there are more than `max` (too big to be
- * worth reusing) or a directory cannot be read.
+ * Every entry under `root`, by path relative to it (`a/b`), without following symlinks; undefined when there are
+ * more than `max` (too big to be worth reusing), a directory cannot be read, or one is another file system's.
  *
  * @internal
  */
