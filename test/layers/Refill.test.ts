@@ -55,6 +55,13 @@ const treeOf = (store: Store.Service, spec: Spec) =>
     return yield* store.snapshot(src)
   })
 
+/** Stores a tree written from `files` (see `writeTree`). */
+const storedTree = (store: Store.Service, files: Parameters<typeof writeTree>[1]) =>
+  Effect.flatMap(tempDir(), (src) => {
+    writeTree(src, files)
+    return store.snapshot(src)
+  })
+
 /** Makes `keepDirs` as the runner's `prepare` does (not one that a file of the tree is in the way of). */
 const prepare = (dir: string, keepDirs: ReadonlyArray<string>) => {
   for (const keep of keepDirs) {
@@ -198,12 +205,16 @@ describe("Refill", () => {
   it.scoped("reuses what is there: a directory beside a wanted one is renamed, files are rewritten in place", () =>
     Effect.gen(function*() {
       const store = yield* tempStore()
-      const src = yield* tempDir()
-      writeTree(src, { "src/p1/f0.txt": "s p1 f0\n", "src/p1/f1.txt": "s p1 f1\n", "out/p0.txt": "zero\n" })
-      const first = yield* store.snapshot(src)
-      const src2 = yield* tempDir()
-      writeTree(src2, { "src/p2/f0.txt": "s p2 f0\n", "src/p2/f1.txt": "s p2 f1\n", "out/p0.txt": "zero\n" })
-      const second = yield* store.snapshot(src2)
+      const first = yield* storedTree(store, {
+        "src/p1/f0.txt": "s p1 f0\n",
+        "src/p1/f1.txt": "s p1 f1\n",
+        "out/p0.txt": "zero\n"
+      })
+      const second = yield* storedTree(store, {
+        "src/p2/f0.txt": "s p2 f0\n",
+        "src/p2/f1.txt": "s p2 f1\n",
+        "out/p0.txt": "zero\n"
+      })
       const sandbox = yield* tempDir()
       yield* store.materialize(first, sandbox)
       fs.writeFileSync(path.join(sandbox, "out/p1.txt"), "the first process's output")
@@ -226,12 +237,8 @@ describe("Refill", () => {
     Effect.gen(function*() {
       const store = yield* tempStore()
       const big = Buffer.alloc(600 * 1024, 7)
-      const src = yield* tempDir()
-      writeTree(src, { "big.bin": big, "in.txt": "in" })
-      const first = yield* store.snapshot(src)
-      const src2 = yield* tempDir()
-      writeTree(src2, { "big.bin": "small now", "in.txt": "changed", "new.txt": "new" })
-      const second = yield* store.snapshot(src2)
+      const first = yield* storedTree(store, { "big.bin": big, "in.txt": "in" })
+      const second = yield* storedTree(store, { "big.bin": "small now", "in.txt": "changed", "new.txt": "new" })
       const sandbox = yield* tempDir()
       const outside = yield* tempDir()
       yield* store.materialize(first, sandbox)
@@ -248,12 +255,8 @@ describe("Refill", () => {
   it.scoped("what changed after the process ended is seen: nothing is written through a symlink put there", () =>
     Effect.gen(function*() {
       const store = yield* tempStore()
-      const src = yield* tempDir()
-      writeTree(src, { "o/file.txt": "in", "o/sub/x": "x" })
-      const first = yield* store.snapshot(src)
-      const src2 = yield* tempDir()
-      writeTree(src2, { "o/file.txt": "new", "o/sub/x": "x", "o/sub/y": "y" })
-      const second = yield* store.snapshot(src2)
+      const first = yield* storedTree(store, { "o/file.txt": "in", "o/sub/x": "x" })
+      const second = yield* storedTree(store, { "o/file.txt": "new", "o/sub/x": "x", "o/sub/y": "y" })
       const sandbox = yield* tempDir()
       const outside = yield* tempDir()
       writeTree(outside, { "file.txt": "outside", "sub/x": "x" })
@@ -273,12 +276,8 @@ describe("Refill", () => {
   it.scoped("a setgid directory and a umask without owner bits: still what a fresh sandbox gets", () =>
     Effect.gen(function*() {
       const store = yield* tempStore()
-      const src = yield* tempDir()
-      writeTree(src, { "a/f": "f", "g": "same" })
-      const first = yield* store.snapshot(src)
-      const src2 = yield* tempDir()
-      writeTree(src2, { "a/f": "f", "a/b/h": "h", "g": "same" })
-      const second = yield* store.snapshot(src2)
+      const first = yield* storedTree(store, { "a/f": "f", "g": "same" })
+      const second = yield* storedTree(store, { "a/f": "f", "a/b/h": "h", "g": "same" })
       const sandbox = yield* tempDir()
       yield* store.materialize(first, sandbox)
       // A new directory in `a` would inherit the bit if `a` kept it.
