@@ -68,7 +68,7 @@ export interface Service {
   /**
    * A sandbox of its own for a process, removed (or kept, per `keep`) when the scope closes: by `remove` if given
    * (the runner has its spawner remove it, off the engine's thread), else here, or here again if `remove` fails.
-   * It is empty, unless `used` allows one a finished process left (see `Sandbox.holds`).
+   * It is empty, unless `used` allows one a finished process left (see `Sandbox.reused`).
    */
   readonly make: (
     description?: string,

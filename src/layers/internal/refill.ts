@@ -258,7 +258,8 @@ export const refill = (
     let owner: { readonly uid: number; readonly gid: number }
     let setgid: number
     try {
-      const root = fs.lstatSync(path.dirname(dest))
+      // (The sandbox root may be a symlink to where sandboxes are made.)
+      const root = fs.statSync(path.dirname(dest))
       const self = fs.lstatSync(dest)
       setgid = root.mode & 0o2000
       owner = { uid: process.geteuid?.() ?? self.uid, gid: setgid !== 0 ? root.gid : process.getegid?.() ?? self.gid }

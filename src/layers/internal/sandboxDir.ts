@@ -132,9 +132,9 @@ export interface Pool {
    */
   readonly take: (used: boolean) => Idle | undefined
   /**
-   * Keeps a finished sandbox of at most a few hundred entries (as it is, with its log files beside it) for the next
-   * process (whose spawn truncates the logs), or removes it here when enough are idle and it is empty; or says it did
-   * not (a bigger tree, or one it cannot list): the caller removes it.
+   * Keeps a finished sandbox of up to `Refill.MAX_ENTRIES` entries (as it is, with its log files beside it) for the
+   * next process (whose spawn truncates the logs), or removes it here when enough are idle and it is empty; or says
+   * it did not (a bigger tree, one it cannot list, one with a mount in it): the caller removes it.
    */
   readonly recycle: (sandbox: string) => boolean
   /** Removes the idle sandboxes and their logs (when their owner's scope ends); says which it could not remove. */
@@ -165,7 +165,7 @@ export const pool = (root: string, owner: Owner, options: { readonly keepUsed?: 
   // What `mkdir(…, 0o755)` gives a new sandbox under this process's umask (chmod does not apply the umask), and
   // under a setgid root (whose bit a new directory inherits); known once the root exists.
   let mode: number | undefined
-  const modeOfNew = () => mode ??= (0o755 & ~process.umask()) | (fs.lstatSync(root).mode & 0o2000)
+  const modeOfNew = () => mode ??= (0o755 & ~process.umask()) | (fs.statSync(root).mode & 0o2000)
   return {
     take: (used) => {
       // Who refills a sandbox gets one that holds something (whose inodes it reuses), else any; others, an empty one.
