@@ -727,7 +727,8 @@ export const make = Effect.gen(function*() {
                   path.join(workspace, p.workingDirectory),
                   p.outputDirectories,
                   session,
-                  seen
+                  seen,
+                  runner.handoff
                 ).pipe(Effect.tap(() => outputsSeen.set(name, { result: r, seen })))
               )
             }

@@ -18,6 +18,7 @@ import type { StoreError } from "../domain/StoreErrors.js"
 import * as BoundedRunner from "./internal/boundedRunner.js"
 import { cacheDir } from "./internal/cacheDir.js"
 import * as CachedRunner from "./internal/cachedRunner.js"
+import type * as Handoff from "./internal/handoff.js"
 import * as LocalRunner from "./internal/localRunner.js"
 import type { CachePolicy, Runner } from "./internal/runner.js"
 import * as Spawner from "./internal/spawner.js"
@@ -57,6 +58,8 @@ export interface Service {
    * start-up overlaps whatever the caller does before its first run. A failure to start shows at that run.
    */
   readonly warmUp: Effect.Effect<void>
+  /** The output files of processes that ran, moved out of their sandboxes for write-back to take (see `Handoff`). */
+  readonly handoff: Handoff.Handoff
 }
 
 /**
@@ -140,7 +143,8 @@ export const make = (options: Options = {}) =>
           )
         )
       }),
-      run: (process, opts) => cached.run(process, opts?.cache ?? { read: true, write: true })
+      run: (process, opts) => cached.run(process, opts?.cache ?? { read: true, write: true }),
+      handoff: sandboxes.handoff
     }
     return service
   })

@@ -16,6 +16,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { type KeepSandboxes, SandboxError } from "../domain/Sandbox.js"
 import { describeErrno, errnoOf } from "./internal/errno.js"
+import * as Handoff from "./internal/handoff.js"
 import * as SandboxDir from "./internal/sandboxDir.js"
 
 /**
@@ -79,6 +80,11 @@ export interface Service {
   readonly sweep: (options?: { readonly kept?: boolean }) => Effect.Effect<SweepReport, SandboxError>
   /** Sandboxes that could not be removed in this process so far (each also logged as a warning). */
   readonly removalFailures: Effect.Effect<number>
+  /**
+   * Output files moved out of finished sandboxes for write-back to rename into place rather than write (see
+   * `Handoff`); what nobody takes is removed when the scope closes.
+   */
+  readonly handoff: Handoff.Handoff
 }
 
 /**
@@ -195,6 +201,13 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Scope
     yield* Effect.addFinalizer(() =>
       Effect.forEach(idle.drain(), (f) => removalFailed(f.path, f.error), { discard: true })
     )
+    const handoff = Handoff.make(root, owner)
+    yield* Effect.addFinalizer(() =>
+      Effect.suspend(() => {
+        const dir = handoff.directory()
+        return Effect.try(() => handoff.close()).pipe(Effect.catchAll((e) => removalFailed(dir ?? root, e.error)))
+      })
+    )
 
     const service: Service = {
       root,
@@ -248,7 +261,8 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Scope
             failed: r.failed.map((f) => ({ path: f.path, detail: describeErrno(f.error) }))
           }))
         ),
-      removalFailures: Ref.get(failures)
+      removalFailures: Ref.get(failures),
+      handoff
     }
     if (options.sweepOnStart !== false) {
       yield* Effect.forkScoped(

@@ -228,12 +228,13 @@ export interface Service {
   readonly capture: (root: string, outputs: Capture.Outputs) => Effect.Effect<Digest.Digest, StoreError>
   /**
    * `capture`, storing `blobs` too, in the same commits (a process's stdout and stderr with its outputs); says the
-   * tree's digest and the blobs'.
+   * tree's digest and the blobs'. `read` collects each file captured (its absolute path), with its digest.
    */
   readonly captureWith: (
     root: string,
     outputs: Capture.Outputs,
-    blobs: ReadonlyArray<Uint8Array>
+    blobs: ReadonlyArray<Uint8Array>,
+    read?: Array<readonly [string, Digest.Digest]>
   ) => Effect.Effect<readonly [Digest.Digest, ReadonlyArray<Digest.Digest>], StoreError>
   readonly check: (options?: { readonly repair?: boolean }) => Effect.Effect<CheckReport, StoreError>
   readonly gc: (options?: { readonly targetSizeBytes?: number }) => Effect.Effect<GcReport, StoreError>
@@ -518,7 +519,7 @@ export const make = (
         ),
       materialize: (digest, destination, options) => Materialize.materialize(core, digest, destination, options),
       capture: (root, outputs) => Capture.capture(core, root, outputs),
-      captureWith: (root, outputs, blobs) => Capture.captureWith(core, root, outputs, blobs),
+      captureWith: (root, outputs, blobs, read) => Capture.captureWith(core, root, outputs, blobs, read),
       mergeTrees: (layers, options) => TreeMerge.merge(core, layers, options?.rewrite ?? false),
       check: (options) => Maintenance.check(core, options?.repair ?? false),
       gc: (options) => Maintenance.gc(core, options?.targetSizeBytes ?? opts.maxSizeBytes),

@@ -97,7 +97,7 @@ const graft = (tree: Tree.Node, parents: ReadonlyArray<string>, holder: Tree.Nod
 
 /**
  * Captures the declared outputs under `root` into a tree, and stores `blobs` with them (in the same commits): says
- * the tree's digest and the blobs'.
+ * the tree's digest and the blobs'. `read` collects each file captured, with its digest.
  *
  * @internal
  */
@@ -105,10 +105,11 @@ export const captureWith = (
   core: Core.Core,
   root: string,
   outputs: Outputs,
-  blobs: ReadonlyArray<Uint8Array>
+  blobs: ReadonlyArray<Uint8Array>,
+  read?: Array<readonly [string, Digest.Digest]>
 ): Effect.Effect<readonly [Digest.Digest, Array<Digest.Digest>], StoreError> =>
   Effect.gen(function*() {
-    const w = Snapshot.newWalk(core)
+    const w = Snapshot.newWalk(core, read)
     const stored = yield* Snapshot.addBlobs(w, blobs)
     const tree = Tree.node()
     const parse = (declared: string) => {

@@ -206,8 +206,12 @@ export const make = (
     // stdout and stderr are stored with the outputs, in the same commits; a large log is streamed from its file.
     const outputs = { outputFiles: process.outputFiles, outputDirectories: process.outputDirectories }
     const [out, err] = yield* Effect.zip(readLog(logs.stdout), readLog(logs.stderr))
+    const captured: Array<readonly [string, Digest.Digest]> = []
     const [outputDigest, [stdoutDigest, stderrDigest]] = typeof out !== "string" && typeof err !== "string"
-      ? (yield* store.captureWith(cwd, outputs, [out, err])) as readonly [Digest.Digest, [Digest.Digest, Digest.Digest]]
+      ? (yield* store.captureWith(cwd, outputs, [out, err], captured)) as readonly [
+        Digest.Digest,
+        [Digest.Digest, Digest.Digest]
+      ]
       : [
         yield* store.capture(cwd, outputs),
         [
@@ -229,5 +233,9 @@ export const make = (
       timings
     })
     if (!result.succeeded) yield* sandbox.markFailed
+    else if (sandboxes.keep !== "always") {
+      // Its group is gone and its outputs are in the store: write-back may rename them into place (see `Handoff`).
+      for (const [abs, digest] of captured) sandboxes.handoff.offer(abs, digest)
+    }
     return result
   }))

@@ -86,6 +86,8 @@ interface Walk {
   readonly index?: StatIndex.StatIndex | undefined
   /** Collects every path the walk read, with what it found there (for the run memo). */
   readonly observe?: Array<RunMemo.Seen> | undefined
+  /** Collects every file the walk read, with its digest (a capture's, for `Handoff`). */
+  readonly read?: Array<readonly [string, Digest.Digest]> | undefined
   pending: Array<Sharded.Entry>
   pendingBytes: number
 }
@@ -153,6 +155,7 @@ const readFileNode = (w: Walk, abs: string, useIndex = true): Step<FileNode | un
   const remember = <A extends { digest: Digest.Digest }>(r: A): A => {
     if (w.index !== undefined && r.digest.sizeBytes === size) StatIndex.record(w.index, abs, st, r.digest.hash)
     w.observe?.push({ kind: "f", abs, st, evidence: r.digest.hash })
+    w.read?.push([abs, r.digest])
     return r
   }
   if (bytes === undefined) {
@@ -405,7 +408,13 @@ export const readDirectoryInto = (w: Walk, abs: string, into: Tree.Node): Effect
   walkDir(w, abs, "", into)
 
 /** @internal */
-export const newWalk = (core: Core.Core): Walk => ({ core, filter: undefined, pending: [], pendingBytes: 0 })
+export const newWalk = (core: Core.Core, read?: Array<readonly [string, Digest.Digest]>): Walk => ({
+  core,
+  filter: undefined,
+  read,
+  pending: [],
+  pendingBytes: 0
+})
 
 /**
  * Stores the walk's last files and the tree's directories, and returns the root digest. The two go to different

@@ -1,7 +1,8 @@
 /**
  * Writes a process's declared outputs back into the workspace: only the declared paths, each file replaced
  * atomically (written beside its target, then renamed over it), and a declared directory made to hold exactly
- * what the process produced.
+ * what the process produced. A file the process just made is taken from its sandbox when it can be (`Handoff`):
+ * renamed, not written.
  *
  * @internal
  */
@@ -13,6 +14,7 @@ import type * as Digest from "../../domain/Digest.js"
 import type { StoreError } from "../../domain/StoreErrors.js"
 import type * as Store from "../Store.js"
 import { ioError } from "./errno.js"
+import type * as Handoff from "./handoff.js"
 import { mkdirp } from "./mkdirp.js"
 import { removeTree } from "./removeTree.js"
 import type * as RunMemo from "./runMemo.js"
@@ -21,11 +23,12 @@ import * as StatIndex from "./statIndex.js"
 const tmpBeside = (p: string) =>
   path.join(path.dirname(p), `.${path.basename(p)}.kiln-${randomBytes(4).toString("hex")}`)
 
-const replaceWith = (target: string, make: (tmp: string) => void) => {
+/** Makes `target` what `make` puts at a path beside it; false, changing nothing, when `make` puts nothing there. */
+const replaceWith = (target: string, make: (tmp: string) => boolean): boolean => {
   mkdirp(path.dirname(target))
   const tmp = tmpBeside(target)
   try {
-    make(tmp)
+    if (!make(tmp)) return false
     try {
       const st = fs.lstatSync(target)
       if (st.isDirectory()) removeTree(target)
@@ -33,6 +36,7 @@ const replaceWith = (target: string, make: (tmp: string) => void) => {
       // Nothing there yet.
     }
     fs.renameSync(tmp, target)
+    return true
   } catch (e) {
     fs.rmSync(tmp, { force: true }) // A full disk leaves a partial file: not in the workspace too.
     throw e
@@ -84,7 +88,9 @@ export const writeBack = (
   declaredDirectories: ReadonlyArray<string>,
   session?: Store.SnapshotSession,
   /** Collects each output left in the workspace with its stat, and each declared directory's listing (run memo). */
-  observe?: Array<RunMemo.Seen>
+  observe?: Array<RunMemo.Seen>,
+  /** Where a file that ran may be waiting, to be renamed into place rather than written. */
+  handoff?: Handoff.Handoff
 ): Effect.Effect<void, StoreError | Digest.MissingDigest> =>
   Effect.gen(function*() {
     const entries = yield* store.listTree(outputDigest)
@@ -103,7 +109,10 @@ export const writeBack = (
       } else if (e.type === "symlink") {
         yield* Effect.try({
           try: () => {
-            replaceWith(target, (tmp) => fs.symlinkSync(e.target!, tmp))
+            replaceWith(target, (tmp) => {
+              fs.symlinkSync(e.target!, tmp)
+              return true
+            })
             observe?.push({ kind: "l", abs: target, st: fs.lstatSync(target, { bigint: true }), evidence: e.target! })
           },
           catch: ioError(target, "cannot write an output symlink")
@@ -111,10 +120,20 @@ export const writeBack = (
       } else {
         const index = session as StatIndex.StatIndex | undefined
         if (upToDate(target, e.digest!, e.isExecutable === true, index, observe)) continue
-        const bytes = yield* store.getFile(e.digest!)
+        const mode = e.isExecutable ? 0o755 : 0o644
+        const taken = handoff !== undefined && (yield* Effect.try({
+          try: () => replaceWith(target, (tmp) => handoff.take(e.digest!, tmp, mode)),
+          catch: ioError(target, "cannot write an output file")
+        }))
+        const bytes = taken ? undefined : yield* store.getFile(e.digest!)
         yield* Effect.try({
           try: () => {
-            replaceWith(target, (tmp) => fs.writeFileSync(tmp, bytes, { mode: e.isExecutable ? 0o755 : 0o644 }))
+            if (bytes !== undefined) {
+              replaceWith(target, (tmp) => {
+                fs.writeFileSync(tmp, bytes, { mode })
+                return true
+              })
+            }
             const st = fs.lstatSync(target, { bigint: true })
             if (index !== undefined) StatIndex.record(index, target, st, e.digest!.hash)
             observe?.push({ kind: "f", abs: target, st, evidence: e.digest!.hash })
