@@ -20,6 +20,7 @@ import { cacheDir } from "./internal/cacheDir.js"
 import * as CachedRunner from "./internal/cachedRunner.js"
 import type * as Handoff from "./internal/handoff.js"
 import * as LocalRunner from "./internal/localRunner.js"
+import * as Permits from "./internal/permits.js"
 import type { CachePolicy, Runner } from "./internal/runner.js"
 import * as Spawner from "./internal/spawner.js"
 import { Sandboxer } from "./Sandboxer.js"
@@ -114,12 +115,17 @@ export const make = (options: Options = {}) =>
         watched.add(root)
         return Option.isSome(postMortem) ? spawner.arm(postMortem.value) : Effect.void
       })
+    const concurrency = Math.max(1, options.concurrency ?? os.availableParallelism())
     const local = LocalRunner.make(store, sandboxer, sandboxes, spawner, {
       namedCachesDir: path.resolve(options.namedCachesDir ?? defaultNamedCachesDir()),
       grace: options.grace ?? Duration.seconds(3),
-      watch
+      watch,
+      running: yield* Permits.make(concurrency)
     })
-    const bounded = yield* BoundedRunner.make(options.concurrency ?? os.availableParallelism(), local)
+    // As many sandboxes again as processes running: the next ones are filled, and the last ones captured, while
+    // those run. (A sandbox held through its whole run made half of a cold process's time a wait for the store's
+    // commits, with the CPUs idle.)
+    const bounded = yield* BoundedRunner.make(concurrency * 2, local)
     // A process that runs is a span; a cache hit is not: the span cost a fifth of a hit (0.12-0.16 ms), and a hit is
     // in the result (`source: "cache-hit"`). No stack trace: capturing one per process cost more than a hit does.
     const traced: Runner = (process, policy) =>

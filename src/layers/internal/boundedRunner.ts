@@ -1,5 +1,5 @@
 /**
- * At most `concurrency` processes at once, granted in the order asked (see {@link Permits}); a waiting fiber stays
+ * At most `concurrency` sandboxes at once (the processes running in them are bounded apart, see `LocalOptions.running`), granted in the order asked (see {@link Permits}); a waiting fiber stays
  * interruptible (Ctrl-C while queued costs nothing).
  *
  * @internal
@@ -18,7 +18,7 @@ export const make = (concurrency: number, inner: Runner): Effect.Effect<Runner> 
         Effect.suspend(() => {
           const waited = Date.now() - queued
           return Effect.map(inner(process, policy), (r) =>
-            new ProcessResult({ ...r, timings: { ...r.timings, queue: waited } }, true))
+            new ProcessResult({ ...r, timings: { ...r.timings, queue: waited + (r.timings.queue ?? 0) } }, true))
         })
       )
     }))

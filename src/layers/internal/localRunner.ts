@@ -22,6 +22,7 @@ import type * as Store from "../Store.js"
 import { segmentsOf } from "./capture.js"
 import { describeErrno, ioError } from "./errno.js"
 import { mkdirp } from "./mkdirp.js"
+import type * as Permits from "./permits.js"
 import * as ProcessGroup from "./processGroup.js"
 import type { Runner } from "./runner.js"
 import * as SandboxDir from "./sandboxDir.js"
@@ -33,6 +34,8 @@ export interface LocalOptions {
   readonly grace: Duration.DurationInput
   /** Arms the watchdog over the sandboxes under `root`: once this returns, they die with this process. */
   readonly watch: (root: string) => Effect.Effect<void, SandboxerUnavailable>
+  /** Held while a process group lives: at most so many at once. */
+  readonly running: Permits.Permits
 }
 
 const substitute = (s: string, sandbox: string) => s.split(CHROOT).join(sandbox)
@@ -172,25 +175,31 @@ export const make = (
     const env = Object.fromEntries(Object.entries(process.env).map(([k, v]) => [k, substitute(v, sandbox.path)]))
     yield* sandbox.setCommand({ argv, env, workingDirectory: process.workingDirectory })
 
-    const runStarted = Date.now()
     // stdout and stderr go to files beside the sandbox (outside it: the process sees only its inputs), read once the
     // group is gone: no pipe for the engine to service while the process runs, and memory stays bounded.
     const logs = {
       stdout: `${sandbox.path}${SandboxDir.STDOUT_SUFFIX}`,
       stderr: `${sandbox.path}${SandboxDir.STDERR_SUFFIX}`
     }
-    const group = yield* ProcessGroup.spawnGroup(spawner, { argv, cwd, env, ...logs }, options.grace)
-
-    const waited: Option.Option<ProcessGroup.Exit> = process.timeoutMs === undefined
-      ? Option.some(yield* Deferred.await(group.exited))
-      : yield* Effect.timeoutOption(Deferred.await(group.exited), Duration.millis(process.timeoutMs))
-    const timedOut = Option.isNone(waited)
-    if (Option.isSome(waited)) ProcessGroup.exitSeen(group, waited.value)
-    // The leader exited (or timed out): end whatever is left of its group before reading outputs, so no straggler
-    // writes into the sandbox while it is captured or removed.
-    yield* ProcessGroup.terminate(group, timedOut ? options.grace : Duration.zero)
-    const exit = Option.isSome(waited) ? waited.value : yield* Deferred.await(group.exited)
-    timings.run = Date.now() - runStarted
+    const queued = Date.now()
+    // The permit is held while the process group lives, and only then: its sandbox is filled before and captured
+    // after while other processes run (what a permit bounds is the tools running at once).
+    const { exit, timedOut } = yield* options.running.withPermit(Effect.scoped(Effect.gen(function*() {
+      const runStarted = Date.now()
+      timings.queue = runStarted - queued
+      const group = yield* ProcessGroup.spawnGroup(spawner, { argv, cwd, env, ...logs }, options.grace)
+      const waited: Option.Option<ProcessGroup.Exit> = process.timeoutMs === undefined
+        ? Option.some(yield* Deferred.await(group.exited))
+        : yield* Effect.timeoutOption(Deferred.await(group.exited), Duration.millis(process.timeoutMs))
+      const timedOut = Option.isNone(waited)
+      if (Option.isSome(waited)) ProcessGroup.exitSeen(group, waited.value)
+      // The leader exited (or timed out): end whatever is left of its group before reading outputs, so no straggler
+      // writes into the sandbox while it is captured or removed.
+      yield* ProcessGroup.terminate(group, timedOut ? options.grace : Duration.zero)
+      const exit = Option.isSome(waited) ? waited.value : yield* Deferred.await(group.exited)
+      timings.run = Date.now() - runStarted
+      return { exit, timedOut }
+    })))
     if (timedOut) {
       yield* Effect.try({
         try: () =>
