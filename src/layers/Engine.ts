@@ -247,8 +247,23 @@ const ownInputs = (
 ) =>
   Effect.gen(function*() {
     const globs = pc.inputs ?? []
-    if (!globs.some((g) => !g.startsWith("!"))) return { digest: Digest.empty, files: {} as Record<string, string> }
-    const digest = yield* store.snapshot(workspace, globs, session, seen)
+    if (!selects(globs)) return { digest: Digest.empty, files: {} as Record<string, string> }
+    return yield* ownFrom(store, name, pc, yield* store.snapshot(workspace, globs, session, seen), configName)
+  })
+
+/** Whether globs select anything at all (not only exclude). */
+const selects = (globs: ReadonlyArray<string>) => globs.some((g) => !g.startsWith("!"))
+
+/** A process's own inputs from the snapshot of its globs: the files they matched (every glob must match one). */
+const ownFrom = (
+  store: Store["Type"],
+  name: string,
+  pc: ProcessConfig,
+  digest: Digest.Digest,
+  configName: string
+) =>
+  Effect.gen(function*() {
+    const globs = pc.inputs ?? []
     const entries = (yield* store.listTree(digest)).filter((e) => e.type !== "directory")
     for (const [i, g] of globs.entries()) {
       if (g.startsWith("!")) continue
@@ -313,10 +328,10 @@ const processOf = (name: string, pc: ProcessConfig, inputDigest: Digest.Digest) 
 }
 
 /**
- * Snapshots taken at once when inputs are new: enough that their commits are shared, few enough that the bytes they
- * hold before committing stay bounded (a snapshot flushes at 32 MiB).
+ * Processes whose own inputs are snapshotted together once inputs are new: their contents and directories are stored
+ * in one commit per shard. (The contents flush on their own every 32 MiB, so the memory held stays bounded.)
  */
-const SNAPSHOTS_AT_ONCE = 8
+const SNAPSHOT_CHUNK = 256
 
 /** Processes looked up together (one read transaction per store shard each time). */
 const LOOKUP_CHUNK = 64
@@ -432,6 +447,36 @@ export const make = Effect.gen(function*() {
               owned.set(name, own)
               inputsSeen.set(name, seen)
             }
+          )
+        })
+
+      /**
+       * {@link ownOf} for many processes, their snapshots stored together (see `Store.snapshotMany`). One that fails
+       * is left to `ownOf`, which reports it when the process is reached.
+       */
+      const ownOfMany = (names: ReadonlyArray<string>) =>
+        Effect.suspend(() => {
+          const todo = names.filter((n) => !owned.has(n) && selects(config.processes[n]!.inputs ?? []))
+          const seen = todo.map((): Array<SnapshotObservation> => [])
+          const requests = todo.map((n, i) => ({ globs: config.processes[n]!.inputs ?? [], observe: seen[i] }))
+          return store.snapshotMany(workspace, requests, session).pipe(
+            Effect.flatMap((digests) =>
+              Effect.forEach(todo, (name, i) => {
+                const digest = digests[i]!
+                if (Either.isLeft(digest)) return Effect.void
+                return ownFrom(store, name, config.processes[name]!, digest.right, options.configName ?? "kiln.json")
+                  .pipe(
+                    Effect.match({
+                      onFailure: () => undefined,
+                      onSuccess: (own) => {
+                        owned.set(name, own)
+                        inputsSeen.set(name, seen[i]!)
+                      }
+                    })
+                  )
+              }, { discard: true })
+            ),
+            Effect.catchAll(() => Effect.void)
           )
         })
 
@@ -570,8 +615,8 @@ export const make = Effect.gen(function*() {
       if (policy.read) {
         // Every process's own inputs first: a file that had to be hashed (new or changed) or inputs that cannot be
         // read mean something will run, and the sandboxer then starts while the rest is looked up. One after another
-        // while nothing is new (a fiber each would cost more than such a snapshot); from the first new file on, a
-        // few at once, so that the new files' commits (fsyncs) are shared instead of taken in turn.
+        // while nothing is new (a fiber each would cost more than such a snapshot); from the first new file on, in
+        // chunks stored together, so that the new files' commits (fsyncs) are shared instead of taken in turn.
         let next = 0
         yield* Effect.whileLoop({
           while: () => next < unknown.length && session.hashed === 0,
@@ -583,10 +628,9 @@ export const make = Effect.gen(function*() {
         })
         if (session.hashed > 0) yield* runner.warmUp
         if (next < unknown.length) {
-          yield* Effect.forEach(unknown.slice(next), (name) => Effect.either(ownOf(name, config.processes[name]!)), {
-            concurrency: SNAPSHOTS_AT_ONCE,
-            discard: true
-          })
+          const rest = unknown.slice(next)
+          const chunks = Array.from({ length: Math.ceil(rest.length / SNAPSHOT_CHUNK) }, (_, i) => i * SNAPSHOT_CHUNK)
+          yield* Effect.forEach(chunks, (i) => ownOfMany(rest.slice(i, i + SNAPSHOT_CHUNK)), { discard: true })
         }
         const waiting = new Map<string, number>()
         const dependents = new Map<string, Array<string>>()

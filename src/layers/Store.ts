@@ -9,6 +9,7 @@ import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import type * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
@@ -202,6 +203,19 @@ export interface Service {
     /** Within a session, collects every path read, with what was found there (the engine's run memo). */
     observe?: Array<SnapshotObservation>
   ) => Effect.Effect<Digest.Digest, StoreError>
+  /**
+   * `snapshot` of one directory for each of many glob sets, their contents stored together (one commit per shard
+   * for all): the engine snapshots every process's own inputs so. Each succeeds or fails on its own; the outer
+   * error is a failure to store.
+   */
+  readonly snapshotMany: (
+    dir: string,
+    requests: ReadonlyArray<{
+      readonly globs: ReadonlyArray<string>
+      readonly observe?: Array<SnapshotObservation> | undefined
+    }>,
+    session?: SnapshotSession
+  ) => Effect.Effect<Array<Either.Either<Digest.Digest, StoreError>>, StoreError>
   /**
    * A snapshot session for a workspace: its persisted stat index, saved when the scope closes. With `lazy`, the index
    * is read only once a few files had to be hashed without it (a run that expects to look at few files).
@@ -509,6 +523,8 @@ export const make = (
         ),
       snapshot: (dir, globs, session, observe) =>
         Snapshot.snapshot(core, dir, globs, session as StatIndex.StatIndex | undefined, observe),
+      snapshotMany: (dir, requests, session) =>
+        Snapshot.snapshotMany(core, dir, requests, session as StatIndex.StatIndex | undefined),
       snapshotSession: (workspace, options) =>
         Effect.acquireRelease(
           Effect.sync(() => StatIndex.open(root, workspace, options) as SnapshotSession),

@@ -459,6 +459,36 @@ describe("snapshot, materialize, capture", () => {
       ])
     }))
 
+  it.scoped("snapshotMany gives each glob set the digest snapshot gives it, and one that fails fails alone", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempDir("kiln-ws-")
+      writeTree(ws, {
+        "a/one.txt": "1",
+        "a/two.txt": "2",
+        "b/three.txt": "3",
+        "b/deep/big.bin": big(7),
+        "shared/x.txt": "x"
+      })
+      // A FIFO cannot be snapshotted: the glob set that reaches it fails, the others do not.
+      fs.mkdirSync(path.join(ws, "bad"))
+      spawnSync("mkfifo", [path.join(ws, "bad", "pipe")])
+      const sets = [["a/**", "shared/**"], ["b/**"], ["bad/**"], ["a/*.txt", "!a/two.txt"], ["shared/**"]]
+      const many = yield* tempStore()
+      const results = yield* many.snapshotMany(ws, sets.map((globs) => ({ globs })))
+      assert.strictEqual(results.length, sets.length)
+      assert.isTrue(Either.isLeft(results[2]!))
+      if (Either.isLeft(results[2]!)) assert.include(results[2]!.left.message, "pipe")
+      const one = yield* tempStore()
+      for (const [i, globs] of sets.entries()) {
+        if (i === 2) continue
+        const alone = yield* one.snapshot(ws, globs)
+        assert.deepStrictEqual(results[i], Either.right(alone), `globs ${globs.join(" ")}`)
+        // Everything each tree holds was stored.
+        assert.isTrue((yield* many.listTree(alone)).length > 0)
+        yield* many.ensureDownloaded(alone)
+      }
+    }))
+
   it.scoped("captureWith stores blobs with the outputs: small, empty and large ones, and the same tree", () =>
     Effect.gen(function*() {
       const store = yield* tempStore()

@@ -88,9 +88,16 @@ interface Walk {
   readonly observe?: Array<RunMemo.Seen> | undefined
   /** Collects every file the walk read, with its digest (a capture's, for `Handoff`). */
   readonly read?: Array<readonly [string, Digest.Digest]> | undefined
-  pending: Array<Sharded.Entry>
-  pendingBytes: number
+  /** File contents read and not yet stored: shared by the walks of one `snapshotMany`, stored together. */
+  readonly batch: Batch
 }
+
+interface Batch {
+  entries: Array<Sharded.Entry>
+  bytes: number
+}
+
+const newBatch = (): Batch => ({ entries: [], bytes: 0 })
 
 interface FileNode {
   readonly digest: Digest.Digest
@@ -173,18 +180,18 @@ const readFileNode = (w: Walk, abs: string, useIndex = true): Step<FileNode | un
     )
   }
   if (bytes.length > 0) {
-    w.pending.push({ hash: digest.hash, value: bytes })
-    w.pendingBytes += bytes.length
+    w.batch.entries.push({ hash: digest.hash, value: bytes })
+    w.batch.bytes += bytes.length
   }
-  if (w.pendingBytes < FLUSH_BYTES) return remember({ digest, isExecutable })
+  if (w.batch.bytes < FLUSH_BYTES) return remember({ digest, isExecutable })
   return Effect.as(flush(w), remember({ digest, isExecutable }))
 }
 
 const flush = (w: Walk): Effect.Effect<void, StoreError> =>
   Effect.suspend(() => {
-    const entries = w.pending
-    w.pending = []
-    w.pendingBytes = 0
+    const entries = w.batch.entries
+    w.batch.entries = []
+    w.batch.bytes = 0
     return putHashedSmallFiles(w.core, entries)
   })
 
@@ -334,15 +341,71 @@ export const snapshot = (
     if (!st.isDirectory()) {
       return yield* new StoreError({ reason: "Io", detail: "cannot snapshot: not a directory", path: abs })
     }
-    const w: Walk = { core, filter: filterOf(globs), index, observe, pending: [], pendingBytes: 0 }
+    const w: Walk = { core, filter: filterOf(globs), index, observe, batch: newBatch() }
     const tree = Tree.node()
-    const starts = w.filter?.starts
-    if (starts === undefined) {
-      yield* walkDir(w, abs, "", tree)
-    } else {
-      for (const start of starts) yield* walkFrom(w, abs, start, tree)
-    }
+    yield* walkRoot(w, abs, tree)
     return yield* flushAndFinish(w, tree)
+  })
+
+const walkRoot = (w: Walk, abs: string, tree: Tree.Node): Effect.Effect<void, StoreError> => {
+  const starts = w.filter?.starts
+  return starts === undefined
+    ? walkDir(w, abs, "", tree)
+    : Effect.forEach(starts, (start) => walkFrom(w, abs, start, tree), { discard: true })
+}
+
+/** @internal */
+export interface Request {
+  readonly globs: ReadonlyArray<string>
+  readonly observe?: Array<RunMemo.Seen> | undefined
+}
+
+/**
+ * {@link snapshot} of the directory `root` for each of many glob sets (every process's own inputs, at the start of a
+ * run), storing what they read together: one commit per shard for all of them, where a snapshot each cost its own
+ * commit in every shard it touched (seven a process, in a cold run of small processes), and the engine's thread
+ * waited on them. Each snapshot succeeds or fails on its own; a failure to store fails them all.
+ *
+ * @internal
+ */
+export const snapshotMany = (
+  core: Core.Core,
+  root: string,
+  requests: ReadonlyArray<Request>,
+  index?: StatIndex.StatIndex
+): Effect.Effect<Array<Either.Either<Digest.Digest, StoreError>>, StoreError> =>
+  Effect.gen(function*() {
+    const abs = path.resolve(root)
+    const st = yield* Effect.try({ try: () => fs.statSync(abs), catch: ioError(abs, "cannot snapshot") })
+    if (!st.isDirectory()) {
+      return yield* new StoreError({ reason: "Io", detail: "cannot snapshot: not a directory", path: abs })
+    }
+    const batch = newBatch()
+    const trees = yield* Effect.forEach(requests, (r) => {
+      const tree = Tree.node()
+      const w: Walk = { core, filter: filterOf(r.globs), index, observe: r.observe, batch }
+      return Effect.either(Effect.as(walkRoot(w, abs, tree), tree))
+    })
+    const encoded = trees.map((t) => Either.flatMap(t, Tree.encode))
+    const seen = new Set<string>()
+    const directories: Array<Sharded.Entry> = []
+    for (const e of encoded) {
+      if (Either.isLeft(e)) continue
+      for (const d of e.right.pending) {
+        if (seen.has(d.hash)) continue
+        seen.add(d.hash)
+        directories.push(d)
+      }
+    }
+    yield* Sharded.putBatches(
+      [{ shards: core.files, entries: batch.entries }, { shards: core.directories, entries: directories }],
+      Core.leaseUntil(core),
+      core.leaseTimeMs
+    )
+    return encoded.map((e) => {
+      if (Either.isRight(e)) Tree.remember(core, e.right)
+      return Either.map(e, (x) => x.digest)
+    })
   })
 
 /**
@@ -412,8 +475,7 @@ export const newWalk = (core: Core.Core, read?: Array<readonly [string, Digest.D
   core,
   filter: undefined,
   read,
-  pending: [],
-  pendingBytes: 0
+  batch: newBatch()
 })
 
 /**
@@ -427,9 +489,9 @@ export const flushAndFinish = (w: Walk, tree: Tree.Node): Effect.Effect<Digest.D
   Effect.suspend(() => {
     const encoded = Tree.encode(tree)
     if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
-    const files = w.pending
-    w.pending = []
-    w.pendingBytes = 0
+    const files = w.batch.entries
+    w.batch.entries = []
+    w.batch.bytes = 0
     return Effect.as(
       Effect.zipRight(
         Sharded.putBatches(
@@ -462,8 +524,8 @@ export const addBlobs = (w: Walk, blobs: ReadonlyArray<Uint8Array>): Effect.Effe
       if (value.length >= LargeFiles.THRESHOLD) {
         large.push([digest, value])
       } else {
-        w.pending.push({ hash: digest.hash, value })
-        w.pendingBytes += value.length
+        w.batch.entries.push({ hash: digest.hash, value })
+        w.batch.bytes += value.length
       }
     })
     return large.length === 0 ? Effect.succeed(digests) : Effect.as(
