@@ -94,10 +94,18 @@ export const ownerOfName = (name: string): Owner | undefined => {
   return { pid: parseInt(m[1]!, 36), startTime }
 }
 
-/** A fresh sandbox name of `owner` (its random part tells one engine's sandboxes apart). */
+/** Where this process's sandbox names start counting: random, so that names from an earlier process are unlikely. */
+let serial = randomBytes(4).readUInt32LE(0)
+
+/**
+ * A fresh sandbox name of `owner` (its last part tells one engine's sandboxes apart: a counter from a random start,
+ * as random bytes for every sandbox cost more than the rename they name). A name that is taken is skipped by its
+ * maker's mkdir or rename failing.
+ */
 const nameFor = (owner: Owner): string => {
   const start = owner.startTime === "" ? "_" : Number(owner.startTime).toString(36)
-  return `${PREFIX}${owner.pid.toString(36)}-${start}-${randomBytes(4).toString("hex")}`
+  serial = (serial + 1) >>> 0
+  return `${PREFIX}${owner.pid.toString(36)}-${start}-${serial.toString(16).padStart(8, "0")}`
 }
 
 /** Creates a sandbox directory under `root`, named after its owner. @internal */
