@@ -183,8 +183,10 @@ export const make = (
     }
     const queued = Date.now()
     // The permit is held while the process group lives, and only then: its sandbox is filled before and captured
-    // after while other processes run (what a permit bounds is the tools running at once).
-    const { exit, timedOut } = yield* options.running.withPermit(Effect.scoped(Effect.gen(function*() {
+    // after while other processes run (what a permit bounds is the tools running at once). The group is ended
+    // before the permit goes, except when interrupted: then the scope's finalizer ends it, a moment later. (A scope
+    // of its own would cost every process another change of its fiber's context.)
+    const { exit, timedOut } = yield* options.running.withPermit(Effect.gen(function*() {
       const runStarted = Date.now()
       timings.queue = runStarted - queued
       const group = yield* ProcessGroup.spawnGroup(spawner, { argv, cwd, env, ...logs }, options.grace)
@@ -199,7 +201,7 @@ export const make = (
       const exit = Option.isSome(waited) ? waited.value : yield* Deferred.await(group.exited)
       timings.run = Date.now() - runStarted
       return { exit, timedOut }
-    })))
+    }))
     if (timedOut) {
       yield* Effect.try({
         try: () =>
@@ -240,7 +242,7 @@ export const make = (
       durationMs: Date.now() - started,
       source: "ran",
       timings
-    })
+    }, true)
     if (!result.succeeded) yield* sandbox.markFailed
     else if (sandboxes.keep !== "always") {
       // Its group is gone and its outputs are in the store: write-back may rename them into place (see `Handoff`).
