@@ -517,6 +517,9 @@ export const make = Effect.gen(function*() {
           return digest
         })
 
+      /** The process the lookups made for `name` and missed, if its deps' outputs are still those (set below). */
+      let lookedUp: (name: string, pc: ProcessConfig) => Process | undefined = () => undefined
+
       const reproduce = (p: Process) =>
         [
           "kiln exec",
@@ -540,18 +543,26 @@ export const make = Effect.gen(function*() {
           const pc = config.processes[name]!
           const node = state.get(name)!
           for (;;) {
+            const missed = lookedUp(name, pc)
             const attempt = yield* Effect.either(
-              Effect.flatMap(inputOf(name, pc), (input) => {
-                const p = processOf(name, pc, input)
-                records.get(name)!.actionDigest = Digest.format(actionDigest(p))
-                return Effect.zipRight(
-                  options.beforeAttempt?.(name, input, (n) => {
-                    const node = state.get(n)
-                    return node === undefined ? undefined : resultOf(node)
-                  }) ?? Effect.void,
-                  Effect.map(runner.run(p, { cache }), (result) => ({ result, process: p }))
-                )
-              })
+              Effect.flatMap(
+                missed !== undefined ?
+                  Effect.succeed(missed) :
+                  Effect.map(inputOf(name, pc), (input) => processOf(name, pc, input)),
+                (p) => {
+                  records.get(name)!.actionDigest = Digest.format(actionDigest(p))
+                  return Effect.zipRight(
+                    options.beforeAttempt?.(name, p.inputDigest, (n) => {
+                      const node = state.get(n)
+                      return node === undefined ? undefined : resultOf(node)
+                    }) ?? Effect.void,
+                    Effect.map(
+                      runner.run(p, { cache: missed === p && cache.read ? { ...cache, missed: true } : cache }),
+                      (result) => ({ result, process: p })
+                    )
+                  )
+                }
+              )
             )
             if (Either.isRight(attempt)) return attempt.right
             const e = attempt.left
@@ -606,6 +617,17 @@ export const make = Effect.gen(function*() {
        * read, go through the graph below, which runs or reports them.
        */
       const hits = new Map<string, { result: ProcessResult; process: Process }>()
+      /** What the lookups missed, with the deps' outputs they were made of: the first run of each reuses it. */
+      const misses = new Map<string, { process: Process; deps: Record<string, Digest.Digest> }>()
+      lookedUp = (name, pc) => {
+        const miss = misses.get(name)
+        if (miss === undefined) return undefined
+        misses.delete(name)
+        const deps = depOutputs(pc)
+        return Object.entries(miss.deps).every(([d, digest]) => deps[d]?.hash === digest.hash)
+          ? miss.process
+          : undefined
+      }
       /** The hits in the order they were found: every one after its deps; the remembered ones first. */
       const hitOrder: Array<string> = ordered.filter((n) => remembered.has(n))
       for (const [name, entry] of remembered) state.get(name)!.remembered = entry
@@ -662,7 +684,10 @@ export const make = Effect.gen(function*() {
             if (unknown > 0 || found.some(Option.isNone)) yield* runner.warmUp
             candidates.forEach(({ name, process }, i) => {
               const hit = found[i]!
-              if (Option.isNone(hit)) return
+              if (Option.isNone(hit)) {
+                misses.set(name, { process, deps: depOutputs(config.processes[name]!) })
+                return
+              }
               hits.set(name, { result: hit.value, process })
               hitOrder.push(name)
               // Dependents read it while computing their own inputs.

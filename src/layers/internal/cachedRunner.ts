@@ -156,7 +156,7 @@ export const make = (store: Store.Service, inner: Runner, cacheContent: CacheCon
       const started = Date.now()
       const key = actionDigest(process)
       const usable = process.cache !== "never"
-      if (usable && policy.read) {
+      if (usable && policy.read && policy.missed !== true) {
         const hit = yield* lookupOne(process, key, started)
         if (Option.isSome(hit)) return hit.value
       }

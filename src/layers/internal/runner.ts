@@ -18,6 +18,11 @@ import type { StoreError } from "../../domain/StoreErrors.js"
 export interface CachePolicy {
   readonly read: boolean
   readonly write: boolean
+  /**
+   * The caller has just looked this very process up (`lookup`) and missed: the runner reads the cache again only
+   * under the action's lock, where another engine's result would show.
+   */
+  readonly missed?: boolean
 }
 
 /** @internal */
