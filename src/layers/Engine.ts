@@ -295,7 +295,11 @@ const remadeWarning = (name: string, digest: Digest.Digest): string => {
     `made it again${why}`
 }
 
-/** Own inputs ⊕ each dep's outputs at the dep's workspace path (`rewrite`: every directory made is written). */
+/**
+ * Own inputs ⊕ each dep's outputs at the dep's workspace path (`rewrite`: every directory made is written). The
+ * directories a merge makes are committed in the background: this engine reads them first (to key, lease and lay out
+ * the process), and a chain of processes waited on that commit at every link.
+ */
 const mergeInputs = (
   store: Store["Type"],
   config: Config,
@@ -306,7 +310,7 @@ const mergeInputs = (
   store.mergeTrees([
     { digest: own, at: [] },
     ...Object.entries(deps).map(([dep, d]) => ({ digest: d, at: segments(config.processes[dep]!.workingDirectory) }))
-  ], { rewrite })
+  ], { rewrite, behind: !rewrite })
 
 const processOf = (name: string, pc: ProcessConfig, inputDigest: Digest.Digest) => {
   const outputs = pc.outputs ?? []

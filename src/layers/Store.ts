@@ -31,6 +31,7 @@ import type * as RunMemo from "./internal/runMemo.js"
 import * as Sharded from "./internal/shardedLmdb.js"
 import * as Snapshot from "./internal/snapshot.js"
 import * as StatIndex from "./internal/statIndex.js"
+import * as Tree from "./internal/tree.js"
 import * as TreeMerge from "./internal/treeMerge.js"
 
 const GiB = 1024 * 1024 * 1024
@@ -236,8 +237,17 @@ export interface Service {
    */
   readonly mergeTrees: (
     layers: ReadonlyArray<{ readonly digest: Digest.Digest; readonly at: ReadonlyArray<string> }>,
-    options?: { readonly rewrite?: boolean }
+    options?: {
+      readonly rewrite?: boolean
+      /**
+       * Commit the directories the merge makes in the background: this process sees them at once (a merged input
+       * root is read by this process first); `written` waits for them before another process may need them.
+       */
+      readonly behind?: boolean
+    }
   ) => Effect.Effect<Digest.Digest, Digest.MissingDigest | StoreError>
+  /** Waits for this process's writes still committing in the background (see `mergeTrees`' `behind`). */
+  readonly written: Effect.Effect<void>
   /** Captures the declared outputs under `root` (absent ones are left out) into a tree. */
   readonly capture: (root: string, outputs: Capture.Outputs) => Effect.Effect<Digest.Digest, StoreError>
   /**
@@ -381,7 +391,8 @@ export const make = (
       }),
       large: LargeFiles.make(root),
       leaseTimeMs: opts.leaseTimeMs,
-      verified: new Map()
+      verified: new Map(),
+      committing: new Map()
     }
     const getDirectory = (digest: Digest.Digest) =>
       Effect.flatMap(
@@ -402,6 +413,7 @@ export const make = (
           )
         ))
       })
+    let merges = 0
     /** Waits for this process's own pending writes of these actions: a read after a run sees its result. */
     const settled = (digests: ReadonlyArray<Digest.Digest>) =>
       Effect.suspend(() => {
@@ -536,7 +548,16 @@ export const make = (
       materialize: (digest, destination, options) => Materialize.materialize(core, digest, destination, options),
       capture: (root, outputs) => Capture.capture(core, root, outputs),
       captureWith: (root, outputs, blobs, read) => Capture.captureWith(core, root, outputs, blobs, read),
-      mergeTrees: (layers, options) => TreeMerge.merge(core, layers, options?.rewrite ?? false),
+      mergeTrees: (layers, options) =>
+        options?.behind === true && options.rewrite !== true
+          ? TreeMerge.merge(core, layers, false, (root) =>
+            Tree.finishBehind(core, root, (commit) =>
+              inBackground(
+                `merge ${merges++}`,
+                commit.pipe(Effect.catchAll((e) => Effect.logWarning(`could not store merged inputs: ${e.message}`)))
+              )))
+          : TreeMerge.merge(core, layers, options?.rewrite ?? false),
+      written: Effect.suspend(() => Effect.all([...writing.values()].map(Deferred.await), { discard: true })),
       check: (options) => Maintenance.check(core, options?.repair ?? false),
       gc: (options) => Maintenance.gc(core, options?.targetSizeBytes ?? opts.maxSizeBytes),
       stats: Maintenance.stats(core, opts.shardCount),

@@ -459,6 +459,31 @@ describe("snapshot, materialize, capture", () => {
       ])
     }))
 
+  it.scoped("a merge committed behind is there for this process at once, and for others once written", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempDir("kiln-ws-")
+      writeTree(ws, { "src/a.txt": "a", "out/b.txt": "b" })
+      const root = yield* tempDir("kiln-store-")
+      const store = yield* Store.make({ root })
+      const own = yield* store.snapshot(ws, ["src/**"])
+      const dep = yield* store.snapshot(path.join(ws, "out"))
+      const layers = [{ digest: own, at: [] }, { digest: dep, at: ["out"] }]
+      const merged = yield* store.mergeTrees(layers, { behind: true })
+      // This process reads it before its commit may have landed: listing, leasing, laying it out.
+      assert.deepStrictEqual(
+        (yield* store.listTree(merged)).map((e) => e.path).sort(),
+        ["out", "out/b.txt", "src", "src/a.txt"]
+      )
+      assert.isTrue(yield* store.hasDirectory(merged))
+      yield* store.leaseTree(merged)
+      yield* store.written
+      // Another process's view: a store of its own on the same directory, which has none of this one's memory.
+      const other = yield* Effect.scoped(Effect.flatMap(Store.make({ root }), (s) => s.listTree(merged)))
+      assert.strictEqual(other.length, 4)
+      // The same digest as a merge that waits for its commit.
+      assert.deepStrictEqual(yield* store.mergeTrees(layers), merged)
+    }))
+
   it.scoped("snapshotMany gives each glob set the digest snapshot gives it, and one that fails fails alone", () =>
     Effect.gen(function*() {
       const ws = yield* tempDir("kiln-ws-")

@@ -29,7 +29,15 @@ export interface Core {
    * again: a run lists, validates and leases the same small trees several times per process.
    */
   readonly verified: Map<string, { readonly dir: Directory.Directory; readonly sizeBytes: number }>
+  /**
+   * Directories this process made and is still committing in the background (a merge's, see `Store.mergeTrees`), by
+   * hash, with how many writes of each are in flight: present to this process, from `verified`, until they land.
+   */
+  readonly committing: Map<string, number>
 }
+
+/** Whether `hash` is a directory this process is still committing (and so has in `verified`). @internal */
+const committing = (core: Core, hash: string): boolean => core.committing.has(hash) && core.verified.has(hash)
 
 const VERIFIED_MAX = 100_000
 
@@ -163,7 +171,15 @@ export const withFile = <A>(
 
 /** Records a directory this process encoded itself as verified. @internal */
 export const rememberDirectory = (core: Core, digest: Digest.Digest, dir: Directory.Directory): void => {
-  if (core.verified.size >= VERIFIED_MAX) core.verified.clear()
+  if (core.verified.size >= VERIFIED_MAX) {
+    // Those still committing stay: nothing else vouches for them yet.
+    const keep = [...core.committing.keys()].flatMap((h) => {
+      const v = core.verified.get(h)
+      return v === undefined ? [] : [[h, v] as const]
+    })
+    core.verified.clear()
+    for (const [h, v] of keep) core.verified.set(h, v)
+  }
   core.verified.set(digest.hash, { dir, sizeBytes: digest.sizeBytes })
 }
 
@@ -175,6 +191,7 @@ export const getDirectory = (
   if (Digest.isEmpty(digest)) return Effect.succeed(Option.some(Directory.empty))
   const known = core.verified.get(digest.hash)
   if (known !== undefined && known.sizeBytes === digest.sizeBytes) {
+    if (committing(core, digest.hash)) return Effect.succeed(Option.some(known.dir))
     return Effect.map(
       Sharded.has(core.directories, digest.hash),
       (present) => present ? Option.some(known.dir) : Option.none()
@@ -212,6 +229,7 @@ export const getDirectorySync = (
   if (shard instanceof StoreError) return shard
   const known = core.verified.get(digest.hash)
   if (known !== undefined && known.sizeBytes === digest.sizeBytes) {
+    if (committing(core, digest.hash)) return known.dir
     const present = LmdbEnvs.readSync(shard, () => shard.content.doesExist(Sharded.keyOf(digest.hash)))
     return typeof present === "boolean" ? (present ? known.dir : undefined) : present
   }
@@ -283,7 +301,9 @@ export const hasFileSync = (core: Core, digest: Digest.Digest): boolean | StoreE
 
 /** @internal */
 export const hasDirectory = (core: Core, digest: Digest.Digest): Effect.Effect<boolean, StoreError> =>
-  Digest.isEmpty(digest) ? Effect.succeed(true) : Sharded.has(core.directories, digest.hash)
+  Digest.isEmpty(digest) || committing(core, digest.hash)
+    ? Effect.succeed(true)
+    : Sharded.has(core.directories, digest.hash)
 
 /** @internal */
 export const removeFile = (core: Core, digest: Digest.Digest): Effect.Effect<boolean, StoreError> =>

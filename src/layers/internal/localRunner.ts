@@ -166,7 +166,11 @@ export const make = (
           Effect.catchTag("StoreError", (e) =>
             Effect.fail(new SandboxError({ reason: "Materialize", path: sandbox.path, detail: e.message })))
         )
-        : sandboxer.materialize(process.inputDigest, sandbox.path, { createDestination: false })
+        // The sandboxer reads the store itself: what this process still commits in the background must land first.
+        : Effect.zipRight(
+          store.written,
+          sandboxer.materialize(process.inputDigest, sandbox.path, { createDestination: false })
+        )
     )
     const cwd = yield* prepare(sandbox.path, process, options.namedCachesDir)
     const argv = process.argv.map((a) =>

@@ -107,6 +107,40 @@ export const remember = (core: Core.Core, encoded: Encoded): void =>
   encoded.made.forEach(([d, dir]) => Core.rememberDirectory(core, d, dir))
 
 /**
+ * {@link finish} without waiting for the commit: the tree's directories are remembered at once, and are present to
+ * this process (see `Core.committing`) while the effect `write` is given commits them; says the root digest.
+ *
+ * @internal
+ */
+export const finishBehind = (
+  core: Core.Core,
+  root: Node,
+  write: (commit: Effect.Effect<void, StoreError>) => Effect.Effect<void>
+): Effect.Effect<Digest.Digest, StoreError> =>
+  Effect.suspend(() => {
+    const encoded = encode(root)
+    if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
+    const { digest, pending } = encoded.right
+    if (pending.length === 0) return Effect.succeed(digest)
+    remember(core, encoded.right)
+    for (const e of pending) core.committing.set(e.hash, (core.committing.get(e.hash) ?? 0) + 1)
+    const landed = Effect.sync(() => {
+      for (const e of pending) {
+        const n = (core.committing.get(e.hash) ?? 1) - 1
+        if (n <= 0) core.committing.delete(e.hash)
+        else core.committing.set(e.hash, n)
+      }
+    })
+    return Effect.as(
+      write(Effect.ensuring(
+        Sharded.putBatch(core.directories, pending, Core.leaseUntil(core), core.leaseTimeMs),
+        landed
+      )),
+      digest
+    )
+  })
+
+/**
  * Encodes and stores every directory of the tree; returns the root digest. With `rewrite`, every directory is written
  * even when the store shows it present (see {@link Sharded.putBatch}'s `overwrite`).
  *

@@ -90,7 +90,8 @@ const mergeInto = (
 export const merge = (
   core: Core.Core,
   layers: ReadonlyArray<Layer>,
-  rewrite = false
+  rewrite = false,
+  finish: (root: Tree.Node) => Effect.Effect<Digest.Digest, StoreError> = (root) => Tree.finish(core, root, rewrite)
 ): Effect.Effect<Digest.Digest, StoreError | Digest.MissingDigest> =>
   Effect.gen(function*() {
     const nonEmpty = layers.filter((l) => !Digest.isEmpty(l.digest))
@@ -114,5 +115,5 @@ export const merge = (
       }
       yield* mergeInto(core, node, layer.digest, layer.at.join("/"))
     }
-    return yield* Tree.finish(core, root, rewrite)
+    return yield* finish(root)
   })
