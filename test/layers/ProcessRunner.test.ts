@@ -363,3 +363,30 @@ describe("ProcessRunner (its spawner's lifetime)", () => {
       yield* eventually("it exits once the store has closed", () => !isAlive(kept), "5 seconds")
     }))
 })
+
+describe("ProcessRunner (concurrency)", () => {
+  it.scopedLive("at most `concurrency` processes run at once, and that many do", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kiln-conc-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true })))
+      const log = path.join(dir, "events")
+      const r = Context.get(yield* Layer.build(stack({ root: dir, runner: { concurrency: 2 } })), ProcessRunner)
+      // Each process notes its start and its end in a log outside its sandbox (appends of a line are atomic).
+      const results = yield* Effect.all(
+        Array.from({ length: 8 }, (_, i) =>
+          r.run(sh(`echo + >> ${log}; sleep 0.3; echo - >> ${log}; echo ${i}-${unique()}`, { cache: "never" }))),
+        { concurrency: "unbounded" }
+      )
+      assert.isTrue(results.every((x) =>
+        x.exitCode === 0
+      ))
+      let running = 0
+      let most = 0
+      for (const event of fs.readFileSync(log, "utf8").trim().split("\n")) {
+        running += event === "+" ? 1 : -1
+        most = Math.max(most, running)
+      }
+      assert.strictEqual(running, 0)
+      assert.strictEqual(most, 2)
+    }))
+})
