@@ -480,7 +480,10 @@ export const make = Effect.gen(function*() {
                   )
               }, { discard: true })
             ),
-            Effect.catchAll(() => Effect.void)
+            // Each process's own snapshot, when it is reached, reports what failed here (as it would have alone).
+            Effect.catchAll((e) =>
+              Effect.logDebug(`could not store ${todo.length} processes' inputs together: ${e.message}`)
+            )
           )
         })
 
@@ -521,8 +524,18 @@ export const make = Effect.gen(function*() {
           return digest
         })
 
-      /** The process the lookups made for `name` and missed, if its deps' outputs are still those (set below). */
-      let lookedUp: (name: string, pc: ProcessConfig) => Process | undefined = () => undefined
+      /** What the lookups missed, with the deps' outputs they were made of: the first run of each reuses it. */
+      const misses = new Map<string, { process: Process; deps: Record<string, Digest.Digest> }>()
+      /** The process the lookups made for `name` and missed, if its deps' outputs are still those; once. */
+      const lookedUp = (name: string, pc: ProcessConfig): Process | undefined => {
+        const miss = misses.get(name)
+        if (miss === undefined) return undefined
+        misses.delete(name)
+        const deps = depOutputs(pc)
+        return Object.entries(miss.deps).every(([d, digest]) => deps[d]?.hash === digest.hash)
+          ? miss.process
+          : undefined
+      }
 
       const reproduce = (p: Process) =>
         [
@@ -621,17 +634,6 @@ export const make = Effect.gen(function*() {
        * read, go through the graph below, which runs or reports them.
        */
       const hits = new Map<string, { result: ProcessResult; process: Process }>()
-      /** What the lookups missed, with the deps' outputs they were made of: the first run of each reuses it. */
-      const misses = new Map<string, { process: Process; deps: Record<string, Digest.Digest> }>()
-      lookedUp = (name, pc) => {
-        const miss = misses.get(name)
-        if (miss === undefined) return undefined
-        misses.delete(name)
-        const deps = depOutputs(pc)
-        return Object.entries(miss.deps).every(([d, digest]) => deps[d]?.hash === digest.hash)
-          ? miss.process
-          : undefined
-      }
       /** The hits in the order they were found: every one after its deps; the remembered ones first. */
       const hitOrder: Array<string> = ordered.filter((n) => remembered.has(n))
       for (const [name, entry] of remembered) state.get(name)!.remembered = entry
