@@ -114,7 +114,7 @@ type Step<A> = A | Effect.Effect<A, StoreError>
 const run = <A>(step: Step<A>): Effect.Effect<A, StoreError> => Effect.isEffect(step) ? step : Effect.succeed(step)
 
 const readFileNode = (w: Walk, abs: string, useIndex = true): Step<FileNode | undefined> => {
-  if (w.index !== undefined && useIndex) {
+  if (w.index !== undefined && useIndex && StatIndex.mayKnow(w.index, abs)) {
     let st: fs.BigIntStats | undefined
     try {
       st = fs.lstatSync(abs, { bigint: true })

@@ -111,6 +111,15 @@ const key = (
   Number(st.mode)
 ]
 
+/**
+ * Whether {@link lookup} could vouch for `abs`: false once the index is read and has no entry for it (every file of a
+ * first run), when the stat it would need is a system call for nothing.
+ *
+ * @internal
+ */
+export const mayKnow = (index: StatIndex, abs: string): boolean =>
+  index.loaded === undefined || index.loaded.entries.has(abs)
+
 /** The digest hash of the file at `abs` if its stat is unchanged and not racily clean, else undefined. @internal */
 export const lookup = (index: StatIndex, abs: string, st: fs.BigIntStats): string | undefined => {
   if (index.loaded === undefined && index.unloadedMisses < UNLOADED_HASHES) {
