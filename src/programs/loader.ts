@@ -115,7 +115,7 @@ const cacheDeps = () => {
     return fn.call(this.exports, this.exports, createRequire(filename), this, filename, path.dirname(filename))
   }
   if (writeCodeCache) {
-    process.once("beforeExit", () => {
+    process.once("exit", () => {
       const out: Record<string, string> = {}
       for (const [key, script] of compiled) out[key] = script.createCachedData().toString("base64")
       fs.writeFileSync(depsCacheFile, JSON.stringify(out))
@@ -140,7 +140,7 @@ const load = () => {
   })
   const module = { exports: {} }
   const fn = script.runInThisContext() as (...args: Array<unknown>) => void
-  if (writeCodeCache) process.once("beforeExit", () => fs.writeFileSync(cacheFile, script.createCachedData()))
+  if (writeCodeCache) process.once("exit", () => fs.writeFileSync(cacheFile, script.createCachedData()))
   fn(module.exports, createRequire(bundle), module, bundle, here)
 }
 

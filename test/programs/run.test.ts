@@ -196,6 +196,34 @@ describe("kiln run", () => {
       assert.strictEqual(run.summary!.processes.find((p) => p.name === "bundle")!.source, "skipped")
     }))
 
+  it.scopedLive("a run that succeeds disarms its spawner before it exits: no post-mortem starts", () =>
+    Effect.gen(function*() {
+      const { env, root, ws } = yield* workspace
+      const runtime = path.join(root, "runtime")
+      fs.mkdirSync(runtime, { mode: 0o700 })
+      const child = spawn(process.execPath, [cli, "run", "--progress", "none"], {
+        cwd: ws,
+        env: { ...env, XDG_RUNTIME_DIR: runtime },
+        stdio: "ignore"
+      })
+      yield* Effect.addFinalizer(() => Effect.sync(() => child.exitCode === null && child.kill("SIGKILL")))
+      const exit = yield* exitOf(child)
+      assert.strictEqual(exit.code, 0)
+      const spawners = () =>
+        fs.readdirSync("/proc").filter((p) => /^\d+$/.test(p)).filter((p) => {
+          try {
+            return fs.readFileSync(`/proc/${p}/cmdline`, "utf8").includes(`kiln-spawner\0${child.pid}`)
+          } catch {
+            return false
+          }
+        })
+      yield* eventually("the spawner exits", () => spawners().length === 0, "5 seconds")
+      // A spawner left armed opens the post-mortem's log as it starts it (and nothing else here writes one: these
+      // inputs are small enough that no sandboxer is started).
+      const logs = fs.readdirSync(runtime, { recursive: true }).map(String).filter((f) => f.endsWith(".log"))
+      assert.deepStrictEqual(logs, [], "the spawner started the post-mortem")
+    }))
+
   it.scopedLive("SIGINT while three long processes run: exit 130, and no process, sandbox or helper is left", () =>
     Effect.gen(function*() {
       const { env, root, ws } = yield* workspace

@@ -198,13 +198,22 @@ export const make = (options: Options = {}): Effect.Effect<Spawner, never, Scope
     let nextId = 0
     let armed: string | undefined
     let ended = false
-    const end = Effect.sync(() => {
+    // Waits until the disarm has left this process (or the pipe failed, the spawner being gone): kiln exits with
+    // `process.exit` right after its scope closes, which would drop a write still queued, and a spawner that never
+    // read the disarm takes that for the engine's death and starts the post-mortem.
+    const end = Effect.async<void>((resume) => {
       ended = true
-      // Disarmed first: this is a clean end, not the engine's death.
-      if (armed !== undefined) running?.child.stdin?.write(`${JSON.stringify({ disarm: true })}\n`)
-      running?.child.stdin?.end()
+      const stdin = running?.child.stdin
       running = undefined
-    })
+      if (stdin == null || stdin.destroyed || stdin.writableEnded) return resume(Effect.void)
+      // Disarmed first: this is a clean end, not the engine's death.
+      if (armed !== undefined) stdin.write(`${JSON.stringify({ disarm: true })}\n`)
+      stdin.end(() => resume(Effect.void))
+    }).pipe(
+      // A spawner that stopped reading (stopped by a debugger, say) must not hold the engine's exit.
+      Effect.timeoutOption("2 seconds"),
+      Effect.asVoid
+    )
     yield* options.endWith !== undefined ? options.endWith(end) : Effect.addFinalizer(() => end)
     const current = () => {
       if (running === undefined || running.child.exitCode !== null || running.child.signalCode !== null) {
