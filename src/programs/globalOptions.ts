@@ -5,12 +5,13 @@
 import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
-import * as Duration from "effect/Duration"
 import * as Either from "effect/Either"
-import * as Option from "effect/Option"
 import * as DurationText from "../domain/DurationText.js"
 import * as Size from "../domain/Size.js"
 import * as Store from "../layers/Store.js"
+import { type StoreFlags, toStoreOptions } from "./storeSettings.js"
+
+export { toStoreOptions }
 
 const size = (name: string, description: string) =>
   Options.text(name).pipe(
@@ -58,31 +59,5 @@ export const storeOptions = {
   )
 }
 
-type Parsed = {
-  readonly storeDir: Option.Option<string>
-  readonly storeShards: Option.Option<number>
-  readonly storeMaxReaders: Option.Option<number>
-  readonly storeMaxSize: Option.Option<number>
-  readonly storeFilesMapSize: Option.Option<number>
-  readonly storeDirectoriesMapSize: Option.Option<number>
-  readonly storeActionsMapSize: Option.Option<number>
-  readonly storeLeaseTime: Option.Option<Duration.Duration>
-}
-
 /** @since 0.1.0 */
-export const toStoreOptions = (o: Parsed): Partial<Store.Options> => ({
-  ...Option.match(o.storeDir, { onNone: () => ({}), onSome: (root) => ({ root }) }),
-  ...Option.match(o.storeShards, { onNone: () => ({}), onSome: (shardCount) => ({ shardCount }) }),
-  ...Option.match(o.storeMaxReaders, { onNone: () => ({}), onSome: (maxReaders) => ({ maxReaders }) }),
-  ...Option.match(o.storeMaxSize, { onNone: () => ({}), onSome: (maxSizeBytes) => ({ maxSizeBytes }) }),
-  ...Option.match(o.storeFilesMapSize, { onNone: () => ({}), onSome: (filesMapSize) => ({ filesMapSize }) }),
-  ...Option.match(o.storeDirectoriesMapSize, {
-    onNone: () => ({}),
-    onSome: (directoriesMapSize) => ({ directoriesMapSize })
-  }),
-  ...Option.match(o.storeActionsMapSize, { onNone: () => ({}), onSome: (actionsMapSize) => ({ actionsMapSize }) }),
-  ...Option.match(o.storeLeaseTime, { onNone: () => ({}), onSome: (d) => ({ leaseTimeMs: Duration.toMillis(d) }) })
-})
-
-/** @since 0.1.0 */
-export const storeLayer = (o: Parsed) => Store.layer(toStoreOptions(o))
+export const storeLayer = (o: StoreFlags) => Store.layer(toStoreOptions(o))

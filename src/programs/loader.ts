@@ -68,6 +68,8 @@ if (process.platform === "linux" && process.env.LIBC === undefined) {
 // Read once and not passed on: the sandboxer this process starts must not write the cache too.
 const writeCodeCache = process.env.KILN_WRITE_CODE_CACHE === "1"
 delete process.env.KILN_WRITE_CODE_CACHE
+// Tells the bundle (main.ts) that this run trains the cache.
+if (writeCodeCache) (globalThis as Record<symbol, unknown>)[Symbol.for("kiln.writeCodeCache")] = true
 
 /**
  * lmdb's JavaScript and what it loads (msgpackr, ordered-binary, …) are required from node_modules, outside the

@@ -2,8 +2,6 @@
  * The `kiln` executable. Errors are printed as one line naming what failed; exit codes: 0 success, 1 failure,
  * 2 usage error, 130 interrupted.
  */
-import * as ValidationError from "@effect/cli/ValidationError"
-import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
@@ -11,10 +9,9 @@ import * as Exit from "effect/Exit"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import { isOrphanedCommitFailure } from "../layers/internal/lmdbCommit.js"
-import { run } from "./cli.js"
 import { onInterrupt } from "./exitCode.js"
 import { cliLogger } from "./logging.js"
-import { directRunArgs, runParsed } from "./runCommand.js"
+import { directRunArgs, runParsed } from "./runDirect.js"
 
 const describe = (error: unknown): string =>
   typeof error === "object" && error !== null && "message" in error && typeof error.message === "string"
@@ -29,15 +26,31 @@ process.on("unhandledRejection", (reason, promise) => {
 })
 
 // A plain `kiln run` skips @effect/cli's parser (see directRunArgs), and the platform services only the parser uses
-// (without them, an edit run of 1,000 processes took ~10 ms less); anything else goes through both.
+// (without them, an edit run of 1,000 processes took ~10 ms less); anything else goes through both, loaded only then:
+// evaluating their modules was another ~10 ms of every run's start.
 const direct = directRunArgs(process.argv.slice(2))
 
+const loadCli = Effect.promise(() =>
+  Promise.all([import("./cli.js"), import("@effect/platform-node/NodeContext"), import("@effect/cli/ValidationError")])
+)
+
+// The code cache is written by a `kiln run` (scripts/bundle.mjs), which would leave the other commands' modules out
+// of it: that run loads them too, so that `kiln sandboxer` and the rest start from compiled code as well.
+const trainsCodeCache = (globalThis as Record<symbol, unknown>)[Symbol.for("kiln.writeCodeCache")] === true
+
+const viaCli = Effect.flatMap(
+  loadCli,
+  ([{ run }, NodeContext, ValidationError]) =>
+    Effect.provide(run(process.argv), NodeContext.layer).pipe(
+      Effect.catchIf(ValidationError.isValidationError, () =>
+        Effect.sync(() => {
+          process.exitCode = 2
+        }))
+    )
+)
+
 const main = () =>
-  (direct !== undefined ? runParsed(direct) : Effect.provide(run(process.argv), NodeContext.layer)).pipe(
-    Effect.catchIf(ValidationError.isValidationError, () =>
-      Effect.sync(() => {
-        process.exitCode = 2
-      })),
+  (direct !== undefined ? Effect.zipLeft(runParsed(direct), trainsCodeCache ? loadCli : Effect.void) : viaCli).pipe(
     Effect.catchAllCause((cause) =>
       Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.sync(() => {
         const failure = Cause.failureOption(cause)
