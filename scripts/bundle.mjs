@@ -1,4 +1,4 @@
-// Builds the `kiln` executable: the CLI bundled into one CommonJS file (dist/kiln.cjs), and dist/cli.js, a loader
+// Builds the `kiln` executable: the CLI bundled into one CommonJS file (dist/kiln.cjs), and dist/cli.js (-> cli.cjs), a loader
 // that compiles it with a V8 code cache made at build time. Node 20 has no module compile cache, and parsing the
 // ~1 MB bundle cost more than Node's own start-up (46 ms of a 170 ms `--version`); with the cache it is a few ms.
 // The cache is written by a real `kiln run` (an edit of a small workspace, in a temp dir), so that it holds the
@@ -6,7 +6,7 @@
 // lmdb stays external: it loads a native addon.
 import { build } from "esbuild"
 import { execFileSync } from "node:child_process"
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 
@@ -42,17 +42,24 @@ await build({
   logLevel: "warning"
 })
 
+// The loader is CommonJS, as dist/cli.cjs, and dist/cli.js a symlink to it: Node takes a main module's format from its
+// real path, and going through its ES module loader (this package is "type": "module") cost every run ~10 ms.
 await build({
   entryPoints: ["src/programs/loader.ts"],
-  outfile: "dist/cli.js",
+  outfile: "dist/cli.cjs",
   bundle: true,
   platform: "node",
-  format: "esm",
+  format: "cjs",
   target: "node20",
   minify: true,
   banner: { js: "#!/usr/bin/env node" },
+  // Its `import.meta.url` is for the library's (ESM) build of the file; this one knows `__dirname`.
+  logOverride: { "empty-import-meta": "silent" },
   logLevel: "warning"
 })
+rmSync("dist/cli.js", { force: true })
+symlinkSync("cli.cjs", "dist/cli.js")
+chmodSync("dist/cli.cjs", 0o755)
 
 rmSync("dist/kiln.cjs.cache", { force: true })
 rmSync("dist/deps.cache", { force: true })

@@ -87,9 +87,11 @@ describe("kiln store", () => {
       const dist = path.resolve(".kiln-test", `dist-${process.pid}`)
       fs.mkdirSync(dist, { recursive: true })
       yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dist, { recursive: true, force: true })))
-      for (const f of ["cli.js", "kiln.cjs", "kiln.cjs.cache"]) {
+      for (const f of ["cli.cjs", "kiln.cjs", "kiln.cjs.cache"]) {
         fs.copyFileSync(path.resolve("dist", f), path.join(dist, f))
       }
+      // As the build lays it out: the loader is CommonJS, and `cli.js` names it (Node takes the real path's format).
+      fs.symlinkSync("cli.cjs", path.join(dist, "cli.js"))
       const deps = JSON.parse(fs.readFileSync(path.resolve("dist/deps.cache"), "utf8")) as Record<string, string>
       assert.include(Object.keys(deps), "lmdb/dist/index.cjs")
       const store = yield* tempDir()
