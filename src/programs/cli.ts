@@ -7,8 +7,9 @@ import { exec } from "./execCommand.js"
 import { explain, run as runCommand, schema } from "./runCommand.js"
 import { sandboxer } from "./sandboxer.js"
 import { store } from "./storeCommands.js"
+import { VERSION } from "./version.js"
 
-export const VERSION = "0.1.0"
+export { VERSION }
 
 const kiln = Command.make("kiln").pipe(
   Command.withDescription("a hermetic process-execution engine for build tools"),

@@ -4,6 +4,7 @@
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Cause from "effect/Cause"
+import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Logger from "effect/Logger"
@@ -12,6 +13,7 @@ import { isOrphanedCommitFailure } from "../layers/internal/lmdbCommit.js"
 import { onInterrupt } from "./exitCode.js"
 import { cliLogger } from "./logging.js"
 import { directRunArgs, runParsed } from "./runDirect.js"
+import { VERSION } from "./version.js"
 
 const describe = (error: unknown): string =>
   typeof error === "object" && error !== null && "message" in error && typeof error.message === "string"
@@ -49,8 +51,15 @@ const viaCli = Effect.flatMap(
     )
 )
 
+// `kiln --version` needs no parser either (@effect/cli printed it as a paragraph, with a blank line after it).
+const versionOnly = process.argv.length === 3 && process.argv[2] === "--version"
+
 const main = () =>
-  (direct !== undefined ? Effect.zipLeft(runParsed(direct), trainsCodeCache ? loadCli : Effect.void) : viaCli).pipe(
+  (direct !== undefined
+    ? Effect.zipLeft(runParsed(direct), trainsCodeCache ? loadCli : Effect.void)
+    : versionOnly
+    ? Console.log(VERSION)
+    : viaCli).pipe(
     Effect.catchAllCause((cause) =>
       Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.sync(() => {
         const failure = Cause.failureOption(cause)

@@ -78,7 +78,8 @@ describe("kiln store", () => {
   it("--version prints the version", () => {
     const r = spawnSync(process.execPath, [cli, "--version"], { encoding: "utf8" })
     assert.strictEqual(r.status, 0)
-    assert.match(r.stdout, /^\d+\.\d+\.\d+/)
+    // One line: the version and its newline, nothing after it.
+    assert.match(r.stdout, /^\d+\.\d+\.\d+\n$/)
   })
 
   it.scoped("a code cache of lmdb's modules that does not fit them, or is damaged, costs only the compile", () =>
