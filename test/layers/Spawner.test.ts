@@ -6,10 +6,11 @@
  * of the sandboxer's sight).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Exit, Fiber, Scope } from "effect"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import * as Spawner from "../../src/layers/internal/spawner.js"
 import { SPAWNER_SOURCE } from "../../src/layers/internal/spawnerSource.js"
 import { eventually, groupAlive } from "../utils/child.js"
 import { tempDir } from "../utils/temp.js"
@@ -132,5 +133,36 @@ describe("the spawner", () => {
       const disarmed = pipeInto("$$", [arm, { disarm: true }])
       assert.strictEqual(disarmed.status, 0, disarmed.stderr)
       assert.isFalse(fs.existsSync(log), "disarmed, it started the post-mortem anyway")
+    }))
+
+  it.scopedLive("the engine's end does not wait for a spawner that stopped reading: its disarm is given up after 2 s", () =>
+    Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      const spawner = yield* Spawner.make().pipe(Scope.extend(scope))
+      yield* spawner.warmUp
+      const pids = () =>
+        fs.readdirSync("/proc").filter((p) => /^\d+$/.test(p)).filter((p) => {
+          try {
+            return fs.readFileSync(`/proc/${p}/cmdline`, "utf8").includes(`kiln-spawner\0${process.pid}`)
+          } catch {
+            return false
+          }
+        }).map(Number)
+      yield* eventually("the spawner runs", () => pids().length === 1)
+      const [pid] = pids()
+      yield* Effect.addFinalizer(() => Effect.sync(() => void process.kill(pid!, "SIGKILL")))
+      process.kill(pid!, "SIGSTOP")
+      // A request larger than the pipe holds stays queued in the engine while the spawner does not read.
+      const dir = yield* tempDir()
+      yield* Effect.fork(spawner.spawn({
+        argv: ["/bin/true", "x".repeat(256 * 1024)],
+        cwd: dir,
+        env: {},
+        stdout: path.join(dir, "out"),
+        stderr: path.join(dir, "err")
+      }))
+      const closing = yield* Effect.fork(Scope.close(scope, Exit.void))
+      const closed = yield* Fiber.join(closing).pipe(Effect.timeoutOption("20 seconds"))
+      assert.isTrue(closed._tag === "Some", "the scope's end waited on the stopped spawner")
     }))
 })

@@ -210,7 +210,9 @@ export const make = (options: Options = {}): Effect.Effect<Spawner, never, Scope
       if (armed !== undefined) stdin.write(`${JSON.stringify({ disarm: true })}\n`)
       stdin.end(() => resume(Effect.void))
     }).pipe(
-      // A spawner that stopped reading (stopped by a debugger, say) must not hold the engine's exit.
+      // A spawner that stopped reading (stopped by a debugger, say) must not hold the engine's exit. This runs in a
+      // finalizer, which is uninterruptible: the timeout only works inside `interruptible`.
+      Effect.interruptible,
       Effect.timeoutOption("2 seconds"),
       Effect.asVoid
     )
