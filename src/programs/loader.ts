@@ -11,6 +11,7 @@
  * a large tree written, and on a 2-core machine a whole second kiln starting up beside the engine slowed the
  * engine's own start by more than it saved (an edit run of a 500-process workspace: 376 -> 324 ms).
  */
+import type * as ChildProcess from "node:child_process"
 import * as fs from "node:fs"
 import Module, { createRequire } from "node:module"
 import * as path from "node:path"
@@ -152,5 +153,5 @@ const load = () => {
 // A run where nothing changed is answered from the run memo without loading the engine at all. One that will run
 // processes starts its spawner now, so that its start-up overlaps the engine's.
 const verdict = process.argv[2] === "run" ? Noop.answer(process.argv.slice(2)) : "other"
-if (verdict === "runs") startWarm((createRequire(bundle)("node:child_process") as typeof import("node:child_process")).spawn)
+if (verdict === "runs") startWarm((createRequire(bundle)("node:child_process") as typeof ChildProcess).spawn)
 if (verdict !== "answered") load()

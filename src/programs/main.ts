@@ -60,17 +60,17 @@ const main = () =>
     : versionOnly
     ? Console.log(VERSION)
     : viaCli).pipe(
-    Effect.catchAllCause((cause) =>
-      Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.sync(() => {
-        const failure = Cause.failureOption(cause)
-        const message = failure._tag === "Some" ? describe(failure.value) : Cause.pretty(cause)
-        process.stderr.write(`kiln: ${message}\n`)
-        process.exitCode = 1
-      })
-    ),
-    Effect.provide(Logger.replace(Logger.defaultLogger, cliLogger)),
-    Logger.withMinimumLogLevel(LogLevel.Info)
-  )
+      Effect.catchAllCause((cause) =>
+        Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.sync(() => {
+          const failure = Cause.failureOption(cause)
+          const message = failure._tag === "Some" ? describe(failure.value) : Cause.pretty(cause)
+          process.stderr.write(`kiln: ${message}\n`)
+          process.exitCode = 1
+        })
+      ),
+      Effect.provide(Logger.replace(Logger.defaultLogger, cliLogger)),
+      Logger.withMinimumLogLevel(LogLevel.Info)
+    )
 
 /**
  * Whether this process can end now without losing output: on Linux, writes to files, pipes and terminals are
