@@ -12,7 +12,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Spawner from "../../src/layers/internal/spawner.js"
 import { SPAWNER_SOURCE } from "../../src/layers/internal/spawnerSource.js"
-import { eventually, groupAlive } from "../utils/child.js"
+import { eventually, groupAlive, helpersOf } from "../utils/child.js"
 import { tempDir } from "../utils/temp.js"
 
 /** Pipes requests, one JSON line each, into a spawner started by `sh`, whose engine is `engine` (`$$`: the shell). */
@@ -140,14 +140,7 @@ describe("the spawner", () => {
       const scope = yield* Scope.make()
       const spawner = yield* Spawner.make().pipe(Scope.extend(scope))
       yield* spawner.warmUp
-      const pids = () =>
-        fs.readdirSync("/proc").filter((p) => /^\d+$/.test(p)).filter((p) => {
-          try {
-            return fs.readFileSync(`/proc/${p}/cmdline`, "utf8").includes(`kiln-spawner\0${process.pid}`)
-          } catch {
-            return false
-          }
-        }).map(Number)
+      const pids = () => helpersOf("kiln-spawner", process.pid)
       yield* eventually("the spawner runs", () => pids().length === 1)
       const [pid] = pids()
       yield* Effect.addFinalizer(() => Effect.sync(() => void process.kill(pid!, "SIGKILL")))

@@ -8,7 +8,7 @@ import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { isAlive } from "../../src/layers/internal/sandboxDir.js"
-import { eventually, exitOf } from "../utils/child.js"
+import { eventually, exitOf, helpersOf } from "../utils/child.js"
 import { cli } from "../utils/stack.js"
 import { tempDir } from "../utils/temp.js"
 
@@ -209,15 +209,7 @@ describe("kiln run", () => {
       yield* Effect.addFinalizer(() => Effect.sync(() => child.exitCode === null && child.kill("SIGKILL")))
       const exit = yield* exitOf(child)
       assert.strictEqual(exit.code, 0)
-      const spawners = () =>
-        fs.readdirSync("/proc").filter((p) => /^\d+$/.test(p)).filter((p) => {
-          try {
-            return fs.readFileSync(`/proc/${p}/cmdline`, "utf8").includes(`kiln-spawner\0${child.pid}`)
-          } catch {
-            return false
-          }
-        })
-      yield* eventually("the spawner exits", () => spawners().length === 0, "5 seconds")
+      yield* eventually("the spawner exits", () => helpersOf("kiln-spawner", child.pid!).length === 0, "5 seconds")
       // A spawner left armed opens the post-mortem's log as it starts it (and nothing else here writes one: these
       // inputs are small enough that no sandboxer is started).
       const logs = fs.readdirSync(runtime, { recursive: true }).map(String).filter((f) => f.endsWith(".log"))
@@ -245,14 +237,7 @@ describe("kiln run", () => {
       yield* Effect.addFinalizer(() => Effect.sync(() => child.exitCode === null && child.kill("SIGKILL")))
       yield* eventually("three processes started", () => fs.readdirSync(marks).length === 3, "30 seconds")
       const pids = fs.readdirSync(marks).map((f) => Number(fs.readFileSync(path.join(marks, f), "utf8")))
-      const helpers = (marker: string) =>
-        fs.readdirSync("/proc").filter((p) => /^\d+$/.test(p)).filter((p) => {
-          try {
-            return fs.readFileSync(`/proc/${p}/cmdline`, "utf8").includes(`${marker}\0${child.pid}`)
-          } catch {
-            return false
-          }
-        }).map(Number)
+      const helpers = (marker: string) => helpersOf(marker, child.pid!)
       const spawners = helpers("kiln-spawner")
       assert.strictEqual(spawners.length, 1, "one spawner")
       const sent = Date.now()

@@ -64,6 +64,23 @@ export const childrenOf = (pid: number, marker: string): Array<number> => {
   return found
 }
 
+/**
+ * The processes working for the engine `pid`, by the argument that names it (`kiln-spawner <pid>`, `--parent-pid
+ * <pid>`), from /proc: the spawner and sandboxers are started detached, so they are not its children.
+ */
+export const helpersOf = (marker: string, pid: number): Array<number> => {
+  const found: Array<number> = []
+  for (const name of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue
+    try {
+      if (fs.readFileSync(`/proc/${name}/cmdline`, "utf8").includes(`${marker}\0${pid}`)) found.push(Number(name))
+    } catch {
+      // It exited while we looked.
+    }
+  }
+  return found
+}
+
 /** Whether a process runs (a zombie is dead). */
 export const pidAlive = (pid: number): boolean => {
   try {
