@@ -9,7 +9,16 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import * as SandboxDir from "../../src/layers/internal/sandboxDir.js"
 import * as Store from "../../src/layers/Store.js"
-import { childrenOf, eventually, exitOf, firstLine, groupAlive, pidAlive, spawnScoped } from "../utils/child.js"
+import {
+  childrenOf,
+  eventually,
+  exitOf,
+  firstLine,
+  groupAlive,
+  helpersOf,
+  pidAlive,
+  spawnScoped
+} from "../utils/child.js"
 import { cli } from "../utils/stack.js"
 import { tempDir } from "../utils/temp.js"
 
@@ -52,6 +61,9 @@ describe("ProcessRunner across processes", () => {
         () => Effect.runSync(store.stats).readers.stale === 0,
         "5 seconds"
       )
+      // The post-mortem (a sandboxer for the dead engine) removed the sandbox; it must end too, or it opens the store
+      // again after this test removed it (a CI run left one so).
+      yield* eventually("the post-mortem has ended", () => helpersOf("--parent-pid", engine.pid!).length === 0)
     }))
 
   it.scopedLive("two engines needing the same uncached action run it once and get the same result", () =>

@@ -77,12 +77,14 @@ describe("the sandboxer as watchdog", () => {
 
   it.scopedLive("kill -9 of the engine while its sandboxer starts: cleaned up once the sandboxer is up", () =>
     Effect.gen(function*() {
-      const { engine, pgid, sandbox } = yield* startEngine({ early: true })
+      const { engine, pgid, sandbox, sandboxerPid } = yield* startEngine({ early: true })
       engine.kill("SIGKILL")
       yield* exitOf(engine)
       // Bounded by the sandboxer's start-up (a Node start) on a loaded machine, not by a promise of speed.
       yield* eventually("the process group working in its sandbox is gone", () => !groupAlive(pgid), "10 seconds")
       yield* eventually("its sandbox is gone", () => !fs.existsSync(sandbox), "2 seconds")
+      // And it ends: one still opening the store after this test removed its directory made the store there again.
+      yield* eventually("its sandboxer exits", () => !isAlive(sandboxerPid), "10 seconds")
     }))
 
   it.scopedLive("kill -9 after the sandboxer's layer closed, the store still open: no stale reader slot stays", () =>
