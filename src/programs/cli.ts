@@ -9,8 +9,6 @@ import { sandboxer } from "./sandboxer.js"
 import { store } from "./storeCommands.js"
 import { VERSION } from "./version.js"
 
-export { VERSION }
-
 const kiln = Command.make("kiln").pipe(
   Command.withDescription("a hermetic process-execution engine for build tools"),
   Command.withSubcommands([runCommand, explain, exec, store, schema, clean, sandboxer])

@@ -18,8 +18,9 @@ import { KeepSandboxes } from "../domain/Sandbox.js"
 import * as ProcessRunner from "../layers/ProcessRunner.js"
 import * as Store from "../layers/Store.js"
 import { sandboxRootOption } from "./cleanCommand.js"
-import { durationOption, storeOptions, toStoreOptions } from "./globalOptions.js"
+import { durationOption, storeOptions } from "./globalOptions.js"
 import { runnerStack } from "./stack.js"
+import { toStoreOptions } from "./storeSettings.js"
 
 const invalid = (message: string) => ValidationError.invalidValue(HelpDoc.p(message))
 

@@ -11,8 +11,6 @@ import * as Size from "../domain/Size.js"
 import * as Store from "../layers/Store.js"
 import { type StoreFlags, toStoreOptions } from "./storeSettings.js"
 
-export { toStoreOptions }
-
 const size = (name: string, description: string) =>
   Options.text(name).pipe(
     Options.withDescription(description),

@@ -15,9 +15,10 @@ import { Config, InvalidConfig } from "../domain/Config.js"
 import * as Engine from "../layers/Engine.js"
 import { sandboxRootOption } from "./cleanCommand.js"
 import { keepSandboxesOption, namedCachesDirOption } from "./execCommand.js"
-import { storeOptions, toStoreOptions } from "./globalOptions.js"
+import { storeOptions } from "./globalOptions.js"
 import { loadConfig, runParsed } from "./runDirect.js"
 import { engineStack, exitOnInvalidConfig } from "./stack.js"
+import { toStoreOptions } from "./storeSettings.js"
 
 export const runConfig = {
   names: Args.text({ name: "name" }).pipe(Args.repeated),

@@ -22,8 +22,9 @@ import { logPathOf } from "../layers/internal/sandboxerPaths.js"
 import * as SandboxerServer from "../layers/internal/sandboxerServer.js"
 import * as Store from "../layers/Store.js"
 import { onInterrupt } from "./exitCode.js"
-import { durationOption, storeOptions, toStoreOptions } from "./globalOptions.js"
+import { durationOption, storeOptions } from "./globalOptions.js"
 import { cliLogger } from "./logging.js"
+import { toStoreOptions } from "./storeSettings.js"
 
 const duration = (name: string, description: string, fallback: Duration.Duration) =>
   durationOption(name, description).pipe(

@@ -14,7 +14,8 @@ import * as Digest from "../domain/Digest.js"
 import * as Size from "../domain/Size.js"
 import * as LmdbFile from "../layers/internal/lmdbFile.js"
 import * as Store from "../layers/Store.js"
-import { sizeOption, storeLayer, storeOptions, toStoreOptions } from "./globalOptions.js"
+import { sizeOption, storeLayer, storeOptions } from "./globalOptions.js"
+import { toStoreOptions } from "./storeSettings.js"
 
 const digestArg = Args.text({ name: "digest" }).pipe(
   Args.withDescription("a digest, `<sha256 hex>/<size in bytes>`"),
