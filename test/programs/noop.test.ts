@@ -76,12 +76,12 @@ const workspace = Effect.gen(function*() {
     KILN_NOOP_DEBUG: "1"
   }
   let runs = 0
-  const kiln = (args: ReadonlyArray<string> = ["run"]) => {
+  const kiln = (args: ReadonlyArray<string> = ["run"], extraEnv: NodeJS.ProcessEnv = {}) => {
     const summaryFile = path.join(root, `summary-${++runs}.json`)
     const r = spawnSync(process.execPath, [cli, ...args, "--progress", "plain", "--summary", summaryFile], {
       cwd: ws,
       encoding: "utf8",
-      env
+      env: { ...env, ...extraEnv }
     })
     const summary = fs.existsSync(summaryFile) ? JSON.parse(fs.readFileSync(summaryFile, "utf8")) as Summary : undefined
     const check = /^kiln: no-op check: (.*)$/m.exec(r.stderr)?.[1]
@@ -138,6 +138,23 @@ describe("the no-op check", () => {
       answered(one)
       assert.deepStrictEqual(one.summary!.processes.map((p) => p.name), ["use", "gen"])
       assert.deepStrictEqual(one.lines.slice(0, -1), ["✓ gen (cached)", "✓ use (cached)"])
+    }))
+
+  it.scoped("under --pending-deprecation it answers the same from public fs calls, and prints no warning", () =>
+    Effect.gen(function*() {
+      const { kiln, ws } = yield* workspace
+      assert.strictEqual(kiln().code, 0)
+      const pending = { NODE_OPTIONS: "--pending-deprecation" }
+      const noop = kiln(["run"], pending)
+      answered(noop)
+      assert.notMatch(noop.stderr, /Warning/)
+      assert.notMatch(kiln().stderr, /Warning/)
+      fs.appendFileSync(path.join(ws, "src/a.txt"), "more\n")
+      const edited = kiln(["run"], pending)
+      assert.strictEqual(edited.code, 0, edited.stderr)
+      assert.match(edited.check ?? "", /src\/a\.txt changed/)
+      assert.notMatch(edited.stderr, /Warning/)
+      answered(kiln(["run"], pending), "the edit ran")
     }))
 
   it.scoped("every change to inputs, outputs or config falls through to the full run, which acts on it", () =>

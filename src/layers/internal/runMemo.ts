@@ -21,6 +21,7 @@
 import { createHash, randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import * as RawStat from "./rawStat.js"
 import * as Generation from "./storeGeneration.js"
 
 /** Bump when what a memo means changes. */
@@ -309,18 +310,21 @@ const contentIs = (abs: string, kind: string, evidence: string): boolean => {
   return false
 }
 
+/** One stat reused by every {@link holds}: a check reads thousands, and each is compared at once. */
+const st: RawStat.RawStat = { dev: 0, ino: 0, mode: 0, size: 0, mtimeMs: 0, ctimeMs: 0 }
+
 /** Whether the path of an observation is as it was. */
 export const holds = (workspace: string, o: Obs): boolean => {
-  let st: fs.Stats | undefined
+  let there: boolean
   try {
-    st = fs.lstatSync(`${workspace}/${o[0]}`, { throwIfNoEntry: false })
+    there = RawStat.lstatInto(`${workspace}/${o[0]}`, st, workspace)
   } catch {
     // ENOTDIR: a parent is no longer a directory, so the path is absent.
-    st = undefined
+    there = false
   }
-  if (o[1] === "a") return st === undefined
+  if (o[1] === "a") return !there
   // The mode holds the file type too.
-  return st !== undefined && st.ino === o[3] && st.mtimeMs === o[6] && st.ctimeMs === o[7] && st.size === o[5] &&
+  return there && st.ino === o[3] && st.mtimeMs === o[6] && st.ctimeMs === o[7] && st.size === o[5] &&
     st.mode === o[4] && st.dev === o[2] && (o.length < 9 || contentIs(`${workspace}/${o[0]}`, o[1], String(o[8])))
 }
 
