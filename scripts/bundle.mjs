@@ -11,6 +11,25 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, wri
 import * as os from "node:os"
 import * as path from "node:path"
 
+const sharedBuiltinNamespaces = {
+  // Each `import * as fs from "node:fs"` became its own `__toESM(require("node:fs"))`: a fresh namespace object
+  // with a getter defined for every export (fs has ~100), made again in each of the 70-odd modules that import a
+  // built-in (11-20 ms of a profiled `kiln --version`). Every import of a built-in now goes through one ES module
+  // that re-exports it, so its namespace is made once (2-3 ms).
+  name: "shared-builtin-namespaces",
+  setup(b) {
+    const builtin = /^node:[a-z_/]+$/
+    b.onResolve({ filter: builtin }, (args) =>
+      args.namespace === "builtin-ns"
+        ? { path: args.path, external: true }
+        : { path: args.path, namespace: "builtin-ns" })
+    b.onLoad({ filter: /.*/, namespace: "builtin-ns" }, (args) => ({
+      contents: `export * from ${JSON.stringify(args.path)}\nexport { default } from ${JSON.stringify(args.path)}\n`,
+      loader: "js"
+    }))
+  }
+}
+
 await build({
   entryPoints: ["src/programs/main.ts"],
   outfile: "dist/kiln.cjs",
@@ -29,24 +48,7 @@ await build({
       b.onResolve({ filter: /^(fast-check|ws)$/ }, (args) => ({ path: args.path, namespace: "unused" }))
       b.onLoad({ filter: /.*/, namespace: "unused" }, () => ({ contents: "export {}", loader: "js" }))
     }
-  }, {
-    // Each `import * as fs from "node:fs"` became its own `__toESM(require("node:fs"))`: a fresh namespace object
-    // with a getter defined for every export (fs has ~100), made again in each of the 70-odd modules that import a
-    // built-in (11-20 ms of a profiled `kiln --version`). Every import of a built-in now goes through one ES module
-    // that re-exports it, so its namespace is made once (2-3 ms).
-    name: "shared-builtin-namespaces",
-    setup(b) {
-      const builtin = /^node:[a-z_/]+$/
-      b.onResolve({ filter: builtin }, (args) =>
-        args.namespace === "builtin-ns"
-          ? { path: args.path, external: true }
-          : { path: args.path, namespace: "builtin-ns" })
-      b.onLoad({ filter: /.*/, namespace: "builtin-ns" }, (args) => ({
-        contents: `export * from ${JSON.stringify(args.path)}\nexport { default } from ${JSON.stringify(args.path)}\n`,
-        loader: "js"
-      }))
-    }
-  }],
+  }, sharedBuiltinNamespaces],
   // The bundle runs in a vm.Script, which has no ESM loader: `import("lmdb")` becomes a lazy require.
   supported: { "dynamic-import": false },
   // The library finds the CLI through import.meta.url; the bundled CLI sets KILN_CLI instead, so empty is right.
@@ -69,8 +71,10 @@ await build({
   platform: "node",
   format: "cjs",
   target: "node20",
-  minify: true,
+  minify: process.env.KILN_NO_MINIFY !== "1",
   banner: { js: "#!/usr/bin/env node" },
+  // The loader's own modules import fs and path too (the no-op check: 2-3 ms of a no-op's start).
+  plugins: [sharedBuiltinNamespaces],
   // Its `import.meta.url` is for the library's (ESM) build of the file; this one knows `__dirname`.
   logOverride: { "empty-import-meta": "silent" },
   logLevel: "warning"
