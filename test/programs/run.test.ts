@@ -181,6 +181,42 @@ describe("kiln run", () => {
       for (const p of run.summary!.processes) assert.match(p.actionDigest!, /^[0-9a-f]{64}\/\d+$/)
     }))
 
+  it.scoped("a process that waited for a slot is traced from its wait on: each span holds its phases", () =>
+    Effect.gen(function*() {
+      const { kiln, root, ws } = yield* workspace
+      // Four processes one at a time: the last ones wait for a sandbox, then for the one running slot.
+      const processes = Object.fromEntries(
+        [0, 1, 2, 3].map((i) => [`w${i}`, {
+          argv: ["/bin/sh", "-c", `sleep 0.2; echo ${i} > w${i}.txt`],
+          outputs: [`w${i}.txt`],
+          env: { PATH: "/usr/bin:/bin" }
+        }])
+      )
+      fs.writeFileSync(path.join(ws, "waits.json"), JSON.stringify({ processes }))
+      const trace = path.join(root, "waits-trace.json")
+      const run = kiln(["run", "--config", path.join(ws, "waits.json"), "--concurrency", "1", "--trace", trace])
+      assert.strictEqual(run.code, 0, run.stderr)
+      const events = JSON.parse(fs.readFileSync(trace, "utf8")).traceEvents as Array<
+        { ph: string; cat?: string; name: string; ts: number; dur: number; tid: number }
+      >
+      const spans = events.filter((e) => e.ph === "X" && e.cat === "process")
+      assert.strictEqual(spans.length, 4)
+      for (const span of spans) {
+        const i = events.indexOf(span)
+        const phases = events.slice(i + 1).filter((e, k, rest) =>
+          e.cat === "phase" && rest.slice(0, k).every((p) => p.cat === "phase")
+        )
+        const byName = new Map(phases.map((p) => [p.name, p]))
+        assert.includeMembers([...byName.keys()], ["queue", "materialize", "run", "capture"], span.name)
+        // Every phase lies inside its process's span (a phase under 1 ms is drawn 1 µs long).
+        for (const p of phases) assert.isAtMost(p.ts + p.dur, span.ts + span.dur + 5, `${span.name}: ${p.name}`)
+        // The summary says the same duration.
+        const summed = (run.summary!.processes as ReadonlyArray<{ name: string; durationMs?: number }>)
+          .find((p) => p.name === span.name)!
+        assert.approximately(summed.durationMs! * 1000, span.dur, 1)
+      }
+    }))
+
   it.scoped("a failing process: exit 1, its stderr tail and a command that re-runs it; dependents are skipped", () =>
     Effect.gen(function*() {
       const { kiln, ws } = yield* workspace

@@ -161,9 +161,16 @@ export const make = (store: Store.Service, inner: Runner, cacheContent: CacheCon
         if (Option.isSome(hit)) return hit.value
       }
       const lookupMs = Date.now() - started
+      // The duration is the process's whole span, from this lookup on, as the phases in its timings are: the inner
+      // runners each measure only from when they were entered.
       const execute = Effect.map(inner(process, policy), (result) =>
         new ProcessResult(
-          { ...result, actionDigest: key, timings: { ...result.timings, cacheLookup: lookupMs } },
+          {
+            ...result,
+            actionDigest: key,
+            durationMs: Date.now() - started,
+            timings: { ...result.timings, cacheLookup: lookupMs }
+          },
           true
         ))
       if (!usable) return yield* execute
