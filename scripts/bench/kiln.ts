@@ -62,9 +62,17 @@ const depsOf = (shape: Shape, n: number): Array<Array<number>> => {
 /**
  * Writes a workspace of `n` processes in `shape` into `dir`: process `p<i>` has 5 small input files `src/p<i>/f<j>.txt`
  * (their contents start with `salt`, so that workspaces with different salts share no action) and one tiny output
- * `out/p<i>.txt`, the `cksum` of its own files and of its deps' outputs (which kiln lays into its input tree).
+ * `out/p<i>.txt`, the `cksum` of its own files and of its deps' outputs (which kiln lays into its input tree). With
+ * `waitMs`, each process first sleeps that long: a tool that takes time without taking CPU.
  */
-export const writeWorkspace = (dir: string, shape: Shape, n: number, salt: string): Workspace => {
+export const writeWorkspace = (
+  dir: string,
+  shape: Shape,
+  n: number,
+  salt: string,
+  options: { readonly waitMs?: number } = {}
+): Workspace => {
+  const wait = options.waitMs === undefined ? "" : `sleep ${(options.waitMs / 1000).toFixed(3)}; `
   const nodes: Array<Node> = []
   const processes: Record<string, unknown> = {}
   for (const [i, deps] of depsOf(shape, n).entries()) {
@@ -76,7 +84,7 @@ export const writeWorkspace = (dir: string, shape: Shape, n: number, salt: strin
     const argv = [
       "/bin/sh",
       "-c",
-      `cksum src/${name}/*${depNames.map((d) => ` out/${d}.txt`).join("")} > out/${name}.txt`
+      `${wait}cksum src/${name}/*${depNames.map((d) => ` out/${d}.txt`).join("")} > out/${name}.txt`
     ]
     nodes.push({ name, deps: depNames, argv })
     processes[name] = {

@@ -1,7 +1,8 @@
 /**
  * The scale benchmark (`node dist/bench/scale.mjs [--quick]`, part of `npm run bench`): one `kiln run` engine alone
  * vs 6 engines at once on one shared store, each engine with a workspace of its own distinct processes, cold (a fresh
- * store every rep); the figure is processes per second, all engines together. It never fails on a missed target: it
+ * store every rep); the figure is processes per second, all engines together. Then the same with tools that wait
+ * without using the CPU, to tell what the engines share from what the box has. It never fails on a missed target: it
  * reports.
  */
 import { execFileSync } from "node:child_process"
@@ -64,11 +65,52 @@ const withCpu = async <A>(label: string, processes: number, f: () => Promise<A>)
   return a
 }
 
-const run = (ws: Workspace, store: string) =>
+const run = (ws: Workspace, store: string, processes: number) =>
   kilnRun(tmp, env, { ws, store, concurrency: CONCURRENCY }).then((r) => {
-    expectRan(`cold ${ws.dir}`, r, PER_ENGINE, PER_ENGINE)
+    expectRan(`cold ${ws.dir}`, r, processes, processes)
     return r
   })
+
+/**
+ * A second workload, beside the target's: tools that each wait WAIT_MS without using the CPU (`sleep`, then the same
+ * `cksum`). With the box's CPUs no longer the bound, what is left to limit 6 engines is what they share: the
+ * store (its LMDB writers, locks and leases) and the sandbox root. It says whether engines wait for each other.
+ */
+const WAIT_MS = 300
+const PER_ENGINE_WAITING = quick ? 12 : 30
+const ONE_WAITING = `1 engine, ${PER_ENGINE_WAITING} processes that wait ${WAIT_MS} ms`
+const SIX_WAITING = `${ENGINES} engines at once, ${PER_ENGINE_WAITING} processes each that wait ${WAIT_MS} ms`
+
+/** `reps` interleaved reps of one engine alone and of all of `workspaces` at once, each on a fresh store. */
+const measure = async (
+  workspaces: ReadonlyArray<Workspace>,
+  processes: number,
+  labels: { readonly one: string; readonly six: string },
+  withCpuRows: boolean
+) => {
+  progress(`${REPS} reps: ${labels.one}, and ${labels.six}, on one fresh store, ${CONCURRENCY} in flight each`)
+  for (let i = 0; i < REPS; i++) {
+    for (const which of rotate(["one", "six"] as const, i)) {
+      const store = tmp.fresh("store")
+      for (const ws of workspaces) rm(path.join(ws.dir, "out"))
+      if (which === "one") {
+        // Each rep's lone engine takes another workspace: none is favoured.
+        const lone = () => run(workspaces[i % ENGINES]!, store, processes)
+        const r = withCpuRows ? await withCpu(`${labels.one}: engine CPU per process`, processes, lone) : await lone()
+        samples.record(labels.one, r.ms)
+      } else {
+        const start = now()
+        const all = () => Promise.all(workspaces.map((ws) => run(ws, store, processes)))
+        const runs = withCpuRows
+          ? await withCpu(`${labels.six}: engine CPU per process`, ENGINES * processes, all)
+          : await all()
+        samples.record(labels.six, now() - start)
+        for (const r of runs) samples.record(`${labels.six}: one engine's wall time`, r.ms)
+      }
+      rm(store)
+    }
+  }
+}
 
 const main = async () => {
   if (!fs.existsSync(cli)) throw new Error(`${cli} is missing: run \`npm run build\` first`)
@@ -81,32 +123,13 @@ const main = async () => {
       { length: ENGINES },
       (_, k) => writeWorkspace(tmp.fresh(`ws${k}`), "wide", PER_ENGINE, `engine ${k}`)
     )
-    progress(`${REPS} reps: ${ONE}, and ${SIX}, on one fresh store, ${CONCURRENCY} in flight each`)
-    for (let i = 0; i < REPS; i++) {
-      for (const which of rotate(["one", "six"] as const, i)) {
-        const store = tmp.fresh("store")
-        for (const ws of workspaces) rm(path.join(ws.dir, "out"))
-        if (which === "one") {
-          // Each rep's lone engine takes another workspace: none is favoured.
-          const r = await withCpu(
-            `${ONE}: engine CPU per process`,
-            PER_ENGINE,
-            () => run(workspaces[i % ENGINES]!, store)
-          )
-          samples.record(ONE, r.ms)
-        } else {
-          const start = now()
-          const runs = await withCpu(
-            `${SIX}: engine CPU per process`,
-            ENGINES * PER_ENGINE,
-            () => Promise.all(workspaces.map((ws) => run(ws, store)))
-          )
-          samples.record(SIX, now() - start)
-          for (const r of runs) samples.record(`${SIX}: one engine's wall time`, r.ms)
-        }
-        rm(store)
-      }
-    }
+    await measure(workspaces, PER_ENGINE, { one: ONE, six: SIX }, true)
+    const waiting = Array.from(
+      { length: ENGINES },
+      (_, k) =>
+        writeWorkspace(tmp.fresh(`waiting${k}`), "wide", PER_ENGINE_WAITING, `waiting ${k}`, { waitMs: WAIT_MS })
+    )
+    await measure(waiting, PER_ENGINE_WAITING, { one: ONE_WAITING, six: SIX_WAITING }, false)
   } finally {
     left = await leftovers(tmp)
     tmp.cleanup()
@@ -149,6 +172,17 @@ const main = async () => {
       ratio: `${(cpuSix.median / cpuOne.median).toFixed(2)}×`
     })
   }
+  const oneWaiting = samples.summary(ONE_WAITING)
+  const sixWaiting = samples.summary(SIX_WAITING)
+  const oneWaitingRate = rate(PER_ENGINE_WAITING, oneWaiting.median)
+  const sixWaitingRate = rate(ENGINES * PER_ENGINE_WAITING, sixWaiting.median)
+  rows.push({
+    figure:
+      `  the same with tools that wait ${WAIT_MS} ms each (CPU no longer the bound), ${ENGINES} × ${PER_ENGINE_WAITING}`,
+    value: `${sixWaitingRate.toFixed(0)} processes/s; wall ${fmtMs(sixWaiting)}`,
+    baseline: `1 engine alone: ${oneWaitingRate.toFixed(0)} processes/s; wall ${fmtMs(oneWaiting)}`,
+    ratio: `${(sixWaitingRate / oneWaitingRate).toFixed(2)}× (at most ${ENGINES}×)`
+  })
   const notes = `Notes:
 - Each engine is \`node dist/cli.js run --config kiln.json --store-dir S --concurrency ${CONCURRENCY} --progress
   none --summary F\` on a workspace of its own: ${PER_ENGINE} independent processes (the no-op benchmark's wide
@@ -162,7 +196,11 @@ const main = async () => {
   ${os.availableParallelism()} CPUs, one engine alone already keeps part of them busy: the ceiling is what it leaves
   idle. The CPU row says how much of the box the engine process alone takes (its processes, and the spawner that
   starts them, come on top), and how much more CPU a process costs when ${ENGINES} engines share the store and the
-  box: the cost of sharing, as opposed to engines waiting for each other.`
+  box: the cost of sharing, as opposed to engines waiting for each other.
+- The last row runs the same comparison on workspaces of ${PER_ENGINE_WAITING} processes per engine whose tools
+  first \`sleep\` ${WAIT_MS} ms: they take time but little CPU, so the box's CPUs stop being the bound. There
+  ${ENGINES} engines can reach up to ${ENGINES}× one; what keeps them below is their own CPU and whatever they wait
+  for in the store they share.`
   emitRunSection({
     name: "scale",
     title: `Scale: 1 vs ${ENGINES} concurrent engines on one store`,
