@@ -40,10 +40,28 @@ const loadCli = Effect.promise(() =>
 // of it: that run loads them too, so that `kiln sandboxer` and the rest start from compiled code as well.
 const trainsCodeCache = (globalThis as Record<symbol, unknown>)[Symbol.for("kiln.writeCodeCache")] === true
 
+const STYLES = new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, "g")
+
+/**
+ * @effect/cli renders help and usage errors with terminal styles wherever they go: they stay only on a terminal,
+ * and not under NO_COLOR (`kiln --help > file`, or `| less`, otherwise got escape codes).
+ */
+const stylesOnlyOnTerminals = <A, E, R>(effect: Effect.Effect<A, E, R>) => {
+  const plain = (stream: NodeJS.WriteStream) => !stream.isTTY || (process.env.NO_COLOR ?? "") !== ""
+  const strip = (args: ReadonlyArray<unknown>) => args.map((a) => typeof a === "string" ? a.replace(STYLES, "") : a)
+  return Console.consoleWith((console) =>
+    Console.withConsole(effect, {
+      ...console,
+      log: (...args) => console.log(...(plain(process.stdout) ? strip(args) : args)),
+      error: (...args) => console.error(...(plain(process.stderr) ? strip(args) : args))
+    })
+  )
+}
+
 const viaCli = Effect.flatMap(
   loadCli,
   ([{ run }, NodeContext, ValidationError]) =>
-    Effect.provide(run(process.argv), NodeContext.layer).pipe(
+    Effect.provide(stylesOnlyOnTerminals(run(process.argv)), NodeContext.layer).pipe(
       Effect.catchIf(ValidationError.isValidationError, () =>
         Effect.sync(() => {
           process.exitCode = 2

@@ -75,6 +75,15 @@ describe("kiln store", () => {
       assert.strictEqual(JSON.parse(gc.stdout).targetBytes, 1024 ** 3)
     }))
 
+  it("help written to a pipe or a file is plain text, without terminal styles", () => {
+    for (const args of [["--help"], ["run", "--help"], ["store", "gc", "--help"]]) {
+      const r = spawnSync(process.execPath, [cli, ...args], { encoding: "utf8" })
+      assert.strictEqual(r.status, 0, r.stderr)
+      assert.include(r.stdout, "USAGE", args.join(" "))
+      assert.notInclude(r.stdout, "\u001b", args.join(" "))
+    }
+  })
+
   it("--version prints the version", () => {
     const r = spawnSync(process.execPath, [cli, "--version"], { encoding: "utf8" })
     assert.strictEqual(r.status, 0)
