@@ -165,7 +165,9 @@ const check = (
   const wallMs = Date.now() - started
   const lines = mode === "none" ? [] : [
     ...depsFirst.map((n) => `✓ ${n} (cached)`),
-    `kiln: ${depsFirst.length} processes: 0 ran, ${depsFirst.length} cached, 0 failed in ${(wallMs / 1000).toFixed(2)}s`
+    `kiln: ${depsFirst.length} process${
+      depsFirst.length === 1 ? "" : "es"
+    }: 0 ran, ${depsFirst.length} cached, 0 failed in ${(wallMs / 1000).toFixed(2)}s`
   ]
   const summary = {
     processes: listed.map((name) => ({

@@ -14,6 +14,7 @@ import * as path from "node:path"
 import { InvalidConfig, isPlainConfig, parse as parseConfig } from "../domain/Config.js"
 import * as Digest from "../domain/Digest.js"
 import * as Engine from "../layers/Engine.js"
+import * as GraphOrder from "../layers/internal/graphOrder.js"
 import * as RunMemo from "../layers/internal/runMemo.js"
 import * as Store from "../layers/Store.js"
 import * as Noop from "./noop.js"
@@ -137,21 +138,24 @@ export const runParsed = (o: RunArgs) =>
     const engine = yield* Engine.Engine
     const mode: Progress.Mode = o.progress === "auto" ? (process.stderr.isTTY ? "tty" : "plain") : o.progress
     const targets = o.names.length > 0 ? o.names : Object.keys(config.processes)
-    const progress = yield* Progress.make(mode, targets.length === 0 ? 0 : Object.keys(config.processes).length)
+    // What the run will count: the targets and everything they depend on.
+    const total = GraphOrder.closure((n) => config.processes[n]?.deps ?? [], targets).length
     const hook = testHook(store)
-    const report = yield* engine.run({
-      workspace: path.dirname(configFile),
-      config,
-      targets,
-      cache: o.cache,
-      keepGoing: o.keepGoing,
-      maxBacktracks: o.maxBacktracks,
-      onEvent: progress.onEvent,
-      storeDir: store.options.root,
-      configName: path.basename(configFile),
-      configHash,
-      ...(hook !== undefined ? { beforeAttempt: hook } : {})
-    })
+    // The status line has its own scope, closed (the line cleared, its redraws stopped) before the report is printed.
+    const report = yield* Effect.scoped(Effect.flatMap(Progress.make(mode, total), (progress) =>
+      engine.run({
+        workspace: path.dirname(configFile),
+        config,
+        targets,
+        cache: o.cache,
+        keepGoing: o.keepGoing,
+        maxBacktracks: o.maxBacktracks,
+        onEvent: progress.onEvent,
+        storeDir: store.options.root,
+        configName: path.basename(configFile),
+        configHash,
+        ...(hook !== undefined ? { beforeAttempt: hook } : {})
+      })))
     if (Option.isSome(o.summary)) {
       const summary = {
         processes: report.processes.map((p) => ({
@@ -183,7 +187,9 @@ export const runParsed = (o: RunArgs) =>
     }
     if (mode !== "none") {
       process.stderr.write(
-        `kiln: ${report.processes.length} processes: ${report.ran} ran, ${report.cacheHits} cached, ${report.failed} failed` +
+        `kiln: ${
+          Progress.countOf(report.processes.length)
+        }: ${report.ran} ran, ${report.cacheHits} cached, ${report.failed} failed` +
           `${report.backtracks > 0 ? `, ${report.backtracks} backtracks` : ""} in ${
             (report.wallMs / 1000).toFixed(2)
           }s\n`

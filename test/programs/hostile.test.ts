@@ -135,7 +135,9 @@ const run = (
 const failsWith = (r: Result, code: number, line: RegExp) => {
   assert.isNull(r.signal, `killed by ${r.signal}: ${r.stderr}`)
   assert.strictEqual(r.code, code, r.stderr)
-  const said = r.stderr.split("\n").filter((l) => l !== "" && !/^kiln: \d+ processes: /.test(l) && !l.startsWith("✓ "))
+  const said = r.stderr.split("\n").filter((l) =>
+    l !== "" && !/^kiln: \d+ process(es)?: /.test(l) && !l.startsWith("✓ ")
+  )
   assert.strictEqual(said.length, 1, `one line expected, got:\n${r.stderr}`)
   assert.match(said[0]!, line)
 }

@@ -217,6 +217,26 @@ describe("kiln run", () => {
       }
     }))
 
+  it.scoped("--progress tty: the status line counts what will run, and is gone before the report is printed", () =>
+    Effect.gen(function*() {
+      const { env, ws } = yield* workspace
+      const tty = (args: ReadonlyArray<string>) =>
+        spawnSync(process.execPath, [cli, "run", ...args, "--progress", "tty"], { cwd: ws, encoding: "utf8", env })
+      const CLEAR = "\r\u001b[2K"
+      const all = tty([])
+      assert.strictEqual(all.status, 0, all.stderr)
+      assert.match(all.stderr, /\d\/5 done/)
+      // The status line is cleared just before the report, and nothing is written after it.
+      assert.include(all.stderr, `${CLEAR}kiln: 5 processes: 5 ran`)
+      assert.match(all.stderr, /kiln: 5 processes: [^\n]*\n$/)
+      // `run gen`: gen has no deps, so the status counts one process, not the config's five.
+      const one = tty(["gen", "--cache", "off"])
+      assert.strictEqual(one.status, 0, one.stderr)
+      assert.match(one.stderr, /\d\/1 done/)
+      assert.notMatch(one.stderr, /\/5 done/)
+      assert.include(one.stderr, `${CLEAR}kiln: 1 process: 1 ran`)
+    }))
+
   it.scoped("a failing process: exit 1, its stderr tail and a command that re-runs it; dependents are skipped", () =>
     Effect.gen(function*() {
       const { kiln, ws } = yield* workspace
