@@ -201,7 +201,7 @@ const stats = Command.make(
           line("directories", s.directories),
           line("actions", s.actions),
           `on disk      ${Size.format(s.diskBytes)}`,
-          `readers      ${s.readers.inUse} in use, ${s.readers.stale} stale (${s.readers.maxPerEnvironment} per environment)`
+          `readers      ${s.readers.inUse} held by other processes, ${s.readers.stale} of them stale (${s.readers.maxPerEnvironment} per environment)`
         ].join("\n"))
       }))
 ).pipe(Command.withDescription("print entry counts, sizes and reader-table use"))

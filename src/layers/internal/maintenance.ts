@@ -313,7 +313,7 @@ export interface Stats {
   readonly largeFiles: KindStats
   /** Bytes the store takes on disk (LMDB data files, which do not shrink, plus large files). */
   readonly diskBytes: number
-  /** Reader-table slots in use across every environment, and those whose process is gone. */
+  /** Reader-table slots held by other processes, across every environment, and those whose process is gone. */
   readonly readers: { readonly inUse: number; readonly stale: number; readonly maxPerEnvironment: number }
 }
 
@@ -396,6 +396,8 @@ export const stats = (core: Core.Core, shardCount: number): Effect.Effect<Stats,
             if (errnoOf(e) !== "ENOENT") throw e
           }
           for (const pid of LmdbEnvs.readerPids(shard)) {
+            // This process's own slots (it opened every shard to count) are not what anyone asking wants to know.
+            if (pid === process.pid) continue
             inUse++
             if (!isAlive(pid)) stale++
           }
