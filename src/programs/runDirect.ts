@@ -120,12 +120,29 @@ export const directRunArgs = (args: ReadonlyArray<string>): RunArgs | undefined 
   }
 }
 
+/** The options @effect/cli gives every command, read only before the command's name. */
+const GLOBAL_OPTIONS: ReadonlyArray<string> = ["--log-level", "--completions", "--wizard", "--version"]
+
 /** `kiln run` with its arguments parsed (by @effect/cli, or by {@link directRunArgs}). */
 export const runParsed = (o: RunArgs) =>
   Effect.gen(function*() {
     const configFile = path.resolve(o.config)
     const { config, hash: configHash } = yield* loadConfig(configFile)
     for (const name of o.names) {
+      if (!(name in config.processes) && name.startsWith("-")) {
+        // @effect/cli reads the options of every command (--log-level) only before the command's name.
+        const option = name.split("=")[0]!
+        return yield* Effect.sync(() => {
+          process.stderr.write(
+            option === "--help" || option === "-h"
+              ? `kiln: ${option} goes right after the command: \`kiln run --help\`\n`
+              : GLOBAL_OPTIONS.includes(option)
+              ? `kiln: ${option} goes before the command: \`kiln ${option} … run\`\n`
+              : `kiln: unknown option ${option} of \`kiln run\` (\`kiln run --help\` lists them)\n`
+          )
+          process.exitCode = 2
+        })
+      }
       if (!(name in config.processes)) {
         return yield* new InvalidConfig({
           file: path.basename(configFile),

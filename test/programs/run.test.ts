@@ -237,6 +237,34 @@ describe("kiln run", () => {
       assert.include(one.stderr, `${CLEAR}kiln: 1 process: 1 ran`)
     }))
 
+  it.scoped("an option after the names is a one-line usage error, not an unknown process", () =>
+    Effect.gen(function*() {
+      const { env, ws } = yield* workspace
+      // Last on the line, where @effect/cli takes them for names.
+      const kiln = (args: ReadonlyArray<string>) => {
+        const r = spawnSync(process.execPath, [cli, ...args], { cwd: ws, encoding: "utf8", env })
+        return { code: r.status, stderr: r.stderr }
+      }
+      const global = kiln(["run", "--config", "kiln.json", "gen", "--log-level=debug"])
+      assert.strictEqual(global.code, 2)
+      assert.strictEqual(global.stderr, "kiln: --log-level goes before the command: `kiln --log-level … run`\n")
+      const unknown = kiln(["run", "gen", "--bogus"])
+      assert.strictEqual(unknown.code, 2)
+      assert.strictEqual(unknown.stderr, "kiln: unknown option --bogus of `kiln run` (`kiln run --help` lists them)\n")
+    }))
+
+  it.scoped("what kiln logs reads as its other lines: `kiln: `, and the level when it is a warning", () =>
+    Effect.gen(function*() {
+      const { kiln, ws } = yield* workspace
+      fs.writeFileSync(path.join(ws, "test/greet.test.mjs"), "process.exit(3)\n")
+      const run = kiln(["run", "--keep-sandboxes", "on-failure"])
+      assert.strictEqual(run.code, 1)
+      const kept = run.stderr.split("\n").find((l) => l.includes("kept the sandbox of test"))
+      assert.match(kept ?? "", /^kiln: kept the sandbox of test: \/\S+$/, run.stderr)
+      const dir = kept!.slice(kept!.lastIndexOf(" ") + 1)
+      assert.isTrue(fs.existsSync(path.join(dir, "__run.sh")))
+    }))
+
   it.scoped("a failing process: exit 1, its stderr tail and a command that re-runs it; dependents are skipped", () =>
     Effect.gen(function*() {
       const { kiln, ws } = yield* workspace
