@@ -344,6 +344,18 @@ const LOOKUP_CHUNK = 64
 const describe = (name: string, e: ProcessFailure): string =>
   e._tag === "InvalidConfig" ? e.message : `${name}: ${e.message}`
 
+/** How a process failed, for its run record: what `kiln explain` says of its last run. */
+const failureOf = (r: ProcessReport): string =>
+  r.timedOut
+    ? "timed out"
+    : r.error !== undefined
+    ? r.error.message.split("\n")[0]!
+    : r.exitCode === null
+    ? "killed"
+    : r.exitCode !== 0
+    ? `exit ${r.exitCode}`
+    : "its outputs could not be written back"
+
 const quote = (s: string) => /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`
 
 type Outcome = "ok" | "failed"
@@ -711,7 +723,14 @@ export const make = Effect.gen(function*() {
       }
 
       const finish = (report: ProcessReport) =>
-        Effect.zipRight(Effect.sync(() => reports.push(report)), emit({ _tag: "Finished", report }))
+        Effect.zipRight(
+          Effect.sync(() => {
+            reports.push(report)
+            const record = records.get(report.name)
+            if (record !== undefined && !report.ok && report.source !== "skipped") record.failed = failureOf(report)
+          }),
+          emit({ _tag: "Finished", report })
+        )
 
       const nodes = new Map<string, Effect.Effect<Outcome, NoProducer>>()
       const nodeOf = (name: string) => nodes.get(name)!
@@ -975,9 +994,13 @@ export const make = Effect.gen(function*() {
       const before = last[name]
       const changes = before === undefined
         ? ["no earlier run of it is recorded in this store"]
-        : before.actionDigest === now.actionDigest
+        : before.actionDigest !== now.actionDigest
+        ? RunRecords.diff(before, now)
+        : hit
         ? ["nothing changed since its last run"]
-        : RunRecords.diff(before, now)
+        : before.failed !== undefined
+        ? [`nothing changed since its last run, which failed (${before.failed}): a failure is not cached`]
+        : ["nothing changed since its last run, whose result the cache no longer holds"]
       const header = before !== undefined && before.actionDigest !== now.actionDigest
         ? [`changed since its last run (action ${before.actionDigest}):`]
         : []

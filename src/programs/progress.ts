@@ -17,6 +17,9 @@ const reason = (r: Engine.ProcessReport): string => {
   return detail.startsWith(`${r.name}: `) ? detail.slice(r.name.length + 2) : detail
 }
 
+/** How long its tool ran: its report's duration is its whole span, a wait for a free slot included. */
+const ranFor = (r: Engine.ProcessReport): number => r.timings.run ?? r.durationMs
+
 export const line = (r: Engine.ProcessReport): string => {
   // It ran (or hit the cache) and exited 0, but its outputs could not be written back into the workspace.
   if (!r.ok && r.source !== "skipped" && r.source !== "error" && r.exitCode === 0 && !r.timedOut) {
@@ -26,10 +29,10 @@ export const line = (r: Engine.ProcessReport): string => {
     case "cache-hit":
       return r.exitCode === 0 ? `✓ ${r.name} (cached)` : `✗ ${r.name} exit ${r.exitCode} (cached)`
     case "ran":
-      if (r.timedOut) return `✗ ${r.name} timed out after ${seconds(r.durationMs)}`
+      if (r.timedOut) return `✗ ${r.name} timed out after ${seconds(ranFor(r))}`
       if (r.exitCode === null) return `✗ ${r.name} killed`
       return r.exitCode === 0
-        ? `✓ ${r.name} ${seconds(r.durationMs)}${r.backtracks > 0 ? ` (${r.backtracks} backtrack)` : ""}`
+        ? `✓ ${r.name} ${seconds(ranFor(r))}${r.backtracks > 0 ? ` (${r.backtracks} backtrack)` : ""}`
         : `✗ ${r.name} exit ${r.exitCode}`
     case "skipped":
       return `- ${r.name} skipped: ${r.detail ?? ""}`

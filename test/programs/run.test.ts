@@ -267,7 +267,7 @@ describe("kiln run", () => {
 
   it.scoped("a failing process: exit 1, its stderr tail and a command that re-runs it; dependents are skipped", () =>
     Effect.gen(function*() {
-      const { kiln, ws } = yield* workspace
+      const { env, kiln, ws } = yield* workspace
       fs.writeFileSync(
         path.join(ws, "test/greet.test.mjs"),
         "console.error('assertion failed: 1 !== 2'); process.exit(3)\n"
@@ -278,6 +278,13 @@ describe("kiln run", () => {
       assert.include(run.stderr, "assertion failed: 1 !== 2")
       assert.include(run.stderr, "re-run it with: kiln exec")
       assert.strictEqual(run.summary!.processes.find((p) => p.name === "bundle")!.source, "skipped")
+      // explain says why it would run again although nothing changed.
+      const explained = spawnSync(process.execPath, [cli, "explain", "test"], { cwd: ws, encoding: "utf8", env })
+      assert.strictEqual(explained.status, 0, explained.stderr)
+      assert.include(
+        explained.stdout,
+        "nothing changed since its last run, which failed (exit 3): a failure is not cached"
+      )
     }))
 
   it.scopedLive("a run that succeeds disarms its spawner before it exits: no post-mortem starts", () =>

@@ -25,6 +25,8 @@ export interface RunRecord {
   /** Dep name → its output digest. */
   deps: Record<string, string>
   actionDigest: string
+  /** How its run failed (`exit 3`, `timed out`, …), when it did: a failure is not cached, so it runs again. */
+  failed?: string
 }
 
 const fileOf = (storeRoot: string, workspace: string) =>
