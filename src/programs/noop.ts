@@ -102,6 +102,9 @@ export const parse = (args: ReadonlyArray<string>): Parsed | string => {
   return { names, options }
 }
 
+/** "1 process", "5 processes": how a run's last line counts (the full run's report says it the same way). */
+export const countOf = (n: number): string => `${n} process${n === 1 ? "" : "es"}`
+
 interface ProcessJson {
   readonly deps?: ReadonlyArray<string>
   readonly cache?: string
@@ -165,9 +168,7 @@ const check = (
   const wallMs = Date.now() - started
   const lines = mode === "none" ? [] : [
     ...depsFirst.map((n) => `✓ ${n} (cached)`),
-    `kiln: ${depsFirst.length} process${
-      depsFirst.length === 1 ? "" : "es"
-    }: 0 ran, ${depsFirst.length} cached, 0 failed in ${(wallMs / 1000).toFixed(2)}s`
+    `kiln: ${countOf(depsFirst.length)}: 0 ran, ${depsFirst.length} cached, 0 failed in ${(wallMs / 1000).toFixed(2)}s`
   ]
   const summary = {
     processes: listed.map((name) => ({

@@ -41,9 +41,6 @@ export const line = (r: Engine.ProcessReport): string => {
   }
 }
 
-/** "1 process", "5 processes": the report's count (the no-op check in `noop.ts` words it the same, by itself). */
-export const countOf = (n: number): string => `${n} process${n === 1 ? "" : "es"}`
-
 export interface Progress {
   readonly onEvent: (e: Engine.Event) => Effect.Effect<void>
 }

@@ -205,7 +205,7 @@ export const runParsed = (o: RunArgs) =>
     if (mode !== "none") {
       process.stderr.write(
         `kiln: ${
-          Progress.countOf(report.processes.length)
+          Noop.countOf(report.processes.length)
         }: ${report.ran} ran, ${report.cacheHits} cached, ${report.failed} failed` +
           `${report.backtracks > 0 ? `, ${report.backtracks} backtracks` : ""} in ${
             (report.wallMs / 1000).toFixed(2)
