@@ -31,7 +31,7 @@ const sharedBuiltinNamespaces = {
 }
 
 await build({
-  entryPoints: ["src/programs/main.ts"],
+  entryPoints: ["src/cli/main.ts"],
   outfile: "dist/kiln.cjs",
   bundle: true,
   platform: "node",
@@ -65,7 +65,7 @@ await build({
 // The loader is CommonJS, as dist/cli.cjs, and dist/cli.js a symlink to it: Node takes a main module's format from its
 // real path, and going through its ES module loader (this package is "type": "module") cost every run ~10 ms.
 await build({
-  entryPoints: ["src/programs/loader.ts"],
+  entryPoints: ["src/cli/loader.ts"],
   outfile: "dist/cli.cjs",
   bundle: true,
   platform: "node",

@@ -46,7 +46,7 @@ export const eventually = (what: string, condition: () => boolean, within: Durat
   )
 
 /** Whether a process group still has a running member (zombies are dead). */
-export { groupAlive } from "../../src/layers/internal/processGroup.js"
+export { groupAlive } from "../../src/runner/internal/processGroup.js"
 
 /** The children of `pid` whose command line contains `marker`, from /proc. */
 export const childrenOf = (pid: number, marker: string): Array<number> => {

@@ -1,0 +1,157 @@
+/**
+ * `dist/cli.js`: loads the bundled CLI (`kiln.cjs`) through `vm.Script` with the V8 code cache written beside it at
+ * build time, so start-up skips parsing and compiling the bundle. A cache that V8 rejects (another Node version)
+ * only costs the compile it would have saved.
+ *
+ * Before that, a `kiln run` is checked against the run memo (`noop.ts`): a run where nothing changed is answered
+ * without loading the bundle at all; one that will run processes starts its spawner first (`warmSpawner.ts`). Both
+ * are plain code, kept out of the bundle: loading Effect is what they save.
+ *
+ * It does not start the sandboxer early (it once did): a process no longer waits for the sandboxer unless it needs
+ * a large tree written, and on a 2-core machine a whole second kiln starting up beside the engine slowed the
+ * engine's own start by more than it saved (an edit run of a 500-process workspace: 376 -> 324 ms).
+ */
+import type * as ChildProcess from "node:child_process"
+import * as fs from "node:fs"
+import Module, { createRequire } from "node:module"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import * as vm from "node:vm"
+import { startWarm } from "../spawner/Warm.js"
+import * as Noop from "./noop.js"
+
+// `dist/cli.js` is a symlink to `cli.cjs`, this file built as CommonJS: Node picks a main module's format from its real
+// path, and starting through Node's ES module loader cost every run ~10 ms (a no-op of 500 processes: 215 -> 205 ms).
+// (The library's build of this file is an ES module, where only `import.meta.url` says where it is.)
+const here = typeof __dirname === "string" ? __dirname : path.dirname(fileURLToPath(import.meta.url))
+const bundle = path.join(here, "kiln.cjs")
+// How kiln runs itself (the sandboxer is `kiln sandboxer`), whatever name or symlink it was started through.
+process.env.KILN_CLI = path.join(here, "cli.js")
+// lmdb loads msgpackr, which looks for and loads a native msgpack decoder at start-up (10-15 ms); kiln stores only
+// binary values and never decodes msgpack.
+process.env.MSGPACKR_NATIVE_ACCELERATION_DISABLED ??= "true"
+
+/**
+ * The libc this executable runs on, from its ELF interpreter (`/lib64/ld-linux-x86-64.so.2`, or a musl one), or
+ * undefined when unsure. lmdb picks its native addon by it and asks detect-libc, which costs 2-4 ms of a run's
+ * start-up (three more modules) to read the same thing; with LIBC set it does not ask.
+ */
+const libcOfSelf = (): string | undefined => {
+  try {
+    const head = Buffer.alloc(4096)
+    const fd = fs.openSync("/proc/self/exe", "r")
+    try {
+      fs.readSync(fd, head, 0, head.length, 0)
+    } finally {
+      fs.closeSync(fd)
+    }
+    // A little-endian 64-bit ELF (x64, arm64); anything else is left to detect-libc.
+    if (head.readUInt32BE(0) !== 0x7f454c46 || head[4] !== 2 || head[5] !== 1) return undefined
+    const phoff = Number(head.readBigUInt64LE(32))
+    const phentsize = head.readUInt16LE(54)
+    for (let i = 0, n = head.readUInt16LE(56); i < n; i++) {
+      const p = phoff + i * phentsize
+      if (p + 40 > head.length) return undefined
+      if (head.readUInt32LE(p) !== 3) continue // PT_INTERP
+      const offset = Number(head.readBigUInt64LE(p + 8))
+      const size = Number(head.readBigUInt64LE(p + 32))
+      if (offset + size > head.length) return undefined
+      const interpreter = head.toString("latin1", offset, offset + size)
+      return interpreter.includes("musl") ? "musl" : interpreter.includes("/ld-linux") ? "glibc" : undefined
+    }
+  } catch {
+    // Not Linux, or no /proc: detect-libc decides.
+  }
+  return undefined
+}
+if (process.platform === "linux" && process.env.LIBC === undefined) {
+  const libc = libcOfSelf()
+  if (libc !== undefined) process.env.LIBC = libc
+}
+
+// Read once and not passed on: the sandboxer this process starts must not write the cache too.
+const writeCodeCache = process.env.KILN_WRITE_CODE_CACHE === "1"
+delete process.env.KILN_WRITE_CODE_CACHE
+// Tells the bundle (main.ts) that this run trains the cache.
+if (writeCodeCache) (globalThis as Record<symbol, unknown>)[Symbol.for("kiln.writeCodeCache")] = true
+
+/**
+ * lmdb's JavaScript and what it loads (msgpackr, ordered-binary, …) are required from node_modules, outside the
+ * bundle and its cache: Node 20 compiled them from source on every run that opens the store (4 of the 14 ms that
+ * loading lmdb took). Their compiled code is cached at build time too, beside the bundle's, and used for exactly
+ * those files, through the `_compile` hook v8-compile-cache uses on Node versions without a compile cache of their
+ * own. A cache V8 rejects (another version of a file) only costs the compile it would have saved.
+ */
+const depsCacheFile = path.join(here, "deps.cache")
+
+const depsKey = (filename: string): string | undefined => {
+  const i = filename.lastIndexOf("/node_modules/")
+  return i === -1 ? undefined : filename.slice(i + "/node_modules/".length)
+}
+
+const cacheDeps = () => {
+  type Compile = (this: NodeJS.Module, content: string, filename: string) => unknown
+  const proto = (Module as unknown as { prototype: { _compile?: Compile } }).prototype
+  const wrap = (Module as unknown as { wrap?: (source: string) => string }).wrap
+  const original = proto._compile
+  if (typeof original !== "function" || typeof wrap !== "function") return
+  let cached = new Map<string, Buffer>()
+  try {
+    const json = JSON.parse(fs.readFileSync(depsCacheFile, "utf8")) as Record<string, string>
+    cached = new Map(Object.entries(json).map(([k, v]) => [k, Buffer.from(v, "base64")]))
+  } catch {
+    if (!writeCodeCache) return // No cache: nothing to use.
+  }
+  const compiled = new Map<string, vm.Script>()
+  proto._compile = function(content, filename) {
+    const key = depsKey(filename)
+    const cachedData = key === undefined ? undefined : cached.get(key)
+    if (key === undefined || (cachedData === undefined && !writeCodeCache)) {
+      return original.call(this, content, filename)
+    }
+    let script: vm.Script
+    try {
+      script = new vm.Script(wrap(content), { filename, ...(cachedData !== undefined ? { cachedData } : {}) })
+    } catch {
+      // What Node's own compile accepts and a wrapped script does not (a `#!` line): left to Node.
+      return original.call(this, content, filename)
+    }
+    if (writeCodeCache) compiled.set(key, script)
+    const fn = script.runInThisContext() as (...args: Array<unknown>) => unknown
+    return fn.call(this.exports, this.exports, createRequire(filename), this, filename, path.dirname(filename))
+  }
+  if (writeCodeCache) {
+    process.once("exit", () => {
+      const out: Record<string, string> = {}
+      for (const [key, script] of compiled) out[key] = script.createCachedData().toString("base64")
+      fs.writeFileSync(depsCacheFile, JSON.stringify(out))
+    })
+  }
+}
+
+const load = () => {
+  cacheDeps()
+  const cacheFile = `${bundle}.cache`
+  const source = fs.readFileSync(bundle, "utf8")
+  let cachedData: Buffer | undefined
+  try {
+    cachedData = fs.readFileSync(cacheFile)
+  } catch {
+    // No cache (a fresh build, or a copy without it): compile from source.
+  }
+  const wrapper = `(function (exports, require, module, __filename, __dirname) {${source}\n})`
+  const script = new vm.Script(wrapper, {
+    filename: bundle,
+    ...(cachedData !== undefined ? { cachedData } : {})
+  })
+  const module = { exports: {} }
+  const fn = script.runInThisContext() as (...args: Array<unknown>) => void
+  if (writeCodeCache) process.once("exit", () => fs.writeFileSync(cacheFile, script.createCachedData()))
+  fn(module.exports, createRequire(bundle), module, bundle, here)
+}
+
+// A run where nothing changed is answered from the run memo without loading the engine at all. One that will run
+// processes starts its spawner now, so that its start-up overlaps the engine's.
+const verdict = process.argv[2] === "run" ? Noop.answer(process.argv.slice(2)) : "other"
+if (verdict === "runs") startWarm((createRequire(bundle)("node:child_process") as typeof ChildProcess).spawn)
+if (verdict !== "answered") load()

@@ -1,0 +1,226 @@
+/**
+ * The no-op check: before `dist/cli.js` loads the engine (Effect, LMDB, the CLI parser: more than Node's own start-up
+ * again), a `kiln run` looks at the workspace's run memo (see `engine/RunMemo.ts`). When every process it
+ * would run is remembered and its evidence holds, the run is answered from the memo (the same lines, `--summary`
+ * and exit code a run that found every process cached would give) and nothing else is loaded. Anything it does not
+ * fully understand (an option it does not know, a memo that is missing, stale or from another build, a config that
+ * changed, a store that changed) falls through to the full run, which decides.
+ *
+ * `KILN_NOOP_DEBUG=1` says on stderr why the check fell through (or that it answered).
+ *
+ * Plain code without Effect, by design: loading Effect is what it saves.
+ */
+import * as fs from "node:fs"
+import * as path from "node:path"
+import * as GraphOrder from "../domain/GraphOrder.js"
+import * as RunMemo from "../engine/RunMemo.js"
+import { cacheDir } from "../os/CacheDir.js"
+
+const CONFIG_HANDOVER = Symbol.for("kiln.configHandover")
+
+/**
+ * The config file as the check read it, when its bytes are those a run of this build validated (the memo's hash):
+ * the engine takes it instead of reading, hashing and checking it again.
+ */
+export interface ValidatedConfig {
+  readonly file: string
+  readonly hash: string
+  /** The file's JSON, as parsed: the engine takes it as the config only if it is valid as it stands (no decoding). */
+  readonly json: unknown
+}
+
+/** The config the check handed over for `file`, once (see {@link ValidatedConfig}). */
+export const takeValidatedConfig = (file: string): ValidatedConfig | undefined => {
+  const g = globalThis as { [CONFIG_HANDOVER]?: ValidatedConfig }
+  const handed = g[CONFIG_HANDOVER]
+  delete g[CONFIG_HANDOVER]
+  return handed?.file === file ? handed : undefined
+}
+
+export interface Parsed {
+  readonly names: Array<string>
+  readonly options: Map<string, string>
+}
+
+/** Options of `kiln run` that take a value, with the values the check accepts (undefined: any). */
+const VALUED: ReadonlyMap<string, ReadonlyArray<string> | "int" | undefined> = new Map<
+  string,
+  ReadonlyArray<string> | "int" | undefined
+>([
+  ["config", undefined],
+  ["store-dir", undefined],
+  ["summary", undefined],
+  ["sandbox-root", undefined],
+  ["named-caches-dir", undefined],
+  ["concurrency", "int"],
+  ["max-backtracks", "int"],
+  // `write` and `off` mean every process runs; `fetch` asks for the bytes of every hit.
+  ["cache", ["read-write", "read"]],
+  ["cache-content", ["validate", "defer"]],
+  ["progress", ["auto", "tty", "plain", "none"]],
+  ["keep-sandboxes", ["never", "on-failure", "always"]],
+  ["reuse-sandboxes", ["on", "off"]]
+])
+
+const BOOLEAN_WORDS = /^(true|false|yes|no|on|off|y|n|1|0)$/i
+
+/**
+ * `run [NAME…] [--option value | --option=value]… [--keep-going] [-- NAME…]`, or why not (anything else). The CLI
+ * also runs a `kiln run` that parses here without @effect/cli (`runCommand.ts`, `directRunArgs`).
+ */
+export const parse = (args: ReadonlyArray<string>): Parsed | string => {
+  if (args[0] !== "run") return "not `kiln run`"
+  const names: Array<string> = []
+  const options = new Map<string, string>()
+  for (let i = 1; i < args.length; i++) {
+    const arg = args[i]!
+    if (arg === "--") {
+      names.push(...args.slice(i + 1))
+      break
+    }
+    if (!arg.startsWith("-")) {
+      names.push(arg)
+      continue
+    }
+    const eq = arg.indexOf("=")
+    const name = arg.slice(2, eq === -1 ? undefined : eq)
+    if (!arg.startsWith("--") || options.has(name)) return `option ${arg}`
+    if (name === "keep-going") {
+      if (eq !== -1 || BOOLEAN_WORDS.test(args[i + 1] ?? "")) return `option ${arg}`
+      options.set(name, "true")
+      continue
+    }
+    if (!VALUED.has(name)) return `option ${arg}`
+    const value = eq === -1 ? args[++i] : arg.slice(eq + 1)
+    if (value === undefined || value === "") return `option ${arg}`
+    const allowed = VALUED.get(name)
+    if (allowed === "int" ? !/^[1-9][0-9]{0,8}$/.test(value) : allowed !== undefined && !allowed.includes(value)) {
+      return `option --${name} ${value}`
+    }
+    options.set(name, value)
+  }
+  return { names, options }
+}
+
+/** "1 process", "5 processes": how a run's last line counts (the full run's report says it the same way). */
+export const countOf = (n: number): string => `${n} process${n === 1 ? "" : "es"}`
+
+interface ProcessJson {
+  readonly deps?: ReadonlyArray<string>
+  readonly cache?: string
+}
+
+/** Why the memo cannot answer, and whether that means a process will run (so the sandboxer is worth starting). */
+class Falls {
+  constructor(readonly reason: string, readonly runs: boolean) {}
+}
+
+/** Why the memo cannot answer this run, or the answer. */
+const check = (
+  args: ReadonlyArray<string>,
+  env: NodeJS.ProcessEnv,
+  started: number
+): Falls | { readonly lines: Array<string>; readonly summary?: string; readonly summaryText: string } => {
+  const parsed = parse(args)
+  if (typeof parsed === "string") return new Falls(parsed, false)
+  if (env.KILN_TEST_REMOVE_BEFORE !== undefined) return new Falls("a test hook is set", false)
+  const o = parsed.options
+  const storeRoot = o.has("store-dir") ? path.resolve(o.get("store-dir")!) : cacheDir("store", "KILN_STORE_DIR", env)
+  const configFile = path.resolve(o.get("config") ?? "kiln.json")
+  const workspace = path.dirname(configFile)
+  // Handed over: when the check falls through, the engine takes what it found instead of looking again.
+  const memo = RunMemo.read(storeRoot, workspace, true)
+  if (memo === undefined) return new Falls("no run memo of this workspace (from this build of kiln)", true)
+  let text: string
+  try {
+    text = fs.readFileSync(configFile, "utf8")
+  } catch {
+    return new Falls(`cannot read ${configFile}`, false)
+  }
+  if (RunMemo.hashOf(text) !== memo.config) return new Falls(`${path.basename(configFile)} changed`, true)
+  const json = JSON.parse(text) as { processes: Record<string, ProcessJson> }
+  ;(globalThis as { [CONFIG_HANDOVER]?: ValidatedConfig })[CONFIG_HANDOVER] = {
+    file: configFile,
+    hash: memo.config,
+    json
+  }
+  const processes = json.processes
+  const targets = parsed.names.length > 0 ? parsed.names : Object.keys(processes)
+  const unknown = targets.find((n) => !Object.hasOwn(processes, n))
+  if (unknown !== undefined) return new Falls(`unknown process "${unknown}"`, false)
+  const depsOf = (n: string) => processes[n]!.deps ?? []
+  const listed = GraphOrder.closure(depsOf, targets)
+  const depsFirst = GraphOrder.depsFirst(depsOf, listed)
+  const never = depsFirst.find((n) => processes[n]!.cache === "never")
+  if (never !== undefined) return new Falls(`${never} is never cached`, true)
+  const store = RunMemo.storeHolds(storeRoot, memo)
+  if (store !== undefined) return new Falls(store, true)
+  // Every process, not only up to the first that does not hold: the engine would look at the rest anyway.
+  const { valid, why } = RunMemo.holding(memo, workspace, depsFirst, (n) => JSON.stringify(processes[n]), depsOf, {
+    config: json
+  })
+  if (valid.size !== depsFirst.length) {
+    const [name, reason] = [...why][0]!
+    return new Falls(`${name}: ${reason}`, true)
+  }
+  const progress = o.get("progress") ?? "auto"
+  const mode = progress === "auto" ? (process.stderr.isTTY ? "tty" : "plain") : progress
+  const wallMs = Date.now() - started
+  const lines = mode === "none" ? [] : [
+    ...depsFirst.map((n) => `✓ ${n} (cached)`),
+    `kiln: ${countOf(depsFirst.length)}: 0 ran, ${depsFirst.length} cached, 0 failed in ${(wallMs / 1000).toFixed(2)}s`
+  ]
+  const summary = {
+    processes: listed.map((name) => ({
+      name,
+      actionDigest: valid.get(name)!.action,
+      source: "cache-hit",
+      exitCode: 0,
+      durationMs: 0,
+      backtracks: 0
+    })),
+    ran: 0,
+    cacheHits: listed.length,
+    failed: 0,
+    backtracks: 0,
+    wallMs
+  }
+  return {
+    lines,
+    ...(o.has("summary") ? { summary: path.resolve(o.get("summary")!) } : {}),
+    summaryText: JSON.stringify(summary, null, 2) + "\n"
+  }
+}
+
+/**
+ * Answers `kiln run` from the run memo when nothing changed: "answered" when it did (the exit code is 0); else the
+ * full CLI must run, and "runs" says that it will most likely run a process.
+ */
+export const answer = (
+  args: ReadonlyArray<string>,
+  env: NodeJS.ProcessEnv = process.env
+): "answered" | "runs" | "other" => {
+  const started = Date.now()
+  let result: ReturnType<typeof check>
+  try {
+    result = check(args, env, started)
+  } catch (e) {
+    result = new Falls(`the check failed: ${e instanceof Error ? e.message : String(e)}`, false)
+  }
+  const debug = env.KILN_NOOP_DEBUG === "1"
+  if (result instanceof Falls) {
+    if (debug) process.stderr.write(`kiln: no-op check: ${result.reason}\n`)
+    return result.runs ? "runs" : "other"
+  }
+  if (result.summary !== undefined) {
+    try {
+      fs.writeFileSync(result.summary, result.summaryText)
+    } catch {
+      // The full run says why, as it would have.
+      return "other"
+    }
+  }
+  if (debug) process.stderr.write("kiln: no-op check: nothing changed\n")
+  if (result.lines.length > 0) process.stderr.write(result.lines.join("\n") + "\n")
+  return "answered"
+}

@@ -1,0 +1,227 @@
+/**
+ * A plain `kiln run`: its arguments read without @effect/cli (`directRunArgs`), and the run itself (`runParsed`),
+ * which `runCommand.ts` also hands @effect/cli. Nothing here loads @effect/cli: the CLI loads it only for other
+ * commands, and for arguments the direct reader leaves to it (evaluating @effect/cli and the platform modules it
+ * brings was ~10 ms of every edit run).
+ */
+import type * as Command from "@effect/cli/Command"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { InvalidConfig, isPlainConfig, parse as parseConfig } from "../domain/Config.js"
+import * as Digest from "../domain/Digest.js"
+import * as GraphOrder from "../domain/GraphOrder.js"
+import * as Engine from "../engine/Engine.js"
+import * as RunMemo from "../engine/RunMemo.js"
+import * as Store from "../store/Store.js"
+import * as Noop from "./noop.js"
+import * as Progress from "./progress.js"
+import type { runConfig } from "./runCommand.js"
+import { engineStack, exitOnInvalidConfig } from "./stack.js"
+import { toStoreOptions } from "./storeSettings.js"
+import { traceEvents } from "./trace.js"
+
+export const loadConfig = (file: string) =>
+  Effect.suspend(() => {
+    // Bytes a run of this build has validated (the memo says so) need no second look, only the fast shape check
+    // that tells a config valid as it stands from one the schema transforms.
+    const handed = Noop.takeValidatedConfig(file)
+    if (handed !== undefined && isPlainConfig(handed.json)) {
+      return Effect.succeed({ config: handed.json, hash: handed.hash })
+    }
+    let text: string
+    try {
+      text = fs.readFileSync(file, "utf8")
+    } catch (e) {
+      return Effect.fail(
+        new InvalidConfig({ file, path: "", detail: `cannot read: ${(e as NodeJS.ErrnoException).code ?? String(e)}` })
+      )
+    }
+    return Either.match(parseConfig(path.basename(file), text), {
+      onLeft: Effect.fail,
+      onRight: (config) => Effect.succeed({ config, hash: RunMemo.hashOf(text) })
+    })
+  })
+
+/**
+ * A deterministic test hook, `KILN_TEST_REMOVE_BEFORE=<consumer>=<what>`: once the consumer's input tree is known and
+ * before it runs, remove from the store either the output files of the process named `what`, the blob `what`, or
+ * with `what` = `input`, the root directory of the consumer's merged inputs.
+ */
+const testHook = (store: Store.Service): Engine.RunOptions["beforeAttempt"] => {
+  const spec = process.env.KILN_TEST_REMOVE_BEFORE
+  if (spec === undefined || !spec.includes("=")) return undefined
+  const [consumer, what] = [spec.slice(0, spec.indexOf("=")), spec.slice(spec.indexOf("=") + 1)]
+  let fired = false
+  return (name, input, resultOf) =>
+    Effect.gen(function*() {
+      if (fired || name !== consumer) return
+      if (what === "input") {
+        fired = true
+        yield* store.remove(input)
+        return
+      }
+      const blob = Digest.parse(what)
+      if (Either.isRight(blob)) {
+        fired = true
+        yield* store.remove(blob.right)
+        return
+      }
+      const r = resultOf(what)
+      if (r === undefined) return
+      fired = true
+      for (const e of yield* store.listTree(r.outputDigest)) {
+        if (e.type === "file" && e.digest !== undefined) yield* store.remove(e.digest)
+      }
+    }).pipe(Effect.orDie)
+}
+
+/** `kiln run`'s arguments, parsed. */
+export type RunArgs = Command.Command.ParseConfig<typeof runConfig>
+
+/**
+ * `kiln run`'s arguments read without @effect/cli, when they are of the plain kind the run memo's check reads
+ * (`noop.ts`: names, and options it knows with values it accepts); undefined for anything else (`--help`, another
+ * option, a bad value), which goes through @effect/cli, which also reports errors. Its parsing and help machinery
+ * were 10-15 ms of an edit run. A test holds the two to the same results.
+ */
+export const directRunArgs = (args: ReadonlyArray<string>): RunArgs | undefined => {
+  const parsed = Noop.parse(args)
+  if (typeof parsed === "string") return undefined
+  const o = parsed.options
+  const text = (name: string) => Option.fromNullable(o.get(name))
+  const int = (name: string, fallback: number) => o.has(name) ? Number(o.get(name)) : fallback
+  return {
+    names: parsed.names,
+    config: o.get("config") ?? "kiln.json",
+    concurrency: int("concurrency", os.availableParallelism()),
+    cache: (o.get("cache") ?? "read-write") as RunArgs["cache"],
+    cacheContent: (o.get("cache-content") ?? "validate") as RunArgs["cacheContent"],
+    keepGoing: o.has("keep-going"),
+    maxBacktracks: int("max-backtracks", 3),
+    trace: Option.none(),
+    summary: text("summary"),
+    progress: (o.get("progress") ?? "auto") as RunArgs["progress"],
+    keepSandboxes: (o.get("keep-sandboxes") ?? "never") as RunArgs["keepSandboxes"],
+    reuseSandboxes: (o.get("reuse-sandboxes") ?? "on") as RunArgs["reuseSandboxes"],
+    sandboxRoot: text("sandbox-root"),
+    namedCachesDir: text("named-caches-dir"),
+    storeDir: text("store-dir"),
+    storeShards: Option.none(),
+    storeMaxReaders: Option.none(),
+    storeMaxSize: Option.none(),
+    storeFilesMapSize: Option.none(),
+    storeDirectoriesMapSize: Option.none(),
+    storeActionsMapSize: Option.none(),
+    storeLeaseTime: Option.none()
+  }
+}
+
+/** The options @effect/cli gives every command, read only before the command's name. */
+const GLOBAL_OPTIONS: ReadonlyArray<string> = ["--log-level", "--completions", "--wizard", "--version"]
+
+/** `kiln run` with its arguments parsed (by @effect/cli, or by {@link directRunArgs}). */
+export const runParsed = (o: RunArgs) =>
+  Effect.gen(function*() {
+    const configFile = path.resolve(o.config)
+    const { config, hash: configHash } = yield* loadConfig(configFile)
+    for (const name of o.names) {
+      if (!(name in config.processes) && name.startsWith("-")) {
+        // @effect/cli reads the options of every command (--log-level) only before the command's name.
+        const option = name.split("=")[0]!
+        return yield* Effect.sync(() => {
+          process.stderr.write(
+            option === "--help" || option === "-h"
+              ? `kiln: ${option} goes right after the command: \`kiln run --help\`\n`
+              : GLOBAL_OPTIONS.includes(option)
+              ? `kiln: ${option} goes before the command: \`kiln ${option} … run\`\n`
+              : `kiln: unknown option ${option} of \`kiln run\` (\`kiln run --help\` lists them)\n`
+          )
+          process.exitCode = 2
+        })
+      }
+      if (!(name in config.processes)) {
+        return yield* new InvalidConfig({
+          file: path.basename(configFile),
+          path: "",
+          detail: `unknown process "${name}"`
+        })
+      }
+    }
+    const store = yield* Store.Store
+    const engine = yield* Engine.Engine
+    const mode: Progress.Mode = o.progress === "auto" ? (process.stderr.isTTY ? "tty" : "plain") : o.progress
+    const targets = o.names.length > 0 ? o.names : Object.keys(config.processes)
+    // What the run will count: the targets and everything they depend on.
+    const total = GraphOrder.closure((n) => config.processes[n]?.deps ?? [], targets).length
+    const hook = testHook(store)
+    // The status line has its own scope, closed (the line cleared, its redraws stopped) before the report is printed.
+    const report = yield* Effect.scoped(Effect.flatMap(Progress.make(mode, total), (progress) =>
+      engine.run({
+        workspace: path.dirname(configFile),
+        config,
+        targets,
+        cache: o.cache,
+        keepGoing: o.keepGoing,
+        maxBacktracks: o.maxBacktracks,
+        onEvent: progress.onEvent,
+        storeDir: store.options.root,
+        configName: path.basename(configFile),
+        configHash,
+        ...(hook !== undefined ? { beforeAttempt: hook } : {})
+      })))
+    if (Option.isSome(o.summary)) {
+      const summary = {
+        processes: report.processes.map((p) => ({
+          name: p.name,
+          actionDigest: p.actionDigest,
+          source: p.source,
+          exitCode: p.exitCode,
+          durationMs: p.durationMs,
+          backtracks: p.backtracks
+        })),
+        ran: report.ran,
+        cacheHits: report.cacheHits,
+        failed: report.failed,
+        backtracks: report.backtracks,
+        wallMs: report.wallMs
+      }
+      fs.writeFileSync(o.summary.value, JSON.stringify(summary, null, 2) + "\n")
+    }
+    if (Option.isSome(o.trace)) fs.writeFileSync(o.trace.value, JSON.stringify(traceEvents(report)) + "\n")
+    for (const p of report.processes) {
+      if (p.reproduce === undefined) {
+        // Progress has shown it; with --progress none, a failure is still said, once.
+        if (mode === "none" && !p.ok && p.source !== "skipped") process.stderr.write(`${Progress.line(p)}\n`)
+        continue
+      }
+      process.stderr.write(`\n${Progress.line(p)}\n`)
+      if (p.detail !== undefined && p.detail !== "") process.stderr.write(`${p.detail}\n`)
+      process.stderr.write(`re-run it with: ${p.reproduce}\n`)
+    }
+    if (mode !== "none") {
+      process.stderr.write(
+        `kiln: ${
+          Noop.countOf(report.processes.length)
+        }: ${report.ran} ran, ${report.cacheHits} cached, ${report.failed} failed` +
+          `${report.backtracks > 0 ? `, ${report.backtracks} backtracks` : ""} in ${
+            (report.wallMs / 1000).toFixed(2)
+          }s\n`
+      )
+    }
+    if (report.failed > 0 || report.processes.some((p) => p.source === "skipped")) process.exitCode = 1
+  }).pipe(
+    Effect.scoped,
+    exitOnInvalidConfig,
+    Effect.provide(engineStack({
+      store: toStoreOptions(o),
+      sandboxRoot: o.sandboxRoot,
+      namedCachesDir: o.namedCachesDir,
+      keepSandboxes: o.keepSandboxes,
+      reuseSandboxes: o.reuseSandboxes === "on",
+      runner: { concurrency: o.concurrency, cacheContent: o.cacheContent }
+    }))
+  )

@@ -1,0 +1,47 @@
+/**
+ * `--trace FILE`: Chrome trace-event JSON (Perfetto and chrome://tracing open it): one complete span per process,
+ * on lanes packed so spans never overlap, with its phases (cache lookup, wait for a permit, materialize, run,
+ * capture) as child spans.
+ */
+import type * as Engine from "../engine/Engine.js"
+
+const PHASES = ["cacheLookup", "queue", "materialize", "run", "capture"] as const
+
+export const traceEvents = (report: Engine.RunReport) => {
+  const lanes: Array<number> = []
+  const events: Array<Record<string, unknown>> = [
+    { name: "process_name", ph: "M", pid: 1, args: { name: "kiln run" } }
+  ]
+  for (const p of [...report.processes].sort((a, b) => a.startMs - b.startMs)) {
+    const end = p.startMs + p.durationMs
+    let lane = lanes.findIndex((free) => free <= p.startMs)
+    if (lane < 0) lane = lanes.push(0) - 1
+    lanes[lane] = end
+    events.push({
+      name: p.name,
+      cat: "process",
+      ph: "X",
+      ts: Math.round(p.startMs * 1000),
+      dur: Math.max(1, Math.round(p.durationMs * 1000)),
+      pid: 1,
+      tid: lane + 1,
+      args: { source: p.source, actionDigest: p.actionDigest, exitCode: p.exitCode, backtracks: p.backtracks }
+    })
+    let t = p.startMs
+    for (const phase of PHASES) {
+      const d = p.timings[phase]
+      if (d === undefined) continue
+      events.push({
+        name: phase,
+        cat: "phase",
+        ph: "X",
+        ts: Math.round(t * 1000),
+        dur: Math.max(1, Math.round(d * 1000)),
+        pid: 1,
+        tid: lane + 1
+      })
+      t += d
+    }
+  }
+  return { traceEvents: events, displayTimeUnit: "ms" }
+}

@@ -1,0 +1,46 @@
+/**
+ * The action cache key of a process: the REAPI `Action` digest over its `Command` (argv, sorted env, sorted output
+ * paths, working directory), its input root, its timeout and a salt (kiln's cache version and the named caches'
+ * layout). Argv and env keep the `{chroot}` placeholder, so the key does not depend on where the sandbox is.
+ *
+ * @internal
+ */
+import * as Action from "./Action.js"
+import * as Digest from "./Digest.js"
+import type { Process } from "./Process.js"
+
+/** Bump to invalidate every cached result (a change in what a result means). @internal */
+export const CACHE_VERSION = "kiln-action-cache-v1"
+
+/**
+ * Computed once per Process (immutable): the engine records it and the runner looks it up with it, and a cache hit
+ * spent a tenth of its time encoding and hashing the same Command and Action again.
+ */
+const known = new WeakMap<Process, Digest.Digest>()
+
+/** @internal */
+export const actionDigest = (process: Process): Digest.Digest => {
+  let digest = known.get(process)
+  if (digest === undefined) {
+    digest = compute(process)
+    known.set(process, digest)
+  }
+  return digest
+}
+
+const compute = (process: Process): Digest.Digest => {
+  const command = Action.encodeCommand({
+    arguments: process.argv,
+    environmentVariables: process.env,
+    outputFiles: process.outputFiles,
+    outputDirectories: process.outputDirectories,
+    workingDirectory: process.workingDirectory
+  })
+  const named = Object.keys(process.namedCaches).sort().map((k) => `${k}=${process.namedCaches[k]}`)
+  return Digest.ofBytes(Action.encodeAction({
+    commandDigest: Digest.ofBytes(command),
+    inputRootDigest: process.inputDigest,
+    ...(process.timeoutMs !== undefined ? { timeoutMs: process.timeoutMs } : {}),
+    salt: Buffer.from(JSON.stringify([CACHE_VERSION, named]))
+  }))
+}

@@ -1,0 +1,456 @@
+/**
+ * The run memo: for each process of a workspace that last ended well, what its result was and the evidence that
+ * nothing it depends on has changed since: the stat of every file, symlink and directory its input globs read, and
+ * of every output it left in the workspace. A process whose evidence still holds, whose config is the same and
+ * whose deps still hold too would be a cache hit that writes nothing back, so a run takes it as such without
+ * snapshotting, looking up or leasing anything. A run where nothing changed then costs one `lstat` per path.
+ *
+ * What it trusts, and why that is safe:
+ * - a path whose `(dev, ino, mode, size, mtime, ctime)` is unchanged holds what it held (as git's index assumes);
+ *   a stat taken within the timestamp granularity of its last change is "racy" and is only recorded after a second
+ *   look once that window has passed (see {@link confirm});
+ * - a directory whose stat is unchanged lists the same names (creating, removing or renaming an entry moves its
+ *   mtime), so globs match what they matched;
+ * - the store still holds every byte the result refers to while its generation is unchanged (see
+ *   `storeGeneration.ts`), and its LMDB files are the same files, none shorter than they were.
+ *
+ * Plain code without Effect: the CLI runs this check before it loads the engine (see `cli/noop.ts`).
+ *
+ * @internal
+ */
+import { createHash, randomBytes } from "node:crypto"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import * as RawStat from "../os/RawStat.js"
+import * as Generation from "../store/Generation.js"
+
+/** Bump when what a memo means changes. */
+export const FORMAT = 5
+
+/** Something a walk read, with the evidence of what it found: a file's hash, a symlink's target, a listing. */
+export interface Seen {
+  readonly kind: "d" | "f" | "l" | "a"
+  readonly abs: string
+  readonly st?: fs.BigIntStats
+  readonly evidence?: string
+}
+
+/**
+ * `[path relative to the workspace, kind, dev, ino, mode, size, mtimeMs, ctimeMs]`, kind `f` (file), `l` (symlink)
+ * or `d` (directory); `[path, "a"]` for a path that was absent. Number stats (the nanoseconds as a double of
+ * milliseconds, as Node gives them) compared field by field: a check makes one per path, and BigInt stats or
+ * strings built from them cost twice as much.
+ *
+ * A stat taken within a timestamp tick of a change (racy: another change in that tick would leave it as it is)
+ * carries its evidence as a ninth element (a file's hash, a symlink's target, a listing's names), and holds only
+ * if the content still matches, as git checks a racily clean entry: the run that wrote it does not wait for the
+ * tick to pass (an edit run writes its outputs last, so it waited up to 11 ms).
+ */
+export type Obs = readonly [string, string, ...Array<number | string>]
+
+export interface Entry {
+  /** The process's entry in kiln.json, as JSON. */
+  readonly key: string
+  /** Each dep's output digest (`hash/size`) this result was computed from. */
+  readonly deps: Record<string, string>
+  readonly action: string
+  readonly output: string
+  readonly stdout: string
+  readonly stderr: string
+  readonly inputs: ReadonlyArray<Obs>
+  readonly outputs: ReadonlyArray<Obs>
+}
+
+export interface Memo {
+  readonly v: number
+  readonly build: string
+  /** The store's generation when the run that wrote it began. */
+  readonly generation: string
+  /** sha256 of the config file's bytes when it was written. */
+  readonly config: string
+  /** The store's LMDB data files: `[path relative to the store, dev, ino, size]`. */
+  readonly store: ReadonlyArray<[string, string, string, number]>
+  readonly processes: Record<string, Entry>
+}
+
+/** Which kiln wrote it: a rebuilt bundle may snapshot or key differently. */
+export const buildId = (): string => {
+  const cli = process.env.KILN_CLI
+  if (cli === undefined) return `${FORMAT}:lib`
+  try {
+    const st = fs.statSync(path.join(path.dirname(cli), "kiln.cjs"))
+    return `${FORMAT}:${st.size}:${st.mtimeMs}`
+  } catch {
+    return `${FORMAT}:lib`
+  }
+}
+
+export const fileOf = (storeRoot: string, workspace: string): string =>
+  path.join(
+    storeRoot,
+    "runs",
+    `${createHash("sha256").update(path.resolve(workspace)).digest("hex").slice(0, 24)}.memo.json`
+  )
+
+/**
+ * Evidence already checked, by process name (why it does not hold, or undefined when it does), kept on the memo
+ * object under a symbol (JSON leaves it out).
+ */
+const EVIDENCE = Symbol.for("kiln.memoEvidence")
+
+/**
+ * The last {@link holding} answer for a config object, kept on the memo beside the evidence: the engine asks again,
+ * about the same names of the same config the no-op check handed over, and the answer is the same (it is computed
+ * from the memo, the config and the evidence alone). Comparing 1,000 keys and the deps of every process again was
+ * 3-10 ms of an edit run.
+ */
+const HELD = Symbol.for("kiln.memoHeld")
+interface Held {
+  readonly config: object
+  readonly names: ReadonlyArray<string>
+  readonly answer: Holding
+}
+type Checked = Memo & { [EVIDENCE]?: Map<string, string | undefined>; [HELD]?: Held }
+
+/** What {@link holding} answers. */
+export interface Holding {
+  readonly valid: ReadonlyMap<string, Entry>
+  readonly why: ReadonlyMap<string, string>
+}
+
+const sameNames = (a: ReadonlyArray<string>, b: ReadonlyArray<string>): boolean =>
+  a.length === b.length && a.every((n, i) => n === b[i])
+
+/**
+ * The memo the CLI's no-op check read and checked, handed to the engine it then loads (a separate bundle: hence a
+ * global), so that a run where one file changed does not read, parse and check every path a second time. Taken
+ * once, and only while the memo file is the very file that was read.
+ */
+const HANDOVER = Symbol.for("kiln.memoHandover")
+interface Handover {
+  readonly file: string
+  readonly stamp: string
+  readonly memo: Memo
+}
+
+const stampOf = (st: fs.BigIntStats): string => `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`
+
+/**
+ * Beside the memo: the changes of runs that recorded few processes, one JSON line each (see {@link append}), applied
+ * in order over the memo when it is read. An edit run then writes a line of about a kilobyte instead of rewriting
+ * every process's entry (a megabyte for 1,000 processes, and its cost grew with the workspace).
+ */
+export const journalOf = (file: string): string => file.replace(/\.json$/, ".journal")
+
+/** A journal line: entries set and processes dropped by one run, over a memo of the same generation and config. */
+export interface JournalLine {
+  readonly v: number
+  readonly build: string
+  readonly generation: string
+  readonly config: string
+  /** The store's files when the line was written: they replace the memo's (a shard made since is covered too). */
+  readonly store: Memo["store"]
+  readonly set: Record<string, Entry>
+  readonly drop: ReadonlyArray<string>
+}
+
+/** Runs that record at most this many entries append them to the journal. */
+export const APPEND_AT_MOST = 32
+/** A journal that would grow past this size is merged: the memo is rewritten whole. */
+export const JOURNAL_MAX_BYTES = 256 * 1024
+
+/**
+ * Applies a journal's lines over `memo`, in order. A line cut short (a crash while appending) is skipped; so is a
+ * line over another generation, config or build (appended before the memo was rewritten): every entry carries its
+ * own evidence, so a line lost this way costs a check of the store, never a wrong answer.
+ */
+const applyJournal = (memo: Memo, text: string): void => {
+  for (const raw of text.split("\n")) {
+    if (raw === "") continue
+    let line: JournalLine
+    try {
+      line = JSON.parse(raw) as JournalLine
+    } catch {
+      continue
+    }
+    if (
+      line.v !== memo.v || line.build !== memo.build || line.generation !== memo.generation ||
+      line.config !== memo.config || typeof line.set !== "object" || !Array.isArray(line.drop) ||
+      !Array.isArray(line.store)
+    ) continue
+    for (const name of line.drop) delete memo.processes[name]
+    Object.assign(memo.processes, line.set)
+    ;(memo as { store: Memo["store"] }).store = line.store
+  }
+}
+
+/** The journal's text and a stamp of it ("-" when there is none). */
+const readJournal = (file: string): { readonly text: string; readonly stamp: string } => {
+  let fd: number | undefined
+  try {
+    fd = fs.openSync(journalOf(file), "r")
+    return { stamp: stampOf(fs.fstatSync(fd, { bigint: true })), text: fs.readFileSync(fd, "utf8") }
+  } catch {
+    return { stamp: "-", text: "" }
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd)
+  }
+}
+
+/**
+ * The memo of a workspace, if there is one this build can use, with its journal applied. With `handOver`, what its
+ * checks find is kept for the next `read` of the same files in this process (see {@link HANDOVER}).
+ */
+export const read = (storeRoot: string, workspace: string, handOver = false): Memo | undefined => {
+  const file = fileOf(storeRoot, workspace)
+  const g = globalThis as { [HANDOVER]?: Handover }
+  const handed = g[HANDOVER]
+  delete g[HANDOVER]
+  let fd: number | undefined
+  try {
+    fd = fs.openSync(file, "r")
+    const base = stampOf(fs.fstatSync(fd, { bigint: true }))
+    const journal = readJournal(file)
+    const stamp = `${base} ${journal.stamp}`
+    if (handed !== undefined && handed.file === file && handed.stamp === stamp) return handed.memo
+    const memo = JSON.parse(fs.readFileSync(fd, "utf8")) as Memo
+    if (memo.v !== FORMAT || memo.build !== buildId() || typeof memo.processes !== "object") return undefined
+    applyJournal(memo, journal.text)
+    if (handOver) {
+      ;(memo as Checked)[EVIDENCE] = new Map()
+      g[HANDOVER] = { file, stamp, memo }
+    }
+    return memo
+  } catch {
+    return undefined
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd)
+  }
+}
+
+export const hashOf = (bytes: Uint8Array | string): string => createHash("sha256").update(bytes).digest("hex")
+
+const KINDS = ["files", "directories", "actions"] as const
+
+/** The LMDB data files of the store, as a memo records them. */
+export const storeFiles = (storeRoot: string): Array<[string, string, string, number]> => {
+  const out: Array<[string, string, string, number]> = []
+  for (const kind of KINDS) {
+    let shards: Array<string>
+    try {
+      shards = fs.readdirSync(path.join(storeRoot, kind))
+    } catch {
+      continue
+    }
+    for (const shard of shards) {
+      const rel = `${kind}/${shard}/data.mdb`
+      const st = fs.statSync(path.join(storeRoot, rel), { bigint: true, throwIfNoEntry: false })
+      if (st !== undefined) out.push([rel, String(st.dev), String(st.ino), Number(st.size)])
+    }
+  }
+  return out
+}
+
+/**
+ * Whether the store is the one the memo saw: same generation, and the same LMDB files, none shorter (LMDB files
+ * only grow; a truncated or replaced one is damage the full run must see and report), all writable.
+ */
+export const storeHolds = (storeRoot: string, memo: Memo): string | undefined => {
+  if (Generation.read(storeRoot) !== memo.generation) return "the store has changed (something was removed from it)"
+  for (const [rel, dev, ino, size] of memo.store) {
+    const file = path.join(storeRoot, rel)
+    const st = fs.statSync(file, { bigint: true, throwIfNoEntry: false })
+    if (st === undefined || String(st.dev) !== dev || String(st.ino) !== ino || Number(st.size) < size) {
+      return `the store file ${rel} has changed`
+    }
+    // A store this user cannot open for writing fails the full run: the answer must be the same.
+    try {
+      fs.accessSync(file, fs.constants.W_OK)
+    } catch {
+      return `cannot write the store file ${rel}`
+    }
+  }
+  return undefined
+}
+
+/** Node's own conversion of a timespec to milliseconds, so that BigInt and number stats give the same double. */
+const msOf = (ns: bigint): number => Number(ns / 1_000_000_000n) * 1e3 + Number(ns % 1_000_000_000n) / 1e6
+
+const fieldsOfBig = (st: fs.BigIntStats): Array<number> => [
+  Number(st.dev),
+  Number(st.ino),
+  Number(st.mode),
+  Number(st.size),
+  msOf(st.mtimeNs),
+  msOf(st.ctimeNs)
+]
+
+/** An observation as the memo keeps it; with `racy`, with its evidence (see {@link Obs}). */
+export const obsOf = (workspace: string, seen: Seen, racy = false): Obs =>
+  seen.kind === "a" || seen.st === undefined
+    ? [path.relative(workspace, seen.abs), "a"]
+    : racy && seen.evidence !== undefined
+    ? [path.relative(workspace, seen.abs), seen.kind, ...fieldsOfBig(seen.st), seen.evidence]
+    : [path.relative(workspace, seen.abs), seen.kind, ...fieldsOfBig(seen.st)]
+
+/** Whether the content at `abs` is still what the evidence says. */
+const contentIs = (abs: string, kind: string, evidence: string): boolean => {
+  try {
+    switch (kind) {
+      case "f":
+        return hashOf(fs.readFileSync(abs)) === evidence
+      case "l":
+        return fs.readlinkSync(abs) === evidence
+      case "d":
+        return namesOf(fs.readdirSync(abs, { withFileTypes: true })) === evidence
+    }
+  } catch {
+    // Gone, or no longer of its kind.
+  }
+  return false
+}
+
+/** One stat reused by every {@link holds}: a check reads thousands, and each is compared at once. */
+const st: RawStat.RawStat = { dev: 0, ino: 0, mode: 0, size: 0, mtimeMs: 0, ctimeMs: 0 }
+
+/** Whether the path of an observation is as it was. */
+export const holds = (workspace: string, o: Obs): boolean => {
+  let there: boolean
+  try {
+    there = RawStat.lstatInto(`${workspace}/${o[0]}`, st, workspace)
+  } catch {
+    // ENOTDIR: a parent is no longer a directory, so the path is absent.
+    there = false
+  }
+  if (o[1] === "a") return !there
+  // The mode holds the file type too.
+  return there && st.ino === o[3] && st.mtimeMs === o[6] && st.ctimeMs === o[7] && st.size === o[5] &&
+    st.mode === o[4] && st.dev === o[2] && (o.length < 9 || contentIs(`${workspace}/${o[0]}`, o[1], String(o[8])))
+}
+
+/** The names of a listing, as evidence. */
+export const namesOf = (entries: ReadonlyArray<fs.Dirent>): string => entries.map((e) => e.name).sort().join("/")
+
+/**
+ * Whether a stat is racy at `atNs`: changed so shortly before that another change in the same timestamp tick would
+ * leave it as it is. File systems with whole-second timestamps get a wider margin.
+ */
+export const isRacy = (st: fs.BigIntStats, atNs: bigint): boolean => {
+  const margin = st.mtimeNs % 1_000_000_000n === 0n ? 2_000_000_000n : 10_000_000n
+  return st.mtimeNs + margin >= atNs || st.ctimeNs + margin >= atNs
+}
+
+/**
+ * Whether a racy observation still holds at the end of the run: the stat is unchanged and the content is still what
+ * the run used (re-hashed, re-read, re-listed). With `settled`, only once its tick has passed too (a change made
+ * after this look then moves the stat); without, the memo keeps its evidence and checks the content again each time
+ * (see {@link Obs}).
+ */
+export const confirm = (s: Seen, settled = true): boolean => {
+  if (s.kind === "a" || s.st === undefined) return true
+  if (s.evidence === undefined) return false
+  try {
+    const st = fs.lstatSync(s.abs, { bigint: true })
+    const [before, now] = [fieldsOfBig(s.st), fieldsOfBig(st)]
+    if (before.some((v, i) => v !== now[i])) return false
+    if (settled && isRacy(st, BigInt(Date.now()) * 1_000_000n)) return false
+  } catch {
+    return false
+  }
+  return contentIs(s.abs, s.kind, s.evidence)
+}
+
+const changed = (memo: Checked, name: string, workspace: string, e: Entry): string | undefined => {
+  const known = memo[EVIDENCE]
+  if (known?.has(name)) return known.get(name)
+  const bad = e.inputs.find((o) => !holds(workspace, o)) ?? e.outputs.find((o) => !holds(workspace, o))
+  const why = bad === undefined ? undefined : `${bad[0]} changed`
+  known?.set(name, why)
+  return why
+}
+
+/** The processes of `names` (deps before dependents) whose memo still holds, with why each other one does not. */
+export const holding = (
+  memo: Memo,
+  workspace: string,
+  names: ReadonlyArray<string>,
+  keyOf: (name: string) => string,
+  depsOf: (name: string) => ReadonlyArray<string>,
+  options: {
+    /** Stop at the first process that does not hold (when only "all of them?" matters). */
+    readonly firstOnly?: boolean
+    /**
+     * The config object `keyOf` and `depsOf` read: a second question about the same names of the very same object
+     * is answered from the first answer.
+     */
+    readonly config?: object
+  } = {}
+): Holding => {
+  const held = (memo as Checked)[HELD]
+  if (
+    options.config !== undefined && options.firstOnly !== true && held?.config === options.config &&
+    sameNames(held.names, names)
+  ) {
+    return held.answer
+  }
+  const firstOnly = options.firstOnly === true
+  const valid = new Map<string, Entry>()
+  const why = new Map<string, string>()
+  for (const name of names) {
+    const e = memo.processes[name]
+    const reason = e === undefined
+      ? "not recorded"
+      : e.key !== keyOf(name)
+      ? "its config changed"
+      : depsOf(name).find((d) => !valid.has(d) || valid.get(d)!.output !== e.deps[d]) !== undefined ||
+          depsOf(name).length !== Object.keys(e.deps).length
+      ? "a dep does not hold"
+      : changed(memo, name, workspace, e)
+    if (reason === undefined) valid.set(name, e!)
+    else {
+      why.set(name, reason)
+      if (firstOnly) break
+    }
+  }
+  const answer = { valid, why }
+  if (options.config !== undefined && !firstOnly) {
+    ;(memo as Checked)[HELD] = { config: options.config, names: [...names], answer }
+  }
+  return answer
+}
+
+/**
+ * Writes the memo whole, atomically, and starts its journal afresh (a concurrent run's memo may win: each entry is
+ * checked on its own anyway).
+ */
+export const write = (storeRoot: string, workspace: string, memo: Memo): void => {
+  const file = fileOf(storeRoot, workspace)
+  fs.mkdirSync(path.dirname(file), { recursive: true })
+  const tmp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`
+  try {
+    fs.writeFileSync(tmp, JSON.stringify(memo))
+    // The journal goes first: a reader in between sees the old memo alone (fewer entries), never the old journal
+    // over the new memo. A line another run appends meanwhile starts a new journal, which applies to this memo.
+    fs.rmSync(journalOf(file), { force: true })
+    fs.renameSync(tmp, file)
+  } catch (e) {
+    fs.rmSync(tmp, { force: true })
+    throw e
+  }
+}
+
+/**
+ * Appends one run's changes to the memo's journal, or says it did not (false: no memo to append to, or the journal
+ * would grow past {@link JOURNAL_MAX_BYTES}), and the caller writes the memo whole.
+ */
+export const append = (storeRoot: string, workspace: string, line: JournalLine): boolean => {
+  const file = fileOf(storeRoot, workspace)
+  const journal = journalOf(file)
+  const text = JSON.stringify(line)
+  const size = fs.statSync(journal, { throwIfNoEntry: false })?.size ?? 0
+  if (size + text.length > JOURNAL_MAX_BYTES || !fs.existsSync(file)) return false
+  // One write of one line: other runs' appends land before or after it, not inside. Led by a newline, so that a
+  // line an earlier append left cut short (a full disk) does not swallow this one.
+  fs.appendFileSync(journal, `\n${text}\n`)
+  return true
+}

@@ -1,0 +1,142 @@
+/**
+ * Writes the run memo at the end of a run (see `runMemo.ts`): an entry for each process that ended well and whose
+ * evidence is complete and still holds (what changed within a timestamp tick is kept with its content's evidence),
+ * the entries of the last memo for processes this run did not look at (while the store's generation is the one
+ * they were made under), and nothing for a process that failed or changed.
+ *
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import * as path from "node:path"
+import type { Config } from "../../domain/Config.js"
+import * as Digest from "../../domain/Digest.js"
+import type { ProcessResult } from "../../domain/Process.js"
+import * as RunMemo from "../RunMemo.js"
+
+/**
+ * A racy observation is kept with its evidence, checked by content on every later check (see `RunMemo.Obs`); a file
+ * larger than this is not worth re-hashing each time, and its process is memoized next time instead.
+ */
+const RACY_CONTENT_MAX_BYTES = 1024 * 1024
+
+/** @internal */
+export interface Candidate {
+  readonly name: string
+  readonly result: ProcessResult
+  /** Its own input files, by path relative to the workspace, as its snapshot found them. */
+  readonly files: Readonly<Record<string, string>>
+  readonly inputs: ReadonlyArray<RunMemo.Seen>
+  readonly outputs: ReadonlyArray<RunMemo.Seen>
+  /** Each dep's output digest its inputs were made of. */
+  readonly deps: Readonly<Record<string, string>> | undefined
+}
+
+/** Every file and symlink of its inputs was seen: an input nobody observed would go unchecked. */
+const complete = (workspace: string, c: Candidate): boolean => {
+  if (c.deps === undefined) return false
+  const seen = new Set<string>()
+  for (const s of c.inputs) if (s.kind === "f" || s.kind === "l") seen.add(path.relative(workspace, s.abs))
+  const files = Object.keys(c.files)
+  return files.length === seen.size && files.every((f) => seen.has(f))
+}
+
+const unique = (obs: Array<RunMemo.Obs>): Array<RunMemo.Obs> => {
+  const byKey = new Map(obs.map((o) => [o.join("\0"), o]))
+  return [...byKey.values()]
+}
+
+/** @internal */
+export const record = (o: {
+  readonly root: string
+  readonly workspace: string
+  readonly config: Config
+  readonly configHash: string
+  /** The store's generation when the run began. */
+  readonly generation: string
+  readonly previous: RunMemo.Memo | undefined
+  readonly startedNs: bigint
+  /** Every process of this run. */
+  readonly names: ReadonlySet<string>
+  /** Processes of this run whose memo held. */
+  readonly remembered: ReadonlySet<string>
+  readonly candidates: ReadonlyArray<Candidate>
+  readonly keyOf: (name: string) => string
+}): Effect.Effect<void, Error> =>
+  Effect.gen(function*() {
+    // KILN_NOOP_DEBUG=1: why a process that ended well is left out (the next run's check then says "not recorded").
+    const debug = process.env.KILN_NOOP_DEBUG === "1"
+      ? (name: string, why: string) => process.stderr.write(`kiln: run memo: ${name} not recorded: ${why}\n`)
+      : undefined
+    const candidates = o.candidates.filter((c) => {
+      const ok = complete(o.workspace, c)
+      if (!ok) debug?.(c.name, "not every input file was seen")
+      return ok
+    })
+    const seenOf = (c: Candidate) => [...c.inputs, ...c.outputs]
+    // Racy when seen: changed within a tick of the run's start or during the run. Such an observation must still
+    // hold now, content included, or a change made during the run after it was seen would be vouched for. One whose
+    // tick has passed by now is then safe as a plain stat (a later change moves it); one still inside its tick is
+    // kept with its evidence rather than waited out.
+    const nowNs = BigInt(Date.now()) * 1_000_000n
+    const racy = (s: RunMemo.Seen) => s.st !== undefined && RunMemo.isRacy(s.st, nowNs)
+    const holdsNow = (s: RunMemo.Seen) =>
+      !racy(s)
+        ? RunMemo.confirm(s)
+        : !(s.kind === "f" && s.st!.size > RACY_CONTENT_MAX_BYTES) && RunMemo.confirm(s, false)
+    const settled = candidates.filter((c) => {
+      const unsettled = seenOf(c).find((s) => s.st !== undefined && RunMemo.isRacy(s.st, o.startedNs) && !holdsNow(s))
+      if (unsettled !== undefined) {
+        debug?.(c.name, `${path.relative(o.workspace, unsettled.abs) || "."} changed while it ran, or is large`)
+      }
+      return unsettled === undefined
+    })
+    const processes: Record<string, RunMemo.Entry> = {}
+    const set: Record<string, RunMemo.Entry> = {}
+    const drop: Array<string> = []
+    // Over a memo of the same generation and config, this run's changes can go to its journal.
+    const over = o.previous !== undefined && o.previous.generation === o.generation &&
+      o.previous.config === o.configHash
+    // Entries made under another generation may refer to bytes that are gone: only this run's own checks carry over.
+    if (o.previous !== undefined && o.previous.generation === o.generation) {
+      for (const [name, e] of Object.entries(o.previous.processes)) {
+        if (!(name in o.config.processes) || (o.names.has(name) && !o.remembered.has(name))) drop.push(name)
+        else processes[name] = e
+      }
+    }
+    for (const c of settled) {
+      processes[c.name] = set[c.name] = {
+        key: o.keyOf(c.name),
+        deps: { ...c.deps },
+        action: Digest.format(c.result.actionDigest),
+        output: Digest.format(c.result.outputDigest),
+        stdout: Digest.format(c.result.stdoutDigest),
+        stderr: Digest.format(c.result.stderrDigest),
+        inputs: unique(c.inputs.map((s) => RunMemo.obsOf(o.workspace, s, racy(s)))),
+        outputs: unique(c.outputs.map((s) => RunMemo.obsOf(o.workspace, s, racy(s))))
+      }
+    }
+    const recorded = Object.keys(set).length
+    if (over && recorded === 0 && drop.length === 0) return
+    yield* Effect.try({
+      try: () =>
+        (over && recorded + drop.length <= RunMemo.APPEND_AT_MOST &&
+          RunMemo.append(o.root, o.workspace, {
+            v: RunMemo.FORMAT,
+            build: RunMemo.buildId(),
+            generation: o.generation,
+            config: o.configHash,
+            store: RunMemo.storeFiles(o.root),
+            set,
+            drop
+          })) ||
+        RunMemo.write(o.root, o.workspace, {
+          v: RunMemo.FORMAT,
+          build: RunMemo.buildId(),
+          generation: o.generation,
+          config: o.configHash,
+          store: RunMemo.storeFiles(o.root),
+          processes
+        }),
+      catch: (e) => e instanceof Error ? e : new Error(String(e))
+    })
+  })

@@ -1,0 +1,167 @@
+/**
+ * Writes a process's declared outputs back into the workspace: only the declared paths, each file replaced
+ * atomically (written beside its target, then renamed over it), and a declared directory made to hold exactly
+ * what the process produced. A file the process just made is taken from its sandbox when it can be (`Handoff`):
+ * renamed, not written.
+ *
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import { createHash, randomBytes } from "node:crypto"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import type * as Digest from "../../domain/Digest.js"
+import type { StoreError } from "../../domain/StoreErrors.js"
+import { ioError } from "../../os/Errno.js"
+import { mkdirp } from "../../os/Mkdirp.js"
+import { removeTree } from "../../os/RemoveTree.js"
+import type * as Handoff from "../../sandbox/internal/handoff.js"
+import * as StatIndex from "../../store/internal/statIndex.js"
+import type * as Store from "../../store/Store.js"
+import type * as RunMemo from "../RunMemo.js"
+
+const tmpBeside = (p: string) =>
+  path.join(path.dirname(p), `.${path.basename(p)}.kiln-${randomBytes(4).toString("hex")}`)
+
+/** Makes `target` what `make` puts at a path beside it; false, changing nothing, when `make` puts nothing there. */
+const replaceWith = (target: string, make: (tmp: string) => boolean): boolean => {
+  mkdirp(path.dirname(target))
+  const tmp = tmpBeside(target)
+  try {
+    if (!make(tmp)) return false
+    try {
+      const st = fs.lstatSync(target)
+      if (st.isDirectory()) removeTree(target)
+    } catch {
+      // Nothing there yet.
+    }
+    fs.renameSync(tmp, target)
+    return true
+  } catch (e) {
+    fs.rmSync(tmp, { force: true }) // A full disk leaves a partial file: not in the workspace too.
+    throw e
+  }
+}
+
+/**
+ * Whether `target` already holds exactly these bytes and mode: then it is left alone (a no-op run rewrites
+ * nothing). The stat index answers without reading when it can.
+ */
+const upToDate = (
+  target: string,
+  digest: Digest.Digest,
+  isExecutable: boolean,
+  index: StatIndex.StatIndex | undefined,
+  observe: Array<RunMemo.Seen> | undefined
+) => {
+  let st: fs.BigIntStats
+  try {
+    st = fs.lstatSync(target, { bigint: true })
+  } catch {
+    return false
+  }
+  const same = check(target, st, digest, isExecutable, index)
+  if (same) observe?.push({ kind: "f", abs: target, st, evidence: digest.hash })
+  return same
+}
+
+const check = (
+  target: string,
+  st: fs.BigIntStats,
+  digest: Digest.Digest,
+  isExecutable: boolean,
+  index: StatIndex.StatIndex | undefined
+) => {
+  if (!st.isFile() || Number(st.size) !== digest.sizeBytes) return false
+  if (((Number(st.mode) & 0o100) !== 0) !== isExecutable) return false
+  if (index !== undefined && StatIndex.lookup(index, target, st) === digest.hash) return true
+  const same = createHash("sha256").update(fs.readFileSync(target)).digest("hex") === digest.hash
+  if (same && index !== undefined) StatIndex.record(index, target, st, digest.hash)
+  return same
+}
+
+/** @internal */
+export const writeBack = (
+  store: Store.Service,
+  outputDigest: Digest.Digest,
+  workspaceDir: string,
+  declaredDirectories: ReadonlyArray<string>,
+  session?: Store.SnapshotSession,
+  /** Collects each output left in the workspace with its stat, and each declared directory's listing (run memo). */
+  observe?: Array<RunMemo.Seen>,
+  /** Where a file that ran may be waiting, to be renamed into place rather than written. */
+  handoff?: Handoff.Handoff
+): Effect.Effect<void, StoreError | Digest.MissingDigest> =>
+  Effect.gen(function*() {
+    const entries = yield* store.listTree(outputDigest)
+    const produced = new Set(entries.map((e) => e.path))
+    for (const e of entries) {
+      const target = path.join(workspaceDir, e.path)
+      if (e.type === "directory") {
+        yield* Effect.try({
+          try: () => {
+            const st = fs.lstatSync(target, { throwIfNoEntry: false })
+            if (st !== undefined && !st.isDirectory()) fs.unlinkSync(target)
+            mkdirp(target)
+          },
+          catch: ioError(target, "cannot write an output directory")
+        })
+      } else if (e.type === "symlink") {
+        yield* Effect.try({
+          try: () => {
+            replaceWith(target, (tmp) => {
+              fs.symlinkSync(e.target!, tmp)
+              return true
+            })
+            observe?.push({ kind: "l", abs: target, st: fs.lstatSync(target, { bigint: true }), evidence: e.target! })
+          },
+          catch: ioError(target, "cannot write an output symlink")
+        })
+      } else {
+        const index = session as StatIndex.StatIndex | undefined
+        if (upToDate(target, e.digest!, e.isExecutable === true, index, observe)) continue
+        const mode = e.isExecutable ? 0o755 : 0o644
+        const taken = handoff !== undefined && (yield* Effect.try({
+          try: () => replaceWith(target, (tmp) => handoff.take(e.digest!, tmp, mode)),
+          catch: ioError(target, "cannot write an output file")
+        }))
+        const bytes = taken ? undefined : yield* store.getFile(e.digest!)
+        yield* Effect.try({
+          try: () => {
+            if (bytes !== undefined) {
+              replaceWith(target, (tmp) => {
+                fs.writeFileSync(tmp, bytes, { mode })
+                return true
+              })
+            }
+            const st = fs.lstatSync(target, { bigint: true })
+            if (index !== undefined) StatIndex.record(index, target, st, e.digest!.hash)
+            observe?.push({ kind: "f", abs: target, st, evidence: e.digest!.hash })
+          },
+          catch: ioError(target, "cannot write an output file")
+        })
+      }
+    }
+    // A declared directory holds exactly what the process produced: stale files of an earlier run go.
+    for (const dir of declaredDirectories) {
+      if (!produced.has(dir)) continue
+      const prune = (rel: string): void => {
+        const abs = path.join(workspaceDir, rel)
+        const kept: Array<string> = []
+        for (const name of fs.readdirSync(abs)) {
+          const child = `${rel}/${name}`
+          if (!produced.has(child)) removeTree(path.join(abs, name))
+          else {
+            kept.push(name)
+            if (fs.lstatSync(path.join(abs, name)).isDirectory()) prune(child)
+          }
+        }
+        // Stat after pruning: a change made during the run (pruning included) leaves the directory racy, and the
+        // memo lists it again before trusting it.
+        if (observe !== undefined) {
+          observe.push({ kind: "d", abs, st: fs.lstatSync(abs, { bigint: true }), evidence: kept.sort().join("/") })
+        }
+      }
+      yield* Effect.try({ try: () => prune(dir), catch: ioError(path.join(workspaceDir, dir), "cannot prune") })
+    }
+  })

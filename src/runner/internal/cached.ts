@@ -1,0 +1,195 @@
+/**
+ * The action cache in front of the runner. Lookup happens before a concurrency permit is taken; a hit whose bytes
+ * are gone is a miss (never a failure); a re-run's result *replaces* a stale entry (Pants never overwrites, so a
+ * bad entry stayed forever); failures are cached only under the `always` policy; and one action runs once across
+ * every engine on the store at a time.
+ *
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import { actionDigest } from "../../domain/ActionKey.js"
+import type * as Digest from "../../domain/Digest.js"
+import { type Process, ProcessResult } from "../../domain/Process.js"
+import type { StoreError } from "../../domain/StoreErrors.js"
+import type * as Store from "../../store/Store.js"
+import type { Runner } from "./runner.js"
+
+/**
+ * How a cache hit's content is checked: `validate` (the default) and `fetch` make sure every blob of the result is
+ * in the store (kiln has no remote store yet, so the two agree), `defer` trusts the entry and leaves a missing blob
+ * to backtracking.
+ *
+ * @internal
+ */
+export type CacheContent = "fetch" | "validate" | "defer"
+
+/** What an action-cache entry holds: the result's fields that do not depend on how it was obtained. */
+const Entry = Schema.parseJson(
+  Schema.Struct(ProcessResult.fields).pipe(
+    Schema.pick("exitCode", "signal", "timedOut", "stdoutDigest", "stderrDigest", "outputDigest", "durationMs")
+  )
+)
+const decodeEntrySchema = Schema.decodeUnknownOption(Entry)
+type EntryType = typeof Entry.Type
+
+const HASH = /^[0-9a-f]{64}$/
+const isDigest = (d: unknown): boolean =>
+  typeof d === "object" && d !== null && Object.keys(d).length === 2 &&
+  typeof (d as any).hash === "string" && HASH.test((d as any).hash) &&
+  Number.isSafeInteger((d as any).sizeBytes) && (d as any).sizeBytes >= 0
+const ENTRY_KEYS = 7
+
+/**
+ * Decodes an entry. A run reads hundreds of them, and the schema decoder cost 40–70 µs each; entries kiln wrote
+ * have exactly this shape, so it is checked directly and the schema only decides what does not fit it.
+ */
+const decodeEntry = (text: string): Option.Option<EntryType> => {
+  let json: any
+  try {
+    json = JSON.parse(text)
+  } catch {
+    return Option.none()
+  }
+  if (
+    typeof json === "object" && json !== null && Object.keys(json).length === ENTRY_KEYS &&
+    (json.exitCode === null || Number.isInteger(json.exitCode)) &&
+    (json.signal === null || typeof json.signal === "string") &&
+    typeof json.timedOut === "boolean" &&
+    isDigest(json.stdoutDigest) && isDigest(json.stderrDigest) && isDigest(json.outputDigest) &&
+    typeof json.durationMs === "number" && Number.isFinite(json.durationMs)
+  ) {
+    return Option.some(json as EntryType)
+  }
+  return decodeEntrySchema(text)
+}
+const encodeEntry = Schema.encodeSync(Entry)
+
+/**
+ * Whether a result may be stored. A timeout never is, whatever the policy: it says how loaded the machine was, not
+ * what the action computes, and a cached one would fail every later build until the cache is cleared (Bazel never
+ * caches one either).
+ */
+const cacheable = (process: Process, result: ProcessResult) =>
+  !result.timedOut && (process.cache === "always" || (process.cache === "successful" && result.succeeded))
+
+/** @internal */
+export interface Cached {
+  readonly run: Runner
+  /**
+   * Looks many processes up at once, as a run does for every process of a wave whose inputs are known: the entries
+   * are read in one transaction per shard. None for a miss, an uncacheable process, or an entry whose bytes are gone.
+   */
+  readonly lookup: (processes: ReadonlyArray<Process>) => Effect.Effect<Array<Option.Option<ProcessResult>>>
+}
+
+/** @internal */
+export const make = (store: Store.Service, inner: Runner, cacheContent: CacheContent): Cached => {
+  /** Validates and leases the entry of one process; None when it is unusable. */
+  const accept = (
+    process: Process,
+    key: Digest.Digest,
+    raw: Option.Option<Uint8Array>,
+    started: number
+  ): Effect.Effect<Option.Option<ProcessResult>, StoreError> =>
+    Effect.gen(function*() {
+      if (Option.isNone(raw)) return Option.none()
+      // A view on the bytes, not a copy: they are read once, here.
+      const entry = decodeEntry(
+        Buffer.from(raw.value.buffer, raw.value.byteOffset, raw.value.byteLength).toString("utf8")
+      )
+      if (Option.isNone(entry)) return Option.none()
+      const e = entry.value
+      if (cacheContent !== "defer") {
+        // A hit is a use: its tree is leased again (in the same walk that checks it is all there), so GC removes
+        // what runs stop using, not this.
+        const present = (yield* store.hasFile(e.stdoutDigest)) && (yield* store.hasFile(e.stderrDigest)) &&
+          (yield* store.ensureLeased(e.outputDigest).pipe(
+            Effect.as(true),
+            Effect.catchTag("MissingDigest", () => Effect.succeed(false))
+          ))
+        if (!present) {
+          yield* Effect.logDebug(`cache entry for ${process.description} refers to missing bytes: running it again`)
+          return Option.none()
+        }
+      }
+      yield* store.leaseUsed(key, [e.stdoutDigest, e.stderrDigest])
+      const now = Date.now()
+      return Option.some(
+        new ProcessResult({
+          ...e,
+          durationMs: now - started,
+          actionDigest: key,
+          source: "cache-hit",
+          timings: { cacheLookup: now - started }
+        }, true)
+      )
+    })
+
+  const degrade = (err: StoreError): Effect.Effect<Option.Option<ProcessResult>> =>
+    Effect.as(Effect.logWarning(`action cache lookup failed (${err.message}): running instead`), Option.none())
+
+  const lookupOne = (process: Process, key: Digest.Digest, started: number) =>
+    Effect.flatMap(store.getActionResult(key), (raw) => accept(process, key, raw, started)).pipe(
+      Effect.catchTag("StoreError", degrade)
+    )
+
+  const lookup: Cached["lookup"] = (processes) =>
+    Effect.gen(function*() {
+      const started = Date.now()
+      const usable = processes.map((p) => p.cache !== "never")
+      const keys = processes.map(actionDigest)
+      const raws = yield* store.getActionResults(keys.filter((_, i) => usable[i])).pipe(
+        Effect.catchTag("StoreError", (err) => Effect.as(degrade(err), undefined))
+      )
+      if (raws === undefined) return processes.map(() => Option.none())
+      let next = 0
+      return yield* Effect.forEach(processes, (p, i) =>
+        usable[i]
+          ? accept(p, keys[i]!, raws[next++]!, started).pipe(Effect.catchTag("StoreError", degrade))
+          : Effect.succeedNone)
+    })
+
+  const run: Runner = (process, policy) =>
+    Effect.gen(function*() {
+      const started = Date.now()
+      const key = actionDigest(process)
+      const usable = process.cache !== "never"
+      if (usable && policy.read && policy.missed !== true) {
+        const hit = yield* lookupOne(process, key, started)
+        if (Option.isSome(hit)) return hit.value
+      }
+      const lookupMs = Date.now() - started
+      // The duration is the process's whole span, from this lookup on, as the phases in its timings are: the inner
+      // runners each measure only from when they were entered.
+      const execute = Effect.map(inner(process, policy), (result) =>
+        new ProcessResult(
+          {
+            ...result,
+            actionDigest: key,
+            durationMs: Date.now() - started,
+            timings: { ...result.timings, cacheLookup: lookupMs }
+          },
+          true
+        ))
+      if (!usable) return yield* execute
+      const again = lookupOne(process, key, started)
+      const readFirst = policy.read
+        ? Effect.flatMap(again, Option.match({ onSome: Effect.succeed, onNone: () => execute }))
+        : execute
+      // The entry is written after the run, under the action's lock but off this fiber's path: its commit (an
+      // fsync) took longer than a small process's whole run.
+      return yield* store.withActionLock(
+        key,
+        policy.read ? again : Effect.succeedNone as typeof again,
+        readFirst,
+        (result) =>
+          result.source === "ran" && policy.write && cacheable(process, result)
+            ? Option.some(Buffer.from(encodeEntry(result)))
+            : Option.none()
+      )
+    })
+
+  return { run, lookup }
+}

@@ -1,0 +1,256 @@
+/**
+ * Runs a process in a fresh sandbox: materialize its inputs through the sandboxer, link its named caches, spawn it
+ * in its own process group with exactly its declared environment, capture stdout, stderr and its declared outputs,
+ * and remove the sandbox once the whole group is gone. The watchdog (`options.watch`) is armed over the sandbox root
+ * first, so that the sandbox and whatever works in it die with a SIGKILLed engine too.
+ *
+ * @internal
+ */
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import * as Digest from "../../domain/Digest.js"
+import type * as Permits from "../../domain/Permits.js"
+import { CHROOT, type Process, ProcessResult } from "../../domain/Process.js"
+import { SandboxError, type SandboxerUnavailable } from "../../domain/Sandbox.js"
+import type { StoreError } from "../../domain/StoreErrors.js"
+import { describeErrno, ioError } from "../../os/Errno.js"
+import { mkdirp } from "../../os/Mkdirp.js"
+import * as SandboxDir from "../../sandbox/internal/sandboxDir.js"
+import type * as Sandboxes from "../../sandbox/Sandboxes.js"
+import type * as Sandboxer from "../../sandboxer/Sandboxer.js"
+import type * as Spawner from "../../spawner/Spawner.js"
+import { segmentsOf } from "../../store/internal/capture.js"
+import type * as Store from "../../store/Store.js"
+import * as ProcessGroup from "./processGroup.js"
+import type { Runner } from "./runner.js"
+
+/** @internal */
+export interface LocalOptions {
+  readonly namedCachesDir: string
+  readonly grace: Duration.DurationInput
+  /** Arms the watchdog over the sandboxes under `root`: once this returns, they die with this process. */
+  readonly watch: (root: string) => Effect.Effect<void, SandboxerUnavailable>
+  /** Held while a process group lives: at most so many at once. */
+  readonly running: Permits.Permits
+}
+
+const substitute = (s: string, sandbox: string) => s.split(CHROOT).join(sandbox)
+
+const prepare = (sandbox: string, process: Process, namedCachesDir: string) =>
+  Effect.try({
+    try: () => {
+      const wdSegments = segmentsOf(process.workingDirectory)
+      if (wdSegments === undefined) {
+        throw new Error(`working directory \`${process.workingDirectory}\` escapes the sandbox`)
+      }
+      const wd = path.join(sandbox, ...wdSegments)
+      if (wdSegments.length > 0) mkdirp(wd)
+      for (const [name, rel] of Object.entries(process.namedCaches)) {
+        const segments = segmentsOf(rel)
+        if (segments === undefined || segments.length === 0) {
+          throw new Error(`named cache path \`${rel}\` escapes the sandbox`)
+        }
+        const target = path.join(namedCachesDir, name)
+        mkdirp(target)
+        const link = path.join(sandbox, ...segments)
+        mkdirp(path.dirname(link))
+        fs.symlinkSync(target, link)
+      }
+      for (const out of [...process.outputFiles, ...process.outputDirectories]) {
+        const segments = segmentsOf(out)
+        if (segments === undefined) throw new Error(`output path \`${out}\` escapes the sandbox`)
+        if (segments.length > 1) mkdirp(path.join(wd, ...segments.slice(0, -1)))
+      }
+      return wd
+    },
+    catch: (e) =>
+      new SandboxError({ reason: "Create", path: sandbox, detail: `cannot prepare the sandbox: ${describeErrno(e)}` })
+  })
+
+/**
+ * The directories `prepare` makes (the valid ones: `prepare` reports the others), which a used sandbox that is
+ * refilled keeps rather than removes for `prepare` to make again.
+ */
+const preparedDirs = (process: Process): Array<string> => {
+  const wd = segmentsOf(process.workingDirectory)
+  if (wd === undefined) return []
+  const dirs = [wd.join("/")]
+  for (const out of [...process.outputFiles, ...process.outputDirectories]) {
+    const segments = segmentsOf(out)
+    if (segments !== undefined && segments.length > 1) dirs.push([...wd, ...segments.slice(0, -1)].join("/"))
+  }
+  return dirs.filter((d) => d !== "")
+}
+
+const INLINE_MAX_FILES = 256
+const INLINE_MAX_BYTES = 4 * 1024 * 1024
+
+/**
+ * Whether the engine may write this input tree itself rather than ask the sandboxer: small, and without executables.
+ * Executables are written only by the sandboxer, a process that never forks: a file written here could still be
+ * open for writing in a child forked meanwhile, and exec'ing it would fail with ETXTBSY (Pants's reason for a
+ * separate sandboxer). A small tree costs less to write than the round trip to the sandboxer; a large one would
+ * hold up the engine's other processes.
+ */
+const writableHere = (store: Store.Service, digest: Digest.Digest) =>
+  store.listTree(digest).pipe(
+    Effect.map((entries) => {
+      if (entries.length > INLINE_MAX_FILES) return false
+      let bytes = 0
+      for (const e of entries) {
+        if (e.type === "file") {
+          if (e.isExecutable === true) return false
+          bytes += e.digest!.sizeBytes
+        }
+      }
+      return bytes <= INLINE_MAX_BYTES
+    }),
+    // A tree that cannot be listed is the sandboxer's to report (with the digest that is missing).
+    Effect.orElseSucceed(() => false)
+  )
+
+/** Small logs are read whole and stored in one call; a large one is streamed into the store from its file. */
+const LOG_IN_MEMORY_MAX = 4 * 1024 * 1024
+
+const readLog = (file: string): Effect.Effect<Buffer | string, StoreError> =>
+  Effect.try({
+    try: () => {
+      const size = fs.statSync(file, { throwIfNoEntry: false })?.size ?? 0
+      return size === 0 ? Buffer.alloc(0) : size <= LOG_IN_MEMORY_MAX ? fs.readFileSync(file) : file
+    },
+    catch: ioError(file, "cannot read the output of the process")
+  })
+
+/** @internal */
+export const make = (
+  store: Store.Service,
+  sandboxer: Sandboxer.Service,
+  sandboxes: Sandboxes.Service,
+  spawner: Spawner.Spawner,
+  options: LocalOptions
+): Runner =>
+(process, _policy) =>
+  Effect.scoped(Effect.gen(function*() {
+    const started = Date.now()
+    const timings: Record<string, number> = {}
+    const phase = <A, E, R>(name: string, effect: Effect.Effect<A, E, R>) =>
+      Effect.suspend(() => {
+        const t = Date.now()
+        return Effect.ensuring(effect, Effect.sync(() => void (timings[name] = Date.now() - t)))
+      })
+
+    // Before the sandbox exists: from its mkdir on (its name says whose it is), it dies with this engine.
+    yield* options.watch(sandboxes.root)
+    yield* store.leaseTree(process.inputDigest).pipe(Effect.catchTag("StoreError", () => Effect.void))
+    const inline = yield* writableHere(store, process.inputDigest)
+    // Once its group is gone, a sandbox of a few hundred entries is kept for the next process (see `SandboxDir.pool`);
+    // a tree this engine writes itself may go into one a finished process left (see `Refill`). Anything bigger is
+    // removed, logs included, by the spawner, off this thread.
+    const sandbox = yield* sandboxes.make(
+      process.description,
+      (dir) => spawner.remove([dir, `${dir}${SandboxDir.STDOUT_SUFFIX}`, `${dir}${SandboxDir.STDERR_SUFFIX}`]),
+      { used: inline }
+    )
+    yield* phase(
+      "materialize",
+      inline
+        ? store.materialize(process.inputDigest, sandbox.path, {
+          createDestination: false,
+          reuse: sandbox.reused,
+          keepDirs: preparedDirs(process)
+        }).pipe(
+          Effect.catchTag("StoreError", (e) =>
+            Effect.fail(new SandboxError({ reason: "Materialize", path: sandbox.path, detail: e.message })))
+        )
+        // The sandboxer reads the store itself: what this process still commits in the background must land first.
+        : Effect.zipRight(
+          store.written,
+          sandboxer.materialize(process.inputDigest, sandbox.path, { createDestination: false })
+        )
+    )
+    const cwd = yield* prepare(sandbox.path, process, options.namedCachesDir)
+    const argv = process.argv.map((a) =>
+      substitute(a, sandbox.path)
+    )
+    const env = Object.fromEntries(Object.entries(process.env).map(([k, v]) => [k, substitute(v, sandbox.path)]))
+    yield* sandbox.setCommand({ argv, env, workingDirectory: process.workingDirectory })
+
+    // stdout and stderr go to files beside the sandbox (outside it: the process sees only its inputs), read once the
+    // group is gone: no pipe for the engine to service while the process runs, and memory stays bounded.
+    const logs = {
+      stdout: `${sandbox.path}${SandboxDir.STDOUT_SUFFIX}`,
+      stderr: `${sandbox.path}${SandboxDir.STDERR_SUFFIX}`
+    }
+    const queued = Date.now()
+    // The permit is held while the process group lives, and only then: its sandbox is filled before and captured
+    // after while other processes run (what a permit bounds is the tools running at once). The group is ended
+    // before the permit goes, except when interrupted: then the scope's finalizer ends it, a moment later. (A scope
+    // of its own would cost every process another change of its fiber's context.)
+    const { exit, timedOut } = yield* options.running.withPermit(Effect.gen(function*() {
+      const runStarted = Date.now()
+      timings.queue = runStarted - queued
+      const group = yield* ProcessGroup.spawnGroup(spawner, { argv, cwd, env, ...logs }, options.grace)
+      const waited: Option.Option<ProcessGroup.Exit> = process.timeoutMs === undefined
+        ? Option.some(yield* Deferred.await(group.exited))
+        : yield* Effect.timeoutOption(Deferred.await(group.exited), Duration.millis(process.timeoutMs))
+      const timedOut = Option.isNone(waited)
+      if (Option.isSome(waited)) ProcessGroup.exitSeen(group, waited.value)
+      // The leader exited (or timed out): end whatever is left of its group before reading outputs, so no straggler
+      // writes into the sandbox while it is captured or removed.
+      yield* ProcessGroup.terminate(group, timedOut ? options.grace : Duration.zero)
+      const exit = Option.isSome(waited) ? waited.value : yield* Deferred.await(group.exited)
+      timings.run = Date.now() - runStarted
+      return { exit, timedOut }
+    }))
+    if (timedOut) {
+      yield* Effect.try({
+        try: () =>
+          fs.appendFileSync(
+            logs.stderr,
+            `\nkiln: ${process.description} timed out after ${Duration.format(Duration.millis(process.timeoutMs!))}\n`
+          ),
+        catch: ioError(logs.stderr, `cannot note the timeout of ${process.description}`)
+      })
+    }
+
+    const captureStarted = Date.now()
+    // stdout and stderr are stored with the outputs, in the same commits; a large log is streamed from its file.
+    const outputs = { outputFiles: process.outputFiles, outputDirectories: process.outputDirectories }
+    const [out, err] = yield* Effect.zip(readLog(logs.stdout), readLog(logs.stderr))
+    const captured: Array<readonly [string, Digest.Digest]> = []
+    const [outputDigest, [stdoutDigest, stderrDigest]] = typeof out !== "string" && typeof err !== "string"
+      ? (yield* store.captureWith(cwd, outputs, [out, err], captured)) as readonly [
+        Digest.Digest,
+        [Digest.Digest, Digest.Digest]
+      ]
+      : [
+        yield* store.capture(cwd, outputs),
+        [
+          yield* typeof out === "string" ? store.putFilePath(out) : store.putFile(out),
+          yield* typeof err === "string" ? store.putFilePath(err) : store.putFile(err)
+        ]
+      ] as const
+    timings.capture = Date.now() - captureStarted
+    const result = new ProcessResult({
+      exitCode: timedOut ? null : exit.code,
+      signal: timedOut ? "SIGTERM" : exit.signal,
+      timedOut,
+      stdoutDigest,
+      stderrDigest,
+      outputDigest,
+      actionDigest: Digest.empty,
+      durationMs: Date.now() - started,
+      source: "ran",
+      timings
+    }, true)
+    if (!result.succeeded) yield* sandbox.markFailed
+    else if (sandboxes.keep !== "always") {
+      // Its group is gone and its outputs are in the store: write-back may rename them into place (see `Handoff`).
+      for (const [abs, digest] of captured) sandboxes.handoff.offer(abs, digest)
+    }
+    return result
+  }))

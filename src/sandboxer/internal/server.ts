@@ -1,0 +1,238 @@
+/**
+ * The sandboxer's request handlers and its watchdog over the parent engine.
+ *
+ * Why a separate process at all: writing an executable file while the same process forks children races into
+ * `ETXTBSY` ("text file busy": a child forked while the file is still open for writing inherits the descriptor, and
+ * exec of that file fails until the child execs). The sandboxer writes sandboxes and never spawns a child.
+ *
+ * @internal
+ */
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import * as Digest from "../../domain/Digest.js"
+import type { StoreConfigConflict, StoreError } from "../../domain/StoreErrors.js"
+import { describeErrno, errnoOf } from "../../os/Errno.js"
+import * as SandboxDir from "../../sandbox/internal/sandboxDir.js"
+import type * as Store from "../../store/Store.js"
+import { FailedPrecondition, NotFound } from "../Rpc.js"
+
+/** @internal */
+export interface State {
+  /** Sandbox roots whose sandboxes owned by the parent die with it. */
+  readonly roots: Set<string>
+  inFlight: number
+  draining: boolean
+  lastRequest: number
+}
+
+/** @internal */
+export const makeState = (roots: Iterable<string> = []): State => ({
+  roots: new Set(roots),
+  inFlight: 0,
+  draining: false,
+  lastRequest: Date.now()
+})
+
+const tracked = <A, E>(state: State, effect: Effect.Effect<A, E>): Effect.Effect<A, E | FailedPrecondition> =>
+  Effect.suspend((): Effect.Effect<A, E | FailedPrecondition> => {
+    state.lastRequest = Date.now()
+    if (state.draining) return Effect.fail(new FailedPrecondition({ reason: "the sandboxer is shutting down" }))
+    state.inFlight++
+    return Effect.ensuring(effect, Effect.sync(() => void state.inFlight--))
+  })
+
+/**
+ * The request handlers. `store` opens the store on first use (memoized by the caller): a sandboxer whose engine
+ * writes its small sandboxes itself may never need it, and opening 49 LMDB environments was a fifth of its start-up.
+ *
+ * @internal
+ */
+export const handlers = (store: Effect.Effect<Store.Service, StoreError | StoreConfigConflict>, state: State) => ({
+  Materialize: (req: {
+    readonly digest: Digest.Digest
+    readonly destination: string
+    readonly mutablePaths: ReadonlyArray<string>
+    readonly createDestination?: boolean | undefined
+  }) =>
+    tracked(
+      state,
+      Effect.logInfo(`materialize ${Digest.format(req.digest)} into ${req.destination}`).pipe(
+        Effect.zipRight(Effect.flatMap(store, (s) =>
+          s.materialize(req.digest, req.destination, {
+            mutablePaths: req.mutablePaths,
+            createDestination: req.createDestination !== false
+          }))),
+        Effect.catchTags({
+          MissingDigest: (e) => Effect.fail(new NotFound({ digest: e.digest })),
+          StoreError: (e) => Effect.fail(new FailedPrecondition({ reason: e.message })),
+          StoreConfigConflict: (e) => Effect.fail(new FailedPrecondition({ reason: e.message }))
+        }),
+        // A request is finished even when the server is told to stop: draining waits for it.
+        Effect.uninterruptible
+      )
+    ),
+  Watch: (req: { readonly root: string }) =>
+    Effect.sync(() => {
+      state.lastRequest = Date.now()
+      state.roots.add(req.root)
+    }),
+  Ping: () => Effect.sync(() => ({ pid: process.pid }))
+})
+
+/**
+ * Waits (bounded) for in-flight requests to finish, refusing new ones meanwhile. Runs in a finalizer, which is
+ * uninterruptible: the timeout only works inside `interruptible`.
+ *
+ * @internal
+ */
+export const drain = (state: State, grace: Duration.DurationInput) =>
+  Effect.gen(function*() {
+    state.draining = true
+    if (state.inFlight === 0) return
+    yield* Effect.logInfo(`draining ${state.inFlight} in-flight request(s)`)
+    const finished = yield* Effect.interruptible(
+      Effect.repeat(Effect.sync(() => state.inFlight), {
+        until: (n) => n === 0,
+        schedule: Schedule.spaced("10 millis")
+      })
+    ).pipe(Effect.timeout(grace), Effect.option)
+    if (finished._tag === "None") {
+      yield* Effect.logWarning(`gave up on ${state.inFlight} request(s) after ${Duration.format(grace)}`)
+    }
+  })
+
+/**
+ * The process groups of processes whose working directory is inside one of the sandboxes: every process a sandbox
+ * runs starts there, and the engine's spawner (which also kills the groups it started when the engine dies) may be
+ * gone too.
+ */
+const groupsWorkingIn = (sandboxes: ReadonlyArray<string>): Set<number> => {
+  const found = new Set<number>()
+  if (sandboxes.length === 0) return found
+  let pids: Array<string>
+  try {
+    pids = fs.readdirSync("/proc").filter((p) => /^\d+$/.test(p))
+  } catch {
+    return found
+  }
+  for (const pid of pids) {
+    try {
+      const cwd = fs.readlinkSync(`/proc/${pid}/cwd`)
+      for (const s of sandboxes) {
+        if (cwd === s || cwd.startsWith(`${s}/`)) {
+          const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+          const pgrp = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2])
+          // Never the sandboxer's own group, nor init's.
+          if (pgrp > 1 && pgrp !== process.pid) found.add(pgrp)
+          break
+        }
+      }
+    } catch {
+      // It exited while we looked, or is not ours to read.
+    }
+  }
+  return found
+}
+
+/**
+ * The sandboxes under the watched roots that `owner` made and did not keep, found by their names (or owner files):
+ * the engine tells the sandboxer nothing per process (that was three messages per process, a round trip among them).
+ *
+ * @internal
+ */
+export const ownedSandboxes = (roots: Iterable<string>, owner: SandboxDir.Owner): Array<string> => {
+  const found: Array<string> = []
+  for (const root of roots) {
+    let names: Array<string>
+    try {
+      names = fs.readdirSync(root)
+    } catch {
+      continue
+    }
+    const sandboxes = new Set<string>()
+    for (const name of names) if (name.startsWith(SandboxDir.PREFIX)) sandboxes.add(SandboxDir.sandboxNameOf(name))
+    for (const name of sandboxes) {
+      const dir = path.join(root, name)
+      const o = SandboxDir.readOwner(dir)
+      if (o === undefined || o.kept === true || o.pid !== owner.pid) continue
+      if (owner.startTime !== "" && o.startTime !== owner.startTime) continue
+      found.push(dir)
+    }
+  }
+  return found
+}
+
+/** SIGKILLs every process group working in a sandbox of `owner`, then removes those sandboxes. @internal */
+export const destroyOwned = (state: State, owner: SandboxDir.Owner) =>
+  Effect.gen(function*() {
+    const sandboxes = ownedSandboxes(state.roots, owner)
+    for (const pgid of groupsWorkingIn(sandboxes)) {
+      try {
+        process.kill(-pgid, "SIGKILL")
+      } catch (e) {
+        if (errnoOf(e) !== "ESRCH") {
+          yield* Effect.logWarning(`could not kill process group ${pgid}: ${describeErrno(e)}`)
+        }
+      }
+    }
+    for (const sandbox of sandboxes) {
+      yield* Effect.try(() => SandboxDir.remove(sandbox)).pipe(
+        Effect.catchAll((e) => Effect.logWarning(`could not remove sandbox ${sandbox}: ${describeErrno(e.error)}`))
+      )
+    }
+    return sandboxes.length
+  })
+
+/** @internal */
+export interface Watch {
+  readonly parentPid: number
+  /** The parent's start time as /proc records it; guards against a recycled pid. Empty to skip the check. */
+  readonly parentStartTime: string
+  readonly idleTimeout: Duration.Duration
+}
+
+/**
+ * Completes when the parent is gone (after destroying its sandboxes) or the sandboxer has idled too long.
+ * Polled: a pid cannot be waited on by a process that is not its parent.
+ *
+ * @internal
+ */
+export const watch = (
+  state: State,
+  w: Watch,
+  parentPipe?: NodeJS.ReadableStream
+): Effect.Effect<"parent-died" | "idle"> =>
+  Effect.gen(function*() {
+    const parent = { pid: w.parentPid, startTime: w.parentStartTime }
+    const parentAlive = () => SandboxDir.ownerAlive(parent)
+    const idleMs = Duration.toMillis(w.idleTimeout)
+    const poll = Effect.gen(function*() {
+      for (;;) {
+        if (!parentAlive()) return "parent-died" as const
+        // Never idle out while the parent has sandboxes: a process may run for longer than the timeout.
+        if (
+          state.inFlight === 0 && Date.now() - state.lastRequest > idleMs &&
+          ownedSandboxes(state.roots, parent).length === 0
+        ) return "idle" as const
+        yield* Effect.sleep("200 millis")
+      }
+    })
+    const pipeClosed = parentPipe === undefined ? Effect.never : Effect.async<"parent-died">((resume) => {
+      const done = () => resume(Effect.succeed("parent-died"))
+      parentPipe.once("end", done)
+      parentPipe.once("close", done)
+      parentPipe.once("error", done)
+      parentPipe.resume()
+    })
+    const why = yield* Effect.raceFirst(poll, pipeClosed)
+    if (why === "parent-died") {
+      const n = yield* destroyOwned(state, parent)
+      yield* Effect.logWarning(`parent ${w.parentPid} is gone: removed its ${n} sandbox(es) and ended what ran in them`)
+    } else {
+      yield* Effect.logInfo(`idle for ${Duration.format(w.idleTimeout)}: exiting`)
+    }
+    return why
+  })

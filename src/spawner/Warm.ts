@@ -1,0 +1,60 @@
+/**
+ * A spawner started by the CLI's loader before it loads the engine, for a `kiln run` that will run something: the
+ * first process then finds it up instead of waiting for its Node start, which overlaps the engine's loading. The
+ * engine takes it over on first use; one nobody takes sees its stdin end when this process exits, and exits too.
+ *
+ * Plain code: the loader uses it before Effect is loaded.
+ *
+ * @internal
+ */
+import type { ChildProcess, spawn as Spawn } from "node:child_process"
+import { SPAWNER_SOURCE } from "./internal/source.js"
+
+const KEY = Symbol.for("kiln.warmSpawner")
+
+/** Set in a warm spawner's environment (which no process it starts sees: each gets exactly its own). */
+export const WARM_ENV = "KILN_SPAWNER_WARM"
+
+/** Node's arguments for a spawner working for `enginePid`. @internal */
+export const argsFor = (enginePid: number): Array<string> => [
+  "-e",
+  SPAWNER_SOURCE,
+  "--",
+  "kiln-spawner",
+  String(enginePid)
+]
+
+const unref = (s: unknown) => (s as { unref?: () => void } | null)?.unref?.()
+
+/** Starts one for this process. Never throws: without it, the engine starts its own. @internal */
+export const startWarm = (spawn: typeof Spawn): void => {
+  try {
+    const child = spawn(process.execPath, argsFor(process.pid), {
+      stdio: ["pipe", "pipe", "inherit"],
+      env: { [WARM_ENV]: "1" },
+      // Its own session, as the engine's own spawner (spawner.ts): it is the engine's watchdog.
+      detached: true
+    })
+    // Its failures are the engine's to see when it takes it over: none may throw here.
+    child.on("error", () => undefined)
+    child.stdin?.on("error", () => undefined)
+    // Until it is taken over, it must not keep this process alive.
+    child.unref()
+    unref(child.stdin)
+    unref(child.stdout)
+    ;(globalThis as Record<symbol, unknown>)[KEY] = child
+  } catch {
+    // The engine starts one when it needs it.
+  }
+}
+
+/** The warm spawner, once, if it still runs. @internal */
+export const takeWarm = (): ChildProcess | undefined => {
+  const g = globalThis as Record<symbol, unknown>
+  const child = g[KEY] as ChildProcess | undefined
+  delete g[KEY]
+  if (child === undefined) return undefined
+  if (child.exitCode === null && child.signalCode === null && child.pid !== undefined) return child
+  child.stdin?.destroy()
+  return undefined
+}

@@ -1,0 +1,539 @@
+/**
+ * Reads a directory on disk into the store: files (executable bit kept), symlinks (kept as symlinks, never
+ * followed) and directories, optionally filtered by globs.
+ *
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import * as Digest from "../../domain/Digest.js"
+import * as Glob from "../../domain/Glob.js"
+import { StoreError } from "../../domain/StoreErrors.js"
+import * as RunMemo from "../../engine/RunMemo.js"
+import { describeErrno, errnoOf, ioError } from "../../os/Errno.js"
+import * as Core from "./core.js"
+import { putHashedSmallFiles } from "./core.js"
+import * as LargeFiles from "./largeFiles.js"
+import * as Sharded from "./lmdb/shards.js"
+import * as StatIndex from "./statIndex.js"
+import * as Tree from "./tree.js"
+
+/** @internal */
+export interface Filter {
+  /**
+   * Where a walk can start instead of the root: the static bases of the include globs, none under another. Absent
+   * when some glob can match anywhere. Walking from the bases keeps a snapshot's cost to what its globs can match,
+   * not the size of the workspace.
+   */
+  readonly starts: ReadonlyArray<string> | undefined
+  readonly includes: (relPath: string) => boolean
+  /** Whether the walk may skip a directory: nothing under it can be included. */
+  readonly prunes: (relDir: string) => boolean
+}
+
+/**
+ * Globs relative to the snapshot root; a leading `!` excludes. With no include glob, everything is included.
+ *
+ * @internal
+ */
+const filters = new Map<string, Filter | undefined>()
+
+/**
+ * The filter of a glob list, compiled once per process: a run snapshots hundreds of processes, often with the
+ * same globs, and compiling a matcher costs more than walking a small directory.
+ *
+ * @internal
+ */
+export const filterOf = (globs: ReadonlyArray<string>): Filter | undefined => {
+  const key = JSON.stringify(globs)
+  if (filters.has(key)) return filters.get(key)
+  const filter = compileFilter(globs)
+  if (filters.size > 10_000) filters.clear()
+  filters.set(key, filter)
+  return filter
+}
+
+const compileFilter = (globs: ReadonlyArray<string>): Filter | undefined => {
+  const include = globs.filter((g) => !g.startsWith("!"))
+  const exclude = globs.filter((g) => g.startsWith("!")).map((g) => g.slice(1))
+  if (include.length === 0 && exclude.length === 0) return undefined
+  const inc = include.length === 0 ? () => true : Glob.matcher(include)
+  const exc = exclude.length === 0 ? () => false : Glob.matcher(exclude)
+  const bases = include.length === 0 ? undefined : include.map(Glob.baseOf)
+  const starts: Array<string> = []
+  if (bases !== undefined && !bases.some((b) => b === "")) {
+    for (const b of [...new Set(bases)].sort((x, y) => x.length - y.length)) {
+      if (!starts.some((k) => b.startsWith(`${k}/`))) starts.push(b)
+    }
+  }
+  return {
+    starts: bases !== undefined && !bases.some((b) => b === "") ? starts : undefined,
+    includes: (p) => inc(p) && !exc(p),
+    prunes: (d) =>
+      exc(d) ||
+      (bases !== undefined &&
+        !bases.some((b) => b === "" || b === d || b.startsWith(`${d}/`) || d.startsWith(`${b}/`)))
+  }
+}
+
+const FLUSH_BYTES = 32 * 1024 * 1024
+
+interface Walk {
+  readonly core: Core.Core
+  readonly filter: Filter | undefined
+  readonly index?: StatIndex.StatIndex | undefined
+  /** Collects every path the walk read, with what it found there (for the run memo). */
+  readonly observe?: Array<RunMemo.Seen> | undefined
+  /** Collects every file the walk read, with its digest (a capture's, for `Handoff`). */
+  readonly read?: Array<readonly [string, Digest.Digest]> | undefined
+  /** File contents read and not yet stored: shared by the walks of one `snapshotMany`, stored together. */
+  readonly batch: Batch
+}
+
+interface Batch {
+  entries: Array<Sharded.Entry>
+  bytes: number
+}
+
+const newBatch = (): Batch => ({ entries: [], bytes: 0 })
+
+interface FileNode {
+  readonly digest: Digest.Digest
+  readonly isExecutable: boolean
+}
+
+/**
+ * What reading a file gives: the node at once when no I/O beyond a stat and a read is needed (every file of a run
+ * where nothing changed), else an Effect (a store write, a large file). A walk visits thousands of files, and an
+ * Effect per file was most of a no-op run's cost.
+ */
+type Step<A> = A | Effect.Effect<A, StoreError>
+
+const run = <A>(step: Step<A>): Effect.Effect<A, StoreError> => Effect.isEffect(step) ? step : Effect.succeed(step)
+
+const readFileNode = (w: Walk, abs: string, useIndex = true): Step<FileNode | undefined> => {
+  if (w.index !== undefined && useIndex && StatIndex.mayKnow(w.index, abs)) {
+    let st: fs.BigIntStats | undefined
+    try {
+      st = fs.lstatSync(abs, { bigint: true })
+    } catch (e) {
+      if (errnoOf(e) === "ENOENT") return undefined
+    }
+    const hash = st === undefined || !st.isFile() ? undefined : StatIndex.lookup(w.index, abs, st)
+    if (st !== undefined && hash !== undefined) {
+      const digest = { hash, sizeBytes: Number(st.size) }
+      // The index vouches for the bytes on disk, not for the store: a collected blob is read again.
+      const present = Core.hasFileSync(w.core, digest)
+      if (typeof present !== "boolean") return Effect.fail(present)
+      if (present) {
+        w.observe?.push({ kind: "f", abs, st, evidence: hash })
+        return { digest, isExecutable: (Number(st.mode) & 0o111) !== 0 }
+      }
+    }
+  }
+  let fd: number
+  try {
+    fd = fs.openSync(abs, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW)
+  } catch (e) {
+    // Deleted between readdir and open: the tree is what is there now.
+    if (errnoOf(e) === "ENOENT") return undefined
+    return Effect.fail(ioError(abs, "cannot read")(e))
+  }
+  let size: number
+  let isExecutable: boolean
+  let bytes: Buffer | undefined
+  let st: fs.BigIntStats
+  try {
+    st = fs.fstatSync(fd, { bigint: true })
+    if (!st.isFile()) {
+      return Effect.fail(new StoreError({ reason: "Unsupported", detail: "not a regular file", path: abs }))
+    }
+    size = Number(st.size)
+    isExecutable = (Number(st.mode) & 0o111) !== 0
+    if (size < LargeFiles.THRESHOLD) bytes = fs.readFileSync(fd)
+  } catch (e) {
+    return Effect.fail(ioError(abs, "cannot read")(e))
+  } finally {
+    fs.closeSync(fd)
+  }
+  if (w.index !== undefined) StatIndex.countHashed(w.index)
+  const remember = <A extends { digest: Digest.Digest }>(r: A): A => {
+    if (w.index !== undefined && r.digest.sizeBytes === size) StatIndex.record(w.index, abs, st, r.digest.hash)
+    w.observe?.push({ kind: "f", abs, st, evidence: r.digest.hash })
+    w.read?.push([abs, r.digest])
+    return r
+  }
+  if (bytes === undefined) {
+    return Effect.map(
+      LargeFiles.putFromPath(w.core.large, abs, Date.now() + w.core.leaseTimeMs, w.core.leaseTimeMs),
+      (digest) => remember({ digest, isExecutable })
+    )
+  }
+  const digest = Digest.ofBytes(bytes)
+  if (digest.sizeBytes >= LargeFiles.THRESHOLD) {
+    // It grew between fstat and read: store it as the large file it now is.
+    return Effect.map(
+      LargeFiles.putBytes(w.core.large, digest, bytes, Date.now() + w.core.leaseTimeMs, w.core.leaseTimeMs),
+      () => ({ digest, isExecutable })
+    )
+  }
+  if (bytes.length > 0) {
+    w.batch.entries.push({ hash: digest.hash, value: bytes })
+    w.batch.bytes += bytes.length
+  }
+  if (w.batch.bytes < FLUSH_BYTES) return remember({ digest, isExecutable })
+  return Effect.as(flush(w), remember({ digest, isExecutable }))
+}
+
+const flush = (w: Walk): Effect.Effect<void, StoreError> =>
+  Effect.suspend(() => {
+    const entries = w.batch.entries
+    w.batch.entries = []
+    w.batch.bytes = 0
+    return putHashedSmallFiles(w.core, entries)
+  })
+
+/**
+ * Reads the directory `abs` (relative path `rel` under the snapshot root) into `into`, depth first. Plain code with
+ * an explicit stack, leaving it only for what needs an Effect (a store write, a large file): a run where nothing
+ * changed walks thousands of files, and an Effect per directory and per file was most of its cost. Under a filter,
+ * directories left empty are dropped.
+ */
+const walkDir = (w: Walk, abs: string, rel: string, into: Tree.Node): Effect.Effect<void, StoreError> =>
+  Effect.suspend(() => {
+    const stack: Array<{ abs: string; rel: string; node: Tree.Node }> = [{ abs, rel, node: into }]
+    const visited: Array<Tree.Node> = []
+    let current: { entries: Array<fs.Dirent>; i: number; abs: string; rel: string; node: Tree.Node } | undefined
+    const step = (): Effect.Effect<void, StoreError> => {
+      for (;;) {
+        if (current === undefined || current.i >= current.entries.length) {
+          const next = stack.pop()
+          if (next === undefined) break
+          let entries: Array<fs.Dirent>
+          try {
+            if (w.index === undefined) {
+              entries = fs.readdirSync(next.abs, { withFileTypes: true })
+            } else {
+              const listing = StatIndex.readdir(w.index, next.abs)
+              entries = listing.entries
+              w.observe?.push({ kind: "d", abs: next.abs, st: listing.st, evidence: RunMemo.namesOf(entries) })
+            }
+          } catch (e) {
+            return Effect.fail(ioError(next.abs, "cannot read directory")(e))
+          }
+          visited.push(next.node)
+          current = { entries, i: 0, ...next }
+          continue
+        }
+        const entry = current.entries[current.i++]!
+        const childRel = current.rel === "" ? entry.name : `${current.rel}/${entry.name}`
+        let kind = entry.isDirectory() ? "dir" : entry.isSymbolicLink() ? "link" : entry.isFile() ? "file" : "other"
+        const childAbs = path.join(current.abs, entry.name)
+        if (kind === "other" && !entry.isFIFO() && !entry.isSocket() && !entry.isBlockDevice()) {
+          // Some file systems report DT_UNKNOWN: ask lstat.
+          try {
+            const st = fs.lstatSync(childAbs)
+            kind = st.isDirectory() ? "dir" : st.isSymbolicLink() ? "link" : st.isFile() ? "file" : "other"
+          } catch (e) {
+            return Effect.fail(ioError(childAbs, "cannot stat")(e))
+          }
+        }
+        if (kind === "dir") {
+          if (w.filter?.prunes(childRel)) continue
+          const child = Tree.node()
+          current.node.dirs.set(entry.name, child)
+          stack.push({ abs: childAbs, rel: childRel, node: child })
+          continue
+        }
+        if (w.filter !== undefined && !w.filter.includes(childRel)) continue
+        if (kind === "link") {
+          try {
+            const st = w.observe !== undefined ? fs.lstatSync(childAbs, { bigint: true }) : undefined
+            const target = fs.readlinkSync(childAbs)
+            current.node.symlinks.set(entry.name, target)
+            w.observe?.push({ kind: "l", abs: childAbs, st: st!, evidence: target })
+          } catch (e) {
+            return Effect.fail(ioError(childAbs, "cannot read symlink")(e))
+          }
+        } else if (kind === "file") {
+          const node = current.node
+          const read = readFileNode(w, childAbs)
+          if (Effect.isEffect(read)) {
+            return Effect.flatMap(read, (file) => {
+              if (file !== undefined) node.files.set(entry.name, file)
+              return step()
+            })
+          }
+          if (read !== undefined) node.files.set(entry.name, read)
+        } else {
+          return Effect.fail(
+            new StoreError({
+              reason: "Unsupported",
+              detail: "not a regular file, directory or symlink (sockets, FIFOs and devices cannot be snapshotted)",
+              path: childAbs
+            })
+          )
+        }
+      }
+      // Children were visited after their parents: dropping empty ones from the last up leaves no empty directory.
+      if (w.filter !== undefined) {
+        for (let k = visited.length - 1; k >= 0; k--) {
+          const n = visited[k]!
+          for (const [name, child] of n.dirs) if ("dirs" in child && Tree.isEmpty(child)) n.dirs.delete(name)
+        }
+      }
+      return Effect.void
+    }
+    return step()
+  })
+
+/** Walks from one static glob base: a directory is walked, a file or symlink (a literal path) is read. */
+const walkFrom = (w: Walk, root: string, start: string, tree: Tree.Node): Effect.Effect<void, StoreError> =>
+  Effect.gen(function*() {
+    const segments = start.split("/")
+    const abs = path.join(root, ...segments)
+    let st: fs.Stats
+    try {
+      st = fs.lstatSync(abs)
+    } catch (e) {
+      if (errnoOf(e) === "ENOENT" || errnoOf(e) === "ENOTDIR") {
+        w.observe?.push({ kind: "a", abs })
+        return
+      }
+      return yield* Effect.fail(ioError(abs, "cannot stat")(e))
+    }
+    const name = segments[segments.length - 1]!
+    const holder = Tree.node()
+    if (st.isDirectory()) {
+      if (w.filter?.prunes(start)) return
+      const child = Tree.node()
+      yield* walkDir(w, abs, start, child)
+      if (Tree.isEmpty(child)) return
+      holder.dirs.set(name, child)
+    } else {
+      if (!w.filter!.includes(start)) return
+      if (!(yield* readEntry(w, abs, holder, name, "file"))) return
+    }
+    const parent = Tree.dirAt(tree, segments.slice(0, -1))
+    if (parent === undefined) return
+    for (const [k, v] of holder.files) parent.files.set(k, v)
+    for (const [k, v] of holder.dirs) parent.dirs.set(k, v)
+    for (const [k, v] of holder.symlinks) parent.symlinks.set(k, v)
+  })
+
+/**
+ * Snapshots the directory `root` (optionally filtered by globs) into the store and returns its digest.
+ *
+ * @internal
+ */
+export const snapshot = (
+  core: Core.Core,
+  root: string,
+  globs: ReadonlyArray<string> = [],
+  index?: StatIndex.StatIndex,
+  observe?: Array<RunMemo.Seen>
+): Effect.Effect<Digest.Digest, StoreError> =>
+  Effect.gen(function*() {
+    const abs = path.resolve(root)
+    const st = yield* Effect.try({ try: () => fs.statSync(abs), catch: ioError(abs, "cannot snapshot") })
+    if (!st.isDirectory()) {
+      return yield* new StoreError({ reason: "Io", detail: "cannot snapshot: not a directory", path: abs })
+    }
+    const w: Walk = { core, filter: filterOf(globs), index, observe, batch: newBatch() }
+    const tree = Tree.node()
+    yield* walkRoot(w, abs, tree)
+    return yield* flushAndFinish(w, tree)
+  })
+
+const walkRoot = (w: Walk, abs: string, tree: Tree.Node): Effect.Effect<void, StoreError> => {
+  const starts = w.filter?.starts
+  return starts === undefined
+    ? walkDir(w, abs, "", tree)
+    : Effect.forEach(starts, (start) => walkFrom(w, abs, start, tree), { discard: true })
+}
+
+/** @internal */
+export interface Request {
+  readonly globs: ReadonlyArray<string>
+  readonly observe?: Array<RunMemo.Seen> | undefined
+}
+
+/**
+ * {@link snapshot} of the directory `root` for each of many glob sets (every process's own inputs, at the start of a
+ * run), storing what they read together: one commit per shard for all of them, where a snapshot each cost its own
+ * commit in every shard it touched (seven a process, in a cold run of small processes), and the engine's thread
+ * waited on them. Each snapshot succeeds or fails on its own; a failure to store fails them all.
+ *
+ * @internal
+ */
+export const snapshotMany = (
+  core: Core.Core,
+  root: string,
+  requests: ReadonlyArray<Request>,
+  index?: StatIndex.StatIndex
+): Effect.Effect<Array<Either.Either<Digest.Digest, StoreError>>, StoreError> =>
+  Effect.gen(function*() {
+    const abs = path.resolve(root)
+    const st = yield* Effect.try({ try: () => fs.statSync(abs), catch: ioError(abs, "cannot snapshot") })
+    if (!st.isDirectory()) {
+      return yield* new StoreError({ reason: "Io", detail: "cannot snapshot: not a directory", path: abs })
+    }
+    const batch = newBatch()
+    const trees = yield* Effect.forEach(requests, (r) => {
+      const tree = Tree.node()
+      const w: Walk = { core, filter: filterOf(r.globs), index, observe: r.observe, batch }
+      return Effect.either(Effect.as(walkRoot(w, abs, tree), tree))
+    })
+    const encoded = trees.map((t) => Either.flatMap(t, Tree.encode))
+    const seen = new Set<string>()
+    const directories: Array<Sharded.Entry> = []
+    for (const e of encoded) {
+      if (Either.isLeft(e)) continue
+      for (const d of e.right.pending) {
+        if (seen.has(d.hash)) continue
+        seen.add(d.hash)
+        directories.push(d)
+      }
+    }
+    yield* Sharded.putBatches(
+      [{ shards: core.files, entries: batch.entries }, { shards: core.directories, entries: directories }],
+      Core.leaseUntil(core),
+      core.leaseTimeMs
+    )
+    return encoded.map((e) => {
+      if (Either.isRight(e)) Tree.remember(core, e.right)
+      return Either.map(e, (x) => x.digest)
+    })
+  })
+
+/**
+ * Reads one entry (file, symlink or whole directory) at `abs` into a tree node's slot `name`. Used by capture.
+ * Returns false when the path does not exist.
+ *
+ * @internal
+ */
+export const readEntry = (
+  w: Walk,
+  abs: string,
+  into: Tree.Node,
+  name: string,
+  expect: "file" | "directory"
+): Effect.Effect<boolean, StoreError> =>
+  Effect.gen(function*() {
+    let st: fs.Stats
+    try {
+      st = fs.lstatSync(abs)
+    } catch (e) {
+      if (errnoOf(e) === "ENOENT" || errnoOf(e) === "ENOTDIR") return false
+      return yield* Effect.fail(new StoreError({ reason: "Io", detail: `cannot stat: ${describeErrno(e)}`, path: abs }))
+    }
+    if (st.isSymbolicLink()) {
+      const seen = w.observe !== undefined
+        ? yield* Effect.try({ try: () => fs.lstatSync(abs, { bigint: true }), catch: ioError(abs, "cannot stat") })
+        : undefined
+      const target = yield* Effect.try({ try: () => fs.readlinkSync(abs), catch: ioError(abs, "cannot read symlink") })
+      into.symlinks.set(name, target)
+      if (seen !== undefined) w.observe?.push({ kind: "l", abs, st: seen, evidence: target })
+      return true
+    }
+    if (expect === "file") {
+      if (!st.isFile()) {
+        return yield* new StoreError({
+          reason: "Unsupported",
+          detail: st.isDirectory()
+            ? "declared as an output file, but the process created a directory"
+            : "declared as an output file, but it is not a regular file",
+          path: abs
+        })
+      }
+      const file = yield* run(readFileNode(w, abs))
+      if (file === undefined) return false
+      into.files.set(name, file)
+      return true
+    }
+    if (!st.isDirectory()) {
+      return yield* new StoreError({
+        reason: "Unsupported",
+        detail: "declared as an output directory, but the process created a file",
+        path: abs
+      })
+    }
+    const child = Tree.node()
+    yield* walkDir(w, abs, "", child)
+    into.dirs.set(name, child)
+    return true
+  })
+
+/** @internal */
+export const readDirectoryInto = (w: Walk, abs: string, into: Tree.Node): Effect.Effect<void, StoreError> =>
+  walkDir(w, abs, "", into)
+
+/** @internal */
+export const newWalk = (core: Core.Core, read?: Array<readonly [string, Digest.Digest]>): Walk => ({
+  core,
+  filter: undefined,
+  read,
+  batch: newBatch()
+})
+
+/**
+ * Stores the walk's last files and the tree's directories, and returns the root digest. The two go to different
+ * LMDB environments; their commits are waited for together, in one wait rather than a fiber each (forking and
+ * joining two fibers cost the engine's thread more than the writes, for every process's inputs and outputs).
+ *
+ * @internal
+ */
+export const flushAndFinish = (w: Walk, tree: Tree.Node): Effect.Effect<Digest.Digest, StoreError> =>
+  Effect.suspend(() => {
+    const encoded = Tree.encode(tree)
+    if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
+    const files = w.batch.entries
+    w.batch.entries = []
+    w.batch.bytes = 0
+    return Effect.as(
+      Effect.zipRight(
+        Sharded.putBatches(
+          [
+            { shards: w.core.files, entries: files },
+            { shards: w.core.directories, entries: encoded.right.pending }
+          ],
+          Core.leaseUntil(w.core),
+          w.core.leaseTimeMs
+        ),
+        Effect.sync(() => Tree.remember(w.core, encoded.right))
+      ),
+      encoded.right.digest
+    )
+  })
+
+/**
+ * Adds blobs to what the walk stores when it finishes (a process's logs, stored with its outputs); says their
+ * digests. Large ones go to the large-file folder first.
+ *
+ * @internal
+ */
+export const addBlobs = (w: Walk, blobs: ReadonlyArray<Uint8Array>): Effect.Effect<Array<Digest.Digest>, StoreError> =>
+  Effect.suspend(() => {
+    const digests = blobs.map(Digest.ofBytes)
+    const large: Array<readonly [Digest.Digest, Uint8Array]> = []
+    blobs.forEach((value, i) => {
+      const digest = digests[i]!
+      if (Digest.isEmpty(digest)) return
+      if (value.length >= LargeFiles.THRESHOLD) {
+        large.push([digest, value])
+      } else {
+        w.batch.entries.push({ hash: digest.hash, value })
+        w.batch.bytes += value.length
+      }
+    })
+    return large.length === 0 ? Effect.succeed(digests) : Effect.as(
+      Effect.forEach(
+        large,
+        ([d, v]) => LargeFiles.putBytes(w.core.large, d, v, Core.leaseUntil(w.core), w.core.leaseTimeMs),
+        { discard: true }
+      ),
+      digests
+    )
+  })

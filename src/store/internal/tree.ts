@@ -1,0 +1,163 @@
+/**
+ * A mutable in-memory tree used while a directory is read from disk (snapshot, capture): entries are added by
+ * path, then {@link finish} encodes every `Directory` bottom-up and stores them in one batch.
+ *
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Digest from "../../domain/Digest.js"
+import * as Directory from "../../domain/Directory.js"
+import { StoreError } from "../../domain/StoreErrors.js"
+import * as Core from "./core.js"
+import * as Sharded from "./lmdb/shards.js"
+
+/** @internal */
+export interface Node {
+  readonly files: Map<string, { readonly digest: Digest.Digest; readonly isExecutable: boolean }>
+  readonly dirs: Map<string, Node | Digest.Digest>
+  readonly symlinks: Map<string, string>
+}
+
+/** @internal */
+export const node = (): Node => ({ files: new Map(), dirs: new Map(), symlinks: new Map() })
+
+/** @internal */
+export const isEmpty = (n: Node): boolean => n.files.size === 0 && n.dirs.size === 0 && n.symlinks.size === 0
+
+/** @internal */
+export const has = (n: Node, name: string): boolean => n.files.has(name) || n.dirs.has(name) || n.symlinks.has(name)
+
+/**
+ * The node for the directory at `path` (segments), creating missing parents. Undefined when a segment is already
+ * taken by a file, a symlink or a directory known only by digest.
+ *
+ * @internal
+ */
+export const dirAt = (root: Node, segments: ReadonlyArray<string>): Node | undefined => {
+  let current = root
+  for (const name of segments) {
+    const child = current.dirs.get(name)
+    if (child === undefined) {
+      if (current.files.has(name) || current.symlinks.has(name)) return undefined
+      const created = node()
+      current.dirs.set(name, created)
+      current = created
+    } else if ("dirs" in child) {
+      current = child
+    } else {
+      return undefined
+    }
+  }
+  return current
+}
+
+/** A tree's directories encoded: the root's digest, and what to store. @internal */
+export interface Encoded {
+  readonly digest: Digest.Digest
+  readonly pending: Array<Sharded.Entry>
+  readonly made: Array<[Digest.Digest, Directory.Directory]>
+}
+
+/**
+ * Encodes every directory of the tree (plain code; nothing is stored).
+ *
+ * @internal
+ */
+export const encode = (root: Node): Either.Either<Encoded, StoreError> => {
+  const pending: Array<Sharded.Entry> = []
+  const made: Array<[Digest.Digest, Directory.Directory]> = []
+  const go = (n: Node): Either.Either<Digest.Digest, StoreError> => {
+    const directories: Array<Directory.DirectoryNode> = []
+    for (const [name, child] of n.dirs) {
+      if ("dirs" in child) {
+        const d = go(child)
+        if (Either.isLeft(d)) return d
+        directories.push({ name, digest: d.right })
+      } else {
+        directories.push({ name, digest: child })
+      }
+    }
+    const result = Directory.make({
+      files: Array.from(n.files, ([name, f]) => ({ name, digest: f.digest, isExecutable: f.isExecutable })),
+      directories,
+      symlinks: Array.from(n.symlinks, ([name, target]) => ({ name, target }))
+    })
+    if (Either.isLeft(result)) {
+      return Either.left(new StoreError({ reason: "Unsupported", detail: result.left.message }))
+    }
+    const value = Directory.encode(result.right)
+    const digest = Digest.ofBytes(value)
+    if (value.length > 0) {
+      pending.push({ hash: digest.hash, value })
+      made.push([digest, result.right])
+    }
+    return Either.right(digest)
+  }
+  return Either.map(go(root), (digest) => ({ digest, pending, made }))
+}
+
+/**
+ * Keeps the decoded directories just stored: listing the tree next (the engine does, for every input tree) then
+ * needs no decoding.
+ *
+ * @internal
+ */
+export const remember = (core: Core.Core, encoded: Encoded): void =>
+  encoded.made.forEach(([d, dir]) => Core.rememberDirectory(core, d, dir))
+
+/**
+ * {@link finish} without waiting for the commit: the tree's directories are remembered at once, and are present to
+ * this process (see `Core.committing`) while the effect `write` is given commits them; says the root digest.
+ *
+ * @internal
+ */
+export const finishBehind = (
+  core: Core.Core,
+  root: Node,
+  write: (commit: Effect.Effect<void, StoreError>) => Effect.Effect<void>
+): Effect.Effect<Digest.Digest, StoreError> =>
+  Effect.suspend(() => {
+    const encoded = encode(root)
+    if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
+    const { digest, pending } = encoded.right
+    if (pending.length === 0) return Effect.succeed(digest)
+    remember(core, encoded.right)
+    for (const e of pending) core.committing.set(e.hash, (core.committing.get(e.hash) ?? 0) + 1)
+    const landed = Effect.sync(() => {
+      for (const e of pending) {
+        const n = (core.committing.get(e.hash) ?? 1) - 1
+        if (n <= 0) core.committing.delete(e.hash)
+        else core.committing.set(e.hash, n)
+      }
+    })
+    return Effect.as(
+      write(Effect.ensuring(
+        Sharded.putBatch(core.directories, pending, Core.leaseUntil(core), core.leaseTimeMs),
+        landed
+      )),
+      digest
+    )
+  })
+
+/**
+ * Encodes and stores every directory of the tree; returns the root digest. With `rewrite`, every directory is written
+ * even when the store shows it present (see {@link Sharded.putBatch}'s `overwrite`).
+ *
+ * @internal
+ */
+export const finish = (core: Core.Core, root: Node, rewrite = false): Effect.Effect<Digest.Digest, StoreError> =>
+  Effect.suspend(() => {
+    const encoded = encode(root)
+    if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
+    const { digest, pending } = encoded.right
+    return Effect.as(
+      pending.length === 0
+        ? Effect.void
+        : Effect.zipRight(
+          Sharded.putBatch(core.directories, pending, Core.leaseUntil(core), core.leaseTimeMs, rewrite),
+          Effect.sync(() => remember(core, encoded.right))
+        ),
+      digest
+    )
+  })

@@ -1,0 +1,127 @@
+/**
+ * The sandboxer client against a real sandboxer process (dist/cli.js, built before the tests run), and the same
+ * contract against the in-process implementation.
+ *
+ * Promised and asserted: materialize writes the tree; a missing blob is a typed MissingDigest and never restarts the
+ * sandboxer; a sandboxer killed between requests is respawned once and the request succeeds; every engine process
+ * gets its own socket; the sandboxer is gone when the layer's scope closes.
+ * Not promised: how fast a respawn is.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Context, Effect, Layer, Option } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import * as Digest from "../../src/domain/Digest.js"
+import { isAlive } from "../../src/sandbox/internal/sandboxDir.js"
+import * as Sandboxer from "../../src/sandboxer/Sandboxer.js"
+import * as Store from "../../src/store/Store.js"
+import { tempDir, writeTree } from "../utils/temp.js"
+
+const cli = path.resolve("dist/cli.js")
+
+const layers = {
+  process: (socketDir: string) => Sandboxer.layer({ command: [process.execPath, cli], socketDir }),
+  inProcess: (_: string) => Sandboxer.layerInProcess
+}
+
+const setup = (kind: keyof typeof layers) =>
+  Effect.gen(function*() {
+    const root = yield* tempDir("kiln-sbx-")
+    const socketDir = yield* tempDir("kiln-sock-")
+    const context = yield* Layer.build(
+      layers[kind](socketDir).pipe(Layer.provideMerge(Store.layer({ root: path.join(root, "store") })))
+    )
+    const store = Context.get(context, Store.Store)
+    const sandboxer = Context.get(context, Sandboxer.Sandboxer)
+    return { root, socketDir, store, sandboxer }
+  })
+
+for (const kind of ["process", "inProcess"] as const) {
+  describe(`Sandboxer (${kind})`, () => {
+    it.scoped("materializes a tree", () =>
+      Effect.gen(function*() {
+        const { root, sandboxer, store } = yield* setup(kind)
+        const work = path.join(root, "work")
+        writeTree(work, { "a.sh": { content: "echo hi\n", mode: 0o755 }, "src/in.txt": "in" })
+        const d = yield* store.snapshot(work)
+        const dest = path.join(root, "sandbox")
+        yield* sandboxer.materialize(d, dest)
+        assert.strictEqual(fs.readFileSync(path.join(dest, "src/in.txt"), "utf8"), "in")
+        assert.strictEqual(fs.statSync(path.join(dest, "a.sh")).mode & 0o100, 0o100)
+      }))
+
+    it.scoped("a missing blob is a MissingDigest naming it, and the sandboxer is not restarted", () =>
+      Effect.gen(function*() {
+        const { root, sandboxer, store } = yield* setup(kind)
+        const work = path.join(root, "work")
+        writeTree(work, { "gone.txt": "soon gone", "kept.txt": "kept" })
+        const d = yield* store.snapshot(work)
+        yield* sandboxer.materialize(d, path.join(root, "first"))
+        const before = yield* sandboxer.pid
+        const gone = Digest.ofBytes(Buffer.from("soon gone"))
+        yield* store.remove(gone)
+        const err = yield* Effect.flip(sandboxer.materialize(d, path.join(root, "second")))
+        assert.strictEqual(err._tag, "MissingDigest")
+        assert.strictEqual(Digest.format((err as Digest.MissingDigest).digest), Digest.format(gone))
+        assert.deepStrictEqual(yield* sandboxer.pid, before)
+      }))
+  })
+}
+
+describe("Sandboxer (process)", () => {
+  it.scoped("a sandboxer SIGKILLed between two requests is respawned and the request succeeds", () =>
+    Effect.gen(function*() {
+      const { root, sandboxer, store } = yield* setup("process")
+      const work = path.join(root, "work")
+      writeTree(work, { "x.txt": "x" })
+      const d = yield* store.snapshot(work)
+      yield* sandboxer.materialize(d, path.join(root, "one"))
+      const first = Option.getOrThrow(yield* sandboxer.pid)
+      process.kill(first, "SIGKILL")
+      yield* sandboxer.materialize(d, path.join(root, "two"))
+      const second = Option.getOrThrow(yield* sandboxer.pid)
+      assert.notStrictEqual(second, first)
+      assert.strictEqual(fs.readFileSync(path.join(root, "two/x.txt"), "utf8"), "x")
+    }))
+
+  it.scoped("two engines get two sandboxers on two sockets; closing the scope stops each", () =>
+    Effect.gen(function*() {
+      const a = yield* setup("process")
+      const b = yield* setup("process")
+      const work = path.join(a.root, "work")
+      writeTree(work, { "x.txt": "x" })
+      const d = yield* a.store.snapshot(work)
+      yield* b.store.snapshot(work)
+      yield* Effect.all([
+        a.sandboxer.materialize(d, path.join(a.root, "out")),
+        b.sandboxer.materialize(d, path.join(b.root, "out"))
+      ], { concurrency: 2 })
+      const pa = Option.getOrThrow(yield* a.sandboxer.pid)
+      const pb = Option.getOrThrow(yield* b.sandboxer.pid)
+      assert.notStrictEqual(pa, pb)
+      const socketsA = fs.readdirSync(a.socketDir).filter((n) => n.endsWith(".sock"))
+      const socketsB = fs.readdirSync(b.socketDir).filter((n) => n.endsWith(".sock"))
+      assert.strictEqual(socketsA.length, 1)
+      assert.strictEqual(socketsB.length, 1)
+    }))
+
+  it.scoped("the sandboxer exits and removes its socket when the layer's scope closes", () =>
+    Effect.gen(function*() {
+      const socketDir = yield* tempDir("kiln-sock-")
+      const root = yield* tempDir("kiln-sbx-")
+      const pid = yield* Effect.scoped(
+        Effect.gen(function*() {
+          const ctx = yield* Layer.build(
+            Sandboxer.layer({ command: [process.execPath, cli], socketDir }).pipe(
+              Layer.provideMerge(Store.layer({ root: path.join(root, "store") }))
+            )
+          )
+          const sandboxer = Context.get(ctx, Sandboxer.Sandboxer)
+          yield* sandboxer.materialize(Digest.empty, path.join(root, "empty"))
+          return Option.getOrThrow(yield* sandboxer.pid)
+        })
+      )
+      assert.isFalse(isAlive(pid), "the sandboxer outlived its engine's scope")
+      assert.deepStrictEqual(fs.readdirSync(socketDir).filter((n) => n.endsWith(".sock")), [])
+    }))
+})

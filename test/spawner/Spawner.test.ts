@@ -1,0 +1,161 @@
+/**
+ * The spawner script on its own: it starts what it is asked to, its output going to the files named; once its parent
+ * is not the engine it was started for (that engine died, even before the spawner got going), it starts nothing: a
+ * request the engine wrote just before dying must leave no output files beside a removed sandbox. When its engine
+ * goes away, the processes it started that still run die with it, even one that left its sandbox directory (out
+ * of the sandboxer's sight).
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Fiber, Scope } from "effect"
+import { spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { SPAWNER_SOURCE } from "../../src/spawner/internal/source.js"
+import * as Spawner from "../../src/spawner/Spawner.js"
+import { eventually, groupAlive, helpersOf } from "../utils/child.js"
+import { tempDir } from "../utils/temp.js"
+
+/** Pipes requests, one JSON line each, into a spawner started by `sh`, whose engine is `engine` (`$$`: the shell). */
+const pipeInto = (engine: string, requests: ReadonlyArray<unknown>) =>
+  spawnSync("/bin/sh", ["-c", `printf '%s\\n' "$REQUEST" | "$NODE" -e "$SOURCE" -- kiln-spawner ${engine}`], {
+    env: {
+      REQUEST: requests.map((r) => JSON.stringify(r)).join("\n"),
+      NODE: process.execPath,
+      SOURCE: SPAWNER_SOURCE
+    },
+    encoding: "utf8",
+    timeout: 30_000
+  })
+
+/** One spawn request. */
+const runSpawner = (dir: string, engine: string, argv: ReadonlyArray<string> = ["/bin/true"]) =>
+  pipeInto(engine, [{
+    id: 7,
+    argv,
+    cwd: dir,
+    env: {},
+    stdout: path.join(dir, "out.log"),
+    stderr: path.join(dir, "err.log")
+  }])
+
+describe("the spawner", () => {
+  it.scoped("started by its engine, it opens the output files and starts the process", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir()
+      const r = runSpawner(dir, "$$")
+      assert.strictEqual(r.status, 0, r.stderr)
+      // Its stdin ends right after the request, which is its engine going away: it exits without waiting for the
+      // child, whose exit it then never reports.
+      const reply = JSON.parse(r.stdout.trim().split("\n")[0]!)
+      assert.strictEqual(reply.id, 7)
+      assert.isNumber(reply.pid)
+      assert.includeMembers(fs.readdirSync(dir), ["err.log", "out.log"])
+    }))
+
+  it.scoped("started for an engine that is not its parent, it starts nothing and leaves no files", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir()
+      // Its parent is the shell, but it was told the engine is pid 1: the engine it was made for is gone.
+      const r = runSpawner(dir, "1")
+      assert.strictEqual(r.status, 0, r.stderr)
+      assert.strictEqual(r.stdout, "")
+      assert.deepStrictEqual(fs.readdirSync(dir), [])
+    }))
+
+  it.scopedLive("when its engine goes away, the groups it started that still run are SIGKILLed", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir()
+      // Its stdin ends right after the request: the engine is gone while the process runs.
+      const r = runSpawner(dir, "$$", ["/bin/sh", "-c", "cd / && trap '' TERM && sleep 1000"])
+      assert.strictEqual(r.status, 0, r.stderr)
+      const reply = JSON.parse(r.stdout.trim().split("\n")[0]!)
+      assert.isNumber(reply.pid)
+      yield* Effect.addFinalizer(() => Effect.sync(() => groupAlive(reply.pid) && process.kill(-reply.pid, "SIGKILL")))
+      yield* eventually("its process group is gone", () => !groupAlive(reply.pid), "2 seconds")
+    }))
+
+  it.scoped("it removes trees it is asked to, read-only ones included, and says so", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir()
+      const sandbox = path.join(dir, "sandbox")
+      fs.mkdirSync(path.join(sandbox, "pkg", "mod"), { recursive: true })
+      fs.writeFileSync(path.join(sandbox, "pkg", "mod", "f"), "x", { mode: 0o444 })
+      fs.chmodSync(path.join(sandbox, "pkg", "mod"), 0o555)
+      fs.chmodSync(path.join(sandbox, "pkg"), 0o555)
+      fs.writeFileSync(`${sandbox}.stdout`, "out")
+      const r = pipeInto("$$", [{ id: 3, remove: [sandbox, `${sandbox}.stdout`, `${sandbox}.stderr`] }])
+      assert.strictEqual(r.status, 0, r.stderr)
+      assert.deepStrictEqual(JSON.parse(r.stdout.trim()), { id: 3, removed: true })
+      assert.deepStrictEqual(fs.readdirSync(dir), [])
+    }))
+
+  it.scoped("it never deletes through a file system mounted in a tree: it refuses, naming the mount", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir()
+      const outside = yield* tempDir()
+      fs.writeFileSync(path.join(outside, "precious"), "keep me")
+      const sandbox = path.join(dir, "sandbox")
+      const at = path.join(sandbox, "mnt")
+      fs.mkdirSync(at, { recursive: true })
+      // A process running as root may leave a bind mount behind; elsewhere this test has nothing to check.
+      if (spawnSync("mount", ["--bind", outside, at]).status !== 0) return
+      yield* Effect.addFinalizer(() => Effect.sync(() => spawnSync("umount", [at])))
+      const r = pipeInto("$$", [{ id: 4, remove: [sandbox] }])
+      const reply = JSON.parse(r.stdout.trim())
+      assert.strictEqual(reply.error, "EBUSY")
+      assert.include(reply.message, at)
+      assert.strictEqual(fs.readFileSync(path.join(outside, "precious"), "utf8"), "keep me")
+    }))
+
+  it.scopedLive("armed, it starts the post-mortem when its engine goes away, its stderr going to the log", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir()
+      const marker = path.join(dir, "post-mortem")
+      const log = path.join(dir, "post-mortem.log")
+      const argv = ["/bin/sh", "-c", `echo "$0" > ${marker}.tmp && mv ${marker}.tmp ${marker}; echo logged >&2`, "ran"]
+      const r = pipeInto("$$", [{ arm: { argv: ["/bin/false"], log } }, { arm: { argv, log } }])
+      assert.strictEqual(r.status, 0, r.stderr)
+      yield* eventually("the last post-mortem armed ran", () => fs.existsSync(marker), "5 seconds")
+      assert.strictEqual(fs.readFileSync(marker, "utf8"), "ran\n")
+      yield* eventually("its stderr is in the log", () => fs.readFileSync(log, "utf8") === "logged\n", "5 seconds")
+    }))
+
+  it.scoped("disarmed (the engine's clean end), it starts nothing", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir()
+      const log = path.join(dir, "log")
+      const arm = { arm: { argv: ["/bin/true"], log } }
+      // The spawner opens the post-mortem's log before it exits, as it starts one: the log tells, once it is gone.
+      const armed = pipeInto("$$", [arm])
+      assert.strictEqual(armed.status, 0, armed.stderr)
+      assert.isTrue(fs.existsSync(log), "armed, its end started the post-mortem")
+      fs.rmSync(log)
+      const disarmed = pipeInto("$$", [arm, { disarm: true }])
+      assert.strictEqual(disarmed.status, 0, disarmed.stderr)
+      assert.isFalse(fs.existsSync(log), "disarmed, it started the post-mortem anyway")
+    }))
+
+  it.scopedLive("the engine's end does not wait for a spawner that stopped reading: its disarm is given up after 2 s", () =>
+    Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      const spawner = yield* Spawner.make().pipe(Scope.extend(scope))
+      yield* spawner.warmUp
+      const pids = () => helpersOf("kiln-spawner", process.pid)
+      yield* eventually("the spawner runs", () => pids().length === 1)
+      const [pid] = pids()
+      yield* Effect.addFinalizer(() => Effect.sync(() => void process.kill(pid!, "SIGKILL")))
+      process.kill(pid!, "SIGSTOP")
+      // A request larger than the pipe holds stays queued in the engine while the spawner does not read.
+      const dir = yield* tempDir()
+      yield* Effect.fork(spawner.spawn({
+        argv: ["/bin/true", "x".repeat(256 * 1024)],
+        cwd: dir,
+        env: {},
+        stdout: path.join(dir, "out"),
+        stderr: path.join(dir, "err")
+      }))
+      const closing = yield* Effect.fork(Scope.close(scope, Exit.void))
+      const closed = yield* Fiber.join(closing).pipe(Effect.timeoutOption("20 seconds"))
+      assert.isTrue(closed._tag === "Some", "the scope's end waited on the stopped spawner")
+    }))
+})
