@@ -574,3 +574,15 @@ export const make = (
  */
 export const layer = (options: Partial<Options> = {}): Layer.Layer<Store, StoreError | StoreConfigConflict> =>
   Layer.scoped(Store, make(options))
+
+/**
+ * When this process skipped writing `digest` because it found the store holding it, if it did: what a message about
+ * bytes found missing later names, since the copy it relied on was someone else's.
+ *
+ * @since 0.1.0
+ * @category diagnostics
+ */
+export const skippedWriteAt = (digest: Digest.Digest): Date | undefined => {
+  const at = Sharded.skippedWrite(digest.hash)
+  return at === undefined ? undefined : new Date(at)
+}

@@ -29,7 +29,8 @@ export interface RunRecord {
   failed?: string
 }
 
-const fileOf = (storeRoot: string, workspace: string) =>
+/** The records file of a workspace. @internal */
+export const fileOf = (storeRoot: string, workspace: string): string =>
   path.join(
     storeRoot,
     "runs",

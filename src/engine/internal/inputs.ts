@@ -1,0 +1,209 @@
+/**
+ * A process's inputs: its own (the snapshot of its globs over the workspace, taken once per run), merged with each
+ * dep's outputs at the dep's workspace path into the input root its action is keyed on.
+ *
+ * @internal
+ */
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import { type Config, InvalidConfig, type ProcessConfig } from "../../domain/Config.js"
+import * as Digest from "../../domain/Digest.js"
+import * as DurationText from "../../domain/DurationText.js"
+import * as Glob from "../../domain/Glob.js"
+import { Process } from "../../domain/Process.js"
+import type { StoreError } from "../../domain/StoreErrors.js"
+import { skippedWriteAt, type SnapshotObservation, type SnapshotSession, type Store } from "../../store/Store.js"
+import { depOutputs, type OwnInputs, type RunState } from "./runState.js"
+
+/** @internal */
+export const segments = (p: string | undefined): Array<string> =>
+  (p ?? "").split("/").filter((s) => s !== "" && s !== ".")
+
+/** Whether globs select anything at all (not only exclude). */
+const selects = (globs: ReadonlyArray<string>) => globs.some((g) => !g.startsWith("!"))
+
+/** A process's own inputs, snapshotted now; `seen` collects what the snapshot read. @internal */
+export const snapshotOwn = (
+  store: Store["Type"],
+  workspace: string,
+  name: string,
+  pc: ProcessConfig,
+  session: SnapshotSession,
+  configName: string,
+  seen?: Array<SnapshotObservation>
+): Effect.Effect<OwnInputs, InvalidConfig | StoreError | Digest.MissingDigest> =>
+  Effect.gen(function*() {
+    const globs = pc.inputs ?? []
+    if (!selects(globs)) return { digest: Digest.empty, files: {} }
+    return yield* ownFrom(store, name, pc, yield* store.snapshot(workspace, globs, session, seen), configName)
+  })
+
+/** A process's own inputs from the snapshot of its globs: the files they matched (every glob must match one). */
+const ownFrom = (
+  store: Store["Type"],
+  name: string,
+  pc: ProcessConfig,
+  digest: Digest.Digest,
+  configName: string
+) =>
+  Effect.gen(function*() {
+    const globs = pc.inputs ?? []
+    const entries = (yield* store.listTree(digest)).filter((e) => e.type !== "directory")
+    for (const [i, g] of globs.entries()) {
+      if (g.startsWith("!")) continue
+      const matches = Glob.matcher([g])
+      if (!entries.some((e) => matches(e.path))) {
+        return yield* new InvalidConfig({
+          file: configName,
+          path: `processes.${name}.inputs[${i}]`,
+          detail: `glob "${g}" matches nothing`
+        })
+      }
+    }
+    const files: Record<string, string> = {}
+    for (const e of entries) {
+      files[e.path] = e.type === "symlink"
+        ? `-> ${e.target}`
+        : `${Digest.format(e.digest!)}${e.isExecutable ? " x" : ""}`
+    }
+    return { digest, files }
+  })
+
+/**
+ * Own inputs ⊕ each dep's outputs at the dep's workspace path (`rewrite`: every directory made is written). The
+ * directories a merge makes are committed in the background: this engine reads them first (to key, lease and lay out
+ * the process), and a chain of processes would otherwise wait on that commit at every link.
+ *
+ * @internal
+ */
+export const mergeInputs = (
+  store: Store["Type"],
+  config: Config,
+  own: Digest.Digest,
+  deps: Readonly<Record<string, Digest.Digest>>,
+  rewrite = false
+) =>
+  store.mergeTrees([
+    { digest: own, at: [] },
+    ...Object.entries(deps).map(([dep, d]) => ({ digest: d, at: segments(config.processes[dep]!.workingDirectory) }))
+  ], { rewrite, behind: !rewrite })
+
+/** @internal */
+export const processOf = (name: string, pc: ProcessConfig, inputDigest: Digest.Digest): Process => {
+  const outputs = pc.outputs ?? []
+  return new Process({
+    argv: pc.argv as readonly [string, ...Array<string>],
+    env: { ...pc.env },
+    inputDigest,
+    workingDirectory: segments(pc.workingDirectory).join("/"),
+    outputFiles: outputs.filter((o) => !o.endsWith("/")),
+    outputDirectories: outputs.filter((o) => o.endsWith("/")).map((o) => o.replace(/\/+$/, "")),
+    // kiln.json's schema has validated every field already (the timeout's text too); checking again per attempt
+    // was a visible cost.
+    ...(pc.timeout !== undefined
+      ? { timeoutMs: Duration.toMillis(Either.getOrThrow(DurationText.parse(pc.timeout))) }
+      : {}),
+    description: name,
+    cache: pc.cache ?? "successful",
+    namedCaches: { ...pc.namedCaches }
+  }, true)
+}
+
+/** `name`'s own inputs: snapshotted on first use, then the same for the rest of the run. @internal */
+export const ownOf = (state: RunState, name: string) =>
+  Effect.suspend(() => {
+    const known = state.owned.get(name)
+    if (known !== undefined) return Effect.succeed(known)
+    const seen: Array<SnapshotObservation> = []
+    const pc = state.config.processes[name]!
+    return Effect.tap(
+      snapshotOwn(state.store, state.workspace, name, pc, state.session, state.configName, seen),
+      (own) => {
+        state.owned.set(name, own)
+        state.inputsSeen.set(name, seen)
+      }
+    )
+  })
+
+/**
+ * {@link ownOf} for many processes, their snapshots stored together (see `Store.snapshotMany`). One whose snapshot
+ * fails here is left to `ownOf`, which takes it again alone and reports its error when the process is reached.
+ *
+ * @internal
+ */
+export const ownOfMany = (state: RunState, names: ReadonlyArray<string>) =>
+  Effect.suspend(() => {
+    const { config, store } = state
+    const todo = names.filter((n) => !state.owned.has(n) && selects(config.processes[n]!.inputs ?? []))
+    const seen = todo.map((): Array<SnapshotObservation> => [])
+    const requests = todo.map((n, i) => ({ globs: config.processes[n]!.inputs ?? [], observe: seen[i] }))
+    return store.snapshotMany(state.workspace, requests, state.session).pipe(
+      Effect.flatMap((digests) =>
+        Effect.forEach(todo, (name, i) => {
+          const digest = digests[i]!
+          if (Either.isLeft(digest)) return Effect.void
+          return ownFrom(store, name, config.processes[name]!, digest.right, state.configName).pipe(
+            Effect.match({
+              onFailure: () => undefined,
+              onSuccess: (own) => {
+                state.owned.set(name, own)
+                state.inputsSeen.set(name, seen[i]!)
+              }
+            })
+          )
+        }, { discard: true })
+      ),
+      Effect.catchAll((e) =>
+        Effect.logWarning(
+          `could not store the inputs of ${todo.length} processes together (${e.message}): taking each on its own`
+        )
+      )
+    )
+  })
+
+/** `name`'s merged input root, recorded for `kiln explain` as it is made. @internal */
+export const inputOf = (state: RunState, name: string) =>
+  Effect.gen(function*() {
+    const pc = state.config.processes[name]!
+    const own = yield* ownOf(state, name)
+    const deps = depOutputs(state, name)
+    const digest = yield* mergeInputs(state.store, state.config, own.digest, deps)
+    state.records.set(name, {
+      argv: [...pc.argv],
+      env: { ...pc.env },
+      workingDirectory: pc.workingDirectory ?? "",
+      inputs: own.files,
+      deps: Object.fromEntries(Object.entries(deps).map(([k, v]) => [k, Digest.format(v)])),
+      actionDigest: ""
+    })
+    return digest
+  })
+
+/**
+ * Makes `name`'s merged input root again, every directory written whatever the store shows, and says whether
+ * `missing` is in the store now. The engine is the producer of the directories a merge makes (the root, and the
+ * folders it lays deps' outputs into), so when one of those is gone it is re-made like any other output. Bytes the
+ * merge itself finds missing mean it cannot (false); a failing store is the process's error.
+ *
+ * @internal
+ */
+export const remake = (state: RunState, name: string, missing: Digest.Digest) =>
+  Effect.suspend(() => {
+    const own = state.owned.get(name)
+    if (own === undefined) return Effect.succeed(false)
+    return Effect.zipRight(
+      mergeInputs(state.store, state.config, own.digest, depOutputs(state, name), true),
+      state.store.hasDirectory(missing)
+    ).pipe(Effect.catchTag("MissingDigest", () => Effect.succeed(false)))
+  })
+
+/** What a run says when it made a directory of `name`'s merged inputs again (see {@link remake}). @internal */
+export const remadeWarning = (name: string, digest: Digest.Digest): string => {
+  const skipped = skippedWriteAt(digest)
+  const why = skipped === undefined
+    ? ""
+    : ` (this process had not written it at ${skipped.toISOString()} because the store held it then)`
+  return `${name}: ${Digest.format(digest)}, a directory of its merged inputs, was missing from the store: ` +
+    `made it again${why}`
+}

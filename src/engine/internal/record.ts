@@ -1,0 +1,72 @@
+/**
+ * The run's last phase: what it leaves for the next one (run records for `kiln explain`, the run memo for the no-op
+ * check), and its report. Failing to record costs the next run time, never a build: it is a warning.
+ *
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import type { RunReport } from "../Engine.js"
+import { keyOf, type MemoConsulted } from "./memoConsult.js"
+import * as MemoRecord from "./memoRecord.js"
+import * as RunRecords from "./runRecords.js"
+import type { RunState } from "./runState.js"
+
+/** The processes the memo may vouch for next time, with the evidence this run gathered for each. */
+const memoCandidates = (state: RunState): Array<MemoRecord.Candidate> =>
+  state.reports.flatMap((r) => {
+    const result = state.nodes.get(r.name)!.result
+    const out = state.outputsSeen.get(r.name)
+    // Only a result that is the one written back, of a process that may be cached, and that the action cache holds
+    // (a run with cache writes off leaves what it ran out of it): the memo answers as the cache would.
+    if (!r.ok || state.remembered.has(r.name) || result === undefined || out?.result !== result) return []
+    if (state.config.processes[r.name]!.cache === "never") return []
+    if (result.source === "ran" && !state.policy.write) return []
+    return [{
+      name: r.name,
+      result,
+      files: state.owned.get(r.name)?.files ?? {},
+      inputs: state.inputsSeen.get(r.name) ?? [],
+      outputs: out.seen,
+      deps: state.records.get(r.name)?.deps
+    }]
+  })
+
+/** @internal */
+export const record = (state: RunState, memo: MemoConsulted) =>
+  Effect.gen(function*() {
+    const root = state.store.options.root
+    yield* Effect.try(() => RunRecords.write(root, state.workspace, state.records)).pipe(
+      Effect.catchAll((e) => Effect.logWarning(`could not record the run for \`kiln explain\`: ${e.error}`))
+    )
+    yield* MemoRecord.record({
+      root,
+      workspace: state.workspace,
+      config: state.config,
+      configHash: state.options.configHash ?? "",
+      generation: memo.generation,
+      previous: memo.previous,
+      startedNs: BigInt(state.started) * 1_000_000n,
+      names: new Set(state.names),
+      remembered: new Set(state.remembered.keys()),
+      candidates: memoCandidates(state),
+      keyOf: (name) => keyOf(state.config, name)
+    }).pipe(
+      Effect.catchAll((e) =>
+        Effect.logWarning(`could not write the run memo (the next run checks every input again): ${e.message}`)
+      )
+    )
+  })
+
+/** The run's report: processes in the order they started. @internal */
+export const reportOf = (state: RunState): RunReport => {
+  const order = new Map(state.names.map((n, i) => [n, i]))
+  const processes = [...state.reports].sort((a, b) => a.startMs - b.startMs || order.get(a.name)! - order.get(b.name)!)
+  return {
+    processes,
+    ran: processes.filter((p) => p.source === "ran").length,
+    cacheHits: processes.filter((p) => p.source === "cache-hit").length,
+    failed: processes.filter((p) => !p.ok && p.source !== "skipped").length,
+    backtracks: processes.reduce((n, p) => n + p.backtracks, 0),
+    wallMs: Date.now() - state.started
+  }
+}

@@ -1,0 +1,54 @@
+/**
+ * `Engine.run`: the phases in order over one `RunState`. Memo consult → own inputs and cache lookup (waves) →
+ * the graph (execute with backtracking, write-back, reports) → record.
+ *
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import * as path from "node:path"
+import * as GraphOrder from "../../domain/GraphOrder.js"
+import type { ProcessRunner } from "../../runner/ProcessRunner.js"
+import type { Store } from "../../store/Store.js"
+import type { RunOptions, RunReport } from "../Engine.js"
+import { findHits } from "./lookup.js"
+import { consult } from "./memoConsult.js"
+import { record, reportOf } from "./record.js"
+import * as RunState from "./runState.js"
+import { runGraph } from "./settle.js"
+
+/** @internal */
+export const run = (store: Store["Type"], runner: ProcessRunner["Type"], options: RunOptions) =>
+  Effect.gen(function*() {
+    const started = Date.now()
+    const { config } = options
+    const workspace = path.resolve(options.workspace)
+    const depsOf = (name: string) => config.processes[name]!.deps ?? []
+    const names = GraphOrder.closure(depsOf, options.targets ?? Object.keys(config.processes))
+    const ordered = GraphOrder.depsFirst(depsOf, names)
+    const memo = consult({
+      root: store.options.root,
+      workspace,
+      config,
+      ordered,
+      depsOf,
+      use: RunState.policyOf(options.cache ?? "read-write").read && options.memo !== false
+    })
+    // What the memo vouches for is not looked at again: the few files of the rest are hashed rather than the whole
+    // workspace's stat index read (and rewritten), unless there turn out to be more than a few.
+    const session = yield* store.snapshotSession(workspace, { lazy: memo.remembered.size > 0 })
+    const state = RunState.make({
+      store,
+      runner,
+      options,
+      config,
+      names,
+      ordered,
+      session,
+      remembered: memo.remembered,
+      started
+    })
+    yield* findHits(state)
+    yield* runGraph(state)
+    yield* record(state, memo)
+    return reportOf(state) satisfies RunReport
+  })

@@ -1,0 +1,240 @@
+/**
+ * The graph: each process waits for its deps, runs (or takes the hit the lookups found), writes its outputs back into
+ * the workspace, and is reported. A hit whose output bytes turn out gone while being written back is re-run.
+ *
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Fiber from "effect/Fiber"
+import * as path from "node:path"
+import * as Digest from "../../domain/Digest.js"
+import type { Process, ProcessResult } from "../../domain/Process.js"
+import type { NoProducer } from "../../domain/RunErrors.js"
+import type { SnapshotObservation } from "../../store/Store.js"
+import type { ProcessFailure, ProcessReport } from "../Engine.js"
+import { execute, type Executed } from "./execute.js"
+import { REMEMBERED_TIMINGS } from "./memoConsult.js"
+import { emit, type RunState } from "./runState.js"
+import { writeBack } from "./writeBack.js"
+
+type Outcome = "ok" | "failed"
+
+/** A failure as the one line a report shows: a config error names its file and field, anything else the process. */
+const describe = (name: string, e: ProcessFailure): string =>
+  e._tag === "InvalidConfig" ? e.message : `${name}: ${e.message}`
+
+/** How a process failed, for its run record: what `kiln explain` says of its last run. */
+const failureOf = (r: ProcessReport): string =>
+  r.timedOut
+    ? "timed out"
+    : r.error !== undefined
+    ? r.error.message.split("\n")[0]!
+    : r.exitCode === null
+    ? "killed"
+    : r.exitCode !== 0
+    ? `exit ${r.exitCode}`
+    : "its outputs could not be written back"
+
+const quote = (s: string) => /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`
+
+/** A `kiln exec` command that re-runs `p` exactly. */
+const reproduce = (state: RunState, p: Process) =>
+  [
+    "kiln exec",
+    ...(state.options.storeDir !== undefined ? [`--store-dir ${quote(state.options.storeDir)}`] : []),
+    `--input ${Digest.format(p.inputDigest)}`,
+    ...(p.workingDirectory !== "" ? [`--working-directory ${quote(p.workingDirectory)}`] : []),
+    ...Object.entries(p.env).map(([k, v]) => `--env ${quote(`${k}=${v}`)}`),
+    "--cache never --",
+    ...p.argv.map(quote)
+  ].join(" ")
+
+const finish = (state: RunState, report: ProcessReport) =>
+  Effect.zipRight(
+    Effect.sync(() => {
+      state.reports.push(report)
+      const record = state.records.get(report.name)
+      if (record !== undefined && !report.ok && report.source !== "skipped") record.failed = failureOf(report)
+    }),
+    emit(state, { _tag: "Finished", report })
+  )
+
+const blank = (name: string, startMs: number) => ({
+  name,
+  actionDigest: null,
+  exitCode: null,
+  timedOut: false,
+  durationMs: 0,
+  backtracks: 0,
+  startMs,
+  timings: {},
+  ok: false
+})
+
+/** The last lines of a failed tool's stderr; when they cannot be read, the report says so instead. */
+const stderrTail = (state: RunState, result: ProcessResult) =>
+  state.store.getFile(result.stderrDigest).pipe(
+    Effect.map((b) => Buffer.from(b).toString("utf8").split("\n").slice(-20).join("\n").trimEnd()),
+    Effect.catchAll((e) =>
+      Effect.as(
+        Effect.logWarning(`could not read the stderr of a failed process: ${e.message}`),
+        `(its stderr ${Digest.format(result.stderrDigest)} could not be read: ${e.message})`
+      )
+    )
+  )
+
+/** Writes a result's outputs back into the workspace, recording what it left there for the memo. */
+const writeOutputs = (state: RunState, name: string, p: Process, r: ProcessResult) => {
+  const seen: Array<SnapshotObservation> = []
+  return Effect.either(
+    writeBack(
+      state.store,
+      r.outputDigest,
+      path.join(state.workspace, p.workingDirectory),
+      p.outputDirectories,
+      state.session,
+      seen,
+      state.runner.handoff
+    ).pipe(Effect.tap(() => state.outputsSeen.set(name, { result: r, seen })))
+  )
+}
+
+/**
+ * A successful result written back; a hit whose output bytes are gone (under --cache-content defer) is re-run, as
+ * for a consumer. Says the result written and why the outputs are not in the workspace, if they are not.
+ */
+const settleSuccess = (state: RunState, name: string, executed: Executed) =>
+  Effect.gen(function*() {
+    const node = state.nodes.get(name)!
+    let result = executed.result
+    let back = yield* writeOutputs(state, name, executed.process, result)
+    if (Either.isLeft(back) && back.left._tag === "MissingDigest" && node.backtracks < state.maxBacktracks) {
+      node.backtracks++
+      yield* Effect.logWarning(
+        `${name}: its cached output ${Digest.format(back.left.digest)} is missing from the store: re-running it`
+      )
+      const fresh = yield* Effect.either(execute(state, name, { read: false, write: true }))
+      if (Either.isLeft(fresh)) {
+        if (fresh.left._tag === "NoProducer") return yield* Effect.fail(fresh.left)
+        return { result, error: fresh.left, detail: describe(name, fresh.left) }
+      }
+      node.result = result = fresh.right.result
+      state.unindexed.push([name, result])
+      back = yield* writeOutputs(state, name, fresh.right.process, result)
+    }
+    if (Either.isLeft(back)) {
+      return { result, error: back.left, detail: `cannot write outputs back: ${back.left.message}` }
+    }
+    return { result, error: undefined, detail: undefined }
+  })
+
+/** One process of the graph, from its deps' outcomes to its report. */
+const settle = (state: RunState, name: string, deps: ReadonlyArray<Outcome>) =>
+  Effect.gen(function*() {
+    const startMs = Date.now() - state.started
+    const skip = (detail: string) =>
+      Effect.as(finish(state, { ...blank(name, startMs), source: "skipped", detail }), "failed" as Outcome)
+    if (deps.some((o) => o === "failed")) return yield* skip("a dependency failed")
+    if (state.stop) return yield* skip("stopped after a failure (use --keep-going to go on)")
+    yield* emit(state, { _tag: "Started", name })
+    const hit = state.hits.get(name)
+    const attempt = hit !== undefined ? Either.right(hit) : yield* Effect.either(execute(state, name, state.policy))
+    const node = state.nodes.get(name)!
+    if (Either.isLeft(attempt)) {
+      const error = attempt.left
+      if (error._tag === "NoProducer") return yield* Effect.fail(error)
+      if (state.options.keepGoing !== true) state.stop = true
+      yield* finish(state, {
+        ...blank(name, startMs),
+        source: "error",
+        durationMs: Date.now() - state.started - startMs,
+        backtracks: node.backtracks,
+        detail: describe(name, error),
+        error
+      })
+      return "failed" as Outcome
+    }
+    node.result = attempt.right.result
+    state.unindexed.push([name, attempt.right.result])
+    const ran = attempt.right.result.succeeded
+    if (!ran && state.options.keepGoing !== true) state.stop = true
+    const { detail, error, result } = ran
+      ? yield* settleSuccess(state, name, attempt.right)
+      : { result: attempt.right.result, error: undefined, detail: yield* stderrTail(state, attempt.right.result) }
+    const ok = ran && detail === undefined
+    yield* finish(state, {
+      name,
+      actionDigest: Digest.format(result.actionDigest),
+      source: result.source,
+      exitCode: result.exitCode,
+      timedOut: result.timedOut,
+      durationMs: result.durationMs,
+      backtracks: node.backtracks,
+      startMs,
+      timings: result.timings,
+      ...(detail !== undefined ? { detail } : {}),
+      ...(error !== undefined ? { error } : {}),
+      ...(!ran ? { reproduce: reproduce(state, attempt.right.process) } : {}),
+      ok
+    })
+    return ok ? "ok" as Outcome : "failed" as Outcome
+  })
+
+/** Remembered hits are settled at once: there is nothing to wait for, check or write. */
+const settleRemembered = (state: RunState) => {
+  const startMs = Date.now() - state.started
+  return Effect.forEach(state.hitOrder.filter((n) => state.remembered.has(n)), (name) => {
+    state.unindexed.push([name, undefined])
+    return finish(state, {
+      name,
+      actionDigest: state.remembered.get(name)!.action,
+      source: "cache-hit",
+      exitCode: 0,
+      timedOut: false,
+      durationMs: 0,
+      backtracks: 0,
+      startMs,
+      timings: REMEMBERED_TIMINGS,
+      ok: true
+    })
+  }, { discard: true })
+}
+
+/**
+ * Settles every process of the run. The hits are settled (written back, reported) one after another in one fiber,
+ * in the order they were found: a fiber each cost more than settling one. Everything else runs as the graph allows.
+ *
+ * @internal
+ */
+export const runGraph = (state: RunState): Effect.Effect<void, NoProducer> =>
+  Effect.gen(function*() {
+    yield* settleRemembered(state)
+    const outcomes = new Map<string, Effect.Effect<Outcome, NoProducer>>()
+    for (const name of state.remembered.keys()) outcomes.set(name, Effect.succeed("ok"))
+    const outcomeOf = (name: string) => outcomes.get(name)!
+    yield* Effect.forEach(
+      state.names.filter((n) => !state.remembered.has(n)),
+      (name) =>
+        Effect.map(
+          // All its deps are needed, so waiting for them one after another takes no longer, and forks no fiber each.
+          Effect.cached(
+            Effect.flatMap(
+              Effect.forEach(state.config.processes[name]!.deps ?? [], outcomeOf),
+              (deps) => settle(state, name, deps)
+            )
+          ),
+          (outcome) => void outcomes.set(name, outcome)
+        ),
+      { discard: true }
+    )
+    const settling = yield* Effect.fork(
+      Effect.forEach(state.hitOrder.filter((n) => !state.remembered.has(n)), outcomeOf, { discard: true })
+    )
+    yield* Effect.forEach(
+      state.names.filter((n) => !state.hits.has(n) && !state.remembered.has(n)),
+      outcomeOf,
+      { concurrency: "unbounded", discard: true }
+    )
+    yield* Fiber.join(settling)
+  })
