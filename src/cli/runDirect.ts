@@ -12,7 +12,6 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { InvalidConfig, isPlainConfig, parse as parseConfig } from "../domain/Config.js"
-import * as Digest from "../domain/Digest.js"
 import * as GraphOrder from "../domain/GraphOrder.js"
 import * as Engine from "../engine/Engine.js"
 import * as RunMemo from "../engine/RunMemo.js"
@@ -45,39 +44,6 @@ export const loadConfig = (file: string) =>
       onRight: (config) => Effect.succeed({ config, hash: RunMemo.hashOf(text) })
     })
   })
-
-/**
- * A deterministic test hook, `KILN_TEST_REMOVE_BEFORE=<consumer>=<what>`: once the consumer's input tree is known and
- * before it runs, remove from the store either the output files of the process named `what`, the blob `what`, or
- * with `what` = `input`, the root directory of the consumer's merged inputs.
- */
-const testHook = (store: Store.Service): Engine.RunOptions["beforeAttempt"] => {
-  const spec = process.env.KILN_TEST_REMOVE_BEFORE
-  if (spec === undefined || !spec.includes("=")) return undefined
-  const [consumer, what] = [spec.slice(0, spec.indexOf("=")), spec.slice(spec.indexOf("=") + 1)]
-  let fired = false
-  return (name, input, resultOf) =>
-    Effect.gen(function*() {
-      if (fired || name !== consumer) return
-      if (what === "input") {
-        fired = true
-        yield* store.remove(input)
-        return
-      }
-      const blob = Digest.parse(what)
-      if (Either.isRight(blob)) {
-        fired = true
-        yield* store.remove(blob.right)
-        return
-      }
-      const r = resultOf(what)
-      if (r === undefined) return
-      fired = true
-      for (const e of yield* store.listTree(r.outputDigest)) {
-        if (e.type === "file" && e.digest !== undefined) yield* store.remove(e.digest)
-      }
-    }).pipe(Effect.orDie)
-}
 
 /** `kiln run`'s arguments, parsed. */
 export type RunArgs = Command.Command.ParseConfig<typeof runConfig>
@@ -157,7 +123,6 @@ export const runParsed = (o: RunArgs) =>
     const targets = o.names.length > 0 ? o.names : Object.keys(config.processes)
     // What the run will count: the targets and everything they depend on.
     const total = GraphOrder.closure((n) => config.processes[n]?.deps ?? [], targets).length
-    const hook = testHook(store)
     // The status line has its own scope, closed (the line cleared, its redraws stopped) before the report is printed.
     const report = yield* Effect.scoped(Effect.flatMap(Progress.make(mode, total), (progress) =>
       engine.run({
@@ -170,8 +135,7 @@ export const runParsed = (o: RunArgs) =>
         onEvent: progress.onEvent,
         storeDir: store.options.root,
         configName: path.basename(configFile),
-        configHash,
-        ...(hook !== undefined ? { beforeAttempt: hook } : {})
+        configHash
       })))
     if (Option.isSome(o.summary)) {
       const summary = {

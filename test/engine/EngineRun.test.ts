@@ -1,0 +1,240 @@
+/**
+ * Engine.run in process, on a real store, sandboxes and processes: backtracking when bytes are gone, its limit, the
+ * error when nothing can make them again, conflicting inputs, keep-going, and interruption.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Deferred, Effect, Either, Fiber, Layer, Schedule } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { parse } from "../../src/domain/Config.js"
+import * as Digest from "../../src/domain/Digest.js"
+import * as Engine from "../../src/engine/Engine.js"
+import * as Store from "../../src/store/Store.js"
+import { stack } from "../utils/stack.js"
+import { tempDir, writeTree } from "../utils/temp.js"
+
+const sh = (script: string, extra: Record<string, unknown> = {}) => ({
+  argv: ["/bin/sh", "-c", script],
+  env: { PATH: "/usr/bin:/bin" },
+  ...extra
+})
+
+/** `gen` writes out/gen.txt from src/a.txt (other bytes: its inputs stay when its outputs are removed); `use` reads it (and src/b.txt) into out/use.txt. */
+const producerConsumer = {
+  gen: sh("mkdir -p out && tr a-z A-Z < src/a.txt > out/gen.txt", { inputs: ["src/a.txt"], outputs: ["out/gen.txt"] }),
+  use: sh("mkdir -p out && cat out/gen.txt src/b.txt > out/use.txt", {
+    inputs: ["src/b.txt"],
+    outputs: ["out/use.txt"],
+    deps: ["gen"]
+  })
+}
+
+/** A workspace of `files` under a fresh root; `processes` may name paths under the root (markers). */
+const workspaceOf = (
+  processes: Record<string, unknown> | ((root: string) => Record<string, unknown>),
+  files: Record<string, string>
+) =>
+  Effect.gen(function*() {
+    const root = yield* tempDir("kiln-engine-run-")
+    const workspace = path.join(root, "ws")
+    writeTree(workspace, files)
+    fs.mkdirSync(path.join(root, "sandboxes"))
+    const declared = typeof processes === "function" ? processes(root) : processes
+    const config = Either.getOrThrow(parse("kiln.json", JSON.stringify({ processes: declared })))
+    return { root, workspace, config }
+  })
+
+/** Runs the engine on a whole stack under `root`, with the store at hand for hooks. */
+const runOn = <A, E>(
+  root: string,
+  body: (engine: Engine.Service, store: Store.Service) => Effect.Effect<A, E>
+) =>
+  Effect.flatMap(Effect.zip(Engine.Engine, Store.Store), ([engine, store]) => body(engine, store)).pipe(
+    Effect.provide(Engine.layer.pipe(Layer.provideMerge(stack({ root, inProcess: true }))))
+  )
+
+/** Removes every file blob of a tree from the store. */
+const removeFilesOf = (store: Store.Service, tree: Digest.Digest) =>
+  Effect.flatMap(
+    store.listTree(tree),
+    (entries) =>
+      Effect.forEach(entries.filter((e) => e.type === "file"), (e) => store.remove(e.digest!), { discard: true })
+  )
+
+const blobOf = (text: string) => Digest.ofBytes(new TextEncoder().encode(text))
+
+describe("Engine.run: backtracking", () => {
+  it.scopedLive("a dep's outputs gone before its consumer runs: the producer re-runs and the run succeeds", () =>
+    Effect.gen(function*() {
+      const { config, root, workspace } = yield* workspaceOf(producerConsumer, {
+        "src/a.txt": "a\n",
+        "src/b.txt": "b\n"
+      })
+      let fired = 0
+      const report = yield* runOn(root, (engine, store) =>
+        engine.run({
+          workspace,
+          config,
+          beforeAttempt: (name, _input, resultOf) =>
+            name === "use" && fired++ === 0 ?
+              removeFilesOf(store, resultOf("gen")!.outputDigest).pipe(Effect.orDie) :
+              Effect.void
+        }))
+      assert.strictEqual(report.failed, 0, JSON.stringify(report.processes))
+      assert.strictEqual(report.backtracks, 1)
+      assert.strictEqual(report.processes.find((p) => p.name === "use")!.backtracks, 1)
+      assert.strictEqual(fs.readFileSync(path.join(workspace, "out/use.txt"), "utf8"), "A\nb\n")
+    }))
+
+  it.scopedLive("bytes that keep going missing: the consumer fails with BacktrackLimit after maxBacktracks", () =>
+    Effect.gen(function*() {
+      const { config, root, workspace } = yield* workspaceOf(producerConsumer, {
+        "src/a.txt": "a\n",
+        "src/b.txt": "b\n"
+      })
+      const report = yield* runOn(root, (engine, store) =>
+        engine.run({
+          workspace,
+          config,
+          maxBacktracks: 2,
+          beforeAttempt: (name, _input, resultOf) =>
+            name === "use" ? removeFilesOf(store, resultOf("gen")!.outputDigest).pipe(Effect.orDie) : Effect.void
+        }))
+      const use = report.processes.find((p) => p.name === "use")!
+      assert.isFalse(use.ok)
+      assert.strictEqual(use.error?._tag, "BacktrackLimit")
+      assert.strictEqual(use.backtracks, 2)
+      assert.match(use.detail ?? "", /^use: gave up after 2 backtracks \(missing [0-9a-f]{64}\/\d+\)$/)
+    }))
+
+  it.scopedLive("a missing input blob no process produced fails the run with NoProducer naming it", () =>
+    Effect.gen(function*() {
+      const { config, root, workspace } = yield* workspaceOf(producerConsumer, {
+        "src/a.txt": "a\n",
+        "src/b.txt": "b\n"
+      })
+      const b = blobOf("b\n")
+      const error = yield* Effect.flip(runOn(root, (engine, store) =>
+        engine.run({
+          workspace,
+          config,
+          beforeAttempt: (name) => name === "use" ? Effect.asVoid(Effect.orDie(store.remove(b))) : Effect.void
+        })))
+      if (error._tag !== "NoProducer") return assert.fail(`expected NoProducer, got ${error._tag}`)
+      assert.strictEqual(error.consumer, "use")
+      assert.strictEqual(error.digest, Digest.format(b))
+      assert.isFalse(error.presentNow)
+    }))
+
+  it.scopedLive("a merged input root gone before its process runs is made again, and the run succeeds", () =>
+    Effect.gen(function*() {
+      const { config, root, workspace } = yield* workspaceOf(producerConsumer, {
+        "src/a.txt": "a\n",
+        "src/b.txt": "b\n"
+      })
+      let fired = 0
+      const report = yield* runOn(root, (engine, store) =>
+        engine.run({
+          workspace,
+          config,
+          beforeAttempt: (name, input) =>
+            name === "use" && fired++ === 0 ? Effect.asVoid(Effect.orDie(store.remove(input))) : Effect.void
+        }))
+      assert.strictEqual(report.failed, 0)
+      assert.strictEqual(report.processes.find((p) => p.name === "use")!.backtracks, 1)
+      assert.strictEqual(fs.readFileSync(path.join(workspace, "out/use.txt"), "utf8"), "A\nb\n")
+    }))
+})
+
+describe("Engine.run: the graph", () => {
+  it.scopedLive("two deps that fill one path differently: the consumer fails naming the path; others succeed", () =>
+    Effect.gen(function*() {
+      const { config, root, workspace } = yield* workspaceOf({
+        a: sh("mkdir -p out && echo a > out/x.txt", { outputs: ["out/x.txt"] }),
+        b: sh("mkdir -p out && echo b > out/x.txt", { outputs: ["out/x.txt"] }),
+        both: sh("cat out/x.txt", { deps: ["a", "b"] })
+      }, {})
+      const report = yield* runOn(root, (engine) => engine.run({ workspace, config, keepGoing: true }))
+      const both = report.processes.find((p) => p.name === "both")!
+      assert.isFalse(both.ok)
+      assert.isDefined(both.error)
+      assert.include(both.detail ?? "", "out/x.txt")
+      assert.strictEqual(report.processes.filter((p) => p.ok).length, 2)
+    }))
+
+  const keepGoingCase = (keepGoing: boolean) =>
+    Effect.gen(function*() {
+      const { config, root, workspace } = yield* workspaceOf((root) => ({
+        fails: sh("exit 3"),
+        // Ends only once `fails` has finished: the marker is written when the engine reports it.
+        slow: sh(`until [ -e ${path.join(root, "fails-finished")} ]; do sleep 0.01; done`),
+        after: sh("true", { deps: ["slow"] })
+      }), {})
+      return yield* runOn(root, (engine) =>
+        engine.run({
+          workspace,
+          config,
+          keepGoing,
+          onEvent: (e) =>
+            e._tag === "Finished" && e.report.name === "fails"
+              ? Effect.sync(() => fs.writeFileSync(path.join(root, "fails-finished"), ""))
+              : Effect.void
+        }))
+    })
+
+  it.scopedLive("without keep-going, what has not started after a failure is skipped", () =>
+    Effect.gen(function*() {
+      const report = yield* keepGoingCase(false)
+      const after = report.processes.find((p) => p.name === "after")!
+      assert.strictEqual(after.source, "skipped")
+      assert.include(after.detail ?? "", "--keep-going")
+      assert.strictEqual(report.processes.find((p) => p.name === "fails")!.exitCode, 3)
+    }))
+
+  it.scopedLive("with keep-going, everything that does not depend on the failure runs", () =>
+    Effect.gen(function*() {
+      const report = yield* keepGoingCase(true)
+      assert.strictEqual(report.processes.find((p) => p.name === "after")!.source, "ran")
+      assert.isTrue(report.processes.find((p) => p.name === "after")!.ok)
+      assert.strictEqual(report.failed, 1)
+    }))
+
+  it.scopedLive("interrupting a run kills the process it started and leaves no sandbox", () =>
+    Effect.gen(function*() {
+      const { config, root, workspace } = yield* workspaceOf((root) => ({
+        long: sh(
+          `echo $$ > ${path.join(root, "long.pid")}.tmp && mv ${path.join(root, "long.pid")}.tmp ${
+            path.join(root, "long.pid")
+          } && exec sleep 60`
+        )
+      }), {})
+      const pidFile = path.join(root, "long.pid")
+      const started = yield* Deferred.make<number>()
+      const fiber = yield* Effect.fork(runOn(root, (engine) =>
+        Effect.zipRight(
+          // The pid file is the tool's own word that it runs (written whole, then renamed): wait for it.
+          Effect.forkScoped(
+            Effect.suspend(() =>
+              fs.existsSync(pidFile)
+                ? Deferred.succeed(started, Number(fs.readFileSync(pidFile, "utf8").trim()))
+                : Effect.fail("not yet")
+            ).pipe(Effect.retry(Schedule.spaced("10 millis")))
+          ),
+          engine.run({ workspace, config })
+        ).pipe(Effect.scoped)))
+      const pid = yield* Deferred.await(started)
+      yield* Fiber.interrupt(fiber)
+      assert.isFalse(runs(pid), "the interrupted run's process is gone once the run has ended")
+      assert.deepStrictEqual(fs.readdirSync(path.join(root, "sandboxes")), [])
+    }))
+})
+
+/** Whether `pid` is a live process (a zombie is not: it has ended, and waits only to be reaped). */
+const runs = (pid: number): boolean => {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z"
+  } catch {
+    return false
+  }
+}
