@@ -7,6 +7,7 @@ import * as Option from "effect/Option"
 import type { InvalidConfig } from "../domain/Config.js"
 import type { KeepSandboxes } from "../domain/Sandbox.js"
 import * as Engine from "../engine/Engine.js"
+import * as HelperLifetime from "../os/HelperLifetime.js"
 import * as ProcessRunner from "../runner/ProcessRunner.js"
 import * as Sandboxes from "../sandbox/Sandboxes.js"
 import * as Sandboxer from "../sandboxer/Sandboxer.js"
@@ -25,12 +26,12 @@ export interface StackOptions {
 const some = <K extends string, A>(key: K, o: Option.Option<A>) =>
   Option.match(o, { onNone: () => ({}), onSome: (value) => ({ [key]: value }) as Record<K, A> })
 
-/** The CLI's stack closes its Store right after everything else: its helpers may outlive it (see `outliveStore`). */
+/** The helpers' lifetime is beneath the Store: they end after it has released its environments. */
 export const runnerStack = (o: StackOptions) =>
-  ProcessRunner.layer({ ...o.runner, ...some("namedCachesDir", o.namedCachesDir), outliveStore: true }).pipe(
+  ProcessRunner.layer({ ...o.runner, ...some("namedCachesDir", o.namedCachesDir) }).pipe(
     Layer.provideMerge(
       Layer.mergeAll(
-        Sandboxer.layer({ outliveStore: true }),
+        Sandboxer.layer(),
         Sandboxes.layer({
           keep: o.keepSandboxes ?? "never",
           reuse: o.reuseSandboxes ?? true,
@@ -39,7 +40,8 @@ export const runnerStack = (o: StackOptions) =>
         })
       )
     ),
-    Layer.provideMerge(Store.layer(o.store))
+    Layer.provideMerge(Store.layer(o.store)),
+    Layer.provideMerge(HelperLifetime.layer)
   )
 
 export const engineStack = (o: StackOptions) => Engine.layer.pipe(Layer.provideMerge(runnerStack(o)))

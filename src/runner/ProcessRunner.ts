@@ -17,6 +17,7 @@ import type { Process, ProcessResult, SpawnError } from "../domain/Process.js"
 import type { SandboxError, SandboxerUnavailable } from "../domain/Sandbox.js"
 import type { StoreError } from "../domain/StoreErrors.js"
 import { cacheDir } from "../os/CacheDir.js"
+import { HelperLifetime } from "../os/HelperLifetime.js"
 import type * as Handoff from "../sandbox/internal/handoff.js"
 import { Sandboxes } from "../sandbox/Sandboxes.js"
 import { Sandboxer } from "../sandboxer/Sandboxer.js"
@@ -81,13 +82,6 @@ export interface Options {
   readonly namedCachesDir?: string
   /** Between SIGTERM and SIGKILL of a process group that timed out or was interrupted. Default 3 s. */
   readonly grace?: Duration.DurationInput
-  /**
-   * Keep the spawner (this process's watchdog) until the Store has released its environments, not only until this
-   * layer closes: a SIGKILL in between would leave reader slots nobody clears. For a stack whose Store closes right
-   * after it, as the CLI's; a library that keeps one Store open under many short-lived runners should leave it off,
-   * or each runner's spawner stays until the Store closes. Default false.
-   */
-  readonly outliveStore?: boolean
 }
 
 /**
@@ -105,7 +99,10 @@ export const make = (options: Options = {}) =>
   Effect.gen(function*() {
     const store = yield* Store
     const sandboxes = yield* Sandboxes
-    const spawner = yield* Spawner.make(options.outliveStore === true ? { endWith: store.afterClose } : {})
+    // The spawner is this process's watchdog: with a HelperLifetime beneath the Store, it stays until the Store has
+    // released its environments (see HelperLifetime), not only until this layer closes.
+    const lifetime = yield* Effect.serviceOption(HelperLifetime)
+    const spawner = yield* Spawner.make(Option.isSome(lifetime) ? { endWith: lifetime.value.addFinalizer } : {})
     const sandboxer = yield* Sandboxer
     const watched = new Set<string>()
     // The spawner is the watchdog: it is up before any process runs, and nothing else is started unless this

@@ -26,6 +26,7 @@ import type * as Digest from "../domain/Digest.js"
 import * as Permits from "../domain/Permits.js"
 import { SandboxError, SandboxerUnavailable } from "../domain/Sandbox.js"
 import { describeErrno } from "../os/Errno.js"
+import * as HelperLifetime from "../os/HelperLifetime.js"
 import * as SandboxDir from "../sandbox/internal/sandboxDir.js"
 import * as Store from "../store/Store.js"
 import * as SandboxerProcess from "./internal/process.js"
@@ -90,12 +91,6 @@ export interface Options {
   readonly startTimeout?: Duration.DurationInput
   /** How long the sandboxer may drain after SIGTERM before it is SIGKILLed. Default 10 s. */
   readonly stopGrace?: Duration.DurationInput
-  /**
-   * Stop the sandboxer once the Store has released its environments, not when this layer closes: a SIGKILL in
-   * between would leave reader slots nobody clears. For a stack whose Store closes right after it, as the CLI's; a
-   * library that keeps one Store open under many short-lived Sandboxer layers should leave it off. Default false.
-   */
-  readonly outliveStore?: boolean
 }
 
 /** `kiln`'s own CLI: `$KILN_CLI` (the CLI sets it), else `dist/cli.js` beside this module of the library build. */
@@ -145,7 +140,7 @@ const missingAfterNotFound = (store: Store.Service, digest: Digest.Digest) => st
 
 /**
  * Starts the sandboxer lazily, on first use; stops it (SIGTERM, drain, then SIGKILL) when the layer's scope closes,
- * or with `outliveStore` once the store it was built on has closed its environments.
+ * or, with a `HelperLifetime` in the layer graph, when that ends.
  *
  * @since 0.1.0
  * @category constructors
@@ -153,12 +148,11 @@ const missingAfterNotFound = (store: Store.Service, digest: Digest.Digest) => st
 export const make = (options: Options = {}): Effect.Effect<Service, never, Store.Store | Scope.Scope> =>
   Effect.gen(function*() {
     const store = yield* Store.Store
-    // With outliveStore, sandboxers live until the store has released its environments: between this layer's end
-    // and the store's, a SIGKILL of this process would leave reader slots that only a live watchdog clears.
+    // With a HelperLifetime beneath the Store, sandboxers live until the store has released its environments:
+    // between this layer's end and the store's, a SIGKILL of this process would leave reader slots that only a live
+    // watchdog clears.
     const lifetime = yield* Scope.make(ExecutionStrategy.sequential)
-    yield* options.outliveStore === true
-      ? store.afterClose(Scope.close(lifetime, Exit.void))
-      : Effect.addFinalizer(() => Scope.close(lifetime, Exit.void))
+    yield* HelperLifetime.endWith(Scope.close(lifetime, Exit.void))
     const lock = yield* Permits.make(1)
     const dir = options.socketDir ?? SandboxerProcess.socketDirectory()
     const grace = options.stopGrace ?? Duration.seconds(10)

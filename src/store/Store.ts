@@ -274,12 +274,6 @@ export interface Service {
    * be (see `Maintenance.clearReadersOf`), at most `within`; says how many stale slots it cleared.
    */
   readonly clearReadersOf: (pid: number, within: Duration.DurationInput) => Effect.Effect<number, StoreError>
-  /**
-   * Runs `finalizer` when this Store's scope closes, after it has released its environments (finalizers added later
-   * run first). The sandboxer is stopped there: while this process holds an environment open, a SIGKILL leaves
-   * reader slots in it that only a live watchdog clears.
-   */
-  readonly afterClose: (finalizer: Effect.Effect<void>) => Effect.Effect<void>
 }
 
 /**
@@ -372,11 +366,6 @@ export const make = (
       })
     }
     const root = path.resolve(opts.root)
-    // Registered before anything is opened, so these run after everything below is released.
-    const afterClose: Array<Effect.Effect<void>> = []
-    yield* Effect.addFinalizer(() =>
-      Effect.suspend(() => Effect.all(afterClose.splice(0).reverse(), { discard: true }))
-    )
     yield* ensureLayout(root, opts.shardCount)
     const settings = (mapSize: number) => ({ mapSize, maxReaders: opts.maxReaders })
     const core: Core.Core = {
@@ -562,8 +551,7 @@ export const make = (
       gc: (options) => Maintenance.gc(core, options?.targetSizeBytes ?? opts.maxSizeBytes),
       stats: Maintenance.stats(core, opts.shardCount),
       clearStaleReaders: Maintenance.clearStaleReaders(core),
-      clearReadersOf: (pid, within) => Maintenance.clearReadersOf(core, pid, Duration.toMillis(within)),
-      afterClose: (finalizer) => Effect.sync(() => void afterClose.push(finalizer))
+      clearReadersOf: (pid, within) => Maintenance.clearReadersOf(core, pid, Duration.toMillis(within))
     }
     return service
   })

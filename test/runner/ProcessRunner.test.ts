@@ -10,6 +10,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import * as Digest from "../../src/domain/Digest.js"
 import { Process, type ProcessResult } from "../../src/domain/Process.js"
+import * as HelperLifetime from "../../src/os/HelperLifetime.js"
 import * as ProcessRunnerLayer from "../../src/runner/ProcessRunner.js"
 import { ProcessRunner } from "../../src/runner/ProcessRunner.js"
 import { isAlive } from "../../src/sandbox/internal/sandboxDir.js"
@@ -328,10 +329,10 @@ describe("ProcessRunner (kept sandboxes)", () => {
 
 describe("ProcessRunner (its spawner's lifetime)", () => {
   /** A runner layer over a Store that stays open; returns its spawner's pid once a process has run. */
-  const runnerOver = (dir: string, outliveStore: boolean) =>
+  const runnerOver = (dir: string) =>
     Effect.gen(function*() {
       const before = new Set(childrenOf(process.pid, "kiln-spawner"))
-      const runner = ProcessRunnerLayer.layer({ namedCachesDir: path.join(dir, "named"), outliveStore }).pipe(
+      const runner = ProcessRunnerLayer.layer({ namedCachesDir: path.join(dir, "named") }).pipe(
         Layer.provide(Layer.mergeAll(
           Sandboxer.layer({ command: [process.execPath, cli], socketDir: path.join(dir, "sock") }),
           SandboxesLayer.layer({ root: path.join(dir, "sandboxes"), sweepOnStart: false })
@@ -346,21 +347,25 @@ describe("ProcessRunner (its spawner's lifetime)", () => {
       }))
     })
 
-  it.scopedLive("ended with its layer under a Store that stays open; with outliveStore, once the Store closes", () =>
+  it.scopedLive("ended with its layer under a Store that stays open; with a HelperLifetime, once that ends", () =>
     Effect.gen(function*() {
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kiln-life-"))
       yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true })))
       fs.mkdirSync(path.join(dir, "sandboxes"))
       const storeScope = yield* Scope.make()
-      const store = Layer.succeedContext(
-        yield* Layer.buildWithScope(StoreLayer.layer({ root: path.join(dir, "store") }), storeScope)
-      )
-      const ended = yield* Effect.provide(runnerOver(dir, false), store)
+      const storeLayer = StoreLayer.layer({ root: path.join(dir, "store") })
+      const store = Layer.succeedContext(yield* Layer.buildWithScope(storeLayer, storeScope))
+      const ended = yield* Effect.provide(runnerOver(dir), store)
       yield* eventually("the spawner of a closed runner layer exits", () => !isAlive(ended), "5 seconds")
-      const kept = yield* Effect.provide(runnerOver(dir, true), store)
-      assert.isTrue(isAlive(kept), "with outliveStore, the spawner went before the store closed")
+      const lifetimeScope = yield* Scope.make()
+      const withLifetime = Layer.succeedContext(
+        yield* Layer.buildWithScope(storeLayer.pipe(Layer.provideMerge(HelperLifetime.layer)), lifetimeScope)
+      )
+      const kept = yield* Effect.provide(runnerOver(dir), withLifetime)
+      assert.isTrue(isAlive(kept), "with a HelperLifetime, the spawner went before the lifetime ended")
+      yield* Scope.close(lifetimeScope, Exit.void)
+      yield* eventually("it exits once the lifetime has ended", () => !isAlive(kept), "5 seconds")
       yield* Scope.close(storeScope, Exit.void)
-      yield* eventually("it exits once the store has closed", () => !isAlive(kept), "5 seconds")
     }))
 })
 
