@@ -6,31 +6,22 @@
  *
  * @since 0.1.0
  */
-import * as NodeSocket from "@effect/platform-node/NodeSocket"
-import * as Socket from "@effect/platform/Socket"
-import * as RpcClient from "@effect/rpc/RpcClient"
-import { RpcClientError } from "@effect/rpc/RpcClientError"
-import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
-import * as Duration from "effect/Duration"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
-import * as fs from "node:fs"
-import { fileURLToPath } from "node:url"
 import type * as Digest from "../domain/Digest.js"
-import * as Permits from "../domain/Permits.js"
 import { SandboxError, SandboxerUnavailable } from "../domain/Sandbox.js"
 import { describeErrno } from "../os/Errno.js"
 import * as HelperLifetime from "../os/HelperLifetime.js"
-import * as SandboxDir from "../sandbox/internal/sandboxDir.js"
 import * as Store from "../store/Store.js"
+import * as Generations from "./internal/generations.js"
 import * as SandboxerProcess from "./internal/process.js"
-import { SandboxerRpcs } from "./Rpc.js"
 
 /**
  * @since 0.1.0
@@ -93,49 +84,6 @@ export interface Options {
   readonly stopGrace?: Duration.DurationInput
 }
 
-/** `kiln`'s own CLI: `$KILN_CLI` (the CLI sets it), else `dist/cli.js` beside this module of the library build. */
-const defaultCommand = (): ReadonlyArray<string> | undefined => {
-  if (process.env.KILN_CLI !== undefined) return [process.execPath, process.env.KILN_CLI]
-  const url = (import.meta as { url?: string }).url
-  if (url !== undefined) {
-    const cli = fileURLToPath(new URL("../cli.js", url))
-    if (fs.existsSync(cli)) return [process.execPath, cli]
-  }
-  return undefined
-}
-
-/** The parent's store settings, passed on so that the sandboxer opens exactly the same store. */
-const storeArgs = (o: Store.Options): Array<string> => [
-  "--store-dir",
-  o.root,
-  "--store-shards",
-  String(o.shardCount),
-  "--store-max-readers",
-  String(o.maxReaders),
-  "--store-files-map-size",
-  String(o.filesMapSize),
-  "--store-directories-map-size",
-  String(o.directoriesMapSize),
-  "--store-actions-map-size",
-  String(o.actionsMapSize),
-  "--store-lease-time",
-  `${o.leaseTimeMs}ms`,
-  "--store-max-size",
-  String(o.maxSizeBytes)
-]
-
-type Client = RpcClient.FromGroup<typeof SandboxerRpcs, RpcClientError>
-
-interface Generation {
-  readonly child: SandboxerProcess.Child
-  /** The roots it watches: those on its command line and those sent since. */
-  readonly roots: Set<string>
-  /** Completes once it is ready and connected. */
-  readonly client: Deferred.Deferred<Client, SandboxerUnavailable>
-  readonly connected: { value: boolean }
-  readonly scope: Scope.CloseableScope
-}
-
 const missingAfterNotFound = (store: Store.Service, digest: Digest.Digest) => store.ensureDownloaded(digest)
 
 /**
@@ -153,123 +101,12 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Store
     // watchdog clears.
     const lifetime = yield* Scope.make(ExecutionStrategy.sequential)
     yield* HelperLifetime.endWith(Scope.close(lifetime, Exit.void))
-    const lock = yield* Permits.make(1)
-    const dir = options.socketDir ?? SandboxerProcess.socketDirectory()
-    const grace = options.stopGrace ?? Duration.seconds(10)
-    const startTimeout = options.startTimeout ?? Duration.seconds(30)
-    const self = SandboxDir.self()
-    /** Every root ever watched: a new sandboxer (after one died) watches them all from the start. */
-    const roots = new Set<string>()
-    let current: Generation | undefined
-
-    const connect = (child: SandboxerProcess.Child, scope: Scope.Scope) =>
-      Effect.gen(function*() {
-        yield* SandboxerProcess.awaitReady(child, startTimeout)
-        // The protocol (and its socket) must live in the generation's scope, not only while the client is made.
-        const protocol = yield* Layer.buildWithScope(
-          RpcClient.layerProtocolSocket().pipe(
-            Layer.provide(NodeSocket.layerNet({ path: child.socket })),
-            Layer.provide(RpcSerialization.layerMsgPack)
-          ),
-          scope
-        )
-        return yield* RpcClient.make(SandboxerRpcs).pipe(Effect.provide(protocol), Scope.extend(scope))
-      }).pipe(
-        Effect.catchTag("SocketError", (e) =>
-          Effect.fail(
-            new SandboxerUnavailable({ reason: `cannot connect to ${child.socket}: ${e.message}`, log: child.log })
-          ))
-      )
-
-    const command = Effect.suspend(() => {
-      const command = options.command ?? defaultCommand()
-      return command !== undefined ? Effect.succeed(command) : Effect.fail(
-        new SandboxerUnavailable({ reason: "cannot tell how to run kiln: set KILN_CLI or pass `command`" })
-      )
-    })
-    const argsFor = (watching: Iterable<string>) => [
-      "--parent-start-time",
-      self.startTime === "" ? "-" : self.startTime,
-      "--idle-timeout",
-      `${Duration.toMillis(options.idleTimeout ?? Duration.minutes(15))}ms`,
-      ...[...watching].flatMap((root) => ["--watch-root", root]),
-      ...storeArgs(store.options)
-    ]
-
-    const launch = Effect.gen(function*() {
-      const child = yield* SandboxerProcess.launch(yield* command, argsFor(roots), dir)
-      const scope = yield* Scope.fork(lifetime, ExecutionStrategy.sequential)
-      yield* Scope.addFinalizer(scope, SandboxerProcess.stop(child, grace))
-      const generation: Generation = {
-        child,
-        roots: new Set(roots),
-        client: yield* Deferred.make<Client, SandboxerUnavailable>(),
-        connected: { value: false },
-        scope
-      }
-      // Connected in the background: a process runs without waiting for the sandboxer unless it needs a request.
-      yield* Effect.forkIn(
-        Effect.intoDeferred(
-          connect(child, scope).pipe(
-            Effect.tap(() => Effect.sync(() => void (generation.connected.value = true))),
-            Effect.tapError((e) => Effect.logWarning(`the sandboxer (pid ${child.pid}) is unavailable: ${e.message}`))
-          ),
-          generation.client
-        ),
-        scope
-      )
-      return generation
-    })
-
-    /** The running generation, or a new one in place of `replace` (or of one that exited). */
-    const generation = (replace?: Generation) =>
-      lock.withPermit(Effect.gen(function*() {
-        if (current !== undefined && current !== replace && !current.child.gone.value) return current
-        if (current !== undefined) {
-          const old = current
-          current = undefined
-          yield* Scope.close(old.scope, Exit.void)
-        }
-        current = yield* launch
-        return current
-      }))
-
-    /**
-     * A socket error is a transport failure too: writing to a sandboxer that was just SIGKILLed can fail with EPIPE
-     * before the protocol notices the closed socket, and it surfaced as a SocketError (even a defect), not as an
-     * RpcClientError, so the engine failed instead of respawning.
-     */
-    const asTransport = <A, E>(effect: Effect.Effect<A, E | RpcClientError>) =>
-      effect.pipe(
-        Effect.catchIf(
-          (e): e is Extract<E, Socket.SocketError> => Socket.isSocketError(e),
-          (e) => Effect.fail(new RpcClientError({ reason: "Protocol", message: e.message, cause: e }))
-        ),
-        Effect.catchSomeDefect((d) =>
-          Socket.isSocketError(d)
-            ? Option.some(Effect.fail(new RpcClientError({ reason: "Protocol", message: d.message, cause: d })))
-            : Option.none()
-        )
-      )
-
-    /** Runs a call; on a transport failure (the sandboxer died, the socket vanished) respawns it and retries once. */
-    const call = <A, E>(f: (client: Client) => Effect.Effect<A, E | RpcClientError>) =>
-      Effect.gen(function*() {
-        const gen = yield* generation()
-        const first = yield* Effect.either(asTransport(f(yield* Deferred.await(gen.client))))
-        if (first._tag === "Right") return first.right
-        if (!(first.left instanceof RpcClientError)) return yield* Effect.fail(first.left as E)
-        yield* Effect.logWarning(
-          `the sandboxer (pid ${gen.child.pid}) is unreachable (${first.left.message}): restarting it`
-        )
-        const next = yield* generation(gen)
-        return yield* asTransport(f(yield* Deferred.await(next.client)))
-      }).pipe(
-        Effect.catchIf(
-          (e): e is RpcClientError => e instanceof RpcClientError,
-          (e) => Effect.fail(new SandboxerUnavailable({ reason: e.message }))
-        )
-      )
+    const generations = yield* Generations.make(options, store, lifetime)
+    const { argsFor, call, command, dir, generation, roots } = generations
+    const isWatched = (root: string) => {
+      const current = generations.current()
+      return current !== undefined && !current.child.gone.value && current.roots.has(root)
+    }
 
     const materializeOnce = (
       digest: Digest.Digest,
@@ -286,7 +123,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Store
     const watchSlowly = (root: string) =>
       Effect.gen(function*() {
         roots.add(root)
-        const previous = current
+        const previous = generations.current()
         const gen = yield* generation()
         if (gen !== previous) {
           // A sandboxer that died before it was ever ready is likely to again: wait for this one, so that a
@@ -331,7 +168,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Store
       // The hot path, once per process: a look at the running generation, no message.
       watch: (root) =>
         Effect.suspend(() =>
-          current !== undefined && !current.child.gone.value && current.roots.has(root)
+          isWatched(root)
             ? Effect.void
             : watchSlowly(root)
         ),
@@ -341,7 +178,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Store
             try: () => Option.some(SandboxerProcess.postMortem(cmd, argsFor(watching), dir)),
             catch: (e) => new SandboxerUnavailable({ reason: `cannot prepare ${dir}: ${describeErrno(e)}` })
           })),
-      pid: Effect.sync(() => Option.fromNullable(current?.child.pid)),
+      pid: Effect.sync(() => Option.fromNullable(generations.current()?.child.pid)),
       ensureRunning: Effect.flatMap(generation(), (gen) => Effect.asVoid(Deferred.await(gen.client)))
     }
     return service
