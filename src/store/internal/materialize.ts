@@ -12,6 +12,7 @@ import * as Digest from "../../domain/Digest.js"
 import type * as Directory from "../../domain/Directory.js"
 import { StoreError } from "../../domain/StoreErrors.js"
 import { describeErrno, errnoOf, ioError } from "../../os/Errno.js"
+import * as EventLoop from "../../os/EventLoop.js"
 import { mkdirp } from "../../os/Mkdirp.js"
 import { removeTree } from "../../os/RemoveTree.js"
 import * as Refill from "../../sandbox/internal/refill.js"
@@ -190,7 +191,9 @@ export const materialize = (
       )
       if (refilled) return
     }
+    const pace = EventLoop.pacer()
     for (const [rel, dir] of dirs) {
+      yield* pace
       const abs = rel === "" ? dest : path.join(dest, rel)
       for (const d of dir.directories) {
         const p = path.join(abs, d.name)
