@@ -26,7 +26,7 @@ import type * as Digest from "../domain/Digest.js"
 import * as Permits from "../domain/Permits.js"
 import { SandboxError, SandboxerUnavailable } from "../domain/Sandbox.js"
 import { describeErrno } from "../os/Errno.js"
-import * as SandboxDir from "../sandbox/internal/sandboxDir.js"
+import * as Proc from "../os/Proc.js"
 import * as Store from "../store/Store.js"
 import * as SandboxerProcess from "./internal/process.js"
 import { SandboxerRpcs } from "./Rpc.js"
@@ -163,7 +163,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Store
     const dir = options.socketDir ?? SandboxerProcess.socketDirectory()
     const grace = options.stopGrace ?? Duration.seconds(10)
     const startTimeout = options.startTimeout ?? Duration.seconds(30)
-    const self = SandboxDir.self()
+    const self = Proc.self()
     /** Every root ever watched: a new sandboxer (after one died) watches them all from the start. */
     const roots = new Set<string>()
     let current: Generation | undefined
