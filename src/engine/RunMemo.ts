@@ -18,9 +18,10 @@
  *
  * @internal
  */
-import { createHash, randomBytes } from "node:crypto"
+import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import * as AtomicFile from "../os/AtomicFile.js"
 import * as RawStat from "../os/RawStat.js"
 import * as Generation from "../store/Generation.js"
 
@@ -426,17 +427,11 @@ export const holding = (
 export const write = (storeRoot: string, workspace: string, memo: Memo): void => {
   const file = fileOf(storeRoot, workspace)
   fs.mkdirSync(path.dirname(file), { recursive: true })
-  const tmp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`
-  try {
-    fs.writeFileSync(tmp, JSON.stringify(memo))
+  AtomicFile.write(file, JSON.stringify(memo), {
     // The journal goes first: a reader in between sees the old memo alone (fewer entries), never the old journal
     // over the new memo. A line another run appends meanwhile starts a new journal, which applies to this memo.
-    fs.rmSync(journalOf(file), { force: true })
-    fs.renameSync(tmp, file)
-  } catch (e) {
-    fs.rmSync(tmp, { force: true })
-    throw e
-  }
+    beforeRename: () => fs.rmSync(journalOf(file), { force: true })
+  })
 }
 
 /**

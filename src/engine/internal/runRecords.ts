@@ -13,6 +13,7 @@
 import { createHash, randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import * as AtomicFile from "../../os/AtomicFile.js"
 import { mkdirp } from "../../os/Mkdirp.js"
 
 /** @internal */
@@ -110,12 +111,9 @@ export const write = (storeRoot: string, workspace: string, records: ReadonlyMap
     merged[name] = r
   }
   if (!changed) return
-  const tmp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`
   try {
-    fs.writeFileSync(tmp, JSON.stringify({ workspace: path.resolve(workspace), processes: merged }))
-    fs.renameSync(tmp, file)
+    AtomicFile.write(file, JSON.stringify({ workspace: path.resolve(workspace), processes: merged }))
   } catch (e) {
-    fs.rmSync(tmp, { force: true }) // A full disk leaves a partial file behind: not in the store too.
     // What was taken aside goes back, so that nothing of it is lost with the failed rewrite.
     if (journalText !== "") fs.appendFileSync(journal, journalText)
     throw e
