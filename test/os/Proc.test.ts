@@ -10,6 +10,8 @@ import * as Proc from "../../src/os/Proc.js"
 import { eventually, firstLine, spawnScoped } from "../utils/child.js"
 import { tempDir } from "../utils/temp.js"
 
+const commOf = (pid: number) => fs.readFileSync(`/proc/${pid}/comm`, "utf8").trimEnd()
+
 /** A stat line as the kernel writes it: 52 fields, field `n` holding `f<n>` unless given. */
 const statLine = (pid: number, comm: string, fields: Record<number, string>) => {
   const out = [String(pid), `(${comm})`]
@@ -49,7 +51,7 @@ describe("Proc.parseStat", () => {
       fs.chmodSync(exe, 0o755)
       const child = yield* spawnScoped(exe, ["60"], { detached: true })
       const pid = child.pid!
-      yield* eventually("the copy of sleep runs", () => fs.readFileSync(`/proc/${pid}/comm`, "utf8") === "a) b (c\n")
+      yield* eventually("the copy of sleep runs", () => commOf(pid) === "a) b (c")
       const st = Proc.statOf(pid)!
       assert.strictEqual(st.ppid, process.pid)
       assert.strictEqual(st.pgid, pid, "detached: it leads a group of its own")
@@ -62,10 +64,15 @@ describe("Proc.parseStat", () => {
 describe("Proc.isAlive", () => {
   it.scopedLive("a zombie is dead, although kill(pid, 0) still finds it", () =>
     Effect.gen(function*() {
-      // The shell's child exits at once; the shell then becomes `sleep`, which never reaps it.
-      const parent = yield* spawnScoped("sh", ["-c", "true & echo $!; exec sleep 60"])
+      // The shell becomes `sleep`, which never reaps the child it started: killed once the exec is done (the shell
+      // itself might reap it before), the child stays a zombie.
+      const parent = yield* spawnScoped("sh", ["-c", "sleep 60 & echo $!; exec sleep 60"])
       const zombie = Number(yield* firstLine(parent))
-      yield* eventually("the child is a zombie", () => Proc.statOf(zombie)?.state === "Z")
+      yield* eventually("the shell is sleep", () =>
+        Proc.statOf(parent.pid!) !== undefined && commOf(parent.pid!) === "sleep")
+      process.kill(zombie, "SIGKILL")
+      yield* eventually("the child is a zombie", () =>
+        Proc.statOf(zombie)?.state === "Z")
       process.kill(zombie, 0) // Does not throw: a zombie is still in the process table.
       assert.isFalse(Proc.isAlive(zombie))
       assert.isFalse(Proc.ownerAlive({ pid: zombie, startTime: "" }))

@@ -4,7 +4,7 @@
  * released with its scope, the processes with SIGKILL, so a failing test leaves nothing behind.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Data, Deferred, type Duration, Effect, Exit, Fiber, Ref, Scope } from "effect"
+import { Data, Deferred, type Duration, Effect, Exit, Fiber, Ref, Schedule, Scope } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -399,13 +399,25 @@ describe("Store shared by OS processes", () => {
         maxReaders: 8
       }, { unreaped: true })
       const pid = Number(yield* within("the reader", "60 seconds", holder.line("HOLDING")))
+      // Killed only once its parent is `sleep`: the shell might still reap it before its exec.
+      yield* within(
+        "the shell to exec sleep",
+        "10 seconds",
+        Effect.repeat(Effect.sync(() => fs.readFileSync(`/proc/${holder.pid}/comm`, "utf8")), {
+          until: (comm) => comm === "sleep\n",
+          schedule: Schedule.spaced("10 millis")
+        })
+      )
       const before = (yield* store.stats).readers
       assert.strictEqual(before.stale, 0)
       process.kill(pid, "SIGKILL")
       yield* within(
         "the reader to become a zombie",
         "10 seconds",
-        Effect.repeat(Effect.sync(() => Proc.statOf(pid)?.state), { until: (s) => s === "Z" })
+        Effect.repeat(Effect.sync(() => Proc.statOf(pid)?.state), {
+          until: (s) => s === "Z",
+          schedule: Schedule.spaced("10 millis")
+        })
       )
       const after = (yield* store.stats).readers
       assert.strictEqual(after.stale, 1, "the zombie's slot was taken for one in use")
