@@ -37,6 +37,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
 import { errnoOf } from "../../src/os/Errno.js"
+import * as Proc from "../../src/os/Proc.js"
 import { removeTree } from "../../src/os/RemoveTree.js"
 import * as SandboxDir from "../../src/sandbox/internal/sandboxDir.js"
 
@@ -503,7 +504,7 @@ const staleReaders = () => {
   for (const { env, path: dir } of held) {
     for (const line of env.readerList().split("\n").slice(1)) {
       const pid = line.trim().split(/\s+/)[0]
-      if (pid !== undefined && /^\d+$/.test(pid) && !SandboxDir.isAlive(Number(pid))) {
+      if (pid !== undefined && /^\d+$/.test(pid) && !Proc.isAlive(Number(pid))) {
         stale.push(`${path.relative(storeDir, dir)}: ${line.trim()}`)
       }
     }
@@ -613,7 +614,7 @@ const leakedSandboxes = () => {
   }
   return [...names].filter((name) => {
     const owner = SandboxDir.readOwner(path.join(sandboxRoot, name))
-    return owner === undefined || (owner.kept !== true && !SandboxDir.ownerAlive(owner))
+    return owner === undefined || (owner.kept !== true && !Proc.ownerAlive(owner))
   })
 }
 
@@ -654,7 +655,7 @@ const round = async (index: number, kind: Kind): Promise<RoundResult> => {
   await sleep(settings.settleSecs * 1000)
   const procs = listProcs()
   const sandboxers = sandboxersOf(procs)
-  const orphans = sandboxers.filter((s) => !SandboxDir.ownerAlive(s.parent))
+  const orphans = sandboxers.filter((s) => !Proc.ownerAlive(s.parent))
   const strays = procs.filter((p) => ours(p) && !sandboxers.some((s) => s.pid === p.pid))
   const stale = staleReaders()
   const leaked = leakedSandboxes()

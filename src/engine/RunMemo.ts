@@ -18,9 +18,11 @@
  *
  * @internal
  */
-import { createHash, randomBytes } from "node:crypto"
+import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import * as AtomicFile from "../os/AtomicFile.js"
+import * as Journal from "../os/Journal.js"
 import * as RawStat from "../os/RawStat.js"
 import * as Generation from "../store/Generation.js"
 
@@ -164,25 +166,18 @@ export const JOURNAL_MAX_BYTES = 256 * 1024
  * line over another generation, config or build (appended before the memo was rewritten): every entry carries its
  * own evidence, so a line lost this way costs a check of the store, never a wrong answer.
  */
-const applyJournal = (memo: Memo, text: string): void => {
-  for (const raw of text.split("\n")) {
-    if (raw === "") continue
-    let line: JournalLine
-    try {
-      line = JSON.parse(raw) as JournalLine
-    } catch {
-      continue
-    }
+const applyJournal = (memo: Memo, text: string): void =>
+  Journal.replay(text, (value) => {
+    const line = value as unknown as JournalLine
     if (
       line.v !== memo.v || line.build !== memo.build || line.generation !== memo.generation ||
       line.config !== memo.config || typeof line.set !== "object" || !Array.isArray(line.drop) ||
       !Array.isArray(line.store)
-    ) continue
+    ) return
     for (const name of line.drop) delete memo.processes[name]
     Object.assign(memo.processes, line.set)
     ;(memo as { store: Memo["store"] }).store = line.store
-  }
-}
+  })
 
 /** The journal's text and a stamp of it ("-" when there is none). */
 const readJournal = (file: string): { readonly text: string; readonly stamp: string } => {
@@ -426,17 +421,11 @@ export const holding = (
 export const write = (storeRoot: string, workspace: string, memo: Memo): void => {
   const file = fileOf(storeRoot, workspace)
   fs.mkdirSync(path.dirname(file), { recursive: true })
-  const tmp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`
-  try {
-    fs.writeFileSync(tmp, JSON.stringify(memo))
+  AtomicFile.write(file, JSON.stringify(memo), {
     // The journal goes first: a reader in between sees the old memo alone (fewer entries), never the old journal
     // over the new memo. A line another run appends meanwhile starts a new journal, which applies to this memo.
-    fs.rmSync(journalOf(file), { force: true })
-    fs.renameSync(tmp, file)
-  } catch (e) {
-    fs.rmSync(tmp, { force: true })
-    throw e
-  }
+    beforeRename: () => fs.rmSync(journalOf(file), { force: true })
+  })
 }
 
 /**
@@ -445,12 +434,7 @@ export const write = (storeRoot: string, workspace: string, memo: Memo): void =>
  */
 export const append = (storeRoot: string, workspace: string, line: JournalLine): boolean => {
   const file = fileOf(storeRoot, workspace)
-  const journal = journalOf(file)
-  const text = JSON.stringify(line)
-  const size = fs.statSync(journal, { throwIfNoEntry: false })?.size ?? 0
-  if (size + text.length > JOURNAL_MAX_BYTES || !fs.existsSync(file)) return false
-  // One write of one line: other runs' appends land before or after it, not inside. Led by a newline, so that a
-  // line an earlier append left cut short (a full disk) does not swallow this one.
-  fs.appendFileSync(journal, `\n${text}\n`)
-  return true
+  if (!fs.existsSync(file)) return false
+  // Other runs' appends land before or after this line, never inside it (see `os/Journal.ts`).
+  return Journal.append(journalOf(file), line, JOURNAL_MAX_BYTES)
 }

@@ -1,6 +1,6 @@
 /**
  * Where kiln keeps its caches: `$<envVar>` when set, else `$XDG_CACHE_HOME/kiln/<name>`, else
- * `~/.cache/kiln/<name>`.
+ * `~/.cache/kiln/<name>`. Portable: nothing here is Linux-specific.
  *
  * @internal
  */

@@ -1,7 +1,7 @@
 /**
  * `mkdir -p` that always terminates. Node 20's `fs.mkdirSync(p, { recursive: true })` spins forever when a parent
  * exists but refuses new entries with ENOENT (any path under /proc, for one): a bad `--store-dir` must be a
- * one-line error, not a hung process that ignores SIGTERM.
+ * one-line error, not a hung process that ignores SIGTERM. Portable: nothing here is Linux-specific.
  *
  * @internal
  */

@@ -1,7 +1,8 @@
 /**
  * File systems mounted inside a tree. A process running as root can bind-mount anything into its sandbox and exit
  * without unmounting it; removing the sandbox as `rm -rf` does would then delete what is mounted there (a bind mount
- * shares the device number of what it is mounted on, so only the mount table tells).
+ * shares the device number of what it is mounted on, so only the mount table tells). Linux-specific: the table is
+ * `/proc/self/mountinfo`; a port reads its own (`getmntinfo` on macOS).
  *
  * @internal
  */

@@ -7,7 +7,7 @@
  * That binding is internal (reached through `process.binding`, deprecated as DEP0111), so it is used only when it
  * proves itself: its layout must give, for a real path, exactly what `fs.lstatSync` gives, field by field. Anything
  * else (no such binding, another signature or layout, `--pending-deprecation`, under which merely asking for it
- * prints a warning) falls back to `fs.lstatSync`, with the same answers.
+ * prints a warning) falls back to `fs.lstatSync`, with the same answers. Node-specific, not Linux-specific.
  *
  * @internal
  */

@@ -2,7 +2,7 @@
  * Removes a tree that tools may have left read-only. `go mod download` extracts its module cache 0555/0444, and a
  * plain recursive delete then fails on every entry of every read-only directory; Pants ignored that error and leaked
  * whole sandboxes. Deleting an entry needs write permission on its directory, so every directory is made
- * owner-writable (and searchable) before its entries go.
+ * owner-writable (and searchable) before its entries go. Portable, but for the mount check (see `Mounts.ts`).
  *
  * @internal
  */

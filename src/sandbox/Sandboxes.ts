@@ -16,6 +16,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { type KeepSandboxes, SandboxError } from "../domain/Sandbox.js"
 import { describeErrno, errnoOf } from "../os/Errno.js"
+import * as Proc from "../os/Proc.js"
 import * as Handoff from "./internal/handoff.js"
 import * as SandboxDir from "./internal/sandboxDir.js"
 
@@ -148,7 +149,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Scope
   Effect.gen(function*() {
     const root = path.resolve(options.root ?? defaultRoot())
     const keep = options.keep ?? "never"
-    const owner = SandboxDir.self()
+    const owner = Proc.self()
     const failures = yield* Ref.make(0)
     const reuse = options.reuse ?? true
     const idle = SandboxDir.pool(root, owner, { keepUsed: reuse })

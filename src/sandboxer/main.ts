@@ -20,7 +20,7 @@ import { onInterrupt } from "../cli/exitCode.js"
 import { durationOption, storeOptions } from "../cli/globalOptions.js"
 import { cliLogger } from "../cli/logging.js"
 import { toStoreOptions } from "../cli/storeSettings.js"
-import * as SandboxDir from "../sandbox/internal/sandboxDir.js"
+import * as Proc from "../os/Proc.js"
 import * as Store from "../store/Store.js"
 import { logPathOf } from "./internal/paths.js"
 import * as SandboxerServer from "./internal/server.js"
@@ -75,7 +75,7 @@ export const sandboxer = Command.make(
         Effect.tap((n) => Effect.logInfo(`cleared ${n} stale LMDB reader slot(s) of parent ${o.parentPid}`)),
         Effect.catchAll((e) => Effect.logWarning(`could not clear stale LMDB reader slots: ${e.message}`))
       )
-      if (!SandboxDir.ownerAlive({ pid: parent.parentPid, startTime: parent.parentStartTime })) {
+      if (!Proc.ownerAlive({ pid: parent.parentPid, startTime: parent.parentStartTime })) {
         // A post-mortem (the engine's spawner starts one when the engine dies): clean up after it, serve nothing.
         const n = yield* SandboxerServer.destroyOwned(state, {
           pid: parent.parentPid,

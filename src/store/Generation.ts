@@ -12,6 +12,7 @@
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import * as AtomicFile from "../os/AtomicFile.js"
 
 const fileOf = (storeRoot: string) => path.join(storeRoot, "generation")
 
@@ -32,13 +33,5 @@ export const read = (storeRoot: string): string => {
  * @internal
  */
 export const bump = (storeRoot: string): void => {
-  const file = fileOf(storeRoot)
-  const tmp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`
-  try {
-    fs.writeFileSync(tmp, randomBytes(12).toString("hex"))
-    fs.renameSync(tmp, file)
-  } catch (e) {
-    fs.rmSync(tmp, { force: true })
-    throw e
-  }
+  AtomicFile.write(fileOf(storeRoot), randomBytes(12).toString("hex"))
 }

@@ -7,6 +7,7 @@ import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../../src/domain/Digest.js"
+import * as Proc from "../../src/os/Proc.js"
 import * as Handoff from "../../src/sandbox/internal/handoff.js"
 import * as SandboxDir from "../../src/sandbox/internal/sandboxDir.js"
 import { tempDir } from "../utils/temp.js"
@@ -18,7 +19,7 @@ const setUp = Effect.gen(function*() {
   const workspace = path.join(root, "workspace")
   fs.mkdirSync(sandbox, { recursive: true })
   fs.mkdirSync(workspace)
-  const owner = SandboxDir.self()
+  const owner = Proc.self()
   const handoff = Handoff.make(sandboxes, owner)
   yield* Effect.addFinalizer(() => Effect.sync(() => handoff.close()))
   /** A file the process made in its sandbox, and its digest. */

@@ -7,6 +7,7 @@ import { Effect, Logger } from "effect"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import * as Proc from "../../src/os/Proc.js"
 import * as SandboxDir from "../../src/sandbox/internal/sandboxDir.js"
 import * as Sandboxes from "../../src/sandbox/Sandboxes.js"
 import { tempDir } from "../utils/temp.js"
@@ -114,7 +115,7 @@ describe("Sandboxes", () => {
         assert.deepStrictEqual(asked, [])
         const idle = fs.readdirSync(root).find(isSandbox)!
         assert.sameMembers(fs.readdirSync(root), [idle, `${idle}${SandboxDir.STDOUT_SUFFIX}`])
-        assert.deepStrictEqual(SandboxDir.readOwner(path.join(root, idle)), SandboxDir.self())
+        assert.deepStrictEqual(SandboxDir.readOwner(path.join(root, idle)), Proc.self())
         assert.strictEqual(fs.statSync(path.join(root, idle)).mode & 0o777, 0o755 & ~process.umask())
         // Who wants an empty sandbox gets a new one; who can refill one gets it, with what it holds.
         yield* Effect.scoped(Effect.map(sandboxes.make("b", remover), (s) => {
@@ -313,10 +314,10 @@ describe("Sandboxes", () => {
       readOnlyTree(path.join(orphan, "cache"))
       // Our own pid with another start time: a recycled pid, so the owner is dead.
       const recycled = SandboxDir.create(root, { pid: process.pid, startTime: "1" })
-      const live = SandboxDir.create(root, SandboxDir.self())
+      const live = SandboxDir.create(root, Proc.self())
       // The name is the owner record: nothing is written beside a sandbox.
       assert.sameMembers(fs.readdirSync(root), [orphan, recycled, live].map((d) => path.basename(d)))
-      assert.deepStrictEqual(SandboxDir.readOwner(live), SandboxDir.self())
+      assert.deepStrictEqual(SandboxDir.readOwner(live), Proc.self())
       // A sandbox of an earlier version: a random name, and an owner file beside it.
       const older = path.join(root, "kiln-sandbox-0123456789ab")
       fs.mkdirSync(older)

@@ -17,8 +17,8 @@ import { Context, Effect, Fiber, Layer, Option } from "effect"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { isAlive, self } from "../../src/os/Proc.js"
 import * as SandboxDir from "../../src/sandbox/internal/sandboxDir.js"
-import { isAlive } from "../../src/sandbox/internal/sandboxDir.js"
 import { MAX_SOCKET_PATH } from "../../src/sandboxer/internal/process.js"
 import { SandboxerRpcs } from "../../src/sandboxer/Rpc.js"
 import * as Sandboxer from "../../src/sandboxer/Sandboxer.js"
@@ -61,7 +61,7 @@ describe("the sandboxer as watchdog", () => {
       const started = yield* startEngine()
       const { engine, kept, pgid, sandbox, sandboxerPid, sandboxRoot, socketDir } = started
       // Another live engine's sandbox under the same root (this test process owns it).
-      const other = SandboxDir.create(sandboxRoot, SandboxDir.self())
+      const other = SandboxDir.create(sandboxRoot, self())
       assert.isTrue(groupAlive(pgid))
       assert.isTrue(fs.existsSync(sandbox))
       engine.kill("SIGKILL")

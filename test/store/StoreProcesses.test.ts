@@ -4,13 +4,14 @@
  * released with its scope, the processes with SIGKILL, so a failing test leaves nothing behind.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Data, Deferred, type Duration, Effect, Exit, Fiber, Ref, Scope } from "effect"
+import { Data, Deferred, type Duration, Effect, Exit, Fiber, Ref, Schedule, Scope } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import * as Digest from "../../src/domain/Digest.js"
+import * as Proc from "../../src/os/Proc.js"
 import { registrySize } from "../../src/store/internal/lmdb/envs.js"
 import * as Store from "../../src/store/Store.js"
 import { blob, type BlobSpec, writerSpecs } from "../fixtures/blobs.js"
@@ -53,17 +54,26 @@ interface Worker {
   readonly kill: Effect.Effect<ExitInfo>
 }
 
-/** Runs a worker program of test/fixtures; released with SIGKILL if it is still alive. */
+/**
+ * Runs a worker program of test/fixtures; released with SIGKILL if it is still alive. With `unreaped`, its parent is
+ * a shell that then becomes `sleep`, which never reaps it: once the worker dies it stays a zombie (and `pid`, and
+ * what the release kills, is that parent's). Its stdin stays the pipe, through fd 3 (a shell's background job reads
+ * /dev/null otherwise, and the worker exits at its end).
+ */
 const spawnWorker = (
   name: string,
   program: "storeWorker" | "lmdbWorker",
-  command: StoreWorker.Command | LmdbWorker.Command
+  command: StoreWorker.Command | LmdbWorker.Command,
+  options: { readonly unreaped?: boolean } = {}
 ): Effect.Effect<Worker, never, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.sync((): Worker => {
-      const proc = spawn(process.execPath, [path.join(fixturesDir, `${program}.mjs`), JSON.stringify(command)], {
-        stdio: ["pipe", "pipe", "pipe"]
-      })
+      const argv = [path.join(fixturesDir, `${program}.mjs`), JSON.stringify(command)]
+      const proc = options.unreaped === true
+        ? spawn("sh", ["-c", `exec 3<&0; "$0" "$@" <&3 3<&- & exec sleep 600 3<&-`, process.execPath, ...argv], {
+          stdio: "pipe"
+        })
+        : spawn(process.execPath, argv, { stdio: ["pipe", "pipe", "pipe"] })
       const lines: Array<string> = []
       let pending = ""
       let stderr = ""
@@ -374,6 +384,44 @@ describe("Store shared by OS processes", () => {
       assert.strictEqual(yield* assertAllPresent(store, [parentSpec, ...writerSpecs(41, 100, 0)]), 101)
       yield* store.putFile(Buffer.from("after the reclaim"))
       yield* assertClean(store, 102)
+    })))
+
+  it.live("the reader slot of a zombie (killed, never reaped) counts as stale, not in use", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const dir = yield* tempDir
+      const options = storeOptions(path.join(dir, "store"), { shardCount: 1, maxReaders: 8 })
+      const store = yield* Store.make(options)
+      yield* store.getFile(yield* store.putFile(blob({ seed: 50, index: 0 })))
+      const holder = yield* spawnWorker("zombie reader", "lmdbWorker", {
+        mode: "hold-reader",
+        path: path.join(options.root!, "files", "0"),
+        mapSize: options.filesMapSize!,
+        maxReaders: 8
+      }, { unreaped: true })
+      const pid = Number(yield* within("the reader", "60 seconds", holder.line("HOLDING")))
+      // Killed only once its parent is `sleep`: the shell might still reap it before its exec.
+      yield* within(
+        "the shell to exec sleep",
+        "10 seconds",
+        Effect.repeat(Effect.sync(() => fs.readFileSync(`/proc/${holder.pid}/comm`, "utf8")), {
+          until: (comm) => comm === "sleep\n",
+          schedule: Schedule.spaced("10 millis")
+        })
+      )
+      const before = (yield* store.stats).readers
+      assert.strictEqual(before.stale, 0)
+      process.kill(pid, "SIGKILL")
+      yield* within(
+        "the reader to become a zombie",
+        "10 seconds",
+        Effect.repeat(Effect.sync(() => Proc.statOf(pid)?.state), {
+          until: (s) => s === "Z",
+          schedule: Schedule.spaced("10 millis")
+        })
+      )
+      const after = (yield* store.stats).readers
+      assert.strictEqual(after.stale, 1, "the zombie's slot was taken for one in use")
+      assert.strictEqual(after.inUse, before.inUse)
     })))
 
   it.live("a writer SIGKILLed inside a write transaction does not wedge another process's write", () =>

@@ -2,6 +2,7 @@ import { Duration, Effect, Schedule } from "effect"
 import { type ChildProcess, spawn, type SpawnOptions } from "node:child_process"
 import * as fs from "node:fs"
 import * as readline from "node:readline"
+import { statOf } from "../../src/os/Proc.js"
 
 /** A child process that is SIGKILLed when the scope closes, if the test has not ended it. */
 export const spawnScoped = (command: string, args: ReadonlyArray<string>, options: SpawnOptions = {}) =>
@@ -46,7 +47,7 @@ export const eventually = (what: string, condition: () => boolean, within: Durat
   )
 
 /** Whether a process group still has a running member (zombies are dead). */
-export { groupAlive } from "../../src/runner/internal/processGroup.js"
+export { groupAlive } from "../../src/os/Proc.js"
 
 /** The children of `pid` whose command line contains `marker`, from /proc. */
 export const childrenOf = (pid: number, marker: string): Array<number> => {
@@ -54,9 +55,9 @@ export const childrenOf = (pid: number, marker: string): Array<number> => {
   for (const name of fs.readdirSync("/proc")) {
     if (!/^\d+$/.test(name)) continue
     try {
-      const stat = fs.readFileSync(`/proc/${name}/stat`, "utf8")
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1])
-      if (ppid === pid && fs.readFileSync(`/proc/${name}/cmdline`, "utf8").includes(marker)) found.push(Number(name))
+      if (statOf(name)?.ppid === pid && fs.readFileSync(`/proc/${name}/cmdline`, "utf8").includes(marker)) {
+        found.push(Number(name))
+      }
     } catch {
       // It exited while we looked.
     }
@@ -82,11 +83,4 @@ export const helpersOf = (marker: string, pid: number): Array<number> => {
 }
 
 /** Whether a process runs (a zombie is dead). */
-export const pidAlive = (pid: number): boolean => {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
-    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z"
-  } catch {
-    return false
-  }
-}
+export { isAlive as pidAlive } from "../../src/os/Proc.js"

@@ -13,6 +13,8 @@
 import { createHash, randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import * as AtomicFile from "../../os/AtomicFile.js"
+import * as Journal from "../../os/Journal.js"
 import { mkdirp } from "../../os/Mkdirp.js"
 
 /** @internal */
@@ -41,7 +43,7 @@ const journalOf = (file: string) => file.replace(/\.json$/, ".journal")
 
 /** Runs with at most this many records append them to the journal. */
 const APPEND_AT_MOST = 32
-/** A journal past this size is merged into the records. */
+/** A journal that would grow past this size is merged into the records. */
 const JOURNAL_MAX_BYTES = 256 * 1024
 
 const readJson = (file: string): Record<string, RunRecord> => {
@@ -54,14 +56,7 @@ const readJson = (file: string): Record<string, RunRecord> => {
 
 /** Applies a journal's lines in order; a line cut short (a crash while appending) is skipped. */
 const applyJournal = (into: Record<string, RunRecord>, text: string) => {
-  for (const line of text.split("\n")) {
-    if (line === "") continue
-    try {
-      Object.assign(into, (JSON.parse(line) as { processes?: Record<string, RunRecord> }).processes)
-    } catch {
-      // Cut short.
-    }
-  }
+  Journal.replay(text, (line) => Object.assign(into, (line as { processes?: Record<string, RunRecord> }).processes))
   return into
 }
 
@@ -86,14 +81,11 @@ export const write = (storeRoot: string, workspace: string, records: ReadonlyMap
   const file = fileOf(storeRoot, workspace)
   const journal = journalOf(file)
   mkdirp(path.dirname(file))
+  // Appends of other engines land before or after this line, never inside it (see `os/Journal.ts`).
   if (
-    done.length <= APPEND_AT_MOST && (fs.statSync(journal, { throwIfNoEntry: false })?.size ?? 0) < JOURNAL_MAX_BYTES
-  ) {
-    // One write of one line: appends of other engines land before or after it, not inside. Led by a newline, so
-    // that a line an earlier append left cut short (a full disk) does not swallow this one.
-    fs.appendFileSync(journal, `\n${JSON.stringify({ processes: Object.fromEntries(done) })}\n`)
-    return
-  }
+    done.length <= APPEND_AT_MOST &&
+    Journal.append(journal, { processes: Object.fromEntries(done) }, JOURNAL_MAX_BYTES)
+  ) return
   // Taken aside first, so that an engine appending meanwhile starts a new journal rather than one about to go.
   const aside = `${journal}.${process.pid}.${randomBytes(4).toString("hex")}`
   let journalText = ""
@@ -111,12 +103,9 @@ export const write = (storeRoot: string, workspace: string, records: ReadonlyMap
     merged[name] = r
   }
   if (!changed) return
-  const tmp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`
   try {
-    fs.writeFileSync(tmp, JSON.stringify({ workspace: path.resolve(workspace), processes: merged }))
-    fs.renameSync(tmp, file)
+    AtomicFile.write(file, JSON.stringify({ workspace: path.resolve(workspace), processes: merged }))
   } catch (e) {
-    fs.rmSync(tmp, { force: true }) // A full disk leaves a partial file behind: not in the store too.
     // What was taken aside goes back, so that nothing of it is lost with the failed rewrite.
     if (journalText !== "") fs.appendFileSync(journal, journalText)
     throw e

@@ -12,6 +12,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import type * as Digest from "../../domain/Digest.js"
 import type { StoreError } from "../../domain/StoreErrors.js"
+import * as AtomicFile from "../../os/AtomicFile.js"
 import { ioError } from "../../os/Errno.js"
 import { mkdirp } from "../../os/Mkdirp.js"
 import { removeTree } from "../../os/RemoveTree.js"
@@ -26,8 +27,8 @@ const tmpBeside = (p: string) =>
 /** Makes `target` what `make` puts at a path beside it; false, changing nothing, when `make` puts nothing there. */
 const replaceWith = (target: string, make: (tmp: string) => boolean): boolean => {
   mkdirp(path.dirname(target))
-  const tmp = tmpBeside(target)
-  try {
+  // A full disk leaves a partial file: removed, not left in the workspace too.
+  return AtomicFile.replace(target, (tmp) => {
     if (!make(tmp)) return false
     try {
       const st = fs.lstatSync(target)
@@ -35,12 +36,7 @@ const replaceWith = (target: string, make: (tmp: string) => boolean): boolean =>
     } catch {
       // Nothing there yet.
     }
-    fs.renameSync(tmp, target)
-    return true
-  } catch (e) {
-    fs.rmSync(tmp, { force: true }) // A full disk leaves a partial file: not in the workspace too.
-    throw e
-  }
+  }, tmpBeside(target))
 }
 
 /**

@@ -10,9 +10,9 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
-import * as fs from "node:fs"
 import { SpawnError } from "../../domain/Process.js"
 import { describeErrno, errnoOf } from "../../os/Errno.js"
+import * as Proc from "../../os/Proc.js"
 import * as Spawner from "../../spawner/Spawner.js"
 
 /** @internal */
@@ -25,36 +25,6 @@ export interface Group {
   readonly exited: Deferred.Deferred<Exit, SpawnError>
   /** Set once the group was seen empty: its pgid may be reused by then, and must never be signalled again. */
   ended: boolean
-}
-
-/**
- * Whether any member of the group still runs. Members that were killed but not yet reaped (zombies: orphans wait for
- * init to reap them, which can take a while in containers) are dead, although `kill(-pgid, 0)` still finds them.
- *
- * @internal
- */
-export const groupAlive = (pgid: number): boolean => {
-  try {
-    process.kill(-pgid, 0)
-  } catch (e) {
-    if (errnoOf(e) !== "EPERM") return false
-  }
-  let pids: Array<string>
-  try {
-    pids = fs.readdirSync("/proc").filter((p) => p.charCodeAt(0) >= 48 && p.charCodeAt(0) <= 57)
-  } catch {
-    return true
-  }
-  for (const pid of pids) {
-    try {
-      const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-      if (fields[2] === String(pgid) && fields[0] !== "Z") return true
-    } catch {
-      // It exited while we looked.
-    }
-  }
-  return false
 }
 
 const signalGroup = (pgid: number, signal: NodeJS.Signals) => {
@@ -85,7 +55,7 @@ export const terminate = (group: Group, grace: Duration.DurationInput): Effect.E
   Effect.gen(function*() {
     if (group.ended) return
     // The common case, a leader that exited alone: nothing to signal or wait for.
-    if (!groupAlive(group.pgid)) return void (group.ended = true)
+    if (!Proc.groupAlive(group.pgid)) return void (group.ended = true)
     if (!(yield* Deferred.isDone(group.exited))) {
       yield* Effect.sync(() => signalGroup(group.pgid, "SIGTERM"))
       yield* Effect.interruptible(Deferred.await(group.exited)).pipe(Effect.timeout(grace), Effect.option)
@@ -93,12 +63,12 @@ export const terminate = (group: Group, grace: Duration.DurationInput): Effect.E
     // Whatever is left of the group (the leader, or grandchildren that outlived it) is killed outright.
     yield* Effect.sync(() => signalGroup(group.pgid, "SIGKILL"))
     yield* Effect.interruptible(
-      Effect.repeat(Effect.sync(() => groupAlive(group.pgid)), {
+      Effect.repeat(Effect.sync(() => Proc.groupAlive(group.pgid)), {
         until: (alive) => !alive,
         schedule: Schedule.spaced("5 millis")
       })
     ).pipe(Effect.timeout("10 seconds"), Effect.option)
-    if (!groupAlive(group.pgid)) group.ended = true
+    if (!Proc.groupAlive(group.pgid)) group.ended = true
   })
 
 /** A start worth trying again: the binary was busy (ETXTBSY), or the spawner died before it answered. */

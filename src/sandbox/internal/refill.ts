@@ -32,6 +32,7 @@ import type * as Directory from "../../domain/Directory.js"
 import type { StoreError } from "../../domain/StoreErrors.js"
 import { refuseMounted } from "../../os/Mounts.js"
 import { removeTree } from "../../os/RemoveTree.js"
+import { writeAll } from "../../os/WriteAll.js"
 import * as Core from "../../store/internal/core.js"
 import * as LargeFiles from "../../store/internal/largeFiles.js"
 
@@ -205,8 +206,7 @@ const writeInPlace = (p: string, st: fs.Stats, bytes: Uint8Array, mode: number) 
     if (st.size !== bytes.length || !sameBytes(fd, bytes)) {
       // Written over, then cut to length: truncating to zero first frees the file's blocks only for the write to
       // allocate them again (0.1 ms a file on ext4).
-      let off = 0
-      while (off < bytes.length) off += fs.writeSync(fd, bytes, off, bytes.length - off, off)
+      writeAll(fd, bytes, bytes.length, 0)
       if (st.size > bytes.length) fs.ftruncateSync(fd, bytes.length)
     } else {
       // Written now, as in a fresh sandbox: a tool that compares its inputs' times (make) must not find this one
@@ -223,8 +223,7 @@ const writeInPlace = (p: string, st: fs.Stats, bytes: Uint8Array, mode: number) 
 const writeFresh = (p: string, bytes: Uint8Array, mode: number) => {
   const fd = fs.openSync(p, "wx", mode)
   try {
-    let off = 0
-    while (off < bytes.length) off += fs.writeSync(fd, bytes, off, bytes.length - off)
+    writeAll(fd, bytes)
   } finally {
     fs.closeSync(fd)
   }

@@ -14,6 +14,7 @@ import * as path from "node:path"
 import { errnoOf } from "../../os/Errno.js"
 import { mkdirp } from "../../os/Mkdirp.js"
 import { mountUnder, refuseMounted } from "../../os/Mounts.js"
+import * as Proc from "../../os/Proc.js"
 import { removeTree } from "../../os/RemoveTree.js"
 import * as Refill from "./refill.js"
 
@@ -32,52 +33,11 @@ export const sandboxNameOf = (name: string): string => {
   return name
 }
 
-/** @internal */
-export interface Owner {
-  readonly pid: number
-  /** Start time in clock ticks since boot (`/proc/<pid>/stat` field 22); empty where /proc is absent. */
-  readonly startTime: string
+/** A sandbox's owner: the engine process that made it (see `os/Proc.ts`), and whether it kept it. @internal */
+export interface Owner extends Proc.Owner {
   /** A kept sandbox is the user's to inspect: sweeps leave it to `kiln clean --kept`. */
   readonly kept?: boolean
 }
-
-const procStat = (pid: number): Array<string> | undefined => {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
-    // The command name (field 2) may hold spaces and parentheses: count fields after the last `)`.
-    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-  } catch {
-    return undefined
-  }
-}
-
-/** @internal */
-export const processStartTime = (pid: number): string | undefined => procStat(pid)?.[19]
-
-/**
- * Whether a process runs. A zombie (exited, not yet reaped: an engine whose own parent has not waited for it, or
- * a sandboxer reparented to an init that does not reap) answers `kill(pid, 0)` but is dead.
- *
- * @internal
- */
-export const isAlive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-  } catch (e) {
-    if (errnoOf(e) !== "EPERM") return false
-  }
-  return procStat(pid)?.[0] !== "Z"
-}
-
-/** Whether the owner still runs: its pid is alive and started at the recorded time. @internal */
-export const ownerAlive = (owner: Owner): boolean => {
-  if (!isAlive(owner.pid)) return false
-  if (owner.startTime === "") return true
-  return processStartTime(owner.pid) === owner.startTime
-}
-
-/** @internal */
-export const self = (): Owner => ({ pid: process.pid, startTime: processStartTime(process.pid) ?? "" })
 
 /** @internal */
 export const ownerFileOf = (sandbox: string): string => `${sandbox}${OWNER_SUFFIX}`
@@ -348,7 +308,7 @@ export const sweep = (
       orphan = options.kept === true
       if (!orphan) result.kept++
     } else {
-      orphan = !ownerAlive(owner)
+      orphan = !Proc.ownerAlive(owner)
     }
     if (!orphan) continue
     try {

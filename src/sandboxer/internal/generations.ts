@@ -21,7 +21,7 @@ import * as fs from "node:fs"
 import { fileURLToPath } from "node:url"
 import * as Permits from "../../domain/Permits.js"
 import { SandboxerUnavailable } from "../../domain/Sandbox.js"
-import * as SandboxDir from "../../sandbox/internal/sandboxDir.js"
+import * as Proc from "../../os/Proc.js"
 import type * as Store from "../../store/Store.js"
 import { SandboxerRpcs } from "../Rpc.js"
 import type { Options } from "../Sandboxer.js"
@@ -103,7 +103,7 @@ export const make = (
     const dir = options.socketDir ?? SandboxerProcess.socketDirectory()
     const grace = options.stopGrace ?? Duration.seconds(10)
     const startTimeout = options.startTimeout ?? Duration.seconds(30)
-    const self = SandboxDir.self()
+    const self = Proc.self()
     /** Every root ever watched: a new sandboxer (after one died) watches them all from the start. */
     const roots = new Set<string>()
     let current: Generation | undefined

@@ -15,6 +15,7 @@ import * as path from "node:path"
 import * as Digest from "../../domain/Digest.js"
 import type { StoreConfigConflict, StoreError } from "../../domain/StoreErrors.js"
 import { describeErrno, errnoOf } from "../../os/Errno.js"
+import * as Proc from "../../os/Proc.js"
 import * as SandboxDir from "../../sandbox/internal/sandboxDir.js"
 import type * as Store from "../../store/Store.js"
 import { FailedPrecondition, NotFound } from "../Rpc.js"
@@ -109,33 +110,9 @@ export const drain = (state: State, grace: Duration.DurationInput) =>
  * runs starts there, and the engine's spawner (which also kills the groups it started when the engine dies) may be
  * gone too.
  */
-const groupsWorkingIn = (sandboxes: ReadonlyArray<string>): Set<number> => {
-  const found = new Set<number>()
-  if (sandboxes.length === 0) return found
-  let pids: Array<string>
-  try {
-    pids = fs.readdirSync("/proc").filter((p) => /^\d+$/.test(p))
-  } catch {
-    return found
-  }
-  for (const pid of pids) {
-    try {
-      const cwd = fs.readlinkSync(`/proc/${pid}/cwd`)
-      for (const s of sandboxes) {
-        if (cwd === s || cwd.startsWith(`${s}/`)) {
-          const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
-          const pgrp = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2])
-          // Never the sandboxer's own group, nor init's.
-          if (pgrp > 1 && pgrp !== process.pid) found.add(pgrp)
-          break
-        }
-      }
-    } catch {
-      // It exited while we looked, or is not ours to read.
-    }
-  }
-  return found
-}
+const groupsWorkingIn = (sandboxes: ReadonlyArray<string>): Set<number> =>
+  // Never the sandboxer's own group, nor init's.
+  Proc.groupsWorkingIn(sandboxes, (pgid) => pgid <= 1 || pgid === process.pid)
 
 /**
  * The sandboxes under the watched roots that `owner` made and did not keep, found by their names (or owner files):
@@ -207,7 +184,7 @@ export const watch = (
 ): Effect.Effect<"parent-died" | "idle"> =>
   Effect.gen(function*() {
     const parent = { pid: w.parentPid, startTime: w.parentStartTime }
-    const parentAlive = () => SandboxDir.ownerAlive(parent)
+    const parentAlive = () => Proc.ownerAlive(parent)
     const idleMs = Duration.toMillis(w.idleTimeout)
     const poll = Effect.gen(function*() {
       for (;;) {

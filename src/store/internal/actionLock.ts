@@ -14,12 +14,12 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type * as Digest from "../../domain/Digest.js"
 import { StoreError } from "../../domain/StoreErrors.js"
-import * as SandboxDir from "../../sandbox/internal/sandboxDir.js"
+import * as Proc from "../../os/Proc.js"
 import * as LmdbCommit from "./lmdb/commit.js"
 import type * as LmdbEnvs from "./lmdb/envs.js"
 import * as Sharded from "./lmdb/shards.js"
 
-const me = SandboxDir.self()
+const me = Proc.self()
 const mine = Buffer.from(JSON.stringify({ pid: me.pid, startTime: me.startTime }))
 
 /** A synchronous write transaction on the lock of `hash`; its failure names the shard. */
@@ -45,8 +45,8 @@ const tryAcquire = (shards: Sharded.Shards, hash: string): Effect.Effect<boolean
     if (held !== undefined) {
       if (Buffer.compare(held, mine) === 0) return true
       try {
-        const owner = JSON.parse(held.toString("utf8")) as SandboxDir.Owner
-        if (SandboxDir.ownerAlive(owner)) return false
+        const owner = JSON.parse(held.toString("utf8")) as Proc.Owner
+        if (Proc.ownerAlive(owner)) return false
       } catch {
         // An unreadable owner cannot be waited for: take the lock over.
       }

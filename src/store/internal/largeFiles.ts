@@ -12,8 +12,10 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import type * as Digest from "../../domain/Digest.js"
 import { StoreError } from "../../domain/StoreErrors.js"
+import * as AtomicFile from "../../os/AtomicFile.js"
 import { errnoOf, ioError } from "../../os/Errno.js"
 import { mkdirp } from "../../os/Mkdirp.js"
+import { writeAll } from "../../os/WriteAll.js"
 import * as Generation from "../Generation.js"
 
 /** @internal */
@@ -33,9 +35,6 @@ export const pathOf = (large: LargeFiles, hash: string): string => path.join(lar
 
 /** @internal */
 export const isTempName = (name: string): boolean => name.endsWith(".tmp")
-
-const tempPath = (dir: string, hash: string) =>
-  path.join(dir, `${hash}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`)
 
 /** Size of the stored file, or undefined when absent. @internal */
 export const statSize = (large: LargeFiles, hash: string): number | undefined => {
@@ -135,19 +134,13 @@ export const putBytes = (
           if (errnoOf(e) !== "ENOENT") throw e
         }
       }
-      const dir = path.dirname(final)
-      mkdirp(dir)
-      const tmp = tempPath(dir, digest.hash)
-      try {
-        writeTemp(tmp, (fd) => {
-          let off = 0
-          while (off < bytes.length) off += fs.writeSync(fd, bytes, off, bytes.length - off)
-        })
-        install(tmp, final, until)
-      } catch (e) {
-        removeQuietly(tmp)
-        throw e
-      }
+      mkdirp(path.dirname(final))
+      // Named `<hash>.<pid>.<random>.tmp` meanwhile: what GC takes for a temp file.
+      AtomicFile.write(final, bytes, {
+        mode: 0o444,
+        fsync: true,
+        beforeRename: (tmp) => fs.utimesSync(tmp, new Date(), new Date(until))
+      })
     },
     catch: ioError(final, "cannot store a large file")
   })
@@ -184,8 +177,7 @@ export const putFromPath = (
                 const n = fs.readSync(src, buf, 0, CHUNK, null)
                 if (n === 0) break
                 hasher.update(buf.subarray(0, n))
-                let off = 0
-                while (off < n) off += fs.writeSync(fd, buf, off, n - off)
+                writeAll(fd, buf, n)
                 size += n
               }
             })

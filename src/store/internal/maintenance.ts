@@ -11,6 +11,7 @@ import * as path from "node:path"
 import * as Directory from "../../domain/Directory.js"
 import { StoreError } from "../../domain/StoreErrors.js"
 import { describeErrno, errnoOf, ioError } from "../../os/Errno.js"
+import * as Proc from "../../os/Proc.js"
 import * as Core from "./core.js"
 import * as LargeFiles from "./largeFiles.js"
 import * as LmdbEnvs from "./lmdb/envs.js"
@@ -317,15 +318,6 @@ export interface Stats {
   readonly readers: { readonly inUse: number; readonly stale: number; readonly maxPerEnvironment: number }
 }
 
-const isAlive = (pid: number) => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (e) {
-    return errnoOf(e) === "EPERM"
-  }
-}
-
 /** See `Store.clearStaleReaders`. @internal */
 export const clearStaleReaders = (core: Core.Core): Effect.Effect<number, StoreError> =>
   Effect.gen(function*() {
@@ -399,7 +391,7 @@ export const stats = (core: Core.Core, shardCount: number): Effect.Effect<Stats,
             // This process's own slots (it opened every shard to count) are not what anyone asking wants to know.
             if (pid === process.pid) continue
             inUse++
-            if (!isAlive(pid)) stale++
+            if (!Proc.isAlive(pid)) stale++
           }
         }
         return { entries, bytes, leased }

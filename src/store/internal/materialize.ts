@@ -15,6 +15,7 @@ import { describeErrno, errnoOf, ioError } from "../../os/Errno.js"
 import * as EventLoop from "../../os/EventLoop.js"
 import { mkdirp } from "../../os/Mkdirp.js"
 import { removeTree } from "../../os/RemoveTree.js"
+import { writeAll } from "../../os/WriteAll.js"
 import * as Refill from "../../sandbox/internal/refill.js"
 import * as Core from "./core.js"
 import * as LargeFiles from "./largeFiles.js"
@@ -73,8 +74,7 @@ const writeFile = (p: string, bytes: Uint8Array, mode: number) => {
     fd = fs.openSync(p, "wx", mode)
   }
   try {
-    let off = 0
-    while (off < bytes.length) off += fs.writeSync(fd, bytes, off, bytes.length - off)
+    writeAll(fd, bytes)
   } finally {
     fs.closeSync(fd)
   }

@@ -7,9 +7,10 @@
  *
  * @internal
  */
-import { createHash, randomBytes } from "node:crypto"
+import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import * as AtomicFile from "../../os/AtomicFile.js"
 import { mkdirp } from "../../os/Mkdirp.js"
 
 type Entry = [dev: string, ino: string, size: number, mtimeNs: string, ctimeNs: string, mode: number, hash: string]
@@ -179,13 +180,6 @@ export const save = (index: StatIndex): void => {
   if (!index.dirty && index.loaded.savedAtNs !== 0n) return
   mkdirp(path.dirname(index.file))
   const savedAtNs = BigInt(Date.now()) * 1_000_000n
-  const tmp = `${index.file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`
-  try {
-    fs.writeFileSync(tmp, JSON.stringify({ savedAtNs: String(savedAtNs), entries: Object.fromEntries(entries) }))
-    fs.renameSync(tmp, index.file)
-  } catch (e) {
-    fs.rmSync(tmp, { force: true }) // A full disk leaves a partial file behind: not in the store too.
-    throw e
-  }
+  AtomicFile.write(index.file, JSON.stringify({ savedAtNs: String(savedAtNs), entries: Object.fromEntries(entries) }))
   index.dirty = false
 }

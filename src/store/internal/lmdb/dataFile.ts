@@ -20,6 +20,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Size from "../../../domain/Size.js"
 import { StoreError } from "../../../domain/StoreErrors.js"
+import { bootIdText } from "../../../os/BootId.js"
 import { describeErrno, errnoOf, ioError } from "../../../os/Errno.js"
 import * as Generation from "../../Generation.js"
 
@@ -51,12 +52,10 @@ let bootId: { readonly id: bigint | undefined } | undefined
 const currentBootId = (): bigint | undefined => (bootId ??= { id: readBootId() }).id
 
 const readBootId = (): bigint | undefined => {
-  try {
-    const hex = /^[0-9a-f]+/i.exec(fs.readFileSync("/proc/sys/kernel/random/boot_id", "utf8"))
-    return hex === null ? undefined : BigInt.asIntN(64, BigInt(`0x${hex[0]}`))
-  } catch {
-    return undefined // No boot id (not Linux): LMDB's is 0 then.
-  }
+  const text = bootIdText()
+  if (text === undefined) return undefined // No boot id (not Linux): LMDB's is 0 then.
+  const hex = /^[0-9a-f]+/i.exec(text)
+  return hex === null ? undefined : BigInt.asIntN(64, BigInt(`0x${hex[0]}`))
 }
 
 const readAt = (fd: number, length: number, position: number): Buffer => {

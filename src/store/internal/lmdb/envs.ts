@@ -18,6 +18,7 @@ import * as path from "node:path"
 import { StoreConfigConflict, StoreError } from "../../../domain/StoreErrors.js"
 import { describeErrno, errnoOf } from "../../../os/Errno.js"
 import { mkdirp } from "../../../os/Mkdirp.js"
+import * as Proc from "../../../os/Proc.js"
 import * as LmdbCommit from "./commit.js"
 import * as LmdbFile from "./dataFile.js"
 
@@ -176,13 +177,7 @@ const removeAbandoned = (dir: string) => {
   for (const name of fs.readdirSync(path.dirname(dir))) {
     if (!name.startsWith(prefix)) continue
     const pid = Number(name.slice(prefix.length).split("-")[0])
-    let alive = true
-    try {
-      process.kill(pid, 0)
-    } catch (e) {
-      alive = errnoOf(e) === "EPERM"
-    }
-    if (!alive) fs.rmSync(path.join(path.dirname(dir), name), { recursive: true, force: true })
+    if (!Proc.isAlive(pid)) fs.rmSync(path.join(path.dirname(dir), name), { recursive: true, force: true })
   }
 }
 
