@@ -24,6 +24,7 @@ import * as GraphOrder from "../domain/GraphOrder.js"
 import { Process, ProcessResult, type SpawnError } from "../domain/Process.js"
 import type { SandboxError, SandboxerUnavailable } from "../domain/Sandbox.js"
 import type { StoreError } from "../domain/StoreErrors.js"
+import type { InputConflict, InvalidOutput } from "../domain/TreeErrors.js"
 import { ProcessRunner } from "../runner/ProcessRunner.js"
 import * as Generation from "../store/Generation.js"
 import * as Sharded from "../store/internal/lmdb/shards.js"
@@ -146,6 +147,8 @@ export type ProcessFailure =
   | InvalidConfig
   | MissingDigest
   | StoreError
+  | InputConflict
+  | InvalidOutput
   | SandboxError
   | SandboxerUnavailable
   | SpawnError
@@ -196,7 +199,7 @@ export interface Service {
     readonly config: Config
     readonly name: string
     readonly configName?: string
-  }) => Effect.Effect<Array<string>, InvalidConfig | StoreError | MissingDigest>
+  }) => Effect.Effect<Array<string>, InvalidConfig | StoreError | MissingDigest | InputConflict>
 }
 
 /**
@@ -953,7 +956,7 @@ export const make = Effect.gen(function*() {
       // Deps are assumed to produce the outputs its last run consumed; a dep that would itself run is named.
       const look = (name: string): Effect.Effect<
         { key: Digest.Digest; hit: boolean; now: RunRecords.RunRecord; notes: Array<string> },
-        InvalidConfig | StoreError | MissingDigest
+        InvalidConfig | StoreError | MissingDigest | InputConflict
       > =>
         Effect.gen(function*() {
           const known = memo.get(name)

@@ -10,6 +10,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import * as Digest from "../../src/domain/Digest.js"
 import { Process, type ProcessResult } from "../../src/domain/Process.js"
+import { StoreError } from "../../src/domain/StoreErrors.js"
 import * as ProcessRunnerLayer from "../../src/runner/ProcessRunner.js"
 import { ProcessRunner } from "../../src/runner/ProcessRunner.js"
 import { isAlive } from "../../src/sandbox/internal/sandboxDir.js"
@@ -388,5 +389,31 @@ describe("ProcessRunner (concurrency)", () => {
       }
       assert.strictEqual(running, 0)
       assert.strictEqual(most, 2)
+    }))
+})
+
+describe("ProcessRunner (a store that cannot lease)", () => {
+  it.scopedLive("a failed lease of the inputs fails the run with the store's error, before the process starts", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kiln-lease-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true })))
+      const full = new StoreError({ reason: "NoSpace", detail: "lease: no space left on device (ENOSPC)", path: dir })
+      // A real store whose lease writes fail, as they do on a full disk.
+      const store = Layer.effect(
+        Store,
+        Effect.map(Store, (s) => ({ ...s, leaseTree: () => Effect.fail(full) }))
+      ).pipe(Layer.provide(StoreLayer.layer({ root: path.join(dir, "store") })))
+      const runner = ProcessRunnerLayer.layer({ namedCachesDir: path.join(dir, "named") }).pipe(
+        Layer.provideMerge(Layer.mergeAll(
+          Sandboxer.layerInProcess,
+          SandboxesLayer.layer({ root: path.join(dir, "sandboxes"), sweepOnStart: false })
+        )),
+        Layer.provideMerge(store)
+      )
+      const marker = path.join(dir, "ran")
+      const error = yield* Effect.flip(run(sh(`touch ${marker}`, { cache: "never" })).pipe(Effect.provide(runner)))
+      assert.strictEqual(error.message, full.message)
+      assert.strictEqual(error._tag, "StoreError")
+      assert.isFalse(fs.existsSync(marker), "the process ran although its inputs could not be leased")
     }))
 })
