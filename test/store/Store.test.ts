@@ -166,6 +166,28 @@ describe("Store", () => {
       assert.include(error.message, "truncated")
     }))
 
+  it.scoped("stats fails with a StoreError naming a data file it cannot stat, not with a defect", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir()
+      const store = yield* Store.make({ root })
+      const digest = yield* store.putFile(bytes("stat me"))
+      const file = path.join(root, "files", digest.hash[0]!, "data.mdb")
+      // LMDB keeps its open file; the name now loops (ELOOP), until the data file is put back.
+      fs.renameSync(file, `${file}.away`)
+      fs.symlinkSync(path.basename(file), file)
+      yield* Effect.addFinalizer(() =>
+        Effect.sync(() => {
+          fs.unlinkSync(file)
+          fs.renameSync(`${file}.away`, file)
+        })
+      )
+      const error = yield* Effect.flip(store.stats)
+      assert.strictEqual(error._tag, "StoreError")
+      assert.strictEqual(error.reason, "Io")
+      assert.strictEqual(error.path, file)
+      assert.include(error.message, "ELOOP")
+    }))
+
   it.scoped("a shard count that is not a power of two is refused", () =>
     Effect.gen(function*() {
       const root = yield* tempDir()
