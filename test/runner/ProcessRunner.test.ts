@@ -241,9 +241,11 @@ describe("ProcessRunner (groups end with their run)", () => {
   it.scopedLive("a leader that exits leaving a grandchild behind: the grandchild is ended before the result", () =>
     Effect.gen(function*() {
       const pidFile = path.join(outside, `grandchild-${unique()}`)
-      const r = yield* run(sh(`sh -c 'trap "" TERM; echo $$ > ${pidFile}; exec sleep 60' & sleep 0.2; echo left`, {
-        cache: "never"
-      }))
+      // The leader exits once the grandchild has written its pid: it says so on a FIFO, which the leader reads.
+      const r = yield* run(sh(
+        `mkfifo up; sh -c 'trap "" TERM; echo $$ > ${pidFile}; echo up > up; exec sleep 60' & read _ < up; echo left`,
+        { cache: "never" }
+      ))
       assert.strictEqual(r.exitCode, 0)
       assert.strictEqual(yield* text(r.stdoutDigest), "left\n")
       const grandchild = Number(fs.readFileSync(pidFile, "utf8"))
@@ -372,19 +374,22 @@ describe("ProcessRunner (concurrency)", () => {
       yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true })))
       const log = path.join(dir, "events")
       const r = Context.get(yield* Layer.build(stack({ root: dir, runner: { concurrency: 2 } })), ProcessRunner)
-      // Each process notes its start and its end in a log outside its sandbox (appends of a line are atomic).
+      // Each process notes its start and its end in a log outside its sandbox (appends of a line are atomic), and
+      // ends only once a process has started after it (the last to start ends at once): a process holds its permit
+      // until another runs beside it, so reaching `concurrency` is certain, and with fewer permits the run never ends.
+      const script = (i: number) =>
+        `echo "+ ${i}" >> ${log}; mine=$(grep '^+' ${log} | grep -n "^+ ${i}$" | cut -d: -f1); ` +
+        `while [ "$mine" -lt 8 ] && [ "$(grep -c '^+' ${log})" -le "$mine" ]; do sleep 0.01; done; ` +
+        `echo "- ${i}" >> ${log}; echo ${i}-${unique()}`
       const results = yield* Effect.all(
-        Array.from({ length: 8 }, (_, i) =>
-          r.run(sh(`echo + >> ${log}; sleep 0.3; echo - >> ${log}; echo ${i}-${unique()}`, { cache: "never" }))),
+        Array.from({ length: 8 }, (_, i) => r.run(sh(script(i), { cache: "never" }))),
         { concurrency: "unbounded" }
       )
-      assert.isTrue(results.every((x) =>
-        x.exitCode === 0
-      ))
+      assert.isTrue(results.every((x) => x.exitCode === 0))
       let running = 0
       let most = 0
       for (const event of fs.readFileSync(log, "utf8").trim().split("\n")) {
-        running += event === "+" ? 1 : -1
+        running += event.startsWith("+") ? 1 : -1
         most = Math.max(most, running)
       }
       assert.strictEqual(running, 0)
