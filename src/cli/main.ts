@@ -9,7 +9,6 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
-import { isOrphanedCommitFailure } from "../store/internal/lmdb/commit.js"
 import { onInterrupt } from "./exitCode.js"
 import { cliLogger } from "./logging.js"
 import { directRunArgs, runParsed } from "./runDirect.js"
@@ -19,13 +18,6 @@ const describe = (error: unknown): string =>
   typeof error === "object" && error !== null && "message" in error && typeof error.message === "string"
     ? error.message
     : String(error)
-
-// When an LMDB commit fails (a full disk), lmdb-js rejects promises of its own that no caller holds; the failure
-// reaches kiln through the write that failed, as a typed error. Any other unhandled rejection still ends the process,
-// as it does by default.
-process.on("unhandledRejection", (reason, promise) => {
-  if (!isOrphanedCommitFailure(reason, promise)) throw reason
-})
 
 // A plain `kiln run` skips @effect/cli's parser (see directRunArgs), and the platform services only the parser uses
 // (without them, an edit run of 1,000 processes took ~10 ms less); anything else goes through both, loaded only then:

@@ -15,6 +15,7 @@ import type { ProcessResult, SpawnError } from "../domain/Process.js"
 import type { BacktrackLimit, NoProducer } from "../domain/RunErrors.js"
 import type { SandboxError, SandboxerUnavailable } from "../domain/Sandbox.js"
 import type { StoreError } from "../domain/StoreErrors.js"
+import type { InputConflict, InvalidOutput } from "../domain/TreeErrors.js"
 import { ProcessRunner } from "../runner/ProcessRunner.js"
 import { Store } from "../store/Store.js"
 import * as Explain from "./internal/explain.js"
@@ -131,6 +132,8 @@ export type ProcessFailure =
   | InvalidConfig
   | MissingDigest
   | StoreError
+  | InputConflict
+  | InvalidOutput
   | SandboxError
   | SandboxerUnavailable
   | SpawnError
@@ -151,7 +154,7 @@ export interface Service {
     readonly config: Config
     readonly name: string
     readonly configName?: string
-  }) => Effect.Effect<Array<string>, InvalidConfig | StoreError | MissingDigest>
+  }) => Effect.Effect<Array<string>, InvalidConfig | StoreError | MissingDigest | InputConflict>
 }
 
 /**

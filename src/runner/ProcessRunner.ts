@@ -16,6 +16,7 @@ import * as Permits from "../domain/Permits.js"
 import type { Process, ProcessResult, SpawnError } from "../domain/Process.js"
 import type { SandboxError, SandboxerUnavailable } from "../domain/Sandbox.js"
 import type { StoreError } from "../domain/StoreErrors.js"
+import type { InvalidOutput } from "../domain/TreeErrors.js"
 import { cacheDir } from "../os/CacheDir.js"
 import { HelperLifetime } from "../os/HelperLifetime.js"
 import type * as Handoff from "../sandbox/internal/handoff.js"
@@ -48,7 +49,10 @@ export interface Service {
   readonly run: (
     process: Process,
     options?: { readonly cache?: CachePolicy }
-  ) => Effect.Effect<ProcessResult, MissingDigest | SandboxError | SandboxerUnavailable | SpawnError | StoreError>
+  ) => Effect.Effect<
+    ProcessResult,
+    MissingDigest | SandboxError | SandboxerUnavailable | SpawnError | StoreError | InvalidOutput
+  >
   /**
    * Looks processes up in the action cache without running anything: the entries are read together (one read
    * transaction per store shard), and each hit's content is checked per `cacheContent`. None for a miss, a process

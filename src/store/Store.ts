@@ -18,6 +18,7 @@ import * as path from "node:path"
 import * as Digest from "../domain/Digest.js"
 import type * as Directory from "../domain/Directory.js"
 import { StoreConfigConflict, StoreError } from "../domain/StoreErrors.js"
+import type { InputConflict, InvalidOutput } from "../domain/TreeErrors.js"
 import type * as RunMemo from "../engine/RunMemo.js"
 import { cacheDir } from "../os/CacheDir.js"
 import { errnoOf, ioError } from "../os/Errno.js"
@@ -245,11 +246,14 @@ export interface Service {
        */
       readonly behind?: boolean
     }
-  ) => Effect.Effect<Digest.Digest, Digest.MissingDigest | StoreError>
+  ) => Effect.Effect<Digest.Digest, Digest.MissingDigest | StoreError | InputConflict>
   /** Waits for this process's writes still committing in the background (see `mergeTrees`' `behind`). */
   readonly written: Effect.Effect<void>
   /** Captures the declared outputs under `root` (absent ones are left out) into a tree. */
-  readonly capture: (root: string, outputs: Capture.Outputs) => Effect.Effect<Digest.Digest, StoreError>
+  readonly capture: (
+    root: string,
+    outputs: Capture.Outputs
+  ) => Effect.Effect<Digest.Digest, StoreError | InvalidOutput>
   /**
    * `capture`, storing `blobs` too, in the same commits (a process's stdout and stderr with its outputs); says the
    * tree's digest and the blobs'. `read` collects each file captured (its absolute path), with its digest.
@@ -259,7 +263,7 @@ export interface Service {
     outputs: Capture.Outputs,
     blobs: ReadonlyArray<Uint8Array>,
     read?: Array<readonly [string, Digest.Digest]>
-  ) => Effect.Effect<readonly [Digest.Digest, ReadonlyArray<Digest.Digest>], StoreError>
+  ) => Effect.Effect<readonly [Digest.Digest, ReadonlyArray<Digest.Digest>], StoreError | InvalidOutput>
   readonly check: (options?: { readonly repair?: boolean }) => Effect.Effect<CheckReport, StoreError>
   readonly gc: (options?: { readonly targetSizeBytes?: number }) => Effect.Effect<GcReport, StoreError>
   readonly stats: Effect.Effect<Stats, StoreError>

@@ -204,6 +204,24 @@ describe("bad input", () => {
       yield* checkClean(dirs)
     }))
 
+  it.scoped("two deps' outputs that fill one input path differently: exit 1, the process and the path named", () =>
+    Effect.gen(function*() {
+      // Not a config error (exit 2): kiln.json is valid, and the same config runs when the two outputs agree.
+      const dirs = yield* setup({
+        processes: {
+          a: { ...writes("out.txt", "a"), outputs: ["out.txt"] },
+          c: { ...writes("out.txt", "c"), outputs: ["out.txt"] },
+          b: { argv: ["true"], deps: ["a", "c"] }
+        }
+      })
+      failsWith(
+        yield* run(dirs, ["b"]),
+        1,
+        /^✗ b: conflicting inputs at `out\.txt`: one input has file [0-9a-f]{64}\/1 there, another file [0-9a-f]{64}\/1$/
+      )
+      yield* checkClean(dirs)
+    }))
+
   it.scoped("a dangling symlink among the inputs is kept as the symlink it is: the process sees it dangle", () =>
     Effect.gen(function*() {
       // REAPI trees hold symlinks, and kiln never follows one: a dangling link is a link like any other (git and

@@ -12,7 +12,7 @@ import * as path from "node:path"
 import * as Digest from "../../src/domain/Digest.js"
 import { WARM_ENV } from "../../src/spawner/Warm.js"
 import * as Store from "../../src/store/Store.js"
-import { eventually, exitOf } from "../utils/child.js"
+import { eventually, exitOf, firstLine, spawnScoped } from "../utils/child.js"
 import { cli } from "../utils/stack.js"
 import { tempDir } from "../utils/temp.js"
 
@@ -34,6 +34,7 @@ interface Summary {
 }
 
 const PATH = "/usr/bin:/bin"
+const lmdbWorker = path.resolve(".kiln-test/fixtures/lmdbWorker.mjs")
 
 const CONFIG = {
   processes: {
@@ -318,16 +319,19 @@ describe("the warm spawner", () => {
     }
   }
 
-  /** `kiln run` of `slow` in the background (SIGKILLed with the scope). */
-  const startSlow = Effect.gen(function*() {
-    const { env, root, writeConfig, ws } = yield* workspace
-    writeConfig(slowConfig)
-    const child = yield* Effect.acquireRelease(
-      Effect.sync(() => spawn(process.execPath, [cli, "run", "--progress", "none"], { cwd: ws, env, stdio: "ignore" })),
-      (c) => Effect.sync(() => c.exitCode === null && c.kill("SIGKILL"))
-    )
-    return { child, root, ws }
-  })
+  /** `kiln run` of `slow` in the background, in workspace `w` (SIGKILLed with the scope). */
+  const startSlowIn = ({ env, root, writeConfig, ws }: Effect.Effect.Success<typeof workspace>) =>
+    Effect.gen(function*() {
+      writeConfig(slowConfig)
+      const child = yield* Effect.acquireRelease(
+        Effect.sync(() =>
+          spawn(process.execPath, [cli, "run", "--progress", "none"], { cwd: ws, env, stdio: "ignore" })
+        ),
+        (c) => Effect.sync(() => c.exitCode === null && c.kill("SIGKILL"))
+      )
+      return { child, root, ws }
+    })
+  const startSlow = Effect.flatMap(workspace, startSlowIn)
 
   it.scopedLive("a run that will run something starts its spawner before the engine loads, and the engine uses it", () =>
     Effect.gen(function*() {
@@ -347,8 +351,29 @@ describe("the warm spawner", () => {
 
   it.scopedLive("an engine killed before it takes its warm spawner over leaves no spawner", () =>
     Effect.gen(function*() {
-      const { child } = yield* startSlow
+      // The premise, made certain: the engine takes the spawner over at its first process, after opening the store,
+      // and opening it waits (lmdb-js opens its databases in a write transaction) while another process holds the
+      // write lock of one of its shards.
+      const w = yield* workspace
+      const storeRoot = w.env.KILN_STORE_DIR!
+      yield* Effect.scoped(Store.make({ root: storeRoot }))
+      const options = Store.defaultOptions({ root: storeRoot })
+      const locker = yield* spawnScoped(process.execPath, [
+        lmdbWorker,
+        JSON.stringify({
+          mode: "hold-write-lock",
+          path: path.join(storeRoot, "files", "0"),
+          mapSize: options.filesMapSize,
+          maxReaders: options.maxReaders,
+          puts: 0,
+          marker: path.join(storeRoot, "locked")
+        })
+      ])
+      assert.match(yield* firstLine(locker), /^LOCKED \d+$/)
+      const { child, root } = yield* startSlowIn(w)
       yield* eventually("the warm spawner starts", () => spawnersOf(child.pid!).length > 0)
+      assert.strictEqual(locker.exitCode, null, "the lock holder ended: the engine could have opened the store")
+      assert.deepStrictEqual(fs.readdirSync(path.join(root, "sandboxes")), [], "the engine ran a process already")
       child.kill("SIGKILL")
       yield* exitOf(child)
       yield* eventually("the spawner is gone", () => spawnersOf(child.pid!).length === 0, "5 seconds")

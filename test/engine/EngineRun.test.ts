@@ -157,7 +157,7 @@ describe("Engine.run: the graph", () => {
       const report = yield* runOn(root, (engine) => engine.run({ workspace, config, keepGoing: true }))
       const both = report.processes.find((p) => p.name === "both")!
       assert.isFalse(both.ok)
-      assert.isDefined(both.error)
+      assert.strictEqual(both.error?._tag, "InputConflict")
       assert.include(both.detail ?? "", "out/x.txt")
       assert.strictEqual(report.processes.filter((p) => p.ok).length, 2)
     }))

@@ -10,6 +10,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import * as Digest from "../../src/domain/Digest.js"
 import { Process, type ProcessResult } from "../../src/domain/Process.js"
+import { StoreError } from "../../src/domain/StoreErrors.js"
 import * as HelperLifetime from "../../src/os/HelperLifetime.js"
 import { isAlive } from "../../src/os/Proc.js"
 import * as ProcessRunnerLayer from "../../src/runner/ProcessRunner.js"
@@ -241,9 +242,11 @@ describe("ProcessRunner (groups end with their run)", () => {
   it.scopedLive("a leader that exits leaving a grandchild behind: the grandchild is ended before the result", () =>
     Effect.gen(function*() {
       const pidFile = path.join(outside, `grandchild-${unique()}`)
-      const r = yield* run(sh(`sh -c 'trap "" TERM; echo $$ > ${pidFile}; exec sleep 60' & sleep 0.2; echo left`, {
-        cache: "never"
-      }))
+      // The leader exits once the grandchild has written its pid: it says so on a FIFO, which the leader reads.
+      const r = yield* run(sh(
+        `mkfifo up; sh -c 'trap "" TERM; echo $$ > ${pidFile}; echo up > up; exec sleep 60' & read _ < up; echo left`,
+        { cache: "never" }
+      ))
       assert.strictEqual(r.exitCode, 0)
       assert.strictEqual(yield* text(r.stdoutDigest), "left\n")
       const grandchild = Number(fs.readFileSync(pidFile, "utf8"))
@@ -376,22 +379,51 @@ describe("ProcessRunner (concurrency)", () => {
       yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true })))
       const log = path.join(dir, "events")
       const r = Context.get(yield* Layer.build(stack({ root: dir, runner: { concurrency: 2 } })), ProcessRunner)
-      // Each process notes its start and its end in a log outside its sandbox (appends of a line are atomic).
+      // Each process notes its start and its end in a log outside its sandbox (appends of a line are atomic), and
+      // ends only once a process has started after it (the last to start ends at once): a process holds its permit
+      // until another runs beside it, so reaching `concurrency` is certain, and with fewer permits the run never ends.
+      const script = (i: number) =>
+        `echo "+ ${i}" >> ${log}; mine=$(grep '^+' ${log} | grep -n "^+ ${i}$" | cut -d: -f1); ` +
+        `while [ "$mine" -lt 8 ] && [ "$(grep -c '^+' ${log})" -le "$mine" ]; do sleep 0.01; done; ` +
+        `echo "- ${i}" >> ${log}; echo ${i}-${unique()}`
       const results = yield* Effect.all(
-        Array.from({ length: 8 }, (_, i) =>
-          r.run(sh(`echo + >> ${log}; sleep 0.3; echo - >> ${log}; echo ${i}-${unique()}`, { cache: "never" }))),
+        Array.from({ length: 8 }, (_, i) => r.run(sh(script(i), { cache: "never" }))),
         { concurrency: "unbounded" }
       )
-      assert.isTrue(results.every((x) =>
-        x.exitCode === 0
-      ))
+      assert.isTrue(results.every((x) => x.exitCode === 0))
       let running = 0
       let most = 0
       for (const event of fs.readFileSync(log, "utf8").trim().split("\n")) {
-        running += event === "+" ? 1 : -1
+        running += event.startsWith("+") ? 1 : -1
         most = Math.max(most, running)
       }
       assert.strictEqual(running, 0)
       assert.strictEqual(most, 2)
+    }))
+})
+
+describe("ProcessRunner (a store that cannot lease)", () => {
+  it.scopedLive("a failed lease of the inputs fails the run with the store's error, before the process starts", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kiln-lease-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true })))
+      const full = new StoreError({ reason: "NoSpace", detail: "lease: no space left on device (ENOSPC)", path: dir })
+      // A real store whose lease writes fail, as they do on a full disk.
+      const store = Layer.effect(
+        Store,
+        Effect.map(Store, (s) => ({ ...s, leaseTree: () => Effect.fail(full) }))
+      ).pipe(Layer.provide(StoreLayer.layer({ root: path.join(dir, "store") })))
+      const runner = ProcessRunnerLayer.layer({ namedCachesDir: path.join(dir, "named") }).pipe(
+        Layer.provideMerge(Layer.mergeAll(
+          Sandboxer.layerInProcess,
+          SandboxesLayer.layer({ root: path.join(dir, "sandboxes"), sweepOnStart: false })
+        )),
+        Layer.provideMerge(store)
+      )
+      const marker = path.join(dir, "ran")
+      const error = yield* Effect.flip(run(sh(`touch ${marker}`, { cache: "never" })).pipe(Effect.provide(runner)))
+      assert.strictEqual(error.message, full.message)
+      assert.strictEqual(error._tag, "StoreError")
+      assert.isFalse(fs.existsSync(marker), "the process ran although its inputs could not be leased")
     }))
 })

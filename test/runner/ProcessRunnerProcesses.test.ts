@@ -70,11 +70,20 @@ describe("ProcessRunner across processes", () => {
     Effect.gen(function*() {
       const root = yield* tempDir("kiln-rp-")
       const counter = path.join(root, "ran")
-      const script = `echo ran >> ${counter}; sleep 1; echo result`
+      // The holder of the lock finishes only once the other engine has found the lock held (its worker creates the
+      // marker then): the lock is contended in every run of this test, not just when the two happen to overlap.
+      const waiting = path.join(root, "waiting")
+      const script = `echo ran >> ${counter}; until [ -e ${waiting} ]; do sleep 0.05; done; echo result`
       const start = (name: string) =>
         spawnScoped(process.execPath, [
           runnerWorker,
-          JSON.stringify({ root: path.join(root, name), storeRoot: path.join(root, "store"), cli, script })
+          JSON.stringify({
+            root: path.join(root, name),
+            storeRoot: path.join(root, "store"),
+            cli,
+            script,
+            waitingMarker: waiting
+          })
         ])
       const [a, b] = yield* Effect.all([start("a"), start("b")])
       const [ra, rb] = yield* Effect.all([firstLine(a), firstLine(b)], { concurrency: 2 })

@@ -24,10 +24,11 @@ const layers = {
   inProcess: (_: string) => Sandboxer.layerInProcess
 }
 
-const setup = (kind: keyof typeof layers) =>
+/** A store and a sandboxer of `kind` on it, in temp dirs (or in `dirs`, which may outlive the layers' scope). */
+const setup = (kind: keyof typeof layers, dirs?: { readonly root: string; readonly socketDir: string }) =>
   Effect.gen(function*() {
-    const root = yield* tempDir("kiln-sbx-")
-    const socketDir = yield* tempDir("kiln-sock-")
+    const root = dirs?.root ?? (yield* tempDir("kiln-sbx-"))
+    const socketDir = dirs?.socketDir ?? (yield* tempDir("kiln-sock-"))
     const context = yield* Layer.build(
       layers[kind](socketDir).pipe(Layer.provideMerge(Store.layer({ root: path.join(root, "store") })))
     )
@@ -86,23 +87,35 @@ describe("Sandboxer (process)", () => {
 
   it.scoped("two engines get two sandboxers on two sockets; closing the scope stops each", () =>
     Effect.gen(function*() {
-      const a = yield* setup("process")
-      const b = yield* setup("process")
-      const work = path.join(a.root, "work")
-      writeTree(work, { "x.txt": "x" })
-      const d = yield* a.store.snapshot(work)
-      yield* b.store.snapshot(work)
-      yield* Effect.all([
-        a.sandboxer.materialize(d, path.join(a.root, "out")),
-        b.sandboxer.materialize(d, path.join(b.root, "out"))
-      ], { concurrency: 2 })
-      const pa = Option.getOrThrow(yield* a.sandboxer.pid)
-      const pb = Option.getOrThrow(yield* b.sandboxer.pid)
-      assert.notStrictEqual(pa, pb)
-      const socketsA = fs.readdirSync(a.socketDir).filter((n) => n.endsWith(".sock"))
-      const socketsB = fs.readdirSync(b.socketDir).filter((n) => n.endsWith(".sock"))
-      assert.strictEqual(socketsA.length, 1)
-      assert.strictEqual(socketsB.length, 1)
+      const dirs = {
+        a: { root: yield* tempDir("kiln-sbx-"), socketDir: yield* tempDir("kiln-sock-") },
+        b: { root: yield* tempDir("kiln-sbx-"), socketDir: yield* tempDir("kiln-sock-") }
+      }
+      const sockets = (socketDir: string) => fs.readdirSync(socketDir).filter((n) => n.endsWith(".sock"))
+      const [pa, pb] = yield* Effect.scoped(Effect.gen(function*() {
+        const a = yield* setup("process", dirs.a)
+        const b = yield* setup("process", dirs.b)
+        const work = path.join(a.root, "work")
+        writeTree(work, { "x.txt": "x" })
+        const d = yield* a.store.snapshot(work)
+        yield* b.store.snapshot(work)
+        yield* Effect.all([
+          a.sandboxer.materialize(d, path.join(a.root, "out")),
+          b.sandboxer.materialize(d, path.join(b.root, "out"))
+        ], { concurrency: 2 })
+        const pa = Option.getOrThrow(yield* a.sandboxer.pid)
+        const pb = Option.getOrThrow(yield* b.sandboxer.pid)
+        assert.notStrictEqual(pa, pb)
+        assert.strictEqual(sockets(a.socketDir).length, 1)
+        assert.strictEqual(sockets(b.socketDir).length, 1)
+        assert.isTrue(isAlive(pa) && isAlive(pb))
+        return [pa, pb] as const
+      }))
+      // Both scopes closed: both sandboxers have exited and taken their sockets with them.
+      assert.isFalse(isAlive(pa), "engine a's sandboxer outlived its scope")
+      assert.isFalse(isAlive(pb), "engine b's sandboxer outlived its scope")
+      assert.deepStrictEqual(sockets(dirs.a.socketDir), [])
+      assert.deepStrictEqual(sockets(dirs.b.socketDir), [])
     }))
 
   it.scoped("the sandboxer exits and removes its socket when the layer's scope closes", () =>

@@ -5,6 +5,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../../src/domain/Digest.js"
 import * as Directory from "../../src/domain/Directory.js"
+import { InvalidOutput } from "../../src/domain/TreeErrors.js"
 import { NoProducer } from "../../src/engine/Engine.js"
 import { registrySize } from "../../src/store/internal/lmdb/envs.js"
 import * as Sharded from "../../src/store/internal/lmdb/shards.js"
@@ -163,6 +164,28 @@ describe("Store", () => {
       assert.strictEqual(error._tag, "StoreError")
       assert.include(error.message, shard)
       assert.include(error.message, "truncated")
+    }))
+
+  it.scoped("stats fails with a StoreError naming a data file it cannot stat, not with a defect", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir()
+      const store = yield* Store.make({ root })
+      const digest = yield* store.putFile(bytes("stat me"))
+      const file = path.join(root, "files", digest.hash[0]!, "data.mdb")
+      // LMDB keeps its open file; the name now loops (ELOOP), until the data file is put back.
+      fs.renameSync(file, `${file}.away`)
+      fs.symlinkSync(path.basename(file), file)
+      yield* Effect.addFinalizer(() =>
+        Effect.sync(() => {
+          fs.unlinkSync(file)
+          fs.renameSync(`${file}.away`, file)
+        })
+      )
+      const error = yield* Effect.flip(store.stats)
+      assert.strictEqual(error._tag, "StoreError")
+      assert.strictEqual(error.reason, "Io")
+      assert.strictEqual(error.path, file)
+      assert.include(error.message, "ELOOP")
     }))
 
   it.scoped("a shard count that is not a power of two is refused", () =>
@@ -536,8 +559,43 @@ describe("snapshot, materialize, capture", () => {
       const sandbox = yield* tempDir()
       fs.mkdirSync(path.join(sandbox, "out.txt"))
       const err = yield* Effect.flip(store.capture(sandbox, { outputFiles: ["out.txt"], outputDirectories: [] }))
+      assert.instanceOf(err, InvalidOutput)
       assert.include(err.message, "out.txt")
       assert.include(err.message, "directory")
+    }))
+
+  it.scoped("a bad declared output is the user's InvalidOutput naming it, not a StoreError", () =>
+    Effect.gen(function*() {
+      const store = yield* tempStore()
+      const sandbox = yield* tempDir()
+      fs.writeFileSync(path.join(sandbox, "gen"), "a file")
+      fs.mkdirSync(path.join(sandbox, "dir"))
+      fs.symlinkSync(sandbox, path.join(sandbox, "link"))
+      const cases: ReadonlyArray<readonly [Parameters<typeof store.capture>[1], string, RegExp]> = [
+        [
+          { outputFiles: [], outputDirectories: ["gen"] },
+          "gen/",
+          /declared as a directory, but the process made a file/
+        ],
+        [
+          { outputFiles: ["dir"], outputDirectories: [] },
+          "dir",
+          /declared as a file, but the process made a directory/
+        ],
+        [{ outputFiles: ["../up.txt"], outputDirectories: [] }, "../up.txt", /escapes the sandbox/],
+        [{ outputFiles: ["/etc/hostname"], outputDirectories: [] }, "/etc/hostname", /escapes the sandbox/],
+        [{ outputFiles: ["link/gen"], outputDirectories: [] }, "link/gen", /goes through a symlink \(`link`\)/],
+        [{ outputFiles: ["gen/x"], outputDirectories: ["gen"] }, "gen/", /declared as a directory/],
+        [{ outputFiles: ["."], outputDirectories: [] }, ".", /is empty/]
+      ]
+      for (const [outputs, output, problem] of cases) {
+        const err = yield* Effect.flip(store.capture(sandbox, outputs))
+        assert.instanceOf(err, InvalidOutput, err.message)
+        if (!(err instanceof InvalidOutput)) continue
+        assert.strictEqual(err.output, output)
+        assert.match(err.problem, problem)
+        assert.strictEqual(err.message, `output \`${output}\` ${err.problem}`)
+      }
     }))
 
   it.scoped("capture refuses a declared output reached through a symlink", () =>

@@ -11,6 +11,7 @@ import { actionDigest } from "../../domain/ActionKey.js"
 import type { Config, InvalidConfig } from "../../domain/Config.js"
 import * as Digest from "../../domain/Digest.js"
 import { StoreError } from "../../domain/StoreErrors.js"
+import type { InputConflict } from "../../domain/TreeErrors.js"
 import type { SnapshotSession, Store } from "../../store/Store.js"
 import { mergeInputs, processOf, snapshotOwn } from "./inputs.js"
 import * as RunRecords from "./runRecords.js"
@@ -30,7 +31,7 @@ interface Looked {
   readonly notes: Array<string>
 }
 
-type LookError = InvalidConfig | StoreError | Digest.MissingDigest
+type LookError = InvalidConfig | StoreError | Digest.MissingDigest | InputConflict
 
 /** What each process of the explanation would be keyed on now, and whether the cache has it. */
 const looker = (

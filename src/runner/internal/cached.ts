@@ -25,13 +25,21 @@ import type { Runner } from "./runner.js"
  */
 export type CacheContent = "fetch" | "validate" | "defer"
 
-/** What an action-cache entry holds: the result's fields that do not depend on how it was obtained. */
-const Entry = Schema.parseJson(
-  Schema.Struct(ProcessResult.fields).pipe(
-    Schema.pick("exitCode", "signal", "timedOut", "stdoutDigest", "stderrDigest", "outputDigest", "durationMs")
-  )
+/**
+ * What an action-cache entry holds: the result's fields that do not depend on how it was obtained.
+ *
+ * @internal
+ */
+export const EntryFields = Schema.Struct(ProcessResult.fields).pipe(
+  Schema.pick("exitCode", "signal", "timedOut", "stdoutDigest", "stderrDigest", "outputDigest", "durationMs")
 )
-const decodeEntrySchema = Schema.decodeUnknownOption(Entry)
+const Entry = Schema.parseJson(EntryFields)
+/**
+ * The general decoder of an entry's JSON text, which {@link decodeEntry} must agree with.
+ *
+ * @internal
+ */
+export const decodeEntrySchema = Schema.decodeUnknownOption(Entry)
 type EntryType = typeof Entry.Type
 
 const HASH = /^[0-9a-f]{64}$/
@@ -44,8 +52,10 @@ const ENTRY_KEYS = 7
 /**
  * Decodes an entry. A run reads hundreds of them, and the schema decoder cost 40–70 µs each; entries kiln wrote
  * have exactly this shape, so it is checked directly and the schema only decides what does not fit it.
+ *
+ * @internal
  */
-const decodeEntry = (text: string): Option.Option<EntryType> => {
+export const decodeEntry = (text: string): Option.Option<EntryType> => {
   let json: any
   try {
     json = JSON.parse(text)
@@ -64,7 +74,8 @@ const decodeEntry = (text: string): Option.Option<EntryType> => {
   }
   return decodeEntrySchema(text)
 }
-const encodeEntry = Schema.encodeSync(Entry)
+/** @internal */
+export const encodeEntry = Schema.encodeSync(Entry)
 
 /**
  * Whether a result may be stored. A timeout never is, whatever the policy: it says how loaded the machine was, not

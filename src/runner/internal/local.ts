@@ -145,7 +145,10 @@ export const make = (
 
     // Before the sandbox exists: from its mkdir on (its name says whose it is), it dies with this engine.
     yield* options.watch(sandboxes.root)
-    yield* store.leaseTree(process.inputDigest).pipe(Effect.catchTag("StoreError", () => Effect.void))
+    // The lease keeps a concurrent `gc` off the inputs until the process has them. One that fails means either the
+    // tree cannot be read (laying it out would fail on the same) or the store takes no writes (the outputs could not
+    // be stored): the run fails here, naming why, before the process spends its time.
+    yield* store.leaseTree(process.inputDigest)
     const inline = yield* writableHere(store, process.inputDigest)
     // Once its group is gone, a sandbox of a few hundred entries is kept for the next process (see `SandboxDir.pool`);
     // a tree this engine writes itself may go into one a finished process left (see `Refill`). Anything bigger is

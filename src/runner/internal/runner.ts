@@ -8,6 +8,7 @@ import type { MissingDigest } from "../../domain/Digest.js"
 import type { Process, ProcessResult, SpawnError } from "../../domain/Process.js"
 import type { SandboxError, SandboxerUnavailable } from "../../domain/Sandbox.js"
 import type { StoreError } from "../../domain/StoreErrors.js"
+import type { InvalidOutput } from "../../domain/TreeErrors.js"
 
 /**
  * Whether a run may read the action cache and write it. Backtracking re-runs a producer with reads off and writes
@@ -26,7 +27,7 @@ export interface CachePolicy {
 }
 
 /** @internal */
-export type RunError = MissingDigest | SandboxError | SandboxerUnavailable | SpawnError | StoreError
+export type RunError = MissingDigest | SandboxError | SandboxerUnavailable | SpawnError | StoreError | InvalidOutput
 
 /** @internal */
 export type Runner = (process: Process, policy: CachePolicy) => Effect.Effect<ProcessResult, RunError>

@@ -8,7 +8,8 @@ import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import type * as Digest from "../../domain/Digest.js"
-import { StoreError } from "../../domain/StoreErrors.js"
+import type { StoreError } from "../../domain/StoreErrors.js"
+import { InvalidOutput } from "../../domain/TreeErrors.js"
 import type * as Core from "./core.js"
 import * as Snapshot from "./snapshot.js"
 import * as Tree from "./tree.js"
@@ -48,18 +49,30 @@ const throughSymlink = (root: string, segments: ReadonlyArray<string>, declared:
         return Effect.void
       }
       if (st.isSymbolicLink()) {
-        return Effect.fail(
-          new StoreError({ reason: "Unsupported", detail: `output \`${declared}\` goes through a symlink`, path: p })
-        )
+        const through = path.relative(root, p)
+        return Effect.fail(new InvalidOutput({ output: declared, problem: `goes through a symlink (\`${through}\`)` }))
       }
     }
     return Effect.void
   })
 
 /**
- * Refuses an output the process made as the other kind (a directory where a file is declared, or the reverse),
- * naming it as declared: the sandbox path is gone by the time anyone reads the error.
+ * The output the process made as the other kind (a directory where a file is declared, or the reverse), named as
+ * declared: the sandbox path is gone by the time anyone reads the error.
+ *
+ * @internal
  */
+export const wrongKind = (declared: string, expect: "file" | "directory", st: fs.Stats): InvalidOutput =>
+  new InvalidOutput({
+    output: expect === "directory" ? `${declared}/` : declared,
+    problem: expect === "directory"
+      ? "is declared as a directory, but the process made a file there"
+      : st.isDirectory()
+      ? `is declared as a file, but the process made a directory there (declare \`${declared}/\` to capture a directory)`
+      : "is declared as a file, but the process made a socket, FIFO or device there"
+  })
+
+/** Refuses an output the process made as the other kind (see {@link wrongKind}). */
 const sameKind = (abs: string, declared: string, expect: "file" | "directory") =>
   Effect.suspend(() => {
     let st: fs.Stats
@@ -69,24 +82,14 @@ const sameKind = (abs: string, declared: string, expect: "file" | "directory") =
       return Effect.void // Not made: left out. (Any other trouble, readEntry reports.)
     }
     if (st.isSymbolicLink() || (expect === "file" ? st.isFile() : st.isDirectory())) return Effect.void
-    const detail = expect === "directory"
-      ? `output \`${declared}/\` is declared as a directory, but the process made a file there`
-      : st.isDirectory()
-      ? `output \`${declared}\` is declared as a file, but the process made a directory there (declare ` +
-        `\`${declared}/\` to capture a directory)`
-      : `output \`${declared}\` is declared as a file, but the process made a socket, FIFO or device there`
-    return Effect.fail(new StoreError({ reason: "Unsupported", detail }))
+    return Effect.fail(wrongKind(declared, expect, st))
   })
 
-const graft = (tree: Tree.Node, parents: ReadonlyArray<string>, holder: Tree.Node, declared: string, root: string) => {
+const graft = (tree: Tree.Node, parents: ReadonlyArray<string>, holder: Tree.Node, declared: string) => {
   const parent = Tree.dirAt(tree, parents)
   if (parent === undefined) {
     return Effect.fail(
-      new StoreError({
-        reason: "Unsupported",
-        detail: `output \`${declared}\` lies under another output that is not a directory`,
-        path: root
-      })
+      new InvalidOutput({ output: declared, problem: "lies under another output that is not a directory" })
     )
   }
   for (const [k, v] of holder.files) parent.files.set(k, v)
@@ -107,7 +110,7 @@ export const captureWith = (
   outputs: Outputs,
   blobs: ReadonlyArray<Uint8Array>,
   read?: Array<readonly [string, Digest.Digest]>
-): Effect.Effect<readonly [Digest.Digest, Array<Digest.Digest>], StoreError> =>
+): Effect.Effect<readonly [Digest.Digest, Array<Digest.Digest>], StoreError | InvalidOutput> =>
   Effect.gen(function*() {
     const w = Snapshot.newWalk(core, read)
     const stored = yield* Snapshot.addBlobs(w, blobs)
@@ -115,13 +118,7 @@ export const captureWith = (
     const parse = (declared: string) => {
       const segments = segmentsOf(declared)
       return segments === undefined
-        ? Effect.fail(
-          new StoreError({
-            reason: "Unsupported",
-            detail: `output path \`${declared}\` escapes the sandbox`,
-            path: root
-          })
-        )
+        ? Effect.fail(new InvalidOutput({ output: declared, problem: "escapes the sandbox" }))
         : Effect.succeed(segments)
     }
     const dirs = [...outputs.outputDirectories].sort((a, b) => a.length - b.length)
@@ -142,8 +139,17 @@ export const captureWith = (
       const holder = Tree.node()
       const name = segments[segments.length - 1]!
       yield* sameKind(path.join(root, ...segments), declared, "directory")
-      if (yield* Snapshot.readEntry(w, path.join(root, ...segments), holder, name, "directory")) {
-        yield* graft(tree, segments.slice(0, -1), holder, declared, root)
+      if (
+        yield* Snapshot.readEntry(
+          w,
+          path.join(root, ...segments),
+          holder,
+          name,
+          "directory",
+          (st) => wrongKind(declared, "directory", st)
+        )
+      ) {
+        yield* graft(tree, segments.slice(0, -1), holder, declared)
         captured.push(segments.join("/"))
       }
     }
@@ -151,19 +157,26 @@ export const captureWith = (
       const segments = yield* parse(declared)
       yield* throughSymlink(root, segments, declared)
       if (segments.length === 0) {
-        return yield* new StoreError({ reason: "Unsupported", detail: "an output file path is empty", path: root })
+        return yield* new InvalidOutput({ output: declared, problem: "is empty: an output file needs a path" })
       }
       if (covered(segments)) continue
       const holder = Tree.node()
       const name = segments[segments.length - 1]!
       yield* sameKind(path.join(root, ...segments), declared, "file")
-      if (yield* Snapshot.readEntry(w, path.join(root, ...segments), holder, name, "file")) {
-        yield* graft(tree, segments.slice(0, -1), holder, declared, root)
+      if (
+        yield* Snapshot.readEntry(w, path.join(root, ...segments), holder, name, "file", (st) =>
+          wrongKind(declared, "file", st))
+      ) {
+        yield* graft(tree, segments.slice(0, -1), holder, declared)
       }
     }
     return [yield* Snapshot.flushAndFinish(w, tree), stored] as const
   })
 
 /** @internal */
-export const capture = (core: Core.Core, root: string, outputs: Outputs): Effect.Effect<Digest.Digest, StoreError> =>
+export const capture = (
+  core: Core.Core,
+  root: string,
+  outputs: Outputs
+): Effect.Effect<Digest.Digest, StoreError | InvalidOutput> =>
   Effect.map(captureWith(core, root, outputs, []), ([digest]) => digest)

@@ -364,6 +364,15 @@ export const clearReadersOf = (core: Core.Core, pid: number, withinMs: number): 
     }
   })
 
+/** The size of a shard's data file (0 before its first write made one). */
+const dataFileSize = (shardPath: string): Effect.Effect<number, StoreError> => {
+  const file = path.join(shardPath, "data.mdb")
+  return Effect.try({
+    try: () => fs.statSync(file, { throwIfNoEntry: false })?.size ?? 0,
+    catch: ioError(file, "cannot stat")
+  })
+}
+
 /** @internal */
 export const stats = (core: Core.Core, shardCount: number): Effect.Effect<Stats, StoreError> =>
   Effect.gen(function*() {
@@ -382,11 +391,7 @@ export const stats = (core: Core.Core, shardCount: number): Effect.Effect<Stats,
             bytes += lease.size
             if (lease.until > now) leased++
           }
-          try {
-            diskBytes += fs.statSync(path.join(shard.path, "data.mdb")).size
-          } catch (e) {
-            if (errnoOf(e) !== "ENOENT") throw e
-          }
+          diskBytes += yield* dataFileSize(shard.path)
           for (const pid of LmdbEnvs.readerPids(shard)) {
             // This process's own slots (it opened every shard to count) are not what anyone asking wants to know.
             if (pid === process.pid) continue

@@ -195,6 +195,14 @@ const flush = (w: Walk): Effect.Effect<void, StoreError> =>
     return putHashedSmallFiles(w.core, entries)
   })
 
+/** A socket, FIFO or device where a snapshot expects a file: one cannot be stored. */
+const unsnapshottable = (abs: string) => (): StoreError =>
+  new StoreError({
+    reason: "Unsupported",
+    detail: "not a regular file, directory or symlink (sockets, FIFOs and devices cannot be snapshotted)",
+    path: abs
+  })
+
 /**
  * Reads the directory `abs` (relative path `rel` under the snapshot root) into `into`, depth first. Plain code with
  * an explicit stack, leaving it only for what needs an Effect (a store write, a large file): a run where nothing
@@ -268,13 +276,7 @@ const walkDir = (w: Walk, abs: string, rel: string, into: Tree.Node): Effect.Eff
           }
           if (read !== undefined) node.files.set(entry.name, read)
         } else {
-          return Effect.fail(
-            new StoreError({
-              reason: "Unsupported",
-              detail: "not a regular file, directory or symlink (sockets, FIFOs and devices cannot be snapshotted)",
-              path: childAbs
-            })
-          )
+          return Effect.fail(unsnapshottable(childAbs)())
         }
       }
       // Children were visited after their parents: dropping empty ones from the last up leaves no empty directory.
@@ -314,7 +316,7 @@ const walkFrom = (w: Walk, root: string, start: string, tree: Tree.Node): Effect
       holder.dirs.set(name, child)
     } else {
       if (!w.filter!.includes(start)) return
-      if (!(yield* readEntry(w, abs, holder, name, "file"))) return
+      if (!(yield* readEntry(w, abs, holder, name, "file", unsnapshottable(abs)))) return
     }
     const parent = Tree.dirAt(tree, segments.slice(0, -1))
     if (parent === undefined) return
@@ -409,18 +411,20 @@ export const snapshotMany = (
   })
 
 /**
- * Reads one entry (file, symlink or whole directory) at `abs` into a tree node's slot `name`. Used by capture.
- * Returns false when the path does not exist.
+ * Reads one entry (file, symlink or whole directory) at `abs` into a tree node's slot `name`. Returns false when the
+ * path does not exist; fails with `wrong(stat)` when it is of another kind than `expect` (capture says which output
+ * it is).
  *
  * @internal
  */
-export const readEntry = (
+export const readEntry = <E>(
   w: Walk,
   abs: string,
   into: Tree.Node,
   name: string,
-  expect: "file" | "directory"
-): Effect.Effect<boolean, StoreError> =>
+  expect: "file" | "directory",
+  wrong: (st: fs.Stats) => E
+): Effect.Effect<boolean, StoreError | E> =>
   Effect.gen(function*() {
     let st: fs.Stats
     try {
@@ -438,27 +442,12 @@ export const readEntry = (
       if (seen !== undefined) w.observe?.push({ kind: "l", abs, st: seen, evidence: target })
       return true
     }
+    if (expect === "file" ? !st.isFile() : !st.isDirectory()) return yield* Effect.fail(wrong(st))
     if (expect === "file") {
-      if (!st.isFile()) {
-        return yield* new StoreError({
-          reason: "Unsupported",
-          detail: st.isDirectory()
-            ? "declared as an output file, but the process created a directory"
-            : "declared as an output file, but it is not a regular file",
-          path: abs
-        })
-      }
       const file = yield* run(readFileNode(w, abs))
       if (file === undefined) return false
       into.files.set(name, file)
       return true
-    }
-    if (!st.isDirectory()) {
-      return yield* new StoreError({
-        reason: "Unsupported",
-        detail: "declared as an output directory, but the process created a file",
-        path: abs
-      })
     }
     const child = Tree.node()
     yield* walkDir(w, abs, "", child)

@@ -8,7 +8,8 @@
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Digest from "../../domain/Digest.js"
-import { StoreError } from "../../domain/StoreErrors.js"
+import type { StoreError } from "../../domain/StoreErrors.js"
+import { InputConflict } from "../../domain/TreeErrors.js"
 import * as Core from "./core.js"
 import * as Tree from "./tree.js"
 
@@ -19,8 +20,18 @@ export interface Layer {
   readonly at: ReadonlyArray<string>
 }
 
-const conflict = (path: string) =>
-  new StoreError({ reason: "Unsupported", detail: `conflicting inputs at \`${path}\`` })
+const fileEntry = (f: { readonly digest: Digest.Digest; readonly isExecutable: boolean }) =>
+  `${f.isExecutable ? "executable file" : "file"} ${Digest.format(f.digest)}`
+
+/** What a tree node holds at a name, for an {@link InputConflict}. */
+const entryAt = (node: Tree.Node, name: string): string => {
+  const file = node.files.get(name)
+  if (file !== undefined) return fileEntry(file)
+  const target = node.symlinks.get(name)
+  return target !== undefined ? `symlink -> ${target}` : "a directory"
+}
+
+const conflict = (path: string, first: string, second: string) => new InputConflict({ path, first, second })
 
 const load = (core: Core.Core, digest: Digest.Digest) =>
   Effect.flatMap(
@@ -43,7 +54,7 @@ const mergeInto = (
   node: Tree.Node,
   digest: Digest.Digest,
   prefix: string
-): Effect.Effect<void, StoreError | Digest.MissingDigest> =>
+): Effect.Effect<void, StoreError | Digest.MissingDigest | InputConflict> =>
   Effect.gen(function*() {
     const dir = yield* load(core, digest)
     const at = (name: string) => prefix === "" ? name : `${prefix}/${name}`
@@ -51,24 +62,32 @@ const mergeInto = (
       const existing = node.files.get(f.name)
       if (existing !== undefined) {
         if (!Digest.equals(existing.digest, f.digest) || existing.isExecutable !== f.isExecutable) {
-          return yield* conflict(at(f.name))
+          return yield* conflict(at(f.name), fileEntry(existing), fileEntry(f))
         }
         continue
       }
-      if (node.dirs.has(f.name) || node.symlinks.has(f.name)) return yield* conflict(at(f.name))
+      if (node.dirs.has(f.name) || node.symlinks.has(f.name)) {
+        return yield* conflict(at(f.name), entryAt(node, f.name), fileEntry(f))
+      }
       node.files.set(f.name, { digest: f.digest, isExecutable: f.isExecutable })
     }
     for (const s of dir.symlinks) {
       const existing = node.symlinks.get(s.name)
       if (existing !== undefined) {
-        if (existing !== s.target) return yield* conflict(at(s.name))
+        if (existing !== s.target) {
+          return yield* conflict(at(s.name), `symlink -> ${existing}`, `symlink -> ${s.target}`)
+        }
         continue
       }
-      if (node.dirs.has(s.name) || node.files.has(s.name)) return yield* conflict(at(s.name))
+      if (node.dirs.has(s.name) || node.files.has(s.name)) {
+        return yield* conflict(at(s.name), entryAt(node, s.name), `symlink -> ${s.target}`)
+      }
       node.symlinks.set(s.name, s.target)
     }
     for (const d of dir.directories) {
-      if (node.files.has(d.name) || node.symlinks.has(d.name)) return yield* conflict(at(d.name))
+      if (node.files.has(d.name) || node.symlinks.has(d.name)) {
+        return yield* conflict(at(d.name), entryAt(node, d.name), "a directory")
+      }
       const existing = node.dirs.get(d.name)
       if (existing === undefined) {
         node.dirs.set(d.name, d.digest)
@@ -92,7 +111,7 @@ export const merge = (
   layers: ReadonlyArray<Layer>,
   rewrite = false,
   finish: (root: Tree.Node) => Effect.Effect<Digest.Digest, StoreError> = (root) => Tree.finish(core, root, rewrite)
-): Effect.Effect<Digest.Digest, StoreError | Digest.MissingDigest> =>
+): Effect.Effect<Digest.Digest, StoreError | Digest.MissingDigest | InputConflict> =>
   Effect.gen(function*() {
     const nonEmpty = layers.filter((l) => !Digest.isEmpty(l.digest))
     if (nonEmpty.length === 0) return Digest.empty
@@ -103,7 +122,9 @@ export const merge = (
       for (let i = 0; i < layer.at.length; i++) {
         const name = layer.at[i]!
         const path = layer.at.slice(0, i + 1).join("/")
-        if (node.files.has(name) || node.symlinks.has(name)) return yield* conflict(path)
+        if (node.files.has(name) || node.symlinks.has(name)) {
+          return yield* conflict(path, entryAt(node, name), "a directory")
+        }
         const existing = node.dirs.get(name)
         const next = existing === undefined
           ? Tree.node()

@@ -1,10 +1,10 @@
 /**
  * What a failed LMDB commit means, and what it leaves behind. When a commit fails (a full disk, most often), lmdb-js
  * rejects the write's promise with a bare "Commit failed", keeps the reason in a second promise (`commitError`) that
- * it rejects whether or not anyone listens, and never settles that commit's flush: `flushed` and `close()` then wait
- * forever. So the store turns the failure into a `StoreError` naming the shard (a full file system is `NoSpace`, as
- * LMDB reports a short write as EIO), claims the second promise, and closes such an environment after a commit that
- * writes nothing.
+ * it rejects whether or not anyone listens, rejects a promise of its own that no caller holds (see {@link watch}),
+ * and never settles that commit's flush: `flushed` and `close()` then wait forever. So the store turns the failure
+ * into a `StoreError` naming the shard (a full file system is `NoSpace`, as LMDB reports a short write as EIO), claims
+ * the promises nobody else can, and closes such an environment after a commit that writes nothing.
  *
  * @internal
  */
@@ -28,6 +28,11 @@ const commitErrorOf = (e: unknown): PromiseLike<unknown> | undefined => {
     : undefined
 }
 
+/** Claims the `commitError` a "Commit failed" carries: the same failure, reported by whoever holds the write. */
+const claimCommitError = (e: unknown): void => {
+  commitErrorOf(e)?.then(undefined, () => undefined)
+}
+
 /**
  * The failure of a write to `shard` as a StoreError naming the shard; remembers that the shard has a failed commit.
  *
@@ -35,10 +40,8 @@ const commitErrorOf = (e: unknown): PromiseLike<unknown> | undefined => {
  */
 export const failure = (shard: SharedEnv, action: string, e: unknown): StoreError => {
   const commit = commitErrorOf(e)
-  if (commit !== undefined) {
-    // The same failure this error reports; lmdb-js rejects it even when nobody holds it, which would end the process.
-    commit.then(undefined, () => undefined)
-  }
+  // The same failure this error reports; lmdb-js rejects it even when nobody holds it, which would end the process.
+  claimCommitError(e)
   const text = describeErrno(e)
   const code = errnoOf(e)
   const free = commit !== undefined || code === "EIO" ? freeBytes(shard.path) : undefined
@@ -122,12 +125,23 @@ export const reserve = (
  * Notes every failed commit of `shard`'s environment, whoever wrote it: lmdb-js calls `aftercommit` listeners without
  * a txnid when a commit fails. (A write whose caller was interrupted meanwhile is never caught.)
  *
+ * And claims the promise lmdb-js makes for each event turn's batch of writes: it starts the batch (after the
+ * `beforecommit` listeners, in the same task) with a write of its own whose promise it keeps to itself, and rejects it
+ * with "Commit failed" when the commit fails. Nobody else can hold it, so without this a full disk would end any
+ * program using the store with an unhandled rejection; the failure itself reaches the caller of each write of the
+ * batch, as a `StoreError`. The microtask runs right after that task, while the batch's promise is still the
+ * environment's `committed` one (no write can come in between).
+ *
  * @internal
  */
 export const watch = (shard: SharedEnv): void => {
   shard.env.on("aftercommit", (e: { readonly txnId?: number }) => {
     if (e.txnId === undefined) failed.add(shard)
   })
+  shard.env.on("beforecommit", () =>
+    queueMicrotask(() => {
+      shard.env.committed.then(() => undefined, claimCommitError)
+    }))
 }
 
 /** Whether a commit of this environment has failed. @internal */
@@ -153,22 +167,3 @@ export const closeAfterFailure = (shard: SharedEnv): Effect.Effect<void> =>
     })),
     Effect.catchAll((e) => Effect.logWarning(`${e.message}; it stays open until the process exits`))
   )
-
-/**
- * Whether an unhandled rejection is one of lmdb-js's own copies of a commit failure, which no caller can hold: when
- * a commit fails, lmdb-js rejects a promise it made for the batch's first write ("Commit failed"), and the commit's
- * `commitError` promise (the one carrying its own `reject`) even when no write of the commit kept it. The failure
- * itself reaches the caller of the write that failed, so a program can let these go (`kiln` does, from its
- * `unhandledRejection` handler).
- *
- * @internal
- */
-export const isOrphanedCommitFailure = (reason: unknown, promise: Promise<unknown>): boolean => {
-  if (!(reason instanceof Error)) return false
-  const commit = commitErrorOf(reason)
-  if (commit !== undefined && reason.message === "Commit failed (see commitError for details)") {
-    commit.then(undefined, () => undefined)
-    return true
-  }
-  return "reject" in promise && typeof promise.reject === "function" && typeof errnoOf(reason) === "string"
-}
