@@ -10,6 +10,7 @@ import { Effect, Exit, Fiber, Scope } from "effect"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { SpawnError } from "../../src/domain/Process.js"
 import * as Protocol from "../../src/spawner/protocol.js"
 import * as Spawner from "../../src/spawner/Spawner.js"
 import { PROGRAM_ENV, programPath } from "../../src/spawner/Warm.js"
@@ -213,4 +214,49 @@ describe("the spawner's program", () => {
     assert.strictEqual(r.stdout, path.resolve("dist/spawner.cjs"))
     assert.isTrue(fs.existsSync(r.stdout))
   })
+})
+
+describe("the engine's side of the spawner", () => {
+  /** Runs `f` with KILN_SPAWNER naming `program`, as the engine would find it. */
+  const withProgram = <A, E, R>(program: string, f: Effect.Effect<A, E, R>) =>
+    Effect.acquireUseRelease(
+      Effect.sync(() => {
+        const saved = process.env[PROGRAM_ENV]
+        process.env[PROGRAM_ENV] = program
+        return saved
+      }),
+      () => f,
+      (saved) => Effect.sync(() => void (process.env[PROGRAM_ENV] = saved))
+    )
+
+  const request = (dir: string): Spawner.Request => ({
+    argv: ["/bin/true"],
+    cwd: dir,
+    env: {},
+    stdout: path.join(dir, "out"),
+    stderr: path.join(dir, "err")
+  })
+
+  it.scoped("with its program missing, a spawn fails with one line naming the program", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir()
+      const missing = path.join(dir, "no-spawner.cjs")
+      const error = yield* withProgram(
+        missing,
+        Effect.flip(Effect.flatMap(Spawner.make(), (s) => s.spawn(request(dir))))
+      )
+      assert.instanceOf(error, SpawnError)
+      assert.include(error.message, missing)
+    }))
+
+  it.scoped("a spawner that sends a malformed reply fails what it was asked, quoting the reply", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir()
+      const liar = path.join(dir, "liar.cjs")
+      fs.writeFileSync(liar, `process.stdin.once("data", () => process.stdout.write('{"kind":"started","id":0}\\n'))\n`)
+      const error = yield* withProgram(liar, Effect.flip(Effect.flatMap(Spawner.make(), (s) => s.spawn(request(dir)))))
+      assert(!(error instanceof SpawnError) && error.code === Spawner.LOST, String(error))
+      assert.include(error.message, "malformed reply")
+      assert.include(error.message, `"pid"`)
+    }))
 })
