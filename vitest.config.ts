@@ -1,3 +1,4 @@
+import * as path from "node:path"
 import { defineConfig } from "vitest/config"
 
 export default defineConfig({
@@ -5,6 +6,8 @@ export default defineConfig({
     include: ["test/**/*.test.ts"],
     pool: "forks",
     globalSetup: ["test/globalSetup.ts"],
+    // The spawner program built from its sources by the global setup: kiln run from src/ has no dist/ beside it.
+    env: { KILN_SPAWNER: path.resolve(".kiln-test/spawner.cjs") },
     testTimeout: 120_000,
     hookTimeout: 60_000
   }

@@ -10,6 +10,7 @@ import { execFileSync } from "node:child_process"
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { bundleSpawner } from "./spawnerBundle.mjs"
 
 const sharedBuiltinNamespaces = {
   // Each `import * as fs from "node:fs"` became its own `__toESM(require("node:fs"))`: a fresh namespace object
@@ -61,6 +62,9 @@ await build({
   legalComments: "none",
   logLevel: "warning"
 })
+
+// The spawner, its own small program (`node dist/spawner.cjs kiln-spawner <engine-pid>`): every engine starts one.
+await bundleSpawner("dist/spawner.cjs", { minify: process.env.KILN_NO_MINIFY !== "1" })
 
 // The loader is CommonJS, as dist/cli.cjs, and dist/cli.js a symlink to it: Node takes a main module's format from its
 // real path, and going through its ES module loader (this package is "type": "module") cost every run ~10 ms.

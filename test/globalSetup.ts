@@ -1,18 +1,24 @@
 /**
  * Builds the worker programs that integration tests run as real OS processes: every `test/fixtures/*Worker.ts`
  * becomes `.kiln-test/fixtures/<name>.mjs`, one ESM bundle each, with packages left external so that `lmdb` (a
- * native addon) and `effect` load from node_modules as they would in kiln.
+ * native addon) and `effect` load from node_modules as they would in kiln. And the spawner program, from its
+ * sources, as kiln's build makes it (`vitest.config.ts` points KILN_SPAWNER at it).
  */
 import { build } from "esbuild"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { bundleSpawner } from "../scripts/spawnerBundle.mjs"
 
 const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 
 const fixturesDir = path.join(projectRoot, ".kiln-test", "fixtures")
 
 export default async function setup() {
+  // Replaced by a rename, as the fixtures below: another test run may be starting it meanwhile.
+  const spawner = path.join(projectRoot, ".kiln-test", "spawner.cjs")
+  await bundleSpawner(`${spawner}.${process.pid}.tmp`)
+  fs.renameSync(`${spawner}.${process.pid}.tmp`, spawner)
   const sources = path.join(projectRoot, "test", "fixtures")
   const entryPoints = fs.readdirSync(sources).filter((f) => f.endsWith("Worker.ts")).map((f) => path.join(sources, f))
   const { outputFiles } = await build({

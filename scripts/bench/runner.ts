@@ -76,7 +76,7 @@ const recordCpu = (name: string, since: NodeJS.CpuUsage) => {
 }
 
 /** CPU time (user + system, ms) another process has spent so far, from /proc; 0 where /proc is not there. */
-/** This process's spawner (`node -e … kiln-spawner <pid>`), from /proc. */
+/** This process's spawner (`node …/dist/spawner.cjs kiln-spawner <pid>`), from /proc. */
 const spawnerPid = (): number | undefined => {
   for (const name of fs.readdirSync("/proc")) {
     if (!/^\d+$/.test(name)) continue

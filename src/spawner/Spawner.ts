@@ -1,9 +1,9 @@
 /**
- * The engine's side of the spawner (see `spawnerSource.ts`): taken over from the CLI's loader (`warmSpawner.ts`) or
- * started on warm-up or the first spawn, ended with the scope,
- * started again if it ever dies. A spawn request resolves once the child runs (its pid, which is also its process
- * group) and its exit arrives later on `exited`. Should the spawner die while children run, their exits are lost:
- * those fail with a `SpawnError` rather than report a made-up exit code (the engine still ends their groups).
+ * The engine's side of the spawner (`main.ts`, speaking `protocol.ts`): taken over from the CLI's loader (`Warm.ts`)
+ * or started on warm-up or the first spawn, ended with the scope, started again if it ever dies. A spawn request
+ * resolves once the child runs (its pid, which is also its process group) and its exit arrives later on `exited`.
+ * Should the spawner die while children run, their exits are lost: those fail with a `SpawnError` rather than
+ * report a made-up exit code (the engine still ends their groups).
  *
  * @internal
  */
@@ -12,7 +12,9 @@ import * as Effect from "effect/Effect"
 import * as FiberId from "effect/FiberId"
 import type * as Scope from "effect/Scope"
 import { type ChildProcess, spawn } from "node:child_process"
+import * as fs from "node:fs"
 import { SpawnError } from "../domain/Process.js"
+import * as Protocol from "./protocol.js"
 import * as WarmSpawner from "./Warm.js"
 
 /** @internal */
@@ -23,15 +25,8 @@ export interface Exit {
   readonly alone?: boolean
 }
 
-/** @internal */
-export interface Request {
-  readonly argv: ReadonlyArray<string>
-  readonly cwd: string
-  readonly env: Readonly<Record<string, string>>
-  /** Files the child's stdout and stderr are written to (created or truncated). */
-  readonly stdout: string
-  readonly stderr: string
-}
+/** What to run: `stdout` and `stderr` are the files the child's output is written to (created or truncated). @internal */
+export type Request = Omit<Protocol.Spawn, "kind" | "id">
 
 /** Why a child did not start: the errno code (ENOENT, ETXTBSY, …) and Node's message. @internal */
 export interface StartFailure {
@@ -56,17 +51,14 @@ export interface Spawner {
   /** Starts the spawner ahead of the first spawn (a Node start, which then overlaps the engine's own work). */
   readonly warmUp: Effect.Effect<void>
   /**
-   * What the spawner starts if this process dies before the spawner is ended (see `spawnerSource.ts`): replaces what
+   * What the spawner starts if this process dies before the spawner is ended (see `main.ts`): replaces what
    * was armed before, and is armed again in a spawner started after one died.
    */
   readonly arm: (postMortem: PostMortem) => Effect.Effect<void>
 }
 
 /** A command to start, detached, if the engine dies, and the file its stderr is appended to. @internal */
-export interface PostMortem {
-  readonly argv: ReadonlyArray<string>
-  readonly log: string
-}
+export type PostMortem = Omit<Protocol.Arm, "kind">
 
 /** Options of {@link make}. @internal */
 export interface Options {
@@ -96,47 +88,45 @@ const holdOpen = (running: Running) => {
   else stdout.unref()
 }
 
-type Reply =
-  | { readonly id: number; readonly pid: number }
-  | { readonly id: number; readonly removed: true }
-  | {
-    readonly id: number
-    readonly code: number | null
-    readonly signal: NodeJS.Signals | null
-    readonly alone?: boolean
-  }
-  | { readonly id: number; readonly error: string; readonly message: string }
-
-const onReply = (running: Running, reply: Reply) => {
+const onReply = (running: Running, reply: Protocol.Reply) => {
   const removal = running.removals.get(reply.id)
   if (removal !== undefined) {
     running.removals.delete(reply.id)
     holdOpen(running)
     Deferred.unsafeDone(
       removal,
-      "error" in reply ? Effect.fail({ code: reply.error, message: reply.message }) : Effect.void
+      reply.kind === "failed" ? Effect.fail({ code: reply.code, message: reply.message }) : Effect.void
     )
     return
   }
   const p = running.pending.get(reply.id)
   if (p === undefined) return
-  if ("pid" in reply) {
-    p.exited = Deferred.unsafeMake<Exit, SpawnError>(FiberId.none)
-    Deferred.unsafeDone(p.started, Effect.succeed({ pid: reply.pid, exited: p.exited }))
-  } else if ("error" in reply) {
-    running.pending.delete(reply.id)
-    holdOpen(running)
-    Deferred.unsafeDone(p.started, Effect.fail({ code: reply.error, message: reply.message }))
-  } else if ("code" in reply) {
-    running.pending.delete(reply.id)
-    holdOpen(running)
-    if (p.exited !== undefined) {
-      Deferred.unsafeDone(
-        p.exited,
-        Effect.succeed({ code: reply.code, signal: reply.signal, alone: reply.alone === true })
-      )
+  switch (reply.kind) {
+    case "started": {
+      p.exited = Deferred.unsafeMake<Exit, SpawnError>(FiberId.none)
+      Deferred.unsafeDone(p.started, Effect.succeed({ pid: reply.pid, exited: p.exited }))
+      return
+    }
+    case "failed": {
+      running.pending.delete(reply.id)
+      holdOpen(running)
+      Deferred.unsafeDone(p.started, Effect.fail({ code: reply.code, message: reply.message }))
+      return
+    }
+    case "exited": {
+      running.pending.delete(reply.id)
+      holdOpen(running)
+      if (p.exited !== undefined) {
+        Deferred.unsafeDone(p.exited, Effect.succeed({ code: reply.code, signal: reply.signal, alone: reply.alone }))
+      }
     }
   }
+}
+
+/** Why no spawner can start, if its program is missing (a build without `dist/spawner.cjs`). */
+const missingProgram = (): string | undefined => {
+  const program = WarmSpawner.programPath()
+  return fs.existsSync(program) ? undefined : `kiln's spawner program is missing: ${program}`
 }
 
 const start = (): Running => {
@@ -147,22 +137,6 @@ const start = (): Running => {
     detached: true
   })
   const running: Running = { child, pending: new Map(), removals: new Map() }
-  let buffered = ""
-  child.stdout!.setEncoding("utf8")
-  child.stdout!.on("data", (chunk: string) => {
-    buffered += chunk
-    for (let i = buffered.indexOf("\n"); i !== -1; i = buffered.indexOf("\n")) {
-      const line = buffered.slice(0, i)
-      buffered = buffered.slice(i + 1)
-      let reply: Reply
-      try {
-        reply = JSON.parse(line) as Reply
-      } catch {
-        continue
-      }
-      onReply(running, reply)
-    }
-  })
   const lost = (why: string) => {
     for (const p of running.pending.values()) {
       // A request that had not started yet is safe to send again (to a new spawner): the caller retries it.
@@ -178,6 +152,18 @@ const start = (): Running => {
     for (const d of running.removals.values()) Deferred.unsafeDone(d, Effect.fail({ code: LOST, message: why }))
     running.removals.clear()
   }
+  child.stdout!.setEncoding("utf8")
+  child.stdout!.on(
+    "data",
+    Protocol.lineSplitter((line) => {
+      const reply = Protocol.decodeReply(line)
+      if (reply.kind !== "malformed") return onReply(running, reply)
+      // A spawner that says what it should not cannot be trusted with the rest: what it was asked fails or goes to
+      // a new one, as if it had died.
+      lost(`the spawner (pid ${child.pid}) sent a malformed reply: ${reply.reason}`)
+      child.kill("SIGKILL")
+    })
+  )
   child.once("error", (e) => lost(`the spawner could not run: ${e.message}`))
   child.once(
     "exit",
@@ -207,7 +193,7 @@ export const make = (options: Options = {}): Effect.Effect<Spawner, never, Scope
       running = undefined
       if (stdin == null || stdin.destroyed || stdin.writableEnded) return resume(Effect.void)
       // Disarmed first: this is a clean end, not the engine's death.
-      if (armed !== undefined) stdin.write(`${JSON.stringify({ disarm: true })}\n`)
+      if (armed !== undefined) stdin.write(Protocol.encode({ kind: "disarm" }))
       stdin.end(() => resume(Effect.void))
     }).pipe(
       // A spawner that stopped reading (stopped by a debugger, say) must not hold the engine's exit. This runs in a
@@ -217,40 +203,47 @@ export const make = (options: Options = {}): Effect.Effect<Spawner, never, Scope
       Effect.asVoid
     )
     yield* options.endWith !== undefined ? options.endWith(end) : Effect.addFinalizer(() => end)
-    const current = () => {
+    /** The running spawner, started if there is none: or why none can start. */
+    const current = (): Running | string => {
       if (running === undefined || running.child.exitCode !== null || running.child.signalCode !== null) {
+        const missing = missingProgram()
+        if (missing !== undefined) return missing
         running = start()
         if (armed !== undefined) running.child.stdin!.write(armed)
       }
       return running
     }
     return {
+      // A spawner that cannot start is reported by the spawn or removal that needs it.
       warmUp: Effect.sync(() => void current()),
       arm: (postMortem) =>
         Effect.sync(() => {
           // After the end, a new spawner would outlive this scope: nothing is started then.
           if (ended) return
-          armed = `${JSON.stringify({ arm: postMortem })}\n`
-          current().child.stdin!.write(armed)
+          armed = Protocol.encode({ kind: "arm", ...postMortem })
+          const r = current()
+          if (typeof r !== "string") r.child.stdin!.write(armed)
         }),
       remove: (paths) =>
         Effect.suspend(() => {
           const r = current()
+          if (typeof r === "string") return Effect.fail({ code: "ENOENT", message: r })
           const id = nextId++
           const removed = Deferred.unsafeMake<void, StartFailure>(FiberId.none)
           r.removals.set(id, removed)
           holdOpen(r)
-          r.child.stdin!.write(`${JSON.stringify({ id, remove: paths })}\n`)
+          r.child.stdin!.write(Protocol.encode({ kind: "remove", id, paths }))
           return Deferred.await(removed)
         }),
       spawn: (request) =>
         Effect.suspend(() => {
           const r = current()
+          if (typeof r === "string") return Effect.fail(new SpawnError({ argv0: request.argv[0] ?? "", detail: r }))
           const id = nextId++
           const started = Deferred.unsafeMake<Started, StartFailure | SpawnError>(FiberId.none)
           r.pending.set(id, { argv0: request.argv[0] ?? "", started })
           holdOpen(r)
-          r.child.stdin!.write(`${JSON.stringify({ id, ...request })}\n`)
+          r.child.stdin!.write(Protocol.encode({ kind: "spawn", id, ...request }))
           return Deferred.await(started)
         })
     }

@@ -8,21 +8,35 @@
  * @internal
  */
 import type { ChildProcess, spawn as Spawn } from "node:child_process"
-import { SPAWNER_SOURCE } from "./internal/source.js"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
 
 const KEY = Symbol.for("kiln.warmSpawner")
 
 /** Set in a warm spawner's environment (which no process it starts sees: each gets exactly its own). */
 export const WARM_ENV = "KILN_SPAWNER_WARM"
 
-/** Node's arguments for a spawner working for `enginePid`. @internal */
-export const argsFor = (enginePid: number): Array<string> => [
-  "-e",
-  SPAWNER_SOURCE,
-  "--",
-  "kiln-spawner",
-  String(enginePid)
-]
+/**
+ * Names the spawner program to run instead of the one beside kiln's build: kiln run from its TypeScript sources (its
+ * tests) has none beside it.
+ */
+export const PROGRAM_ENV = "KILN_SPAWNER"
+
+/**
+ * The spawner program, `dist/spawner.cjs` (the bundle of `main.ts`): one level up from this module in the library's
+ * build, an ES module, and beside the CLI's bundles, which are CommonJS (no `import.meta.url`) and know `__dirname`.
+ *
+ * @internal
+ */
+export const programPath = (): string => {
+  const named = process.env[PROGRAM_ENV]
+  if (named !== undefined && named !== "") return named
+  const url = (import.meta as { url?: string }).url
+  return url !== undefined ? fileURLToPath(new URL("../spawner.cjs", url)) : path.join(__dirname, "spawner.cjs")
+}
+
+/** Node's arguments for a spawner working for `enginePid`: `ps` shows them, one short line. @internal */
+export const argsFor = (enginePid: number): Array<string> => [programPath(), "kiln-spawner", String(enginePid)]
 
 const unref = (s: unknown) => (s as { unref?: () => void } | null)?.unref?.()
 
@@ -32,7 +46,7 @@ export const startWarm = (spawn: typeof Spawn): void => {
     const child = spawn(process.execPath, argsFor(process.pid), {
       stdio: ["pipe", "pipe", "inherit"],
       env: { [WARM_ENV]: "1" },
-      // Its own session, as the engine's own spawner (spawner.ts): it is the engine's watchdog.
+      // Its own session, as the engine's own spawner (Spawner.ts): it is the engine's watchdog.
       detached: true
     })
     // Its failures are the engine's to see when it takes it over: none may throw here.

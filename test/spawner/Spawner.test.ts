@@ -10,26 +10,34 @@ import { Effect, Exit, Fiber, Scope } from "effect"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { SPAWNER_SOURCE } from "../../src/spawner/internal/source.js"
+import { SpawnError } from "../../src/domain/Process.js"
+import * as Protocol from "../../src/spawner/protocol.js"
 import * as Spawner from "../../src/spawner/Spawner.js"
+import { PROGRAM_ENV, programPath } from "../../src/spawner/Warm.js"
 import { eventually, groupAlive, helpersOf } from "../utils/child.js"
+import { cli } from "../utils/stack.js"
 import { tempDir } from "../utils/temp.js"
 
-/** Pipes requests, one JSON line each, into a spawner started by `sh`, whose engine is `engine` (`$$`: the shell). */
-const pipeInto = (engine: string, requests: ReadonlyArray<unknown>) =>
-  spawnSync("/bin/sh", ["-c", `printf '%s\\n' "$REQUEST" | "$NODE" -e "$SOURCE" -- kiln-spawner ${engine}`], {
-    env: {
-      REQUEST: requests.map((r) => JSON.stringify(r)).join("\n"),
-      NODE: process.execPath,
-      SOURCE: SPAWNER_SOURCE
-    },
+/** Pipes requests into a spawner started by `sh`, whose engine is `engine` (`$$`: the shell). */
+const pipeInto = (engine: string, requests: ReadonlyArray<Protocol.Request>) =>
+  spawnSync("/bin/sh", ["-c", `printf '%s' "$REQUEST" | "$NODE" "$SPAWNER" kiln-spawner ${engine}`], {
+    env: { REQUEST: requests.map(Protocol.encode).join(""), NODE: process.execPath, SPAWNER: programPath() },
     encoding: "utf8",
     timeout: 30_000
+  })
+
+/** The spawner's replies, in order; a line that is not one fails the test. */
+const repliesOf = (stdout: string): Array<Protocol.Reply> =>
+  stdout.split("\n").filter((line) => line !== "").map((line) => {
+    const reply = Protocol.decodeReply(line)
+    if (reply.kind === "malformed") throw new Error(reply.reason)
+    return reply
   })
 
 /** One spawn request. */
 const runSpawner = (dir: string, engine: string, argv: ReadonlyArray<string> = ["/bin/true"]) =>
   pipeInto(engine, [{
+    kind: "spawn",
     id: 7,
     argv,
     cwd: dir,
@@ -46,9 +54,9 @@ describe("the spawner", () => {
       assert.strictEqual(r.status, 0, r.stderr)
       // Its stdin ends right after the request, which is its engine going away: it exits without waiting for the
       // child, whose exit it then never reports.
-      const reply = JSON.parse(r.stdout.trim().split("\n")[0]!)
-      assert.strictEqual(reply.id, 7)
-      assert.isNumber(reply.pid)
+      const [reply] = repliesOf(r.stdout)
+      assert.strictEqual(reply?.kind, "started")
+      assert.strictEqual(reply?.id, 7)
       assert.includeMembers(fs.readdirSync(dir), ["err.log", "out.log"])
     }))
 
@@ -68,8 +76,8 @@ describe("the spawner", () => {
       // Its stdin ends right after the request: the engine is gone while the process runs.
       const r = runSpawner(dir, "$$", ["/bin/sh", "-c", "cd / && trap '' TERM && sleep 1000"])
       assert.strictEqual(r.status, 0, r.stderr)
-      const reply = JSON.parse(r.stdout.trim().split("\n")[0]!)
-      assert.isNumber(reply.pid)
+      const [reply] = repliesOf(r.stdout)
+      assert(reply?.kind === "started", r.stdout)
       yield* Effect.addFinalizer(() => Effect.sync(() => groupAlive(reply.pid) && process.kill(-reply.pid, "SIGKILL")))
       yield* eventually("its process group is gone", () => !groupAlive(reply.pid), "2 seconds")
     }))
@@ -83,29 +91,34 @@ describe("the spawner", () => {
       fs.chmodSync(path.join(sandbox, "pkg", "mod"), 0o555)
       fs.chmodSync(path.join(sandbox, "pkg"), 0o555)
       fs.writeFileSync(`${sandbox}.stdout`, "out")
-      const r = pipeInto("$$", [{ id: 3, remove: [sandbox, `${sandbox}.stdout`, `${sandbox}.stderr`] }])
+      const r = pipeInto("$$", [{ kind: "remove", id: 3, paths: [sandbox, `${sandbox}.stdout`, `${sandbox}.stderr`] }])
       assert.strictEqual(r.status, 0, r.stderr)
-      assert.deepStrictEqual(JSON.parse(r.stdout.trim()), { id: 3, removed: true })
+      assert.deepStrictEqual(repliesOf(r.stdout), [{ kind: "removed", id: 3 }])
       assert.deepStrictEqual(fs.readdirSync(dir), [])
     }))
 
-  it.scoped("it never deletes through a file system mounted in a tree: it refuses, naming the mount", () =>
-    Effect.gen(function*() {
-      const dir = yield* tempDir()
-      const outside = yield* tempDir()
-      fs.writeFileSync(path.join(outside, "precious"), "keep me")
-      const sandbox = path.join(dir, "sandbox")
-      const at = path.join(sandbox, "mnt")
-      fs.mkdirSync(at, { recursive: true })
-      // A process running as root may leave a bind mount behind; elsewhere this test has nothing to check.
-      if (spawnSync("mount", ["--bind", outside, at]).status !== 0) return
-      yield* Effect.addFinalizer(() => Effect.sync(() => spawnSync("umount", [at])))
-      const r = pipeInto("$$", [{ id: 4, remove: [sandbox] }])
-      const reply = JSON.parse(r.stdout.trim())
-      assert.strictEqual(reply.error, "EBUSY")
-      assert.include(reply.message, at)
-      assert.strictEqual(fs.readFileSync(path.join(outside, "precious"), "utf8"), "keep me")
-    }))
+  // Only root can mount (and a process running as root may leave a bind mount behind): CI runs as root.
+  it.scoped.skipIf(process.getuid?.() !== 0)(
+    "it never deletes through a file system mounted in a tree: it refuses, naming the mount",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* tempDir()
+        const outside = yield* tempDir()
+        fs.writeFileSync(path.join(outside, "precious"), "keep me")
+        const sandbox = path.join(dir, "sandbox")
+        const at = path.join(sandbox, "mnt")
+        fs.mkdirSync(at, { recursive: true })
+        const mount = spawnSync("mount", ["--bind", outside, at], { encoding: "utf8" })
+        assert.strictEqual(mount.status, 0, `mount --bind failed: ${mount.stderr}`)
+        yield* Effect.addFinalizer(() => Effect.sync(() => spawnSync("umount", [at])))
+        const r = pipeInto("$$", [{ kind: "remove", id: 4, paths: [sandbox] }])
+        const [reply] = repliesOf(r.stdout)
+        assert(reply?.kind === "failed", r.stdout)
+        assert.strictEqual(reply.code, "EBUSY")
+        assert.include(reply.message, at)
+        assert.strictEqual(fs.readFileSync(path.join(outside, "precious"), "utf8"), "keep me")
+      })
+  )
 
   it.scopedLive("armed, it starts the post-mortem when its engine goes away, its stderr going to the log", () =>
     Effect.gen(function*() {
@@ -113,7 +126,7 @@ describe("the spawner", () => {
       const marker = path.join(dir, "post-mortem")
       const log = path.join(dir, "post-mortem.log")
       const argv = ["/bin/sh", "-c", `echo "$0" > ${marker}.tmp && mv ${marker}.tmp ${marker}; echo logged >&2`, "ran"]
-      const r = pipeInto("$$", [{ arm: { argv: ["/bin/false"], log } }, { arm: { argv, log } }])
+      const r = pipeInto("$$", [{ kind: "arm", argv: ["/bin/false"], log }, { kind: "arm", argv, log }])
       assert.strictEqual(r.status, 0, r.stderr)
       yield* eventually("the last post-mortem armed ran", () => fs.existsSync(marker), "5 seconds")
       assert.strictEqual(fs.readFileSync(marker, "utf8"), "ran\n")
@@ -124,13 +137,13 @@ describe("the spawner", () => {
     Effect.gen(function*() {
       const dir = yield* tempDir()
       const log = path.join(dir, "log")
-      const arm = { arm: { argv: ["/bin/true"], log } }
+      const arm: Protocol.Arm = { kind: "arm", argv: ["/bin/true"], log }
       // The spawner opens the post-mortem's log before it exits, as it starts one: the log tells, once it is gone.
       const armed = pipeInto("$$", [arm])
       assert.strictEqual(armed.status, 0, armed.stderr)
       assert.isTrue(fs.existsSync(log), "armed, its end started the post-mortem")
       fs.rmSync(log)
-      const disarmed = pipeInto("$$", [arm, { disarm: true }])
+      const disarmed = pipeInto("$$", [arm, { kind: "disarm" }])
       assert.strictEqual(disarmed.status, 0, disarmed.stderr)
       assert.isFalse(fs.existsSync(log), "disarmed, it started the post-mortem anyway")
     }))
@@ -157,5 +170,93 @@ describe("the spawner", () => {
       const closing = yield* Effect.fork(Scope.close(scope, Exit.void))
       const closed = yield* Fiber.join(closing).pipe(Effect.timeoutOption("20 seconds"))
       assert.isTrue(closed._tag === "Some", "the scope's end waited on the stopped spawner")
+    }))
+})
+
+describe("the spawner's program", () => {
+  /** The environment without the tests' spawner program: kiln's build must find its own. */
+  const { [PROGRAM_ENV]: _, ...ownEnv } = process.env
+
+  it.scoped("a real engine's spawner shows in ps as one short line: node, dist/spawner.cjs, its marker and engine", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir()
+      const ws = path.join(root, "ws")
+      fs.mkdirSync(ws)
+      // Its process's parent is the spawner that forked it.
+      const config = {
+        processes: {
+          ps: { argv: ["/bin/sh", "-c", "cat /proc/$PPID/cmdline > spawner.cmdline"], outputs: ["spawner.cmdline"] }
+        }
+      }
+      fs.writeFileSync(path.join(ws, "kiln.json"), JSON.stringify(config))
+      const r = spawnSync(process.execPath, [cli, "run", "--progress", "none"], {
+        cwd: ws,
+        encoding: "utf8",
+        env: {
+          ...ownEnv,
+          KILN_STORE_DIR: path.join(root, "store"),
+          KILN_SANDBOX_ROOT: path.join(root, "sandboxes"),
+          KILN_NAMED_CACHES_DIR: path.join(root, "named")
+        }
+      })
+      assert.strictEqual(r.status, 0, r.stderr)
+      const cmdline = fs.readFileSync(path.join(ws, "spawner.cmdline"), "utf8")
+      const argv = cmdline.split("\0").slice(0, -1)
+      assert.deepStrictEqual(argv, [process.execPath, path.resolve("dist/spawner.cjs"), "kiln-spawner", String(r.pid)])
+      assert.isBelow(argv.join(" ").length, 200)
+    }))
+
+  it("the library's build finds it too, beside its own modules", () => {
+    const load = `import { programPath } from ${JSON.stringify(path.resolve("dist/spawner/Warm.js"))}
+      process.stdout.write(programPath())`
+    const r = spawnSync(process.execPath, ["--input-type=module", "-e", load], { encoding: "utf8", env: ownEnv })
+    assert.strictEqual(r.status, 0, r.stderr)
+    assert.strictEqual(r.stdout, path.resolve("dist/spawner.cjs"))
+    assert.isTrue(fs.existsSync(r.stdout))
+  })
+})
+
+describe("the engine's side of the spawner", () => {
+  /** Runs `f` with KILN_SPAWNER naming `program`, as the engine would find it. */
+  const withProgram = <A, E, R>(program: string, f: Effect.Effect<A, E, R>) =>
+    Effect.acquireUseRelease(
+      Effect.sync(() => {
+        const saved = process.env[PROGRAM_ENV]
+        process.env[PROGRAM_ENV] = program
+        return saved
+      }),
+      () => f,
+      (saved) => Effect.sync(() => void (process.env[PROGRAM_ENV] = saved))
+    )
+
+  const request = (dir: string): Spawner.Request => ({
+    argv: ["/bin/true"],
+    cwd: dir,
+    env: {},
+    stdout: path.join(dir, "out"),
+    stderr: path.join(dir, "err")
+  })
+
+  it.scoped("with its program missing, a spawn fails with one line naming the program", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir()
+      const missing = path.join(dir, "no-spawner.cjs")
+      const error = yield* withProgram(
+        missing,
+        Effect.flip(Effect.flatMap(Spawner.make(), (s) => s.spawn(request(dir))))
+      )
+      assert.instanceOf(error, SpawnError)
+      assert.include(error.message, missing)
+    }))
+
+  it.scoped("a spawner that sends a malformed reply fails what it was asked, quoting the reply", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir()
+      const liar = path.join(dir, "liar.cjs")
+      fs.writeFileSync(liar, `process.stdin.once("data", () => process.stdout.write('{"kind":"started","id":0}\\n'))\n`)
+      const error = yield* withProgram(liar, Effect.flip(Effect.flatMap(Spawner.make(), (s) => s.spawn(request(dir)))))
+      assert(!(error instanceof SpawnError) && error.code === Spawner.LOST, String(error))
+      assert.include(error.message, "malformed reply")
+      assert.include(error.message, `"pid"`)
     }))
 })

@@ -29,6 +29,16 @@ import { tempDir, writeTree } from "../utils/temp.js"
 const cli = path.resolve("dist/cli.js")
 const engineWorker = path.resolve(".kiln-test/fixtures/engineWorker.mjs")
 
+/** A process's state letter from /proc (`T`: stopped). */
+const stateOf = (pid: number): string | undefined => {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    return stat.slice(stat.lastIndexOf(")") + 2)[0]
+  } catch {
+    return undefined
+  }
+}
+
 /**
  * Starts the watchdog fixture engine (a process group working in a sandbox under a watched root); the group is
  * killed whatever the test does.
@@ -77,9 +87,21 @@ describe("the sandboxer as watchdog", () => {
 
   it.scopedLive("kill -9 of the engine while its sandboxer starts: cleaned up once the sandboxer is up", () =>
     Effect.gen(function*() {
-      const { engine, pgid, sandbox, sandboxerPid } = yield* startEngine({ early: true })
+      const { engine, pgid, sandbox, sandboxerPid, socketDir } = yield* startEngine({ early: true })
+      // The premise, held while the engine is killed: its sandboxer is stopped before it listens (no socket yet).
+      process.kill(sandboxerPid, "SIGSTOP")
+      yield* Effect.addFinalizer(() =>
+        Effect.sync(() => isAlive(sandboxerPid) && process.kill(sandboxerPid, "SIGCONT"))
+      )
+      yield* eventually("the sandboxer is stopped", () => stateOf(sandboxerPid) === "T")
+      assert.deepStrictEqual(
+        fs.readdirSync(socketDir).filter((n) => n.endsWith(".sock")),
+        [],
+        "the sandboxer was up before its engine was killed: this test checks nothing"
+      )
       engine.kill("SIGKILL")
       yield* exitOf(engine)
+      process.kill(sandboxerPid, "SIGCONT")
       // Bounded by the sandboxer's start-up (a Node start) on a loaded machine, not by a promise of speed.
       yield* eventually("the process group working in its sandbox is gone", () => !groupAlive(pgid), "10 seconds")
       yield* eventually("its sandbox is gone", () => !fs.existsSync(sandbox), "2 seconds")
