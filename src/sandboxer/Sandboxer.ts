@@ -98,12 +98,15 @@ export interface Options {
   readonly outliveStore?: boolean
 }
 
-/** `kiln`'s own CLI: `$KILN_CLI` (the CLI sets it), else `dist/cli.js` beside this module of the library build. */
+/**
+ * `kiln`'s own CLI: `$KILN_CLI` (the CLI sets it), else `dist/cli.cjs` beside this module of the library build (an
+ * installed package has no `cli.js`: npm packs no symlinks).
+ */
 const defaultCommand = (): ReadonlyArray<string> | undefined => {
   if (process.env.KILN_CLI !== undefined) return [process.execPath, process.env.KILN_CLI]
   const url = (import.meta as { url?: string }).url
   if (url !== undefined) {
-    const cli = fileURLToPath(new URL("../cli.js", url))
+    const cli = fileURLToPath(new URL("../cli.cjs", url))
     if (fs.existsSync(cli)) return [process.execPath, cli]
   }
   return undefined
