@@ -4,7 +4,6 @@
  */
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
-import * as Options from "@effect/cli/Options"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as JSONSchema from "effect/JSONSchema"
@@ -29,16 +28,15 @@ export const run = Command.make("run", runConfig, runParsed).pipe(
   Command.withDescription(COMMANDS.run)
 )
 
-export const explain = Command.make(
-  "explain",
-  {
-    name: Args.text({ name: "name" }),
-    config: Options.file("config").pipe(Options.withDefault("kiln.json")),
-    ...storeOptions
-  },
-  (o) =>
-    Effect.gen(function*() {
-      const configFile = path.resolve(o.config)
+/**
+ * `kiln explain NAME`, given its engine. A config that cannot be read, or names no process NAME, is a usage error
+ * (exit 2). An input glob that matches nothing is the workspace's state, not a bad config: it fails, exit 1 as
+ * `run` does, with the typed error that names the process and the glob.
+ */
+export const explainProcess = (o: { readonly name: string; readonly config: string }) =>
+  Effect.gen(function*() {
+    const configFile = path.resolve(o.config)
+    const loaded = yield* exitOnInvalidConfig(Effect.gen(function*() {
       const { config } = yield* loadConfig(configFile)
       if (!(o.name in config.processes)) {
         return yield* new InvalidConfig({
@@ -47,19 +45,24 @@ export const explain = Command.make(
           detail: `unknown process "${o.name}"`
         })
       }
-      const engine = yield* Engine.Engine
-      const lines = yield* engine.explain({
-        workspace: path.dirname(configFile),
-        config,
-        name: o.name,
-        configName: path.basename(configFile)
-      }).pipe(
-        // An input glob that matches nothing is the workspace's state, not an invalid config: exit 1, as `run` does.
-        Effect.catchTag("InvalidConfig", (e) => Effect.fail(new Error(e.message)))
-      )
-      yield* Console.log(lines.join("\n"))
-    }).pipe(
-      exitOnInvalidConfig,
+      return config
+    }))
+    if (loaded === undefined) return
+    const engine = yield* Engine.Engine
+    const lines = yield* engine.explain({
+      workspace: path.dirname(configFile),
+      config: loaded,
+      name: o.name,
+      configName: path.basename(configFile)
+    })
+    yield* Console.log(lines.join("\n"))
+  })
+
+export const explain = Command.make(
+  "explain",
+  { name: Args.text({ name: "name" }), ...cliOptions({ config: RUN_OPTIONS.config }), ...storeOptions },
+  (o) =>
+    explainProcess(o).pipe(
       Effect.provide(engineStack({
         store: toStoreOptions(o),
         sandboxRoot: Option.none(),
