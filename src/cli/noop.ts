@@ -72,7 +72,7 @@ export const parse = (args: ReadonlyArray<string>): Parsed | string => {
     const arg = args[i]!
     if (arg === "--") {
       const rest = args.slice(i + 1)
-      // @effect/cli still reads `--help` there, and a name like an option is rare enough to leave it the rest.
+      // @effect/cli still reads `--help` there; a process named like an option is rare enough to leave to it.
       if (rest.some((name) => name.startsWith("-"))) return "a name like an option after --"
       names.push(...rest)
       break
