@@ -1,8 +1,9 @@
 /**
  * `npm run bench`: every benchmark, one after the other, each in a Node process of its own (store, runner, noop,
  * cold, scale), into one report, `scripts/bench/report.md`: the machine, every target at a glance, then each
- * benchmark's table, notes and raw measurements. Anything below the line {@link HAND_WRITTEN} in the old report
- * (hand-written profiling notes) is kept. A benchmark that fails is reported as failed; the others still run.
+ * benchmark's table, notes and raw measurements; then the one section of hand-written notes about the latest run,
+ * kept from the old report (below the line {@link HAND_WRITTEN}). A benchmark that fails is reported as failed; the
+ * others still run.
  *
  * `--quick` passes `--quick` to every benchmark (smaller sizes, fewer reps: a few minutes in all).
  * `--only=noop,cold` runs some of them and prints the report instead of writing the file.
@@ -135,7 +136,7 @@ const main = async () => {
     ),
     HAND_WRITTEN,
     "",
-    ...(notes === "" ? [] : [notes])
+    notes
   ].join("\n")
   const text = doc.endsWith("\n") ? doc : `${doc}\n`
   if (onlyArg === undefined) {

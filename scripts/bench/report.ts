@@ -198,18 +198,36 @@ export const machineNotes = (o: {
 // ---------------------------------------------------------------------------------------------------------------
 // Report files
 
-/** Anything below this line in the report is kept when the benchmark rewrites the file. */
+/**
+ * The report holds the latest run and one section of notes about it, below this line: a rewrite keeps that
+ * section, and whoever writes up a new run replaces it (earlier notes stay in git's history of the file).
+ */
 export const HAND_WRITTEN =
-  "<!-- Hand-written notes below this line are kept when the benchmark rewrites this file. -->"
+  "<!-- The notes below are kept when the benchmark rewrites this file: one section, about the latest run. " +
+  "Replace them when you write up a new run; earlier notes are in `git log -p scripts/bench/report.md`. -->"
 
+/** The markers of earlier reports, whose notes are kept too. */
+const EARLIER_MARKERS = ["<!-- Hand-written notes below this line are kept when the benchmark rewrites this file. -->"]
+
+export const NOTES_HEADING = "## Notes"
+
+/** The notes section of a report's text: what is below its marker, under one `## Notes` heading. */
+export const notesOf = (report: string): string => {
+  const marker = [HAND_WRITTEN, ...EARLIER_MARKERS].find((m) => report.includes(m))
+  const notes = marker === undefined ? "" : report.slice(report.indexOf(marker) + marker.length).trim()
+  if (notes.startsWith(`${NOTES_HEADING}\n`) || notes === NOTES_HEADING) return `${notes}\n`
+  return `${NOTES_HEADING}\n\n${notes === "" ? "None yet about this run." : notes}\n`
+}
+
+/** The notes section of the report file (see {@link notesOf}); a missing file has none yet. */
 export const keptNotes = (file: string): string => {
+  let old = ""
   try {
-    const old = fs.readFileSync(file, "utf8")
-    const at = old.indexOf(HAND_WRITTEN)
-    return at < 0 ? "" : old.slice(at + HAND_WRITTEN.length).replace(/^\n+/, "")
+    old = fs.readFileSync(file, "utf8")
   } catch {
-    return ""
+    // No report yet.
   }
+  return notesOf(old)
 }
 
 /** Writes through a temp file and a rename, so that an interrupted run never leaves half a report. */

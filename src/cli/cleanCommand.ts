@@ -8,17 +8,13 @@ import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Sandboxes from "../sandbox/Sandboxes.js"
-
-/** @since 0.1.0 */
-export const sandboxRootOption = Options.directory("sandbox-root").pipe(
-  Options.withDescription("where sandboxes are made (default: $KILN_SANDBOX_ROOT, else the OS temp dir)"),
-  Options.optional
-)
+import { sandboxOptions } from "./globalOptions.js"
+import { COMMANDS } from "./help.js"
 
 export const clean = Command.make(
   "clean",
   {
-    sandboxRoot: sandboxRootOption,
+    sandboxRoot: sandboxOptions.sandboxRoot,
     kept: Options.boolean("kept").pipe(Options.withDescription("also remove sandboxes kept by --keep-sandboxes"))
   },
   ({ kept, sandboxRoot }) =>
@@ -36,4 +32,4 @@ export const clean = Command.make(
       )
       if (report.failed.length > 0) process.exitCode = 1
     }).pipe(Effect.scoped)
-).pipe(Command.withDescription("remove sandboxes left by engines that died"))
+).pipe(Command.withDescription(COMMANDS.clean))

@@ -14,25 +14,14 @@ import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Digest from "../domain/Digest.js"
 import { Process } from "../domain/Process.js"
-import { KeepSandboxes } from "../domain/Sandbox.js"
 import * as ProcessRunner from "../runner/ProcessRunner.js"
 import * as Store from "../store/Store.js"
-import { sandboxRootOption } from "./cleanCommand.js"
-import { durationOption, storeOptions } from "./globalOptions.js"
+import { durationOption, sandboxOptions, storeOptions } from "./globalOptions.js"
+import { COMMANDS } from "./help.js"
 import { runnerStack } from "./stack.js"
 import { toStoreOptions } from "./storeSettings.js"
 
 const invalid = (message: string) => ValidationError.invalidValue(HelpDoc.p(message))
-
-export const keepSandboxesOption = Options.choice("keep-sandboxes", KeepSandboxes.literals).pipe(
-  Options.withDescription("keep sandboxes for debugging (each holds a __run.sh that re-runs its process)"),
-  Options.withDefault("never" as const)
-)
-
-export const namedCachesDirOption = Options.directory("named-caches-dir").pipe(
-  Options.withDescription("where named caches live (default: $XDG_CACHE_HOME/kiln/named_caches)"),
-  Options.optional
-)
 
 const writeOut = (bytes: Uint8Array, stream: NodeJS.WriteStream) =>
   Effect.async<void>((resume) => {
@@ -67,9 +56,7 @@ export const exec = Command.make(
     cache: Options.choice("cache", ["successful", "always", "never"] as const).pipe(
       Options.withDefault("successful" as const)
     ),
-    keepSandboxes: keepSandboxesOption,
-    sandboxRoot: sandboxRootOption,
-    namedCachesDir: namedCachesDirOption,
+    ...sandboxOptions,
     json: Options.boolean("json").pipe(Options.withDescription("print the result as one JSON object")),
     argv: Args.text({ name: "argv" }).pipe(Args.atLeast(1)),
     ...storeOptions
@@ -132,4 +119,4 @@ export const exec = Command.make(
         keepSandboxes: o.keepSandboxes
       }))
     )
-).pipe(Command.withDescription("run one process hermetically through the cache and a sandbox; exit with its code"))
+).pipe(Command.withDescription(COMMANDS.exec))

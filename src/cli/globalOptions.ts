@@ -1,61 +1,73 @@
 /**
- * Store settings every command accepts. The sandboxer gets the same flags from its parent, so that both open the
- * store with identical settings (Pants's sandboxer silently opened defaults).
+ * @effect/cli's options, made from the option table (`optionTable.ts`): `kiln run`'s, and the store and sandbox
+ * options the other commands share. The sandboxer gets the store flags from its parent, so that both open the store
+ * with identical settings (Pants's sandboxer silently opened defaults).
  */
 import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
 import * as Either from "effect/Either"
+import * as os from "node:os"
 import * as DurationText from "../domain/DurationText.js"
 import * as Size from "../domain/Size.js"
 import * as Store from "../store/Store.js"
+import { type OptionSpec, SANDBOX_OPTIONS, STORE_OPTIONS, type ValueOf } from "./optionTable.js"
 import { type StoreFlags, toStoreOptions } from "./storeSettings.js"
 
-const size = (name: string, description: string) =>
-  Options.text(name).pipe(
-    Options.withDescription(description),
-    Options.mapEffect((s) =>
-      Either.mapLeft(Size.parse(s), (m) => ValidationError.invalidValue(HelpDoc.p(`--${name}: ${m}`)))
-    ),
-    Options.optional
+const parsedBy = <A>(name: string, parse: (s: string) => Either.Either<A, string>) =>
+  Options.mapEffect((s: string) =>
+    Either.mapLeft(parse(s), (m) => ValidationError.invalidValue(HelpDoc.p(`--${name}: ${m}`)))
   )
 
-/** @since 0.1.0 */
-export const sizeOption = size
+/** A size flag (`512M`, `20G`); a bad value is a usage error naming the flag. */
+export const sizeOption = (name: string, description: string) =>
+  Options.text(name).pipe(Options.withDescription(description), parsedBy(name, Size.parse), Options.optional)
 
 /** A duration flag (`90s`, `5m`); a bad value is a usage error naming the flag. */
 export const durationOption = (name: string, description: string) =>
-  Options.text(name).pipe(
-    Options.withDescription(description),
-    Options.mapEffect((s) =>
-      Either.mapLeft(DurationText.parse(s), (m) => ValidationError.invalidValue(HelpDoc.p(`--${name}: ${m}`)))
-    ),
-    Options.optional
-  )
+  Options.text(name).pipe(Options.withDescription(description), parsedBy(name, DurationText.parse), Options.optional)
+
+const withDefault = <A>(option: Options.Options<A>, fallback: A | undefined): Options.Options<unknown> =>
+  fallback === undefined ? Options.optional(option) : Options.withDefault(option, fallback)
+
+const cliOption = (spec: OptionSpec): Options.Options<unknown> => {
+  const described = <A>(o: Options.Options<A>) => Options.withDescription(o, spec.description)
+  switch (spec.kind) {
+    case "file":
+      return withDefault(described(Options.file(spec.flag)), spec.default)
+    case "directory":
+      return withDefault(described(Options.directory(spec.flag)), spec.default)
+    case "text":
+      return withDefault(described(Options.text(spec.flag)), spec.default)
+    case "integer":
+      return withDefault(
+        described(Options.integer(spec.flag)),
+        spec.default === "cpus" ? os.availableParallelism() : spec.default
+      )
+    case "choice":
+      return Options.withDefault(described(Options.choice(spec.flag, spec.choices)), spec.default)
+    case "boolean":
+      return described(Options.boolean(spec.flag))
+    case "size":
+      return sizeOption(spec.flag, spec.description)
+    case "duration":
+      return durationOption(spec.flag, spec.description)
+  }
+}
+
+/** @effect/cli's options for a table of them, each handing the handler what the table says it gives. */
+export const cliOptions = <T extends Record<string, OptionSpec>>(
+  table: T
+): { readonly [K in keyof T]: Options.Options<ValueOf<T[K]>> } =>
+  Object.fromEntries(Object.entries(table).map(([key, spec]) => [key, cliOption(spec)])) as {
+    readonly [K in keyof T]: Options.Options<ValueOf<T[K]>>
+  }
 
 /** @since 0.1.0 */
-export const storeOptions = {
-  storeDir: Options.directory("store-dir").pipe(
-    Options.withDescription("the store's root (default: $KILN_STORE_DIR, else $XDG_CACHE_HOME/kiln/store)"),
-    Options.optional
-  ),
-  storeShards: Options.integer("store-shards").pipe(
-    Options.withDescription("shards per store, a power of two; fixed when the store is created (default 16)"),
-    Options.optional
-  ),
-  storeMaxReaders: Options.integer("store-max-readers").pipe(
-    Options.withDescription("LMDB reader slots per shard; every process on a store must agree (default 4096)"),
-    Options.optional
-  ),
-  storeMaxSize: size("store-max-size", "the size `gc` shrinks the store to by default (default 20G)"),
-  storeFilesMapSize: size("store-files-map-size", "LMDB map size per file shard (address space, not disk)"),
-  storeDirectoriesMapSize: size("store-directories-map-size", "LMDB map size per directory shard"),
-  storeActionsMapSize: size("store-actions-map-size", "LMDB map size per action-cache shard"),
-  storeLeaseTime: durationOption(
-    "store-lease-time",
-    "how long entries a run stores or uses are protected from gc (default 2h)"
-  )
-}
+export const storeOptions = cliOptions(STORE_OPTIONS)
+
+/** `--keep-sandboxes`, `--sandbox-root`, `--named-caches-dir`. */
+export const sandboxOptions = cliOptions(SANDBOX_OPTIONS)
 
 /** @since 0.1.0 */
 export const storeLayer = (o: StoreFlags) => Store.layer(toStoreOptions(o))

@@ -26,8 +26,9 @@ import * as Noop from "./noop.js"
 // (The library's build of this file is an ES module, where only `import.meta.url` says where it is.)
 const here = typeof __dirname === "string" ? __dirname : path.dirname(fileURLToPath(import.meta.url))
 const bundle = path.join(here, "kiln.cjs")
-// How kiln runs itself (the sandboxer is `kiln sandboxer`), whatever name or symlink it was started through.
-process.env.KILN_CLI = path.join(here, "cli.js")
+// How kiln runs itself (the sandboxer is `kiln sandboxer`), whatever name or symlink it was started through: the
+// loader's real file, since a package installed from npm has no `cli.js` (npm packs no symlinks).
+process.env.KILN_CLI = path.join(here, "cli.cjs")
 // lmdb loads msgpackr, which looks for and loads a native msgpack decoder at start-up (10-15 ms); kiln stores only
 // binary values and never decodes msgpack.
 process.env.MSGPACKR_NATIVE_ACCELERATION_DISABLED ??= "true"

@@ -10,6 +10,7 @@ import * as Exit from "effect/Exit"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import { onInterrupt } from "./exitCode.js"
+import { shortHelp } from "./help.js"
 import { cliLogger } from "./logging.js"
 import { directRunArgs, runParsed } from "./runDirect.js"
 import { VERSION } from "./version.js"
@@ -68,11 +69,19 @@ const viaCli = Effect.flatMap(
 // `kiln --version` needs no parser either (@effect/cli printed it as a paragraph, with a blank line after it).
 const versionOnly = process.argv.length === 3 && process.argv[2] === "--version"
 
+// The short help (`kiln --help`, a bare `kiln`) is kiln's own: @effect/cli's listed every option of every command.
+const help = shortHelp(process.argv.slice(2), process.stdout.isTTY === true && (process.env.NO_COLOR ?? "") === "")
+
 const main = () =>
   (direct !== undefined
     ? Effect.zipLeft(runParsed(direct), trainsCodeCache ? loadCli : Effect.void)
     : versionOnly
     ? Console.log(VERSION)
+    : help !== undefined
+    ? Effect.sync(() => {
+      process.stdout.write(help.text)
+      process.exitCode = help.code
+    })
     : viaCli).pipe(
       Effect.catchAllCause((cause) =>
         Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.sync(() => {

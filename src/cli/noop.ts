@@ -15,6 +15,7 @@ import * as path from "node:path"
 import * as GraphOrder from "../domain/GraphOrder.js"
 import * as RunMemo from "../engine/RunMemo.js"
 import { cacheDir } from "../os/CacheDir.js"
+import { type OptionSpec, RUN_OPTIONS } from "./optionTable.js"
 
 const CONFIG_HANDOVER = Symbol.for("kiln.configHandover")
 
@@ -42,25 +43,20 @@ export interface Parsed {
   readonly options: Map<string, string>
 }
 
-/** Options of `kiln run` that take a value, with the values the check accepts (undefined: any). */
-const VALUED: ReadonlyMap<string, ReadonlyArray<string> | "int" | undefined> = new Map<
-  string,
-  ReadonlyArray<string> | "int" | undefined
->([
-  ["config", undefined],
-  ["store-dir", undefined],
-  ["summary", undefined],
-  ["sandbox-root", undefined],
-  ["named-caches-dir", undefined],
-  ["concurrency", "int"],
-  ["max-backtracks", "int"],
-  // `write` and `off` mean every process runs; `fetch` asks for the bytes of every hit.
-  ["cache", ["read-write", "read"]],
-  ["cache-content", ["validate", "defer"]],
-  ["progress", ["auto", "tty", "plain", "none"]],
-  ["keep-sandboxes", ["never", "on-failure", "always"]],
-  ["reuse-sandboxes", ["on", "off"]]
-])
+/**
+ * Options of `kiln run` the check reads (the rest fall through): those that take a value, with the values it accepts
+ * ("int": a positive integer; undefined: any), and those that take none.
+ */
+const VALUED = new Map<string, ReadonlyArray<string> | "int" | undefined>()
+const FLAGS = new Set<string>()
+for (const spec of Object.values(RUN_OPTIONS) as ReadonlyArray<OptionSpec>) {
+  if (spec.kind === "choice") {
+    if (spec.fast.length > 0) VALUED.set(spec.flag, spec.fast)
+  } else if (spec.fast) {
+    if (spec.kind === "boolean") FLAGS.add(spec.flag)
+    else VALUED.set(spec.flag, spec.kind === "integer" ? "int" : undefined)
+  }
+}
 
 const BOOLEAN_WORDS = /^(true|false|yes|no|on|off|y|n|1|0)$/i
 
@@ -75,7 +71,10 @@ export const parse = (args: ReadonlyArray<string>): Parsed | string => {
   for (let i = 1; i < args.length; i++) {
     const arg = args[i]!
     if (arg === "--") {
-      names.push(...args.slice(i + 1))
+      const rest = args.slice(i + 1)
+      // @effect/cli still reads `--help` there; a process named like an option is rare enough to leave to it.
+      if (rest.some((name) => name.startsWith("-"))) return "a name like an option after --"
+      names.push(...rest)
       break
     }
     if (!arg.startsWith("-")) {
@@ -85,7 +84,7 @@ export const parse = (args: ReadonlyArray<string>): Parsed | string => {
     const eq = arg.indexOf("=")
     const name = arg.slice(2, eq === -1 ? undefined : eq)
     if (!arg.startsWith("--") || options.has(name)) return `option ${arg}`
-    if (name === "keep-going") {
+    if (FLAGS.has(name)) {
       if (eq !== -1 || BOOLEAN_WORDS.test(args[i + 1] ?? "")) return `option ${arg}`
       options.set(name, "true")
       continue

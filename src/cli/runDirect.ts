@@ -4,7 +4,6 @@
  * commands, and for arguments the direct reader leaves to it (evaluating @effect/cli and the platform modules it
  * brings was ~10 ms of every edit run).
  */
-import type * as Command from "@effect/cli/Command"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
@@ -17,8 +16,8 @@ import * as Engine from "../engine/Engine.js"
 import * as RunMemo from "../engine/RunMemo.js"
 import * as Store from "../store/Store.js"
 import * as Noop from "./noop.js"
+import { type OptionSpec, RUN_OPTIONS, type ValuesOf } from "./optionTable.js"
 import * as Progress from "./progress.js"
-import type { runConfig } from "./runCommand.js"
 import { engineStack, exitOnInvalidConfig } from "./stack.js"
 import { toStoreOptions } from "./storeSettings.js"
 import { traceEvents } from "./trace.js"
@@ -45,45 +44,46 @@ export const loadConfig = (file: string) =>
     })
   })
 
-/** `kiln run`'s arguments, parsed. */
-export type RunArgs = Command.Command.ParseConfig<typeof runConfig>
+/** `kiln run`'s arguments, parsed: its names, and a value for every option of its table. */
+export type RunArgs = { readonly names: Array<string> } & ValuesOf<typeof RUN_OPTIONS>
+
+/** What an option gives when a plain `kiln run` was read directly (see {@link directRunArgs}). */
+const directValue = (spec: OptionSpec, given: string | undefined): unknown => {
+  switch (spec.kind) {
+    case "boolean":
+      return given !== undefined
+    case "choice":
+      return given ?? spec.default
+    case "integer":
+      if (given !== undefined) return spec.default === undefined ? Option.some(Number(given)) : Number(given)
+      return spec.default === undefined
+        ? Option.none()
+        : spec.default === "cpus"
+        ? os.availableParallelism()
+        : spec.default
+    case "size":
+    case "duration":
+      return Option.none()
+    default:
+      return spec.default !== undefined ? given ?? spec.default : Option.fromNullable(given)
+  }
+}
 
 /**
  * `kiln run`'s arguments read without @effect/cli, when they are of the plain kind the run memo's check reads
  * (`noop.ts`: names, and options it knows with values it accepts); undefined for anything else (`--help`, another
  * option, a bad value), which goes through @effect/cli, which also reports errors. Its parsing and help machinery
- * were 10-15 ms of an edit run. A test holds the two to the same results.
+ * were 10-15 ms of an edit run. Both read the same table (`optionTable.ts`), and a property test holds the two to the
+ * same results.
  */
 export const directRunArgs = (args: ReadonlyArray<string>): RunArgs | undefined => {
   const parsed = Noop.parse(args)
   if (typeof parsed === "string") return undefined
-  const o = parsed.options
-  const text = (name: string) => Option.fromNullable(o.get(name))
-  const int = (name: string, fallback: number) => o.has(name) ? Number(o.get(name)) : fallback
-  return {
-    names: parsed.names,
-    config: o.get("config") ?? "kiln.json",
-    concurrency: int("concurrency", os.availableParallelism()),
-    cache: (o.get("cache") ?? "read-write") as RunArgs["cache"],
-    cacheContent: (o.get("cache-content") ?? "validate") as RunArgs["cacheContent"],
-    keepGoing: o.has("keep-going"),
-    maxBacktracks: int("max-backtracks", 3),
-    trace: Option.none(),
-    summary: text("summary"),
-    progress: (o.get("progress") ?? "auto") as RunArgs["progress"],
-    keepSandboxes: (o.get("keep-sandboxes") ?? "never") as RunArgs["keepSandboxes"],
-    reuseSandboxes: (o.get("reuse-sandboxes") ?? "on") as RunArgs["reuseSandboxes"],
-    sandboxRoot: text("sandbox-root"),
-    namedCachesDir: text("named-caches-dir"),
-    storeDir: text("store-dir"),
-    storeShards: Option.none(),
-    storeMaxReaders: Option.none(),
-    storeMaxSize: Option.none(),
-    storeFilesMapSize: Option.none(),
-    storeDirectoriesMapSize: Option.none(),
-    storeActionsMapSize: Option.none(),
-    storeLeaseTime: Option.none()
+  const values: Record<string, unknown> = { names: parsed.names }
+  for (const [key, spec] of Object.entries(RUN_OPTIONS) as ReadonlyArray<[string, OptionSpec]>) {
+    values[key] = directValue(spec, parsed.options.get(spec.flag))
   }
+  return values as RunArgs
 }
 
 /** The options @effect/cli gives every command, read only before the command's name. */

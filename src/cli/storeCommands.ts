@@ -15,6 +15,7 @@ import * as Size from "../domain/Size.js"
 import * as LmdbFile from "../store/internal/lmdb/dataFile.js"
 import * as Store from "../store/Store.js"
 import { sizeOption, storeLayer, storeOptions } from "./globalOptions.js"
+import { COMMANDS, STORE_COMMANDS } from "./help.js"
 import { toStoreOptions } from "./storeSettings.js"
 
 const digestArg = Args.text({ name: "digest" }).pipe(
@@ -41,7 +42,7 @@ const snapshot = Command.make(
   },
   ({ dir, globs, ...global }) =>
     withStore(global, (store) => Effect.flatMap(store.snapshot(dir, globs), (d) => Console.log(Digest.format(d))))
-).pipe(Command.withDescription("store a directory tree and print its digest"))
+).pipe(Command.withDescription(STORE_COMMANDS.snapshot))
 
 const materialize = Command.make(
   "materialize",
@@ -56,7 +57,7 @@ const materialize = Command.make(
   },
   ({ digest, dir, mutable, ...global }) =>
     withStore(global, (store) => store.materialize(digest, dir, { mutablePaths: mutable }))
-).pipe(Command.withDescription("write the tree DIGEST into DIR"))
+).pipe(Command.withDescription(STORE_COMMANDS.materialize))
 
 const cat = Command.make(
   "cat",
@@ -83,7 +84,7 @@ const cat = Command.make(
           2
         ))
       }))
-).pipe(Command.withDescription("print a file's bytes, or a directory's entries as JSON"))
+).pipe(Command.withDescription(STORE_COMMANDS.cat))
 
 const ls = Command.make(
   "ls",
@@ -102,7 +103,7 @@ const ls = Command.make(
               }`
           ).join("\n")
         )))
-).pipe(Command.withDescription("list every entry of the tree DIGEST"))
+).pipe(Command.withDescription(STORE_COMMANDS.ls))
 
 const rm = Command.make(
   "rm",
@@ -114,7 +115,7 @@ const rm = Command.make(
           ? Console.log(`removed ${Digest.format(digest)}`)
           : Effect.fail(new Digest.MissingDigest({ digest, kind: "blob" }))))
 ).pipe(
-  Command.withDescription("remove a blob (file or directory entry) from the store")
+  Command.withDescription(STORE_COMMANDS.rm)
 )
 
 const check = Command.make(
@@ -153,7 +154,7 @@ const check = Command.make(
           if (report.problems.length > 0 || setAside.length > 0) process.exitCode = 1
         }))
     })
-).pipe(Command.withDescription("re-hash every entry; exit 1 when any is corrupt"))
+).pipe(Command.withDescription(STORE_COMMANDS.check))
 
 const gc = Command.make(
   "gc",
@@ -180,7 +181,7 @@ const gc = Command.make(
           )
         }
       }))
-).pipe(Command.withDescription("remove the least recently used unleased entries until the store fits a size"))
+).pipe(Command.withDescription(STORE_COMMANDS.gc))
 
 const stats = Command.make(
   "stats",
@@ -204,10 +205,10 @@ const stats = Command.make(
           `readers      ${s.readers.inUse} held by other processes, ${s.readers.stale} of them stale (${s.readers.maxPerEnvironment} per environment)`
         ].join("\n"))
       }))
-).pipe(Command.withDescription("print entry counts, sizes and reader-table use"))
+).pipe(Command.withDescription(STORE_COMMANDS.stats))
 
 /** `kiln store`. */
 export const store = Command.make("store").pipe(
-  Command.withDescription("inspect and maintain the content-addressed store"),
+  Command.withDescription(COMMANDS.store),
   Command.withSubcommands([snapshot, materialize, cat, ls, rm, check, gc, stats])
 )

@@ -78,12 +78,51 @@ describe("kiln store", () => {
     }))
 
   it("help written to a pipe or a file is plain text, without terminal styles", () => {
-    for (const args of [["--help"], ["run", "--help"], ["store", "gc", "--help"]]) {
+    for (const args of [["--help"], ["store", "--help"], ["run", "--help"], ["store", "gc", "--help"]]) {
       const r = spawnSync(process.execPath, [cli, ...args], { encoding: "utf8" })
       assert.strictEqual(r.status, 0, r.stderr)
-      assert.include(r.stdout, "USAGE", args.join(" "))
+      assert.match(r.stdout, args.length === 1 || args[0] === "store" && args.length === 2 ? /Usage:/ : /USAGE/)
       assert.notInclude(r.stdout, "\u001b", args.join(" "))
     }
+  })
+
+  it("--help says what kiln is in one line, then lists its commands one a line, and the store options once", () => {
+    const r = spawnSync(process.execPath, [cli, "--help"], { encoding: "utf8" })
+    assert.strictEqual(r.status, 0, r.stderr)
+    const lines = r.stdout.split("\n")
+    assert.match(lines[0]!, /^kiln: a hermetic process-execution engine for build tools/)
+    for (const command of ["run", "explain", "exec", "store", "schema", "clean"]) {
+      assert.strictEqual(lines.filter((l) => new RegExp(`^  ${command} +\\S`).test(l)).length, 1, command)
+    }
+    assert.notInclude(r.stdout, "sandboxer", "an internal command is not listed")
+    // Each store option is described once, not under every command that takes it.
+    for (const option of ["--store-dir", "--store-shards", "--store-max-size", "--store-lease-time"]) {
+      assert.strictEqual(r.stdout.split(`${option} `).length - 1, 1, option)
+    }
+    assert.strictEqual(spawnSync(process.execPath, [cli, "-h"], { encoding: "utf8" }).stdout, r.stdout)
+  })
+
+  it("a bare `kiln` prints the short help and exits 2, as a bare `git` fails; `kiln store` lists its commands", () => {
+    const help = spawnSync(process.execPath, [cli, "--help"], { encoding: "utf8" }).stdout
+    const bare = spawnSync(process.execPath, [cli], { encoding: "utf8" })
+    assert.strictEqual(bare.status, 2)
+    assert.strictEqual(bare.stdout, help)
+    assert.strictEqual(bare.stderr, "")
+    const store = spawnSync(process.execPath, [cli, "store"], { encoding: "utf8" })
+    assert.strictEqual(store.status, 2)
+    for (const command of ["snapshot", "materialize", "cat", "ls", "rm", "check", "gc", "stats"]) {
+      assert.match(store.stdout, new RegExp(`^  ${command} +\\S`, "m"), command)
+    }
+    assert.strictEqual(spawnSync(process.execPath, [cli, "store", "--help"], { encoding: "utf8" }).stdout, store.stdout)
+  })
+
+  it("`kiln COMMAND --help` keeps every option's detail", () => {
+    const r = spawnSync(process.execPath, [cli, "run", "--help"], { encoding: "utf8" })
+    assert.strictEqual(r.status, 0, r.stderr)
+    for (const option of ["--config", "--concurrency", "--reuse-sandboxes", "--store-dir", "--store-lease-time"]) {
+      assert.include(r.stdout, `\n${option} `, option)
+    }
+    assert.include(r.stdout, "processes at once (default: the CPU count)")
   })
 
   it("--version prints the version", () => {

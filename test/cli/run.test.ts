@@ -2,14 +2,17 @@
  * `kiln run` end to end on a temp copy of the example workspace, through the built CLI.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import { spawn, spawnSync } from "node:child_process"
 import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { explainProcess } from "../../src/cli/runCommand.js"
+import { InvalidConfig } from "../../src/domain/Config.js"
+import * as Engine from "../../src/engine/Engine.js"
 import { isAlive } from "../../src/os/Proc.js"
 import { eventually, exitOf, helpersOf } from "../utils/child.js"
-import { cli } from "../utils/stack.js"
+import { cli, stack } from "../utils/stack.js"
 import { tempDir } from "../utils/temp.js"
 
 interface Summary {
@@ -400,5 +403,24 @@ describe("kiln run: configuration errors (exit 2, one line)", () => {
       const r = kiln(["run"])
       assert.strictEqual(r.code, 1)
       assert.include(r.stderr, "kiln.json: processes.a.inputs[0]: glob \"nothing/**/*.c\" matches nothing")
+    }))
+
+  it.scoped("explain fails on a glob that matches nothing with the typed config error naming the process and glob", () =>
+    Effect.gen(function*() {
+      const { root, ws } = yield* workspace
+      const config = path.join(ws, "kiln.json")
+      fs.writeFileSync(config, JSON.stringify({ processes: { a: { argv: ["true"], inputs: ["nothing/**/*.c"] } } }))
+      const error = yield* explainProcess({ name: "a", config }).pipe(
+        Effect.provide(Engine.layer.pipe(Layer.provideMerge(stack({ root, inProcess: true })))),
+        Effect.flip
+      )
+      assert.instanceOf(error, InvalidConfig)
+      assert.strictEqual(error.message, "kiln.json: processes.a.inputs[0]: glob \"nothing/**/*.c\" matches nothing")
+      // Through the CLI: that one line, exit 1 (the workspace's state, as for `run`), not a usage error.
+      const r = spawnSync(process.execPath, [cli, "explain", "a", "--config", config, "--store-dir", `${root}/store`], {
+        encoding: "utf8"
+      })
+      assert.strictEqual(r.status, 1)
+      assert.strictEqual(r.stderr, `kiln: ${error.message}\n`)
     }))
 })
