@@ -10,6 +10,7 @@ import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as RpcServer from "@effect/rpc/RpcServer"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
@@ -69,8 +70,10 @@ export const sandboxer = Command.make(
         idleTimeout: o.idleTimeout
       }
       const state = SandboxerServer.makeState(o.watchRoots)
-      // Opened on first use, in this scope: the engine writes small sandboxes itself and may never need it here.
-      const store = yield* Effect.cached(Scope.extend(Store.make(toStoreOptions(o)), yield* Effect.scope))
+      // Opened on first use (the engine writes small sandboxes itself and may never need it here), in a scope made
+      // before the server's: it closes only after the requests in flight have drained, which may still read it.
+      const storeScope = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
+      const store = yield* Effect.cached(Scope.extend(Store.make(toStoreOptions(o)), storeScope))
       const clearStaleReaders = Effect.flatMap(store, (s) => s.clearReadersOf(o.parentPid, "2 seconds")).pipe(
         Effect.tap((n) => Effect.logInfo(`cleared ${n} stale LMDB reader slot(s) of parent ${o.parentPid}`)),
         Effect.catchAll((e) => Effect.logWarning(`could not clear stale LMDB reader slots: ${e.message}`))
