@@ -4,12 +4,11 @@
  * only costs the compile it would have saved.
  *
  * Before that, a `kiln run` is checked against the run memo (`noop.ts`): a run where nothing changed is answered
- * without loading the bundle at all; one that will run processes starts its spawner first (`warmSpawner.ts`). Both
+ * without loading the bundle at all; one that will run processes starts its spawner first (`spawner/Warm.ts`). Both
  * are plain code, kept out of the bundle: loading Effect is what they save.
  *
- * It does not start the sandboxer early (it once did): a process no longer waits for the sandboxer unless it needs
- * a large tree written, and on a 2-core machine a whole second kiln starting up beside the engine slowed the
- * engine's own start by more than it saved (an edit run of a 500-process workspace: 376 -> 324 ms).
+ * It does not start the sandboxer early: a process waits for the sandboxer only when it needs a large tree written,
+ * and a whole second kiln starting beside the engine takes CPU the engine's own start needs on a small machine.
  */
 import type * as ChildProcess from "node:child_process"
 import * as fs from "node:fs"
@@ -22,7 +21,7 @@ import { startWarm } from "../spawner/Warm.js"
 import * as Noop from "./noop.js"
 
 // `dist/cli.js` is a symlink to `cli.cjs`, this file built as CommonJS: Node picks a main module's format from its real
-// path, and starting through Node's ES module loader cost every run ~10 ms (a no-op of 500 processes: 215 -> 205 ms).
+// path, and starting through Node's ES module loader is a visible cost of every run.
 // (The library's build of this file is an ES module, where only `import.meta.url` says where it is.)
 const here = typeof __dirname === "string" ? __dirname : path.dirname(fileURLToPath(import.meta.url))
 const bundle = path.join(here, "kiln.cjs")

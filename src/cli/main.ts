@@ -20,9 +20,8 @@ const describe = (error: unknown): string =>
     ? error.message
     : String(error)
 
-// A plain `kiln run` skips @effect/cli's parser (see directRunArgs), and the platform services only the parser uses
-// (without them, an edit run of 1,000 processes took ~10 ms less); anything else goes through both, loaded only then:
-// evaluating their modules was another ~10 ms of every run's start.
+// A plain `kiln run` skips @effect/cli's parser (see directRunArgs) and the platform services only the parser uses;
+// anything else goes through both, loaded only then: evaluating their modules is a visible part of every run's start.
 const direct = directRunArgs(process.argv.slice(2))
 
 const loadCli = Effect.promise(() =>
