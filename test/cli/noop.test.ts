@@ -346,7 +346,7 @@ describe("the warm spawner", () => {
       assert.include(fs.readFileSync(`/proc/${spawners[0]}/environ`, "utf8"), `${WARM_ENV}=1`)
       assert.deepStrictEqual(yield* exitOf(child), { code: 0, signal: null })
       assert.strictEqual(fs.readFileSync(path.join(ws, "slow.txt"), "utf8"), "a\nb\n")
-      yield* eventually("the spawner is gone", () => spawnersOf(child.pid!).length === 0, "5 seconds")
+      yield* eventually("the spawner is gone", () => spawnersOf(child.pid!).length === 0, "20 seconds")
     }))
 
   it.scopedLive("an engine killed before it takes its warm spawner over leaves no spawner", () =>
@@ -376,6 +376,6 @@ describe("the warm spawner", () => {
       assert.deepStrictEqual(fs.readdirSync(path.join(root, "sandboxes")), [], "the engine ran a process already")
       child.kill("SIGKILL")
       yield* exitOf(child)
-      yield* eventually("the spawner is gone", () => spawnersOf(child.pid!).length === 0, "5 seconds")
+      yield* eventually("the spawner is gone", () => spawnersOf(child.pid!).length === 0, "20 seconds")
     }))
 })

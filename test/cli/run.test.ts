@@ -289,7 +289,7 @@ describe("kiln run", () => {
       yield* Effect.addFinalizer(() => Effect.sync(() => child.exitCode === null && child.kill("SIGKILL")))
       const exit = yield* exitOf(child)
       assert.strictEqual(exit.code, 0)
-      yield* eventually("the spawner exits", () => helpersOf("kiln-spawner", child.pid!).length === 0, "5 seconds")
+      yield* eventually("the spawner exits", () => helpersOf("kiln-spawner", child.pid!).length === 0, "20 seconds")
       // A spawner left armed opens the post-mortem's log as it starts it (and nothing else here writes one: these
       // inputs are small enough that no sandboxer is started).
       const logs = fs.readdirSync(runtime, { recursive: true }).map(String).filter((f) => f.endsWith(".log"))
@@ -333,7 +333,7 @@ describe("kiln run", () => {
       assert.strictEqual(exit.code, 130)
       assert.sameMembers(fs.readdirSync(terms), ["1", "2", "3"], "each process got SIGTERM first")
       for (const pid of pids) assert.isFalse(isAlive(pid), `process ${pid} survived`)
-      yield* eventually("the spawner exits", () => !isAlive(spawners[0]!), "2 seconds")
+      yield* eventually("the spawner exits", () => !isAlive(spawners[0]!), "20 seconds")
       // A clean end (an interrupted run is one) disarms the spawner: no post-mortem sandboxer is started.
       assert.deepStrictEqual(helpers("--parent-pid"), [], "a sandboxer runs")
       assert.deepStrictEqual(fs.readdirSync(path.join(root, "sandboxes")), [])

@@ -359,7 +359,7 @@ describe("ProcessRunner (its spawner's lifetime)", () => {
       const storeLayer = StoreLayer.layer({ root: path.join(dir, "store") })
       const store = Layer.succeedContext(yield* Layer.buildWithScope(storeLayer, storeScope))
       const ended = yield* Effect.provide(runnerOver(dir), store)
-      yield* eventually("the spawner of a closed runner layer exits", () => !isAlive(ended), "5 seconds")
+      yield* eventually("the spawner of a closed runner layer exits", () => !isAlive(ended), "20 seconds")
       const lifetimeScope = yield* Scope.make()
       const withLifetime = Layer.succeedContext(
         yield* Layer.buildWithScope(storeLayer.pipe(Layer.provideMerge(HelperLifetime.layer)), lifetimeScope)
@@ -367,7 +367,7 @@ describe("ProcessRunner (its spawner's lifetime)", () => {
       const kept = yield* Effect.provide(runnerOver(dir), withLifetime)
       assert.isTrue(isAlive(kept), "with a HelperLifetime, the spawner went before the lifetime ended")
       yield* Scope.close(lifetimeScope, Exit.void)
-      yield* eventually("it exits once the lifetime has ended", () => !isAlive(kept), "5 seconds")
+      yield* eventually("it exits once the lifetime has ended", () => !isAlive(kept), "20 seconds")
       yield* Scope.close(storeScope, Exit.void)
     }))
 })

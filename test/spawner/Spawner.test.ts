@@ -79,7 +79,7 @@ describe("the spawner", () => {
       const [reply] = repliesOf(r.stdout)
       assert(reply?.kind === "started", r.stdout)
       yield* Effect.addFinalizer(() => Effect.sync(() => groupAlive(reply.pid) && process.kill(-reply.pid, "SIGKILL")))
-      yield* eventually("its process group is gone", () => !groupAlive(reply.pid), "2 seconds")
+      yield* eventually("its process group is gone", () => !groupAlive(reply.pid), "20 seconds")
     }))
 
   it.scoped("it removes trees it is asked to, read-only ones included, and says so", () =>
@@ -128,9 +128,9 @@ describe("the spawner", () => {
       const argv = ["/bin/sh", "-c", `echo "$0" > ${marker}.tmp && mv ${marker}.tmp ${marker}; echo logged >&2`, "ran"]
       const r = pipeInto("$$", [{ kind: "arm", argv: ["/bin/false"], log }, { kind: "arm", argv, log }])
       assert.strictEqual(r.status, 0, r.stderr)
-      yield* eventually("the last post-mortem armed ran", () => fs.existsSync(marker), "5 seconds")
+      yield* eventually("the last post-mortem armed ran", () => fs.existsSync(marker), "20 seconds")
       assert.strictEqual(fs.readFileSync(marker, "utf8"), "ran\n")
-      yield* eventually("its stderr is in the log", () => fs.readFileSync(log, "utf8") === "logged\n", "5 seconds")
+      yield* eventually("its stderr is in the log", () => fs.readFileSync(log, "utf8") === "logged\n", "20 seconds")
     }))
 
   it.scoped("disarmed (the engine's clean end), it starts nothing", () =>
