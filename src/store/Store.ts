@@ -30,6 +30,7 @@ import * as LargeFiles from "./internal/largeFiles.js"
 import * as Sharded from "./internal/lmdb/shards.js"
 import * as Maintenance from "./internal/maintenance.js"
 import * as Materialize from "./internal/materialize.js"
+import * as Refill from "./internal/refill.js"
 import * as Snapshot from "./internal/snapshot.js"
 import * as StatIndex from "./internal/statIndex.js"
 import * as Tree from "./internal/tree.js"
@@ -578,3 +579,12 @@ export const skippedWriteAt = (digest: Digest.Digest): Date | undefined => {
   const at = Sharded.skippedWrite(digest.hash)
   return at === undefined ? undefined : new Date(at)
 }
+
+/**
+ * The most entries a directory may hold for `materialize` with `reuse` to refill it rather than empty it: beyond
+ * that, listing and comparing it costs more than writing the tree afresh.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const REUSE_MAX_ENTRIES: number = Refill.MAX_ENTRIES

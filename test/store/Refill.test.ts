@@ -8,8 +8,8 @@ import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import * as DirScan from "../../src/os/DirScan.js"
 import * as Mounts from "../../src/os/Mounts.js"
-import * as Refill from "../../src/sandbox/internal/refill.js"
 import type * as Store from "../../src/store/Store.js"
 import { tempDir, tempStore, writeTree } from "../utils/temp.js"
 
@@ -317,10 +317,10 @@ describe("Refill", () => {
     try {
       writeTree(root, { "a/b/c.txt": "c", "l": { link: "/" }, "d.txt": "d" })
       assert.deepStrictEqual(
-        Object.fromEntries(Refill.scan(root, 10)!),
+        Object.fromEntries(DirScan.scan(root, 10)!),
         { a: "dir", "a/b": "dir", "a/b/c.txt": "file", l: "other", "d.txt": "file" }
       )
-      assert.isUndefined(Refill.scan(root, 4))
+      assert.isUndefined(DirScan.scan(root, 4))
     } finally {
       fs.rmSync(root, { recursive: true })
     }

@@ -11,12 +11,13 @@
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { scan } from "../../os/DirScan.js"
 import { errnoOf } from "../../os/Errno.js"
 import { mkdirp } from "../../os/Mkdirp.js"
 import { mountUnder, refuseMounted } from "../../os/Mounts.js"
 import * as Proc from "../../os/Proc.js"
 import { removeTree } from "../../os/RemoveTree.js"
-import * as Refill from "./refill.js"
+import { REUSE_MAX_ENTRIES as STORE_REUSE_MAX_ENTRIES } from "../../store/Store.js"
 
 /** @internal */
 export const PREFIX = "kiln-sandbox-"
@@ -100,7 +101,7 @@ export interface Pool {
    */
   readonly take: (used: boolean) => Idle | undefined
   /**
-   * Keeps a finished sandbox of up to `Refill.MAX_ENTRIES` entries (as it is, with its log files beside it) for the
+   * Keeps a finished sandbox of up to `Store.REUSE_MAX_ENTRIES` entries (as it is, with its log files beside it) for the
    * next process (whose spawn truncates the logs), or removes it here when enough are idle and it is empty; or says
    * it did not (a bigger tree, one it cannot list, one with a mount in it): the caller removes it.
    */
@@ -110,7 +111,7 @@ export interface Pool {
 }
 
 /** A finished sandbox of more entries than this is removed, off the engine's thread, rather than reused. */
-const REUSE_MAX_ENTRIES = Refill.MAX_ENTRIES
+const REUSE_MAX_ENTRIES = STORE_REUSE_MAX_ENTRIES
 const POOL_MAX = 16
 /** Entries all idle sandboxes may hold together: what `drain` removes on the engine's thread as it ends. */
 const HELD_MAX_ENTRIES = 4096
@@ -145,7 +146,7 @@ export const pool = (root: string, owner: Owner, options: { readonly keepUsed?: 
       return taken
     },
     recycle: (sandbox) => {
-      const entries = Refill.scan(sandbox, keepUsed ? REUSE_MAX_ENTRIES : 0)?.size
+      const entries = scan(sandbox, keepUsed ? REUSE_MAX_ENTRIES : 0)?.size
       if (entries === undefined || held + entries > HELD_MAX_ENTRIES) return false
       // What a process mounted in it is not the sandbox's to refill (nor to empty here).
       if (entries > 0 && mountUnder(sandbox) !== undefined) return false
@@ -170,7 +171,7 @@ export const pool = (root: string, owner: Owner, options: { readonly keepUsed?: 
         return false
       }
       // Its process's logs go with it, to be truncated by the next process's spawn: making and removing two files
-      // per process cost more than renaming them (quick runner runs: 15-25% faster). What they held is in the store.
+      // per process costs more than renaming them. What they held is in the store.
       for (const suffix of [STDOUT_SUFFIX, STDERR_SUFFIX]) {
         try {
           fs.renameSync(`${sandbox}${suffix}`, `${renamed}${suffix}`)

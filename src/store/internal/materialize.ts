@@ -16,9 +16,9 @@ import * as EventLoop from "../../os/EventLoop.js"
 import { mkdirp } from "../../os/Mkdirp.js"
 import { removeTree } from "../../os/RemoveTree.js"
 import { writeAll } from "../../os/WriteAll.js"
-import * as Refill from "../../sandbox/internal/refill.js"
 import * as Core from "./core.js"
 import * as LargeFiles from "./largeFiles.js"
+import * as Refill from "./refill.js"
 
 /** @internal */
 export interface MaterializeOptions {
