@@ -25,6 +25,7 @@ import * as AtomicFile from "../os/AtomicFile.js"
 import * as Journal from "../os/Journal.js"
 import * as RawStat from "../os/RawStat.js"
 import * as Generation from "../store/Generation.js"
+import * as Layout from "../store/Layout.js"
 
 /** Bump when what a memo means changes. */
 export const FORMAT = 5
@@ -89,9 +90,9 @@ export const buildId = (): string => {
 
 export const fileOf = (storeRoot: string, workspace: string): string =>
   path.join(
-    storeRoot,
-    "runs",
-    `${createHash("sha256").update(path.resolve(workspace)).digest("hex").slice(0, 24)}.memo.json`
+    Layout.ownedDirectory(storeRoot, "engine"),
+    "memo",
+    `${createHash("sha256").update(path.resolve(workspace)).digest("hex").slice(0, 24)}.json`
   )
 
 /**
@@ -225,48 +226,11 @@ export const read = (storeRoot: string, workspace: string, handOver = false): Me
 
 export const hashOf = (bytes: Uint8Array | string): string => createHash("sha256").update(bytes).digest("hex")
 
-const KINDS = ["files", "directories", "actions"] as const
-
-/** The LMDB data files of the store, as a memo records them. */
-export const storeFiles = (storeRoot: string): Array<[string, string, string, number]> => {
-  const out: Array<[string, string, string, number]> = []
-  for (const kind of KINDS) {
-    let shards: Array<string>
-    try {
-      shards = fs.readdirSync(path.join(storeRoot, kind))
-    } catch {
-      continue
-    }
-    for (const shard of shards) {
-      const rel = `${kind}/${shard}/data.mdb`
-      const st = fs.statSync(path.join(storeRoot, rel), { bigint: true, throwIfNoEntry: false })
-      if (st !== undefined) out.push([rel, String(st.dev), String(st.ino), Number(st.size)])
-    }
-  }
-  return out
-}
-
 /**
- * Whether the store is the one the memo saw: same generation, and the same LMDB files, none shorter (LMDB files
- * only grow; a truncated or replaced one is damage the full run must see and report), all writable.
+ * Whether the store is the one the memo saw (see `Generation.holds`).
  */
-export const storeHolds = (storeRoot: string, memo: Memo): string | undefined => {
-  if (Generation.read(storeRoot) !== memo.generation) return "the store has changed (something was removed from it)"
-  for (const [rel, dev, ino, size] of memo.store) {
-    const file = path.join(storeRoot, rel)
-    const st = fs.statSync(file, { bigint: true, throwIfNoEntry: false })
-    if (st === undefined || String(st.dev) !== dev || String(st.ino) !== ino || Number(st.size) < size) {
-      return `the store file ${rel} has changed`
-    }
-    // A store this user cannot open for writing fails the full run: the answer must be the same.
-    try {
-      fs.accessSync(file, fs.constants.W_OK)
-    } catch {
-      return `cannot write the store file ${rel}`
-    }
-  }
-  return undefined
-}
+export const storeHolds = (storeRoot: string, memo: Memo): string | undefined =>
+  Generation.holds(storeRoot, { generation: memo.generation, files: memo.store })
 
 /** Node's own conversion of a timespec to milliseconds, so that BigInt and number stats give the same double. */
 const msOf = (ns: bigint): number => Number(ns / 1_000_000_000n) * 1e3 + Number(ns % 1_000_000_000n) / 1e6

@@ -7,7 +7,10 @@
  *
  * A plain file, so that it can be read without opening LMDB (the no-op check runs before the engine is loaded).
  *
- * @internal
+ * The no-op check also needs to know that the store's LMDB files are the ones it saw, which `fingerprint` and `holds`
+ * say, so that the engine does not know how the store lays them out.
+ *
+ * @since 0.1.0
  */
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
@@ -16,7 +19,12 @@ import * as AtomicFile from "../os/AtomicFile.js"
 
 const fileOf = (storeRoot: string) => path.join(storeRoot, "generation")
 
-/** The current token; "" when the store has none yet (nothing was ever removed), or it cannot be read. @internal */
+/**
+ * The current token; "" when the store has none yet (nothing was ever removed), or it cannot be read.
+ *
+ * @since 0.1.0
+ * @category getters
+ */
 export const read = (storeRoot: string): string => {
   try {
     return fs.readFileSync(fileOf(storeRoot), "utf8")
@@ -34,4 +42,65 @@ export const read = (storeRoot: string): string => {
  */
 export const bump = (storeRoot: string): void => {
   AtomicFile.write(fileOf(storeRoot), randomBytes(12).toString("hex"))
+}
+
+const KINDS = ["files", "directories", "actions"] as const
+
+/**
+ * The store's LMDB data files, each as `[path under the root, dev, ino, size]`: what `holds` compares later.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Fingerprint = Array<[string, string, string, number]>
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const fingerprint = (storeRoot: string): Fingerprint => {
+  const out: Fingerprint = []
+  for (const kind of KINDS) {
+    let shards: Array<string>
+    try {
+      shards = fs.readdirSync(path.join(storeRoot, kind))
+    } catch {
+      continue
+    }
+    for (const shard of shards) {
+      const rel = `${kind}/${shard}/data.mdb`
+      const st = fs.statSync(path.join(storeRoot, rel), { bigint: true, throwIfNoEntry: false })
+      if (st !== undefined) out.push([rel, String(st.dev), String(st.ino), Number(st.size)])
+    }
+  }
+  return out
+}
+
+/**
+ * Whether the store is the one seen under `seen.generation` with `seen.files`: the same generation, and the same
+ * LMDB files, none shorter (LMDB files only grow; a truncated or replaced one is damage a full run must see and
+ * report), all writable. Undefined when it holds, else why not.
+ *
+ * @since 0.1.0
+ * @category predicates
+ */
+export const holds = (
+  storeRoot: string,
+  seen: { readonly generation: string; readonly files: ReadonlyArray<readonly [string, string, string, number]> }
+): string | undefined => {
+  if (read(storeRoot) !== seen.generation) return "the store has changed (something was removed from it)"
+  for (const [rel, dev, ino, size] of seen.files) {
+    const file = path.join(storeRoot, rel)
+    const st = fs.statSync(file, { bigint: true, throwIfNoEntry: false })
+    if (st === undefined || String(st.dev) !== dev || String(st.ino) !== ino || Number(st.size) < size) {
+      return `the store file ${rel} has changed`
+    }
+    // A store this user cannot open for writing fails the full run: the answer must be the same.
+    try {
+      fs.accessSync(file, fs.constants.W_OK)
+    } catch {
+      return `cannot write the store file ${rel}`
+    }
+  }
+  return undefined
 }

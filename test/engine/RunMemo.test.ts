@@ -189,7 +189,7 @@ describe("store generation", () => {
         build: RunMemo.buildId(),
         generation: Generation.read(root),
         config: "",
-        store: RunMemo.storeFiles(root),
+        store: Generation.fingerprint(root),
         processes: {}
       }
       assert.isAbove(memo.store.length, 0)
@@ -204,7 +204,7 @@ describe("store generation", () => {
       const store = yield* tempStore()
       const root = store.options.root
       yield* store.putFile(bytes("x\n"))
-      const files = RunMemo.storeFiles(root)
+      const files = Generation.fingerprint(root)
       const memo: RunMemo.Memo = {
         v: RunMemo.FORMAT,
         build: RunMemo.buildId(),

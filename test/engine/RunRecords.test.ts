@@ -27,7 +27,7 @@ describe("run records", () => {
     Effect.gen(function*() {
       const store = yield* tempDir()
       const ws = yield* tempDir()
-      const runs = path.join(store, "runs")
+      const runs = path.dirname(RunRecords.fileOf(store, ws))
       RunRecords.write(store, ws, many(100, "a"))
       assert.deepStrictEqual(fs.readdirSync(runs).filter((f) => f.endsWith(".journal")), [])
       RunRecords.write(store, ws, new Map([["p1", record("b1")]]))
@@ -55,7 +55,7 @@ describe("run records", () => {
       const store = yield* tempDir()
       const ws = yield* tempDir()
       RunRecords.write(store, ws, new Map([["a", record("a1")]]))
-      const runs = path.join(store, "runs")
+      const runs = path.dirname(RunRecords.fileOf(store, ws))
       const journal = path.join(runs, fs.readdirSync(runs).find((f) => f.endsWith(".journal"))!)
       fs.appendFileSync(journal, `{"processes":{"b":{"argv":["tru`)
       RunRecords.write(store, ws, new Map([["c", record("c1")]]))

@@ -11,6 +11,7 @@ import * as path from "node:path"
 import type { Config } from "../../domain/Config.js"
 import * as Digest from "../../domain/Digest.js"
 import type { ProcessResult } from "../../domain/Process.js"
+import * as Generation from "../../store/Generation.js"
 import * as RunMemo from "../RunMemo.js"
 
 /**
@@ -125,7 +126,7 @@ export const record = (o: {
             build: RunMemo.buildId(),
             generation: o.generation,
             config: o.configHash,
-            store: RunMemo.storeFiles(o.root),
+            store: Generation.fingerprint(o.root),
             set,
             drop
           })) ||
@@ -134,7 +135,7 @@ export const record = (o: {
           build: RunMemo.buildId(),
           generation: o.generation,
           config: o.configHash,
-          store: RunMemo.storeFiles(o.root),
+          store: Generation.fingerprint(o.root),
           processes
         }),
       catch: (e) => e instanceof Error ? e : new Error(String(e))

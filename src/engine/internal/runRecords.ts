@@ -16,6 +16,7 @@ import * as path from "node:path"
 import * as AtomicFile from "../../os/AtomicFile.js"
 import * as Journal from "../../os/Journal.js"
 import { mkdirp } from "../../os/Mkdirp.js"
+import * as Layout from "../../store/Layout.js"
 
 /** @internal */
 export interface RunRecord {
@@ -34,7 +35,7 @@ export interface RunRecord {
 /** The records file of a workspace. @internal */
 export const fileOf = (storeRoot: string, workspace: string): string =>
   path.join(
-    storeRoot,
+    Layout.ownedDirectory(storeRoot, "engine"),
     "runs",
     `${createHash("sha256").update(path.resolve(workspace)).digest("hex").slice(0, 24)}.json`
   )
