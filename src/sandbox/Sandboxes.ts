@@ -281,3 +281,40 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Scope
  * @category layers
  */
 export const layer = (options: Options = {}): Layer.Layer<Sandboxes> => Layer.scoped(Sandboxes, make(options))
+
+/**
+ * Who made a sandbox: a process, by pid and start time (a recycled pid is not mistaken for it).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Owner = SandboxDir.Owner
+
+/**
+ * The sandboxes under `roots` that `owner` made and did not keep, found by their names (or owner files): what a
+ * watchdog removes after its engine died, without the engine telling it anything per process.
+ *
+ * @since 0.1.0
+ * @category sandboxes
+ */
+export const ownedBy: (roots: Iterable<string>, owner: Owner) => Array<string> = SandboxDir.ownedBy
+
+/**
+ * Removes a sandbox, read-only parts included, with its logs and owner file.
+ *
+ * @since 0.1.0
+ * @category sandboxes
+ */
+export const remove: (sandbox: string) => void = SandboxDir.remove
+
+/**
+ * Where a process running in `sandbox` writes its stdout and stderr: files beside it, read into the store once its
+ * process group is gone.
+ *
+ * @since 0.1.0
+ * @category sandboxes
+ */
+export const logsOf = (sandbox: string): { readonly stdout: string; readonly stderr: string } => ({
+  stdout: `${sandbox}${SandboxDir.STDOUT_SUFFIX}`,
+  stderr: `${sandbox}${SandboxDir.STDERR_SUFFIX}`
+})

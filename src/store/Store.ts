@@ -588,3 +588,12 @@ export const skippedWriteAt = (digest: Digest.Digest): Date | undefined => {
  * @category constants
  */
 export const REUSE_MAX_ENTRIES: number = Refill.MAX_ENTRIES
+
+/**
+ * Files of at least this many bytes are kept outside LMDB, each a read-only file of its own that sandboxes may
+ * hard-link: anything that moves files into the store's keeping treats them apart.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const LARGE_FILE_BYTES: number = LargeFiles.THRESHOLD

@@ -19,8 +19,7 @@ import { SandboxError, type SandboxerUnavailable } from "../../domain/Sandbox.js
 import type { StoreError } from "../../domain/StoreErrors.js"
 import { describeErrno, ioError } from "../../os/Errno.js"
 import { mkdirp } from "../../os/Mkdirp.js"
-import * as SandboxDir from "../../sandbox/internal/sandboxDir.js"
-import type * as Sandboxes from "../../sandbox/Sandboxes.js"
+import * as Sandboxes from "../../sandbox/Sandboxes.js"
 import type * as Sandboxer from "../../sandboxer/Sandboxer.js"
 import type * as Spawner from "../../spawner/Spawner.js"
 import { segmentsOf } from "../../store/internal/capture.js"
@@ -150,12 +149,15 @@ export const make = (
     // be stored): the run fails here, naming why, before the process spends its time.
     yield* store.leaseTree(process.inputDigest)
     const inline = yield* writableHere(store, process.inputDigest)
-    // Once its group is gone, a sandbox of a few hundred entries is kept for the next process (see `SandboxDir.pool`);
+    // Once its group is gone, a sandbox of a few hundred entries is kept for the next process (see the sandbox pool);
     // a tree this engine writes itself may go into one a finished process left (see `Refill`). Anything bigger is
     // removed, logs included, by the spawner, off this thread.
     const sandbox = yield* sandboxes.make(
       process.description,
-      (dir) => spawner.remove([dir, `${dir}${SandboxDir.STDOUT_SUFFIX}`, `${dir}${SandboxDir.STDERR_SUFFIX}`]),
+      (dir) => {
+        const logs = Sandboxes.logsOf(dir)
+        return spawner.remove([dir, logs.stdout, logs.stderr])
+      },
       { used: inline }
     )
     yield* phase(
@@ -185,8 +187,7 @@ export const make = (
     // stdout and stderr go to files beside the sandbox (outside it: the process sees only its inputs), read once the
     // group is gone: no pipe for the engine to service while the process runs, and memory stays bounded.
     const logs = {
-      stdout: `${sandbox.path}${SandboxDir.STDOUT_SUFFIX}`,
-      stderr: `${sandbox.path}${SandboxDir.STDERR_SUFFIX}`
+      ...Sandboxes.logsOf(sandbox.path)
     }
     const queued = Date.now()
     // The permit is held while the process group lives, and only then: its sandbox is filled before and captured

@@ -18,7 +18,7 @@ import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import type * as Digest from "../../domain/Digest.js"
-import * as LargeFiles from "../../store/internal/largeFiles.js"
+import { LARGE_FILE_BYTES } from "../../store/Store.js"
 import * as SandboxDir from "./sandboxDir.js"
 
 /** @internal */
@@ -56,7 +56,7 @@ export const make = (root: string, owner: SandboxDir.Owner): Owned => {
   const egid = process.getegid?.()
 
   const offer = (abs: string, digest: Digest.Digest): void => {
-    if (broken || held >= MAX_HELD || digest.sizeBytes >= LargeFiles.THRESHOLD) return
+    if (broken || held >= MAX_HELD || digest.sizeBytes >= LARGE_FILE_BYTES) return
     try {
       dir ??= SandboxDir.create(root, owner)
     } catch {

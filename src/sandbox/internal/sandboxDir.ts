@@ -321,3 +321,31 @@ export const sweep = (
   }
   return result
 }
+
+/**
+ * The sandboxes under the watched roots that `owner` made and did not keep, found by their names (or owner files):
+ * the engine tells the sandboxer nothing per process (that was three messages per process, a round trip among them).
+ *
+ * @internal
+ */
+export const ownedBy = (roots: Iterable<string>, owner: Owner): Array<string> => {
+  const found: Array<string> = []
+  for (const root of roots) {
+    let names: Array<string>
+    try {
+      names = fs.readdirSync(root)
+    } catch {
+      continue
+    }
+    const sandboxes = new Set<string>()
+    for (const name of names) if (name.startsWith(PREFIX)) sandboxes.add(sandboxNameOf(name))
+    for (const name of sandboxes) {
+      const dir = path.join(root, name)
+      const o = readOwner(dir)
+      if (o === undefined || o.kept === true || o.pid !== owner.pid) continue
+      if (owner.startTime !== "" && o.startTime !== owner.startTime) continue
+      found.push(dir)
+    }
+  }
+  return found
+}

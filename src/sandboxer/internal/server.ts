@@ -10,13 +10,11 @@
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
-import * as fs from "node:fs"
-import * as path from "node:path"
 import * as Digest from "../../domain/Digest.js"
 import type { StoreConfigConflict, StoreError } from "../../domain/StoreErrors.js"
 import { describeErrno, errnoOf } from "../../os/Errno.js"
 import * as Proc from "../../os/Proc.js"
-import * as SandboxDir from "../../sandbox/internal/sandboxDir.js"
+import * as Sandboxes from "../../sandbox/Sandboxes.js"
 import type * as Store from "../../store/Store.js"
 import { FailedPrecondition, NotFound } from "../Rpc.js"
 
@@ -114,38 +112,10 @@ const groupsWorkingIn = (sandboxes: ReadonlyArray<string>): Set<number> =>
   // Never the sandboxer's own group, nor init's.
   Proc.groupsWorkingIn(sandboxes, (pgid) => pgid <= 1 || pgid === process.pid)
 
-/**
- * The sandboxes under the watched roots that `owner` made and did not keep, found by their names (or owner files):
- * the engine tells the sandboxer nothing per process (that was three messages per process, a round trip among them).
- *
- * @internal
- */
-export const ownedSandboxes = (roots: Iterable<string>, owner: SandboxDir.Owner): Array<string> => {
-  const found: Array<string> = []
-  for (const root of roots) {
-    let names: Array<string>
-    try {
-      names = fs.readdirSync(root)
-    } catch {
-      continue
-    }
-    const sandboxes = new Set<string>()
-    for (const name of names) if (name.startsWith(SandboxDir.PREFIX)) sandboxes.add(SandboxDir.sandboxNameOf(name))
-    for (const name of sandboxes) {
-      const dir = path.join(root, name)
-      const o = SandboxDir.readOwner(dir)
-      if (o === undefined || o.kept === true || o.pid !== owner.pid) continue
-      if (owner.startTime !== "" && o.startTime !== owner.startTime) continue
-      found.push(dir)
-    }
-  }
-  return found
-}
-
 /** SIGKILLs every process group working in a sandbox of `owner`, then removes those sandboxes. @internal */
-export const destroyOwned = (state: State, owner: SandboxDir.Owner) =>
+export const destroyOwned = (state: State, owner: Sandboxes.Owner) =>
   Effect.gen(function*() {
-    const sandboxes = ownedSandboxes(state.roots, owner)
+    const sandboxes = Sandboxes.ownedBy(state.roots, owner)
     for (const pgid of groupsWorkingIn(sandboxes)) {
       try {
         process.kill(-pgid, "SIGKILL")
@@ -156,7 +126,7 @@ export const destroyOwned = (state: State, owner: SandboxDir.Owner) =>
       }
     }
     for (const sandbox of sandboxes) {
-      yield* Effect.try(() => SandboxDir.remove(sandbox)).pipe(
+      yield* Effect.try(() => Sandboxes.remove(sandbox)).pipe(
         Effect.catchAll((e) => Effect.logWarning(`could not remove sandbox ${sandbox}: ${describeErrno(e.error)}`))
       )
     }
@@ -192,7 +162,7 @@ export const watch = (
         // Never idle out while the parent has sandboxes: a process may run for longer than the timeout.
         if (
           state.inFlight === 0 && Date.now() - state.lastRequest > idleMs &&
-          ownedSandboxes(state.roots, parent).length === 0
+          Sandboxes.ownedBy(state.roots, parent).length === 0
         ) return "idle" as const
         yield* Effect.sleep("200 millis")
       }
