@@ -126,7 +126,7 @@ export const SANDBOX_OPTIONS = {
   sandboxRoot: {
     kind: "directory",
     flag: "sandbox-root",
-    description: "where sandboxes are made (default: $KILN_SANDBOX_ROOT, else the OS temp dir)",
+    description: "where sandboxes are made (default: $KILN_SANDBOX_ROOT, else ~/.cache/kiln/sandboxes, made 0700)",
     fast: true
   },
   namedCachesDir: {

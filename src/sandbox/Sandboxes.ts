@@ -12,9 +12,9 @@ import * as Layer from "effect/Layer"
 import * as Ref from "effect/Ref"
 import type * as Scope from "effect/Scope"
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import { type KeepSandboxes, SandboxError } from "../domain/Sandbox.js"
+import { cacheDir } from "../os/CacheDir.js"
 import { describeErrno, errnoOf } from "../os/Errno.js"
 import * as Proc from "../os/Proc.js"
 import * as Handoff from "./internal/handoff.js"
@@ -99,7 +99,10 @@ export class Sandboxes extends Context.Tag("kiln/Sandboxes")<Sandboxes, Service>
  * @category models
  */
 export interface Options {
-  /** Default `$KILN_SANDBOX_ROOT`, else the OS temp dir. */
+  /**
+   * Default `$KILN_SANDBOX_ROOT`, else `$XDG_CACHE_HOME/kiln/sandboxes` (`~/.cache/kiln/sandboxes`): the user's own,
+   * made 0700, and beside the default store, so that large files are hard-linked rather than copied.
+   */
   readonly root?: string
   readonly keep?: KeepSandboxes
   /** Sweep orphaned sandboxes in the background when the layer starts. Default true. */
@@ -116,9 +119,7 @@ export interface Options {
  * @category constructors
  */
 export const defaultRoot = (env: NodeJS.ProcessEnv = process.env): string =>
-  env.KILN_SANDBOX_ROOT !== undefined && env.KILN_SANDBOX_ROOT !== ""
-    ? path.resolve(env.KILN_SANDBOX_ROOT)
-    : os.tmpdir()
+  cacheDir("sandboxes", "KILN_SANDBOX_ROOT", env)
 
 const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`
 

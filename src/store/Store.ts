@@ -311,7 +311,9 @@ const ensureLayout = (root: string, shardCount: number): Effect.Effect<void, Sto
       }
     }
     try {
-      mkdirp(root)
+      // Private to its user when kiln makes it (it holds every cached blob and log); a store shared by a group is
+      // one its owner made so, and keeps its mode.
+      mkdirp(root, 0o700)
       let layout = read()
       if (layout === undefined) {
         const tmp = `${file}.${process.pid}.${Date.now()}.tmp`

@@ -79,8 +79,9 @@ export const create = (root: string, owner: Owner): string => {
     } catch (e) {
       if (errnoOf(e) === "EEXIST") continue
       if (errnoOf(e) !== "ENOENT" || madeRoot) throw e
-      // The root is made on first need, not checked before every sandbox.
-      mkdirp(root)
+      // The root is made on first need, not checked before every sandbox; private to its user (a sandbox holds a
+      // process's inputs while it runs), unless it exists already with the mode its owner chose.
+      mkdirp(root, 0o700)
       madeRoot = true
     }
   }
