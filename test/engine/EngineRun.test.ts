@@ -63,23 +63,35 @@ const removeFilesOf = (store: Store.Service, tree: Digest.Digest) =>
 
 const blobOf = (text: string) => Digest.ofBytes(new TextEncoder().encode(text))
 
+/**
+ * The producer/consumer workspace run once, `remove` taking bytes out of the store before `use`'s attempts (`times`
+ * of them: its first only by default).
+ */
+const runRemoving = (
+  remove: (store: Store.Service, input: Digest.Digest, gen: Digest.Digest) => Effect.Effect<unknown, unknown>,
+  options: { readonly times?: number; readonly maxBacktracks?: number } = {}
+) =>
+  Effect.gen(function*() {
+    const files = { "src/a.txt": "a\n", "src/b.txt": "b\n" }
+    const { config, root, workspace } = yield* workspaceOf(producerConsumer, files)
+    let fired = 0
+    const report = yield* runOn(root, (engine, store) =>
+      engine.run({
+        workspace,
+        config,
+        ...(options.maxBacktracks !== undefined ? { maxBacktracks: options.maxBacktracks } : {}),
+        beforeAttempt: (name, input, resultOf) =>
+          name === "use" && fired++ < (options.times ?? 1)
+            ? Effect.asVoid(Effect.orDie(remove(store, input, resultOf("gen")!.outputDigest)))
+            : Effect.void
+      }))
+    return { report, workspace }
+  })
+
 describe("Engine.run: backtracking", () => {
   it.scopedLive("a dep's outputs gone before its consumer runs: the producer re-runs and the run succeeds", () =>
     Effect.gen(function*() {
-      const { config, root, workspace } = yield* workspaceOf(producerConsumer, {
-        "src/a.txt": "a\n",
-        "src/b.txt": "b\n"
-      })
-      let fired = 0
-      const report = yield* runOn(root, (engine, store) =>
-        engine.run({
-          workspace,
-          config,
-          beforeAttempt: (name, _input, resultOf) =>
-            name === "use" && fired++ === 0 ?
-              removeFilesOf(store, resultOf("gen")!.outputDigest).pipe(Effect.orDie) :
-              Effect.void
-        }))
+      const { report, workspace } = yield* runRemoving((store, _input, gen) => removeFilesOf(store, gen))
       assert.strictEqual(report.failed, 0, JSON.stringify(report.processes))
       assert.strictEqual(report.backtracks, 1)
       assert.strictEqual(report.processes.find((p) => p.name === "use")!.backtracks, 1)
@@ -88,18 +100,10 @@ describe("Engine.run: backtracking", () => {
 
   it.scopedLive("bytes that keep going missing: the consumer fails with BacktrackLimit after maxBacktracks", () =>
     Effect.gen(function*() {
-      const { config, root, workspace } = yield* workspaceOf(producerConsumer, {
-        "src/a.txt": "a\n",
-        "src/b.txt": "b\n"
+      const { report } = yield* runRemoving((store, _input, gen) => removeFilesOf(store, gen), {
+        times: Infinity,
+        maxBacktracks: 2
       })
-      const report = yield* runOn(root, (engine, store) =>
-        engine.run({
-          workspace,
-          config,
-          maxBacktracks: 2,
-          beforeAttempt: (name, _input, resultOf) =>
-            name === "use" ? removeFilesOf(store, resultOf("gen")!.outputDigest).pipe(Effect.orDie) : Effect.void
-        }))
       const use = report.processes.find((p) => p.name === "use")!
       assert.isFalse(use.ok)
       assert.strictEqual(use.error?._tag, "BacktrackLimit")
@@ -128,18 +132,7 @@ describe("Engine.run: backtracking", () => {
 
   it.scopedLive("a merged input root gone before its process runs is made again, and the run succeeds", () =>
     Effect.gen(function*() {
-      const { config, root, workspace } = yield* workspaceOf(producerConsumer, {
-        "src/a.txt": "a\n",
-        "src/b.txt": "b\n"
-      })
-      let fired = 0
-      const report = yield* runOn(root, (engine, store) =>
-        engine.run({
-          workspace,
-          config,
-          beforeAttempt: (name, input) =>
-            name === "use" && fired++ === 0 ? Effect.asVoid(Effect.orDie(store.remove(input))) : Effect.void
-        }))
+      const { report, workspace } = yield* runRemoving((store, input) => store.remove(input))
       assert.strictEqual(report.failed, 0)
       assert.strictEqual(report.processes.find((p) => p.name === "use")!.backtracks, 1)
       assert.strictEqual(fs.readFileSync(path.join(workspace, "out/use.txt"), "utf8"), "A\nb\n")
