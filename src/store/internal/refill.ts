@@ -178,6 +178,247 @@ const attempt = <A>(f: () => A): Effect.Effect<A, Unusable> => Effect.try({ try:
 /** @internal */
 export const MAX_ENTRIES = 1024
 
+/** One refill's state: what is wanted, what the destination holds now, and what may be reused. */
+interface Refilling {
+  readonly core: Core.Core
+  readonly dest: string
+  readonly umask: number
+  /** What a fresh directory gets: its maker's mode, and a setgid parent's bit. */
+  readonly dirMode: number
+  /** What a fresh entry gets: its maker's owner, and a setgid parent's group. */
+  readonly owner: { readonly uid: number; readonly gid: number }
+  readonly wanted: ReturnType<typeof wantedOf>
+  readonly wantedFiles: ReadonlySet<string>
+  readonly wantedLinks: ReadonlyMap<string, string>
+  /** What the destination holds now, kept up to date as entries are moved, made and removed. */
+  readonly state: Map<string, Kind>
+  /** Directories that are there and not wanted, whose parent is wanted: each can become a wanted one. */
+  readonly spare: Array<string>
+  /** Files that are there and not wanted where they are: each can become a wanted file. */
+  readonly donors: Array<string>
+  /** Directories kept or moved into place, whose times are set last. */
+  readonly reused: Array<string>
+  readonly writeLarge: WriteLarge
+}
+
+const absOf = (r: Refilling, rel: string) => path.join(r.dest, rel)
+const ownedRight = (r: Refilling, st: fs.Stats) => st.uid === r.owner.uid && st.gid === r.owner.gid
+const stays = (r: Refilling, d: string) => r.wanted.dirs.has(d) || r.wanted.keepable.has(d)
+
+/** The refill of `dest`, or why it cannot be: not ours, or more than {@link MAX_ENTRIES} entries. */
+const start = (
+  core: Core.Core,
+  tree: ReadonlyArray<readonly [string, Directory.Directory]>,
+  dest: string,
+  keepDirs: ReadonlyArray<string>,
+  writeLarge: WriteLarge
+): Refilling | Unusable => {
+  const present = scan(dest, MAX_ENTRIES)
+  if (present === undefined) return new Unusable(new Error("too many entries, or not all readable"))
+  const umask = process.umask()
+  // As in a sandbox new under the same root. (The process may have changed the sandbox's own setgid bit.)
+  let owner: { readonly uid: number; readonly gid: number }
+  let setgid: number
+  try {
+    // (The sandbox root may be a symlink to where sandboxes are made.)
+    const root = fs.statSync(path.dirname(dest))
+    const self = fs.lstatSync(dest)
+    setgid = root.mode & 0o2000
+    owner = { uid: process.geteuid?.() ?? self.uid, gid: setgid !== 0 ? root.gid : process.getegid?.() ?? self.gid }
+    if (!self.isDirectory() || self.uid !== owner.uid || self.gid !== owner.gid) {
+      throw new Error(`${dest} is not a directory of ours`)
+    }
+    if ((self.mode & 0o2000) !== setgid) fs.chmodSync(dest, (self.mode & 0o5777) | setgid)
+  } catch (e) {
+    return new Unusable(e)
+  }
+  const wanted = wantedOf(tree, keepDirs)
+  return {
+    core,
+    dest,
+    umask,
+    dirMode: (0o777 & ~umask) | setgid,
+    owner,
+    wanted,
+    wantedFiles: new Set(wanted.files.map(([rel]) => rel)),
+    wantedLinks: new Map(wanted.links),
+    state: new Map(present),
+    spare: [],
+    donors: [],
+    reused: [],
+    writeLarge
+  }
+}
+
+const addSpares = (r: Refilling, under: string) => {
+  for (const [rel, kind] of r.state) {
+    if (kind === "dir" && !stays(r, rel) && parentOf(rel) === under) r.spare.push(rel)
+  }
+}
+
+/** A directory kept or moved into place: one indeed, with the wanted owner, and a new one's mode and times. */
+const reuseDir = (r: Refilling, d: string) => {
+  const st = fs.lstatSync(absOf(r, d))
+  if (!st.isDirectory() || !ownedRight(r, st)) throw new Error(`${d} is not a directory of ours any more`)
+  // Before anything is made in it: a setgid bit (or a lack of one) is inherited.
+  if ((st.mode & 0o7777) !== r.dirMode) fs.chmodSync(absOf(r, d), r.dirMode)
+  r.reused.push(d)
+}
+
+/** Every wanted directory in place: kept, a spare renamed there, or made. */
+const placeDirectories = (r: Refilling) =>
+  attempt(() => {
+    const { spare, state, wanted } = r
+    // A directory to keep is kept only under one that stays (its parent, made here, would not hold it).
+    for (const d of [...wanted.keepable].sort((a, b) => depth(a) - depth(b))) {
+      if (state.get(d) !== "dir" || (parentOf(d) !== "" && state.get(parentOf(d)) !== "dir")) {
+        wanted.keepable.delete(d)
+      } else if (parentOf(d) !== "" && !stays(r, parentOf(d))) {
+        wanted.keepable.delete(d)
+      }
+    }
+    for (const [rel, kind] of state) {
+      if (kind === "dir" && !stays(r, rel) && (parentOf(rel) === "" || stays(r, parentOf(rel)))) spare.push(rel)
+    }
+    for (const d of [...wanted.keepable].sort((a, b) => depth(a) - depth(b))) reuseDir(r, d)
+    for (const d of [...wanted.dirs].sort((a, b) => depth(a) - depth(b))) {
+      const kind = state.get(d)
+      if (kind === "dir") {
+        // A process may have changed a directory's mode (`chmod -R a-w`, as Go's module cache does).
+        reuseDir(r, d)
+        continue
+      }
+      if (kind !== undefined) {
+        fs.unlinkSync(absOf(r, d))
+        state.delete(d)
+      }
+      // A spare beside it first (`src/p1` for `src/p2`: its files are likely where the new ones go), else any.
+      let i = spare.findIndex((s) => parentOf(s) === parentOf(d))
+      if (i < 0) i = spare.length - 1
+      if (i < 0) {
+        fs.mkdirSync(absOf(r, d))
+        state.set(d, "dir")
+        continue
+      }
+      const from = spare.splice(i, 1)[0]!
+      fs.renameSync(absOf(r, from), absOf(r, d))
+      moveKeys(state, from, d)
+      addSpares(r, d)
+      reuseDir(r, d)
+    }
+  })
+
+/** Removes whatever is at `rel`. */
+const clear = (r: Refilling, rel: string) => {
+  const kind = r.state.get(rel)
+  if (kind === undefined) return
+  if (kind === "dir") {
+    removeTree(absOf(r, rel))
+    dropKeys(r.state, rel)
+    const i = r.spare.indexOf(rel)
+    if (i >= 0) r.spare.splice(i, 1)
+  } else {
+    fs.unlinkSync(absOf(r, rel))
+    r.state.delete(rel)
+  }
+}
+
+const usable = (r: Refilling, st: fs.Stats) => st.isFile() && st.nlink === 1 && ownedRight(r, st)
+
+/** A file of one link at `rel` to write in place (a donor renamed there if need be), or none. */
+const slotFor = (r: Refilling, rel: string): fs.Stats | undefined => {
+  if (r.state.get(rel) === "file") {
+    const st = fs.lstatSync(absOf(r, rel))
+    if (usable(r, st)) return st
+  }
+  clear(r, rel)
+  while (r.donors.length > 0) {
+    const donor = r.donors.pop()!
+    if (r.state.get(donor) !== "file") continue
+    const st = fs.lstatSync(absOf(r, donor))
+    if (!usable(r, st)) {
+      clear(r, donor)
+      continue
+    }
+    fs.renameSync(absOf(r, donor), absOf(r, rel))
+    r.state.delete(donor)
+    r.state.set(rel, "file")
+    return st
+  }
+  return undefined
+}
+
+/** One wanted file in place: rewritten in a slot, written afresh, or (a large one) linked from the store. */
+const placeFile = (
+  r: Refilling,
+  [rel, file]: readonly [string, Directory.FileNode]
+): Effect.Effect<void, Digest.MissingDigest | StoreError | Unusable> => {
+  const p = absOf(r, rel)
+  if (file.digest.sizeBytes >= LargeFiles.THRESHOLD) {
+    return Effect.zipRight(
+      attempt(() => clear(r, rel)),
+      Effect.tap(r.writeLarge(p, rel, file), () => void r.state.set(rel, "file"))
+    )
+  }
+  const mode = (file.isExecutable ? 0o755 : 0o644) & ~r.umask
+  return Effect.flatMap(
+    Core.withFile(r.core, file.digest, (bytes): boolean | Unusable => {
+      if (bytes === undefined) return false
+      try {
+        const st = slotFor(r, rel)
+        if (st === undefined) {
+          writeFresh(p, bytes, mode)
+          r.state.set(rel, "file")
+        } else {
+          writeInPlace(p, st, bytes, mode)
+        }
+        return true
+      } catch (e) {
+        return new Unusable(e)
+      }
+    }),
+    (done): Effect.Effect<void, Digest.MissingDigest | Unusable> =>
+      done instanceof Unusable
+        ? Effect.fail(done)
+        : done
+        ? Effect.void
+        : Effect.fail(new Digest.MissingDigest({ digest: file.digest, kind: "file" }))
+  )
+}
+
+/** The wanted symlinks in place, and everything not wanted gone. */
+const placeLinksAndSweep = (r: Refilling) =>
+  attempt(() => {
+    const { state } = r
+    const now = Date.now() / 1000
+    for (const [rel, target] of r.wanted.links) {
+      if (state.get(rel) === "other") {
+        const st = fs.lstatSync(absOf(r, rel))
+        if (st.isSymbolicLink() && ownedRight(r, st) && fs.readlinkSync(absOf(r, rel)) === target) {
+          fs.lutimesSync(absOf(r, rel), now, now)
+          continue
+        }
+      }
+      clear(r, rel)
+      fs.symlinkSync(target, absOf(r, rel))
+      state.set(rel, "other")
+    }
+    for (const s of r.spare.splice(0)) {
+      removeTree(absOf(r, s))
+      dropKeys(state, s)
+    }
+    for (const [rel, kind] of [...state]) {
+      const keep = kind === "dir"
+        ? stays(r, rel)
+        : kind === "file"
+        ? r.wantedFiles.has(rel)
+        : r.wantedLinks.has(rel)
+      if (!keep) clear(r, rel)
+    }
+    // Last, as what was done in them changed their times anyway.
+    for (const d of r.reused) fs.utimesSync(absOf(r, d), now, now)
+  })
+
 /**
  * Makes `dest`, whatever it holds (up to {@link MAX_ENTRIES} entries), hold exactly `tree` (its directories as
  * `Core.walkTree` visits them), as a fresh materialization would; of the directories `keepDirs` (which the caller
@@ -193,207 +434,14 @@ export const refill = (
   writeLarge: WriteLarge
 ): Effect.Effect<void, Digest.MissingDigest | StoreError | Unusable> =>
   Effect.suspend(() => {
-    const present = scan(dest, MAX_ENTRIES)
-    if (present === undefined) return Effect.fail(new Unusable(new Error("too many entries, or not all readable")))
-    const umask = process.umask()
-    // What a fresh entry gets: its maker's owner, and a setgid parent's group (and, for a directory, its setgid bit),
-    // as in a sandbox new under the same root. (The process may have changed the sandbox's own bit.)
-    let owner: { readonly uid: number; readonly gid: number }
-    let setgid: number
-    try {
-      // (The sandbox root may be a symlink to where sandboxes are made.)
-      const root = fs.statSync(path.dirname(dest))
-      const self = fs.lstatSync(dest)
-      setgid = root.mode & 0o2000
-      owner = { uid: process.geteuid?.() ?? self.uid, gid: setgid !== 0 ? root.gid : process.getegid?.() ?? self.gid }
-      if (!self.isDirectory() || self.uid !== owner.uid || self.gid !== owner.gid) {
-        throw new Error(`${dest} is not a directory of ours`)
-      }
-      if ((self.mode & 0o2000) !== setgid) fs.chmodSync(dest, (self.mode & 0o5777) | setgid)
-    } catch (e) {
-      return Effect.fail(new Unusable(e))
-    }
-    const dirMode = (0o777 & ~umask) | setgid
-    const ownedRight = (st: fs.Stats) => st.uid === owner.uid && st.gid === owner.gid
-    const wanted = wantedOf(tree, keepDirs)
-    const wantedFiles = new Set(wanted.files.map(([rel]) => rel))
-    const wantedLinks = new Map(wanted.links)
-    const state = new Map(present)
-    const abs = (rel: string) => path.join(dest, rel)
-    // Directories that are there and not wanted, whose parent is wanted: each can become a wanted one, with all
-    // that is under it.
-    const spare: Array<string> = []
-    const stays = (d: string) => wanted.dirs.has(d) || wanted.keepable.has(d)
-    const addSpares = (under: string) => {
-      for (const [rel, kind] of state) {
-        if (kind === "dir" && !stays(rel) && parentOf(rel) === under) spare.push(rel)
-      }
-    }
-    /** A directory kept or moved into place: one indeed, with the wanted owner, and a new one's mode and times. */
-    const reuse = (d: string) => {
-      const st = fs.lstatSync(abs(d))
-      if (!st.isDirectory() || !ownedRight(st)) throw new Error(`${d} is not a directory of ours any more`)
-      // Before anything is made in it: a setgid bit (or a lack of one) is inherited.
-      if ((st.mode & 0o7777) !== dirMode) fs.chmodSync(abs(d), dirMode)
-    }
-    const reused: Array<string> = []
-
-    const placeDirectories = attempt(() => {
-      // A directory to keep is kept only under one that stays (its parent, made here, would not hold it).
-      for (const d of [...wanted.keepable].sort((a, b) => depth(a) - depth(b))) {
-        if (state.get(d) !== "dir" || (parentOf(d) !== "" && state.get(parentOf(d)) !== "dir")) {
-          wanted.keepable.delete(d)
-        } else if (parentOf(d) !== "" && !stays(parentOf(d))) {
-          wanted.keepable.delete(d)
-        }
-      }
-      for (const [rel, kind] of state) {
-        if (kind === "dir" && !stays(rel) && (parentOf(rel) === "" || stays(parentOf(rel)))) spare.push(rel)
-      }
-      for (const d of [...wanted.keepable].sort((a, b) => depth(a) - depth(b))) {
-        reuse(d)
-        reused.push(d)
-      }
-      for (const d of [...wanted.dirs].sort((a, b) => depth(a) - depth(b))) {
-        const kind = state.get(d)
-        if (kind === "dir") {
-          // A process may have changed a directory's mode (`chmod -R a-w`, as Go's module cache does).
-          reuse(d)
-          reused.push(d)
-          continue
-        }
-        if (kind !== undefined) {
-          fs.unlinkSync(abs(d))
-          state.delete(d)
-        }
-        // A spare beside it first (`src/p1` for `src/p2`: its files are likely where the new ones go), else any.
-        let i = spare.findIndex((s) => parentOf(s) === parentOf(d))
-        if (i < 0) i = spare.length - 1
-        if (i < 0) {
-          fs.mkdirSync(abs(d))
-          state.set(d, "dir")
-          continue
-        }
-        const from = spare.splice(i, 1)[0]!
-        fs.renameSync(abs(from), abs(d))
-        moveKeys(state, from, d)
-        addSpares(d)
-        reuse(d)
-        reused.push(d)
-      }
-    })
-
-    // Files that are there and not wanted where they are: each can become a wanted file.
-    const donors: Array<string> = []
-    const clear = (rel: string) => {
-      const kind = state.get(rel)
-      if (kind === undefined) return
-      if (kind === "dir") {
-        removeTree(abs(rel))
-        dropKeys(state, rel)
-        const i = spare.indexOf(rel)
-        if (i >= 0) spare.splice(i, 1)
-      } else {
-        fs.unlinkSync(abs(rel))
-        state.delete(rel)
-      }
-    }
-    /** A file of one link at `rel` to write in place (a donor renamed there if need be), or none. */
-    const usable = (st: fs.Stats) => st.isFile() && st.nlink === 1 && ownedRight(st)
-    const slotFor = (rel: string): fs.Stats | undefined => {
-      if (state.get(rel) === "file") {
-        const st = fs.lstatSync(abs(rel))
-        if (usable(st)) return st
-      }
-      clear(rel)
-      while (donors.length > 0) {
-        const donor = donors.pop()!
-        if (state.get(donor) !== "file") continue
-        const st = fs.lstatSync(abs(donor))
-        if (!usable(st)) {
-          clear(donor)
-          continue
-        }
-        fs.renameSync(abs(donor), abs(rel))
-        state.delete(donor)
-        state.set(rel, "file")
-        return st
-      }
-      return undefined
-    }
-
-    const placeFile = (
-      [rel, file]: [string, Directory.FileNode]
-    ): Effect.Effect<void, Digest.MissingDigest | StoreError | Unusable> => {
-      const p = abs(rel)
-      if (file.digest.sizeBytes >= LargeFiles.THRESHOLD) {
-        return Effect.zipRight(
-          attempt(() => clear(rel)),
-          Effect.tap(writeLarge(p, rel, file), () => void state.set(rel, "file"))
-        )
-      }
-      const mode = (file.isExecutable ? 0o755 : 0o644) & ~umask
-      return Effect.flatMap(
-        Core.withFile(core, file.digest, (bytes): boolean | Unusable => {
-          if (bytes === undefined) return false
-          try {
-            const st = slotFor(rel)
-            if (st === undefined) {
-              writeFresh(p, bytes, mode)
-              state.set(rel, "file")
-            } else {
-              writeInPlace(p, st, bytes, mode)
-            }
-            return true
-          } catch (e) {
-            return new Unusable(e)
-          }
-        }),
-        (done): Effect.Effect<void, Digest.MissingDigest | Unusable> =>
-          done instanceof Unusable
-            ? Effect.fail(done)
-            : done
-            ? Effect.void
-            : Effect.fail(new Digest.MissingDigest({ digest: file.digest, kind: "file" }))
-      )
-    }
-
-    const placeLinksAndSweep = attempt(() => {
-      const now = Date.now() / 1000
-      for (const [rel, target] of wanted.links) {
-        if (state.get(rel) === "other") {
-          const st = fs.lstatSync(abs(rel))
-          if (st.isSymbolicLink() && ownedRight(st) && fs.readlinkSync(abs(rel)) === target) {
-            fs.lutimesSync(abs(rel), now, now)
-            continue
-          }
-        }
-        clear(rel)
-        fs.symlinkSync(target, abs(rel))
-        state.set(rel, "other")
-      }
-      for (const s of spare.splice(0)) {
-        removeTree(abs(s))
-        dropKeys(state, s)
-      }
-      for (const [rel, kind] of [...state]) {
-        const keep = kind === "dir"
-          ? stays(rel)
-          : kind === "file"
-          ? wantedFiles.has(rel)
-          : wantedLinks.has(rel)
-        if (!keep) clear(rel)
-      }
-      // Last, as what was done in them changed their times anyway.
-      for (const d of reused) fs.utimesSync(abs(d), now, now)
-    })
-
-    return placeDirectories.pipe(
+    const r = start(core, tree, dest, keepDirs, writeLarge)
+    if (r instanceof Unusable) return Effect.fail(r)
+    return placeDirectories(r).pipe(
       Effect.zipRight(Effect.sync(() => {
-        for (const [rel, kind] of state) if (kind === "file" && !wantedFiles.has(rel)) donors.push(rel)
+        for (const [rel, kind] of r.state) if (kind === "file" && !r.wantedFiles.has(rel)) r.donors.push(rel)
       })),
-      Effect.zipRight(Effect.forEach(wanted.files, placeFile, { discard: true })),
-      Effect.zipRight(placeLinksAndSweep)
+      Effect.zipRight(Effect.forEach(r.wanted.files, (f) => placeFile(r, f), { discard: true })),
+      Effect.zipRight(placeLinksAndSweep(r))
     )
   })
 
