@@ -16,7 +16,7 @@ import * as AtomicFile from "../../os/AtomicFile.js"
 import { ioError } from "../../os/Errno.js"
 import { mkdirp } from "../../os/Mkdirp.js"
 import { removeTree } from "../../os/RemoveTree.js"
-import type * as Handoff from "../../sandbox/internal/handoff.js"
+import type { Handoff } from "../../sandbox/Sandboxes.js"
 import * as StatIndex from "../../store/internal/statIndex.js"
 import type * as Store from "../../store/Store.js"
 import type * as RunMemo from "../RunMemo.js"
@@ -86,7 +86,7 @@ export const writeBack = (
   /** Collects each output left in the workspace with its stat, and each declared directory's listing (run memo). */
   observe?: Array<RunMemo.Seen>,
   /** Where a file that ran may be waiting, to be renamed into place rather than written. */
-  handoff?: Handoff.Handoff
+  handoff?: Handoff
 ): Effect.Effect<void, StoreError | Digest.MissingDigest> =>
   Effect.gen(function*() {
     const entries = yield* store.listTree(outputDigest)

@@ -14,16 +14,10 @@ import type * as Digest from "../../domain/Digest.js"
 import { type Process, ProcessResult } from "../../domain/Process.js"
 import type { StoreError } from "../../domain/StoreErrors.js"
 import type * as Store from "../../store/Store.js"
+import type { CacheContent } from "../ProcessRunner.js"
 import type { Runner } from "./runner.js"
 
-/**
- * How a cache hit's content is checked: `validate` (the default) and `fetch` make sure every blob of the result is
- * in the store (kiln has no remote store yet, so the two agree), `defer` trusts the entry and leaves a missing blob
- * to backtracking.
- *
- * @internal
- */
-export type CacheContent = "fetch" | "validate" | "defer"
+export type { CacheContent }
 
 /**
  * What an action-cache entry holds: the result's fields that do not depend on how it was obtained.
