@@ -10,6 +10,7 @@ import { parse } from "../../src/domain/Config.js"
 import * as Digest from "../../src/domain/Digest.js"
 import * as Engine from "../../src/engine/Engine.js"
 import * as Store from "../../src/store/Store.js"
+import * as StoreMaintenance from "../../src/store/StoreMaintenance.js"
 import { stack } from "../utils/stack.js"
 import { tempDir, writeTree } from "../utils/temp.js"
 
@@ -58,7 +59,9 @@ const removeFilesOf = (store: Store.Service, tree: Digest.Digest) =>
   Effect.flatMap(
     store.listTree(tree),
     (entries) =>
-      Effect.forEach(entries.filter((e) => e.type === "file"), (e) => store.remove(e.digest!), { discard: true })
+      Effect.forEach(entries.filter((e) => e.type === "file"), (e) => StoreMaintenance.make(store).remove(e.digest!), {
+        discard: true
+      })
   )
 
 const blobOf = (text: string) => Digest.ofBytes(new TextEncoder().encode(text))
@@ -118,7 +121,8 @@ describe("Engine.run: backtracking", () => {
         engine.run({
           workspace,
           config,
-          beforeAttempt: (name) => name === "use" ? Effect.asVoid(Effect.orDie(store.remove(b))) : Effect.void
+          beforeAttempt: (name) =>
+            name === "use" ? Effect.asVoid(Effect.orDie(StoreMaintenance.make(store).remove(b))) : Effect.void
         })))
       if (error._tag !== "NoProducer") return assert.fail(`expected NoProducer, got ${error._tag}`)
       assert.strictEqual(error.consumer, "use")
@@ -138,7 +142,9 @@ describe("Engine.run: backtracking", () => {
           workspace,
           config,
           beforeAttempt: (name, input) =>
-            name === "use" && fired++ === 0 ? Effect.asVoid(Effect.orDie(store.remove(input))) : Effect.void
+            name === "use" && fired++ === 0
+              ? Effect.asVoid(Effect.orDie(StoreMaintenance.make(store).remove(input)))
+              : Effect.void
         }))
       assert.strictEqual(report.failed, 0)
       assert.strictEqual(report.processes.find((p) => p.name === "use")!.backtracks, 1)

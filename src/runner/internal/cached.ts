@@ -110,7 +110,7 @@ export const make = (store: Store.Service, inner: Runner, cacheContent: CacheCon
         // A hit is a use: its tree is leased again (in the same walk that checks it is all there), so GC removes
         // what runs stop using, not this.
         const present = (yield* store.hasFile(e.stdoutDigest)) && (yield* store.hasFile(e.stderrDigest)) &&
-          (yield* store.ensureLeased(e.outputDigest).pipe(
+          (yield* store.ensureTree(e.outputDigest, { complete: true, lease: true }).pipe(
             Effect.as(true),
             Effect.catchTag("MissingDigest", () => Effect.succeed(false))
           ))
@@ -136,7 +136,7 @@ export const make = (store: Store.Service, inner: Runner, cacheContent: CacheCon
     Effect.as(Effect.logWarning(`action cache lookup failed (${err.message}): running instead`), Option.none())
 
   const lookupOne = (process: Process, key: Digest.Digest, started: number) =>
-    Effect.flatMap(store.getActionResult(key), (raw) => accept(process, key, raw, started)).pipe(
+    Effect.flatMap(store.getActionResults([key]), ([raw]) => accept(process, key, raw!, started)).pipe(
       Effect.catchTag("StoreError", degrade)
     )
 
