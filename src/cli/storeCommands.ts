@@ -8,12 +8,13 @@ import * as Options from "@effect/cli/Options"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as path from "node:path"
 import * as Digest from "../domain/Digest.js"
 import * as Size from "../domain/Size.js"
-import * as LmdbFile from "../store/internal/lmdb/dataFile.js"
 import * as Store from "../store/Store.js"
+import * as StoreMaintenance from "../store/StoreMaintenance.js"
 import { sizeOption, storeLayer, storeOptions } from "./globalOptions.js"
 import { COMMANDS, STORE_COMMANDS } from "./help.js"
 import { toStoreOptions } from "./storeSettings.js"
@@ -29,6 +30,14 @@ const withStore = <A, E>(
   global: Parameters<typeof storeLayer>[0],
   f: (store: Store.Service) => Effect.Effect<A, E>
 ) => Effect.flatMap(Store.Store, f).pipe(Effect.provide(storeLayer(global)))
+
+const withMaintenance = <A, E>(
+  global: Parameters<typeof storeLayer>[0],
+  f: (maintenance: StoreMaintenance.Service) => Effect.Effect<A, E>
+) =>
+  Effect.flatMap(StoreMaintenance.StoreMaintenance, f).pipe(
+    Effect.provide(Layer.provide(StoreMaintenance.layer, storeLayer(global)))
+  )
 
 const snapshot = Command.make(
   "snapshot",
@@ -109,8 +118,8 @@ const rm = Command.make(
   "rm",
   { digest: digestArg, ...storeOptions },
   ({ digest, ...global }) =>
-    withStore(global, (store) =>
-      Effect.flatMap(store.remove(digest), (removed) =>
+    withMaintenance(global, (maintenance) =>
+      Effect.flatMap(maintenance.remove(digest), (removed) =>
         removed
           ? Console.log(`removed ${Digest.format(digest)}`)
           : Effect.fail(new Digest.MissingDigest({ digest, kind: "blob" }))))
@@ -132,16 +141,16 @@ const check = Command.make(
       // A shard whose LMDB file is unsafe to open (truncated) cannot be checked entry by entry: --repair moves it
       // out of the store first, so that the store opens, and says where it went.
       const setAside = repair
-        ? yield* LmdbFile.setAsideUnsafe(path.resolve(Store.defaultOptions(toStoreOptions(global)).root))
+        ? yield* StoreMaintenance.setAsideUnsafe(path.resolve(Store.defaultOptions(toStoreOptions(global)).root))
         : []
       if (!json) {
         for (const s of setAside) {
           yield* Console.log(`set aside ${s.file}, ${s.problem}: moved to ${s.movedTo}`)
         }
       }
-      yield* withStore(global, (store) =>
+      yield* withMaintenance(global, (maintenance) =>
         Effect.gen(function*() {
-          const report = yield* store.check({ repair })
+          const report = yield* maintenance.check({ repair })
           if (json) {
             yield* Console.log(JSON.stringify({ ...report, setAside }, null, 2))
           } else {
@@ -164,11 +173,9 @@ const gc = Command.make(
     ...storeOptions
   },
   ({ json, targetSize, ...global }) =>
-    withStore(global, (store) =>
+    withMaintenance(global, (maintenance) =>
       Effect.gen(function*() {
-        const report = yield* store.gc({
-          targetSizeBytes: Option.getOrElse(targetSize, () => store.options.maxSizeBytes)
-        })
+        const report = yield* maintenance.gc(Option.isSome(targetSize) ? { targetSizeBytes: targetSize.value } : {})
         if (json) return yield* Console.log(JSON.stringify(report, null, 2))
         yield* Console.log(
           `removed ${report.removedEntries} entries (${Size.format(report.removedBytes)}) and ` +
@@ -187,11 +194,11 @@ const stats = Command.make(
   "stats",
   { json, ...storeOptions },
   ({ json, ...global }) =>
-    withStore(global, (store) =>
+    withMaintenance(global, (maintenance) =>
       Effect.gen(function*() {
-        const s = yield* store.stats
+        const s = yield* maintenance.stats
         if (json) return yield* Console.log(JSON.stringify(s, null, 2))
-        const line = (name: string, k: Store.Stats["files"]) =>
+        const line = (name: string, k: StoreMaintenance.KindStats) =>
           `${name.padEnd(12)} ${String(k.entries).padStart(9)} entries ${
             Size.format(k.bytes).padStart(10)
           }  ${k.leased} leased`

@@ -5,8 +5,7 @@
  * @since 0.1.0
  */
 import type * as Digest from "./Digest.js"
-import { writeDigest } from "./Directory.js"
-import { compareUtf8, Writer } from "./internal/protobuf.js"
+import { compareUtf8, writeDigest, Writer } from "./internal/protobuf.js"
 
 /**
  * @since 0.1.0

@@ -15,6 +15,7 @@ import {
   compareUtf8,
   readFields,
   WireError,
+  writeDigest,
   Writer
 } from "./internal/protobuf.js"
 
@@ -141,12 +142,6 @@ const validate = (dir: Directory): string | undefined => {
   return undefined
 }
 
-/** @internal */
-export const writeDigest = (w: Writer, d: Digest.Digest): void => {
-  if (d.hash.length > 0) w.stringField(1, d.hash)
-  if (d.sizeBytes !== 0) w.varintField(2, d.sizeBytes)
-}
-
 /**
  * Canonical protobuf bytes: fields in number order, defaults omitted, no empty sub-messages.
  *
@@ -185,8 +180,7 @@ export const encode = (dir: Directory): Uint8Array => {
  */
 export const digestOf = (dir: Directory): Digest.Digest => Digest.ofBytes(encode(dir))
 
-/** @internal */
-export const readDigest = (bytes: Uint8Array): Digest.Digest => {
+const readDigest = (bytes: Uint8Array): Digest.Digest => {
   let hash = ""
   let sizeBytes = 0
   for (const f of readFields(bytes)) {

@@ -26,17 +26,13 @@ import * as Journal from "../os/Journal.js"
 import * as RawStat from "../os/RawStat.js"
 import * as Generation from "../store/Generation.js"
 import * as Layout from "../store/Layout.js"
+import { namesOf, type SnapshotObservation, type Stat } from "../store/SnapshotObservation.js"
 
 /** Bump when what a memo means changes. */
 export const FORMAT = 5
 
 /** Something a walk read, with the evidence of what it found: a file's hash, a symlink's target, a listing. */
-export interface Seen {
-  readonly kind: "d" | "f" | "l" | "a"
-  readonly abs: string
-  readonly st?: fs.BigIntStats
-  readonly evidence?: string
-}
+export type Seen = SnapshotObservation
 
 /**
  * `[path relative to the workspace, kind, dev, ino, mode, size, mtimeMs, ctimeMs]`, kind `f` (file), `l` (symlink)
@@ -235,7 +231,7 @@ export const storeHolds = (storeRoot: string, memo: Memo): string | undefined =>
 /** Node's own conversion of a timespec to milliseconds, so that BigInt and number stats give the same double. */
 const msOf = (ns: bigint): number => Number(ns / 1_000_000_000n) * 1e3 + Number(ns % 1_000_000_000n) / 1e6
 
-const fieldsOfBig = (st: fs.BigIntStats): Array<number> => [
+const fieldsOfBig = (st: Stat): Array<number> => [
   Number(st.dev),
   Number(st.ino),
   Number(st.mode),
@@ -246,11 +242,11 @@ const fieldsOfBig = (st: fs.BigIntStats): Array<number> => [
 
 /** An observation as the memo keeps it; with `racy`, with its evidence (see {@link Obs}). */
 export const obsOf = (workspace: string, seen: Seen, racy = false): Obs =>
-  seen.kind === "a" || seen.st === undefined
+  seen.kind === "a"
     ? [path.relative(workspace, seen.abs), "a"]
-    : racy && seen.evidence !== undefined
-    ? [path.relative(workspace, seen.abs), seen.kind, ...fieldsOfBig(seen.st), seen.evidence]
-    : [path.relative(workspace, seen.abs), seen.kind, ...fieldsOfBig(seen.st)]
+    : racy
+    ? [path.relative(workspace, seen.abs), seen.kind, ...fieldsOfBig(seen), seen.evidence]
+    : [path.relative(workspace, seen.abs), seen.kind, ...fieldsOfBig(seen)]
 
 /** Whether the content at `abs` is still what the evidence says. */
 const contentIs = (abs: string, kind: string, evidence: string): boolean => {
@@ -287,14 +283,14 @@ export const holds = (workspace: string, o: Obs): boolean => {
     st.mode === o[4] && st.dev === o[2] && (o.length < 9 || contentIs(`${workspace}/${o[0]}`, o[1], String(o[8])))
 }
 
-/** The names of a listing, as evidence. */
-export const namesOf = (entries: ReadonlyArray<fs.Dirent>): string => entries.map((e) => e.name).sort().join("/")
+/** The names of a listing, as evidence (the store's, which its snapshots record). */
+export { namesOf }
 
 /**
  * Whether a stat is racy at `atNs`: changed so shortly before that another change in the same timestamp tick would
  * leave it as it is. File systems with whole-second timestamps get a wider margin.
  */
-export const isRacy = (st: fs.BigIntStats, atNs: bigint): boolean => {
+export const isRacy = (st: Pick<Stat, "mtimeNs" | "ctimeNs">, atNs: bigint): boolean => {
   const margin = st.mtimeNs % 1_000_000_000n === 0n ? 2_000_000_000n : 10_000_000n
   return st.mtimeNs + margin >= atNs || st.ctimeNs + margin >= atNs
 }
@@ -306,11 +302,10 @@ export const isRacy = (st: fs.BigIntStats, atNs: bigint): boolean => {
  * (see {@link Obs}).
  */
 export const confirm = (s: Seen, settled = true): boolean => {
-  if (s.kind === "a" || s.st === undefined) return true
-  if (s.evidence === undefined) return false
+  if (s.kind === "a") return true
   try {
     const st = fs.lstatSync(s.abs, { bigint: true })
-    const [before, now] = [fieldsOfBig(s.st), fieldsOfBig(st)]
+    const [before, now] = [fieldsOfBig(s), fieldsOfBig(st)]
     if (before.some((v, i) => v !== now[i])) return false
     if (settled && isRacy(st, BigInt(Date.now()) * 1_000_000n)) return false
   } catch {

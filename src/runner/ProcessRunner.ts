@@ -19,27 +19,41 @@ import type { StoreError } from "../domain/StoreErrors.js"
 import type { InvalidOutput } from "../domain/TreeErrors.js"
 import { cacheDir } from "../os/CacheDir.js"
 import { HelperLifetime } from "../os/HelperLifetime.js"
-import type * as Handoff from "../sandbox/internal/handoff.js"
-import { Sandboxes } from "../sandbox/Sandboxes.js"
+import { type Handoff, Sandboxes } from "../sandbox/Sandboxes.js"
 import { Sandboxer } from "../sandboxer/Sandboxer.js"
 import * as Spawner from "../spawner/Spawner.js"
 import { Store } from "../store/Store.js"
 import * as BoundedRunner from "./internal/bounded.js"
 import * as CachedRunner from "./internal/cached.js"
 import * as LocalRunner from "./internal/local.js"
-import type { CachePolicy, Runner } from "./internal/runner.js"
+import type { Runner } from "./internal/runner.js"
 
 /**
+ * Whether a run may read the action cache and write it. Backtracking re-runs a producer with reads off and writes
+ * on, so its fresh result replaces the stale entry.
+ *
  * @since 0.1.0
  * @category models
  */
-export type { CachePolicy }
+export interface CachePolicy {
+  readonly read: boolean
+  readonly write: boolean
+  /**
+   * The caller has just looked this very process up (`lookup`) and missed: the runner reads the cache again only
+   * under the action's lock, where another engine's result would show.
+   */
+  readonly missed?: boolean
+}
 
 /**
+ * How a cache hit's content is checked: `validate` (the default) and `fetch` make sure every blob of the result is
+ * in the store (kiln has no remote store yet, so the two agree), `defer` trusts the entry and leaves a missing blob
+ * to backtracking.
+ *
  * @since 0.1.0
  * @category models
  */
-export type CacheContent = CachedRunner.CacheContent
+export type CacheContent = "fetch" | "validate" | "defer"
 
 /**
  * @since 0.1.0
@@ -65,7 +79,7 @@ export interface Service {
    */
   readonly warmUp: Effect.Effect<void>
   /** The output files of processes that ran, moved out of their sandboxes for write-back to take (see `Handoff`). */
-  readonly handoff: Handoff.Handoff
+  readonly handoff: Handoff
 }
 
 /**

@@ -13,11 +13,12 @@ import * as Ref from "effect/Ref"
 import type * as Scope from "effect/Scope"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import type * as Digest from "../domain/Digest.js"
 import { type KeepSandboxes, SandboxError } from "../domain/Sandbox.js"
 import { cacheDir } from "../os/CacheDir.js"
 import { describeErrno, errnoOf } from "../os/Errno.js"
 import * as Proc from "../os/Proc.js"
-import * as Handoff from "./internal/handoff.js"
+import * as Handoffs from "./internal/handoff.js"
 import * as SandboxDir from "./internal/sandboxDir.js"
 
 /**
@@ -85,7 +86,25 @@ export interface Service {
    * Output files moved out of finished sandboxes for write-back to rename into place rather than write (see
    * `Handoff`); what nobody takes is removed when the scope closes.
    */
-  readonly handoff: Handoff.Handoff
+  readonly handoff: Handoff
+}
+
+/**
+ * Output files handed from a finished sandbox to write-back by rename, not copy (the sandbox's handoff module says why).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Handoff {
+  /** Moves `abs`, captured as `digest`, out of its sandbox for write-back to take; does nothing if it cannot. */
+  readonly offer: (abs: string, digest: Digest.Digest) => void
+  /**
+   * Moves an offered file holding `digest` to `dest` (absent, in the directory it will be renamed within) with
+   * `mode` under the umask; false, leaving nothing at `dest`, when none is offered or it is not fit to keep.
+   */
+  readonly take: (digest: Digest.Digest, dest: string, mode: number) => boolean
+  /** How many offered files are waiting. */
+  readonly held: () => number
 }
 
 /**
@@ -203,7 +222,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Scope
     yield* Effect.addFinalizer(() =>
       Effect.forEach(idle.drain(), (f) => removalFailed(f.path, f.error), { discard: true })
     )
-    const handoff = Handoff.make(root, owner)
+    const handoff = Handoffs.make(root, owner)
     yield* Effect.addFinalizer(() =>
       Effect.suspend(() => {
         const dir = handoff.directory()

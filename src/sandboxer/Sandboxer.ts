@@ -84,7 +84,8 @@ export interface Options {
   readonly stopGrace?: Duration.DurationInput
 }
 
-const missingAfterNotFound = (store: Store.Service, digest: Digest.Digest) => store.ensureDownloaded(digest)
+const missingAfterNotFound = (store: Store.Service, digest: Digest.Digest) =>
+  store.ensureTree(digest, { complete: true })
 
 /**
  * Starts the sandboxer lazily, on first use; stops it (SIGTERM, drain, then SIGKILL) when the layer's scope closes,

@@ -23,6 +23,7 @@ import { cliLogger } from "../cli/logging.js"
 import { toStoreOptions } from "../cli/storeSettings.js"
 import * as Proc from "../os/Proc.js"
 import * as Store from "../store/Store.js"
+import * as StoreMaintenance from "../store/StoreMaintenance.js"
 import { logPathOf } from "./internal/paths.js"
 import * as SandboxerServer from "./internal/server.js"
 import { SandboxerRpcs } from "./Rpc.js"
@@ -74,7 +75,10 @@ export const sandboxer = Command.make(
       // before the server's: it closes only after the requests in flight have drained, which may still read it.
       const storeScope = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
       const store = yield* Effect.cached(Scope.extend(Store.make(toStoreOptions(o)), storeScope))
-      const clearStaleReaders = Effect.flatMap(store, (s) => s.clearReadersOf(o.parentPid, "2 seconds")).pipe(
+      const clearStaleReaders = Effect.flatMap(
+        store,
+        (s) => StoreMaintenance.make(s).clearReadersOf(o.parentPid, "2 seconds")
+      ).pipe(
         Effect.tap((n) => Effect.logInfo(`cleared ${n} stale LMDB reader slot(s) of parent ${o.parentPid}`)),
         Effect.catchAll((e) => Effect.logWarning(`could not clear stale LMDB reader slots: ${e.message}`))
       )

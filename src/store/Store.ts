@@ -7,7 +7,6 @@
  */
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
@@ -17,24 +16,23 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../domain/Digest.js"
 import type * as Directory from "../domain/Directory.js"
-import { StoreConfigConflict, StoreError } from "../domain/StoreErrors.js"
+import { type StoreConfigConflict, StoreError } from "../domain/StoreErrors.js"
 import type { InputConflict, InvalidOutput } from "../domain/TreeErrors.js"
-import type * as RunMemo from "../engine/RunMemo.js"
 import { cacheDir } from "../os/CacheDir.js"
-import { errnoOf, ioError } from "../os/Errno.js"
-import { mkdirp } from "../os/Mkdirp.js"
+import { ioError } from "../os/Errno.js"
 import * as ActionLock from "./internal/actionLock.js"
 import * as Capture from "./internal/capture.js"
 import * as Core from "./internal/core.js"
 import * as LargeFiles from "./internal/largeFiles.js"
+import { ensureLayout } from "./internal/layout.js"
 import * as Sharded from "./internal/lmdb/shards.js"
-import * as Maintenance from "./internal/maintenance.js"
 import * as Materialize from "./internal/materialize.js"
 import * as Refill from "./internal/refill.js"
-import * as Snapshot from "./internal/snapshot.js"
+import * as Snapshotting from "./internal/snapshot.js"
 import * as StatIndex from "./internal/statIndex.js"
 import * as Tree from "./internal/tree.js"
 import * as TreeMerge from "./internal/treeMerge.js"
+import type * as Observation from "./SnapshotObservation.js"
 
 const GiB = 1024 * 1024 * 1024
 
@@ -99,13 +97,10 @@ export interface TreeEntry {
 }
 
 /**
- * A path a snapshot read, with its stat and what it found there: a file's hash, a symlink's target, a directory's
- * names (`kind` `a`: a glob's base that does not exist).
- *
  * @since 0.1.0
  * @category models
  */
-export type SnapshotObservation = RunMemo.Seen
+export type SnapshotObservation = Observation.SnapshotObservation
 
 /**
  * An open stat index for one workspace (see `snapshotSession`).
@@ -120,22 +115,80 @@ export interface SnapshotSession {
 }
 
 /**
+ * One of the snapshots `snapshotMany` takes: globs relative to the directory (`!` excludes; none: everything).
+ *
  * @since 0.1.0
  * @category models
  */
-export type CheckReport = Maintenance.CheckReport
-/**
- * @since 0.1.0
- * @category models
- */
-export type GcReport = Maintenance.GcReport
-/**
- * @since 0.1.0
- * @category models
- */
-export type Stats = Maintenance.Stats
+export interface SnapshotRequest {
+  readonly globs: ReadonlyArray<string>
+  /** Say every path the snapshot read, with what was found there (the engine's run memo). */
+  readonly observe?: boolean
+}
 
 /**
+ * A snapshot's tree, and what it read to make it (empty unless its request said `observe`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Snapshot {
+  readonly digest: Digest.Digest
+  readonly observations: ReadonlyArray<SnapshotObservation>
+}
+
+/**
+ * A process's declared outputs, relative to where they are captured from.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Outputs {
+  readonly outputFiles: ReadonlyArray<string>
+  readonly outputDirectories: ReadonlyArray<string>
+}
+
+/**
+ * What `capture` stored: the outputs' tree, the digests of the blobs stored with it (in their order), and each file
+ * captured (its absolute path) with its digest.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Captured {
+  readonly tree: Digest.Digest
+  readonly blobs: ReadonlyArray<Digest.Digest>
+  readonly files: ReadonlyArray<readonly [string, Digest.Digest]>
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface MaterializeOptions {
+  /** Paths (relative to the destination) that get writable copies, never hard links; `.` for all. */
+  readonly mutablePaths?: ReadonlyArray<string>
+  /**
+   * Create the destination if it is missing (default true). A sandbox must already exist: one that is gone was
+   * removed by its engine, and re-creating it would leave a directory without an owner behind.
+   */
+  readonly createDestination?: boolean
+  /**
+   * The destination may hold anything (a used sandbox): it is made to hold exactly the tree, reusing what it can of
+   * what is there (see `Refill`).
+   */
+  readonly reuse?: boolean
+  /**
+   * With `reuse`: directories the caller makes next (a sandbox's working directory, its outputs' parents), which may
+   * stay if they are there rather than be removed for the caller to make again. Ignored when the tree has a symlink.
+   */
+  readonly keepDirs?: ReadonlyArray<string>
+}
+
+/**
+ * The content-addressed store and the action cache; maintenance (check, gc, stats, removal, reader slots) is
+ * `StoreMaintenance`'s.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -143,38 +196,36 @@ export interface Service {
   readonly options: Options
   /** Stores file contents; with `expected`, fails with `DigestMismatch` unless the bytes hash to it. */
   readonly putFile: (bytes: Uint8Array, expected?: Digest.Digest) => Effect.Effect<Digest.Digest, StoreError>
+  /** Many files in one go: one commit per shard. */
   readonly putFiles: (blobs: ReadonlyArray<Uint8Array>) => Effect.Effect<Array<Digest.Digest>, StoreError>
   /** Stores a file from disk, streaming it when it is large. */
   readonly putFilePath: (file: string) => Effect.Effect<Digest.Digest, StoreError>
   /** A file's bytes, checked against the digest; corrupt bytes are removed and reported missing. */
   readonly getFile: (digest: Digest.Digest) => Effect.Effect<Uint8Array, Digest.MissingDigest | StoreError>
+  readonly hasFile: (digest: Digest.Digest) => Effect.Effect<boolean, StoreError>
   readonly putDirectory: (dir: Directory.Directory) => Effect.Effect<Digest.Digest, StoreError>
   readonly getDirectory: (
     digest: Digest.Digest
   ) => Effect.Effect<Directory.Directory, Digest.MissingDigest | StoreError>
-  readonly hasFile: (digest: Digest.Digest) => Effect.Effect<boolean, StoreError>
   readonly hasDirectory: (digest: Digest.Digest) => Effect.Effect<boolean, StoreError>
-  /** Removes a digest from the file and directory stores; true when something was removed. */
-  readonly remove: (digest: Digest.Digest) => Effect.Effect<boolean, StoreError>
-  /** Extends the leases of a tree's directories and files (those present). */
-  readonly leaseTree: (root: Digest.Digest) => Effect.Effect<void, Digest.MissingDigest | StoreError>
   /**
-   * What a cache hit does with its output tree: fails with `MissingDigest` naming the first absent blob, else extends
-   * the leases of the whole tree. One walk instead of `ensureDownloaded` and `leaseTree` each walking it.
+   * Walks a tree in one pass (failing with `MissingDigest` on an absent directory). With `complete`, fails with
+   * `MissingDigest` naming the first absent file too; with `lease`, extends the leases of its directories and files
+   * (those present; only stale leases cost a write). A cache hit asks for both, a process about to run for the lease
+   * of its inputs, and the sandboxer, told a blob is missing, for `complete` alone.
    */
-  readonly ensureLeased: (root: Digest.Digest) => Effect.Effect<void, Digest.MissingDigest | StoreError>
-  /** Fails with `MissingDigest` naming the first blob of the tree (directory or file) that is absent. */
-  readonly ensureDownloaded: (root: Digest.Digest) => Effect.Effect<void, Digest.MissingDigest | StoreError>
+  readonly ensureTree: (
+    root: Digest.Digest,
+    options: { readonly complete?: boolean; readonly lease?: boolean }
+  ) => Effect.Effect<void, Digest.MissingDigest | StoreError>
   /** Every entry of a tree, depth first, in name order. */
   readonly listTree: (root: Digest.Digest) => Effect.Effect<Array<TreeEntry>, Digest.MissingDigest | StoreError>
-  readonly getActionResult: (actionDigest: Digest.Digest) => Effect.Effect<Option.Option<Uint8Array>, StoreError>
-  /** Many action-cache entries in one go: one read transaction per shard. */
+  /** Action-cache entries, in one read transaction per shard (this process's own writes of them landed first). */
   readonly getActionResults: (
     actionDigests: ReadonlyArray<Digest.Digest>
   ) => Effect.Effect<Array<Option.Option<Uint8Array>>, StoreError>
   /** Stores (or replaces) the result of an action. */
   readonly putActionResult: (actionDigest: Digest.Digest, payload: Uint8Array) => Effect.Effect<void, StoreError>
-  readonly removeActionResult: (actionDigest: Digest.Digest) => Effect.Effect<boolean, StoreError>
   /** Extends the leases of an action-cache entry and of file blobs (stdout, stderr) a hit is using. */
   readonly leaseUsed: (
     actionDigest: Digest.Digest,
@@ -202,23 +253,18 @@ export interface Service {
   readonly snapshot: (
     dir: string,
     globs?: ReadonlyArray<string>,
-    session?: SnapshotSession,
-    /** Within a session, collects every path read, with what was found there (the engine's run memo). */
-    observe?: Array<SnapshotObservation>
+    session?: SnapshotSession
   ) => Effect.Effect<Digest.Digest, StoreError>
   /**
    * `snapshot` of one directory for each of many glob sets, their contents stored together (one commit per shard
-   * for all): the engine snapshots every process's own inputs so. Each succeeds or fails on its own; the outer
-   * error is a failure to store.
+   * for all), each with what it read if asked: the engine snapshots every process's own inputs so, for its run
+   * memo. Each succeeds or fails on its own; the outer error is a failure to store.
    */
   readonly snapshotMany: (
     dir: string,
-    requests: ReadonlyArray<{
-      readonly globs: ReadonlyArray<string>
-      readonly observe?: Array<SnapshotObservation> | undefined
-    }>,
+    requests: ReadonlyArray<SnapshotRequest>,
     session?: SnapshotSession
-  ) => Effect.Effect<Array<Either.Either<Digest.Digest, StoreError>>, StoreError>
+  ) => Effect.Effect<Array<Either.Either<Snapshot, StoreError>>, StoreError>
   /**
    * A snapshot session for a workspace: its persisted stat index, saved when the scope closes. With `lazy`, the index
    * is read only once a few files had to be hashed without it (a run that expects to look at few files).
@@ -231,7 +277,7 @@ export interface Service {
   readonly materialize: (
     digest: Digest.Digest,
     destination: string,
-    options?: Materialize.MaterializeOptions
+    options?: MaterializeOptions
   ) => Effect.Effect<void, Digest.MissingDigest | StoreError>
   /**
    * Lays trees over each other, each at a path (segments); a path two trees fill differently is a conflict. With
@@ -250,35 +296,15 @@ export interface Service {
   ) => Effect.Effect<Digest.Digest, Digest.MissingDigest | StoreError | InputConflict>
   /** Waits for this process's writes still committing in the background (see `mergeTrees`' `behind`). */
   readonly written: Effect.Effect<void>
-  /** Captures the declared outputs under `root` (absent ones are left out) into a tree. */
+  /**
+   * Captures the declared outputs under `root` (absent ones are left out) into a tree, storing `blobs` with them in
+   * the same commits (a process's stdout and stderr).
+   */
   readonly capture: (
     root: string,
-    outputs: Capture.Outputs
-  ) => Effect.Effect<Digest.Digest, StoreError | InvalidOutput>
-  /**
-   * `capture`, storing `blobs` too, in the same commits (a process's stdout and stderr with its outputs); says the
-   * tree's digest and the blobs'. `read` collects each file captured (its absolute path), with its digest.
-   */
-  readonly captureWith: (
-    root: string,
-    outputs: Capture.Outputs,
-    blobs: ReadonlyArray<Uint8Array>,
-    read?: Array<readonly [string, Digest.Digest]>
-  ) => Effect.Effect<readonly [Digest.Digest, ReadonlyArray<Digest.Digest>], StoreError | InvalidOutput>
-  readonly check: (options?: { readonly repair?: boolean }) => Effect.Effect<CheckReport, StoreError>
-  readonly gc: (options?: { readonly targetSizeBytes?: number }) => Effect.Effect<GcReport, StoreError>
-  readonly stats: Effect.Effect<Stats, StoreError>
-  /**
-   * Clears reader slots that dead processes left in every shard (opening each), and says how many it cleared. A stale
-   * slot keeps LMDB from reusing the pages freed after its snapshot; opening an environment clears them too, but
-   * shards are opened on first use, so a process that died leaves its slots in shards nobody opens for a while.
-   */
-  readonly clearStaleReaders: Effect.Effect<number, StoreError>
-  /**
-   * Clears the reader slots of `pid`, a process that has died, waiting for the kernel to release its locks if need
-   * be (see `Maintenance.clearReadersOf`), at most `within`; says how many stale slots it cleared.
-   */
-  readonly clearReadersOf: (pid: number, within: Duration.DurationInput) => Effect.Effect<number, StoreError>
+    outputs: Outputs,
+    blobs?: ReadonlyArray<Uint8Array>
+  ) => Effect.Effect<Captured, StoreError | InvalidOutput>
 }
 
 /**
@@ -287,95 +313,23 @@ export interface Service {
  */
 export class Store extends Context.Tag("kiln/Store")<Store, Service>() {}
 
-const LAYOUT = "kiln-store.json"
-const FORMAT = 1
-
-interface Layout {
-  readonly format: number
-  readonly shardCount: number
-}
-
-/**
- * The store records its layout on creation; opening it with another shard count would look for every digest in
- * the wrong shard, so it is refused. Two creators racing agree through `link`, which never replaces.
- */
-const ensureLayout = (root: string, shardCount: number): Effect.Effect<void, StoreError | StoreConfigConflict> =>
-  Effect.suspend((): Effect.Effect<void, StoreError | StoreConfigConflict> => {
-    const file = path.join(root, LAYOUT)
-    const read = (): Layout | undefined => {
-      try {
-        return JSON.parse(fs.readFileSync(file, "utf8")) as Layout
-      } catch (e) {
-        if (errnoOf(e) === "ENOENT") return undefined
-        throw e
-      }
-    }
-    try {
-      // Private to its user when kiln makes it (it holds every cached blob and log); a store shared by a group is
-      // one its owner made so, and keeps its mode.
-      mkdirp(root, 0o700)
-      let layout = read()
-      if (layout === undefined) {
-        const tmp = `${file}.${process.pid}.${Date.now()}.tmp`
-        fs.writeFileSync(tmp, JSON.stringify({ format: FORMAT, shardCount }) + "\n", { mode: 0o644 })
-        try {
-          fs.linkSync(tmp, file)
-        } catch (e) {
-          if (errnoOf(e) !== "EEXIST") throw e
-        } finally {
-          fs.unlinkSync(tmp)
-        }
-        layout = read()!
-      }
-      if (layout.format !== FORMAT) {
-        return Effect.fail(
-          new StoreError({ reason: "Unsupported", detail: `unknown store format ${layout.format}`, path: file })
-        )
-      }
-      if (layout.shardCount !== shardCount) {
-        return Effect.fail(
-          new StoreConfigConflict({
-            path: root,
-            setting: "shardCount",
-            existing: String(layout.shardCount),
-            requested: String(shardCount)
-          })
-        )
-      }
-      return Effect.void
-    } catch (e) {
-      return Effect.fail(
-        e instanceof SyntaxError
-          ? new StoreError({ reason: "Corrupt", detail: "the layout file is not valid JSON", path: file })
-          : ioError(root, "cannot open the store")(e)
-      )
-    }
-  })
-
 const missing = (digest: Digest.Digest, kind: "file" | "directory") => new Digest.MissingDigest({ digest, kind })
 
-/**
- * Opens the store; its LMDB environments are shared with every other Store open in this process on the same files,
- * and released when the scope closes.
- *
- * @since 0.1.0
- * @category constructors
- */
-export const make = (
-  options: Partial<Options> = {}
-): Effect.Effect<Service, StoreError | StoreConfigConflict, Scope.Scope> =>
+/** Opens the store's sharded environments under `root` (each shard on first use). */
+const openCore = (
+  opts: Options,
+  root: string
+): Effect.Effect<Core.Core, StoreError | StoreConfigConflict, Scope.Scope> =>
   Effect.gen(function*() {
-    const opts = defaultOptions(options)
     if (!Sharded.isPowerOfTwo(opts.shardCount)) {
       return yield* new StoreError({
         reason: "Unsupported",
         detail: `the shard count must be a power of two from 1 to 256, got ${opts.shardCount}`
       })
     }
-    const root = path.resolve(opts.root)
     yield* ensureLayout(root, opts.shardCount)
     const settings = (mapSize: number) => ({ mapSize, maxReaders: opts.maxReaders })
-    const core: Core.Core = {
+    return {
       root,
       files: yield* Sharded.open(root, "files", opts.shardCount, settings(opts.filesMapSize)),
       directories: yield* Sharded.open(root, "directories", opts.shardCount, settings(opts.directoriesMapSize)),
@@ -390,177 +344,205 @@ export const make = (
       verified: new Map(),
       committing: new Map()
     }
-    const getDirectory = (digest: Digest.Digest) =>
-      Effect.flatMap(
-        Core.getDirectory(core, digest),
-        Option.match({ onNone: () => Effect.fail(missing(digest, "directory")), onSome: Effect.succeed })
-      )
-    // Action-cache writes still committing in the background, by action hash (see withActionLock).
+  })
+
+/** This process's writes still committing in the background: action results by action hash, and merges. */
+interface Background {
+  /** Runs `effect` in the background under `key`; closing the store waits for it. */
+  readonly run: (key: string, effect: Effect.Effect<void>) => Effect.Effect<void>
+  /** Waits for this process's own pending writes of these actions: a read after a run sees its result. */
+  readonly settled: (digests: ReadonlyArray<Digest.Digest>) => Effect.Effect<void>
+  readonly all: Effect.Effect<void>
+}
+
+/** Must be made after the LMDB environments were opened: its finalizer then runs before they close. */
+const background = (): Effect.Effect<Background, never, Scope.Scope> =>
+  Effect.gen(function*() {
     const writing = new Map<string, Deferred.Deferred<void>>()
-    const inBackground = (hash: string, effect: Effect.Effect<void>) =>
-      Effect.gen(function*() {
-        const done = yield* Deferred.make<void>()
-        writing.set(hash, done)
-        yield* Effect.forkDaemon(Effect.ensuring(
-          effect,
-          Effect.zipRight(
-            Effect.sync(() => writing.get(hash) === done && writing.delete(hash)),
-            Deferred.succeed(done, undefined)
+    const all = Effect.suspend(() => Effect.all([...writing.values()].map(Deferred.await), { discard: true }))
+    yield* Effect.addFinalizer(() => all)
+    return {
+      run: (key, effect) =>
+        Effect.gen(function*() {
+          const done = yield* Deferred.make<void>()
+          writing.set(key, done)
+          yield* Effect.forkDaemon(Effect.ensuring(
+            effect,
+            Effect.zipRight(
+              Effect.sync(() => writing.get(key) === done && writing.delete(key)),
+              Deferred.succeed(done, undefined)
+            )
+          ))
+        }),
+      settled: (digests) =>
+        Effect.suspend(() => {
+          if (writing.size === 0) return Effect.void
+          const waits = digests.flatMap((d) => {
+            const w = writing.get(d.hash)
+            return w === undefined ? [] : [Deferred.await(w)]
+          })
+          return waits.length === 0 ? Effect.void : Effect.all(waits, { discard: true })
+        }),
+      all
+    }
+  })
+
+type BlobMembers =
+  | "putFile"
+  | "putFiles"
+  | "putFilePath"
+  | "getFile"
+  | "hasFile"
+  | "putDirectory"
+  | "getDirectory"
+  | "hasDirectory"
+  | "ensureTree"
+  | "listTree"
+
+/** Blobs by digest, and trees as a whole. */
+const blobMembers = (core: Core.Core): Pick<Service, BlobMembers> => ({
+  putFile: (bytes, expected) =>
+    Effect.map(Core.putFiles(core, [bytes], expected === undefined ? undefined : [expected]), (d) => d[0]!),
+  putFiles: (blobs) => Core.putFiles(core, blobs),
+  putFilePath: (file) =>
+    Effect.flatMap(
+      Effect.try({ try: () => fs.statSync(file), catch: ioError(file, "cannot store") }),
+      (st) =>
+        st.size >= LargeFiles.THRESHOLD
+          ? LargeFiles.putFromPath(core.large, file, Core.leaseUntil(core), core.leaseTimeMs)
+          : Effect.flatMap(
+            Effect.try({ try: () => fs.readFileSync(file), catch: ioError(file, "cannot read") }),
+            (bytes) => Effect.map(Core.putFiles(core, [bytes]), (d) => d[0]!)
           )
-        ))
-      })
-    let merges = 0
-    /** Waits for this process's own pending writes of these actions: a read after a run sees its result. */
-    const settled = (digests: ReadonlyArray<Digest.Digest>) =>
-      Effect.suspend(() => {
-        if (writing.size === 0) return Effect.void
-        const waits = digests.flatMap((d) => {
-          const w = writing.get(d.hash)
-          return w === undefined ? [] : [Deferred.await(w)]
-        })
-        return waits.length === 0 ? Effect.void : Effect.all(waits, { discard: true })
-      })
-    // Registered after the LMDB environments were opened, so it runs before they close.
-    yield* Effect.addFinalizer(() =>
-      Effect.suspend(() => Effect.all([...writing.values()].map(Deferred.await), { discard: true }))
+    ),
+  getFile: (digest) =>
+    Effect.flatMap(
+      Core.getFile(core, digest),
+      Option.match({ onNone: () => Effect.fail(missing(digest, "file")), onSome: Effect.succeed })
+    ),
+  hasFile: (digest) => Core.hasFile(core, digest),
+  putDirectory: (dir) => Effect.map(Core.putDirectories(core, [dir]), (d) => d[0]!),
+  getDirectory: (digest) =>
+    Effect.flatMap(
+      Core.getDirectory(core, digest),
+      Option.match({ onNone: () => Effect.fail(missing(digest, "directory")), onSome: Effect.succeed })
+    ),
+  hasDirectory: (digest) => Core.hasDirectory(core, digest),
+  ensureTree: (root, options) => Core.ensureTree(core, root, options.complete === true, options.lease === true),
+  listTree: (root) => {
+    const dirs = new Map<string, Directory.Directory>()
+    return Effect.zipRight(
+      Core.walkTree(core, root, (p, dir) => dirs.set(p, dir)),
+      Effect.sync(() => Tree.entriesOf(dirs))
     )
+  }
+})
+
+/** The action cache, and the cross-process lock a run of an action holds. */
+const actionMembers = (
+  core: Core.Core,
+  bg: Background
+): Pick<Service, "getActionResults" | "putActionResult" | "leaseUsed" | "withActionLock"> => ({
+  getActionResults: (actionDigests) =>
+    Effect.zipRight(bg.settled(actionDigests), Core.getActionResults(core, actionDigests)),
+  putActionResult: (actionDigest, payload) =>
+    Effect.zipRight(bg.settled([actionDigest]), Core.putActionResult(core, actionDigest, payload)),
+  leaseUsed: (actionDigest, files) =>
+    Effect.zipRight(
+      Sharded.lease(core.actions, [actionDigest.hash], Core.leaseUntil(core), core.leaseTimeMs),
+      Effect.forEach(files.filter((f) => !Digest.isEmpty(f)), (f) =>
+        f.sizeBytes >= LargeFiles.THRESHOLD
+          ? Effect.asVoid(LargeFiles.lease(core.large, f.hash, Core.leaseUntil(core), core.leaseTimeMs))
+          : Sharded.lease(core.files, [f.hash], Core.leaseUntil(core), core.leaseTimeMs), { discard: true })
+    ),
+  withActionLock: (actionDigest, whileWaiting, run, store) =>
+    ActionLock.withActionLock(
+      core.locks,
+      actionDigest,
+      whileWaiting,
+      run,
+      store === undefined ? {} : {
+        after: {
+          finish: (a) =>
+            Option.match(store(a), {
+              onNone: () => Effect.void,
+              onSome: (payload) =>
+                Core.putActionResult(core, actionDigest, payload).pipe(
+                  Effect.catchAll((e) =>
+                    Effect.logWarning(
+                      `could not store the result of action ${Digest.format(actionDigest)}: ${e.message}`
+                    )
+                  )
+                )
+            }),
+          background: (effect) => bg.run(actionDigest.hash, effect)
+        }
+      }
+    )
+})
+
+type TreeMembers =
+  | "snapshot"
+  | "snapshotMany"
+  | "snapshotSession"
+  | "materialize"
+  | "mergeTrees"
+  | "written"
+  | "capture"
+
+/** Trees to and from disk, and merged. */
+const treeMembers = (core: Core.Core, bg: Background): Pick<Service, TreeMembers> => {
+  let merges = 0
+  return {
+    snapshot: (dir, globs, session) =>
+      Snapshotting.snapshot(core, dir, globs, session as StatIndex.StatIndex | undefined),
+    snapshotMany: (dir, requests, session) =>
+      Snapshotting.snapshotMany(core, dir, requests, session as StatIndex.StatIndex | undefined),
+    snapshotSession: (workspace, options) =>
+      Effect.acquireRelease(
+        Effect.sync(() => StatIndex.open(core.root, workspace, options) as SnapshotSession),
+        (index) =>
+          Effect.try(() => StatIndex.save(index as StatIndex.StatIndex)).pipe(
+            Effect.catchAll((e) => Effect.logWarning(`could not save the stat index: ${e.error}`))
+          )
+      ),
+    materialize: (digest, destination, options) => Materialize.materialize(core, digest, destination, options),
+    capture: (root, outputs, blobs) => Capture.capture(core, root, outputs, blobs),
+    mergeTrees: (layers, options) =>
+      options?.behind === true && options.rewrite !== true
+        ? TreeMerge.merge(core, layers, false, (root) =>
+          Tree.finishBehind(core, root, (commit) =>
+            bg.run(
+              `merge ${merges++}`,
+              commit.pipe(Effect.catchAll((e) => Effect.logWarning(`could not store merged inputs: ${e.message}`)))
+            )))
+        : TreeMerge.merge(core, layers, options?.rewrite ?? false),
+    written: bg.all
+  }
+}
+
+/**
+ * Opens the store; its LMDB environments are shared with every other Store open in this process on the same files,
+ * and released when the scope closes.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (
+  options: Partial<Options> = {}
+): Effect.Effect<Service, StoreError | StoreConfigConflict, Scope.Scope> =>
+  Effect.gen(function*() {
+    const opts = defaultOptions(options)
+    const root = path.resolve(opts.root)
+    const core = yield* openCore(opts, root)
+    const bg = yield* background()
     const service: Service = {
       options: { ...opts, root },
-      putFile: (bytes, expected) =>
-        Effect.map(Core.putFiles(core, [bytes], expected === undefined ? undefined : [expected]), (d) => d[0]!),
-      putFiles: (blobs) => Core.putFiles(core, blobs),
-      putFilePath: (file) =>
-        Effect.flatMap(
-          Effect.try({ try: () => fs.statSync(file), catch: ioError(file, "cannot store") }),
-          (st) =>
-            st.size >= LargeFiles.THRESHOLD
-              ? LargeFiles.putFromPath(core.large, file, Core.leaseUntil(core), core.leaseTimeMs)
-              : Effect.flatMap(
-                Effect.try({ try: () => fs.readFileSync(file), catch: ioError(file, "cannot read") }),
-                (bytes) => Effect.map(Core.putFiles(core, [bytes]), (d) => d[0]!)
-              )
-        ),
-      getFile: (digest) =>
-        Effect.flatMap(
-          Core.getFile(core, digest),
-          Option.match({ onNone: () => Effect.fail(missing(digest, "file")), onSome: Effect.succeed })
-        ),
-      putDirectory: (dir) => Effect.map(Core.putDirectories(core, [dir]), (d) => d[0]!),
-      getDirectory,
-      hasFile: (digest) => Core.hasFile(core, digest),
-      hasDirectory: (digest) => Core.hasDirectory(core, digest),
-      remove: (digest) =>
-        Effect.map(
-          Effect.all([Core.removeFile(core, digest), Core.removeDirectory(core, digest)]),
-          ([a, b]) => a || b
-        ),
-      leaseTree: (root) => Core.leaseTree(core, root),
-      ensureDownloaded: (root) => Core.ensureDownloaded(core, root),
-      ensureLeased: (root) => Core.ensureLeased(core, root),
-      listTree: (root) => {
-        const dirs = new Map<string, Directory.Directory>()
-        return Effect.zipRight(
-          Core.walkTree(core, root, (p, dir) => dirs.set(p, dir)),
-          Effect.sync(() => {
-            const out: Array<TreeEntry> = []
-            const go = (prefix: string, dir: Directory.Directory) => {
-              const join = (name: string) => prefix === "" ? name : `${prefix}/${name}`
-              const names = [
-                ...dir.files.map((f) => ({ name: f.name, f })),
-                ...dir.directories.map((d) => ({ name: d.name, d })),
-                ...dir.symlinks.map((s) => ({ name: s.name, s }))
-              ].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
-              for (const n of names) {
-                if ("f" in n) {
-                  out.push({ path: join(n.name), type: "file", digest: n.f.digest, isExecutable: n.f.isExecutable })
-                } else if ("d" in n) {
-                  out.push({ path: join(n.name), type: "directory", digest: n.d.digest })
-                  go(join(n.name), dirs.get(join(n.name))!)
-                } else {
-                  out.push({ path: join(n.name), type: "symlink", target: n.s.target })
-                }
-              }
-            }
-            go("", dirs.get("")!)
-            return out
-          })
-        )
-      },
-      getActionResult: (actionDigest) =>
-        Effect.zipRight(settled([actionDigest]), Core.getActionResult(core, actionDigest)),
-      getActionResults: (actionDigests) =>
-        Effect.zipRight(settled(actionDigests), Core.getActionResults(core, actionDigests)),
-      putActionResult: (actionDigest, payload) =>
-        Effect.zipRight(settled([actionDigest]), Core.putActionResult(core, actionDigest, payload)),
-      leaseUsed: (actionDigest, files) =>
-        Effect.zipRight(
-          Sharded.lease(core.actions, [actionDigest.hash], Core.leaseUntil(core), core.leaseTimeMs),
-          Effect.forEach(files.filter((f) => !Digest.isEmpty(f)), (f) =>
-            f.sizeBytes >= LargeFiles.THRESHOLD
-              ? Effect.asVoid(LargeFiles.lease(core.large, f.hash, Core.leaseUntil(core), core.leaseTimeMs))
-              : Sharded.lease(core.files, [f.hash], Core.leaseUntil(core), core.leaseTimeMs), { discard: true })
-        ),
-      removeActionResult: (actionDigest) =>
-        Effect.zipRight(
-          settled([actionDigest]),
-          Effect.map(Sharded.removeBatch(core.actions, [actionDigest.hash]), (r) => r.length > 0)
-        ),
-      withActionLock: (actionDigest, whileWaiting, run, store) =>
-        ActionLock.withActionLock(
-          core.locks,
-          actionDigest,
-          whileWaiting,
-          run,
-          store === undefined ? {} : {
-            after: {
-              finish: (a) =>
-                Option.match(store(a), {
-                  onNone: () => Effect.void,
-                  onSome: (payload) =>
-                    Core.putActionResult(core, actionDigest, payload).pipe(
-                      Effect.catchAll((e) =>
-                        Effect.logWarning(
-                          `could not store the result of action ${Digest.format(actionDigest)}: ${e.message}`
-                        )
-                      )
-                    )
-                }),
-              background: (effect) => inBackground(actionDigest.hash, effect)
-            }
-          }
-        ),
-      snapshot: (dir, globs, session, observe) =>
-        Snapshot.snapshot(core, dir, globs, session as StatIndex.StatIndex | undefined, observe),
-      snapshotMany: (dir, requests, session) =>
-        Snapshot.snapshotMany(core, dir, requests, session as StatIndex.StatIndex | undefined),
-      snapshotSession: (workspace, options) =>
-        Effect.acquireRelease(
-          Effect.sync(() => StatIndex.open(root, workspace, options) as SnapshotSession),
-          (index) =>
-            Effect.try(() => StatIndex.save(index as StatIndex.StatIndex)).pipe(
-              Effect.catchAll((e) => Effect.logWarning(`could not save the stat index: ${e.error}`))
-            )
-        ),
-      materialize: (digest, destination, options) => Materialize.materialize(core, digest, destination, options),
-      capture: (root, outputs) => Capture.capture(core, root, outputs),
-      captureWith: (root, outputs, blobs, read) => Capture.captureWith(core, root, outputs, blobs, read),
-      mergeTrees: (layers, options) =>
-        options?.behind === true && options.rewrite !== true
-          ? TreeMerge.merge(core, layers, false, (root) =>
-            Tree.finishBehind(core, root, (commit) =>
-              inBackground(
-                `merge ${merges++}`,
-                commit.pipe(Effect.catchAll((e) => Effect.logWarning(`could not store merged inputs: ${e.message}`)))
-              )))
-          : TreeMerge.merge(core, layers, options?.rewrite ?? false),
-      written: Effect.suspend(() => Effect.all([...writing.values()].map(Deferred.await), { discard: true })),
-      check: (options) => Maintenance.check(core, options?.repair ?? false),
-      gc: (options) => Maintenance.gc(core, options?.targetSizeBytes ?? opts.maxSizeBytes),
-      stats: Maintenance.stats(core, opts.shardCount),
-      clearStaleReaders: Maintenance.clearStaleReaders(core),
-      clearReadersOf: (pid, within) => Maintenance.clearReadersOf(core, pid, Duration.toMillis(within))
+      ...blobMembers(core),
+      ...actionMembers(core, bg),
+      ...treeMembers(core, bg)
     }
-    return service
+    return Core.register(service, core)
   })
 
 /**

@@ -12,6 +12,7 @@ import * as path from "node:path"
 import * as Digest from "../../src/domain/Digest.js"
 import { WARM_ENV } from "../../src/spawner/Warm.js"
 import * as Store from "../../src/store/Store.js"
+import * as StoreMaintenance from "../../src/store/StoreMaintenance.js"
 import { eventually, exitOf, firstLine, spawnScoped } from "../utils/child.js"
 import { cli } from "../utils/stack.js"
 import { tempDir } from "../utils/temp.js"
@@ -279,7 +280,9 @@ describe("the no-op check", () => {
       // Another kiln (here, this test) removes the bytes of an output from the shared store.
       yield* Effect.scoped(Effect.gen(function*() {
         const store = yield* Store.make({ root: env.KILN_STORE_DIR })
-        assert.isTrue(yield* store.remove(Digest.ofBytes(new TextEncoder().encode(read("use.txt")))))
+        assert.isTrue(
+          yield* StoreMaintenance.make(store).remove(Digest.ofBytes(new TextEncoder().encode(read("use.txt"))))
+        )
       }))
       const after = kiln()
       assert.strictEqual(after.code, 0, after.stderr)

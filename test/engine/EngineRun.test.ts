@@ -10,6 +10,7 @@ import { parse } from "../../src/domain/Config.js"
 import * as Digest from "../../src/domain/Digest.js"
 import * as Engine from "../../src/engine/Engine.js"
 import * as Store from "../../src/store/Store.js"
+import * as StoreMaintenance from "../../src/store/StoreMaintenance.js"
 import { stack } from "../utils/stack.js"
 import { tempDir, writeTree } from "../utils/temp.js"
 
@@ -58,7 +59,9 @@ const removeFilesOf = (store: Store.Service, tree: Digest.Digest) =>
   Effect.flatMap(
     store.listTree(tree),
     (entries) =>
-      Effect.forEach(entries.filter((e) => e.type === "file"), (e) => store.remove(e.digest!), { discard: true })
+      Effect.forEach(entries.filter((e) => e.type === "file"), (e) => StoreMaintenance.make(store).remove(e.digest!), {
+        discard: true
+      })
   )
 
 const blobOf = (text: string) => Digest.ofBytes(new TextEncoder().encode(text))
@@ -122,7 +125,8 @@ describe("Engine.run: backtracking", () => {
         engine.run({
           workspace,
           config,
-          beforeAttempt: (name) => name === "use" ? Effect.asVoid(Effect.orDie(store.remove(b))) : Effect.void
+          beforeAttempt: (name) =>
+            name === "use" ? Effect.asVoid(Effect.orDie(StoreMaintenance.make(store).remove(b))) : Effect.void
         })))
       if (error._tag !== "NoProducer") return assert.fail(`expected NoProducer, got ${error._tag}`)
       assert.strictEqual(error.consumer, "use")
@@ -132,7 +136,7 @@ describe("Engine.run: backtracking", () => {
 
   it.scopedLive("a merged input root gone before its process runs is made again, and the run succeeds", () =>
     Effect.gen(function*() {
-      const { report, workspace } = yield* runRemoving((store, input) => store.remove(input))
+      const { report, workspace } = yield* runRemoving((store, input) => StoreMaintenance.make(store).remove(input))
       assert.strictEqual(report.failed, 0)
       assert.strictEqual(report.processes.find((p) => p.name === "use")!.backtracks, 1)
       assert.strictEqual(fs.readFileSync(path.join(workspace, "out/use.txt"), "utf8"), "A\nb\n")

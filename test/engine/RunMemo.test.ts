@@ -9,22 +9,21 @@ import * as path from "node:path"
 import * as Digest from "../../src/domain/Digest.js"
 import * as RunMemo from "../../src/engine/RunMemo.js"
 import * as Generation from "../../src/store/Generation.js"
+import * as SnapshotObservation from "../../src/store/SnapshotObservation.js"
+import * as StoreMaintenance from "../../src/store/StoreMaintenance.js"
 import { eventually } from "../utils/child.js"
 import { tempDir, tempStore } from "../utils/temp.js"
 
-const seeFile = (abs: string): RunMemo.Seen => ({
-  kind: "f",
-  abs,
-  st: fs.lstatSync(abs, { bigint: true }),
-  evidence: RunMemo.hashOf(fs.readFileSync(abs))
-})
+const seeFile = (abs: string): SnapshotObservation.Present =>
+  SnapshotObservation.present("f", abs, fs.lstatSync(abs, { bigint: true }), RunMemo.hashOf(fs.readFileSync(abs)))
 
-const seeDir = (abs: string): RunMemo.Seen => ({
-  kind: "d",
-  abs,
-  st: fs.lstatSync(abs, { bigint: true }),
-  evidence: RunMemo.namesOf(fs.readdirSync(abs, { withFileTypes: true }))
-})
+const seeDir = (abs: string): SnapshotObservation.Present =>
+  SnapshotObservation.present(
+    "d",
+    abs,
+    fs.lstatSync(abs, { bigint: true }),
+    RunMemo.namesOf(fs.readdirSync(abs, { withFileTypes: true }))
+  )
 
 /**
  * Moves the modification time of what the test just wrote an hour back, so that a change made next shows in the stat
@@ -110,7 +109,7 @@ describe("run memo evidence", () => {
   const settle = (seen: ReadonlyArray<RunMemo.Seen>) =>
     eventually(
       "the racy window passes",
-      () => seen.every((s) => s.st === undefined || !RunMemo.isRacy(s.st, BigInt(Date.now()) * 1_000_000n)),
+      () => seen.every((s) => s.kind === "a" || !RunMemo.isRacy(s, BigInt(Date.now()) * 1_000_000n)),
       "5 seconds"
     )
 
@@ -122,7 +121,7 @@ describe("run memo evidence", () => {
       fs.mkdirSync(path.join(ws, "d"))
       fs.writeFileSync(path.join(ws, "d", "x"), "")
       const [f, d] = [seeFile(file), seeDir(path.join(ws, "d"))]
-      assert.isTrue(RunMemo.isRacy(f.st!, BigInt(Date.now()) * 1_000_000n))
+      assert.isTrue(RunMemo.isRacy(f, BigInt(Date.now()) * 1_000_000n))
       assert.isTrue(RunMemo.confirm(f, false), "its content is what was seen: it holds now, racy or not")
       const [fo, dobs] = [RunMemo.obsOf(ws, f, true), RunMemo.obsOf(ws, d, true)]
       assert.strictEqual(fo.length, 9)
@@ -143,7 +142,7 @@ describe("run memo evidence", () => {
       fs.writeFileSync(file, "one\n")
       const seen = seeFile(file)
       const now = BigInt(Date.now()) * 1_000_000n
-      assert.isTrue(RunMemo.isRacy(seen.st!, now))
+      assert.isTrue(RunMemo.isRacy(seen, now))
       assert.isFalse(RunMemo.confirm(seen), "still inside its window")
       yield* settle([seen])
       assert.isTrue(RunMemo.confirm(seen))
@@ -172,8 +171,8 @@ describe("store generation", () => {
       yield* store.putActionResult(action, bytes("{\"other\": 1}"))
       assert.strictEqual(Generation.read(root), start, "replacing an entry leaves it")
 
-      assert.isFalse(yield* store.remove(Digest.ofBytes(bytes("never stored"))))
-      const removed = yield* store.remove(digest)
+      assert.isFalse(yield* StoreMaintenance.make(store).remove(Digest.ofBytes(bytes("never stored"))))
+      const removed = yield* StoreMaintenance.make(store).remove(digest)
       assert.isTrue(removed)
       assert.notStrictEqual(Generation.read(root), start, "a removal moves it")
     }))
@@ -194,7 +193,7 @@ describe("store generation", () => {
       }
       assert.isAbove(memo.store.length, 0)
       assert.isUndefined(RunMemo.storeHolds(root, memo))
-      const report = yield* store.gc({ targetSizeBytes: 0 })
+      const report = yield* StoreMaintenance.make(store).gc({ targetSizeBytes: 0 })
       assert.isAbove(report.removedEntries, 0)
       assert.match(RunMemo.storeHolds(root, memo) ?? "", /the store has changed/)
     }))

@@ -20,6 +20,7 @@ import { Sandboxes } from "../../src/sandbox/Sandboxes.js"
 import * as Sandboxer from "../../src/sandboxer/Sandboxer.js"
 import * as StoreLayer from "../../src/store/Store.js"
 import { Store } from "../../src/store/Store.js"
+import * as StoreMaintenance from "../../src/store/StoreMaintenance.js"
 import { childrenOf, eventually, groupAlive } from "../utils/child.js"
 import { sandboxesLeft as left } from "../utils/sandboxes.js"
 import { cli, stack } from "../utils/stack.js"
@@ -154,12 +155,12 @@ layer(Layer.fresh(stack({ root })), { timeout: "60 seconds" })("ProcessRunner", 
       const p = sh(`echo fresh-${unique()} > out.txt`, { outputFiles: ["out.txt"] })
       const first = yield* run(p)
       const [file] = yield* store.listTree(first.outputDigest)
-      yield* store.remove(file!.digest!)
+      yield* StoreMaintenance.make(store).remove(file!.digest!)
       const second = yield* run(p)
       assert.strictEqual(second.source, "ran")
       const third = yield* run(p)
       assert.strictEqual(third.source, "cache-hit")
-      yield* store.ensureDownloaded(third.outputDigest)
+      yield* store.ensureTree(third.outputDigest, { complete: true })
     }))
 
   it.effect("reads off and writes on (backtracking) re-runs and replaces", () =>
@@ -411,7 +412,10 @@ describe("ProcessRunner (a store that cannot lease)", () => {
       // A real store whose lease writes fail, as they do on a full disk.
       const store = Layer.effect(
         Store,
-        Effect.map(Store, (s) => ({ ...s, leaseTree: () => Effect.fail(full) }))
+        Effect.map(Store, (s): Store["Type"] => ({
+          ...s,
+          ensureTree: (root, options) => options.lease === true ? Effect.fail(full) : s.ensureTree(root, options)
+        }))
       ).pipe(Layer.provide(StoreLayer.layer({ root: path.join(dir, "store") })))
       const runner = ProcessRunnerLayer.layer({ namedCachesDir: path.join(dir, "named") }).pipe(
         Layer.provideMerge(Layer.mergeAll(

@@ -9,6 +9,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import * as SandboxDir from "../../src/sandbox/internal/sandboxDir.js"
 import * as Store from "../../src/store/Store.js"
+import * as StoreMaintenance from "../../src/store/StoreMaintenance.js"
 import {
   childrenOf,
   eventually,
@@ -49,7 +50,7 @@ describe("ProcessRunner across processes", () => {
       assert.strictEqual(spawners.length, 1)
       // Opened before the kill (opening runs LMDB's reader check itself): every shard, through stats.
       const store = yield* Store.make({ root: path.join(root, "store") })
-      assert.strictEqual((yield* store.stats).readers.stale, 0)
+      assert.strictEqual((yield* StoreMaintenance.make(store).stats).readers.stale, 0)
       // The engine's whole process group, as a job control or CI runner would: the spawner is in a session of its own.
       process.kill(-engine.pid!, "SIGKILL")
       yield* exitOf(engine)
@@ -58,7 +59,7 @@ describe("ProcessRunner across processes", () => {
       yield* eventually("the engine's spawner is gone", () => !pidAlive(spawners[0]!), "20 seconds")
       yield* eventually(
         "its reader slots are cleared",
-        () => Effect.runSync(store.stats).readers.stale === 0,
+        () => Effect.runSync(StoreMaintenance.make(store).stats).readers.stale === 0,
         "5 seconds"
       )
       // The post-mortem (a sandboxer for the dead engine) removed the sandbox; it must end too, or it opens the store

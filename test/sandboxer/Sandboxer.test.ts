@@ -15,6 +15,7 @@ import * as Digest from "../../src/domain/Digest.js"
 import { isAlive } from "../../src/os/Proc.js"
 import * as Sandboxer from "../../src/sandboxer/Sandboxer.js"
 import * as Store from "../../src/store/Store.js"
+import * as StoreMaintenance from "../../src/store/StoreMaintenance.js"
 import { tempDir, writeTree } from "../utils/temp.js"
 
 const cli = path.resolve("dist/cli.js")
@@ -60,7 +61,7 @@ for (const kind of ["process", "inProcess"] as const) {
         yield* sandboxer.materialize(d, path.join(root, "first"))
         const before = yield* sandboxer.pid
         const gone = Digest.ofBytes(Buffer.from("soon gone"))
-        yield* store.remove(gone)
+        yield* StoreMaintenance.make(store).remove(gone)
         const err = yield* Effect.flip(sandboxer.materialize(d, path.join(root, "second")))
         assert.strictEqual(err._tag, "MissingDigest")
         assert.strictEqual(Digest.format((err as Digest.MissingDigest).digest), Digest.format(gone))

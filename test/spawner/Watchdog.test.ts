@@ -23,6 +23,7 @@ import { MAX_SOCKET_PATH } from "../../src/sandboxer/internal/process.js"
 import { SandboxerRpcs } from "../../src/sandboxer/Rpc.js"
 import * as Sandboxer from "../../src/sandboxer/Sandboxer.js"
 import * as Store from "../../src/store/Store.js"
+import * as StoreMaintenance from "../../src/store/StoreMaintenance.js"
 import { eventually, exitOf, firstLine, groupAlive, spawnScoped } from "../utils/child.js"
 import { tempDir, writeTree } from "../utils/temp.js"
 
@@ -123,14 +124,18 @@ describe("the sandboxer as watchdog", () => {
       const { sandboxerPid } = JSON.parse(yield* firstLine(engine)) as { sandboxerPid: number }
       // Opened before the kill (opening runs LMDB's reader check itself): every shard, through stats.
       const store = yield* Store.make({ root: storeRoot })
-      const before = (yield* store.stats).readers
+      const before = (yield* StoreMaintenance.make(store).stats).readers
       assert.strictEqual(before.stale, 0)
       assert.isTrue(isAlive(sandboxerPid), "the sandboxer went before the store it watches over was closed")
       assert.isAbove(before.inUse, 0)
       engine.kill("SIGKILL")
       yield* exitOf(engine)
       yield* eventually("the sandboxer exits", () => !isAlive(sandboxerPid), "20 seconds")
-      assert.strictEqual((yield* store.stats).readers.stale, 0, "the killed engine's reader slots were left")
+      assert.strictEqual(
+        (yield* StoreMaintenance.make(store).stats).readers.stale,
+        0,
+        "the killed engine's reader slots were left"
+      )
     }))
 
   it.scopedLive("a sandboxer whose parent died before it started exits at once", () =>

@@ -11,6 +11,7 @@ import * as path from "node:path"
 import * as DirScan from "../../src/os/DirScan.js"
 import * as Mounts from "../../src/os/Mounts.js"
 import type * as Store from "../../src/store/Store.js"
+import * as StoreMaintenance from "../../src/store/StoreMaintenance.js"
 import { tempDir, tempStore, writeTree } from "../utils/temp.js"
 
 /** Everything under `root`: type, mode, and bytes or link target (and a file's link count), by relative path. */
@@ -248,7 +249,7 @@ describe("Refill", () => {
       yield* refillOver(store, sandbox, second, [])
       assert.deepStrictEqual(dump(sandbox), yield* fresh(store, second, []))
       assert.strictEqual(fs.readFileSync(path.join(outside, "in.txt"), "utf8"), "in")
-      assert.deepStrictEqual((yield* store.check()).problems, [])
+      assert.deepStrictEqual((yield* StoreMaintenance.make(store).check()).problems, [])
       assert.deepStrictEqual(Buffer.from(yield* store.getFile((yield* store.listTree(first))[0]!.digest!)), big)
     }))
 

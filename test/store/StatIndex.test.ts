@@ -6,6 +6,7 @@ import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../../src/domain/Digest.js"
+import * as StoreMaintenance from "../../src/store/StoreMaintenance.js"
 import { tempDir, tempStore, writeTree } from "../utils/temp.js"
 
 const contentOf = (store: Effect.Effect.Success<ReturnType<typeof tempStore>>, root: Digest.Digest, file: string) =>
@@ -90,9 +91,9 @@ describe("stat index", () => {
       const snap = () =>
         Effect.scoped(Effect.flatMap(store.snapshotSession(ws), (s) => store.snapshot(ws, ["keep.txt"], s)))
       const first = yield* snap()
-      yield* store.remove(Digest.ofBytes(Buffer.from("kept bytes")))
+      yield* StoreMaintenance.make(store).remove(Digest.ofBytes(Buffer.from("kept bytes")))
       const second = yield* snap()
       assert.strictEqual(Digest.format(second), Digest.format(first))
-      yield* store.ensureDownloaded(second)
+      yield* store.ensureTree(second, { complete: true })
     }))
 })

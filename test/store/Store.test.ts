@@ -10,6 +10,7 @@ import { NoProducer } from "../../src/engine/Engine.js"
 import { registrySize } from "../../src/store/internal/lmdb/envs.js"
 import * as Sharded from "../../src/store/internal/lmdb/shards.js"
 import * as Store from "../../src/store/Store.js"
+import * as StoreMaintenance from "../../src/store/StoreMaintenance.js"
 import { Golden, writeGoldenTree } from "../fixtures/golden.js"
 import { tempDir, tempStore, writeTree } from "../utils/temp.js"
 
@@ -93,15 +94,15 @@ describe("Store", () => {
       const work = yield* tempDir()
       writeGoldenTree(work)
       const root = yield* store.snapshot(work)
-      yield* store.ensureDownloaded(root)
+      yield* store.ensureTree(root, { complete: true })
       const inTxt = Either.getOrThrow(Digest.parse(Golden.inTxt))
-      yield* store.remove(inTxt)
-      const missingFile = yield* Effect.flip(store.ensureDownloaded(root))
+      yield* StoreMaintenance.make(store).remove(inTxt)
+      const missingFile = yield* Effect.flip(store.ensureTree(root, { complete: true }))
       assert.strictEqual(missingFile._tag, "MissingDigest")
       assert.strictEqual(Digest.format((missingFile as Digest.MissingDigest).digest), Golden.inTxt)
       const v2 = Either.getOrThrow(Digest.parse(Golden.v2))
-      yield* store.remove(v2)
-      const missingDir = yield* Effect.flip(store.ensureDownloaded(root))
+      yield* StoreMaintenance.make(store).remove(v2)
+      const missingDir = yield* Effect.flip(store.ensureTree(root, { complete: true }))
       assert.strictEqual(Digest.format((missingDir as Digest.MissingDigest).digest), Golden.v2)
       assert.strictEqual((missingDir as Digest.MissingDigest).kind, "directory")
     }))
@@ -155,7 +156,7 @@ describe("Store", () => {
         const digest = yield* store.putFile(bytes(`b${blob}`))
         assert.strictEqual(registrySize(), before + 5)
         assert.isTrue(yield* store.hasFile(digest))
-        yield* store.stats
+        yield* StoreMaintenance.make(store).stats
         assert.strictEqual(registrySize(), before + 3 * 16 + 1)
         return path.join(root, "files", digest.hash[0]!, "data.mdb")
       }))
@@ -181,7 +182,7 @@ describe("Store", () => {
           fs.renameSync(`${file}.away`, file)
         })
       )
-      const error = yield* Effect.flip(store.stats)
+      const error = yield* Effect.flip(StoreMaintenance.make(store).stats)
       assert.strictEqual(error._tag, "StoreError")
       assert.strictEqual(error.reason, "Io")
       assert.strictEqual(error.path, file)
@@ -195,17 +196,15 @@ describe("Store", () => {
       assert.include(err.message, "power of two")
     }))
 
-  it.scoped("the action cache stores, replaces and removes results", () =>
+  it.scoped("the action cache stores and replaces results", () =>
     Effect.gen(function*() {
       const store = yield* tempStore()
       const action = Digest.ofBytes(bytes("an action"))
-      assert.isTrue(Option.isNone(yield* store.getActionResult(action)))
+      assert.isTrue(Option.isNone((yield* store.getActionResults([action]))[0]!))
       yield* store.putActionResult(action, bytes("first"))
       yield* store.putActionResult(action, bytes("second"))
-      const got = yield* store.getActionResult(action)
-      assert.strictEqual(Buffer.from(Option.getOrThrow(got)).toString(), "second")
-      assert.isTrue(yield* store.removeActionResult(action))
-      assert.isTrue(Option.isNone(yield* store.getActionResult(action)))
+      const [got] = yield* store.getActionResults([action])
+      assert.strictEqual(Buffer.from(Option.getOrThrow(got!)).toString(), "second")
     }))
 
   it.scoped("many action-cache entries are read in one call, in order, across every shard", () =>
@@ -250,9 +249,9 @@ describe("Store", () => {
         const freshTemp = path.join(strayDir, "ab", "writing.2.tmp")
         fs.writeFileSync(freshTemp, "in progress")
 
-        const before = yield* leased.stats
+        const before = yield* StoreMaintenance.make(leased).stats
         // Target: room for the 5 leased entries and 4 of the 10 unleased small ones.
-        const report = yield* leased.gc({ targetSizeBytes: 900 })
+        const report = yield* StoreMaintenance.make(leased).gc({ targetSizeBytes: 900 })
         assert.strictEqual(report.beforeBytes, before.files.bytes + before.largeFiles.bytes)
         assert.isTrue(report.reachedTarget)
         assert.isAtMost(report.afterBytes, 900)
@@ -266,11 +265,11 @@ describe("Store", () => {
         assert.strictEqual(report.strayFilesRemoved, 2)
 
         // A target below the leased bytes removes every unleased entry and says it could not reach the target.
-        const tight = yield* leased.gc({ targetSizeBytes: 10 })
+        const tight = yield* StoreMaintenance.make(leased).gc({ targetSizeBytes: 10 })
         assert.isFalse(tight.reachedTarget)
         for (const d of keep) assert.isTrue(yield* leased.hasFile(d))
         assert.strictEqual((yield* Effect.forEach(old, (d) => leased.hasFile(d))).filter(Boolean).length, 0)
-        assert.strictEqual((yield* leased.check()).problems.length, 0)
+        assert.strictEqual((yield* StoreMaintenance.make(leased).check()).problems.length, 0)
       }))
   })
 
@@ -282,7 +281,7 @@ describe("Store", () => {
         const small = yield* store.putFile(bytes("precious bytes"))
         const large = yield* store.putFile(big(3))
         const dir = yield* store.putDirectory(Golden.v4Directory())
-        assert.strictEqual((yield* store.check()).problems.length, 0)
+        assert.strictEqual((yield* StoreMaintenance.make(store).check()).problems.length, 0)
 
         const shard = (kind: string, hash: string) =>
           path.join(root, kind, (parseInt(hash.slice(0, 2), 16) >> 4).toString(16))
@@ -294,15 +293,15 @@ describe("Store", () => {
         fs.writeSync(fd, Buffer.from([0x42]), 0, 1, 1000)
         fs.closeSync(fd)
 
-        const found = yield* store.check()
+        const found = yield* StoreMaintenance.make(store).check()
         assert.sameMembers(found.problems.map((p) => `${p.store}:${p.key.split("/").pop()}`), [
           `files:${small.hash}`,
           `directories:${dir.hash}`,
           `large-files:${large.hash}`
         ])
-        const repaired = yield* store.check({ repair: true })
+        const repaired = yield* StoreMaintenance.make(store).check({ repair: true })
         assert.strictEqual(repaired.repaired, 3)
-        assert.strictEqual((yield* store.check()).problems.length, 0)
+        assert.strictEqual((yield* StoreMaintenance.make(store).check()).problems.length, 0)
         assert.isFalse(yield* store.hasFile(small))
         assert.isFalse(yield* store.hasFile(large))
       }))
@@ -435,7 +434,7 @@ describe("snapshot, materialize, capture", () => {
       assert.strictEqual(fs.statSync(path.join(out, "out/big2.bin")).mode & 0o200, 0o200)
       // Materializing again replaces the link, never writes through it into the store.
       yield* store.materialize(d, out, { mutablePaths: ["out"] })
-      assert.strictEqual((yield* store.check()).problems.length, 0)
+      assert.strictEqual((yield* StoreMaintenance.make(store).check()).problems.length, 0)
       assert.strictEqual(Digest.format(yield* store.snapshot(out)), Digest.format(d))
     }))
 
@@ -446,7 +445,7 @@ describe("snapshot, materialize, capture", () => {
       writeTree(work, { "x.txt": "gone soon" })
       const d = yield* store.snapshot(work)
       const x = Digest.ofBytes(bytes("gone soon"))
-      yield* store.remove(x)
+      yield* StoreMaintenance.make(store).remove(x)
       const err = yield* Effect.flip(store.materialize(d, yield* tempDir()))
       assert.strictEqual(err._tag, "MissingDigest")
       assert.strictEqual(Digest.format((err as Digest.MissingDigest).digest), Digest.format(x))
@@ -464,10 +463,16 @@ describe("snapshot, materialize, capture", () => {
         "scratch.tmp": "not declared",
         "nested/dir/file.txt": "declared by path"
       })
-      const d = yield* store.capture(sandbox, {
+      const { files, tree: d } = yield* store.capture(sandbox, {
         outputFiles: ["out.txt", "missing.txt", "nested/dir/file.txt", "gen/a.txt"],
         outputDirectories: ["gen", "missing-dir"]
       })
+      // Each file captured, with its digest (what a runner offers write-back to rename into place).
+      assert.deepStrictEqual(
+        files.map(([abs, digest]) => [path.relative(sandbox, abs), Digest.format(digest)]).sort(),
+        [["gen/a.txt", "a"], ["gen/sub/b.txt", "b"], ["nested/dir/file.txt", "declared by path"], ["out.txt", "result"]]
+          .map(([p, text]) => [p!, Digest.format(Digest.ofBytes(bytes(text!)))])
+      )
       const listed = (yield* store.listTree(d)).map((e) => `${e.type}:${e.path}`)
       assert.deepStrictEqual(listed, [
         "directory:gen",
@@ -498,7 +503,7 @@ describe("snapshot, materialize, capture", () => {
         ["out", "out/b.txt", "src", "src/a.txt"]
       )
       assert.isTrue(yield* store.hasDirectory(merged))
-      yield* store.leaseTree(merged)
+      yield* store.ensureTree(merged, { lease: true })
       yield* store.written
       // Another process's view: a store of its own on the same directory, which has none of this one's memory.
       const other = yield* Effect.scoped(Effect.flatMap(Store.make({ root }), (s) => s.listTree(merged)))
@@ -524,33 +529,55 @@ describe("snapshot, materialize, capture", () => {
       const many = yield* tempStore()
       const results = yield* many.snapshotMany(ws, sets.map((globs) => ({ globs })))
       assert.strictEqual(results.length, sets.length)
+      // Asked to, a snapshot says what it read: each file, with its stat and its hash.
+      const [observed] = yield* many.snapshotMany(ws, [{ globs: ["a/**"], observe: true }])
+      const seen = Either.getOrThrow(observed!).observations
+      assert.deepStrictEqual(
+        seen.map((o) => o.kind === "a" ? o : { kind: o.kind, abs: o.abs, evidence: o.evidence, ino: o.ino }).sort((
+          x,
+          y
+        ) => x.abs < y.abs ? -1 : 1),
+        ["one.txt", "two.txt"].map((name, i) => {
+          const abs = path.join(ws, "a", name)
+          return {
+            kind: "f",
+            abs,
+            evidence: Digest.ofBytes(bytes(String(i + 1))).hash,
+            ino: fs.statSync(abs, { bigint: true }).ino
+          }
+        })
+      )
       assert.isTrue(Either.isLeft(results[2]!))
       if (Either.isLeft(results[2]!)) assert.include(results[2]!.left.message, "pipe")
       const one = yield* tempStore()
       for (const [i, globs] of sets.entries()) {
         if (i === 2) continue
         const alone = yield* one.snapshot(ws, globs)
-        assert.deepStrictEqual(results[i], Either.right(alone), `globs ${globs.join(" ")}`)
+        assert.deepStrictEqual(
+          results[i],
+          Either.right({ digest: alone, observations: [] }),
+          `globs ${globs.join(" ")}`
+        )
         // Everything each tree holds was stored.
         assert.isTrue((yield* many.listTree(alone)).length > 0)
-        yield* many.ensureDownloaded(alone)
+        yield* many.ensureTree(alone, { complete: true })
       }
     }))
 
-  it.scoped("captureWith stores blobs with the outputs: small, empty and large ones, and the same tree", () =>
+  it.scoped("capture stores blobs with the outputs: small, empty and large ones, and the same tree", () =>
     Effect.gen(function*() {
       const store = yield* tempStore()
       const sandbox = yield* tempDir()
       writeTree(sandbox, { "out.txt": "result", "gen/a.txt": "a" })
       const outputs = { outputFiles: ["out.txt"], outputDirectories: ["gen"] }
       const blobs = [bytes("stdout\n"), new Uint8Array(0), big(3)]
-      const [tree, digests] = yield* store.captureWith(sandbox, outputs, blobs)
+      const { blobs: digests, tree } = yield* store.capture(sandbox, outputs, blobs)
       assert.deepStrictEqual(digests.map(Digest.format), blobs.map((b) => Digest.format(Digest.ofBytes(b))))
       for (const [i, d] of digests.entries()) {
         assert.deepStrictEqual(Buffer.from(yield* store.getFile(d)), Buffer.from(blobs[i]!))
       }
-      assert.strictEqual(Digest.format(tree), Digest.format(yield* store.capture(sandbox, outputs)))
-      assert.deepStrictEqual((yield* store.check()).problems, [])
+      assert.strictEqual(Digest.format(tree), Digest.format((yield* store.capture(sandbox, outputs)).tree))
+      assert.deepStrictEqual((yield* StoreMaintenance.make(store).check()).problems, [])
     }))
 
   it.scoped("capture names an output file that the process created as a directory", () =>

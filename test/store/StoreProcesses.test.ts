@@ -14,6 +14,7 @@ import * as Digest from "../../src/domain/Digest.js"
 import * as Proc from "../../src/os/Proc.js"
 import { registrySize } from "../../src/store/internal/lmdb/envs.js"
 import * as Store from "../../src/store/Store.js"
+import * as StoreMaintenance from "../../src/store/StoreMaintenance.js"
 import { blob, type BlobSpec, writerSpecs } from "../fixtures/blobs.js"
 import type * as LmdbWorker from "../fixtures/lmdbWorker.js"
 import type * as StoreWorker from "../fixtures/storeWorker.js"
@@ -178,7 +179,7 @@ const assertAllPresent = (store: Store.Service, specs: ReadonlyArray<BlobSpec>) 
 
 const assertClean = (store: Store.Service, expectedEntries: number) =>
   Effect.gen(function*() {
-    const report = yield* store.check()
+    const report = yield* StoreMaintenance.make(store).check()
     assert.deepStrictEqual(report.problems, [])
     assert.strictEqual(report.checked, expectedEntries)
   })
@@ -238,7 +239,7 @@ describe("Store shared by OS processes", () => {
       assert.isAbove(probed.hits, 0)
       assert.strictEqual(yield* assertAllPresent(store, specs), distinct)
       yield* assertClean(store, distinct)
-      assert.strictEqual((yield* store.stats).files.entries, distinct)
+      assert.strictEqual((yield* StoreMaintenance.make(store).stats).files.entries, distinct)
       for (const w of all) assert.deepStrictEqual(yield* w.exited, { code: 0, signal: null })
     })))
 
@@ -257,7 +258,7 @@ describe("Store shared by OS processes", () => {
         yield* Effect.addFinalizer(() => Scope.close(scopeA, Exit.void))
         const storeA = yield* Scope.extend(Store.make(options), scopeA)
         // Shards open on first use: the stats read every one.
-        yield* storeA.stats
+        yield* StoreMaintenance.make(storeA).stats
         assert.strictEqual(registrySize(), before + envsPerStore)
         const specsA = writerSpecs(32, 200, 0)
         yield* storeA.putFiles(specsA.map((s) => blob(s)))
@@ -277,7 +278,7 @@ describe("Store shared by OS processes", () => {
 
         yield* Effect.scoped(Effect.gen(function*() {
           const storeB = yield* Store.make({ ...options, root: link })
-          yield* storeB.stats
+          yield* StoreMaintenance.make(storeB).stats
           // Same environments: the count does not double.
           assert.strictEqual(registrySize(), before + envsPerStore)
           // A write through one is seen through the other.
@@ -332,7 +333,7 @@ describe("Store shared by OS processes", () => {
       const parentSpec = { seed: 40, index: 0 }
       const parentDigest = yield* store.putFile(blob(parentSpec))
       yield* store.getFile(parentDigest)
-      const initial = (yield* store.stats).readers
+      const initial = (yield* StoreMaintenance.make(store).stats).readers
       assert.strictEqual(initial.maxPerEnvironment, maxReaders)
       assert.strictEqual(initial.stale, 0)
 
@@ -359,7 +360,7 @@ describe("Store shared by OS processes", () => {
       assert.strictEqual(refused, "FULL")
 
       yield* Effect.forEach(holders, (h) => h.kill)
-      const stale = (yield* store.stats).readers
+      const stale = (yield* StoreMaintenance.make(store).stats).readers
       assert.strictEqual(stale.stale, maxReaders - 1)
       assert.strictEqual(stale.inUse, initial.inUse + maxReaders - 1)
 
@@ -377,7 +378,7 @@ describe("Store shared by OS processes", () => {
       assert.strictEqual(done.written, 100)
       assert.deepStrictEqual(yield* fresh.exited, { code: 0, signal: null })
 
-      const after = (yield* store.stats).readers
+      const after = (yield* StoreMaintenance.make(store).stats).readers
       assert.strictEqual(after.stale, 0)
       assert.strictEqual(after.inUse, initial.inUse)
       // And this process still reads and writes.
@@ -408,7 +409,7 @@ describe("Store shared by OS processes", () => {
           schedule: Schedule.spaced("10 millis")
         })
       )
-      const before = (yield* store.stats).readers
+      const before = (yield* StoreMaintenance.make(store).stats).readers
       assert.strictEqual(before.stale, 0)
       process.kill(pid, "SIGKILL")
       yield* within(
@@ -419,7 +420,7 @@ describe("Store shared by OS processes", () => {
           schedule: Schedule.spaced("10 millis")
         })
       )
-      const after = (yield* store.stats).readers
+      const after = (yield* StoreMaintenance.make(store).stats).readers
       assert.strictEqual(after.stale, 1, "the zombie's slot was taken for one in use")
       assert.strictEqual(after.inUse, before.inUse)
     })))
@@ -514,7 +515,7 @@ describe("Store shared by OS processes", () => {
         for (const w of workers) yield* within(`${w.name} to finish`, "60 seconds", w.line("DONE"))
         for (const w of workers) assert.deepStrictEqual(yield* w.exited, { code: 0, signal: null })
         const store = yield* Store.make(storeOptions(root, { shardCount: 16 }))
-        const report = yield* store.check()
+        const report = yield* StoreMaintenance.make(store).check()
         assert.deepStrictEqual(report.problems, [])
         assert.strictEqual(yield* assertAllPresent(store, [0, 1, 2, 3, 4, 5].flatMap((w) => writerSpecs(w, 4, 2))), 14)
       }

@@ -6,6 +6,8 @@
  * @internal
  */
 
+import type * as Digest from "../Digest.js"
+
 const textEncoder = new TextEncoder()
 const textDecoder = new TextDecoder("utf-8", { fatal: true })
 
@@ -164,4 +166,10 @@ export const compareUtf8 = (a: string, b: string): number => {
     return x - y
   }
   return a.length - b.length
+}
+
+/** Writes a REAPI `Digest` message's fields (a `Directory`'s entries and an `Action` hold them). @internal */
+export const writeDigest = (w: Writer, d: Digest.Digest): void => {
+  if (d.hash.length > 0) w.stringField(1, d.hash)
+  if (d.sizeBytes !== 0) w.varintField(2, d.sizeBytes)
 }

@@ -72,7 +72,7 @@ const looker = (
       }
       const p = processOf(name, pc, yield* mergeInputs(store, config, own.digest, deps))
       const key = actionDigest(p)
-      const hit = pc.cache !== "never" && (yield* store.getActionResult(key))._tag === "Some"
+      const hit = pc.cache !== "never" && (yield* store.getActionResults([key]))[0]!._tag === "Some"
       const now: RunRecords.RunRecord = {
         argv: [...pc.argv],
         env: { ...pc.env },

@@ -23,20 +23,39 @@ export const segments = (p: string | undefined): Array<string> =>
 /** Whether globs select anything at all (not only exclude). */
 const selects = (globs: ReadonlyArray<string>) => globs.some((g) => !g.startsWith("!"))
 
-/** A process's own inputs, snapshotted now; `seen` collects what the snapshot read. @internal */
+/** A process's own inputs, snapshotted now (`kiln explain`'s, which records nothing). @internal */
 export const snapshotOwn = (
   store: Store["Type"],
   workspace: string,
   name: string,
   pc: ProcessConfig,
   session: SnapshotSession,
-  configName: string,
-  seen?: Array<SnapshotObservation>
+  configName: string
 ): Effect.Effect<OwnInputs, InvalidConfig | StoreError | Digest.MissingDigest> =>
   Effect.gen(function*() {
     const globs = pc.inputs ?? []
     if (!selects(globs)) return { digest: Digest.empty, files: {} }
-    return yield* ownFrom(store, name, pc, yield* store.snapshot(workspace, globs, session, seen), configName)
+    return yield* ownFrom(store, name, pc, yield* store.snapshot(workspace, globs, session), configName)
+  })
+
+/** {@link snapshotOwn}, with what the snapshot read (for the run memo). */
+const observeOwn = (
+  store: Store["Type"],
+  workspace: string,
+  name: string,
+  pc: ProcessConfig,
+  session: SnapshotSession,
+  configName: string
+): Effect.Effect<
+  { readonly own: OwnInputs; readonly seen: ReadonlyArray<SnapshotObservation> },
+  InvalidConfig | StoreError | Digest.MissingDigest
+> =>
+  Effect.gen(function*() {
+    const globs = pc.inputs ?? []
+    if (!selects(globs)) return { own: { digest: Digest.empty, files: {} }, seen: [] }
+    const [taken] = yield* store.snapshotMany(workspace, [{ globs, observe: true }], session)
+    const snapshot = yield* taken!
+    return { own: yield* ownFrom(store, name, pc, snapshot.digest, configName), seen: snapshot.observations }
   })
 
 /** A process's own inputs from the snapshot of its globs: the files they matched (every glob must match one). */
@@ -115,13 +134,13 @@ export const ownOf = (state: RunState, name: string) =>
   Effect.suspend(() => {
     const known = state.owned.get(name)
     if (known !== undefined) return Effect.succeed(known)
-    const seen: Array<SnapshotObservation> = []
     const pc = state.config.processes[name]!
-    return Effect.tap(
-      snapshotOwn(state.store, state.workspace, name, pc, state.session, state.configName, seen),
-      (own) => {
+    return Effect.map(
+      observeOwn(state.store, state.workspace, name, pc, state.session, state.configName),
+      ({ own, seen }) => {
         state.owned.set(name, own)
         state.inputsSeen.set(name, seen)
+        return own
       }
     )
   })
@@ -136,19 +155,18 @@ export const ownOfMany = (state: RunState, names: ReadonlyArray<string>) =>
   Effect.suspend(() => {
     const { config, store } = state
     const todo = names.filter((n) => !state.owned.has(n) && selects(config.processes[n]!.inputs ?? []))
-    const seen = todo.map((): Array<SnapshotObservation> => [])
-    const requests = todo.map((n, i) => ({ globs: config.processes[n]!.inputs ?? [], observe: seen[i] }))
+    const requests = todo.map((n) => ({ globs: config.processes[n]!.inputs ?? [], observe: true }))
     return store.snapshotMany(state.workspace, requests, state.session).pipe(
-      Effect.flatMap((digests) =>
+      Effect.flatMap((snapshots) =>
         Effect.forEach(todo, (name, i) => {
-          const digest = digests[i]!
-          if (Either.isLeft(digest)) return Effect.void
-          return ownFrom(store, name, config.processes[name]!, digest.right, state.configName).pipe(
+          const snapshot = snapshots[i]!
+          if (Either.isLeft(snapshot)) return Effect.void
+          return ownFrom(store, name, config.processes[name]!, snapshot.right.digest, state.configName).pipe(
             Effect.match({
               onFailure: () => undefined,
               onSuccess: (own) => {
                 state.owned.set(name, own)
-                state.inputsSeen.set(name, seen[i]!)
+                state.inputsSeen.set(name, snapshot.right.observations)
               }
             })
           )

@@ -18,7 +18,7 @@ import * as RunMemo from "../RunMemo.js"
  * A racy observation is kept with its evidence, checked by content on every later check (see `RunMemo.Obs`); a file
  * larger than this is not worth re-hashing each time, and its process is memoized next time instead.
  */
-const RACY_CONTENT_MAX_BYTES = 1024 * 1024
+const RACY_CONTENT_MAX_BYTES = 1024n * 1024n
 
 /** @internal */
 export interface Candidate {
@@ -79,13 +79,13 @@ export const record = (o: {
     // tick has passed by now is then safe as a plain stat (a later change moves it); one still inside its tick is
     // kept with its evidence rather than waited out.
     const nowNs = BigInt(Date.now()) * 1_000_000n
-    const racy = (s: RunMemo.Seen) => s.st !== undefined && RunMemo.isRacy(s.st, nowNs)
+    const racy = (s: RunMemo.Seen) => s.kind !== "a" && RunMemo.isRacy(s, nowNs)
     const holdsNow = (s: RunMemo.Seen) =>
       !racy(s)
         ? RunMemo.confirm(s)
-        : !(s.kind === "f" && s.st!.size > RACY_CONTENT_MAX_BYTES) && RunMemo.confirm(s, false)
+        : !(s.kind === "f" && s.size > RACY_CONTENT_MAX_BYTES) && RunMemo.confirm(s, false)
     const settled = candidates.filter((c) => {
-      const unsettled = seenOf(c).find((s) => s.st !== undefined && RunMemo.isRacy(s.st, o.startedNs) && !holdsNow(s))
+      const unsettled = seenOf(c).find((s) => s.kind !== "a" && RunMemo.isRacy(s, o.startedNs) && !holdsNow(s))
       if (unsettled !== undefined) {
         debug?.(c.name, `${path.relative(o.workspace, unsettled.abs) || "."} changed while it ran, or is large`)
       }

@@ -57,9 +57,12 @@ export interface RunState {
   /** Own inputs, snapshotted once per run: backtracking retries and the graph reuse them. */
   readonly owned: Map<string, OwnInputs>
   /** What each process's snapshot read, for the memo. */
-  readonly inputsSeen: Map<string, Array<SnapshotObservation>>
+  readonly inputsSeen: Map<string, ReadonlyArray<SnapshotObservation>>
   /** What each process's last write-back left in the workspace, and the result it wrote. */
-  readonly outputsSeen: Map<string, { readonly result: ProcessResult; readonly seen: Array<SnapshotObservation> }>
+  readonly outputsSeen: Map<
+    string,
+    { readonly result: ProcessResult; readonly seen: ReadonlyArray<SnapshotObservation> }
+  >
   /** What the lookups missed, with the deps' outputs they were made of: the first run of each reuses it. */
   readonly misses: Map<string, { readonly process: Process; readonly deps: Record<string, Digest.Digest> }>
   /** The cache hits the lookups found, before anything was scheduled. */

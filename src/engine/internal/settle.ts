@@ -11,7 +11,6 @@ import * as path from "node:path"
 import * as Digest from "../../domain/Digest.js"
 import type { Process, ProcessResult } from "../../domain/Process.js"
 import type { NoProducer } from "../../domain/RunErrors.js"
-import type { SnapshotObservation } from "../../store/Store.js"
 import type { ProcessFailure, ProcessReport } from "../Engine.js"
 import { execute, type Executed } from "./execute.js"
 import { REMEMBERED_TIMINGS } from "./memoConsult.js"
@@ -86,7 +85,6 @@ const stderrTail = (state: RunState, result: ProcessResult) =>
 
 /** Writes a result's outputs back into the workspace, recording what it left there for the memo. */
 const writeOutputs = (state: RunState, name: string, p: Process, r: ProcessResult) => {
-  const seen: Array<SnapshotObservation> = []
   return Effect.either(
     writeBack(
       state.store,
@@ -94,9 +92,8 @@ const writeOutputs = (state: RunState, name: string, p: Process, r: ProcessResul
       path.join(state.workspace, p.workingDirectory),
       p.outputDirectories,
       state.session,
-      seen,
       state.runner.handoff
-    ).pipe(Effect.tap(() => state.outputsSeen.set(name, { result: r, seen })))
+    ).pipe(Effect.tap((seen) => state.outputsSeen.set(name, { result: r, seen })))
   )
 }
 

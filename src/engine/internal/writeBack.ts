@@ -16,10 +16,10 @@ import * as AtomicFile from "../../os/AtomicFile.js"
 import { ioError } from "../../os/Errno.js"
 import { mkdirp } from "../../os/Mkdirp.js"
 import { removeTree } from "../../os/RemoveTree.js"
-import type * as Handoff from "../../sandbox/internal/handoff.js"
+import type { Handoff } from "../../sandbox/Sandboxes.js"
 import * as StatIndex from "../../store/internal/statIndex.js"
+import * as Observation from "../../store/SnapshotObservation.js"
 import type * as Store from "../../store/Store.js"
-import type * as RunMemo from "../RunMemo.js"
 
 const tmpBeside = (p: string) =>
   path.join(path.dirname(p), `.${path.basename(p)}.kiln-${randomBytes(4).toString("hex")}`)
@@ -48,7 +48,7 @@ const upToDate = (
   digest: Digest.Digest,
   isExecutable: boolean,
   index: StatIndex.StatIndex | undefined,
-  observe: Array<RunMemo.Seen> | undefined
+  observe: Array<Observation.SnapshotObservation>
 ) => {
   let st: fs.BigIntStats
   try {
@@ -57,7 +57,7 @@ const upToDate = (
     return false
   }
   const same = check(target, st, digest, isExecutable, index)
-  if (same) observe?.push({ kind: "f", abs: target, st, evidence: digest.hash })
+  if (same) observe.push(Observation.present("f", target, st, digest.hash))
   return same
 }
 
@@ -76,19 +76,22 @@ const check = (
   return same
 }
 
-/** @internal */
+/**
+ * Says each output it left in the workspace with its stat, and each declared directory's listing (for the run memo).
+ *
+ * @internal
+ */
 export const writeBack = (
   store: Store.Service,
   outputDigest: Digest.Digest,
   workspaceDir: string,
   declaredDirectories: ReadonlyArray<string>,
   session?: Store.SnapshotSession,
-  /** Collects each output left in the workspace with its stat, and each declared directory's listing (run memo). */
-  observe?: Array<RunMemo.Seen>,
   /** Where a file that ran may be waiting, to be renamed into place rather than written. */
-  handoff?: Handoff.Handoff
-): Effect.Effect<void, StoreError | Digest.MissingDigest> =>
+  handoff?: Handoff
+): Effect.Effect<Array<Observation.SnapshotObservation>, StoreError | Digest.MissingDigest> =>
   Effect.gen(function*() {
+    const observe: Array<Observation.SnapshotObservation> = []
     const entries = yield* store.listTree(outputDigest)
     const produced = new Set(entries.map((e) => e.path))
     for (const e of entries) {
@@ -109,7 +112,7 @@ export const writeBack = (
               fs.symlinkSync(e.target!, tmp)
               return true
             })
-            observe?.push({ kind: "l", abs: target, st: fs.lstatSync(target, { bigint: true }), evidence: e.target! })
+            observe.push(Observation.present("l", target, fs.lstatSync(target, { bigint: true }), e.target!))
           },
           catch: ioError(target, "cannot write an output symlink")
         })
@@ -132,7 +135,7 @@ export const writeBack = (
             }
             const st = fs.lstatSync(target, { bigint: true })
             if (index !== undefined) StatIndex.record(index, target, st, e.digest!.hash)
-            observe?.push({ kind: "f", abs: target, st, evidence: e.digest!.hash })
+            observe.push(Observation.present("f", target, st, e.digest!.hash))
           },
           catch: ioError(target, "cannot write an output file")
         })
@@ -154,10 +157,9 @@ export const writeBack = (
         }
         // Stat after pruning: a change made during the run (pruning included) leaves the directory racy, and the
         // memo lists it again before trusting it.
-        if (observe !== undefined) {
-          observe.push({ kind: "d", abs, st: fs.lstatSync(abs, { bigint: true }), evidence: kept.sort().join("/") })
-        }
+        observe.push(Observation.present("d", abs, fs.lstatSync(abs, { bigint: true }), kept.sort().join("/")))
       }
       yield* Effect.try({ try: () => prune(dir), catch: ioError(path.join(workspaceDir, dir), "cannot prune") })
     }
+    return observe
   })

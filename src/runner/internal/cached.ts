@@ -14,16 +14,10 @@ import type * as Digest from "../../domain/Digest.js"
 import { type Process, ProcessResult } from "../../domain/Process.js"
 import type { StoreError } from "../../domain/StoreErrors.js"
 import type * as Store from "../../store/Store.js"
+import type { CacheContent } from "../ProcessRunner.js"
 import type { Runner } from "./runner.js"
 
-/**
- * How a cache hit's content is checked: `validate` (the default) and `fetch` make sure every blob of the result is
- * in the store (kiln has no remote store yet, so the two agree), `defer` trusts the entry and leaves a missing blob
- * to backtracking.
- *
- * @internal
- */
-export type CacheContent = "fetch" | "validate" | "defer"
+export type { CacheContent }
 
 /**
  * What an action-cache entry holds: the result's fields that do not depend on how it was obtained.
@@ -116,7 +110,7 @@ export const make = (store: Store.Service, inner: Runner, cacheContent: CacheCon
         // A hit is a use: its tree is leased again (in the same walk that checks it is all there), so GC removes
         // what runs stop using, not this.
         const present = (yield* store.hasFile(e.stdoutDigest)) && (yield* store.hasFile(e.stderrDigest)) &&
-          (yield* store.ensureLeased(e.outputDigest).pipe(
+          (yield* store.ensureTree(e.outputDigest, { complete: true, lease: true }).pipe(
             Effect.as(true),
             Effect.catchTag("MissingDigest", () => Effect.succeed(false))
           ))
@@ -142,7 +136,7 @@ export const make = (store: Store.Service, inner: Runner, cacheContent: CacheCon
     Effect.as(Effect.logWarning(`action cache lookup failed (${err.message}): running instead`), Option.none())
 
   const lookupOne = (process: Process, key: Digest.Digest, started: number) =>
-    Effect.flatMap(store.getActionResult(key), (raw) => accept(process, key, raw, started)).pipe(
+    Effect.flatMap(store.getActionResults([key]), ([raw]) => accept(process, key, raw!, started)).pipe(
       Effect.catchTag("StoreError", degrade)
     )
 

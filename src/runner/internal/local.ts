@@ -147,7 +147,7 @@ export const make = (
     // The lease keeps a concurrent `gc` off the inputs until the process has them. One that fails means either the
     // tree cannot be read (laying it out would fail on the same) or the store takes no writes (the outputs could not
     // be stored): the run fails here, naming why, before the process spends its time.
-    yield* store.leaseTree(process.inputDigest)
+    yield* store.ensureTree(process.inputDigest, { lease: true })
     const inline = yield* writableHere(store, process.inputDigest)
     // Once its group is gone, a sandbox of a few hundred entries is kept for the next process (see the sandbox pool);
     // a tree this engine writes itself may go into one a finished process left (see `Refill`). Anything bigger is
@@ -225,19 +225,13 @@ export const make = (
     // stdout and stderr are stored with the outputs, in the same commits; a large log is streamed from its file.
     const outputs = { outputFiles: process.outputFiles, outputDirectories: process.outputDirectories }
     const [out, err] = yield* Effect.zip(readLog(logs.stdout), readLog(logs.stderr))
-    const captured: Array<readonly [string, Digest.Digest]> = []
-    const [outputDigest, [stdoutDigest, stderrDigest]] = typeof out !== "string" && typeof err !== "string"
-      ? (yield* store.captureWith(cwd, outputs, [out, err], captured)) as readonly [
-        Digest.Digest,
-        [Digest.Digest, Digest.Digest]
-      ]
-      : [
-        yield* store.capture(cwd, outputs),
-        [
-          yield* typeof out === "string" ? store.putFilePath(out) : store.putFile(out),
-          yield* typeof err === "string" ? store.putFilePath(err) : store.putFile(err)
-        ]
-      ] as const
+    const inMemory = typeof out !== "string" && typeof err !== "string"
+    const captured = yield* store.capture(cwd, outputs, inMemory ? [out, err] : [])
+    const [stdoutDigest, stderrDigest] = inMemory ? captured.blobs as readonly [Digest.Digest, Digest.Digest] : [
+      yield* typeof out === "string" ? store.putFilePath(out) : store.putFile(out),
+      yield* typeof err === "string" ? store.putFilePath(err) : store.putFile(err)
+    ]
+    const outputDigest = captured.tree
     timings.capture = Date.now() - captureStarted
     const result = new ProcessResult({
       exitCode: timedOut ? null : exit.code,
@@ -254,7 +248,7 @@ export const make = (
     if (!result.succeeded) yield* sandbox.markFailed
     else if (sandboxes.keep !== "always") {
       // Its group is gone and its outputs are in the store: write-back may rename them into place (see `Handoff`).
-      for (const [abs, digest] of captured) sandboxes.handoff.offer(abs, digest)
+      for (const [abs, digest] of captured.files) sandboxes.handoff.offer(abs, digest)
     }
     return result
   }))

@@ -10,15 +10,10 @@ import * as path from "node:path"
 import type * as Digest from "../../domain/Digest.js"
 import type { StoreError } from "../../domain/StoreErrors.js"
 import { InvalidOutput } from "../../domain/TreeErrors.js"
+import type { Captured, Outputs } from "../Store.js"
 import type * as Core from "./core.js"
 import * as Snapshot from "./snapshot.js"
 import * as Tree from "./tree.js"
-
-/** @internal */
-export interface Outputs {
-  readonly outputFiles: ReadonlyArray<string>
-  readonly outputDirectories: ReadonlyArray<string>
-}
 
 /**
  * Splits a declared output path into segments, refusing absolute paths and `..`: outputs live inside the sandbox.
@@ -100,19 +95,19 @@ const graft = (tree: Tree.Node, parents: ReadonlyArray<string>, holder: Tree.Nod
 
 /**
  * Captures the declared outputs under `root` into a tree, and stores `blobs` with them (in the same commits): says
- * the tree's digest and the blobs'. `read` collects each file captured, with its digest.
+ * the tree's digest, the blobs' and each file captured with its digest.
  *
  * @internal
  */
-export const captureWith = (
+export const capture = (
   core: Core.Core,
   root: string,
   outputs: Outputs,
-  blobs: ReadonlyArray<Uint8Array>,
-  read?: Array<readonly [string, Digest.Digest]>
-): Effect.Effect<readonly [Digest.Digest, Array<Digest.Digest>], StoreError | InvalidOutput> =>
+  blobs: ReadonlyArray<Uint8Array> = []
+): Effect.Effect<Captured, StoreError | InvalidOutput> =>
   Effect.gen(function*() {
-    const w = Snapshot.newWalk(core, read)
+    const files: Array<readonly [string, Digest.Digest]> = []
+    const w = Snapshot.newWalk(core, files)
     const stored = yield* Snapshot.addBlobs(w, blobs)
     const tree = Tree.node()
     const parse = (declared: string) => {
@@ -170,13 +165,5 @@ export const captureWith = (
         yield* graft(tree, segments.slice(0, -1), holder, declared)
       }
     }
-    return [yield* Snapshot.flushAndFinish(w, tree), stored] as const
+    return { tree: yield* Snapshot.flushAndFinish(w, tree), blobs: stored, files }
   })
-
-/** @internal */
-export const capture = (
-  core: Core.Core,
-  root: string,
-  outputs: Outputs
-): Effect.Effect<Digest.Digest, StoreError | InvalidOutput> =>
-  Effect.map(captureWith(core, root, outputs, []), ([digest]) => digest)

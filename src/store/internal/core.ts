@@ -36,6 +36,22 @@ export interface Core {
   readonly committing: Map<string, number>
 }
 
+/** The core of each open store, by its service: what `StoreMaintenance` works on. */
+const cores = new WeakMap<object, Core>()
+
+/** Records that `service` is the store over `core`. @internal */
+export const register = <S extends object>(service: S, core: Core): S => {
+  cores.set(service, core)
+  return service
+}
+
+/** The core of a store `Store.make` returned. @internal */
+export const coreOf = (service: object): Core => {
+  const core = cores.get(service)
+  if (core === undefined) throw new Error("not a store made by Store.make: maintenance needs an open store's own")
+  return core
+}
+
 /** Whether `hash` is a directory this process is still committing (and so has in `verified`). @internal */
 const committing = (core: Core, hash: string): boolean => core.committing.has(hash) && core.verified.has(hash)
 
@@ -363,41 +379,21 @@ const leaseBlobs = (
   })
 
 /**
- * Fails with `MissingDigest` naming the first blob (directory or file) of the tree that is absent.
+ * Walks a tree once: fails with `MissingDigest` on an absent directory, with `complete` on the first absent file too;
+ * with `lease`, extends the leases of every directory and file of it there is (only stale leases cost a write).
  *
  * @internal
  */
-export const ensureDownloaded = (
+export const ensureTree = (
   core: Core,
-  root: Digest.Digest
+  root: Digest.Digest,
+  complete: boolean,
+  lease: boolean
 ): Effect.Effect<void, Digest.MissingDigest | StoreError> =>
-  Effect.flatMap(blobsOf(core, root), ({ files }) => allPresent(core, files))
-
-/**
- * What a cache hit does with its output tree, in one walk: fails with `MissingDigest` naming the first absent blob,
- * else extends the leases of every directory and file of the tree (only stale leases cost a write).
- *
- * @internal
- */
-export const ensureLeased = (
-  core: Core,
-  root: Digest.Digest
-): Effect.Effect<void, Digest.MissingDigest | StoreError> =>
-  Effect.flatMap(
-    blobsOf(core, root),
-    (blobs) => Effect.zipRight(allPresent(core, blobs.files), leaseBlobs(core, blobs))
-  )
-
-/**
- * Extends the leases of a tree's directories and files (those present).
- *
- * @internal
- */
-export const leaseTree = (
-  core: Core,
-  root: Digest.Digest
-): Effect.Effect<void, Digest.MissingDigest | StoreError> =>
-  Effect.flatMap(blobsOf(core, root), (blobs) => leaseBlobs(core, blobs))
+  Effect.flatMap(blobsOf(core, root), (blobs) => {
+    if (!lease) return complete ? allPresent(core, blobs.files) : Effect.void
+    return complete ? Effect.zipRight(allPresent(core, blobs.files), leaseBlobs(core, blobs)) : leaseBlobs(core, blobs)
+  })
 
 /**
  * Stores small file contents whose digests the caller computed from these very bytes (snapshot and capture hash

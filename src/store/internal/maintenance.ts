@@ -12,27 +12,11 @@ import * as Directory from "../../domain/Directory.js"
 import { StoreError } from "../../domain/StoreErrors.js"
 import { describeErrno, errnoOf, ioError } from "../../os/Errno.js"
 import * as Proc from "../../os/Proc.js"
+import type { CheckReport, GcReport, Problem, Stats, StoreKind } from "../StoreMaintenance.js"
 import * as Core from "./core.js"
 import * as LargeFiles from "./largeFiles.js"
 import * as LmdbEnvs from "./lmdb/envs.js"
 import * as Sharded from "./lmdb/shards.js"
-
-/** @internal */
-export type StoreKind = "files" | "directories" | "actions" | "large-files"
-
-/** @internal */
-export interface Problem {
-  readonly store: StoreKind
-  readonly key: string
-  readonly problem: string
-}
-
-/** @internal */
-export interface CheckReport {
-  readonly checked: number
-  readonly problems: ReadonlyArray<Problem>
-  readonly repaired: number
-}
 
 const HASH = /^[0-9a-f]{64}$/
 
@@ -180,19 +164,6 @@ export const check = (core: Core.Core, repair: boolean): Effect.Effect<CheckRepo
     return { checked, problems, repaired }
   })
 
-/** @internal */
-export interface GcReport {
-  readonly targetBytes: number
-  readonly beforeBytes: number
-  readonly afterBytes: number
-  readonly removedEntries: number
-  readonly removedBytes: number
-  readonly leasedBytes: number
-  readonly strayFilesRemoved: number
-  /** False when leased entries alone exceed the target. */
-  readonly reachedTarget: boolean
-}
-
 /** Temp files younger than this may belong to a writer that is still running. */
 const STRAY_TEMP_AGE_MS = 60 * 60 * 1000
 
@@ -297,28 +268,7 @@ export const gc = (core: Core.Core, targetBytes: number): Effect.Effect<GcReport
     }
   })
 
-/** @internal */
-export interface KindStats {
-  readonly entries: number
-  readonly bytes: number
-  readonly leased: number
-}
-
-/** @internal */
-export interface Stats {
-  readonly root: string
-  readonly shardCount: number
-  readonly files: KindStats
-  readonly directories: KindStats
-  readonly actions: KindStats
-  readonly largeFiles: KindStats
-  /** Bytes the store takes on disk (LMDB data files, which do not shrink, plus large files). */
-  readonly diskBytes: number
-  /** Reader-table slots held by other processes, across every environment, and those whose process is gone. */
-  readonly readers: { readonly inUse: number; readonly stale: number; readonly maxPerEnvironment: number }
-}
-
-/** See `Store.clearStaleReaders`. @internal */
+/** See `StoreMaintenance.clearStaleReaders`. @internal */
 export const clearStaleReaders = (core: Core.Core): Effect.Effect<number, StoreError> =>
   Effect.gen(function*() {
     let cleared = 0

@@ -16,30 +16,10 @@ import * as EventLoop from "../../os/EventLoop.js"
 import { mkdirp } from "../../os/Mkdirp.js"
 import { removeTree } from "../../os/RemoveTree.js"
 import { writeAll } from "../../os/WriteAll.js"
+import type { MaterializeOptions } from "../Store.js"
 import * as Core from "./core.js"
 import * as LargeFiles from "./largeFiles.js"
 import * as Refill from "./refill.js"
-
-/** @internal */
-export interface MaterializeOptions {
-  /** Paths (relative to the destination) that get writable copies, never hard links; `.` for all. */
-  readonly mutablePaths?: ReadonlyArray<string>
-  /**
-   * Create the destination if it is missing (default true). A sandbox must already exist: one that is gone was
-   * removed by its engine, and re-creating it would leave a directory without an owner behind.
-   */
-  readonly createDestination?: boolean
-  /**
-   * The destination may hold anything (a used sandbox): it is made to hold exactly the tree, reusing what it can of
-   * what is there (see `Refill`).
-   */
-  readonly reuse?: boolean
-  /**
-   * With `reuse`: directories the caller makes next (a sandbox's working directory, its outputs' parents), which may
-   * stay if they are there rather than be removed for the caller to make again. Ignored when the tree has a symlink.
-   */
-  readonly keepDirs?: ReadonlyArray<string>
-}
 
 const fileMode = (isExecutable: boolean) => isExecutable ? 0o755 : 0o644
 

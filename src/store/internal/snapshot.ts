@@ -11,8 +11,9 @@ import * as path from "node:path"
 import * as Digest from "../../domain/Digest.js"
 import * as Glob from "../../domain/Glob.js"
 import { StoreError } from "../../domain/StoreErrors.js"
-import * as RunMemo from "../../engine/RunMemo.js"
 import { describeErrno, errnoOf, ioError } from "../../os/Errno.js"
+import * as Observation from "../SnapshotObservation.js"
+import type { Snapshot, SnapshotRequest } from "../Store.js"
 import * as Core from "./core.js"
 import { putHashedSmallFiles } from "./core.js"
 import * as LargeFiles from "./largeFiles.js"
@@ -85,7 +86,7 @@ interface Walk {
   readonly filter: Filter | undefined
   readonly index?: StatIndex.StatIndex | undefined
   /** Collects every path the walk read, with what it found there (for the run memo). */
-  readonly observe?: Array<RunMemo.Seen> | undefined
+  readonly observe?: Array<Observation.SnapshotObservation> | undefined
   /** Collects every file the walk read, with its digest (a capture's, for `Handoff`). */
   readonly read?: Array<readonly [string, Digest.Digest]> | undefined
   /** File contents read and not yet stored: shared by the walks of one `snapshotMany`, stored together. */
@@ -128,7 +129,7 @@ const readFileNode = (w: Walk, abs: string, useIndex = true): Step<FileNode | un
       const present = Core.hasFileSync(w.core, digest)
       if (typeof present !== "boolean") return Effect.fail(present)
       if (present) {
-        w.observe?.push({ kind: "f", abs, st, evidence: hash })
+        w.observe?.push(Observation.present("f", abs, st, hash))
         return { digest, isExecutable: (Number(st.mode) & 0o111) !== 0 }
       }
     }
@@ -161,7 +162,7 @@ const readFileNode = (w: Walk, abs: string, useIndex = true): Step<FileNode | un
   if (w.index !== undefined) StatIndex.countHashed(w.index)
   const remember = <A extends { digest: Digest.Digest }>(r: A): A => {
     if (w.index !== undefined && r.digest.sizeBytes === size) StatIndex.record(w.index, abs, st, r.digest.hash)
-    w.observe?.push({ kind: "f", abs, st, evidence: r.digest.hash })
+    w.observe?.push(Observation.present("f", abs, st, r.digest.hash))
     w.read?.push([abs, r.digest])
     return r
   }
@@ -226,7 +227,7 @@ const walkDir = (w: Walk, abs: string, rel: string, into: Tree.Node): Effect.Eff
             } else {
               const listing = StatIndex.readdir(w.index, next.abs)
               entries = listing.entries
-              w.observe?.push({ kind: "d", abs: next.abs, st: listing.st, evidence: RunMemo.namesOf(entries) })
+              w.observe?.push(Observation.present("d", next.abs, listing.st, Observation.namesOf(entries)))
             }
           } catch (e) {
             return Effect.fail(ioError(next.abs, "cannot read directory")(e))
@@ -261,7 +262,7 @@ const walkDir = (w: Walk, abs: string, rel: string, into: Tree.Node): Effect.Eff
             const st = w.observe !== undefined ? fs.lstatSync(childAbs, { bigint: true }) : undefined
             const target = fs.readlinkSync(childAbs)
             current.node.symlinks.set(entry.name, target)
-            w.observe?.push({ kind: "l", abs: childAbs, st: st!, evidence: target })
+            if (st !== undefined) w.observe!.push(Observation.present("l", childAbs, st, target))
           } catch (e) {
             return Effect.fail(ioError(childAbs, "cannot read symlink")(e))
           }
@@ -334,8 +335,7 @@ export const snapshot = (
   core: Core.Core,
   root: string,
   globs: ReadonlyArray<string> = [],
-  index?: StatIndex.StatIndex,
-  observe?: Array<RunMemo.Seen>
+  index?: StatIndex.StatIndex
 ): Effect.Effect<Digest.Digest, StoreError> =>
   Effect.gen(function*() {
     const abs = path.resolve(root)
@@ -343,7 +343,7 @@ export const snapshot = (
     if (!st.isDirectory()) {
       return yield* new StoreError({ reason: "Io", detail: "cannot snapshot: not a directory", path: abs })
     }
-    const w: Walk = { core, filter: filterOf(globs), index, observe, batch: newBatch() }
+    const w: Walk = { core, filter: filterOf(globs), index, batch: newBatch() }
     const tree = Tree.node()
     yield* walkRoot(w, abs, tree)
     return yield* flushAndFinish(w, tree)
@@ -356,11 +356,8 @@ const walkRoot = (w: Walk, abs: string, tree: Tree.Node): Effect.Effect<void, St
     : Effect.forEach(starts, (start) => walkFrom(w, abs, start, tree), { discard: true })
 }
 
-/** @internal */
-export interface Request {
-  readonly globs: ReadonlyArray<string>
-  readonly observe?: Array<RunMemo.Seen> | undefined
-}
+/** What a request that does not observe is given: one empty array for all of them. */
+const NONE: Array<Observation.SnapshotObservation> = []
 
 /**
  * {@link snapshot} of the directory `root` for each of many glob sets (every process's own inputs, at the start of a
@@ -373,9 +370,9 @@ export interface Request {
 export const snapshotMany = (
   core: Core.Core,
   root: string,
-  requests: ReadonlyArray<Request>,
+  requests: ReadonlyArray<SnapshotRequest>,
   index?: StatIndex.StatIndex
-): Effect.Effect<Array<Either.Either<Digest.Digest, StoreError>>, StoreError> =>
+): Effect.Effect<Array<Either.Either<Snapshot, StoreError>>, StoreError> =>
   Effect.gen(function*() {
     const abs = path.resolve(root)
     const st = yield* Effect.try({ try: () => fs.statSync(abs), catch: ioError(abs, "cannot snapshot") })
@@ -383,9 +380,11 @@ export const snapshotMany = (
       return yield* new StoreError({ reason: "Io", detail: "cannot snapshot: not a directory", path: abs })
     }
     const batch = newBatch()
-    const trees = yield* Effect.forEach(requests, (r) => {
+    const observed = requests.map((r) => r.observe === true ? [] : NONE)
+    const trees = yield* Effect.forEach(requests, (r, i) => {
       const tree = Tree.node()
-      const w: Walk = { core, filter: filterOf(r.globs), index, observe: r.observe, batch }
+      const observe = observed[i] === NONE ? undefined : observed[i]
+      const w: Walk = { core, filter: filterOf(r.globs), index, observe, batch }
       return Effect.either(Effect.as(walkRoot(w, abs, tree), tree))
     })
     const encoded = trees.map((t) => Either.flatMap(t, Tree.encode))
@@ -404,9 +403,9 @@ export const snapshotMany = (
       Core.leaseUntil(core),
       core.leaseTimeMs
     )
-    return encoded.map((e) => {
+    return encoded.map((e, i) => {
       if (Either.isRight(e)) Tree.remember(core, e.right)
-      return Either.map(e, (x) => x.digest)
+      return Either.map(e, (x): Snapshot => ({ digest: x.digest, observations: observed[i]! }))
     })
   })
 
@@ -439,7 +438,7 @@ export const readEntry = <E>(
         : undefined
       const target = yield* Effect.try({ try: () => fs.readlinkSync(abs), catch: ioError(abs, "cannot read symlink") })
       into.symlinks.set(name, target)
-      if (seen !== undefined) w.observe?.push({ kind: "l", abs, st: seen, evidence: target })
+      if (seen !== undefined) w.observe!.push(Observation.present("l", abs, seen, target))
       return true
     }
     if (expect === "file" ? !st.isFile() : !st.isDirectory()) return yield* Effect.fail(wrong(st))

@@ -9,6 +9,7 @@ import * as Either from "effect/Either"
 import * as Digest from "../../domain/Digest.js"
 import * as Directory from "../../domain/Directory.js"
 import { StoreError } from "../../domain/StoreErrors.js"
+import type { TreeEntry } from "../Store.js"
 import * as Core from "./core.js"
 import * as Sharded from "./lmdb/shards.js"
 
@@ -161,3 +162,28 @@ export const finish = (core: Core.Core, root: Node, rewrite = false): Effect.Eff
       digest
     )
   })
+
+/** A tree's entries, depth first in name order, from its directories by path (`Store.listTree`). @internal */
+export const entriesOf = (dirs: ReadonlyMap<string, Directory.Directory>): Array<TreeEntry> => {
+  const out: Array<TreeEntry> = []
+  const go = (prefix: string, dir: Directory.Directory) => {
+    const join = (name: string) => prefix === "" ? name : `${prefix}/${name}`
+    const names = [
+      ...dir.files.map((f) => ({ name: f.name, f })),
+      ...dir.directories.map((d) => ({ name: d.name, d })),
+      ...dir.symlinks.map((s) => ({ name: s.name, s }))
+    ].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+    for (const n of names) {
+      if ("f" in n) {
+        out.push({ path: join(n.name), type: "file", digest: n.f.digest, isExecutable: n.f.isExecutable })
+      } else if ("d" in n) {
+        out.push({ path: join(n.name), type: "directory", digest: n.d.digest })
+        go(join(n.name), dirs.get(join(n.name))!)
+      } else {
+        out.push({ path: join(n.name), type: "symlink", target: n.s.target })
+      }
+    }
+  }
+  go("", dirs.get("")!)
+  return out
+}

@@ -23,6 +23,7 @@ import { StoreError } from "../../../domain/StoreErrors.js"
 import { bootIdText } from "../../../os/BootId.js"
 import { describeErrno, errnoOf, ioError } from "../../../os/Errno.js"
 import * as Generation from "../../Generation.js"
+import type { SetAside } from "../../StoreMaintenance.js"
 
 const PAGE_HEADER = 24
 const MAGIC = 0xbeefc0de
@@ -208,13 +209,6 @@ export const settling = <A, E, R>(open: Effect.Effect<A, E, R>): Effect.Effect<A
 
 /** The LMDB kinds of a store root, as `Store.make` lays them out: `<root>/<kind>/<shard>/`. */
 const KINDS = ["files", "directories", "actions", "locks"]
-
-/** @internal */
-export interface SetAside {
-  readonly file: string
-  readonly problem: string
-  readonly movedTo: string
-}
 
 /**
  * Moves every shard of the store under `root` that {@link check} refuses out of the store, into `<root>/corrupt/`,
