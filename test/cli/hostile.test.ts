@@ -331,7 +331,16 @@ describe.skipIf(!isRoot)("as another user: a sandbox root and a store it may not
         1,
         new RegExp(`^kiln: ${quote(fresh)}: cannot open the store: permission denied \\(EACCES\\)$`)
       )
-      assert.strictEqual((yield* run(dirs)).code, 0) // root makes the store
+      assert.strictEqual((yield* run(dirs)).code, 0) // root makes the store, private to root (0700)
+      failsWith(
+        yield* run(dirs, [], { uid: NOBODY, sandboxes }),
+        1,
+        new RegExp(
+          `^kiln: ${quote(dirs.store)}: cannot open the store: permission denied \\(EACCES\\)$`
+        )
+      )
+      // Opened up by its owner (a store others may read): the LMDB environment nobody may write is named.
+      fs.chmodSync(dirs.store, 0o755)
       failsWith(
         yield* run(dirs, [], { uid: NOBODY, sandboxes }),
         1,
