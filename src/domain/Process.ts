@@ -5,6 +5,7 @@
  * @since 0.1.0
  */
 import * as Schema from "effect/Schema"
+import * as path from "node:path"
 import { Digest } from "./Digest.js"
 
 /**
@@ -94,4 +95,18 @@ export class SpawnError extends Schema.TaggedError<SpawnError>("kiln/SpawnError"
   override get message(): string {
     return `cannot run \`${this.argv0}\`: ${this.detail}`
   }
+}
+
+/**
+ * Splits a declared output path into segments, refusing absolute paths and `..`: outputs live inside the sandbox.
+ *
+ * @since 0.1.0
+ * @category outputs
+ */
+export const outputSegments = (declared: string): Array<string> | undefined => {
+  if (declared.startsWith("/")) return undefined
+  const normal = path.posix.normalize(declared.replace(/\/+$/, ""))
+  if (normal === "." || normal === "") return []
+  const segments = normal.split("/")
+  return segments.includes("..") ? undefined : segments
 }

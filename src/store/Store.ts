@@ -581,3 +581,23 @@ export const REUSE_MAX_ENTRIES: number = Refill.MAX_ENTRIES
  * @category constants
  */
 export const LARGE_FILE_BYTES: number = LargeFiles.THRESHOLD
+
+/**
+ * The hash a snapshot session knows for the file at `abs` with this stat, if its index has one: what writing a
+ * file into a workspace checks before it writes the same bytes again.
+ *
+ * @since 0.1.0
+ * @category snapshots
+ */
+export const knownHash = (session: SnapshotSession, abs: string, st: fs.BigIntStats): string | undefined =>
+  StatIndex.lookup(session as StatIndex.StatIndex, abs, st)
+
+/**
+ * Tells a snapshot session that the file at `abs`, with this stat, holds `hash`: the next snapshot of the workspace
+ * does not read it again.
+ *
+ * @since 0.1.0
+ * @category snapshots
+ */
+export const recordHash = (session: SnapshotSession, abs: string, st: fs.BigIntStats, hash: string): void =>
+  StatIndex.record(session as StatIndex.StatIndex, abs, st, hash)

@@ -17,8 +17,8 @@ import { ioError } from "../../os/Errno.js"
 import { mkdirp } from "../../os/Mkdirp.js"
 import { removeTree } from "../../os/RemoveTree.js"
 import type { Handoff } from "../../sandbox/Sandboxes.js"
-import * as StatIndex from "../../store/internal/statIndex.js"
 import * as Observation from "../../store/SnapshotObservation.js"
+import { knownHash, recordHash, type SnapshotSession } from "../../store/Store.js"
 import type * as Store from "../../store/Store.js"
 
 const tmpBeside = (p: string) =>
@@ -47,7 +47,7 @@ const upToDate = (
   target: string,
   digest: Digest.Digest,
   isExecutable: boolean,
-  index: StatIndex.StatIndex | undefined,
+  index: SnapshotSession | undefined,
   observe: Array<Observation.SnapshotObservation>
 ) => {
   let st: fs.BigIntStats
@@ -66,13 +66,13 @@ const check = (
   st: fs.BigIntStats,
   digest: Digest.Digest,
   isExecutable: boolean,
-  index: StatIndex.StatIndex | undefined
+  index: SnapshotSession | undefined
 ) => {
   if (!st.isFile() || Number(st.size) !== digest.sizeBytes) return false
   if (((Number(st.mode) & 0o100) !== 0) !== isExecutable) return false
-  if (index !== undefined && StatIndex.lookup(index, target, st) === digest.hash) return true
+  if (index !== undefined && knownHash(index, target, st) === digest.hash) return true
   const same = createHash("sha256").update(fs.readFileSync(target)).digest("hex") === digest.hash
-  if (same && index !== undefined) StatIndex.record(index, target, st, digest.hash)
+  if (same && index !== undefined) recordHash(index, target, st, digest.hash)
   return same
 }
 
@@ -117,7 +117,7 @@ export const writeBack = (
           catch: ioError(target, "cannot write an output symlink")
         })
       } else {
-        const index = session as StatIndex.StatIndex | undefined
+        const index = session
         if (upToDate(target, e.digest!, e.isExecutable === true, index, observe)) continue
         const mode = e.isExecutable ? 0o755 : 0o644
         const taken = handoff !== undefined && (yield* Effect.try({
@@ -134,7 +134,7 @@ export const writeBack = (
               })
             }
             const st = fs.lstatSync(target, { bigint: true })
-            if (index !== undefined) StatIndex.record(index, target, st, e.digest!.hash)
+            if (index !== undefined) recordHash(index, target, st, e.digest!.hash)
             observe.push(Observation.present("f", target, st, e.digest!.hash))
           },
           catch: ioError(target, "cannot write an output file")

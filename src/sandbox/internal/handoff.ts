@@ -19,20 +19,10 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import type * as Digest from "../../domain/Digest.js"
 import { LARGE_FILE_BYTES } from "../../store/Store.js"
+import type { Handoff } from "../Sandboxes.js"
 import * as SandboxDir from "./sandboxDir.js"
 
-/** @internal */
-export interface Handoff {
-  /** Moves `abs`, captured as `digest`, out of its sandbox for write-back to take; does nothing if it cannot. */
-  readonly offer: (abs: string, digest: Digest.Digest) => void
-  /**
-   * Moves an offered file holding `digest` to `dest` (absent, in the directory it will be renamed within) with
-   * `mode` under the umask; false, leaving nothing at `dest`, when none is offered or it is not fit to keep.
-   */
-  readonly take: (digest: Digest.Digest, dest: string, mode: number) => boolean
-  /** How many offered files are waiting. */
-  readonly held: () => number
-}
+export type { Handoff }
 
 /** Files held at most: a runner used without write-back (a library's) offers files nobody takes. */
 const MAX_HELD = 4096

@@ -8,25 +8,13 @@ import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import type * as Digest from "../../domain/Digest.js"
+import { outputSegments as segmentsOf } from "../../domain/Process.js"
 import type { StoreError } from "../../domain/StoreErrors.js"
 import { InvalidOutput } from "../../domain/TreeErrors.js"
 import type { Captured, Outputs } from "../Store.js"
 import type * as Core from "./core.js"
 import * as Snapshot from "./snapshot.js"
 import * as Tree from "./tree.js"
-
-/**
- * Splits a declared output path into segments, refusing absolute paths and `..`: outputs live inside the sandbox.
- *
- * @internal
- */
-export const segmentsOf = (declared: string): Array<string> | undefined => {
-  if (declared.startsWith("/")) return undefined
-  const normal = path.posix.normalize(declared.replace(/\/+$/, ""))
-  if (normal === "." || normal === "") return []
-  const segments = normal.split("/")
-  return segments.includes("..") ? undefined : segments
-}
 
 /**
  * Refuses a declared output whose parent directories pass through a symlink: capture would read whatever it points
