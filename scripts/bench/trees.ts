@@ -173,7 +173,8 @@ const moduleText = (name: string, n: number, salt: string): string =>
       `  xs.filter((x) => x.id % ${k + 2} === 0).map((x) => \`${name}${k}:\${x.label}\`)`)
   ].join("\n") + "\n"
 
-const writeSources = (pkg: string, salt: string): void => {
+/** A tsconfig.json only where tsc reads it: esbuild would read one too (its `strict` adds "use strict"), undeclared. */
+const writeSources = (pkg: string, salt: string, tool: "esbuild" | "tsc"): void => {
   const src = path.join(pkg, "src")
   fs.mkdirSync(src, { recursive: true })
   fs.writeFileSync(path.join(src, "b.ts"), moduleText("b", 30, salt))
@@ -184,7 +185,7 @@ const writeSources = (pkg: string, salt: string): void => {
       `const items: Array<Item> = [{ id: 2, label: "two" }, { id: 3, label: "three" }]\n` +
       `export const result: Array<string> = [...b0(items), ...c1(items)]\n`
   )
-  fs.writeFileSync(path.join(pkg, "tsconfig.json"), JSON.stringify(TSCONFIG, null, 1))
+  if (tool === "tsc") fs.writeFileSync(path.join(pkg, "tsconfig.json"), JSON.stringify(TSCONFIG, null, 1))
 }
 
 interface TreeWorkspace extends Workspace {
@@ -207,8 +208,8 @@ const writeWorkspace = (dir: string, o: { readonly tree: Tree; readonly salt: st
   for (let i = 0; i < PROCESSES; i++) {
     const name = `p${i}`
     const pkg = `pkgs/${name}`
-    writeSources(path.join(dir, pkg), o.salt)
     const tool = toolOf(i)
+    writeSources(path.join(dir, pkg), o.salt, tool)
     const argv = tool === "esbuild"
       ? [NODE, `${toolRoot}/esbuild/bin/esbuild`, "--bundle", `${pkg}/src/a.ts`, `--outfile=${pkg}/out/a.js`]
       : [NODE, `${toolRoot}/typescript/bin/tsc`, "--noEmit", "-p", pkg]
@@ -336,15 +337,31 @@ const steadyState = async (a: TreeWorkspace, v: TreeWorkspace, store: string, vS
   }
 }
 
-/** kiln and the bare commands, on the same sources, bundled the same bytes. */
+/** The first line where two texts differ, for the note that says they do. */
+const firstDifference = (a: string, b: string): string => {
+  const [la, lb] = [a.split("\n"), b.split("\n")]
+  const i = la.findIndex((l, k) => l !== lb[k])
+  const at = i < 0 ? la.length : i
+  return `line ${at + 1}: ${JSON.stringify(la[at] ?? "")} against ${JSON.stringify(lb[at] ?? "")}`
+}
+
+/** kiln and the bare commands, on the same sources, bundled the same bytes (every esbuild output but p0's, edited). */
 const compareOutputs = (a: TreeWorkspace, bare: TreeWorkspace): string => {
-  const file = path.join("pkgs", "p2", "out", "a.js")
-  try {
-    const same = fs.readFileSync(path.join(a.dir, file)).equals(fs.readFileSync(path.join(bare.dir, file)))
-    return same ? `kiln and the bare run wrote the same ${file}` : `**kiln and the bare run wrote different ${file}**`
-  } catch (e) {
-    return `${file} could not be compared: ${firstLine(e)}`
+  const files = a.nodes.filter((n, i) => i > 0 && toolOf(i) === "esbuild").map((n) =>
+    path.join("pkgs", n.name, "out", "a.js")
+  )
+  const differ: Array<string> = []
+  for (const file of files) {
+    try {
+      const [k, b] = [path.join(a.dir, file), path.join(bare.dir, file)].map((f) => fs.readFileSync(f, "utf8"))
+      if (k !== b) differ.push(`${file} (${firstDifference(k!, b!)})`)
+    } catch (e) {
+      differ.push(`${file} (${firstLine(e)})`)
+    }
   }
+  return differ.length === 0
+    ? `kiln and the bare run wrote the same ${files.join(", ")}`
+    : `**kiln's outputs differ from the bare run's**: ${differ.join("; ")}`
 }
 
 // ---------------------------------------------------------------------------------------------------------------
