@@ -16,6 +16,7 @@ const programs = [
   "bench/noop",
   "bench/cold",
   "bench/scale",
+  "bench/trees",
   "chaos/chaos"
 ]
 

@@ -6,6 +6,8 @@
  * others still run.
  *
  * `--quick` passes `--quick` to every benchmark (smaller sizes, fewer reps: a few minutes in all).
+ * The tool-trees benchmark takes too long to be one of them: `npm run bench:trees` writes its own section into the
+ * report, and a rewrite here keeps that section as it was.
  * `--only=noop,cold` runs some of them and prints the report instead of writing the file.
  */
 import { spawn } from "node:child_process"
@@ -19,6 +21,7 @@ import {
   keptNotes,
   machineNotes,
   now,
+  ownSectionOf,
   progress,
   quick,
   renderSection,
@@ -31,6 +34,8 @@ import {
 } from "./report.js"
 
 const BENCHMARKS = ["store", "runner", "noop", "cold", "scale"] as const
+/** The benchmarks run by commands of their own, whose sections a rewrite keeps (see `writeOwnSection`). */
+const OWN_COMMANDS = ["trees"] as const
 const reportFile = path.join(repo, "scripts", "bench", "report.md")
 
 const onlyArg = argValue("only")
@@ -111,6 +116,11 @@ const main = async () => {
   const missed = targetRows.filter((r) => r.target !== undefined && !isMet(r.target)).length
   const withTarget = targetRows.filter((r) => r.target !== undefined).length
   const notes = keptNotes(reportFile)
+  const oldReport = fs.existsSync(reportFile) ? fs.readFileSync(reportFile, "utf8") : ""
+  const ownSections = OWN_COMMANDS.flatMap((name) => {
+    const block = ownSectionOf(oldReport, name)
+    return block === undefined ? [] : [block, ""]
+  })
   const doc = [
     "# kiln benchmarks",
     "",
@@ -134,6 +144,7 @@ const main = async () => {
         ? renderSection(o.section, "##")
         : [`## ${o.name}: failed`, "", `\`node dist/bench/${o.name}.mjs\` ${o.detail}`, ""].join("\n")
     ),
+    ...ownSections,
     HAND_WRITTEN,
     "",
     notes

@@ -236,6 +236,41 @@ export const writeAtomically = (file: string, text: string): void => {
   fs.renameSync(`${file}.tmp`, file)
 }
 
+/**
+ * A section written by a benchmark too slow for `npm run bench` (`npm run bench:trees`): run alone, it writes its
+ * section into the report between these two markers (above the notes), replacing the one it wrote before; a rewrite
+ * by `npm run bench` keeps it as it was, with its own date and machine.
+ */
+export const ownSectionBegin = (name: string): string =>
+  `<!-- section ${name}: written by \`npm run bench:${name}\`, kept when \`npm run bench\` rewrites this file -->`
+export const ownSectionEnd = (name: string): string => `<!-- end of section ${name} -->`
+
+/** The block of the section `name` in a report's text, markers included, if it has one. */
+export const ownSectionOf = (report: string, name: string): string | undefined => {
+  const begin = report.indexOf(ownSectionBegin(name))
+  const end = report.indexOf(ownSectionEnd(name))
+  return begin < 0 || end < begin ? undefined : report.slice(begin, end + ownSectionEnd(name).length)
+}
+
+/** Writes `markdown` into the report file as the section `name` (see {@link ownSectionBegin}). */
+export const writeOwnSection = (file: string, name: string, markdown: string): void => {
+  let old = ""
+  try {
+    old = fs.readFileSync(file, "utf8")
+  } catch {
+    // No report yet: the section and an empty notes section.
+  }
+  const block = `${ownSectionBegin(name)}\n\n${markdown.trim()}\n\n${ownSectionEnd(name)}`
+  const previous = ownSectionOf(old, name)
+  const marker = old.indexOf(HAND_WRITTEN)
+  const text = previous !== undefined
+    ? old.replace(previous, () => block)
+    : marker >= 0
+    ? `${old.slice(0, marker)}${block}\n\n${old.slice(marker)}`
+    : `${old}${old === "" ? "" : "\n"}${block}\n\n${HAND_WRITTEN}\n\n${notesOf(old)}`
+  writeAtomically(file, text)
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Sections: what one benchmark hands to the report
 

@@ -3,8 +3,16 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as fs from "node:fs"
+import * as os from "node:os"
 import * as path from "node:path"
-import { HAND_WRITTEN, NOTES_HEADING, notesOf } from "../../scripts/bench/report.js"
+import {
+  HAND_WRITTEN,
+  NOTES_HEADING,
+  notesOf,
+  ownSectionBegin,
+  ownSectionOf,
+  writeOwnSection
+} from "../../scripts/bench/report.js"
 
 const generated = "# kiln benchmarks\n\n## Machine\n\n- a box\n"
 
@@ -36,5 +44,44 @@ describe("the bench report's notes", () => {
     assert.isAbove(at, 0)
     assert.strictEqual(report, `${report.slice(0, at)}${HAND_WRITTEN}\n\n${notesOf(report)}`)
     assert.strictEqual(notesOf(report).split("\n").filter((l) => l.startsWith("## ")).length, 1)
+  })
+
+  it("a benchmark's own section goes above the notes, replaces itself, and leaves the rest as it was", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kiln-report-test-"))
+    try {
+      const file = path.join(dir, "report.md")
+      const notes = `${NOTES_HEADING}\n\nWhat the latest run showed.\n`
+      const original = [generated, HAND_WRITTEN, "", notes].join("\n")
+      fs.writeFileSync(file, original)
+      writeOwnSection(file, "trees", "## Tool trees\n\nfirst run\n")
+      const first = fs.readFileSync(file, "utf8")
+      assert.isTrue(first.startsWith(generated))
+      assert.isBelow(first.indexOf(ownSectionBegin("trees")), first.indexOf(HAND_WRITTEN))
+      assert.strictEqual(notesOf(first), notes)
+      writeOwnSection(file, "trees", "## Tool trees\n\nsecond run, $& and $1 kept as written\n")
+      const second = fs.readFileSync(file, "utf8")
+      assert.include(ownSectionOf(second, "trees"), "second run, $& and $1 kept as written")
+      assert.notInclude(second, "first run")
+      assert.strictEqual(
+        second.replace(ownSectionOf(second, "trees")!, ""),
+        first.replace(ownSectionOf(first, "trees")!, "")
+      )
+      assert.isUndefined(ownSectionOf(original, "trees"))
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  it("a benchmark's own section in an empty report comes with an empty notes section", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kiln-report-test-"))
+    try {
+      const file = path.join(dir, "report.md")
+      writeOwnSection(file, "trees", "## Tool trees\n")
+      const text = fs.readFileSync(file, "utf8")
+      assert.include(ownSectionOf(text, "trees"), "## Tool trees")
+      assert.strictEqual(notesOf(text), `${NOTES_HEADING}\n\nNone yet about this run.\n`)
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
   })
 })
