@@ -1,10 +1,11 @@
 /**
- * The one place that turns Node's errno exceptions into kiln's typed errors.
+ * Node's errno exceptions, read: the code (`ENOENT`, or lmdb-js's numeric one by name) and a short description.
+ * Plain code without Effect: the spawner and the CLI's loader use it before Effect is loaded. (`IoError.ts` turns
+ * one into the store's typed error.)
  *
  * @internal
  */
 import * as os from "node:os"
-import { StoreError } from "../domain/StoreErrors.js"
 
 const names = new Map(Object.entries(os.constants.errno).map(([name, n]) => [n, name]))
 
@@ -38,14 +39,4 @@ export const describeErrno = (e: unknown): string => {
   const code = errnoOf(e)
   if (code !== undefined) return `${describe[code] ?? "failed"} (${code})`
   return e instanceof Error ? e.message : String(e)
-}
-
-/** @internal */
-export const ioError = (path: string, action: string) => (e: unknown): StoreError => {
-  const code = errnoOf(e)
-  return new StoreError({
-    reason: code === "ENOSPC" || code === "EDQUOT" ? "NoSpace" : "Io",
-    detail: `${action}: ${describeErrno(e)}`,
-    path
-  })
 }
