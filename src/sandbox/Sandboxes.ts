@@ -308,7 +308,10 @@ export const layer = (options: Options = {}): Layer.Layer<Sandboxes> => Layer.sc
  * @since 0.1.0
  * @category models
  */
-export type Owner = SandboxDir.Owner
+export interface Owner extends Proc.Owner {
+  /** A kept sandbox is the user's to inspect: sweeps leave it to `kiln clean --kept`. */
+  readonly kept?: boolean
+}
 
 /**
  * The sandboxes under `roots` that `owner` made and did not keep, found by their names (or owner files): what a

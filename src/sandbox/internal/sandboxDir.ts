@@ -18,6 +18,7 @@ import { mountUnder, refuseMounted } from "../../os/Mounts.js"
 import * as Proc from "../../os/Proc.js"
 import { removeTree } from "../../os/RemoveTree.js"
 import { REUSE_MAX_ENTRIES as STORE_REUSE_MAX_ENTRIES } from "../../store/Store.js"
+import type { Owner } from "../Sandboxes.js"
 
 /** @internal */
 export const PREFIX = "kiln-sandbox-"
@@ -34,11 +35,7 @@ export const sandboxNameOf = (name: string): string => {
   return name
 }
 
-/** A sandbox's owner: the engine process that made it (see `os/Proc.ts`), and whether it kept it. @internal */
-export interface Owner extends Proc.Owner {
-  /** A kept sandbox is the user's to inspect: sweeps leave it to `kiln clean --kept`. */
-  readonly kept?: boolean
-}
+export type { Owner }
 
 /** @internal */
 export const ownerFileOf = (sandbox: string): string => `${sandbox}${OWNER_SUFFIX}`
