@@ -10,6 +10,7 @@ import * as path from "node:path"
 import { explainProcess } from "../../src/cli/runCommand.js"
 import { InvalidConfig } from "../../src/domain/Config.js"
 import * as Engine from "../../src/engine/Engine.js"
+import * as RunRecords from "../../src/engine/internal/runRecords.js"
 import { isAlive } from "../../src/os/Proc.js"
 import { eventually, exitOf, helpersOf } from "../utils/child.js"
 import { cli, stack } from "../utils/stack.js"
@@ -125,6 +126,34 @@ describe("kiln run", () => {
       assert.include(line, "`test`")
       assert.include(line, "no process of this run produced it")
       assert.include(line, "a second look does not find it either")
+    }))
+
+  it.scoped("a run memo that cannot be written is a warning the user sees, and the run still succeeds", () =>
+    Effect.gen(function*() {
+      const { env, kiln } = yield* workspace
+      // The engine's own directory in the store is a file: neither the memo nor the run records can be written.
+      fs.mkdirSync(env.KILN_STORE_DIR, { recursive: true })
+      fs.writeFileSync(path.join(env.KILN_STORE_DIR, "engine"), "not a directory")
+      const run = kiln(["run"])
+      assert.strictEqual(run.code, 0, run.stderr)
+      assert.match(run.stderr, /^kiln: warning: could not write the run memo .*$/m)
+    }))
+
+  it.scoped("explain on a run record whose dep digest is corrupt: one line naming the file, exit 1", () =>
+    Effect.gen(function*() {
+      const { env, kiln, ws } = yield* workspace
+      assert.strictEqual(kiln(["run"]).code, 0)
+      const file = RunRecords.fileOf(env.KILN_STORE_DIR, ws)
+      const records = RunRecords.read(env.KILN_STORE_DIR, ws)
+      records["test"]!.deps["compile-greet"] = "not-a-digest"
+      fs.rmSync(file.replace(/\.json$/, ".journal"), { force: true })
+      fs.writeFileSync(file, JSON.stringify({ processes: records }))
+      const r = spawnSync(process.execPath, [cli, "explain", "test"], { cwd: ws, encoding: "utf8", env })
+      assert.strictEqual(r.status, 1, r.stderr)
+      const lines = r.stderr.trim().split("\n")
+      assert.strictEqual(lines.length, 1, r.stderr)
+      assert.include(lines[0], file)
+      assert.include(lines[0], "not a digest")
     }))
 
   it.scoped("explain names the input file edited since the last run, and says whether the cache has the action", () =>
