@@ -3,12 +3,14 @@
  * error when nothing can make them again, conflicting inputs, keep-going, and interruption.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Either, Fiber, Layer, Schedule } from "effect"
+import { Deferred, Effect, Either, Fiber, Layer, Option, Schedule } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { parse } from "../../src/domain/Config.js"
 import * as Digest from "../../src/domain/Digest.js"
+import { ProcessResult } from "../../src/domain/Process.js"
 import * as Engine from "../../src/engine/Engine.js"
+import * as ProcessRunner from "../../src/runner/ProcessRunner.js"
 import * as Store from "../../src/store/Store.js"
 import * as StoreMaintenance from "../../src/store/StoreMaintenance.js"
 import { stack } from "../utils/stack.js"
@@ -235,3 +237,41 @@ const runs = (pid: number): boolean => {
     return false
   }
 }
+
+describe("Engine.run: a failed tool's report", () => {
+  it.scopedLive("when its stderr cannot be read back from the store, the report says so instead of an empty tail", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir("kiln-engine-run-")
+      const config = Either.getOrThrow(parse("kiln.json", JSON.stringify({ processes: { fails: sh("exit 3") } })))
+      // A runner whose failed result names a stderr blob no store holds.
+      const gone = blobOf("the stderr nobody stored\n")
+      const runner = Layer.succeed(ProcessRunner.ProcessRunner, {
+        run: (p) =>
+          Effect.succeed(
+            new ProcessResult({
+              exitCode: 3,
+              signal: null,
+              timedOut: false,
+              stdoutDigest: Digest.empty,
+              stderrDigest: gone,
+              outputDigest: Digest.empty,
+              actionDigest: Digest.ofBytes(new TextEncoder().encode(p.description ?? "")),
+              durationMs: 1,
+              source: "ran",
+              timings: {}
+            })
+          ),
+        lookup: (ps) => Effect.succeed(ps.map(() => Option.none())),
+        warmUp: Effect.void,
+        handoff: { offer: () => undefined, take: () => false, held: () => 0 }
+      })
+      const report = yield* Effect.flatMap(Engine.Engine, (engine) => engine.run({ workspace: root, config })).pipe(
+        Effect.provide(
+          Engine.layer.pipe(Layer.provide(Layer.merge(runner, Store.layer({ root: path.join(root, "store") }))))
+        )
+      )
+      const fails = report.processes.find((p) => p.name === "fails")!
+      assert.strictEqual(fails.exitCode, 3)
+      assert.include(fails.detail ?? "", `its stderr ${Digest.format(gone)} could not be read`)
+    }))
+})
