@@ -553,8 +553,7 @@ export const layer = (options: Partial<Options> = {}): Layer.Layer<Store, StoreE
   Layer.scoped(Store, make(options))
 
 /**
- * When this process skipped writing `digest` because it found the store holding it, if it did: what a message about
- * bytes found missing later names, since the copy it relied on was someone else's.
+ * When this process skipped writing `digest` because the store held it, if it did (for messages about missing bytes).
  *
  * @since 0.1.0
  * @category diagnostics
@@ -565,8 +564,7 @@ export const skippedWriteAt = (digest: Digest.Digest): Date | undefined => {
 }
 
 /**
- * The most entries a directory may hold for `materialize` with `reuse` to refill it rather than empty it: beyond
- * that, listing and comparing it costs more than writing the tree afresh.
+ * The most entries a directory may hold for `materialize` with `reuse` to refill it rather than write it afresh.
  *
  * @since 0.1.0
  * @category constants
@@ -574,8 +572,7 @@ export const skippedWriteAt = (digest: Digest.Digest): Date | undefined => {
 export const REUSE_MAX_ENTRIES: number = Refill.MAX_ENTRIES
 
 /**
- * Files of at least this many bytes are kept outside LMDB, each a read-only file of its own that sandboxes may
- * hard-link: anything that moves files into the store's keeping treats them apart.
+ * Files of at least this many bytes are kept outside LMDB, each a read-only file of its own that sandboxes hard-link.
  *
  * @since 0.1.0
  * @category constants
