@@ -57,11 +57,16 @@ describe("kiln's defaults are private to its user", () => {
         const env: Record<string, string> = { PATH: process.env.PATH ?? "/usr/bin:/bin", XDG_CACHE_HOME: cache }
         for (const k of ["HOME", "KILN_SPAWNER"]) if (process.env[k] !== undefined) env[k] = process.env[k]!
         const child = spawn(process.execPath, [cli, "run", "--progress", "none"], { cwd: ws, env, stdio: "ignore" })
+        // Whatever the test finds, the run is let go and awaited before its directories are removed: a killed
+        // engine's helpers would make them again.
         yield* Effect.addFinalizer(() =>
-          Effect.sync(() => {
-            fs.writeFileSync(release, "")
-            child.kill("SIGKILL")
-          })
+          Effect.zipRight(
+            Effect.sync(() => fs.writeFileSync(release, "")),
+            exitOf(child).pipe(
+              Effect.timeout("60 seconds"),
+              Effect.catchAll(() => Effect.sync(() => child.kill("SIGKILL")))
+            )
+          )
         )
         yield* eventually("the process is running in its sandbox", () => fs.existsSync(running), "60 seconds")
         const sandbox = fs.readFileSync(running, "utf8").trim()
