@@ -39,23 +39,20 @@ export const snapshotOwn = (
   })
 
 /** {@link snapshotOwn}, with what the snapshot read (for the run memo). */
-const observeOwn = (
-  store: Store["Type"],
-  workspace: string,
-  name: string,
-  pc: ProcessConfig,
-  session: SnapshotSession,
-  configName: string
-): Effect.Effect<
+const observeOwn = (state: RunState, name: string): Effect.Effect<
   { readonly own: OwnInputs; readonly seen: ReadonlyArray<SnapshotObservation> },
   InvalidConfig | StoreError | Digest.MissingDigest
 > =>
   Effect.gen(function*() {
+    const pc = state.config.processes[name]!
     const globs = pc.inputs ?? []
     if (!selects(globs)) return { own: { digest: Digest.empty, files: {} }, seen: [] }
-    const [taken] = yield* store.snapshotMany(workspace, [{ globs, observe: true }], session)
+    const [taken] = yield* state.store.snapshotMany(state.workspace, [{ globs, observe: true }], state.session)
     const snapshot = yield* taken!
-    return { own: yield* ownFrom(store, name, pc, snapshot.digest, configName), seen: snapshot.observations }
+    return {
+      own: yield* ownFrom(state.store, name, pc, snapshot.digest, state.configName),
+      seen: snapshot.observations
+    }
   })
 
 /** A process's own inputs from the snapshot of its globs: the files they matched (every glob must match one). */
@@ -134,9 +131,8 @@ export const ownOf = (state: RunState, name: string) =>
   Effect.suspend(() => {
     const known = state.owned.get(name)
     if (known !== undefined) return Effect.succeed(known)
-    const pc = state.config.processes[name]!
     return Effect.map(
-      observeOwn(state.store, state.workspace, name, pc, state.session, state.configName),
+      observeOwn(state, name),
       ({ own, seen }) => {
         state.owned.set(name, own)
         state.inputsSeen.set(name, seen)
