@@ -35,6 +35,13 @@ export const sandboxNameOf = (name: string): string => {
   return name
 }
 
+/** The sandboxes that names listed in a root belong to (a sandbox, its owner file, its logs: one sandbox). */
+const sandboxesAmong = (names: ReadonlyArray<string>): Set<string> => {
+  const found = new Set<string>()
+  for (const name of names) if (name.startsWith(PREFIX)) found.add(sandboxNameOf(name))
+  return found
+}
+
 export type { Owner }
 
 /** @internal */
@@ -286,12 +293,7 @@ export const sweep = (
   }
   const grace = options.graceMs ?? 60_000
   const now = Date.now()
-  const candidates = new Set<string>()
-  for (const name of names) {
-    if (!name.startsWith(PREFIX)) continue
-    candidates.add(sandboxNameOf(name))
-  }
-  for (const name of candidates) {
+  for (const name of sandboxesAmong(names)) {
     const dir = path.join(root, name)
     const owner = readOwner(dir)
     let orphan: boolean
@@ -335,9 +337,7 @@ export const ownedBy = (roots: Iterable<string>, owner: Owner): Array<string> =>
     } catch {
       continue
     }
-    const sandboxes = new Set<string>()
-    for (const name of names) if (name.startsWith(PREFIX)) sandboxes.add(sandboxNameOf(name))
-    for (const name of sandboxes) {
+    for (const name of sandboxesAmong(names)) {
       const dir = path.join(root, name)
       const o = readOwner(dir)
       if (o === undefined || o.kept === true || o.pid !== owner.pid) continue
