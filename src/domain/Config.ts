@@ -42,7 +42,12 @@ export const ProcessConfig = Schema.Struct({
       key: Schema.String.pipe(Schema.pattern(/^[a-z0-9_]+$/, { message: () => "a named cache's name is [a-z0-9_]+" })),
       value: Schema.String
     })
-  )
+  ),
+  writableInputs: Schema.optional(Schema.Array(Schema.String)).annotations({
+    description:
+      "input paths (files or directories, relative to the workspace root) the process writes into: it gets " +
+      "a private writable copy of each; the rest of a large input tree is shared read-only between processes"
+  })
 })
 
 /**
@@ -120,7 +125,9 @@ export const isPlainConfig = (json: unknown): json is Config => {
     if (!isObject(pc)) return false
     for (const k of Object.keys(pc)) if (!PROCESS_FIELDS.has(k)) return false
     if (!isStrings(pc.argv) || (pc.argv as Array<string>).length === 0) return false
-    for (const k of ["inputs", "deps", "outputs"] as const) if (pc[k] !== undefined && !isStrings(pc[k])) return false
+    for (const k of ["inputs", "deps", "outputs", "writableInputs"] as const) {
+      if (pc[k] !== undefined && !isStrings(pc[k])) return false
+    }
     if (pc.env !== undefined && !isStringRecord(pc.env)) return false
     if (pc.workingDirectory !== undefined && !isString(pc.workingDirectory)) return false
     if (pc.timeout !== undefined && !(isString(pc.timeout) && Either.isRight(DurationText.parse(pc.timeout)))) {

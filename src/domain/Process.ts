@@ -51,7 +51,12 @@ export class Process extends Schema.Class<Process>("kiln/Process")({
   namedCaches: Schema.optionalWith(
     Schema.Record({ key: Schema.String.pipe(Schema.pattern(/^[a-z0-9_]+$/)), value: Schema.String }),
     { default: () => ({}) }
-  )
+  ),
+  /**
+   * Input paths (relative to the sandbox root) the process writes into: each gets a private writable copy rather
+   * than a share of a read-only tree. Not part of the action key: the bytes the process sees are the same.
+   */
+  writablePaths: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] })
 }) {}
 
 /**

@@ -22,6 +22,7 @@ import { HelperLifetime } from "../os/HelperLifetime.js"
 import { type Handoff, Sandboxes } from "../sandbox/Sandboxes.js"
 import { Sandboxer } from "../sandboxer/Sandboxer.js"
 import * as Spawner from "../spawner/Spawner.js"
+import * as SharedTrees from "../store/SharedTrees.js"
 import { Store } from "../store/Store.js"
 import * as BoundedRunner from "./internal/bounded.js"
 import * as CachedRunner from "./internal/cached.js"
@@ -100,6 +101,11 @@ export interface Options {
   readonly namedCachesDir?: string
   /** Between SIGTERM and SIGKILL of a process group that timed out or was interrupted. Default 3 s. */
   readonly grace?: Duration.DurationInput
+  /**
+   * Input subtrees of at least this many files are shared between sandboxes, mounted read-only, rather than written
+   * into each (see `SharedTrees`); 0 writes every tree. Default `$KILN_SHARED_TREE_MIN_FILES`, else 1,000.
+   */
+  readonly sharedTreeMinFiles?: number
 }
 
 /**
@@ -131,11 +137,13 @@ export const make = (options: Options = {}) =>
         return Option.isSome(postMortem) ? spawner.arm(postMortem.value) : Effect.void
       })
     const concurrency = Math.max(1, options.concurrency ?? os.availableParallelism())
+    const minFiles = options.sharedTreeMinFiles ?? SharedTrees.minFilesFrom()
     const local = LocalRunner.make(store, sandboxer, sandboxes, spawner, {
       namedCachesDir: path.resolve(options.namedCachesDir ?? defaultNamedCachesDir()),
       grace: options.grace ?? Duration.seconds(3),
       watch,
-      running: yield* Permits.make(concurrency)
+      running: yield* Permits.make(concurrency),
+      sharedTrees: minFiles > 0 ? yield* SharedTrees.make(store, { minFiles }) : undefined
     })
     // As many sandboxes again as processes running: the next ones are filled, and the last ones captured, while
     // those run. (A sandbox held through its whole run made half of a cold process's time a wait for the store's

@@ -122,7 +122,8 @@ export const processOf = (name: string, pc: ProcessConfig, inputDigest: Digest.D
       : {}),
     description: name,
     cache: pc.cache ?? "successful",
-    namedCaches: { ...pc.namedCaches }
+    namedCaches: { ...pc.namedCaches },
+    writablePaths: (pc.writableInputs ?? []).map((p) => segments(p).join("/")).filter((p) => p !== "")
   }, true)
 }
 

@@ -21,12 +21,15 @@ import type { StoreError } from "../../domain/StoreErrors.js"
 import { describeErrno } from "../../os/Errno.js"
 import { ioError } from "../../os/IoError.js"
 import { mkdirp } from "../../os/Mkdirp.js"
+import * as MountNamespace from "../../os/MountNamespace.js"
 import * as Sandboxes from "../../sandbox/Sandboxes.js"
 import type * as Sandboxer from "../../sandboxer/Sandboxer.js"
 import type * as Spawner from "../../spawner/Spawner.js"
+import type * as SharedTrees from "../../store/SharedTrees.js"
 import type * as Store from "../../store/Store.js"
 import * as ProcessGroup from "./processGroup.js"
 import type { Runner } from "./runner.js"
+import * as SharedInputs from "./sharedInputs.js"
 
 /** @internal */
 export interface LocalOptions {
@@ -36,6 +39,8 @@ export interface LocalOptions {
   readonly watch: (root: string) => Effect.Effect<void, SandboxerUnavailable>
   /** Held while a process group lives: at most so many at once. */
   readonly running: Permits.Permits
+  /** Large input subtrees are mounted from here rather than written into each sandbox; without, all are written. */
+  readonly sharedTrees?: SharedTrees.Service | undefined
 }
 
 const substitute = (s: string, sandbox: string) => s.split(CHROOT).join(sandbox)
@@ -132,124 +137,140 @@ export const make = (
   sandboxes: Sandboxes.Service,
   spawner: Spawner.Spawner,
   options: LocalOptions
-): Runner =>
-(process, _policy) =>
-  Effect.scoped(Effect.gen(function*() {
-    const started = Date.now()
-    const timings: Record<string, number> = {}
-    const phase = <A, E, R>(name: string, effect: Effect.Effect<A, E, R>) =>
-      Effect.suspend(() => {
-        const t = Date.now()
-        return Effect.ensuring(effect, Effect.sync(() => void (timings[name] = Date.now() - t)))
-      })
+): Runner => {
+  const planner = SharedInputs.planner(options.sharedTrees)
+  // A shared tree is written by the sandboxer, like any large tree, then made read-only and renamed into place.
+  const writeShared: SharedTrees.Write<Digest.MissingDigest | SandboxError | SandboxerUnavailable> = (digest, into) =>
+    Effect.zipRight(store.written, sandboxer.materialize(digest, into, { createDestination: false }))
+  return (process, _policy) =>
+    Effect.scoped(Effect.gen(function*() {
+      const started = Date.now()
+      const timings: Record<string, number> = {}
+      const phase = <A, E, R>(name: string, effect: Effect.Effect<A, E, R>) =>
+        Effect.suspend(() => {
+          const t = Date.now()
+          return Effect.ensuring(effect, Effect.sync(() => void (timings[name] = Date.now() - t)))
+        })
 
-    // Before the sandbox exists: from its mkdir on (its name says whose it is), it dies with this engine.
-    yield* options.watch(sandboxes.root)
-    // The lease keeps a concurrent `gc` off the inputs until the process has them. One that fails means either the
-    // tree cannot be read (laying it out would fail on the same) or the store takes no writes (the outputs could not
-    // be stored): the run fails here, naming why, before the process spends its time.
-    yield* store.ensureTree(process.inputDigest, { lease: true })
-    const inline = yield* writableHere(store, process.inputDigest)
-    // Once its group is gone, a sandbox of a few hundred entries is kept for the next process (see the sandbox pool);
-    // a tree this engine writes itself may go into one a finished process left (see `Refill`). Anything bigger is
-    // removed, logs included, by the spawner, off this thread.
-    const sandbox = yield* sandboxes.make(
-      process.description,
-      (dir) => {
-        const logs = Sandboxes.logsOf(dir)
-        return spawner.remove([dir, logs.stdout, logs.stderr])
-      },
-      { used: inline }
-    )
-    yield* phase(
-      "materialize",
-      inline
-        ? store.materialize(process.inputDigest, sandbox.path, {
-          createDestination: false,
-          reuse: sandbox.reused,
-          keepDirs: preparedDirs(process)
-        }).pipe(
-          Effect.catchTag("StoreError", (e) =>
-            Effect.fail(new SandboxError({ reason: "Materialize", path: sandbox.path, detail: e.message })))
+      // Before the sandbox exists: from its mkdir on (its name says whose it is), it dies with this engine.
+      yield* options.watch(sandboxes.root)
+      // The lease keeps a concurrent `gc` off the inputs until the process has them. One that fails means either the
+      // tree cannot be read (laying it out would fail on the same) or the store takes no writes (the outputs could not
+      // be stored): the run fails here, naming why, before the process spends its time.
+      yield* store.ensureTree(process.inputDigest, { lease: true })
+      const layout = yield* planner.layoutOf(process)
+      const inline = yield* writableHere(store, layout.rest)
+      // Once its group is gone, a sandbox of a few hundred entries is kept for the next process (see the sandbox pool);
+      // a tree this engine writes itself may go into one a finished process left (see `Refill`). Anything bigger is
+      // removed, logs included, by the spawner, off this thread.
+      const sandbox = yield* sandboxes.make(
+        process.description,
+        (dir) => {
+          const logs = Sandboxes.logsOf(dir)
+          return spawner.remove([dir, logs.stdout, logs.stderr])
+        },
+        { used: inline }
+      )
+      const mutablePaths = process.writablePaths
+      const asSandboxError = <A, E>(effect: Effect.Effect<A, E | StoreError>) =>
+        Effect.catchIf(
+          effect,
+          (e): e is StoreError => (e as { _tag?: string })._tag === "StoreError",
+          (e) => Effect.fail(new SandboxError({ reason: "Materialize", path: sandbox.path, detail: e.message }))
         )
-        // The sandboxer reads the store itself: what this process still commits in the background must land first.
-        : Effect.zipRight(
-          store.written,
-          sandboxer.materialize(process.inputDigest, sandbox.path, { createDestination: false })
+      const mounts = yield* phase(
+        "materialize",
+        Effect.zipRight(
+          inline
+            ? store.materialize(layout.rest, sandbox.path, {
+              createDestination: false,
+              reuse: sandbox.reused,
+              keepDirs: preparedDirs(process),
+              mutablePaths
+            }).pipe(asSandboxError<void, Digest.MissingDigest>)
+            // The sandboxer reads the store itself: what this process still commits in the background must land first.
+            : Effect.zipRight(
+              store.written,
+              sandboxer.materialize(layout.rest, sandbox.path, { createDestination: false, mutablePaths })
+            ),
+          layout.shared.length === 0
+            ? Effect.succeed([])
+            : asSandboxError(SharedInputs.mountsOf(options.sharedTrees!, layout, sandbox.path, writeShared))
         )
-    )
-    const cwd = yield* prepare(sandbox.path, process, options.namedCachesDir)
-    const argv = process.argv.map((a) =>
-      substitute(a, sandbox.path)
-    )
-    const env = Object.fromEntries(Object.entries(process.env).map(([k, v]) => [k, substitute(v, sandbox.path)]))
-    yield* sandbox.setCommand({ argv, env, workingDirectory: process.workingDirectory })
+      )
+      const cwd = yield* prepare(sandbox.path, process, options.namedCachesDir)
+      const env = Object.fromEntries(Object.entries(process.env).map(([k, v]) => [k, substitute(v, sandbox.path)]))
+      const command = process.argv.map((a) => substitute(a, sandbox.path))
+      // The mounts are the process's own: they vanish with it, whatever ends it.
+      const argv = mounts.length === 0 ? command : MountNamespace.wrap(layout.mode!, mounts, command, env)
+      yield* sandbox.setCommand({ argv, env, workingDirectory: process.workingDirectory })
 
-    // stdout and stderr go to files beside the sandbox (outside it: the process sees only its inputs), read once the
-    // group is gone: no pipe for the engine to service while the process runs, and memory stays bounded.
-    const logs = {
-      ...Sandboxes.logsOf(sandbox.path)
-    }
-    const queued = Date.now()
-    // The permit is held while the process group lives, and only then: its sandbox is filled before and captured
-    // after while other processes run (what a permit bounds is the tools running at once). The group is ended
-    // before the permit goes, except when interrupted: then the scope's finalizer ends it, a moment later. (A scope
-    // of its own would cost every process another change of its fiber's context.)
-    const { exit, timedOut } = yield* options.running.withPermit(Effect.gen(function*() {
-      const runStarted = Date.now()
-      timings.queue = runStarted - queued
-      const group = yield* ProcessGroup.spawnGroup(spawner, { argv, cwd, env, ...logs }, options.grace)
-      const waited: Option.Option<ProcessGroup.Exit> = process.timeoutMs === undefined
-        ? Option.some(yield* Deferred.await(group.exited))
-        : yield* Effect.timeoutOption(Deferred.await(group.exited), Duration.millis(process.timeoutMs))
-      const timedOut = Option.isNone(waited)
-      if (Option.isSome(waited)) ProcessGroup.exitSeen(group, waited.value)
-      // The leader exited (or timed out): end whatever is left of its group before reading outputs, so no straggler
-      // writes into the sandbox while it is captured or removed.
-      yield* ProcessGroup.terminate(group, timedOut ? options.grace : Duration.zero)
-      const exit = Option.isSome(waited) ? waited.value : yield* Deferred.await(group.exited)
-      timings.run = Date.now() - runStarted
-      return { exit, timedOut }
+      // stdout and stderr go to files beside the sandbox (outside it: the process sees only its inputs), read once the
+      // group is gone: no pipe for the engine to service while the process runs, and memory stays bounded.
+      const logs = {
+        ...Sandboxes.logsOf(sandbox.path)
+      }
+      const queued = Date.now()
+      // The permit is held while the process group lives, and only then: its sandbox is filled before and captured
+      // after while other processes run (what a permit bounds is the tools running at once). The group is ended
+      // before the permit goes, except when interrupted: then the scope's finalizer ends it, a moment later. (A scope
+      // of its own would cost every process another change of its fiber's context.)
+      const { exit, timedOut } = yield* options.running.withPermit(Effect.gen(function*() {
+        const runStarted = Date.now()
+        timings.queue = runStarted - queued
+        const group = yield* ProcessGroup.spawnGroup(spawner, { argv, cwd, env, ...logs }, options.grace)
+        const waited: Option.Option<ProcessGroup.Exit> = process.timeoutMs === undefined
+          ? Option.some(yield* Deferred.await(group.exited))
+          : yield* Effect.timeoutOption(Deferred.await(group.exited), Duration.millis(process.timeoutMs))
+        const timedOut = Option.isNone(waited)
+        if (Option.isSome(waited)) ProcessGroup.exitSeen(group, waited.value)
+        // The leader exited (or timed out): end whatever is left of its group before reading outputs, so no straggler
+        // writes into the sandbox while it is captured or removed.
+        yield* ProcessGroup.terminate(group, timedOut ? options.grace : Duration.zero)
+        const exit = Option.isSome(waited) ? waited.value : yield* Deferred.await(group.exited)
+        timings.run = Date.now() - runStarted
+        return { exit, timedOut }
+      }))
+      if (timedOut) {
+        yield* Effect.try({
+          try: () =>
+            fs.appendFileSync(
+              logs.stderr,
+              `\nkiln: ${process.description} timed out after ${Duration.format(Duration.millis(process.timeoutMs!))}\n`
+            ),
+          catch: ioError(logs.stderr, `cannot note the timeout of ${process.description}`)
+        })
+      }
+
+      const captureStarted = Date.now()
+      // stdout and stderr are stored with the outputs, in the same commits; a large log is streamed from its file.
+      const outputs = { outputFiles: process.outputFiles, outputDirectories: process.outputDirectories }
+      const [out, err] = yield* Effect.zip(readLog(logs.stdout), readLog(logs.stderr))
+      const inMemory = typeof out !== "string" && typeof err !== "string"
+      const captured = yield* store.capture(cwd, outputs, inMemory ? [out, err] : [])
+      const [stdoutDigest, stderrDigest] = inMemory ? captured.blobs as readonly [Digest.Digest, Digest.Digest] : [
+        yield* typeof out === "string" ? store.putFilePath(out) : store.putFile(out),
+        yield* typeof err === "string" ? store.putFilePath(err) : store.putFile(err)
+      ]
+      const outputDigest = captured.tree
+      timings.capture = Date.now() - captureStarted
+      const result = new ProcessResult({
+        exitCode: timedOut ? null : exit.code,
+        signal: timedOut ? "SIGTERM" : exit.signal,
+        timedOut,
+        stdoutDigest,
+        stderrDigest,
+        outputDigest,
+        actionDigest: Digest.empty,
+        durationMs: Date.now() - started,
+        source: "ran",
+        timings
+      }, true)
+      if (!result.succeeded) yield* sandbox.markFailed
+      else if (sandboxes.keep !== "always") {
+        // Its group is gone and its outputs are in the store: write-back may rename them into place (see `Handoff`).
+        for (const [abs, digest] of captured.files) sandboxes.handoff.offer(abs, digest)
+      }
+      return result
     }))
-    if (timedOut) {
-      yield* Effect.try({
-        try: () =>
-          fs.appendFileSync(
-            logs.stderr,
-            `\nkiln: ${process.description} timed out after ${Duration.format(Duration.millis(process.timeoutMs!))}\n`
-          ),
-        catch: ioError(logs.stderr, `cannot note the timeout of ${process.description}`)
-      })
-    }
-
-    const captureStarted = Date.now()
-    // stdout and stderr are stored with the outputs, in the same commits; a large log is streamed from its file.
-    const outputs = { outputFiles: process.outputFiles, outputDirectories: process.outputDirectories }
-    const [out, err] = yield* Effect.zip(readLog(logs.stdout), readLog(logs.stderr))
-    const inMemory = typeof out !== "string" && typeof err !== "string"
-    const captured = yield* store.capture(cwd, outputs, inMemory ? [out, err] : [])
-    const [stdoutDigest, stderrDigest] = inMemory ? captured.blobs as readonly [Digest.Digest, Digest.Digest] : [
-      yield* typeof out === "string" ? store.putFilePath(out) : store.putFile(out),
-      yield* typeof err === "string" ? store.putFilePath(err) : store.putFile(err)
-    ]
-    const outputDigest = captured.tree
-    timings.capture = Date.now() - captureStarted
-    const result = new ProcessResult({
-      exitCode: timedOut ? null : exit.code,
-      signal: timedOut ? "SIGTERM" : exit.signal,
-      timedOut,
-      stdoutDigest,
-      stderrDigest,
-      outputDigest,
-      actionDigest: Digest.empty,
-      durationMs: Date.now() - started,
-      source: "ran",
-      timings
-    }, true)
-    if (!result.succeeded) yield* sandbox.markFailed
-    else if (sandboxes.keep !== "always") {
-      // Its group is gone and its outputs are in the store: write-back may rename them into place (see `Handoff`).
-      for (const [abs, digest] of captured.files) sandboxes.handoff.offer(abs, digest)
-    }
-    return result
-  }))
+}
