@@ -178,7 +178,8 @@ const gc = Command.make(
         const report = yield* maintenance.gc(Option.isSome(targetSize) ? { targetSizeBytes: targetSize.value } : {})
         if (json) return yield* Console.log(JSON.stringify(report, null, 2))
         yield* Console.log(
-          `removed ${report.removedEntries} entries (${Size.format(report.removedBytes)}) and ` +
+          `removed ${report.removedEntries} entries (${Size.format(report.removedBytes)}), ` +
+            `${report.sharedTreesRemoved} shared trees and ` +
             `${report.strayFilesRemoved} stray files: ${Size.format(report.beforeBytes)} -> ` +
             `${Size.format(report.afterBytes)} (target ${Size.format(report.targetBytes)})`
         )

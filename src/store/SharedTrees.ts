@@ -45,6 +45,19 @@ export interface Split {
 }
 
 /**
+ * Where a sandbox writes, relative to its root.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Reserved {
+  /** No shared subtree may hold one of these (the working directory: its parents and children may be shared). */
+  readonly at: ReadonlyArray<string>
+  /** No shared subtree may hold one of these or lie inside one (outputs, named caches, writable inputs). */
+  readonly within: ReadonlyArray<string>
+}
+
+/**
  * Writes the tree `digest` into the empty directory `into` (the sandboxer's `materialize`, or the store's).
  *
  * @since 0.1.0
@@ -60,13 +73,10 @@ export interface Service {
   /** Subtrees of at least this many files and symlinks are shared. */
   readonly minFiles: number
   /**
-   * Splits `root` at its large subtrees that hold none of `reserved` (paths relative to the root that the sandbox
-   * writes into). Counting is memoized by digest: a tree shared by every process is walked once per engine.
+   * Splits `root` at its large subtrees clear of `reserved` (paths relative to the root that the sandbox writes
+   * into). Counting is memoized by digest: a tree shared by every process is walked once per engine.
    */
-  readonly split: (
-    root: Digest.Digest,
-    reserved: ReadonlyArray<string>
-  ) => Effect.Effect<Split, Digest.MissingDigest | StoreError>
+  readonly split: (root: Digest.Digest, reserved: Reserved) => Effect.Effect<Split, Digest.MissingDigest | StoreError>
   /**
    * The read-only directory holding the tree `digest`, made with `write` unless one stands complete already, and
    * leased while this process lives. MissingDigest when the store lacks some of its bytes.

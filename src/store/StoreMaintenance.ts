@@ -25,7 +25,7 @@ import type * as StoreModule from "./Store.js"
  * @since 0.1.0
  * @category models
  */
-export type StoreKind = "files" | "directories" | "actions" | "large-files"
+export type StoreKind = "files" | "directories" | "actions" | "large-files" | "shared-trees"
 
 /**
  * A corrupt entry `check` found.
@@ -60,7 +60,12 @@ export interface GcReport {
   readonly removedEntries: number
   readonly removedBytes: number
   readonly leasedBytes: number
+  /** Stray temp files, and the temp directories of shared trees whose writer died. */
   readonly strayFilesRemoved: number
+  /** Shared trees no live process uses whose lease had ended or whose digest left the store. */
+  readonly sharedTreesRemoved: number
+  /** Shared trees kept because a live process uses them. */
+  readonly sharedTreesInUse: number
   /** False when leased entries alone exceed the target. */
   readonly reachedTarget: boolean
 }

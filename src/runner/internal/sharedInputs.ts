@@ -21,26 +21,19 @@ export interface Layout {
   readonly mode: MountNamespace.Mode | undefined
 }
 
-/**
- * The paths, relative to the sandbox root, that the sandbox writes into or the process may: no shared subtree may
- * hold one.
- */
-const reservedOf = (process: Process): Array<string> => {
+/** Where the sandbox or the process writes, relative to the sandbox root: no shared subtree may be there. */
+const reservedOf = (process: Process): SharedTrees.Reserved => {
   const wd = outputSegments(process.workingDirectory) ?? []
-  const reserved = [wd.join("/")]
+  const within: Array<string> = []
   for (const out of [...process.outputFiles, ...process.outputDirectories]) {
     const s = outputSegments(out)
-    if (s !== undefined) reserved.push([...wd, ...s].join("/"))
+    if (s !== undefined) within.push([...wd, ...s].join("/"))
   }
-  for (const rel of Object.values(process.namedCaches)) {
+  for (const rel of [...Object.values(process.namedCaches), ...process.writablePaths]) {
     const s = outputSegments(rel)
-    if (s !== undefined) reserved.push(s.join("/"))
+    if (s !== undefined) within.push(s.join("/"))
   }
-  for (const rel of process.writablePaths) {
-    const s = outputSegments(rel)
-    if (s !== undefined) reserved.push(s.join("/"))
-  }
-  return reserved.filter((r) => r !== "")
+  return { at: [wd.join("/")].filter((r) => r !== ""), within: within.filter((r) => r !== "") }
 }
 
 /** @internal */

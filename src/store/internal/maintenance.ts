@@ -18,6 +18,7 @@ import * as Core from "./core.js"
 import * as LargeFiles from "./largeFiles.js"
 import * as LmdbEnvs from "./lmdb/envs.js"
 import * as Sharded from "./lmdb/shards.js"
+import * as TreeMaintenance from "./treeMaintenance.js"
 
 const HASH = /^[0-9a-f]{64}$/
 
@@ -148,7 +149,13 @@ export const check = (core: Core.Core, repair: boolean): Effect.Effect<CheckRepo
         problems.push({ store: "large-files", key: path.relative(core.large.root, f.file), problem })
       }
     }
-    let repaired = 0
+    const trees = yield* Effect.try({
+      try: () => TreeMaintenance.check(core.root, repair),
+      catch: ioError(core.root, "cannot check the shared trees")
+    })
+    checked += trees.checked
+    for (const t of trees.problems) problems.push({ store: "shared-trees", key: t.key, problem: t.problem })
+    let repaired = trees.repaired
     if (repair) {
       for (const kind of ["files", "directories", "actions"] as const) {
         const keys = problems.filter((p) => p.store === kind).map((p) => p.key)
@@ -255,6 +262,14 @@ export const gc = (core: Core.Core, targetBytes: number): Effect.Effect<GcReport
         removedBytes += c.size
       }
     }
+    const trees = yield* Effect.try({
+      try: () =>
+        TreeMaintenance.collect(core.root, now, (d) => {
+          const dir = Core.getDirectorySync(core, d)
+          return dir !== undefined && !(dir instanceof StoreError)
+        }),
+      catch: ioError(core.root, "cannot collect the shared trees")
+    })
     const leasedBytes = entries.filter((e) => e.until > now).reduce((n, e) => n + e.size, 0)
     const afterBytes = beforeBytes - removedBytes
     return {
@@ -264,7 +279,9 @@ export const gc = (core: Core.Core, targetBytes: number): Effect.Effect<GcReport
       removedEntries,
       removedBytes,
       leasedBytes,
-      strayFilesRemoved: strays,
+      strayFilesRemoved: strays + trees.tempsRemoved,
+      sharedTreesRemoved: trees.removed,
+      sharedTreesInUse: trees.inUse,
       reachedTarget: afterBytes <= targetBytes
     }
   })

@@ -86,19 +86,27 @@ export interface Split {
   readonly shared: ReadonlyArray<{ readonly path: string; readonly digest: Digest.Digest }>
 }
 
-const holds = (subtree: string, reserved: ReadonlyArray<string>) =>
-  reserved.some((r) => r === subtree || r.startsWith(`${subtree}/`))
+/** Paths a sandbox writes at, and subtrees it writes anywhere in. */
+export interface Reserved {
+  /** No shared subtree may hold one (the working directory: its parents may be shared, its children too). */
+  readonly at: ReadonlyArray<string>
+  /** No shared subtree may hold one or lie inside one (outputs, named caches, writable inputs). */
+  readonly within: ReadonlyArray<string>
+}
+
+const holds = (subtree: string, reserved: Reserved) =>
+  reserved.at.some((r) => r === subtree || r.startsWith(`${subtree}/`)) ||
+  reserved.within.some((r) => r === subtree || r.startsWith(`${subtree}/`) || subtree.startsWith(`${r}/`))
 
 /**
- * Splits `root` into its largest subtrees of at least `threshold` files that hold none of `reserved` (paths the
- * sandbox writes into: the working directory, outputs, named caches, writable inputs), and the rest.
+ * Splits `root` into its largest subtrees of at least `threshold` files clear of `reserved`, and the rest.
  *
  * @internal
  */
 export const split = (
   state: State,
   root: Digest.Digest,
-  reserved: ReadonlyArray<string>,
+  reserved: Reserved,
   threshold: number
 ): Effect.Effect<Split, Digest.MissingDigest | StoreError> =>
   Effect.gen(function*() {
