@@ -243,10 +243,23 @@ const fieldsOfBig = (st: Stat): Array<number> => [
 /** An observation as the memo keeps it; with `racy`, with its evidence (see {@link Obs}). */
 export const obsOf = (workspace: string, seen: Seen, racy = false): Obs =>
   seen.kind === "a"
-    ? [path.relative(workspace, seen.abs), "a"]
+    ? [relativeTo(workspace, seen.abs), "a"]
     : racy
-    ? [path.relative(workspace, seen.abs), seen.kind, ...fieldsOfBig(seen), seen.evidence]
-    : [path.relative(workspace, seen.abs), seen.kind, ...fieldsOfBig(seen)]
+    ? [relativeTo(workspace, seen.abs), seen.kind, ...fieldsOfBig(seen), seen.evidence]
+    : [relativeTo(workspace, seen.abs), seen.kind, ...fieldsOfBig(seen)]
+
+/**
+ * `path.relative` for a path under `workspace` (every observation of a snapshot is), without its normalizing: a
+ * run records tens of thousands of them when a tool tree is among the inputs.
+ *
+ * @internal
+ */
+export const relativeTo = (workspace: string, abs: string): string => {
+  if (abs.length > workspace.length && abs.startsWith(workspace) && abs.charCodeAt(workspace.length) === 47) {
+    return abs.slice(workspace.length + 1)
+  }
+  return path.relative(workspace, abs)
+}
 
 /** Whether the content at `abs` is still what the evidence says. */
 const contentIs = (abs: string, kind: string, evidence: string): boolean => {

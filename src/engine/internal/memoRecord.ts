@@ -36,7 +36,7 @@ export interface Candidate {
 const complete = (workspace: string, c: Candidate): boolean => {
   if (c.deps === undefined) return false
   const seen = new Set<string>()
-  for (const s of c.inputs) if (s.kind === "f" || s.kind === "l") seen.add(path.relative(workspace, s.abs))
+  for (const s of c.inputs) if (s.kind === "f" || s.kind === "l") seen.add(RunMemo.relativeTo(workspace, s.abs))
   const files = Object.keys(c.files)
   return files.length === seen.size && files.every((f) => seen.has(f))
 }

@@ -33,6 +33,11 @@ export interface Filter {
   readonly includes: (relPath: string) => boolean
   /** Whether the walk may skip a directory: nothing under it can be included. */
   readonly prunes: (relDir: string) => boolean
+  /**
+   * Whether everything under a directory is included (a glob like `node_modules/**` takes it, and no exclude can
+   * reach into it): its walk is then the same for every filter that takes it whole, and is shared (see `wholeDirs`).
+   */
+  readonly takesAll: (relDir: string) => boolean
 }
 
 /**
@@ -70,7 +75,13 @@ const compileFilter = (globs: ReadonlyArray<string>): Filter | undefined => {
       if (!starts.some((k) => b.startsWith(`${k}/`))) starts.push(b)
     }
   }
+  // The bases of include globs that take all under them (`b/**`, or `**`), and of the excludes.
+  const wholeBases = include.filter((g) => g === `${Glob.baseOf(g)}/**` || g === "**").map(Glob.baseOf)
+  const excludeBases = exclude.map(Glob.baseOf)
+  const within = (d: string, b: string) => b === "" || d === b || d.startsWith(`${b}/`)
   return {
+    takesAll: (d) =>
+      wholeBases.some((b) => within(d, b)) && !excludeBases.some((b) => within(d, b) || b.startsWith(`${d}/`)),
     starts: bases !== undefined && !bases.some((b) => b === "") ? starts : undefined,
     includes: (p) => inc(p) && !exc(p),
     prunes: (d) =>
@@ -92,6 +103,8 @@ interface Walk {
   readonly read?: Array<readonly [string, Digest.Digest]> | undefined
   /** File contents read and not yet stored: shared by the walks of one `snapshotMany`, stored together. */
   readonly batch: Batch
+  /** Inside a directory taken whole: its subdirectories are part of its walk, not shared on their own. */
+  readonly inWhole?: boolean
 }
 
 interface Batch {
@@ -252,6 +265,15 @@ const walkDir = (w: Walk, abs: string, rel: string, into: Tree.Node): Effect.Eff
         }
         if (kind === "dir") {
           if (w.filter?.prunes(childRel)) continue
+          if (w.index !== undefined && w.inWhole !== true && w.filter?.takesAll(childRel) === true) {
+            // Walked on its own, once per session, for every snapshot that takes it whole to share.
+            const parent = current.node
+            const name = entry.name
+            return Effect.flatMap(walkWhole(w, childAbs, childRel), (node) => {
+              parent.dirs.set(name, node)
+              return step()
+            })
+          }
           const child = Tree.node()
           current.node.dirs.set(entry.name, child)
           stack.push({ abs: childAbs, rel: childRel, node: child })
@@ -312,8 +334,7 @@ const walkFrom = (w: Walk, root: string, start: string, tree: Tree.Node): Effect
     const holder = Tree.node()
     if (st.isDirectory()) {
       if (w.filter?.prunes(start)) return
-      const child = Tree.node()
-      yield* walkDir(w, abs, start, child)
+      const child = yield* walkWhole(w, abs, start)
       if (Tree.isEmpty(child)) return
       holder.dirs.set(name, child)
     } else {
@@ -325,6 +346,30 @@ const walkFrom = (w: Walk, root: string, start: string, tree: Tree.Node): Effect
     for (const [k, v] of holder.files) parent.files.set(k, v)
     for (const [k, v] of holder.dirs) parent.dirs.set(k, v)
     for (const [k, v] of holder.symlinks) parent.symlinks.set(k, v)
+  })
+
+/**
+ * The node of the directory `abs` (a glob's base), walked once per session when the filter takes it whole, as
+ * `walkDir` does for the directories it meets.
+ */
+const walkWhole = (w: Walk, abs: string, rel: string): Effect.Effect<Tree.Node, StoreError> =>
+  Effect.suspend(() => {
+    const whole = w.index?.wholeDirs
+    const child = Tree.node()
+    if (whole === undefined || w.inWhole === true || w.filter?.takesAll(rel) !== true) {
+      return Effect.as(walkDir(w, abs, rel, child), child)
+    }
+    const known = whole.get(abs)
+    if (known !== undefined) {
+      if (w.observe !== undefined) { for (const o of known.observations) w.observe.push(o) }
+      return Effect.succeed(known.node)
+    }
+    const observations: Array<Observation.SnapshotObservation> = []
+    return Effect.map(walkDir({ ...w, observe: observations, inWhole: true }, abs, rel, child), () => {
+      whole.set(abs, { node: child, observations })
+      if (w.observe !== undefined) { for (const o of observations) w.observe.push(o) }
+      return child
+    })
   })
 
 /**
@@ -388,7 +433,9 @@ export const snapshotMany = (
       const w: Walk = { core, filter: filterOf(r.globs), index, observe, batch }
       return Effect.either(Effect.as(walkRoot(w, abs, tree), tree))
     })
-    const encoded = trees.map((t) => Either.flatMap(t, Tree.encode))
+    // Directories taken whole are the same nodes in many trees: each is encoded once (see `Tree.Known`).
+    const known = index === undefined ? undefined : { stored: index.encoded, pending: new Map() }
+    const encoded = trees.map((t) => Either.flatMap(t, (tree) => Tree.encode(tree, known)))
     const seen = new Set<string>()
     const directories: Array<Sharded.Entry> = []
     for (const e of encoded) {
@@ -404,6 +451,7 @@ export const snapshotMany = (
       Core.leaseUntil(core),
       core.leaseTimeMs
     )
+    if (known !== undefined) { for (const [n, d] of known.pending) index!.encoded.set(n, d) }
     return encoded.map((e, i) => {
       if (Either.isRight(e)) Tree.remember(core, e.right)
       return Either.map(e, (x): Snapshot => ({ digest: x.digest, observations: observed[i]! }))

@@ -10,8 +10,11 @@
 import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import type * as Digest from "../../domain/Digest.js"
 import * as AtomicFile from "../../os/AtomicFile.js"
 import { mkdirp } from "../../os/Mkdirp.js"
+import type { SnapshotObservation } from "../SnapshotObservation.js"
+import type * as Tree from "./tree.js"
 
 type Entry = [dev: string, ino: string, size: number, mtimeNs: string, ctimeNs: string, mode: number, hash: string]
 
@@ -52,6 +55,16 @@ export interface StatIndex {
    * with the directory's stat taken just before it was read: the run memo's evidence that the listing is unchanged.
    */
   readonly dirs: Map<string, Listing>
+  /**
+   * Directories a snapshot took whole (every entry under them, by a glob like `node_modules/**`), read once per
+   * session: every process whose globs take the same directory whole shares the walk, its node and what it observed.
+   */
+  readonly wholeDirs: Map<
+    string,
+    { readonly node: Tree.Node; readonly observations: ReadonlyArray<SnapshotObservation> }
+  >
+  /** Tree nodes of this session already encoded and stored, with their digests (see `Tree.encode`). */
+  readonly encoded: WeakMap<Tree.Node, Digest.Digest>
 }
 
 /**
@@ -73,7 +86,9 @@ export const open = (storeRoot: string, workspace: string, options?: { readonly 
     unloadedMisses: 0,
     dirty: false,
     hashed: 0,
-    dirs: new Map()
+    dirs: new Map(),
+    wholeDirs: new Map(),
+    encoded: new WeakMap()
   }
   if (options?.lazy !== true) load(index)
   return index

@@ -58,6 +58,8 @@ export interface Encoded {
   readonly digest: Digest.Digest
   readonly pending: Array<Sharded.Entry>
   readonly made: Array<[Digest.Digest, Directory.Directory]>
+  /** Each node encoded, with its digest (when encoding against `Known`). */
+  readonly nodes: ReadonlyArray<[Node, Digest.Digest]>
 }
 
 /**
@@ -65,10 +67,13 @@ export interface Encoded {
  *
  * @internal
  */
-export const encode = (root: Node): Either.Either<Encoded, StoreError> => {
+export const encode = (root: Node, known?: Known): Either.Either<Encoded, StoreError> => {
   const pending: Array<Sharded.Entry> = []
   const made: Array<[Digest.Digest, Directory.Directory]> = []
+  const nodes: Array<[Node, Digest.Digest]> = []
   const go = (n: Node): Either.Either<Digest.Digest, StoreError> => {
+    const seen = known?.stored.get(n) ?? known?.pending.get(n)
+    if (seen !== undefined) return Either.right(seen)
     const directories: Array<Directory.DirectoryNode> = []
     for (const [name, child] of n.dirs) {
       if ("dirs" in child) {
@@ -93,9 +98,25 @@ export const encode = (root: Node): Either.Either<Encoded, StoreError> => {
       pending.push({ hash: digest.hash, value })
       made.push([digest, result.right])
     }
+    if (known !== undefined) nodes.push([n, digest])
     return Either.right(digest)
   }
-  return Either.map(go(root), (digest) => ({ digest, pending, made }))
+  return Either.map(go(root), (digest) => {
+    // Nodes shared by several trees of one batch (a whole directory taken by many snapshots) are encoded once.
+    for (const [n, d] of nodes) known!.pending.set(n, d)
+    return { digest, pending, made, nodes }
+  })
+}
+
+/**
+ * Nodes encoded already: `stored` (in the store, for the rest of a session) and `pending` (their directories are in
+ * a batch about to be stored with the tree being encoded).
+ *
+ * @internal
+ */
+export interface Known {
+  readonly stored: WeakMap<Node, Digest.Digest>
+  readonly pending: Map<Node, Digest.Digest>
 }
 
 /**
