@@ -33,6 +33,7 @@ const processConfig = fc.tuple(
     inputs: strings,
     deps: strings,
     outputs: strings,
+    writableInputs: strings,
     env: mostly(fc.dictionary(fc.string({ maxLength: 3 }), fc.string({ maxLength: 3 }), { maxKeys: 2 })),
     workingDirectory: mostly(fc.string({ maxLength: 4 })),
     timeout: mostly(fc.oneof(
