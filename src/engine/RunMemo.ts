@@ -109,7 +109,13 @@ interface Held {
   readonly names: ReadonlyArray<string>
   readonly answer: Holding
 }
-type Checked = Memo & { [EVIDENCE]?: Map<string, string | undefined>; [HELD]?: Held }
+/** What each path observed held when this memo was checked (see `holdsOnce`). */
+const PATHS = Symbol.for("kiln.memoPaths")
+type Checked = Memo & {
+  [EVIDENCE]?: Map<string, string | undefined>
+  [HELD]?: Held
+  [PATHS]?: Map<string, readonly [Obs, boolean]>
+}
 
 /** What {@link holding} answers. */
 export interface Holding {
@@ -327,10 +333,26 @@ export const confirm = (s: Seen, settled = true): boolean => {
   return contentIs(s.abs, s.kind, s.evidence)
 }
 
+/**
+ * {@link holds}, once per path per check: processes that share a tool tree (`node_modules/**`) each observed its
+ * 11,000 paths, with the same stats; a path observed again with the same fields has the same answer.
+ */
+const holdsOnce = (seen: Map<string, readonly [Obs, boolean]>, workspace: string, o: Obs): boolean => {
+  const before = seen.get(o[0])
+  if (before !== undefined && before[0].length === o.length && before[0].every((v, i) => v === o[i])) {
+    return before[1]
+  }
+  const ok = holds(workspace, o)
+  seen.set(o[0], [o, ok])
+  return ok
+}
+
 const changed = (memo: Checked, name: string, workspace: string, e: Entry): string | undefined => {
   const known = memo[EVIDENCE]
   if (known?.has(name)) return known.get(name)
-  const bad = e.inputs.find((o) => !holds(workspace, o)) ?? e.outputs.find((o) => !holds(workspace, o))
+  const seen = (memo[PATHS] ??= new Map())
+  const bad = e.inputs.find((o) => !holdsOnce(seen, workspace, o)) ??
+    e.outputs.find((o) => !holdsOnce(seen, workspace, o))
   const why = bad === undefined ? undefined : `${bad[0]} changed`
   known?.set(name, why)
   return why
