@@ -80,7 +80,12 @@ export class ProcessResult extends Schema.Class<ProcessResult>("kiln/ProcessResu
   durationMs: Schema.Number,
   source: ResultSource,
   /** Milliseconds spent in each phase of this run (a cache hit only has `cacheLookup`). */
-  timings: Schema.Record({ key: Schema.String, value: Schema.Number })
+  timings: Schema.Record({ key: Schema.String, value: Schema.Number }),
+  /**
+   * A workspace directory the sandbox mounted as an input changed while the process ran: the result is this run's,
+   * but it is not cached (it may not be what its input tree computes).
+   */
+  inputsChanged: Schema.optional(Schema.Boolean)
 }) {
   get succeeded(): boolean {
     return this.exitCode === 0 && !this.timedOut

@@ -11,7 +11,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as os from "node:os"
 import * as path from "node:path"
-import type { MissingDigest } from "../domain/Digest.js"
+import type { Digest, MissingDigest } from "../domain/Digest.js"
 import * as Permits from "../domain/Permits.js"
 import type { Process, ProcessResult, SpawnError } from "../domain/Process.js"
 import type { SandboxError, SandboxerUnavailable } from "../domain/Sandbox.js"
@@ -63,7 +63,11 @@ export type CacheContent = "fetch" | "validate" | "defer"
 export interface Service {
   readonly run: (
     process: Process,
-    options?: { readonly cache?: CachePolicy }
+    options?: {
+      readonly cache?: CachePolicy
+      /** Workspace directories that may stand in for shared trees of the input root (see `WorkspaceTree`). */
+      readonly workspaceTrees?: ReadonlyArray<WorkspaceTree>
+    }
   ) => Effect.Effect<
     ProcessResult,
     MissingDigest | SandboxError | SandboxerUnavailable | SpawnError | StoreError | InvalidOutput
@@ -81,6 +85,23 @@ export interface Service {
   readonly warmUp: Effect.Effect<void>
   /** The output files of processes that ran, moved out of their sandboxes for write-back to take (see `Handoff`). */
   readonly handoff: Handoff
+}
+
+/**
+ * A directory of the caller's workspace that holds exactly the tree `digest` (its snapshot took it whole): where
+ * the process's input root has that tree at `path`, the sandbox mounts the directory itself, read-only, rather than
+ * the store's copy, and nothing is written. `unchanged` is asked once the process has ended: if anything under it
+ * changed meanwhile, the result is not cached (it may not be the tree's).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface WorkspaceTree {
+  /** Relative to the input root. */
+  readonly path: string
+  readonly abs: string
+  readonly digest: Digest
+  readonly unchanged: () => boolean
 }
 
 /**
@@ -172,7 +193,11 @@ export const make = (options: Options = {}) =>
           )
         )
       }),
-      run: (process, opts) => cached.run(process, opts?.cache ?? { read: true, write: true }),
+      run: (process, opts) =>
+        cached.run(process, {
+          ...(opts?.cache ?? { read: true, write: true }),
+          ...(opts?.workspaceTrees !== undefined ? { workspaceTrees: opts.workspaceTrees } : {})
+        }),
       handoff: sandboxes.handoff
     }
     return service

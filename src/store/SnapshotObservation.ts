@@ -5,7 +5,8 @@
  *
  * @since 0.1.0
  */
-import type * as fs from "node:fs"
+import * as fs from "node:fs"
+import type { Digest } from "../domain/Digest.js"
 
 /**
  * The stat fields that tell a path unchanged, as the kernel gave them (nanosecond times, so that a stat taken within
@@ -81,3 +82,44 @@ export const present = (kind: Present["kind"], abs: string, st: fs.BigIntStats, 
  */
 export const namesOf = (entries: ReadonlyArray<{ readonly name: string }>): string =>
   entries.map((e) => e.name).sort().join("/")
+
+/**
+ * Whether every path observed is still as it was: same kind, device, inode, mode, size and nanosecond times (one
+ * `lstat` each). A listing or a file whose stat is unchanged holds what it held.
+ *
+ * @since 0.1.0
+ * @category checks
+ */
+export const stillHold = (observations: ReadonlyArray<SnapshotObservation>): boolean => {
+  for (const o of observations) {
+    let st: fs.BigIntStats | undefined
+    try {
+      st = fs.lstatSync(o.abs, { bigint: true, throwIfNoEntry: false })
+    } catch {
+      return false
+    }
+    if (o.kind === "a") {
+      if (st !== undefined) return false
+      continue
+    }
+    if (
+      st === undefined || st.ino !== o.ino || st.mtimeNs !== o.mtimeNs || st.ctimeNs !== o.ctimeNs ||
+      st.size !== o.size || st.mode !== o.mode || st.dev !== o.dev
+    ) return false
+  }
+  return true
+}
+
+/**
+ * A directory a snapshot took whole (every entry under it is in the tree, none dropped), with the digest of its
+ * tree: where nothing under it changed, it is that tree, byte for byte.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface WholeDirectory {
+  readonly abs: string
+  readonly digest: Digest
+  /** Whether every path under it is still as the snapshot saw it ({@link stillHold}). */
+  readonly unchanged: () => boolean
+}

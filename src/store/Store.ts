@@ -135,6 +135,8 @@ export interface SnapshotRequest {
 export interface Snapshot {
   readonly digest: Digest.Digest
   readonly observations: ReadonlyArray<SnapshotObservation>
+  /** Directories taken whole that may stand in for their trees (in a session; see `WholeDirectory`). */
+  readonly wholeDirectories: ReadonlyArray<Observation.WholeDirectory>
 }
 
 /**

@@ -555,7 +555,7 @@ describe("snapshot, materialize, capture", () => {
         const alone = yield* one.snapshot(ws, globs)
         assert.deepStrictEqual(
           results[i],
-          Either.right({ digest: alone, observations: [] }),
+          Either.right({ digest: alone, observations: [], wholeDirectories: [] }),
           `globs ${globs.join(" ")}`
         )
         // Everything each tree holds was stored.

@@ -13,7 +13,7 @@ import type { Process, ProcessResult } from "../../domain/Process.js"
 import { BacktrackLimit, NoProducer } from "../../domain/RunErrors.js"
 import { skippedWriteAt } from "../../store/Store.js"
 import type { ProcessFailure } from "../Engine.js"
-import { inputOf, processOf, remadeWarning, remake } from "./inputs.js"
+import { inputOf, processOf, remadeWarning, remake, workspaceTreesOf } from "./inputs.js"
 import { indexAll } from "./producers.js"
 import { depOutputs, resultOf, type RunState } from "./runState.js"
 
@@ -45,7 +45,10 @@ const attempt = (state: RunState, name: string, cache: { read: boolean; write: b
       return Effect.zipRight(
         state.options.beforeAttempt?.(name, p.inputDigest, (n) => resultOf(state, n)) ?? Effect.void,
         Effect.map(
-          state.runner.run(p, { cache: missed === p && cache.read ? { ...cache, missed: true } : cache }),
+          state.runner.run(p, {
+            cache: missed === p && cache.read ? { ...cache, missed: true } : cache,
+            workspaceTrees: workspaceTreesOf(state, name)
+          }),
           (result): Executed => ({ result, process: p })
         )
       )

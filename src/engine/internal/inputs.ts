@@ -7,12 +7,15 @@
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as path from "node:path"
 import { type Config, InvalidConfig, type ProcessConfig } from "../../domain/Config.js"
 import * as Digest from "../../domain/Digest.js"
 import * as DurationText from "../../domain/DurationText.js"
 import * as Glob from "../../domain/Glob.js"
 import { Process } from "../../domain/Process.js"
 import type { StoreError } from "../../domain/StoreErrors.js"
+import type { WorkspaceTree } from "../../runner/ProcessRunner.js"
+import type { WholeDirectory } from "../../store/SnapshotObservation.js"
 import { skippedWriteAt, type SnapshotObservation, type SnapshotSession, type Store } from "../../store/Store.js"
 import { depOutputs, type OwnInputs, type RunState } from "./runState.js"
 
@@ -40,18 +43,23 @@ export const snapshotOwn = (
 
 /** {@link snapshotOwn}, with what the snapshot read (for the run memo). */
 const observeOwn = (state: RunState, name: string): Effect.Effect<
-  { readonly own: OwnInputs; readonly seen: ReadonlyArray<SnapshotObservation> },
+  {
+    readonly own: OwnInputs
+    readonly seen: ReadonlyArray<SnapshotObservation>
+    readonly wholes: ReadonlyArray<WholeDirectory>
+  },
   InvalidConfig | StoreError | Digest.MissingDigest
 > =>
   Effect.gen(function*() {
     const pc = state.config.processes[name]!
     const globs = pc.inputs ?? []
-    if (!selects(globs)) return { own: { digest: Digest.empty, files: {} }, seen: [] }
+    if (!selects(globs)) return { own: { digest: Digest.empty, files: {} }, seen: [], wholes: [] }
     const [taken] = yield* state.store.snapshotMany(state.workspace, [{ globs, observe: true }], state.session)
     const snapshot = yield* taken!
     return {
       own: yield* ownFrom(state.store, name, pc, snapshot.digest, state.configName),
-      seen: snapshot.observations
+      seen: snapshot.observations,
+      wholes: snapshot.wholeDirectories
     }
   })
 
@@ -134,9 +142,10 @@ export const ownOf = (state: RunState, name: string) =>
     if (known !== undefined) return Effect.succeed(known)
     return Effect.map(
       observeOwn(state, name),
-      ({ own, seen }) => {
+      ({ own, seen, wholes }) => {
         state.owned.set(name, own)
         state.inputsSeen.set(name, seen)
+        state.wholeSeen.set(name, wholes)
         return own
       }
     )
@@ -164,6 +173,7 @@ export const ownOfMany = (state: RunState, names: ReadonlyArray<string>) =>
               onSuccess: (own) => {
                 state.owned.set(name, own)
                 state.inputsSeen.set(name, snapshot.right.observations)
+                state.wholeSeen.set(name, snapshot.right.wholeDirectories)
               }
             })
           )
@@ -222,3 +232,17 @@ export const remadeWarning = (name: string, digest: Digest.Digest): string => {
   return `${name}: ${Digest.format(digest)}, a directory of its merged inputs, was missing from the store: ` +
     `made it again${why}`
 }
+
+/**
+ * The workspace directories `name`'s sandbox may mount in place of shared trees: those its snapshot took whole, at
+ * their paths in its input root (its own inputs are laid at the root). The runner mounts one only where the input
+ * root holds exactly its tree there (a dep's outputs laid into it would make another), and checks it still holds
+ * once the process ends.
+ *
+ * @internal
+ */
+export const workspaceTreesOf = (state: RunState, name: string): Array<WorkspaceTree> =>
+  (state.wholeSeen.get(name) ?? []).flatMap((w) => {
+    const rel = path.relative(state.workspace, w.abs)
+    return rel === "" || rel.startsWith("..") ? [] : [{ path: rel.split(path.sep).join("/"), ...w }]
+  })

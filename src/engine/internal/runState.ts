@@ -11,6 +11,7 @@ import type { Config } from "../../domain/Config.js"
 import type * as Digest from "../../domain/Digest.js"
 import type { Process, ProcessResult } from "../../domain/Process.js"
 import type { ProcessRunner } from "../../runner/ProcessRunner.js"
+import type { WholeDirectory } from "../../store/SnapshotObservation.js"
 import type { SnapshotObservation, SnapshotSession, Store } from "../../store/Store.js"
 import type { Event, ProcessReport, RunOptions } from "../Engine.js"
 import type * as RunMemo from "../RunMemo.js"
@@ -58,6 +59,8 @@ export interface RunState {
   readonly owned: Map<string, OwnInputs>
   /** What each process's snapshot read, for the memo. */
   readonly inputsSeen: Map<string, ReadonlyArray<SnapshotObservation>>
+  /** The workspace directories each process's snapshot took whole, which its sandbox may mount as they are. */
+  readonly wholeSeen: Map<string, ReadonlyArray<WholeDirectory>>
   /** What each process's last write-back left in the workspace, and the result it wrote. */
   readonly outputsSeen: Map<
     string,
@@ -94,6 +97,7 @@ export const make = (
   nodes: new Map(base.names.map((n) => [n, { backtracks: 0 }])),
   owned: new Map(),
   inputsSeen: new Map(),
+  wholeSeen: new Map(),
   outputsSeen: new Map(),
   misses: new Map(),
   hits: new Map(),

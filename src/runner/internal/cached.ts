@@ -77,7 +77,8 @@ export const encodeEntry = Schema.encodeSync(Entry)
  * caches one either).
  */
 const cacheable = (process: Process, result: ProcessResult) =>
-  !result.timedOut && (process.cache === "always" || (process.cache === "successful" && result.succeeded))
+  !result.timedOut && result.inputsChanged !== true &&
+  (process.cache === "always" || (process.cache === "successful" && result.succeeded))
 
 /** @internal */
 export interface Cached {

@@ -142,7 +142,7 @@ export const make = (
   // A shared tree is written by the sandboxer, like any large tree, then made read-only and renamed into place.
   const writeShared: SharedTrees.Write<Digest.MissingDigest | SandboxError | SandboxerUnavailable> = (digest, into) =>
     Effect.zipRight(store.written, sandboxer.materialize(digest, into, { createDestination: false }))
-  return (process, _policy) =>
+  return (process, policy) =>
     Effect.scoped(Effect.gen(function*() {
       const started = Date.now()
       const timings: Record<string, number> = {}
@@ -194,15 +194,25 @@ export const make = (
               sandboxer.materialize(layout.rest, sandbox.path, { createDestination: false, mutablePaths })
             ),
           layout.shared.length === 0
-            ? Effect.succeed([])
-            : asSandboxError(SharedInputs.mountsOf(options.sharedTrees!, layout, sandbox.path, writeShared))
+            ? Effect.succeed(SharedInputs.none)
+            : asSandboxError(
+              SharedInputs.mountsOf(
+                options.sharedTrees!,
+                layout,
+                sandbox.path,
+                policy.workspaceTrees ?? [],
+                writeShared
+              )
+            )
         )
       )
       const cwd = yield* prepare(sandbox.path, process, options.namedCachesDir)
       const env = Object.fromEntries(Object.entries(process.env).map(([k, v]) => [k, substitute(v, sandbox.path)]))
       const command = process.argv.map((a) => substitute(a, sandbox.path))
       // The mounts are the process's own: they vanish with it, whatever ends it.
-      const argv = mounts.length === 0 ? command : MountNamespace.wrap(layout.mode!, mounts, command, env)
+      const argv = mounts.mounts.length === 0
+        ? command
+        : MountNamespace.wrap(layout.mode!, mounts.mounts, command, env)
       yield* sandbox.setCommand({ argv, env, workingDirectory: process.workingDirectory })
 
       // stdout and stderr go to files beside the sandbox (outside it: the process sees only its inputs), read once the
@@ -254,6 +264,15 @@ export const make = (
       ]
       const outputDigest = captured.tree
       timings.capture = Date.now() - captureStarted
+      // A workspace directory it mounted that changed meanwhile: its result is not that of its input tree.
+      const changed = mounts.fromWorkspace.filter((w) => !w.unchanged())
+      if (changed.length > 0) {
+        yield* Effect.logWarning(
+          `${process.description}: ${
+            changed.map((w) => w.abs).join(", ")
+          } changed while it ran: its result is not cached`
+        )
+      }
       const result = new ProcessResult({
         exitCode: timedOut ? null : exit.code,
         signal: timedOut ? "SIGTERM" : exit.signal,
@@ -264,7 +283,8 @@ export const make = (
         actionDigest: Digest.empty,
         durationMs: Date.now() - started,
         source: "ran",
-        timings
+        timings,
+        ...(changed.length > 0 ? { inputsChanged: true } : {})
       }, true)
       if (!result.succeeded) yield* sandbox.markFailed
       else if (sandboxes.keep !== "always") {

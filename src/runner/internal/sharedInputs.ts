@@ -7,11 +7,12 @@
  */
 import * as Effect from "effect/Effect"
 import * as path from "node:path"
-import type * as Digest from "../../domain/Digest.js"
+import * as Digest from "../../domain/Digest.js"
 import { outputSegments, type Process } from "../../domain/Process.js"
 import type { StoreError } from "../../domain/StoreErrors.js"
 import * as MountNamespace from "../../os/MountNamespace.js"
 import type * as SharedTrees from "../../store/SharedTrees.js"
+import type { WorkspaceTree } from "../ProcessRunner.js"
 
 /** @internal */
 export interface Layout {
@@ -66,8 +67,20 @@ export const planner = (shared: SharedTrees.Service | undefined): Planner => {
   }
 }
 
+/** No mounts. @internal */
+export const none: Mounts = { mounts: [], fromWorkspace: [] }
+
+/** @internal */
+export interface Mounts {
+  readonly mounts: ReadonlyArray<MountNamespace.Mount>
+  /** The workspace directories mounted, to be checked once the process has ended. */
+  readonly fromWorkspace: ReadonlyArray<WorkspaceTree>
+}
+
 /**
- * Each shared subtree's read-only directory, made once per digest by `write`, as a mount at its place in `sandbox`.
+ * A mount at its place in `sandbox` for each shared subtree: the caller's workspace directory where it holds exactly
+ * that tree (nothing is written: a cold run's tool tree costs no copy), else the store's read-only copy, made once
+ * per digest by `write`.
  *
  * @internal
  */
@@ -75,13 +88,21 @@ export const mountsOf = <E>(
   shared: SharedTrees.Service,
   layout: Layout,
   sandbox: string,
+  workspace: ReadonlyArray<WorkspaceTree>,
   write: SharedTrees.Write<E>
-): Effect.Effect<Array<MountNamespace.Mount>, E | StoreError> =>
-  Effect.forEach(
-    layout.shared,
-    (s) =>
-      Effect.map(
-        shared.place(s.digest, write),
-        (source) => ({ source, target: path.join(sandbox, ...s.path.split("/")) })
-      )
-  )
+): Effect.Effect<Mounts, E | StoreError> =>
+  Effect.gen(function*() {
+    const mounts: Array<MountNamespace.Mount> = []
+    const fromWorkspace: Array<WorkspaceTree> = []
+    for (const s of layout.shared) {
+      const target = path.join(sandbox, ...s.path.split("/"))
+      const own = workspace.find((w) => w.path === s.path && Digest.equals(w.digest, s.digest))
+      if (own !== undefined) {
+        fromWorkspace.push(own)
+        mounts.push({ source: own.abs, target })
+      } else {
+        mounts.push({ source: yield* shared.place(s.digest, write), target })
+      }
+    }
+    return { mounts, fromWorkspace }
+  })

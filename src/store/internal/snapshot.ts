@@ -105,6 +105,10 @@ interface Walk {
   readonly batch: Batch
   /** Inside a directory taken whole: its subdirectories are part of its walk, not shared on their own. */
   readonly inWhole?: boolean
+  /** The directories taken whole that this walk used (see `wholeDirs`). */
+  readonly wholes?: Set<string>
+  /** Empty directories the filter dropped (inside a directory taken whole: its tree is then not what is on disk). */
+  readonly dropped?: { n: number }
 }
 
 interface Batch {
@@ -307,7 +311,12 @@ const walkDir = (w: Walk, abs: string, rel: string, into: Tree.Node): Effect.Eff
       if (w.filter !== undefined) {
         for (let k = visited.length - 1; k >= 0; k--) {
           const n = visited[k]!
-          for (const [name, child] of n.dirs) if ("dirs" in child && Tree.isEmpty(child)) n.dirs.delete(name)
+          for (const [name, child] of n.dirs) {
+            if ("dirs" in child && Tree.isEmpty(child)) {
+              n.dirs.delete(name)
+              if (w.dropped !== undefined) w.dropped.n++
+            }
+          }
         }
       }
       return Effect.void
@@ -348,6 +357,12 @@ const walkFrom = (w: Walk, root: string, start: string, tree: Tree.Node): Effect
     for (const [k, v] of holder.symlinks) parent.symlinks.set(k, v)
   })
 
+/** Changed so shortly before `atNs` that another change in the same timestamp tick would not show. */
+const racyAt = (o: Observation.Present, atNs: bigint) => {
+  const margin = o.mtimeNs % 1_000_000_000n === 0n ? 2_000_000_000n : 10_000_000n
+  return o.mtimeNs + margin >= atNs || o.ctimeNs + margin >= atNs
+}
+
 /**
  * The node of the directory `abs` (a glob's base), walked once per session when the filter takes it whole, as
  * `walkDir` does for the directories it meets.
@@ -359,14 +374,18 @@ const walkWhole = (w: Walk, abs: string, rel: string): Effect.Effect<Tree.Node, 
     if (whole === undefined || w.inWhole === true || w.filter?.takesAll(rel) !== true) {
       return Effect.as(walkDir(w, abs, rel, child), child)
     }
+    w.wholes?.add(abs)
     const known = whole.get(abs)
     if (known !== undefined) {
       if (w.observe !== undefined) { for (const o of known.observations) w.observe.push(o) }
       return Effect.succeed(known.node)
     }
     const observations: Array<Observation.SnapshotObservation> = []
-    return Effect.map(walkDir({ ...w, observe: observations, inWhole: true }, abs, rel, child), () => {
-      whole.set(abs, { node: child, observations })
+    const dropped = { n: 0 }
+    const walkedNs = BigInt(Date.now()) * 1_000_000n
+    return Effect.map(walkDir({ ...w, observe: observations, inWhole: true, dropped }, abs, rel, child), () => {
+      const settled = observations.every((o) => o.kind === "a" || !racyAt(o, walkedNs))
+      whole.set(abs, { node: child, observations, standsIn: dropped.n === 0 && settled })
       if (w.observe !== undefined) { for (const o of observations) w.observe.push(o) }
       return child
     })
@@ -402,6 +421,15 @@ const walkRoot = (w: Walk, abs: string, tree: Tree.Node): Effect.Effect<void, St
     : Effect.forEach(starts, (start) => walkFrom(w, abs, start, tree), { discard: true })
 }
 
+/** The directories of `abs` taken whole that may stand in for their trees, with their digests. */
+const standingIn = (index: StatIndex.StatIndex, abs: ReadonlySet<string>): Array<Observation.WholeDirectory> =>
+  [...abs].flatMap((dir) => {
+    const whole = index.wholeDirs.get(dir)
+    const digest = whole === undefined ? undefined : index.encoded.get(whole.node)
+    if (whole === undefined || digest === undefined || !whole.standsIn) return []
+    return [{ abs: dir, digest, unchanged: () => Observation.stillHold(whole.observations) }]
+  })
+
 /** What a request that does not observe is given: one empty array for all of them. */
 const NONE: Array<Observation.SnapshotObservation> = []
 
@@ -427,10 +455,11 @@ export const snapshotMany = (
     }
     const batch = newBatch()
     const observed = requests.map((r) => r.observe === true ? [] : NONE)
+    const wholes = requests.map(() => new Set<string>())
     const trees = yield* Effect.forEach(requests, (r, i) => {
       const tree = Tree.node()
       const observe = observed[i] === NONE ? undefined : observed[i]
-      const w: Walk = { core, filter: filterOf(r.globs), index, observe, batch }
+      const w: Walk = { core, filter: filterOf(r.globs), index, observe, batch, wholes: wholes[i]! }
       return Effect.either(Effect.as(walkRoot(w, abs, tree), tree))
     })
     // Directories taken whole are the same nodes in many trees: each is encoded once (see `Tree.Known`).
@@ -454,7 +483,11 @@ export const snapshotMany = (
     if (known !== undefined) { for (const [n, d] of known.pending) index!.encoded.set(n, d) }
     return encoded.map((e, i) => {
       if (Either.isRight(e)) Tree.remember(core, e.right)
-      return Either.map(e, (x): Snapshot => ({ digest: x.digest, observations: observed[i]! }))
+      return Either.map(e, (x): Snapshot => ({
+        digest: x.digest,
+        observations: observed[i]!,
+        wholeDirectories: index === undefined ? [] : standingIn(index, wholes[i]!)
+      }))
     })
   })
 

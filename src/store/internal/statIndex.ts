@@ -59,12 +59,21 @@ export interface StatIndex {
    * Directories a snapshot took whole (every entry under them, by a glob like `node_modules/**`), read once per
    * session: every process whose globs take the same directory whole shares the walk, its node and what it observed.
    */
-  readonly wholeDirs: Map<
-    string,
-    { readonly node: Tree.Node; readonly observations: ReadonlyArray<SnapshotObservation> }
-  >
+  readonly wholeDirs: Map<string, WholeDir>
   /** Tree nodes of this session already encoded and stored, with their digests (see `Tree.encode`). */
   readonly encoded: WeakMap<Tree.Node, Digest.Digest>
+}
+
+/** A directory a session walked whole (see `StatIndex.wholeDirs`). @internal */
+export interface WholeDir {
+  readonly node: Tree.Node
+  readonly observations: ReadonlyArray<SnapshotObservation>
+  /**
+   * Whether its tree is exactly what is on disk (no empty directory was dropped) and no path of it had changed within
+   * a timestamp tick of its walk (a change in the same tick would not move its stat): then the directory itself may
+   * stand in for its tree while its paths still hold.
+   */
+  readonly standsIn: boolean
 }
 
 /**
