@@ -29,7 +29,7 @@ import * as Layout from "../store/Layout.js"
 import { namesOf, type SnapshotObservation, type Stat } from "../store/SnapshotObservation.js"
 
 /** Bump when what a memo means changes. */
-export const FORMAT = 5
+export const FORMAT = 6
 
 /** Something a walk read, with the evidence of what it found: a file's hash, a symlink's target, a listing. */
 export type Seen = SnapshotObservation
@@ -46,6 +46,13 @@ export type Seen = SnapshotObservation
  * tick to pass (an edit run writes its outputs last, so it waited up to 11 ms).
  */
 export type Obs = readonly [string, string, ...Array<number | string>]
+
+/**
+ * `[path of a directory + "/", "g", key]`: every observation of a directory taken whole, kept once in the memo's
+ * `groups` under `key` however many processes took it (eight processes over one node_modules recorded its 11,000
+ * paths eight times, and a check stat'ed them eight times).
+ */
+export const GROUP = "g"
 
 export interface Entry {
   /** The process's entry in kiln.json, as JSON. */
@@ -70,6 +77,8 @@ export interface Memo {
   /** The store's LMDB data files: `[path relative to the store, dev, ino, size]`. */
   readonly store: ReadonlyArray<[string, string, string, number]>
   readonly processes: Record<string, Entry>
+  /** The observations of directories taken whole, by key (see {@link GROUP}). */
+  readonly groups?: Record<string, ReadonlyArray<Obs>>
 }
 
 /** Which kiln wrote it: a rebuilt bundle may snapshot or key differently. */
@@ -111,10 +120,13 @@ interface Held {
 }
 /** What each path observed held when this memo was checked (see `holdsOnce`). */
 const PATHS = Symbol.for("kiln.memoPaths")
+/** Which groups held when this memo was checked. */
+const GROUPS = Symbol.for("kiln.memoGroups")
 type Checked = Memo & {
   [EVIDENCE]?: Map<string, string | undefined>
   [HELD]?: Held
   [PATHS]?: Map<string, readonly [Obs, boolean]>
+  [GROUPS]?: Map<string, string | undefined>
 }
 
 /** What {@link holding} answers. */
@@ -157,6 +169,8 @@ export interface JournalLine {
   readonly store: Memo["store"]
   readonly set: Record<string, Entry>
   readonly drop: ReadonlyArray<string>
+  /** Groups the entries set refer to that the memo did not hold. */
+  readonly groups?: Record<string, ReadonlyArray<Obs>>
 }
 
 /** Runs that record at most this many entries append them to the journal. */
@@ -179,6 +193,9 @@ const applyJournal = (memo: Memo, text: string): void =>
     ) return
     for (const name of line.drop) delete memo.processes[name]
     Object.assign(memo.processes, line.set)
+    if (line.groups !== undefined) {
+      ;(memo as { groups?: Record<string, ReadonlyArray<Obs>> }).groups = { ...memo.groups, ...line.groups }
+    }
     ;(memo as { store: Memo["store"] }).store = line.store
   })
 
@@ -347,13 +364,36 @@ const holdsOnce = (seen: Map<string, readonly [Obs, boolean]>, workspace: string
   return ok
 }
 
+/**
+ * The first path of a group that no longer holds ("" when the group itself is gone), or undefined when all hold;
+ * checked once per check (see {@link GROUP}).
+ */
+const groupChange = (
+  memo: Checked,
+  seen: Map<string, readonly [Obs, boolean]>,
+  workspace: string,
+  key: string
+): string | undefined => {
+  const held = (memo[GROUPS] ??= new Map())
+  if (held.has(key)) return held.get(key)
+  const group = memo.groups?.[key]
+  const bad = group === undefined ? "" : group.find((o) => !holdsOnce(seen, workspace, o))?.[0]
+  held.set(key, bad)
+  return bad
+}
+
 const changed = (memo: Checked, name: string, workspace: string, e: Entry): string | undefined => {
   const known = memo[EVIDENCE]
   if (known?.has(name)) return known.get(name)
   const seen = (memo[PATHS] ??= new Map())
-  const bad = e.inputs.find((o) => !holdsOnce(seen, workspace, o)) ??
-    e.outputs.find((o) => !holdsOnce(seen, workspace, o))
-  const why = bad === undefined ? undefined : `${bad[0]} changed`
+  let path: string | undefined
+  const holdsHere = (o: Obs) => {
+    if (o[1] !== GROUP) return holdsOnce(seen, workspace, o)
+    path = groupChange(memo, seen, workspace, String(o[2]))
+    return path === undefined
+  }
+  const bad = e.inputs.find((o) => !holdsHere(o)) ?? e.outputs.find((o) => !holdsHere(o))
+  const why = bad === undefined ? undefined : `${bad[1] === GROUP && path !== "" ? path : bad[0]} changed`
   known?.set(name, why)
   return why
 }

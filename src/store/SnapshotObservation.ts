@@ -120,6 +120,8 @@ export const stillHold = (observations: ReadonlyArray<SnapshotObservation>): boo
 export interface WholeDirectory {
   readonly abs: string
   readonly digest: Digest
+  /** Every path under it, as the snapshot saw it. */
+  readonly observations: ReadonlyArray<SnapshotObservation>
   /** Whether every path under it is still as the snapshot saw it ({@link stillHold}). */
   readonly unchanged: () => boolean
 }

@@ -16,7 +16,13 @@ import { Process } from "../../domain/Process.js"
 import type { StoreError } from "../../domain/StoreErrors.js"
 import type { WorkspaceTree } from "../../runner/ProcessRunner.js"
 import type { WholeDirectory } from "../../store/SnapshotObservation.js"
-import { skippedWriteAt, type SnapshotObservation, type SnapshotSession, type Store } from "../../store/Store.js"
+import {
+  skippedWriteAt,
+  type Snapshot,
+  type SnapshotObservation,
+  type SnapshotSession,
+  type Store
+} from "../../store/Store.js"
 import { depOutputs, type OwnInputs, type RunState } from "./runState.js"
 
 /** @internal */
@@ -38,7 +44,9 @@ export const snapshotOwn = (
   Effect.gen(function*() {
     const globs = pc.inputs ?? []
     if (!selects(globs)) return { digest: Digest.empty, files: {} }
-    return yield* ownFrom(store, name, pc, yield* store.snapshot(workspace, globs, session), configName)
+    const [taken] = yield* store.snapshotMany(workspace, [{ globs }], session)
+    const snapshot = yield* taken!
+    return yield* ownFrom(store, workspace, name, pc, snapshot, configName)
   })
 
 /** {@link snapshotOwn}, with what the snapshot read (for the run memo). */
@@ -57,33 +65,43 @@ const observeOwn = (state: RunState, name: string): Effect.Effect<
     const [taken] = yield* state.store.snapshotMany(state.workspace, [{ globs, observe: true }], state.session)
     const snapshot = yield* taken!
     return {
-      own: yield* ownFrom(state.store, name, pc, snapshot.digest, state.configName),
+      own: yield* ownFrom(state.store, state.workspace, name, pc, snapshot, state.configName),
       seen: snapshot.observations,
       wholes: snapshot.wholeDirectories
     }
   })
 
-/** A process's own inputs from the snapshot of its globs: the files they matched (every glob must match one). */
+/**
+ * A process's own inputs from the snapshot of its globs: the files they matched (every glob must match one), each
+ * directory taken whole as one entry (`node_modules/` → `tree <digest>`), so that a process's record costs what its
+ * own files cost, not a tool tree's 11,000 paths.
+ */
 const ownFrom = (
   store: Store["Type"],
+  workspace: string,
   name: string,
   pc: ProcessConfig,
-  digest: Digest.Digest,
+  snapshot: Snapshot,
   configName: string
 ) =>
   Effect.gen(function*() {
     const globs = pc.inputs ?? []
-    const entries = (yield* store.listTree(digest)).filter((e) => e.type !== "directory")
+    const trees = new Map<string, Digest.Digest>()
+    for (const w of snapshot.wholeDirectories) {
+      const rel = path.relative(workspace, w.abs).split(path.sep).join("/")
+      if (rel !== "" && !rel.startsWith("..")) trees.set(rel, w.digest)
+    }
+    const { entries, taken } = yield* entriesOutside(store, snapshot.digest, trees)
     for (const [i, g] of globs.entries()) {
       if (g.startsWith("!")) continue
       const matches = Glob.matcher([g])
-      if (!entries.some((e) => matches(e.path))) {
-        return yield* new InvalidConfig({
-          file: configName,
-          path: `processes.${name}.inputs[${i}]`,
-          detail: `glob "${g}" matches nothing`
-        })
-      }
+      if (entries.some((e) => matches(e.path))) continue
+      if (yield* matchesInTrees(store, g, matches, taken)) continue
+      return yield* new InvalidConfig({
+        file: configName,
+        path: `processes.${name}.inputs[${i}]`,
+        detail: `glob "${g}" matches nothing`
+      })
     }
     const files: Record<string, string> = {}
     for (const e of entries) {
@@ -91,7 +109,63 @@ const ownFrom = (
         ? `-> ${e.target}`
         : `${Digest.format(e.digest!)}${e.isExecutable ? " x" : ""}`
     }
-    return { digest, files }
+    for (const [rel, d] of taken) files[`${rel}/`] = `tree ${Digest.format(d)}`
+    return { digest: snapshot.digest, files }
+  })
+
+interface Entry {
+  readonly path: string
+  readonly type: "file" | "symlink"
+  readonly digest?: Digest.Digest
+  readonly isExecutable?: boolean
+  readonly target?: string
+}
+
+/** The files and symlinks of `root` outside the directories of `trees` found there with their digests. */
+const entriesOutside = (store: Store["Type"], root: Digest.Digest, trees: ReadonlyMap<string, Digest.Digest>) =>
+  Effect.gen(function*() {
+    const entries: Array<Entry> = []
+    const taken = new Map<string, Digest.Digest>()
+    const stack: Array<[string, Digest.Digest]> = [["", root]]
+    while (stack.length > 0) {
+      const [rel, digest] = stack.pop()!
+      const dir = yield* store.getDirectory(digest)
+      const at = (n: string) => rel === "" ? n : `${rel}/${n}`
+      for (const f of dir.files) {
+        entries.push({ path: at(f.name), type: "file", digest: f.digest, isExecutable: f.isExecutable })
+      }
+      for (const s of dir.symlinks) entries.push({ path: at(s.name), type: "symlink", target: s.target })
+      for (const d of dir.directories) {
+        const whole = trees.get(at(d.name))
+        if (whole !== undefined && Digest.equals(whole, d.digest)) taken.set(at(d.name), d.digest)
+        else stack.push([at(d.name), d.digest])
+      }
+    }
+    entries.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))
+    return { entries, taken }
+  })
+
+/**
+ * Whether glob `g` matches a file inside one of the trees taken whole: at once for a glob that takes the tree whole
+ * (such a tree holds a file: a walk drops empty directories), else by listing the trees its static base reaches.
+ */
+const matchesInTrees = (
+  store: Store["Type"],
+  g: string,
+  matches: (p: string) => boolean,
+  taken: ReadonlyMap<string, Digest.Digest>
+) =>
+  Effect.gen(function*() {
+    const base = Glob.baseOf(g)
+    for (const [rel, d] of taken) {
+      const takesIt = g === "**" || (g === `${base}/**` && (base === rel || rel.startsWith(`${base}/`)))
+      if (takesIt) return true
+      if (base === "" || base === rel || rel.startsWith(`${base}/`) || base.startsWith(`${rel}/`)) {
+        const inside = yield* store.listTree(d)
+        if (inside.some((e) => e.type !== "directory" && matches(`${rel}/${e.path}`))) return true
+      }
+    }
+    return false
   })
 
 /**
@@ -167,7 +241,7 @@ export const ownOfMany = (state: RunState, names: ReadonlyArray<string>) =>
         Effect.forEach(todo, (name, i) => {
           const snapshot = snapshots[i]!
           if (Either.isLeft(snapshot)) return Effect.void
-          return ownFrom(store, name, config.processes[name]!, snapshot.right.digest, state.configName).pipe(
+          return ownFrom(store, state.workspace, name, config.processes[name]!, snapshot.right, state.configName).pipe(
             Effect.match({
               onFailure: () => undefined,
               onSuccess: (own) => {

@@ -12,6 +12,7 @@ import type { Config } from "../../domain/Config.js"
 import * as Digest from "../../domain/Digest.js"
 import type { ProcessResult } from "../../domain/Process.js"
 import * as Generation from "../../store/Generation.js"
+import type { WholeDirectory } from "../../store/SnapshotObservation.js"
 import * as RunMemo from "../RunMemo.js"
 
 /**
@@ -27,18 +28,38 @@ export interface Candidate {
   /** Its own input files, by path relative to the workspace, as its snapshot found them. */
   readonly files: Readonly<Record<string, string>>
   readonly inputs: ReadonlyArray<RunMemo.Seen>
+  /** Directories its snapshot took whole: their observations (among `inputs`) are recorded once, as a group. */
+  readonly wholes: ReadonlyArray<WholeDirectory>
   readonly outputs: ReadonlyArray<RunMemo.Seen>
   /** Each dep's output digest its inputs were made of. */
   readonly deps: Readonly<Record<string, string>> | undefined
 }
 
-/** Every file and symlink of its inputs was seen: an input nobody observed would go unchecked. */
+/**
+ * Every file and symlink of its inputs was seen: an input nobody observed would go unchecked. A directory taken whole
+ * (`node_modules/`) was seen path by path by the walk that took it, and its listing with it.
+ */
 const complete = (workspace: string, c: Candidate): boolean => {
   if (c.deps === undefined) return false
   const seen = new Set<string>()
-  for (const s of c.inputs) if (s.kind === "f" || s.kind === "l") seen.add(RunMemo.relativeTo(workspace, s.abs))
-  const files = Object.keys(c.files)
-  return files.length === seen.size && files.every((f) => seen.has(f))
+  for (const s of c.inputs) {
+    if (s.kind !== "a") seen.add(RunMemo.relativeTo(workspace, s.abs) + (s.kind === "d" ? "/" : ""))
+  }
+  return Object.keys(c.files).every((f) => seen.has(f))
+}
+
+/** A candidate's input observations, those under a directory taken whole replaced by a reference to its group. */
+const groupedInputs = (
+  c: Candidate,
+  obsOf: (s: RunMemo.Seen) => RunMemo.Obs,
+  groupOf: (w: WholeDirectory) => string,
+  rel: (abs: string) => string
+): Array<RunMemo.Obs> => {
+  if (c.wholes.length === 0) return c.inputs.map(obsOf)
+  const under = c.wholes.map((w) => `${w.abs}/`)
+  const own = c.inputs.filter((s) => !c.wholes.some((w, i) => s.abs === w.abs || s.abs.startsWith(under[i]!)))
+  const refs = c.wholes.map((w): RunMemo.Obs => [`${rel(w.abs)}/`, RunMemo.GROUP, groupOf(w)])
+  return [...own.map(obsOf), ...refs]
 }
 
 const unique = (obs: Array<RunMemo.Obs>): Array<RunMemo.Obs> => {
@@ -91,6 +112,19 @@ export const record = (o: {
       }
       return unsettled === undefined
     })
+    // Each directory taken whole is recorded once, under a key of what was seen in it (so that a copy of it
+    // elsewhere, or the same tree made again, is another group).
+    const groups: Record<string, ReadonlyArray<RunMemo.Obs>> = {}
+    const keys = new Map<WholeDirectory, string>()
+    const groupOf = (w: WholeDirectory) => {
+      const known = keys.get(w)
+      if (known !== undefined) return known
+      const obs = w.observations.map((s) => RunMemo.obsOf(o.workspace, s, racy(s)))
+      const key = RunMemo.hashOf(JSON.stringify(obs)).slice(0, 32)
+      keys.set(w, key)
+      groups[key] = obs
+      return key
+    }
     const processes: Record<string, RunMemo.Entry> = {}
     const set: Record<string, RunMemo.Entry> = {}
     const drop: Array<string> = []
@@ -112,12 +146,29 @@ export const record = (o: {
         output: Digest.format(c.result.outputDigest),
         stdout: Digest.format(c.result.stdoutDigest),
         stderr: Digest.format(c.result.stderrDigest),
-        inputs: unique(c.inputs.map((s) => RunMemo.obsOf(o.workspace, s, racy(s)))),
+        inputs: unique(groupedInputs(
+          c,
+          (s) => RunMemo.obsOf(o.workspace, s, racy(s)),
+          groupOf,
+          (abs) => RunMemo.relativeTo(o.workspace, abs)
+        )),
         outputs: unique(c.outputs.map((s) => RunMemo.obsOf(o.workspace, s, racy(s))))
       }
     }
     const recorded = Object.keys(set).length
     if (over && recorded === 0 && drop.length === 0) return
+    const known = { ...o.previous?.groups, ...groups }
+    // The groups entries refer to: a journal line carries those the memo lacks, a rewrite those still in use.
+    const referenced = (entries: Record<string, RunMemo.Entry>, skip?: Record<string, unknown>) => {
+      const out: Record<string, ReadonlyArray<RunMemo.Obs>> = {}
+      for (const e of Object.values(entries)) {
+        for (const ob of e.inputs) {
+          const key = String(ob[2])
+          if (ob[1] === RunMemo.GROUP && known[key] !== undefined && skip?.[key] === undefined) out[key] = known[key]
+        }
+      }
+      return out
+    }
     yield* Effect.try({
       try: () =>
         (over && recorded + drop.length <= RunMemo.APPEND_AT_MOST &&
@@ -128,7 +179,8 @@ export const record = (o: {
             config: o.configHash,
             store: Generation.fingerprint(o.root),
             set,
-            drop
+            drop,
+            groups: referenced(set, o.previous?.groups)
           })) ||
         RunMemo.write(o.root, o.workspace, {
           v: RunMemo.FORMAT,
@@ -136,7 +188,8 @@ export const record = (o: {
           generation: o.generation,
           config: o.configHash,
           store: Generation.fingerprint(o.root),
-          processes
+          processes,
+          groups: referenced(processes)
         }),
       catch: (e) => e instanceof Error ? e : new Error(String(e))
     })

@@ -26,6 +26,7 @@ const memoCandidates = (state: RunState): Array<MemoRecord.Candidate> =>
       result,
       files: state.owned.get(r.name)?.files ?? {},
       inputs: state.inputsSeen.get(r.name) ?? [],
+      wholes: state.wholeSeen.get(r.name) ?? [],
       outputs: out.seen,
       deps: state.records.get(r.name)?.deps
     }]

@@ -21,6 +21,7 @@ import * as LargeFiles from "./largeFiles.js"
 import * as Sharded from "./lmdb/shards.js"
 import * as StatIndex from "./statIndex.js"
 import * as Tree from "./tree.js"
+import * as WholeDirs from "./wholeDirs.js"
 
 /** @internal */
 export interface Filter {
@@ -344,7 +345,7 @@ const walkFrom = (w: Walk, root: string, start: string, tree: Tree.Node): Effect
     if (st.isDirectory()) {
       if (w.filter?.prunes(start)) return
       const child = yield* walkWhole(w, abs, start)
-      if (Tree.isEmpty(child)) return
+      if ("dirs" in child ? Tree.isEmpty(child) : Digest.isEmpty(child)) return
       holder.dirs.set(name, child)
     } else {
       if (!w.filter!.includes(start)) return
@@ -367,7 +368,7 @@ const racyAt = (o: Observation.Present, atNs: bigint) => {
  * The node of the directory `abs` (a glob's base), walked once per session when the filter takes it whole, as
  * `walkDir` does for the directories it meets.
  */
-const walkWhole = (w: Walk, abs: string, rel: string): Effect.Effect<Tree.Node, StoreError> =>
+const walkWhole = (w: Walk, abs: string, rel: string): Effect.Effect<Tree.Node | Digest.Digest, StoreError> =>
   Effect.suspend(() => {
     const whole = w.index?.wholeDirs
     const child = Tree.node()
@@ -380,6 +381,13 @@ const walkWhole = (w: Walk, abs: string, rel: string): Effect.Effect<Tree.Node, 
       if (w.observe !== undefined) { for (const o of known.observations) w.observe.push(o) }
       return Effect.succeed(known.node)
     }
+    const reused = WholeDirs.reuse(w.index!, abs)
+    if (reused !== undefined) {
+      whole.set(abs, { node: reused.digest, observations: reused.observations, standsIn: true })
+      if (w.observe !== undefined) { for (const o of reused.observations) w.observe.push(o) }
+      return Effect.succeed(reused.digest)
+    }
+    w.index!.wholesWalked = true
     const observations: Array<Observation.SnapshotObservation> = []
     const dropped = { n: 0 }
     const walkedNs = BigInt(Date.now()) * 1_000_000n
@@ -425,9 +433,14 @@ const walkRoot = (w: Walk, abs: string, tree: Tree.Node): Effect.Effect<void, St
 const standingIn = (index: StatIndex.StatIndex, abs: ReadonlySet<string>): Array<Observation.WholeDirectory> =>
   [...abs].flatMap((dir) => {
     const whole = index.wholeDirs.get(dir)
-    const digest = whole === undefined ? undefined : index.encoded.get(whole.node)
+    const digest = whole === undefined ? undefined : "dirs" in whole.node ? index.encoded.get(whole.node) : whole.node
     if (whole === undefined || digest === undefined || !whole.standsIn) return []
-    return [{ abs: dir, digest, unchanged: () => Observation.stillHold(whole.observations) }]
+    return [{
+      abs: dir,
+      digest,
+      observations: whole.observations,
+      unchanged: () => Observation.stillHold(whole.observations)
+    }]
   })
 
 /** What a request that does not observe is given: one empty array for all of them. */

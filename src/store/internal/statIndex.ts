@@ -13,8 +13,10 @@ import * as path from "node:path"
 import type * as Digest from "../../domain/Digest.js"
 import * as AtomicFile from "../../os/AtomicFile.js"
 import { mkdirp } from "../../os/Mkdirp.js"
+import * as Generation from "../Generation.js"
 import type { SnapshotObservation } from "../SnapshotObservation.js"
 import type * as Tree from "./tree.js"
+import * as WholeDirs from "./wholeDirs.js"
 
 type Entry = [dev: string, ino: string, size: number, mtimeNs: string, ctimeNs: string, mode: number, hash: string]
 
@@ -62,11 +64,16 @@ export interface StatIndex {
   readonly wholeDirs: Map<string, WholeDir>
   /** Tree nodes of this session already encoded and stored, with their digests (see `Tree.encode`). */
   readonly encoded: WeakMap<Tree.Node, Digest.Digest>
+  /** Whether a directory was walked whole afresh this session (the saved ones then change). */
+  wholesWalked: boolean
+  /** The store's generation when the session began (see `wholeDirs.ts`). */
+  readonly generation: string
 }
 
 /** A directory a session walked whole (see `StatIndex.wholeDirs`). @internal */
 export interface WholeDir {
-  readonly node: Tree.Node
+  /** Its node, walked this session, or its digest, taken from the last session's (see `wholeDirs.ts`). */
+  readonly node: Tree.Node | Digest.Digest
   readonly observations: ReadonlyArray<SnapshotObservation>
   /**
    * Whether its tree is exactly what is on disk (no empty directory was dropped) and no path of it had changed within
@@ -97,7 +104,9 @@ export const open = (storeRoot: string, workspace: string, options?: { readonly 
     hashed: 0,
     dirs: new Map(),
     wholeDirs: new Map(),
-    encoded: new WeakMap()
+    encoded: new WeakMap(),
+    wholesWalked: false,
+    generation: Generation.read(storeRoot)
   }
   if (options?.lazy !== true) load(index)
   return index
@@ -198,6 +207,7 @@ export const readdir = (index: StatIndex, abs: string): Listing => {
 
 /** Saves the index atomically if anything changed; the save time makes later lookups race-safe. @internal */
 export const save = (index: StatIndex): void => {
+  WholeDirs.save(index, index.generation)
   // Never read: nothing it holds changed (what was hashed meanwhile is in the run memo).
   if (index.loaded === undefined) return
   const { entries } = index.loaded
