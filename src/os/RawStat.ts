@@ -99,6 +99,9 @@ export const lstatInto = (p: string, out: RawStat, probe: string): boolean => {
   return true
 }
 
+/** Nanoseconds since the epoch as `lstatInto` gives milliseconds (the same double, to compare with `===`). */
+export const msOfNs = (ns: bigint): number => Number(ns / 1_000_000_000n) * 1e3 + Number(ns % 1_000_000_000n) / 1e6
+
 /** Whether `lstatInto` reads Node's binding (for tests: the fallback must answer the same). */
 export const usesBinding = (probe: string): boolean => {
   if (binding === null) binding = detect(probe)

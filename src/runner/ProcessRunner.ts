@@ -101,6 +101,8 @@ export interface WorkspaceTree {
   readonly path: string
   readonly abs: string
   readonly digest: Digest
+  /** How many files and symlinks it holds (the runner's split need not read the tree to know it is large). */
+  readonly files: number
   readonly unchanged: () => boolean
 }
 

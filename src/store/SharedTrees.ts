@@ -76,7 +76,12 @@ export interface Service {
    * Splits `root` at its large subtrees clear of `reserved` (paths relative to the root that the sandbox writes
    * into). Counting is memoized by digest: a tree shared by every process is walked once per engine.
    */
-  readonly split: (root: Digest.Digest, reserved: Reserved) => Effect.Effect<Split, Digest.MissingDigest | StoreError>
+  readonly split: (
+    root: Digest.Digest,
+    reserved: Reserved,
+    /** Trees whose sizes the caller knows (by hash: files and symlinks), which the split then need not read. */
+    known?: ReadonlyMap<string, number>
+  ) => Effect.Effect<Split, Digest.MissingDigest | StoreError>
   /**
    * The read-only directory holding the tree `digest`, made with `write` unless one stands complete already, and
    * leased while this process lives. MissingDigest when the store lacks some of its bytes.
@@ -123,7 +128,10 @@ export const make = (
     )
     return {
       minFiles,
-      split: (root, reserved) => Internal.split(state, root, reserved, minFiles),
+      split: (root, reserved, known) => {
+        if (known !== undefined) { for (const [hash, n] of known) state.counts.set(hash, n) }
+        return Internal.split(state, root, reserved, minFiles)
+      },
       place: (digest, write) => Internal.place(state, digest, write)
     }
   })

@@ -5,8 +5,9 @@
  *
  * @since 0.1.0
  */
-import * as fs from "node:fs"
+import type * as fs from "node:fs"
 import type { Digest } from "../domain/Digest.js"
+import * as RawStat from "../os/RawStat.js"
 
 /**
  * The stat fields that tell a path unchanged, as the kernel gave them (nanosecond times, so that a stat taken within
@@ -91,20 +92,22 @@ export const namesOf = (entries: ReadonlyArray<{ readonly name: string }>): stri
  * @category checks
  */
 export const stillHold = (observations: ReadonlyArray<SnapshotObservation>): boolean => {
+  const st: RawStat.RawStat = { dev: 0, ino: 0, mode: 0, size: 0, mtimeMs: 0, ctimeMs: 0 }
   for (const o of observations) {
-    let st: fs.BigIntStats | undefined
+    let there: boolean
     try {
-      st = fs.lstatSync(o.abs, { bigint: true, throwIfNoEntry: false })
+      there = RawStat.lstatInto(o.abs, st, "/")
     } catch {
-      return false
+      there = false
     }
     if (o.kind === "a") {
-      if (st !== undefined) return false
+      if (there) return false
       continue
     }
     if (
-      st === undefined || st.ino !== o.ino || st.mtimeNs !== o.mtimeNs || st.ctimeNs !== o.ctimeNs ||
-      st.size !== o.size || st.mode !== o.mode || st.dev !== o.dev
+      !there || st.ino !== Number(o.ino) || st.mtimeMs !== RawStat.msOfNs(o.mtimeNs) ||
+      st.ctimeMs !== RawStat.msOfNs(o.ctimeNs) || st.size !== Number(o.size) || st.mode !== Number(o.mode) ||
+      st.dev !== Number(o.dev)
     ) return false
   }
   return true

@@ -318,5 +318,7 @@ export const remadeWarning = (name: string, digest: Digest.Digest): string => {
 export const workspaceTreesOf = (state: RunState, name: string): Array<WorkspaceTree> =>
   (state.wholeSeen.get(name) ?? []).flatMap((w) => {
     const rel = path.relative(state.workspace, w.abs)
-    return rel === "" || rel.startsWith("..") ? [] : [{ path: rel.split(path.sep).join("/"), ...w }]
+    if (rel === "" || rel.startsWith("..")) return []
+    const files = w.observations.reduce((n, o) => o.kind === "f" || o.kind === "l" ? n + 1 : n, 0)
+    return [{ path: rel.split(path.sep).join("/"), abs: w.abs, digest: w.digest, files, unchanged: w.unchanged }]
   })

@@ -154,11 +154,13 @@ export const make = (
 
       // Before the sandbox exists: from its mkdir on (its name says whose it is), it dies with this engine.
       yield* options.watch(sandboxes.root)
+      const layout = yield* planner.layoutOf(process, policy.workspaceTrees ?? [])
       // The lease keeps a concurrent `gc` off the inputs until the process has them. One that fails means either the
       // tree cannot be read (laying it out would fail on the same) or the store takes no writes (the outputs could not
-      // be stored): the run fails here, naming why, before the process spends its time.
-      yield* store.ensureTree(process.inputDigest, { lease: true })
-      const layout = yield* planner.layoutOf(process)
+      // be stored): the run fails here, naming why, before the process spends its time. Only what is written from the
+      // store: a shared tree is mounted from the workspace, or from the store's copy (leased as a whole, and made
+      // again from the blobs if it is gone, when a blob missing then is backtracked).
+      yield* store.ensureTree(layout.rest, { lease: true })
       const inline = yield* writableHere(store, layout.rest)
       // Once its group is gone, a sandbox of a few hundred entries is kept for the next process (see the sandbox pool);
       // a tree this engine writes itself may go into one a finished process left (see `Refill`). Anything bigger is

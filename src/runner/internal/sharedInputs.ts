@@ -39,18 +39,22 @@ const reservedOf = (process: Process): SharedTrees.Reserved => {
 
 /** @internal */
 export interface Planner {
-  readonly layoutOf: (process: Process) => Effect.Effect<Layout, Digest.MissingDigest | StoreError>
+  readonly layoutOf: (
+    process: Process,
+    workspace: ReadonlyArray<WorkspaceTree>
+  ) => Effect.Effect<Layout, Digest.MissingDigest | StoreError>
 }
 
 /** @internal */
 export const planner = (shared: SharedTrees.Service | undefined): Planner => {
   let warned = false
   return {
-    layoutOf: (process) =>
+    layoutOf: (process, workspace) =>
       Effect.gen(function*() {
         const whole: Layout = { rest: process.inputDigest, shared: [], mode: undefined }
         if (shared === undefined) return whole
-        const split = yield* shared.split(process.inputDigest, reservedOf(process))
+        const known = new Map(workspace.map((w) => [w.digest.hash, w.files]))
+        const split = yield* shared.split(process.inputDigest, reservedOf(process), known)
         if (split.shared.length === 0) return whole
         const probe = MountNamespace.probe()
         if (probe.mode === undefined) {
