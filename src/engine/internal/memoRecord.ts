@@ -115,13 +115,14 @@ export const record = (o: {
     // Each directory taken whole is recorded once, under a key of what was seen in it (so that a copy of it
     // elsewhere, or the same tree made again, is another group).
     const groups: Record<string, ReadonlyArray<RunMemo.Obs>> = {}
-    const keys = new Map<WholeDirectory, string>()
+    // By the observations: every process's snapshot shares them for a directory the session walked once.
+    const keys = new Map<ReadonlyArray<RunMemo.Seen>, string>()
     const groupOf = (w: WholeDirectory) => {
-      const known = keys.get(w)
+      const known = keys.get(w.observations)
       if (known !== undefined) return known
       const obs = w.observations.map((s) => RunMemo.obsOf(o.workspace, s, racy(s)))
       const key = RunMemo.hashOf(JSON.stringify(obs)).slice(0, 32)
-      keys.set(w, key)
+      keys.set(w.observations, key)
       groups[key] = obs
       return key
     }

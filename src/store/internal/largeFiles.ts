@@ -164,6 +164,8 @@ export const putFromPath = (
   Effect.try({
     try: () => {
       mkdirp(large.root)
+      const stored = alreadyStored(large, source, until, leaseTimeMs)
+      if (stored !== undefined) return stored
       for (let attempt = 0; attempt < 5; attempt++) {
         const before = fs.statSync(source)
         const tmp = path.join(large.root, `incoming.${process.pid}.${randomBytes(6).toString("hex")}.tmp`)
@@ -237,6 +239,31 @@ export const read = (large: LargeFiles, digest: Digest.Digest): Effect.Effect<Bu
     },
     catch: ioError(file, "cannot read a large file")
   })
+}
+
+/**
+ * The digest of `source` if the store holds it already (then leased): a second copy of a workspace, or a file that
+ * changed back, costs a read, where storing it would cost a write and an fsync. Undefined otherwise, or if the file
+ * changed while it was read.
+ */
+const alreadyStored = (
+  large: LargeFiles,
+  source: string,
+  until: number,
+  leaseTimeMs: number
+): Digest.Digest | undefined => {
+  const before = fs.statSync(source)
+  const { hash, size } = hashFile(source)
+  const after = fs.statSync(source)
+  if (after.size !== before.size || after.mtimeMs !== before.mtimeMs || after.size !== size) return undefined
+  if (statSize(large, hash) !== size) return undefined
+  try {
+    setLease(pathOf(large, hash), until, leaseTimeMs)
+  } catch (e) {
+    if (errnoOf(e) === "ENOENT") return undefined
+    throw e
+  }
+  return { hash, sizeBytes: size }
 }
 
 /** Hashes a stored file without loading it whole. @internal */
