@@ -182,7 +182,11 @@ describe("the sandboxer as watchdog", () => {
         "--parent-pid",
         String(process.pid),
         "--store-dir",
-        storeRoot
+        storeRoot,
+        // What is tested is that a request in flight is finished, not the default bound on it: writing 6,000 files
+        // took longer than the default 5 s on a loaded CI box whose disk creates a file per millisecond.
+        "--drain-timeout",
+        "60s"
       ], { stdio: ["ignore", "pipe", logFd] })
       assert.match(yield* firstLine(sandboxer), /^ready/)
       const protocol = yield* Layer.build(
