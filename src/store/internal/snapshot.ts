@@ -272,8 +272,7 @@ const walkDir = (w: Walk, abs: string, rel: string, into: Tree.Node): Effect.Eff
           if (w.filter?.prunes(childRel)) continue
           if (w.index !== undefined && w.inWhole !== true && w.filter?.takesAll(childRel) === true) {
             // Walked on its own, once per session, for every snapshot that takes it whole to share.
-            const parent = current.node
-            const name = entry.name
+            const [parent, name] = [current.node, entry.name]
             return Effect.flatMap(walkWhole(w, childAbs, childRel), (node) => {
               parent.dirs.set(name, node)
               return step()
@@ -358,12 +357,6 @@ const walkFrom = (w: Walk, root: string, start: string, tree: Tree.Node): Effect
     for (const [k, v] of holder.symlinks) parent.symlinks.set(k, v)
   })
 
-/** Changed so shortly before `atNs` that another change in the same timestamp tick would not show. */
-const racyAt = (o: Observation.Present, atNs: bigint) => {
-  const margin = o.mtimeNs % 1_000_000_000n === 0n ? 2_000_000_000n : 10_000_000n
-  return o.mtimeNs + margin >= atNs || o.ctimeNs + margin >= atNs
-}
-
 /**
  * The node of the directory `abs` (a glob's base), walked once per session when the filter takes it whole, as
  * `walkDir` does for the directories it meets.
@@ -392,7 +385,7 @@ const walkWhole = (w: Walk, abs: string, rel: string): Effect.Effect<Tree.Node |
     const dropped = { n: 0 }
     const walkedNs = BigInt(Date.now()) * 1_000_000n
     return Effect.map(walkDir({ ...w, observe: observations, inWhole: true, dropped }, abs, rel, child), () => {
-      const settled = observations.every((o) => o.kind === "a" || !racyAt(o, walkedNs))
+      const settled = observations.every((o) => o.kind === "a" || !WholeDirs.racyAt(o, walkedNs))
       whole.set(abs, { node: child, observations, standsIn: dropped.n === 0 && settled })
       if (w.observe !== undefined) { for (const o of observations) w.observe.push(o) }
       return child
@@ -428,20 +421,6 @@ const walkRoot = (w: Walk, abs: string, tree: Tree.Node): Effect.Effect<void, St
     ? walkDir(w, abs, "", tree)
     : Effect.forEach(starts, (start) => walkFrom(w, abs, start, tree), { discard: true })
 }
-
-/** The directories of `abs` taken whole that may stand in for their trees, with their digests. */
-const standingIn = (index: StatIndex.StatIndex, abs: ReadonlySet<string>): Array<Observation.WholeDirectory> =>
-  [...abs].flatMap((dir) => {
-    const whole = index.wholeDirs.get(dir)
-    const digest = whole === undefined ? undefined : "dirs" in whole.node ? index.encoded.get(whole.node) : whole.node
-    if (whole === undefined || digest === undefined || !whole.standsIn) return []
-    return [{
-      abs: dir,
-      digest,
-      observations: whole.observations,
-      unchanged: () => Observation.stillHold(whole.observations)
-    }]
-  })
 
 /** What a request that does not observe is given: one empty array for all of them. */
 const NONE: Array<Observation.SnapshotObservation> = []
@@ -499,7 +478,7 @@ export const snapshotMany = (
       return Either.map(e, (x): Snapshot => ({
         digest: x.digest,
         observations: observed[i]!,
-        wholeDirectories: index === undefined ? [] : standingIn(index, wholes[i]!)
+        wholeDirectories: index === undefined ? [] : WholeDirs.standingIn(index, wholes[i]!)
       }))
     })
   })

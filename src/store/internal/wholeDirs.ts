@@ -100,3 +100,31 @@ export const save = (index: StatIndex.StatIndex, generation: string): void => {
   mkdirp(path.dirname(fileOf(index)))
   AtomicFile.write(fileOf(index), JSON.stringify({ v: FORMAT, generation, dirs } satisfies Saved))
 }
+
+/**
+ * Changed so shortly before `atNs` that another change in the same timestamp tick would not show.
+ *
+ * @internal
+ */
+export const racyAt = (o: Observation.Present, atNs: bigint) => {
+  const margin = o.mtimeNs % 1_000_000_000n === 0n ? 2_000_000_000n : 10_000_000n
+  return o.mtimeNs + margin >= atNs || o.ctimeNs + margin >= atNs
+}
+
+/**
+ * The directories of `abs` taken whole that may stand in for their trees, with their digests.
+ *
+ * @internal
+ */
+export const standingIn = (index: StatIndex.StatIndex, abs: ReadonlySet<string>): Array<Observation.WholeDirectory> =>
+  [...abs].flatMap((dir) => {
+    const whole = index.wholeDirs.get(dir)
+    const digest = whole === undefined ? undefined : "dirs" in whole.node ? index.encoded.get(whole.node) : whole.node
+    if (whole === undefined || digest === undefined || !whole.standsIn) return []
+    return [{
+      abs: dir,
+      digest,
+      observations: whole.observations,
+      unchanged: () => Observation.stillHold(whole.observations)
+    }]
+  })

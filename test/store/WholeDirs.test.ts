@@ -1,0 +1,91 @@
+/**
+ * Directories taken whole, kept from one snapshot session to the next: a later session takes the directory from its
+ * saved digest while every path holds, and sees any change (an edit of the same size, a file added, one removed),
+ * and a store that removed anything since makes it walk again. A wrong reuse here would be a wrong cache hit.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import type * as Digest from "../../src/domain/Digest.js"
+import type * as Store from "../../src/store/Store.js"
+import * as StoreMaintenance from "../../src/store/StoreMaintenance.js"
+import { tempDir, tempStore, writeTree } from "../utils/temp.js"
+
+const GLOBS = ["node_modules/**", "src/**"]
+
+/** A snapshot in a session of its own (closed, so saved, when it returns), with the directories it took whole. */
+const snapshotInSession = (store: Store.Service, ws: string) =>
+  Effect.scoped(Effect.gen(function*() {
+    const session = yield* store.snapshotSession(ws)
+    const [taken] = yield* store.snapshotMany(ws, [{ globs: GLOBS, observe: true }], session)
+    return yield* taken!
+  }))
+
+const nodeModulesOf = (store: Store.Service, root: Digest.Digest) =>
+  Effect.map(store.getDirectory(root), (d) => d.directories.find((x) => x.name === "node_modules")!.digest)
+
+/** Moves a file's times away from "just now", so that no stat of it is racy when a session walks it. */
+const settle = (ws: string) => {
+  const past = new Date(Date.now() - 60_000)
+  const visit = (p: string) => {
+    if (fs.lstatSync(p).isDirectory()) { for (const n of fs.readdirSync(p)) visit(path.join(p, n)) }
+    fs.utimesSync(p, past, past)
+  }
+  visit(path.join(ws, "node_modules"))
+}
+
+describe("whole directories across sessions", () => {
+  it.scoped("the next session takes the directory as it was, and sees every kind of change", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempDir("kiln-wholes-")
+      const files: Record<string, string> = { "src/a.txt": "a\n" }
+      for (let i = 0; i < 40; i++) files[`node_modules/p${i % 4}/f${i}.js`] = `${i}\n`
+      writeTree(ws, files)
+      settle(ws)
+      const store = yield* tempStore()
+      const first = yield* snapshotInSession(store, ws)
+      assert.strictEqual(first.wholeDirectories.length, 2)
+      assert.isTrue(fs.existsSync(
+        fs.readdirSync(path.join(store.options.root, "stat-index"))
+          .map((n) => path.join(store.options.root, "stat-index", n)).find((n) => n.endsWith(".wholes.json"))!
+      ))
+      const again = yield* snapshotInSession(store, ws)
+      assert.deepStrictEqual(again.digest, first.digest)
+      assert.strictEqual(again.wholeDirectories.length, 2)
+      assert.strictEqual(
+        again.observations.filter((o) => o.kind === "f").length,
+        first.observations.filter((o) => o.kind === "f").length
+      )
+
+      // The same size, another byte.
+      fs.writeFileSync(path.join(ws, "node_modules/p1/f5.js"), "9\n")
+      settle(ws)
+      const edited = yield* snapshotInSession(store, ws)
+      assert.notDeepEqual(yield* nodeModulesOf(store, edited.digest), yield* nodeModulesOf(store, first.digest))
+      // Added, then removed: each is another tree, and removing it gives the first one back.
+      fs.writeFileSync(path.join(ws, "node_modules/p2/new.js"), "new\n")
+      settle(ws)
+      const added = yield* snapshotInSession(store, ws)
+      assert.notDeepEqual(added.digest, edited.digest)
+      fs.unlinkSync(path.join(ws, "node_modules/p2/new.js"))
+      settle(ws)
+      assert.deepStrictEqual((yield* snapshotInSession(store, ws)).digest, edited.digest)
+    }))
+
+  it.scoped("a store that removed anything since the directory was saved makes the next session walk it again", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempDir("kiln-wholes-gc-")
+      writeTree(ws, { "src/a.txt": "a\n", "node_modules/p/f.js": "f\n", "node_modules/p/g.js": "g\n" })
+      settle(ws)
+      const store = yield* tempStore()
+      const first = yield* snapshotInSession(store, ws)
+      const f = (yield* store.listTree(first.digest)).find((e) => e.path === "node_modules/p/f.js")!.digest!
+      yield* StoreMaintenance.make(store).remove(f)
+      assert.isFalse(yield* store.hasFile(f))
+      // Taken from the saved digest, the tree would name a blob the store no longer has.
+      const again = yield* snapshotInSession(store, ws)
+      assert.deepStrictEqual(again.digest, first.digest)
+      assert.isTrue(yield* store.hasFile(f))
+    }))
+})
