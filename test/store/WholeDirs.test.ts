@@ -7,7 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import type * as Digest from "../../src/domain/Digest.js"
+import * as Digest from "../../src/domain/Digest.js"
 import type * as Store from "../../src/store/Store.js"
 import * as StoreMaintenance from "../../src/store/StoreMaintenance.js"
 import { tempDir, tempStore, writeTree } from "../utils/temp.js"
@@ -46,10 +46,14 @@ describe("whole directories across sessions", () => {
       const store = yield* tempStore()
       const first = yield* snapshotInSession(store, ws)
       assert.strictEqual(first.wholeDirectories.length, 2)
-      assert.isTrue(fs.existsSync(
-        fs.readdirSync(path.join(store.options.root, "stat-index"))
-          .map((n) => path.join(store.options.root, "stat-index", n)).find((n) => n.endsWith(".wholes.json"))!
-      ))
+      const dir = path.join(store.options.root, "stat-index")
+      const saved = JSON.parse(
+        fs.readFileSync(path.join(dir, fs.readdirSync(dir).find((n) => n.endsWith(".wholes.json"))!), "utf8")
+      ) as { dirs: Record<string, { digest: string }> }
+      assert.strictEqual(
+        saved.dirs[path.join(ws, "node_modules")]!.digest,
+        Digest.format(yield* nodeModulesOf(store, first.digest))
+      )
       const again = yield* snapshotInSession(store, ws)
       assert.deepStrictEqual(again.digest, first.digest)
       assert.strictEqual(again.wholeDirectories.length, 2)
