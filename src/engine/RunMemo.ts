@@ -252,15 +252,14 @@ export const storeHolds = (storeRoot: string, memo: Memo): string | undefined =>
   Generation.holds(storeRoot, { generation: memo.generation, files: memo.store })
 
 /** Node's own conversion of a timespec to milliseconds, so that BigInt and number stats give the same double. */
-const msOf = (ns: bigint): number => Number(ns / 1_000_000_000n) * 1e3 + Number(ns % 1_000_000_000n) / 1e6
 
 const fieldsOfBig = (st: Stat): Array<number> => [
   Number(st.dev),
   Number(st.ino),
   Number(st.mode),
   Number(st.size),
-  msOf(st.mtimeNs),
-  msOf(st.ctimeNs)
+  RawStat.msOfNs(st.mtimeNs),
+  RawStat.msOfNs(st.ctimeNs)
 ]
 
 /** An observation as the memo keeps it; with `racy`, with its evidence (see {@link Obs}). */

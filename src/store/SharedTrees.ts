@@ -128,10 +128,7 @@ export const make = (
     )
     return {
       minFiles,
-      split: (root, reserved, known) => {
-        if (known !== undefined) { for (const [hash, n] of known) state.counts.set(hash, n) }
-        return Internal.split(state, root, reserved, minFiles)
-      },
+      split: (root, reserved, known) => Internal.split(state, root, reserved, minFiles, known),
       place: (digest, write) => Internal.place(state, digest, write)
     }
   })

@@ -12,15 +12,15 @@ import type * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
-import * as fs from "node:fs"
+import type * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../domain/Digest.js"
 import type * as Directory from "../domain/Directory.js"
 import { type StoreConfigConflict, StoreError } from "../domain/StoreErrors.js"
 import type { InputConflict, InvalidOutput } from "../domain/TreeErrors.js"
 import { cacheDir } from "../os/CacheDir.js"
-import { ioError } from "../os/IoError.js"
 import * as ActionLock from "./internal/actionLock.js"
+import * as BlobMembers from "./internal/blobMembers.js"
 import * as Capture from "./internal/capture.js"
 import * as Core from "./internal/core.js"
 import * as LargeFiles from "./internal/largeFiles.js"
@@ -315,8 +315,6 @@ export interface Service {
  */
 export class Store extends Context.Tag("kiln/Store")<Store, Service>() {}
 
-const missing = (digest: Digest.Digest, kind: "file" | "directory") => new Digest.MissingDigest({ digest, kind })
-
 /** Opens the store's sharded environments under `root` (each shard on first use). */
 const openCore = (
   opts: Options,
@@ -388,57 +386,6 @@ const background = (): Effect.Effect<Background, never, Scope.Scope> =>
       all
     }
   })
-
-type BlobMembers =
-  | "putFile"
-  | "putFiles"
-  | "putFilePath"
-  | "getFile"
-  | "hasFile"
-  | "putDirectory"
-  | "getDirectory"
-  | "hasDirectory"
-  | "ensureTree"
-  | "listTree"
-
-/** Blobs by digest, and trees as a whole. */
-const blobMembers = (core: Core.Core): Pick<Service, BlobMembers> => ({
-  putFile: (bytes, expected) =>
-    Effect.map(Core.putFiles(core, [bytes], expected === undefined ? undefined : [expected]), (d) => d[0]!),
-  putFiles: (blobs) => Core.putFiles(core, blobs),
-  putFilePath: (file) =>
-    Effect.flatMap(
-      Effect.try({ try: () => fs.statSync(file), catch: ioError(file, "cannot store") }),
-      (st) =>
-        st.size >= LargeFiles.THRESHOLD
-          ? LargeFiles.putFromPath(core.large, file, Core.leaseUntil(core), core.leaseTimeMs)
-          : Effect.flatMap(
-            Effect.try({ try: () => fs.readFileSync(file), catch: ioError(file, "cannot read") }),
-            (bytes) => Effect.map(Core.putFiles(core, [bytes]), (d) => d[0]!)
-          )
-    ),
-  getFile: (digest) =>
-    Effect.flatMap(
-      Core.getFile(core, digest),
-      Option.match({ onNone: () => Effect.fail(missing(digest, "file")), onSome: Effect.succeed })
-    ),
-  hasFile: (digest) => Core.hasFile(core, digest),
-  putDirectory: (dir) => Effect.map(Core.putDirectories(core, [dir]), (d) => d[0]!),
-  getDirectory: (digest) =>
-    Effect.flatMap(
-      Core.getDirectory(core, digest),
-      Option.match({ onNone: () => Effect.fail(missing(digest, "directory")), onSome: Effect.succeed })
-    ),
-  hasDirectory: (digest) => Core.hasDirectory(core, digest),
-  ensureTree: (root, options) => Core.ensureTree(core, root, options.complete === true, options.lease === true),
-  listTree: (root) => {
-    const dirs = new Map<string, Directory.Directory>()
-    return Effect.zipRight(
-      Core.walkTree(core, root, (p, dir) => dirs.set(p, dir)),
-      Effect.sync(() => Tree.entriesOf(dirs))
-    )
-  }
-})
 
 /** The action cache, and the cross-process lock a run of an action holds. */
 const actionMembers = (
@@ -540,7 +487,7 @@ export const make = (
     const bg = yield* background()
     const service: Service = {
       options: { ...opts, root },
-      ...blobMembers(core),
+      ...BlobMembers.make(core),
       ...actionMembers(core, bg),
       ...treeMembers(core, bg)
     }

@@ -28,6 +28,7 @@ import { ioError } from "../../os/IoError.js"
 import { mkdirp } from "../../os/Mkdirp.js"
 import * as Proc from "../../os/Proc.js"
 import { removeTree } from "../../os/RemoveTree.js"
+import type { Reserved, Split, Write } from "../SharedTrees.js"
 import type * as Store from "../Store.js"
 
 /** @internal */
@@ -79,21 +80,6 @@ export const countOf = (
     })
   })
 
-/** @internal */
-export interface Split {
-  /** The input root with every shared subtree replaced by an empty directory (its mount point). */
-  readonly rest: Digest.Digest
-  readonly shared: ReadonlyArray<{ readonly path: string; readonly digest: Digest.Digest }>
-}
-
-/** Paths a sandbox writes at, and subtrees it writes anywhere in. */
-export interface Reserved {
-  /** No shared subtree may hold one (the working directory: its parents may be shared, its children too). */
-  readonly at: ReadonlyArray<string>
-  /** No shared subtree may hold one or lie inside one (outputs, named caches, writable inputs). */
-  readonly within: ReadonlyArray<string>
-}
-
 const holds = (subtree: string, reserved: Reserved) =>
   reserved.at.some((r) => r === subtree || r.startsWith(`${subtree}/`)) ||
   reserved.within.some((r) => r === subtree || r.startsWith(`${subtree}/`) || subtree.startsWith(`${r}/`))
@@ -107,9 +93,11 @@ export const split = (
   state: State,
   root: Digest.Digest,
   reserved: Reserved,
-  threshold: number
+  threshold: number,
+  known: ReadonlyMap<string, number> = new Map()
 ): Effect.Effect<Split, Digest.MissingDigest | StoreError> =>
   Effect.gen(function*() {
+    for (const [hash, n] of known) state.counts.set(hash, n)
     const shared: Array<{ path: string; digest: Digest.Digest }> = []
     const made: Array<Directory.Directory> = []
     const visit = (
@@ -216,9 +204,6 @@ const makeReadOnly = (dir: string) => {
 /** A temp directory named after its writer, so that `gc` can tell a dead writer's from a live one's. */
 const tempPath = (state: State) =>
   path.join(state.root, `.tmp-${state.owner.pid}-${state.owner.startTime}-${randomBytes(4).toString("hex")}`)
-
-/** @internal */
-export type Write<E> = (digest: Digest.Digest, into: string) => Effect.Effect<void, E>
 
 /**
  * The directory holding the tree `digest`, read-only: made by `write` into a temp directory and renamed into place

@@ -165,15 +165,24 @@ export const lookup = (index: StatIndex, abs: string, st: fs.BigIntStats): strin
   if (e === undefined) return undefined
   const k = key(st)
   for (let i = 0; i < 6; i++) if (e[i] !== k[i]) return undefined
-  // File systems with whole-second timestamps need a wider margin than nanosecond ones.
-  const margin = st.mtimeNs % 1_000_000_000n === 0n ? COARSE_MARGIN_NS : RACY_MARGIN_NS
-  if (st.mtimeNs + margin >= savedAtNs || st.ctimeNs + margin >= savedAtNs) {
+  if (racyAt(st, savedAtNs)) {
     // Saved again (with a later save time), the entry stops being racy; left as it is, it would be hashed on every
     // run, because a file that did not change never makes the index dirty.
     index.dirty = true
     return undefined
   }
   return e[6]
+}
+
+/**
+ * Whether a stat changed so shortly before `atNs` that another change in the same timestamp tick would not move it.
+ * File systems with whole-second timestamps need a wider margin than nanosecond ones.
+ *
+ * @internal
+ */
+export const racyAt = (st: { readonly mtimeNs: bigint; readonly ctimeNs: bigint }, atNs: bigint): boolean => {
+  const margin = st.mtimeNs % 1_000_000_000n === 0n ? COARSE_MARGIN_NS : RACY_MARGIN_NS
+  return st.mtimeNs + margin >= atNs || st.ctimeNs + margin >= atNs
 }
 
 /** @internal */

@@ -102,16 +102,6 @@ export const save = (index: StatIndex.StatIndex, generation: string): void => {
 }
 
 /**
- * Changed so shortly before `atNs` that another change in the same timestamp tick would not show.
- *
- * @internal
- */
-export const racyAt = (o: Observation.Present, atNs: bigint) => {
-  const margin = o.mtimeNs % 1_000_000_000n === 0n ? 2_000_000_000n : 10_000_000n
-  return o.mtimeNs + margin >= atNs || o.ctimeNs + margin >= atNs
-}
-
-/**
  * The directories of `abs` taken whole that may stand in for their trees, with their digests.
  *
  * @internal
