@@ -14,10 +14,14 @@ import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Digest from "../domain/Digest.js"
 import { Process } from "../domain/Process.js"
+import * as RemoteCache from "../remote/RemoteCache.js"
 import * as ProcessRunner from "../runner/ProcessRunner.js"
 import * as Store from "../store/Store.js"
-import { durationOption, sandboxOptions, storeOptions } from "./globalOptions.js"
+import { cliOptions, durationOption, sandboxOptions, storeOptions } from "./globalOptions.js"
 import { COMMANDS } from "./help.js"
+import { REMOTE_OPTIONS } from "./optionTable.js"
+import { exitOnInvalidRemote, remoteSettings } from "./remoteSettings.js"
+import { UPLOAD_WAIT_MS } from "./runDirect.js"
 import { runnerStack } from "./stack.js"
 import { toStoreOptions } from "./storeSettings.js"
 
@@ -59,64 +63,77 @@ export const exec = Command.make(
     ...sandboxOptions,
     json: Options.boolean("json").pipe(Options.withDescription("print the result as one JSON object")),
     argv: Args.text({ name: "argv" }).pipe(Args.atLeast(1)),
+    ...cliOptions(REMOTE_OPTIONS),
     ...storeOptions
   },
   (o) =>
-    Effect.gen(function*() {
-      if (Option.isSome(o.input) && Option.isSome(o.inputDir)) {
-        return yield* Effect.fail(invalid("--input and --input-dir are exclusive"))
-      }
-      const store = yield* Store.Store
-      const inputDigest = Option.isSome(o.input)
-        ? o.input.value
-        : Option.isSome(o.inputDir)
-        ? yield* store.snapshot(o.inputDir.value)
-        : Digest.empty
-      const process_ = new Process({
-        argv: o.argv as [string, ...Array<string>],
-        env: Option.match(o.env, { onNone: () => ({}), onSome: (m) => Object.fromEntries(m) }),
-        inputDigest,
-        workingDirectory: o.workingDirectory,
-        outputFiles: o.output.filter((p) => !p.endsWith("/")),
-        outputDirectories: o.output.filter((p) => p.endsWith("/")).map((p) => p.replace(/\/+$/, "")),
-        ...(Option.isSome(o.timeout) ? { timeoutMs: Duration.toMillis(o.timeout.value) } : {}),
-        description: o.argv.join(" "),
-        cache: o.cache
-      })
-      const result = yield* Effect.flatMap(ProcessRunner.ProcessRunner, (r) => r.run(process_))
-      if (o.json) {
-        yield* Console.log(JSON.stringify({
-          exitCode: result.exitCode,
-          signal: result.signal,
-          timedOut: result.timedOut,
-          source: result.source,
-          outputDigest: Digest.format(result.outputDigest),
-          stdoutDigest: Digest.format(result.stdoutDigest),
-          stderrDigest: Digest.format(result.stderrDigest),
-          actionDigest: Digest.format(result.actionDigest),
-          durationMs: result.durationMs
-        }))
-      } else {
-        yield* writeOut(yield* store.getFile(result.stdoutDigest), process.stdout)
-        yield* writeOut(yield* store.getFile(result.stderrDigest), process.stderr)
-        const how = result.timedOut
-          ? "timed out"
-          : result.exitCode === null
-          ? `killed by ${result.signal}`
-          : `exit ${result.exitCode}`
-        yield* Effect.sync(() =>
-          process.stderr.write(
-            `kiln: ${how} (${result.source}, ${result.durationMs} ms); outputs ${Digest.format(result.outputDigest)}\n`
+    Effect.flatMap(remoteSettings(o), (remote) =>
+      Effect.gen(function*() {
+        if (Option.isSome(o.input) && Option.isSome(o.inputDir)) {
+          return yield* Effect.fail(invalid("--input and --input-dir are exclusive"))
+        }
+        const store = yield* Store.Store
+        const inputDigest = Option.isSome(o.input)
+          ? o.input.value
+          : Option.isSome(o.inputDir)
+          ? yield* store.snapshot(o.inputDir.value)
+          : Digest.empty
+        const process_ = new Process({
+          argv: o.argv as [string, ...Array<string>],
+          env: Option.match(o.env, { onNone: () => ({}), onSome: (m) => Object.fromEntries(m) }),
+          inputDigest,
+          workingDirectory: o.workingDirectory,
+          outputFiles: o.output.filter((p) => !p.endsWith("/")),
+          outputDirectories: o.output.filter((p) => p.endsWith("/")).map((p) => p.replace(/\/+$/, "")),
+          ...(Option.isSome(o.timeout) ? { timeoutMs: Duration.toMillis(o.timeout.value) } : {}),
+          description: o.argv.join(" "),
+          cache: o.cache,
+          ...(Option.isSome(o.cacheNamespace) ? { cacheNamespace: o.cacheNamespace.value } : {})
+        })
+        const result = yield* Effect.flatMap(ProcessRunner.ProcessRunner, (r) => r.run(process_))
+        if (o.json) {
+          yield* Console.log(JSON.stringify({
+            exitCode: result.exitCode,
+            signal: result.signal,
+            timedOut: result.timedOut,
+            source: result.source,
+            outputDigest: Digest.format(result.outputDigest),
+            stdoutDigest: Digest.format(result.stdoutDigest),
+            stderrDigest: Digest.format(result.stderrDigest),
+            actionDigest: Digest.format(result.actionDigest),
+            durationMs: result.durationMs
+          }))
+        } else {
+          yield* writeOut(yield* store.getFile(result.stdoutDigest), process.stdout)
+          yield* writeOut(yield* store.getFile(result.stderrDigest), process.stderr)
+          const how = result.timedOut
+            ? "timed out"
+            : result.exitCode === null
+            ? `killed by ${result.signal}`
+            : `exit ${result.exitCode}`
+          yield* Effect.sync(() =>
+            process.stderr.write(
+              `kiln: ${how} (${result.source}, ${result.durationMs} ms); outputs ${
+                Digest.format(result.outputDigest)
+              }\n`
+            )
           )
-        )
-      }
-      process.exitCode = result.timedOut ? 124 : result.exitCode ?? 128
-    }).pipe(
-      Effect.provide(runnerStack({
-        store: toStoreOptions(o),
-        sandboxRoot: o.sandboxRoot,
-        namedCachesDir: o.namedCachesDir,
-        keepSandboxes: o.keepSandboxes
-      }))
-    )
+        }
+        process.exitCode = result.timedOut ? 124 : result.exitCode ?? 128
+        const cache = yield* Effect.serviceOption(RemoteCache.RemoteCache)
+        if (Option.isSome(cache)) {
+          const left = yield* cache.value.flush(UPLOAD_WAIT_MS)
+          if (left > 0) {
+            process.stderr.write(`kiln: ${left} uploads are pending: \`kiln remote flush\` takes them up\n`)
+          }
+        }
+      }).pipe(
+        Effect.provide(runnerStack({
+          store: toStoreOptions(o),
+          sandboxRoot: o.sandboxRoot,
+          namedCachesDir: o.namedCachesDir,
+          keepSandboxes: o.keepSandboxes,
+          ...(remote !== undefined ? { remote } : {})
+        }))
+      )).pipe(exitOnInvalidRemote)
 ).pipe(Command.withDescription(COMMANDS.exec))

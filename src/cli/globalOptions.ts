@@ -52,6 +52,8 @@ const cliOption = (spec: OptionSpec): Options.Options<unknown> => {
       return sizeOption(spec.flag, spec.description)
     case "duration":
       return durationOption(spec.flag, spec.description)
+    case "list":
+      return Options.repeated(described(Options.text(spec.flag)))
   }
 }
 

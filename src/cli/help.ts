@@ -16,7 +16,14 @@ export const COMMANDS = {
   exec: "run one process hermetically through the cache and a sandbox; exit with its code",
   store: "inspect and maintain the content-addressed store",
   schema: "print the JSON Schema of kiln.json (reference it with \"$schema\" for editor completion)",
-  clean: "remove sandboxes left by engines that died"
+  clean: "remove sandboxes left by engines that died",
+  remote: "probe the remote cache, or upload what earlier runs left pending"
+} as const
+
+/** `kiln remote`'s subcommands, one line each. */
+export const REMOTE_COMMANDS = {
+  status: "probe the remote cache and print what it supports",
+  flush: "upload the results earlier runs left pending; exit 1 while any are left"
 } as const
 
 /** `kiln store`'s subcommands, one line each. */
@@ -39,7 +46,8 @@ const METAVAR: Record<OptionSpec["kind"], string> = {
   choice: "",
   boolean: "",
   size: "SIZE",
-  duration: "DURATION"
+  duration: "DURATION",
+  list: "TEXT"
 }
 
 const table = (rows: ReadonlyArray<readonly [string, string]>): Array<string> => {

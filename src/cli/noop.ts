@@ -15,6 +15,7 @@ import * as path from "node:path"
 import * as GraphOrder from "../domain/GraphOrder.js"
 import * as RunMemo from "../engine/RunMemo.js"
 import { cacheDir } from "../os/CacheDir.js"
+import * as Layout from "../store/Layout.js"
 import { type OptionSpec, RUN_OPTIONS } from "./optionTable.js"
 
 const CONFIG_HANDOVER = Symbol.for("kiln.configHandover")
@@ -136,7 +137,7 @@ const check = (
     return new Falls(`cannot read ${configFile}`, false)
   }
   if (RunMemo.hashOf(text) !== memo.config) return new Falls(`${path.basename(configFile)} changed`, true)
-  const json = JSON.parse(text) as { processes: Record<string, ProcessJson> }
+  const json = JSON.parse(text) as { processes: Record<string, ProcessJson>; remote?: { cache?: unknown } }
   ;(globalThis as { [CONFIG_HANDOVER]?: ValidatedConfig })[CONFIG_HANDOVER] = {
     file: configFile,
     hash: memo.config,
@@ -153,6 +154,10 @@ const check = (
   if (never !== undefined) return new Falls(`${never} is never cached`, true)
   const store = RunMemo.storeHolds(storeRoot, memo)
   if (store !== undefined) return new Falls(store, true)
+  // Uploads an earlier run left are taken up by the next run that has a remote: this one, then.
+  if ((env.KILN_REMOTE_CACHE ?? "") !== "" || json.remote?.cache !== undefined) {
+    if (uploadsPending(storeRoot)) return new Falls("uploads to the remote cache are pending", false)
+  }
   // Every process, not only up to the first that does not hold: the engine would look at the rest anyway.
   const { valid, why } = RunMemo.holding(memo, workspace, depsFirst, (n) => JSON.stringify(processes[n]), depsOf, {
     config: json
@@ -181,13 +186,36 @@ const check = (
     cacheHits: listed.length,
     failed: 0,
     backtracks: 0,
-    wallMs
+    wallMs,
+    remoteCacheHits: 0,
+    uploadedBytes: 0,
+    downloadedBytes: 0,
+    pendingUploads: 0,
+    remoteErrors: {}
   }
   return {
     lines,
     ...(o.has("summary") ? { summary: path.resolve(o.get("summary")!) } : {}),
     summaryText: JSON.stringify(summary, null, 2) + "\n"
   }
+}
+
+/** Whether any remote's upload journal in the store holds an entry (see `remote/internal/journal.ts`). */
+const uploadsPending = (storeRoot: string): boolean => {
+  const root = Layout.ownedDirectory(storeRoot, "remote")
+  let endpoints: Array<string>
+  try {
+    endpoints = fs.readdirSync(root)
+  } catch {
+    return false
+  }
+  return endpoints.some((e) => {
+    try {
+      return fs.readdirSync(path.join(root, e, "pending")).some((n) => n.endsWith(".json"))
+    } catch {
+      return false
+    }
+  })
 }
 
 /**

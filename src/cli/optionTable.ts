@@ -41,17 +41,24 @@ export interface BooleanSpec extends Base {
   readonly fast: boolean
 }
 
+/** A text option given any number of times: never read by the direct reader. */
+export interface ListSpec extends Base {
+  readonly kind: "list"
+  readonly fast: false
+}
+
 /** A size (`512M`, `20G`) or a duration (`90s`, `2h`): never read by the direct reader. */
 export interface ParsedSpec extends Base {
   readonly kind: "size" | "duration"
   readonly fast: false
 }
 
-export type OptionSpec = TextSpec | IntegerSpec | ChoiceSpec | BooleanSpec | ParsedSpec
+export type OptionSpec = TextSpec | IntegerSpec | ChoiceSpec | BooleanSpec | ParsedSpec | ListSpec
 
 /** What an option gives a command's handler. */
 export type ValueOf<S> = S extends { readonly kind: "choice"; readonly choices: ReadonlyArray<infer C> } ? C
   : S extends { readonly kind: "boolean" } ? boolean
+  : S extends { readonly kind: "list" } ? ReadonlyArray<string>
   : S extends { readonly kind: "integer"; readonly default: number | "cpus" } ? number
   : S extends { readonly kind: "integer" | "size" } ? Option.Option<number>
   : S extends { readonly kind: "duration" } ? Option.Option<Duration.Duration>
@@ -137,6 +144,75 @@ export const SANDBOX_OPTIONS = {
   }
 } as const satisfies Record<string, OptionSpec>
 
+/**
+ * The remote cache's options: `run`, `exec` and `kiln remote`. None is read by the direct reader (a run with one goes
+ * through @effect/cli); `KILN_REMOTE_CACHE` and kiln.json's `"remote"` give the same settings, these winning.
+ */
+export const REMOTE_OPTIONS = {
+  remoteCache: {
+    kind: "text",
+    flag: "remote-cache",
+    description: "a remote cache: grpc://host:port, grpcs://host:port (TLS), or http(s)://host:port[/prefix] " +
+      "(Bazel's HTTP cache); default $KILN_REMOTE_CACHE, else kiln.json's remote.cache",
+    fast: false
+  },
+  remoteInstanceName: {
+    kind: "text",
+    flag: "remote-instance-name",
+    description: "the REAPI instance name",
+    fast: false
+  },
+  remoteHeader: {
+    kind: "list",
+    flag: "remote-header",
+    description: "NAME=VALUE sent with every remote call (repeatable); a VALUE $VAR is read from the environment",
+    fast: false
+  },
+  remoteCa: { kind: "file", flag: "remote-ca", description: "a CA certificate (PEM) for grpcs/https", fast: false },
+  remoteClientCert: {
+    kind: "file",
+    flag: "remote-client-cert",
+    description: "a client certificate (PEM), for mTLS",
+    fast: false
+  },
+  remoteClientKey: {
+    kind: "file",
+    flag: "remote-client-key",
+    description: "the client certificate's key (PEM)",
+    fast: false
+  },
+  remoteCacheMode: {
+    kind: "text",
+    flag: "remote-cache-mode",
+    description: "read-write (the default), read or write",
+    fast: false
+  },
+  remoteRequired: {
+    kind: "boolean",
+    flag: "remote-required",
+    description: "an unreachable or failing remote fails the run (exit 1), instead of a warning and a local run",
+    fast: false
+  },
+  remoteTimeout: {
+    kind: "duration",
+    flag: "remote-timeout",
+    description: "the longest a remote transfer may go without progress (default 60s; lookups get at most 2s)",
+    fast: false
+  },
+  remoteLog: {
+    kind: "file",
+    flag: "remote-log",
+    description: "append one JSON line per remote call (method, digest, bytes, status, ms) to this file",
+    fast: false
+  },
+  cacheNamespace: {
+    kind: "text",
+    flag: "cache-namespace",
+    description: "a namespace for cached results (REAPI Action.salt; default kiln.json's cacheNamespace)",
+    fast: false
+  }
+} as const satisfies Record<string, OptionSpec>
+
 /** `kiln run`'s options, in the order its help lists them. */
 export const RUN_OPTIONS = {
   config: {
@@ -211,5 +287,6 @@ export const RUN_OPTIONS = {
   },
   sandboxRoot: SANDBOX_OPTIONS.sandboxRoot,
   namedCachesDir: SANDBOX_OPTIONS.namedCachesDir,
+  ...REMOTE_OPTIONS,
   ...STORE_OPTIONS
 } as const satisfies Record<string, OptionSpec>

@@ -28,6 +28,8 @@ export const line = (r: Engine.ProcessReport): string => {
   switch (r.source) {
     case "cache-hit":
       return r.exitCode === 0 ? `✓ ${r.name} (cached)` : `✗ ${r.name} exit ${r.exitCode} (cached)`
+    case "remote-cache":
+      return r.exitCode === 0 ? `✓ ${r.name} (remote cache)` : `✗ ${r.name} exit ${r.exitCode} (remote cache)`
     case "ran":
       if (r.timedOut) return `✗ ${r.name} timed out after ${seconds(ranFor(r))}`
       if (r.exitCode === null) return `✗ ${r.name} killed`
@@ -85,7 +87,7 @@ export const make = (mode: Mode, total: number): Effect.Effect<Progress, never, 
           }
           running.delete(e.report.name)
           done++
-          if (e.report.source === "cache-hit") cached++
+          if (e.report.source === "cache-hit" || e.report.source === "remote-cache") cached++
           if (!line(e.report).startsWith("✓")) failed++
           clear()
           out.write(`${line(e.report)}\n`)

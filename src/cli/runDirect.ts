@@ -11,13 +11,16 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { InvalidConfig, isPlainConfig, parse as parseConfig } from "../domain/Config.js"
+import type { Config } from "../domain/Config.js"
 import * as GraphOrder from "../domain/GraphOrder.js"
 import * as Engine from "../engine/Engine.js"
 import * as RunMemo from "../engine/RunMemo.js"
+import * as RemoteCache from "../remote/RemoteCache.js"
 import * as Store from "../store/Store.js"
 import * as Noop from "./noop.js"
 import { type OptionSpec, RUN_OPTIONS, type ValuesOf } from "./optionTable.js"
 import * as Progress from "./progress.js"
+import { exitOnInvalidRemote, remoteSettings } from "./remoteSettings.js"
 import { engineStack, exitOnInvalidConfig } from "./stack.js"
 import { toStoreOptions } from "./storeSettings.js"
 import { traceEvents } from "./trace.js"
@@ -64,6 +67,8 @@ const directValue = (spec: OptionSpec, given: string | undefined): unknown => {
     case "size":
     case "duration":
       return Option.none()
+    case "list":
+      return []
     default:
       return spec.default !== undefined ? given ?? spec.default : Option.fromNullable(given)
   }
@@ -89,11 +94,62 @@ export const directRunArgs = (args: ReadonlyArray<string>): RunArgs | undefined 
 /** The options @effect/cli gives every command, read only before the command's name. */
 const GLOBAL_OPTIONS: ReadonlyArray<string> = ["--log-level", "--completions", "--wizard", "--version"]
 
+/**
+ * How long a run waits for its uploads before it ends, leaving the rest in the journal for the next run or
+ * `kiln remote flush`.
+ */
+export const UPLOAD_WAIT_MS = 10_000
+
 /** `kiln run` with its arguments parsed (by @effect/cli, or by {@link directRunArgs}). */
 export const runParsed = (o: RunArgs) =>
   Effect.gen(function*() {
     const configFile = path.resolve(o.config)
-    const { config, hash: configHash } = yield* loadConfig(configFile)
+    const loaded = yield* loadConfig(configFile)
+    const namespace = Option.getOrUndefined(o.cacheNamespace)
+    const config = namespace !== undefined ? { ...loaded.config, cacheNamespace: namespace } : loaded.config
+    const remote = yield* remoteSettings(o, config, path.dirname(configFile))
+    yield* runLoaded(o, configFile, config, loaded.hash).pipe(
+      Effect.scoped,
+      Effect.provide(engineStack({
+        store: toStoreOptions(o),
+        sandboxRoot: o.sandboxRoot,
+        namedCachesDir: o.namedCachesDir,
+        keepSandboxes: o.keepSandboxes,
+        reuseSandboxes: o.reuseSandboxes === "on",
+        runner: { concurrency: o.concurrency, cacheContent: o.cacheContent },
+        ...(remote !== undefined ? { remote } : {})
+      }))
+    )
+  }).pipe(exitOnInvalidConfig, exitOnInvalidRemote)
+
+/** The remote's totals for the summary: zeros without a remote, so scripts read one shape. */
+const remoteTotals = (stats: RemoteCache.Stats | undefined) => ({
+  remoteCacheHits: stats?.remoteCacheHits ?? 0,
+  uploadedBytes: stats?.uploadedBytes ?? 0,
+  downloadedBytes: stats?.downloadedBytes ?? 0,
+  pendingUploads: stats?.pendingUploads ?? 0,
+  remoteErrors: stats?.remoteErrors ?? {}
+})
+
+/** With `--remote-required`, a remote that cannot be used ends the run before anything runs. */
+const requireRemote = Effect.gen(function*() {
+  const remote = yield* Effect.serviceOption(RemoteCache.RemoteCache)
+  if (Option.isNone(remote) || !remote.value.settings.required) return true
+  const caps = yield* Effect.either(remote.value.capabilities)
+  const endpoint = remote.value.settings.endpoint.display
+  const why = Either.isLeft(caps)
+    ? `is unreachable: ${caps.left.code}${caps.left.detail ? `: ${caps.left.detail}` : ""}`
+    : caps.right.actionCache === "none"
+    ? "has no action cache (a CAS-only server)"
+    : undefined
+  if (why === undefined) return true
+  process.stderr.write(`kiln: remote cache ${endpoint} ${why} (--remote-required)\n`)
+  process.exitCode = 1
+  return false
+})
+
+const runLoaded = (o: RunArgs, configFile: string, config: Config, configHash: string) =>
+  Effect.gen(function*() {
     for (const name of o.names) {
       if (!(name in config.processes) && name.startsWith("-")) {
         // @effect/cli reads the options of every command (--log-level) only before the command's name.
@@ -117,6 +173,7 @@ export const runParsed = (o: RunArgs) =>
         })
       }
     }
+    if (!(yield* requireRemote)) return
     const store = yield* Store.Store
     const engine = yield* Engine.Engine
     const mode: Progress.Mode = o.progress === "auto" ? (process.stderr.isTTY ? "tty" : "plain") : o.progress
@@ -137,6 +194,7 @@ export const runParsed = (o: RunArgs) =>
         configName: path.basename(configFile),
         configHash
       })))
+    const remote = yield* remoteEnd(report)
     if (Option.isSome(o.summary)) {
       const summary = {
         processes: report.processes.map((p) => ({
@@ -151,7 +209,8 @@ export const runParsed = (o: RunArgs) =>
         cacheHits: report.cacheHits,
         failed: report.failed,
         backtracks: report.backtracks,
-        wallMs: report.wallMs
+        wallMs: report.wallMs,
+        ...remoteTotals(remote?.stats)
       }
       fs.writeFileSync(o.summary.value, JSON.stringify(summary, null, 2) + "\n")
     }
@@ -168,24 +227,44 @@ export const runParsed = (o: RunArgs) =>
     }
     if (mode !== "none") {
       process.stderr.write(
-        `kiln: ${
-          Noop.countOf(report.processes.length)
-        }: ${report.ran} ran, ${report.cacheHits} cached, ${report.failed} failed` +
+        `kiln: ${Noop.countOf(report.processes.length)}: ${report.ran} ran, ${report.cacheHits} cached${
+          remote !== undefined ? ` (${report.remoteCacheHits} from the remote)` : ""
+        }, ${report.failed} failed` +
           `${report.backtracks > 0 ? `, ${report.backtracks} backtracks` : ""} in ${
             (report.wallMs / 1000).toFixed(2)
           }s\n`
       )
     }
+    if (remote?.failure !== undefined) {
+      process.stderr.write(`kiln: ${remote.failure.message} (--remote-required)\n`)
+      process.exitCode = 1
+    }
     if (report.failed > 0 || report.processes.some((p) => p.source === "skipped")) process.exitCode = 1
-  }).pipe(
-    Effect.scoped,
-    exitOnInvalidConfig,
-    Effect.provide(engineStack({
-      store: toStoreOptions(o),
-      sandboxRoot: o.sandboxRoot,
-      namedCachesDir: o.namedCachesDir,
-      keepSandboxes: o.keepSandboxes,
-      reuseSandboxes: o.reuseSandboxes === "on",
-      runner: { concurrency: o.concurrency, cacheContent: o.cacheContent }
-    }))
-  )
+  })
+
+/**
+ * The remote's end of a run: its uploads waited for (at most {@link UPLOAD_WAIT_MS}), and what it cost when it could
+ * not be used, or left uploads behind, said in a line each.
+ */
+const remoteEnd = (report: Engine.RunReport) =>
+  Effect.gen(function*() {
+    const found = yield* Effect.serviceOption(RemoteCache.RemoteCache)
+    if (Option.isNone(found)) return undefined
+    const remote = found.value
+    const endpoint = remote.settings.endpoint.display
+    yield* remote.flush(UPLOAD_WAIT_MS)
+    const stats = yield* remote.stats
+    if (stats.unusable !== undefined) {
+      process.stderr.write(
+        `kiln: remote cache ${endpoint} ${stats.unusable}: ${report.ran} processes ran locally, ` +
+          `${stats.uploadedActions} uploaded\n`
+      )
+    }
+    if (stats.pendingUploads > 0) {
+      process.stderr.write(
+        `kiln: ${stats.pendingUploads} uploads to ${endpoint} are pending: the next run, or \`kiln remote flush\`, ` +
+          "takes them up\n"
+      )
+    }
+    return { stats, failure: Option.getOrUndefined(yield* remote.failure) }
+  })

@@ -8,10 +8,13 @@ import type { InvalidConfig } from "../domain/Config.js"
 import type { KeepSandboxes } from "../domain/Sandbox.js"
 import * as Engine from "../engine/Engine.js"
 import * as HelperLifetime from "../os/HelperLifetime.js"
+import * as RemoteCache from "../remote/RemoteCache.js"
+import type { Settings as RemoteSettings } from "../remote/RemoteSettings.js"
 import * as ProcessRunner from "../runner/ProcessRunner.js"
 import * as Sandboxes from "../sandbox/Sandboxes.js"
 import * as Sandboxer from "../sandboxer/Sandboxer.js"
 import * as Store from "../store/Store.js"
+import { VERSION } from "./version.js"
 
 export interface StackOptions {
   readonly store: Partial<Store.Options>
@@ -21,10 +24,24 @@ export interface StackOptions {
   readonly reuseSandboxes?: boolean
   readonly sweepOnStart?: boolean
   readonly runner?: ProcessRunner.Options
+  /** A remote cache behind the store (the runner asks it after the local cache). */
+  readonly remote?: RemoteSettings
 }
 
 const some = <K extends string, A>(key: K, o: Option.Option<A>) =>
   Option.match(o, { onNone: () => ({}), onSome: (value) => ({ [key]: value }) as Record<K, A> })
+
+/** The remote cache over the store, for the runner (its `RemoteTier`) and the command (its stats and flush). */
+export const remoteLayer = (
+  settings: RemoteSettings,
+  cacheContent?: ProcessRunner.CacheContent,
+  options: { readonly drain?: boolean } = {}
+) =>
+  RemoteCache.layer(settings, {
+    version: VERSION,
+    ...options,
+    ...(cacheContent !== undefined ? { cacheContent } : {})
+  })
 
 /** The helpers' lifetime is beneath the Store: they end after it has released its environments. */
 export const runnerStack = (o: StackOptions) =>
@@ -37,7 +54,8 @@ export const runnerStack = (o: StackOptions) =>
           reuse: o.reuseSandboxes ?? true,
           sweepOnStart: o.sweepOnStart ?? true,
           ...some("root", o.sandboxRoot)
-        })
+        }),
+        o.remote !== undefined ? remoteLayer(o.remote, o.runner?.cacheContent) : Layer.empty
       )
     ),
     Layer.provideMerge(Store.layer(o.store)),

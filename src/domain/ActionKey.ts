@@ -28,7 +28,15 @@ export const actionDigest = (process: Process): Digest.Digest => {
   return digest
 }
 
-const compute = (process: Process): Digest.Digest => {
+const compute = (process: Process): Digest.Digest => Digest.ofBytes(actionMessages(process).action)
+
+/**
+ * The serialized `Command` and `Action` whose digest is the process's key: a remote cache stores them beside the
+ * result, as Bazel does.
+ *
+ * @internal
+ */
+export const actionMessages = (process: Process): { readonly command: Uint8Array; readonly action: Uint8Array } => {
   const command = Action.encodeCommand({
     arguments: process.argv,
     environmentVariables: process.env,
@@ -37,10 +45,17 @@ const compute = (process: Process): Digest.Digest => {
     workingDirectory: process.workingDirectory
   })
   const named = Object.keys(process.namedCaches).sort().map((k) => `${k}=${process.namedCaches[k]}`)
-  return Digest.ofBytes(Action.encodeAction({
+  const action = Action.encodeAction({
     commandDigest: Digest.ofBytes(command),
     inputRootDigest: process.inputDigest,
     ...(process.timeoutMs !== undefined ? { timeoutMs: process.timeoutMs } : {}),
-    salt: Buffer.from(JSON.stringify([CACHE_VERSION, named]))
-  }))
+    salt: Buffer.from(
+      JSON.stringify(
+        process.cacheNamespace !== undefined && process.cacheNamespace !== ""
+          ? [CACHE_VERSION, named, process.cacheNamespace]
+          : [CACHE_VERSION, named]
+      )
+    )
+  })
+  return { command, action }
 }

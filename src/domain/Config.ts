@@ -57,11 +57,40 @@ export const ProcessConfig = Schema.Struct({
 export type ProcessConfig = typeof ProcessConfig.Type
 
 /**
+ * The remote cache, as kiln.json may name it (the command line and `KILN_REMOTE_CACHE` win over it).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const RemoteConfig = Schema.Struct({
+  cache: Schema.optional(Schema.String).annotations({
+    description: "the remote cache: grpc://host:port, grpcs://host:port (TLS) or http(s)://host:port[/prefix]"
+  }),
+  instanceName: Schema.optional(Schema.String),
+  headers: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })).annotations({
+    description: "headers sent with every call; a value written $VAR is read from the environment"
+  }),
+  ca: Schema.optional(Schema.String).annotations({ description: "a CA certificate (PEM), relative to the workspace" }),
+  clientCert: Schema.optional(Schema.String).annotations({ description: "a client certificate (PEM) for mTLS" }),
+  clientKey: Schema.optional(Schema.String).annotations({ description: "the client certificate's key (PEM)" }),
+  mode: Schema.optional(Schema.Literal("read-write", "read", "write")),
+  required: Schema.optional(Schema.Boolean).annotations({
+    description: "an unreachable or failing remote fails the run (for CI)"
+  }),
+  timeout: Schema.optional(Duration)
+})
+
+/**
  * @since 0.1.0
  * @category schemas
  */
 export const Config = Schema.Struct({
   $schema: Schema.optional(Schema.String),
+  /** Goes into every action's salt: a new namespace disowns every result cached under the old one. */
+  cacheNamespace: Schema.optional(Schema.String).annotations({
+    description: "a namespace for cached results (REAPI Action.salt): change it to disown a poisoned cache"
+  }),
+  remote: Schema.optional(RemoteConfig),
   processes: Schema.Record({ key: Schema.String, value: ProcessConfig })
 }).annotations({ identifier: "KilnConfig", title: "kiln.json" })
 

@@ -56,14 +56,16 @@ export class Process extends Schema.Class<Process>("kiln/Process")({
    * Input paths (relative to the sandbox root) the process writes into: each gets a private writable copy rather
    * than a share of a read-only tree. Not part of the action key: the bytes the process sees are the same.
    */
-  writablePaths: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] })
+  writablePaths: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] }),
+  /** Part of the action key (its salt): results cached under another namespace are not this process's. */
+  cacheNamespace: Schema.optional(Schema.String)
 }) {}
 
 /**
  * @since 0.1.0
  * @category models
  */
-export const ResultSource = Schema.Literal("ran", "cache-hit")
+export const ResultSource = Schema.Literal("ran", "cache-hit", "remote-cache")
 
 /**
  * @since 0.1.0

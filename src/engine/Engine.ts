@@ -47,7 +47,7 @@ export type CacheMode = "read-write" | "read" | "write" | "off"
 export interface ProcessReport {
   readonly name: string
   readonly actionDigest: string | null
-  readonly source: "ran" | "cache-hit" | "skipped" | "error"
+  readonly source: "ran" | "cache-hit" | "remote-cache" | "skipped" | "error"
   readonly exitCode: number | null
   readonly timedOut: boolean
   readonly durationMs: number
@@ -72,7 +72,10 @@ export interface ProcessReport {
 export interface RunReport {
   readonly processes: ReadonlyArray<ProcessReport>
   readonly ran: number
+  /** Hits of the local cache and of the remote one. */
   readonly cacheHits: number
+  /** Hits served by the remote cache. */
+  readonly remoteCacheHits: number
   readonly failed: number
   readonly backtracks: number
   readonly wallMs: number

@@ -14,6 +14,7 @@ import * as path from "node:path"
 import type { Digest, MissingDigest } from "../domain/Digest.js"
 import * as Permits from "../domain/Permits.js"
 import type { Process, ProcessResult, SpawnError } from "../domain/Process.js"
+import { RemoteTier } from "../domain/RemoteTier.js"
 import type { SandboxError, SandboxerUnavailable } from "../domain/Sandbox.js"
 import type { StoreError } from "../domain/StoreErrors.js"
 import type { InvalidOutput } from "../domain/TreeErrors.js"
@@ -181,7 +182,8 @@ export const make = (options: Options = {}) =>
           captureStackTrace: false
         })
       )
-    const cached = CachedRunner.make(store, traced, options.cacheContent ?? "validate")
+    const remote = yield* Effect.serviceOption(RemoteTier)
+    const cached = CachedRunner.make(store, traced, options.cacheContent ?? "validate", Option.getOrUndefined(remote))
     let warming = false
     const service: Service = {
       lookup: cached.lookup,

@@ -8,12 +8,13 @@
 import * as path from "node:path"
 
 /**
- * Who keeps files of their own in a store: the engine (its run memo and run records).
+ * Who keeps files of their own in a store: the engine (its run memo and run records) and the remote cache (its
+ * upload journal).
  *
  * @since 0.1.0
  * @category models
  */
-export type Owner = "engine"
+export type Owner = "engine" | "remote"
 
 /**
  * The directory under `storeRoot` that `owner` keeps its files in (it may not exist yet: its owner makes it).

@@ -188,7 +188,12 @@ export const mergeInputs = (
   ], { rewrite, behind: !rewrite })
 
 /** @internal */
-export const processOf = (name: string, pc: ProcessConfig, inputDigest: Digest.Digest): Process => {
+export const processOf = (
+  name: string,
+  pc: ProcessConfig,
+  inputDigest: Digest.Digest,
+  cacheNamespace?: string
+): Process => {
   const outputs = pc.outputs ?? []
   return new Process({
     argv: pc.argv as readonly [string, ...Array<string>],
@@ -205,7 +210,8 @@ export const processOf = (name: string, pc: ProcessConfig, inputDigest: Digest.D
     description: name,
     cache: pc.cache ?? "successful",
     namedCaches: { ...pc.namedCaches },
-    writablePaths: (pc.writableInputs ?? []).map((p) => segments(p).join("/")).filter((p) => p !== "")
+    writablePaths: (pc.writableInputs ?? []).map((p) => segments(p).join("/")).filter((p) => p !== ""),
+    ...(cacheNamespace !== undefined ? { cacheNamespace } : {})
   }, true)
 }
 

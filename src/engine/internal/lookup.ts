@@ -63,7 +63,8 @@ const lookUpChunk = (
       // A process whose inputs cannot be made here is not a hit; the graph makes them again and reports why.
       return Effect.match(inputOf(state, name), {
         onFailure: () => unknown++,
-        onSuccess: (input) => candidates.push({ name, process: processOf(name, pc, input) })
+        onSuccess: (input) =>
+          candidates.push({ name, process: processOf(name, pc, input, state.config.cacheNamespace) })
       })
     }, { discard: true })
     const found = yield* state.runner.lookup(candidates.map((c) => c.process))

@@ -65,7 +65,8 @@ export const reportOf = (state: RunState): RunReport => {
   return {
     processes,
     ran: processes.filter((p) => p.source === "ran").length,
-    cacheHits: processes.filter((p) => p.source === "cache-hit").length,
+    cacheHits: processes.filter((p) => p.source === "cache-hit" || p.source === "remote-cache").length,
+    remoteCacheHits: processes.filter((p) => p.source === "remote-cache").length,
     failed: processes.filter((p) => !p.ok && p.source !== "skipped").length,
     backtracks: processes.reduce((n, p) => n + p.backtracks, 0),
     wallMs: Date.now() - state.started

@@ -12,6 +12,7 @@ import * as Schema from "effect/Schema"
 import { actionDigest } from "../../domain/ActionKey.js"
 import type * as Digest from "../../domain/Digest.js"
 import { type Process, ProcessResult } from "../../domain/Process.js"
+import type * as RemoteTier from "../../domain/RemoteTier.js"
 import type { StoreError } from "../../domain/StoreErrors.js"
 import type * as Store from "../../store/Store.js"
 import type { CacheContent } from "../ProcessRunner.js"
@@ -91,7 +92,12 @@ export interface Cached {
 }
 
 /** @internal */
-export const make = (store: Store.Service, inner: Runner, cacheContent: CacheContent): Cached => {
+export const make = (
+  store: Store.Service,
+  inner: Runner,
+  cacheContent: CacheContent,
+  remote?: RemoteTier.Service
+): Cached => {
   /** Validates and leases the entry of one process; None when it is unusable. */
   const accept = (
     process: Process,
@@ -136,6 +142,38 @@ export const make = (store: Store.Service, inner: Runner, cacheContent: CacheCon
   const degrade = (err: StoreError): Effect.Effect<Option.Option<ProcessResult>> =>
     Effect.as(Effect.logWarning(`action cache lookup failed (${err.message}): running instead`), Option.none())
 
+  /**
+   * Asks the remote for what the local cache missed; a hit (its bytes already in the local store) is written into
+   * the local cache, so the next run finds it here.
+   */
+  const remoteLookup = (
+    requests: ReadonlyArray<{ readonly process: Process; readonly key: Digest.Digest }>,
+    started: number
+  ): Effect.Effect<Array<Option.Option<ProcessResult>>> =>
+    remote === undefined || requests.length === 0
+      ? Effect.succeed(requests.map(() => Option.none()))
+      : Effect.flatMap(remote.lookup(requests), (found) =>
+        Effect.forEach(found, (entry, i) => {
+          if (Option.isNone(entry)) return Effect.succeedNone
+          const { key } = requests[i]!
+          const now = Date.now()
+          const result = new ProcessResult({
+            ...entry.value,
+            durationMs: now - started,
+            actionDigest: key,
+            source: "remote-cache",
+            timings: { cacheLookup: now - started }
+          }, true)
+          return store.putActionResult(key, Buffer.from(encodeEntry({ ...entry.value, durationMs: 0 }))).pipe(
+            Effect.as(Option.some(result)),
+            Effect.catchTag("StoreError", (err) =>
+              Effect.as(
+                Effect.logWarning(`a remote hit could not be written to the store (${err.message})`),
+                Option.some(result)
+              ))
+          )
+        }))
+
   const lookupOne = (process: Process, key: Digest.Digest, started: number) =>
     Effect.flatMap(store.getActionResults([key]), ([raw]) => accept(process, key, raw!, started)).pipe(
       Effect.catchTag("StoreError", degrade)
@@ -151,10 +189,14 @@ export const make = (store: Store.Service, inner: Runner, cacheContent: CacheCon
       )
       if (raws === undefined) return processes.map(() => Option.none())
       let next = 0
-      return yield* Effect.forEach(processes, (p, i) =>
+      const local = yield* Effect.forEach(processes, (p, i) =>
         usable[i]
           ? accept(p, keys[i]!, raws[next++]!, started).pipe(Effect.catchTag("StoreError", degrade))
           : Effect.succeedNone)
+      const asked = local.flatMap((hit, i) => (usable[i] && Option.isNone(hit) ? [i] : []))
+      const found = yield* remoteLookup(asked.map((i) => ({ process: processes[i]!, key: keys[i]! })), started)
+      asked.forEach((i, j) => (local[i] = found[j]!))
+      return local
     })
 
   const run: Runner = (process, policy) =>
@@ -165,6 +207,8 @@ export const make = (store: Store.Service, inner: Runner, cacheContent: CacheCon
       if (usable && policy.read && policy.missed !== true) {
         const hit = yield* lookupOne(process, key, started)
         if (Option.isSome(hit)) return hit.value
+        const [remoteHit] = yield* remoteLookup([{ process, key }], started)
+        if (Option.isSome(remoteHit!)) return remoteHit.value
       }
       const lookupMs = Date.now() - started
       // The duration is the process's whole span, from this lookup on, as the phases in its timings are: the inner
@@ -186,7 +230,7 @@ export const make = (store: Store.Service, inner: Runner, cacheContent: CacheCon
         : execute
       // The entry is written after the run, under the action's lock but off this fiber's path: its commit (an
       // fsync) took longer than a small process's whole run.
-      return yield* store.withActionLock(
+      const result = yield* store.withActionLock(
         key,
         policy.read ? again : Effect.succeedNone as typeof again,
         readFirst,
@@ -195,6 +239,12 @@ export const make = (store: Store.Service, inner: Runner, cacheContent: CacheCon
             ? Option.some(Buffer.from(encodeEntry(result)))
             : Option.none()
       )
+      // What ran goes up in the background, once it is in the local store: a failure, a timeout, an uncacheable
+      // result or one whose inputs changed under it never does.
+      if (remote !== undefined && result.source === "ran" && policy.write && cacheable(process, result)) {
+        yield* remote.offer(process, key, result)
+      }
+      return result
     })
 
   return { run, lookup }

@@ -1,0 +1,90 @@
+/**
+ * The remote cache's settings for a command: kiln.json's `"remote"` object, then `KILN_REMOTE_CACHE`, then the
+ * command line, each winning over the one before; paths in kiln.json are relative to its workspace.
+ */
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as path from "node:path"
+import type { RemoteConfig } from "../domain/Config.js"
+import * as DurationText from "../domain/DurationText.js"
+import { InvalidRemoteSettings } from "../remote/RemoteErrors.js"
+import * as RemoteSettings from "../remote/RemoteSettings.js"
+import type { REMOTE_OPTIONS, ValuesOf } from "./optionTable.js"
+
+export type RemoteArgs = ValuesOf<typeof REMOTE_OPTIONS>
+
+const MODES = new Set(["read-write", "read", "write"])
+
+const fromConfig = (remote: typeof RemoteConfig.Type | undefined, workspace: string): RemoteSettings.Given => {
+  if (remote === undefined) return {}
+  const at = (p: string | undefined) => (p === undefined ? undefined : path.resolve(workspace, p))
+  const timeout = remote.timeout !== undefined ? DurationText.parse(remote.timeout) : undefined
+  return {
+    ...(remote.cache !== undefined ? { url: remote.cache } : {}),
+    ...(remote.instanceName !== undefined ? { instanceName: remote.instanceName } : {}),
+    ...(remote.headers !== undefined ? { headers: Object.entries(remote.headers).map(([k, v]) => `${k}=${v}`) } : {}),
+    ...(remote.ca !== undefined ? { ca: at(remote.ca)! } : {}),
+    ...(remote.clientCert !== undefined ? { clientCert: at(remote.clientCert)! } : {}),
+    ...(remote.clientKey !== undefined ? { clientKey: at(remote.clientKey)! } : {}),
+    ...(remote.mode !== undefined ? { mode: remote.mode } : {}),
+    ...(remote.required !== undefined ? { required: remote.required } : {}),
+    ...(timeout !== undefined && Either.isRight(timeout) ? { timeoutMs: Duration.toMillis(timeout.right) } : {})
+  }
+}
+
+const fromArgs = (o: RemoteArgs): Effect.Effect<RemoteSettings.Given, InvalidRemoteSettings> =>
+  Effect.gen(function*() {
+    const some = <A>(x: Option.Option<A>) => Option.getOrUndefined(x)
+    const mode = some(o.remoteCacheMode)
+    if (mode !== undefined && !MODES.has(mode)) {
+      return yield* new InvalidRemoteSettings({
+        source: "--remote-cache-mode",
+        detail: `\`${mode}\` is not one of read-write, read, write`
+      })
+    }
+    const timeout = some(o.remoteTimeout)
+    return {
+      ...(some(o.remoteCache) !== undefined ? { url: some(o.remoteCache)! } : {}),
+      ...(some(o.remoteInstanceName) !== undefined ? { instanceName: some(o.remoteInstanceName)! } : {}),
+      ...(o.remoteHeader.length > 0 ? { headers: o.remoteHeader } : {}),
+      ...(some(o.remoteCa) !== undefined ? { ca: some(o.remoteCa)! } : {}),
+      ...(some(o.remoteClientCert) !== undefined ? { clientCert: some(o.remoteClientCert)! } : {}),
+      ...(some(o.remoteClientKey) !== undefined ? { clientKey: some(o.remoteClientKey)! } : {}),
+      ...(mode !== undefined ? { mode: mode as RemoteSettings.Mode } : {}),
+      ...(o.remoteRequired ? { required: true } : {}),
+      ...(timeout !== undefined ? { timeoutMs: Duration.toMillis(timeout) } : {}),
+      ...(some(o.remoteLog) !== undefined ? { logFile: path.resolve(some(o.remoteLog)!) } : {})
+    }
+  })
+
+/** The settings, or undefined when no remote is named anywhere. */
+export const remoteSettings = (
+  o: RemoteArgs,
+  config?: { readonly remote?: typeof RemoteConfig.Type | undefined },
+  workspace: string = process.cwd(),
+  env: NodeJS.ProcessEnv = process.env
+): Effect.Effect<RemoteSettings.Settings | undefined, InvalidRemoteSettings> =>
+  Effect.flatMap(fromArgs(o), (args) =>
+    RemoteSettings.resolve(
+      RemoteSettings.merge(
+        fromConfig(config?.remote, workspace),
+        env.KILN_REMOTE_CACHE !== undefined && env.KILN_REMOTE_CACHE !== "" ? { url: env.KILN_REMOTE_CACHE } : {},
+        args
+      ),
+      env
+    ))
+
+/** Bad remote settings: one line on stderr, exit code 2. */
+export const exitOnInvalidRemote = <A, E, R>(effect: Effect.Effect<A, E | InvalidRemoteSettings, R>) =>
+  Effect.catchIf(
+    effect,
+    (e): e is InvalidRemoteSettings =>
+      typeof e === "object" && e !== null && "_tag" in e && e._tag === "InvalidRemoteSettings",
+    (e) =>
+      Effect.sync(() => {
+        process.stderr.write(`kiln: ${e.message}\n`)
+        process.exitCode = 2
+      })
+  )

@@ -1,0 +1,395 @@
+/**
+ * The remote cache: a REAPI server or a Bazel HTTP cache behind the local store, as a layer. It is the runner's
+ * `RemoteTier` (looked up after the local action cache, a hit written into the local store) and the upload journal's
+ * drain. It never fails a build unless asked (`required`): a probe at start with a short deadline, a breaker that
+ * stops calls after repeated failures and lets one through later, retries only where they can help, and uploads off
+ * the build's path, resumed by the next run when this one ends first.
+ *
+ * @since 0.1.0
+ */
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
+import * as Schedule from "effect/Schedule"
+import { randomUUID } from "node:crypto"
+import { actionMessages } from "../domain/ActionKey.js"
+import * as Digest from "../domain/Digest.js"
+import type { Process } from "../domain/Process.js"
+import { type Entry, RemoteTier } from "../domain/RemoteTier.js"
+import * as Tree from "../domain/Tree.js"
+import { Store } from "../store/Store.js"
+import type { Capabilities } from "./Capabilities.js"
+import * as Calls from "./internal/calls.js"
+import * as Grpc from "./internal/grpc.js"
+import * as Http from "./internal/http.js"
+import * as Journal from "./internal/journal.js"
+import * as Results from "./internal/results.js"
+import type { Transport } from "./internal/transport.js"
+import { RemoteError } from "./RemoteErrors.js"
+import type { Settings } from "./RemoteSettings.js"
+
+/**
+ * What the remote did in a run, for the summary and the closing lines.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Stats {
+  readonly endpoint: string
+  readonly remoteCacheHits: number
+  readonly uploadedBytes: number
+  readonly downloadedBytes: number
+  /** Uploads left in the journal (for the next run or `kiln remote flush`). */
+  readonly pendingUploads: number
+  readonly uploadedActions: number
+  /** Error code → count (NOT_FOUND, a miss, is not an error). */
+  readonly remoteErrors: Readonly<Record<string, number>>
+  /** Why the remote was not used at all, when it was not (the probe failed, or it has no action cache). */
+  readonly unusable?: string
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Service {
+  readonly settings: Settings
+  /** The probe's answer (awaited): what the server supports, or why it cannot be used. */
+  readonly capabilities: Effect.Effect<Capabilities, RemoteError>
+  /**
+   * Waits for the uploads queued so far, at most `waitMs`; says how many are left in the journal. With `all`, the
+   * journal's older entries (other runs') are taken up too.
+   */
+  readonly flush: (waitMs: number) => Effect.Effect<number>
+  readonly stats: Effect.Effect<Stats>
+  /** With `required`, the first remote failure of the run: the CLI exits 1 naming it. */
+  readonly failure: Effect.Effect<Option.Option<RemoteError>>
+}
+
+/**
+ * @since 0.1.0
+ * @category tags
+ */
+export class RemoteCache extends Context.Tag("kiln/RemoteCache")<RemoteCache, Service>() {}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  readonly version: string
+  /** `fetch`: a hit's outputs are downloaded before it is one; `validate`: checked present remotely first. */
+  readonly cacheContent?: "fetch" | "validate" | "defer"
+  /** Uploads in flight at once (actions). Default 4. */
+  readonly uploadConcurrency?: number
+  /** Lookups in flight at once. Default 16. */
+  readonly lookupConcurrency?: number
+  /** Take up the journal's uploads (default true; `kiln remote status` only probes). */
+  readonly drain?: boolean
+}
+
+const describe = (e: RemoteError) => `${e.code}${e.detail ? `: ${e.detail}` : ""}`
+
+/**
+ * The remote cache over `settings`; the journal lives in the store's root.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (settings: Settings, options: Options) =>
+  Effect.gen(function*() {
+    const store = yield* Store
+    const endpoint = settings.endpoint.display
+    const calls = yield* Effect.acquireRelease(
+      Effect.sync(() =>
+        Calls.make({
+          endpoint,
+          timeoutMs: settings.timeoutMs,
+          ...(settings.logFile !== undefined ? { logFile: settings.logFile } : {})
+        })
+      ),
+      (c) => c.close
+    )
+    const transport: Transport = yield* Effect.acquireRelease(
+      Effect.sync(() =>
+        settings.endpoint.scheme === "grpc" || settings.endpoint.scheme === "grpcs"
+          ? Grpc.make(settings, calls, { version: options.version, invocationId: randomUUID() })
+          : Http.make(settings, calls, options.version)
+      ),
+      (t) => t.close
+    )
+    const journalDir = Journal.directoryOf(store.options.root, endpoint, settings.instanceName)
+    const reads = settings.mode !== "write"
+    const writes = settings.mode !== "read"
+    const stale = new Set<string>()
+    let hits = 0
+    let uploadedActions = 0
+    let unusable: string | undefined
+    let firstFailure: RemoteError | undefined
+    const failed = (e: RemoteError) =>
+      Effect.sync(() => {
+        if (settings.required && firstFailure === undefined) firstFailure = e
+      })
+
+    // The probe runs while the run starts; the first call that needs the remote waits for it.
+    const probed = yield* Deferred.make<Capabilities, RemoteError>()
+    yield* Effect.forkScoped(Effect.intoDeferred(transport.capabilities, probed))
+    const usable = Effect.gen(function*() {
+      const caps = yield* Effect.either(Deferred.await(probed))
+      if (Either.isLeft(caps)) {
+        if (unusable === undefined) {
+          unusable = `unreachable (${describe(caps.left)})`
+          yield* failed(caps.left)
+          yield* Effect.logWarning(`remote cache ${endpoint} is unreachable (${describe(caps.left)}): running locally`)
+        }
+        return undefined
+      }
+      if (caps.right.actionCache === "none") {
+        if (unusable === undefined) {
+          unusable = "it has no action cache (a CAS-only server)"
+          yield* Effect.logWarning(
+            `remote cache ${endpoint} has no action cache (a CAS-only server): kiln cannot keep results there; running locally`
+          )
+        }
+        return undefined
+      }
+      return calls.open() ? caps.right : undefined
+    })
+
+    const fetchTrees = (down: Results.Down) =>
+      Effect.gen(function*() {
+        const trees = new Map<string, Tree.Tree>()
+        if (down.directories.length === 0) return trees
+        const blobs = yield* transport.download(down.directories.map((d) => d.tree))
+        for (const b of blobs) {
+          const tree = Tree.decode(b.bytes)
+          if (Either.isLeft(tree)) {
+            return yield* new RemoteError({
+              endpoint,
+              method: "Tree",
+              code: "INVALID_ARGUMENT",
+              detail: `${Digest.format(b.digest)}: ${tree.left.reason}`
+            })
+          }
+          trees.set(b.digest.hash, tree.right)
+        }
+        calls.counters.downloadedBytes += blobs.reduce((n, b) => n + b.digest.sizeBytes, 0)
+        return trees
+      })
+
+    /** One remote hit, made local: its trees, then the files the local store lacks, checked, then its layout. */
+    const lookupOne = (process: Process, key: Digest.Digest) =>
+      Effect.gen(function*() {
+        if (stale.has(key.hash)) return Option.none<Entry>()
+        const raw = yield* transport.getActionResult(key)
+        if (Option.isNone(raw)) return Option.none<Entry>()
+        const down = Results.readRemote(raw.value, process)
+        if (Either.isLeft(down)) {
+          yield* Effect.logDebug(`remote entry for ${process.description} is unusable: ${down.left}`)
+          return Option.none<Entry>()
+        }
+        if (down.right.exitCode !== 0 && process.cache !== "always") return Option.none<Entry>()
+        const trees = yield* fetchTrees(down.right)
+        const files = Results.filesOf(down.right, trees)
+        if (options.cacheContent === "validate") {
+          const missing = yield* transport.findMissing(files)
+          if (missing.length > 0) {
+            return yield* new RemoteError({
+              endpoint,
+              method: "FindMissingBlobs",
+              code: "NOT_FOUND",
+              detail: `${Digest.format(missing[0]!)} (and ${missing.length - 1} more)`
+            })
+          }
+        }
+        const local = yield* Effect.filter(files, (d) => Effect.map(store.hasFile(d), (has) => !has))
+        const blobs = yield* transport.download(local)
+        calls.counters.downloadedBytes += blobs.reduce((n, b) => n + b.digest.sizeBytes, 0)
+        yield* Effect.forEach(blobs, (b) => store.putFile(b.bytes, b.digest), { discard: true })
+        const outputDigest = yield* Results.layOut(store, down.right, trees)
+        hits++
+        return Option.some<Entry>({
+          exitCode: down.right.exitCode,
+          signal: null,
+          timedOut: false,
+          stdoutDigest: down.right.stdout,
+          stderrDigest: down.right.stderr,
+          outputDigest,
+          durationMs: 0
+        })
+      }).pipe(
+        Effect.catchAll((e) => {
+          if (e._tag !== "RemoteError") {
+            return Effect.as(
+              Effect.logWarning(`remote hit for ${process.description} could not be stored (${e.message}): running it`),
+              Option.none<Entry>()
+            )
+          }
+          // An entry whose bytes are gone or bad is never used again in this run: its producer runs instead, and its
+          // fresh result replaces the entry.
+          if (
+            e.code === "NOT_FOUND" || e.code === "DIGEST_MISMATCH" || e.code === "INVALID_ARGUMENT" ||
+            e.code === "INTERNAL"
+          ) {
+            stale.add(key.hash)
+            return Effect.as(
+              Effect.logWarning(
+                `remote cache entry for ${process.description} is unusable (${
+                  describe(e)
+                }): running it, and replacing the entry`
+              ),
+              Option.none<Entry>()
+            )
+          }
+          return Effect.as(failed(e), Option.none<Entry>())
+        })
+      )
+
+    const lookup: RemoteTier["Type"]["lookup"] = (requests) =>
+      Effect.gen(function*() {
+        if (!reads || requests.length === 0) return requests.map(() => Option.none())
+        if ((yield* usable) === undefined) return requests.map(() => Option.none())
+        return yield* Effect.forEach(
+          requests,
+          ({ key, process }) => (calls.open() ? lookupOne(process, key) : Effect.succeedNone),
+          { concurrency: options.lookupConcurrency ?? 16 }
+        )
+      })
+
+    // Uploads: the journal's entries, taken up by a few fibers; blobs deduplicated across actions in flight.
+    const queue = yield* Queue.unbounded<Digest.Digest>()
+    const queued = new Set<string>()
+    const present = new Set<string>()
+    let inFlight = 0
+    const uploadBlobs = (pending: Journal.Pending, up: Results.Up) =>
+      Effect.gen(function*() {
+        const messages = [
+          { digest: Digest.ofBytes(pending.actionBytes), bytes: pending.actionBytes },
+          { digest: Digest.ofBytes(pending.commandBytes), bytes: pending.commandBytes },
+          ...up.trees
+        ]
+        const all = [...up.files, ...messages.map((m) => m.digest)].filter((d) => !present.has(d.hash))
+        const missing = yield* transport.findMissing(all)
+        const wanted = new Set(missing.map((d) => d.hash))
+        const blobs = [
+          ...messages.filter((m) => wanted.has(m.digest.hash)),
+          ...(yield* Effect.forEach(
+            up.files.filter((d) => wanted.has(d.hash)),
+            (digest) => Effect.map(store.getFile(digest), (bytes) => ({ digest, bytes }))
+          ))
+        ]
+        yield* transport.upload(blobs)
+        calls.counters.uploadedBytes += blobs.reduce((n, b) => n + b.digest.sizeBytes, 0)
+        for (const d of all) present.add(d.hash)
+      })
+    const drainOne = (action: Digest.Digest) =>
+      Effect.gen(function*() {
+        const pending = Journal.read(journalDir, action)
+        if (pending === undefined) return
+        if ((yield* usable)?.actionCache !== "read-write") return
+        const up = yield* Results.toRemote(store, pending.entry, pending.outputs)
+        // Blobs first, then the entry that names them: a server that validates its action cache (bazel-remote)
+        // would refuse it otherwise, and one that does not would serve an entry whose bytes are not there.
+        yield* uploadBlobs(pending, up)
+        yield* transport.updateActionResult(action, up.actionResult)
+        Journal.remove(journalDir, action)
+        uploadedActions++
+      }).pipe(
+        Effect.catchAll((e) =>
+          e._tag === "RemoteError"
+            ? failed(e)
+            : e._tag === "MissingDigest"
+            ? Effect.zipRight(
+              Effect.logWarning(
+                `upload of ${Digest.format(action)} dropped: ${e.message} is gone from the local store`
+              ),
+              Effect.sync(() => Journal.remove(journalDir, action))
+            )
+            : Effect.logWarning(`upload of ${Digest.format(action)} failed: ${e.message}`)
+        ),
+        Effect.ensuring(Effect.sync(() => {
+          queued.delete(action.hash)
+          inFlight--
+        }))
+      )
+    const enqueue = (action: Digest.Digest) =>
+      Effect.suspend(() => {
+        if (queued.has(action.hash)) return Effect.void
+        queued.add(action.hash)
+        inFlight++
+        return Queue.offer(queue, action)
+      })
+    const workers = yield* Effect.forkScoped(
+      Effect.forEach(
+        Array.from({ length: options.uploadConcurrency ?? 4 }),
+        () => Effect.forever(Effect.flatMap(Queue.take(queue), drainOne)),
+        { concurrency: "unbounded", discard: true }
+      )
+    )
+    yield* Effect.addFinalizer(() => Fiber.interrupt(workers))
+    // What earlier runs left is taken up first.
+    if (writes && options.drain !== false) yield* Effect.forEach(Journal.list(journalDir), enqueue, { discard: true })
+
+    const offer: RemoteTier["Type"]["offer"] = (process, key, entry) =>
+      Effect.gen(function*() {
+        if (!writes) return
+        const { action, command } = actionMessages(process)
+        yield* Journal.write(journalDir, {
+          action: key,
+          actionBytes: action,
+          commandBytes: command,
+          outputs: { outputFiles: process.outputFiles, outputDirectories: process.outputDirectories },
+          entry
+        })
+        yield* enqueue(key)
+      }).pipe(
+        Effect.catchAll((e) => Effect.logWarning(`cannot queue the upload of ${process.description}: ${e.message}`))
+      )
+
+    const flush: Service["flush"] = (waitMs) =>
+      Effect.gen(function*() {
+        const idle = Effect.repeat(Effect.sync(() => inFlight), {
+          until: (n) => n === 0,
+          schedule: Schedule.spaced(50)
+        })
+        yield* Effect.timeout(idle, waitMs).pipe(Effect.ignore)
+        return Journal.count(journalDir)
+      })
+
+    const service: Service = {
+      settings,
+      capabilities: Deferred.await(probed),
+      flush,
+      stats: Effect.sync(() => ({
+        endpoint,
+        remoteCacheHits: hits,
+        uploadedBytes: calls.counters.uploadedBytes,
+        downloadedBytes: calls.counters.downloadedBytes,
+        pendingUploads: Journal.count(journalDir),
+        uploadedActions,
+        remoteErrors: { ...calls.counters.errors },
+        ...(unusable !== undefined ? { unusable } : {})
+      })),
+      failure: Effect.sync(() => Option.fromNullable(firstFailure))
+    }
+    return { service, tier: { lookup, offer } }
+  })
+
+/**
+ * The remote cache, and the runner's `RemoteTier` over it.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (settings: Settings, options: Options): Layer.Layer<RemoteCache | RemoteTier, never, Store> =>
+  Layer.scopedContext(
+    Effect.map(
+      make(settings, options),
+      ({ service, tier }) => Context.make(RemoteCache, service).pipe(Context.add(RemoteTier, tier))
+    )
+  )

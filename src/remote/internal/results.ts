@@ -1,0 +1,264 @@
+/**
+ * A result between kiln's store and a remote cache. Up, an action-cache entry (an output tree rooted at the working
+ * directory) becomes a REAPI `ActionResult`: each declared output file with its digest, each declared output
+ * directory as a `Tree` message, stdout and stderr by digest, so that any REAPI client (Bazel's included) reads it.
+ * Down, an `ActionResult` becomes the same output tree, laid out as capture would have, so that the digest a remote
+ * hit gives is the one the process's own run gives.
+ *
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Digest from "../../domain/Digest.js"
+import * as Directory from "../../domain/Directory.js"
+import { outputSegments } from "../../domain/Process.js"
+import type { Entry } from "../../domain/RemoteTier.js"
+import type { StoreError } from "../../domain/StoreErrors.js"
+import * as Tree from "../../domain/Tree.js"
+import type * as Store from "../../store/Store.js"
+import * as Proto from "./proto.js"
+
+export interface Outputs {
+  readonly outputFiles: ReadonlyArray<string>
+  readonly outputDirectories: ReadonlyArray<string>
+}
+
+export type { Entry }
+
+/** An upload's `ActionResult` and the blobs it refers to that are not in the local store's file CAS (its trees). */
+export interface Up {
+  readonly actionResult: Uint8Array
+  /** Files of the local store the result refers to. */
+  readonly files: ReadonlyArray<Digest.Digest>
+  /** `Tree` messages, made here. */
+  readonly trees: ReadonlyArray<{ readonly digest: Digest.Digest; readonly bytes: Uint8Array }>
+}
+
+type Found =
+  | { readonly kind: "file"; readonly node: Directory.FileNode }
+  | { readonly kind: "directory"; readonly digest: Digest.Digest }
+  | { readonly kind: "symlink"; readonly target: string }
+
+/** What the tree holds at a path; undefined when nothing (an output the process did not make). */
+const lookupPath = (store: Store.Service, root: Digest.Digest, segments: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    if (segments.length === 0) return { kind: "directory", digest: root } as Found
+    let dir = yield* store.getDirectory(root)
+    for (let i = 0; i < segments.length; i++) {
+      const name = segments[i]!
+      const last = i === segments.length - 1
+      const sub = dir.directories.find((d) => d.name === name)
+      if (last) {
+        if (sub !== undefined) return { kind: "directory", digest: sub.digest } as Found
+        const file = dir.files.find((f) => f.name === name)
+        if (file !== undefined) return { kind: "file", node: file } as Found
+        const link = dir.symlinks.find((s) => s.name === name)
+        return link !== undefined ? ({ kind: "symlink", target: link.target } as Found) : undefined
+      }
+      if (sub === undefined) return undefined
+      dir = yield* store.getDirectory(sub.digest)
+    }
+    return undefined
+  })
+
+/** The `Tree` of a directory in the store: it and every directory beneath it. */
+const treeOf = (store: Store.Service, root: Digest.Digest) =>
+  Effect.gen(function*() {
+    const rootDir = yield* store.getDirectory(root)
+    const children = new Map<string, Directory.Directory>()
+    const stack = [rootDir]
+    while (stack.length > 0) {
+      for (const d of stack.pop()!.directories) {
+        if (children.has(d.digest.hash)) continue
+        const child = Digest.isEmpty(d.digest) ? Directory.empty : yield* store.getDirectory(d.digest)
+        children.set(d.digest.hash, child)
+        stack.push(child)
+      }
+    }
+    return { root: rootDir, children } satisfies Tree.Tree
+  })
+
+const covered = (dirs: ReadonlyArray<string>, path: string) => dirs.some((d) => d === "" || path.startsWith(`${d}/`))
+
+/**
+ * The `ActionResult` of a local entry. Only results kiln would cache are uploaded, so the exit code is a number.
+ */
+export const toRemote = (
+  store: Store.Service,
+  entry: Entry,
+  outputs: Outputs
+): Effect.Effect<Up, Digest.MissingDigest | StoreError> =>
+  Effect.gen(function*() {
+    const files = new Map<string, Digest.Digest>()
+    const trees: Array<{ digest: Digest.Digest; bytes: Uint8Array }> = []
+    const outputFiles: Array<Record<string, unknown>> = []
+    const fileSymlinks: Array<Record<string, unknown>> = []
+    const outputDirectories: Array<Record<string, unknown>> = []
+    const dirSymlinks: Array<Record<string, unknown>> = []
+    const dirs = outputs.outputDirectories.map((d) => (outputSegments(d) ?? []).join("/"))
+    for (const declared of [...new Set(dirs)].sort()) {
+      const found = yield* lookupPath(store, entry.outputDigest, declared === "" ? [] : declared.split("/"))
+      if (found === undefined) continue
+      if (found.kind === "symlink") dirSymlinks.push({ path: declared, target: found.target })
+      if (found.kind !== "directory") continue
+      const tree = yield* treeOf(store, found.digest)
+      const bytes = Tree.encode(tree)
+      const digest = Digest.ofBytes(bytes)
+      trees.push({ digest, bytes })
+      for (const f of Tree.files(tree)) files.set(f.hash, f)
+      outputDirectories.push({ path: declared, tree_digest: Proto.wire(digest) })
+    }
+    for (const declared of [...new Set(outputs.outputFiles)].sort()) {
+      const segments = outputSegments(declared)
+      if (segments === undefined || segments.length === 0) continue
+      const path = segments.join("/")
+      if (covered(dirs, path)) continue
+      const found = yield* lookupPath(store, entry.outputDigest, segments)
+      if (found?.kind === "symlink") fileSymlinks.push({ path, target: found.target })
+      if (found?.kind !== "file") continue
+      if (found.node.digest.sizeBytes > 0) files.set(found.node.digest.hash, found.node.digest)
+      outputFiles.push({
+        path,
+        digest: Proto.wire(found.node.digest),
+        ...(found.node.isExecutable ? { is_executable: true } : {})
+      })
+    }
+    for (const d of [entry.stdoutDigest, entry.stderrDigest]) if (d.sizeBytes > 0) files.set(d.hash, d)
+    const actionResult = Proto.encode("ActionResult", {
+      output_files: outputFiles,
+      output_directories: outputDirectories,
+      exit_code: entry.exitCode ?? 0,
+      stdout_digest: Proto.wire(entry.stdoutDigest),
+      stderr_digest: Proto.wire(entry.stderrDigest),
+      output_file_symlinks: fileSymlinks,
+      output_directory_symlinks: dirSymlinks
+    })
+    return { actionResult, files: [...files.values()], trees }
+  })
+
+interface WireResult {
+  readonly output_files?: ReadonlyArray<
+    { path?: string; digest?: Proto.WireDigest; is_executable?: boolean; contents?: Uint8Array }
+  >
+  readonly output_directories?: ReadonlyArray<{ path?: string; tree_digest?: Proto.WireDigest }>
+  readonly output_file_symlinks?: ReadonlyArray<{ path?: string; target?: string }>
+  readonly output_directory_symlinks?: ReadonlyArray<{ path?: string; target?: string }>
+  readonly exit_code?: number
+  readonly stdout_digest?: Proto.WireDigest
+  readonly stderr_digest?: Proto.WireDigest
+  readonly stdout_raw?: Uint8Array
+  readonly stderr_raw?: Uint8Array
+}
+
+/** A remote `ActionResult`, read: what must be fetched for it, and how its outputs lie. */
+export interface Down {
+  readonly exitCode: number
+  readonly stdout: Digest.Digest
+  readonly stderr: Digest.Digest
+  readonly files: ReadonlyArray<{ readonly path: ReadonlyArray<string>; readonly node: Directory.FileNode }>
+  readonly symlinks: ReadonlyArray<{ readonly path: ReadonlyArray<string>; readonly target: string }>
+  readonly directories: ReadonlyArray<{ readonly path: ReadonlyArray<string>; readonly tree: Digest.Digest }>
+}
+
+/**
+ * Reads a serialized `ActionResult`; a reason (for the log) when kiln cannot use it: outputs it did not declare,
+ * paths that leave the working directory, a digest that is not one, inline contents (which kiln never asks for).
+ */
+export const readRemote = (bytes: Uint8Array, outputs: Outputs): Either.Either<Down, string> => {
+  let r: WireResult
+  try {
+    r = Proto.decode<WireResult>("ActionResult", bytes)
+  } catch (e) {
+    return Either.left(`the ActionResult does not decode: ${(e as Error).message}`)
+  }
+  const declaredFiles = new Set(outputs.outputFiles.map((f) => (outputSegments(f) ?? []).join("/")))
+  const declaredDirs = new Set(outputs.outputDirectories.map((f) => (outputSegments(f) ?? []).join("/")))
+  const pathOf = (p: string | undefined, declared: Set<string>) => {
+    const segments = outputSegments(p ?? "")
+    if (segments === undefined) return undefined
+    const joined = segments.join("/")
+    return declared.has(joined) || [...declaredDirs].some((d) => d === "" || joined.startsWith(`${d}/`))
+      ? segments
+      : undefined
+  }
+  const stdout = Proto.fromWire(r.stdout_digest ?? { hash: Digest.empty.hash })
+  const stderr = Proto.fromWire(r.stderr_digest ?? { hash: Digest.empty.hash })
+  if (stdout === undefined || stderr === undefined) return Either.left("its stdout or stderr digest is malformed")
+  if ((r.stdout_raw?.length ?? 0) > 0 || (r.stderr_raw?.length ?? 0) > 0) {
+    return Either.left("it inlines stdout or stderr, which kiln does not ask for")
+  }
+  const files: Array<Down["files"][number]> = []
+  for (const f of r.output_files ?? []) {
+    const path = pathOf(f.path, declaredFiles)
+    const digest = Proto.fromWire(f.digest)
+    if (path === undefined || path.length === 0 || digest === undefined) {
+      return Either.left(`output file \`${f.path}\` is not one the process declares, or its digest is malformed`)
+    }
+    files.push({ path, node: { name: path[path.length - 1]!, digest, isExecutable: f.is_executable === true } })
+  }
+  const directories: Array<Down["directories"][number]> = []
+  for (const d of r.output_directories ?? []) {
+    const path = pathOf(d.path, declaredDirs)
+    const tree = Proto.fromWire(d.tree_digest)
+    if (path === undefined || tree === undefined) {
+      return Either.left(`output directory \`${d.path}\` is not one the process declares, or its digest is malformed`)
+    }
+    directories.push({ path, tree })
+  }
+  const symlinks: Array<Down["symlinks"][number]> = []
+  for (const s of [...(r.output_file_symlinks ?? []), ...(r.output_directory_symlinks ?? [])]) {
+    const path = pathOf(s.path, new Set([...declaredFiles, ...declaredDirs]))
+    if (path === undefined || path.length === 0 || (s.target ?? "") === "") {
+      return Either.left(`output symlink \`${s.path}\` is not one the process declares`)
+    }
+    symlinks.push({ path, target: s.target! })
+  }
+  return Either.right({ exitCode: r.exit_code ?? 0, stdout, stderr, files, symlinks, directories })
+}
+
+/** A directory holding one entry, stored: the layer that puts the entry at its path. */
+const single = (store: Store.Service, entry: Directory.Directory) => store.putDirectory(entry)
+
+/**
+ * Stores a remote result's directories and lays its outputs into one tree rooted at the working directory, as
+ * capture lays them. The trees' `Tree` messages must be given (fetched); file contents need not be in the store.
+ */
+export const layOut = (
+  store: Store.Service,
+  down: Down,
+  trees: ReadonlyMap<string, Tree.Tree>
+) =>
+  Effect.gen(function*() {
+    const layers: Array<{ digest: Digest.Digest; at: ReadonlyArray<string> }> = []
+    for (const d of down.directories) {
+      const tree = trees.get(d.tree.hash)!
+      // Children first, so that each directory put is whole once its parent names it.
+      for (const child of tree.children.values()) yield* store.putDirectory(child)
+      layers.push({ digest: yield* store.putDirectory(tree.root), at: d.path })
+    }
+    for (const f of down.files) {
+      layers.push({
+        digest: yield* single(store, { files: [f.node], directories: [], symlinks: [] }),
+        at: f.path.slice(0, -1)
+      })
+    }
+    for (const s of down.symlinks) {
+      const name = s.path[s.path.length - 1]!
+      layers.push({
+        digest: yield* single(store, { files: [], directories: [], symlinks: [{ name, target: s.target }] }),
+        at: s.path.slice(0, -1)
+      })
+    }
+    return layers.length === 0 ? Digest.empty : yield* store.mergeTrees(layers)
+  })
+
+/** Every file blob a remote result needs, its trees' files included (the empty blob left out). */
+export const filesOf = (down: Down, trees: ReadonlyMap<string, Tree.Tree>): Array<Digest.Digest> => {
+  const out = new Map<string, Digest.Digest>()
+  const add = (d: Digest.Digest) => d.sizeBytes > 0 && out.set(d.hash, d)
+  add(down.stdout)
+  add(down.stderr)
+  for (const f of down.files) add(f.node.digest)
+  for (const d of down.directories) for (const f of Tree.files(trees.get(d.tree.hash)!)) add(f)
+  return [...out.values()]
+}

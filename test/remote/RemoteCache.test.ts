@@ -1,0 +1,197 @@
+/**
+ * The remote cache against real servers on 127.0.0.1 (`scripts/remote/servers.sh`): Bazel's REAPI worker over gRPC
+ * (plaintext, and TLS with client certificates) and nginx as Bazel's HTTP cache. Two machines are two workspace
+ * copies at different paths with a store each; the second must get every process from the remote with the same
+ * bytes. Faults are the servers' own: a dead port, a listener that never answers, an evicted or corrupted blob,
+ * the worker killed mid-run. The worker is shared by every test here, so the test that kills it restarts it.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { createHash } from "node:crypto"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { eventually } from "../utils/child.js"
+import { corruptBlob, deadPort, evictBlob, killWorker, remoteServers, restartWorker, tarpit } from "../utils/remote.js"
+import { tempDir } from "../utils/temp.js"
+import { machine, namespace, outputsOf, sources } from "./workspace.js"
+
+const hashOf = (bytes: Uint8Array | string) => createHash("sha256").update(bytes).digest("hex")
+
+/** The remote flags for a server: grpc, grpcs with the test CA and client certificate, http. */
+const flags = (kind: "grpc" | "grpcs" | "http") => {
+  const s = remoteServers()
+  return kind === "grpc"
+    ? ["--remote-cache", s.reapiUrl]
+    : kind === "http"
+    ? ["--remote-cache", s.httpUrl]
+    : [
+      "--remote-cache",
+      s.reapiTlsUrl,
+      "--remote-ca",
+      s.tlsCa,
+      "--remote-client-cert",
+      s.tlsClientCert,
+      "--remote-client-key",
+      s.tlsClientKey
+    ]
+}
+
+/** Fills the remote from one machine, then a second machine with an empty store gets everything from it. */
+const roundTrip = (kind: "grpc" | "grpcs" | "http") =>
+  Effect.gen(function*() {
+    const ns = namespace()
+    const first = yield* machine(ns)
+    const filled = first.run(flags(kind))
+    assert.strictEqual(filled.code, 0, filled.stderr)
+    assert.strictEqual(filled.summary!.ran, 3)
+    assert.strictEqual(filled.summary!.pendingUploads, 0, filled.stderr)
+    assert.isAbove(filled.summary!.uploadedBytes, 5 * 1024 * 1024)
+    const second = yield* machine(ns)
+    const served = second.run(flags(kind))
+    assert.strictEqual(served.code, 0, served.stderr)
+    assert.deepStrictEqual(sources(served.summary), { gen: "remote-cache", use: "remote-cache", big: "remote-cache" })
+    assert.strictEqual(served.summary!.remoteCacheHits, 3)
+    assert.isAbove(served.summary!.downloadedBytes, 5 * 1024 * 1024)
+    assert.deepStrictEqual(served.summary!.remoteErrors, {})
+    assert.match(served.stderr, /3 cached \(3 from the remote\)/)
+    // Two checkouts at different paths, two stores: the same keys, the same bytes.
+    assert.deepStrictEqual(
+      served.summary!.processes.map((p) => p.actionDigest).sort(),
+      filled.summary!.processes.map((p) => p.actionDigest).sort()
+    )
+    assert.deepStrictEqual(outputsOf(second.ws), outputsOf(first.ws))
+    assert.strictEqual(fs.readlinkSync(path.join(second.ws, "out/link")), "a.txt")
+    // The hits are in the local store now: the next run asks the remote nothing.
+    const again = second.run(flags(kind))
+    assert.deepStrictEqual(sources(again.summary), { gen: "cache-hit", use: "cache-hit", big: "cache-hit" })
+    return { first, second, ns }
+  })
+
+describe("remote cache: round trips", () => {
+  it.scoped("gRPC (Bazel's worker): a second machine gets every process from the remote", () => roundTrip("grpc"))
+  it.scoped("HTTP (nginx): a second machine gets every process from the remote", () => roundTrip("http"))
+  it.scoped("gRPC over mTLS; a client without TLS is refused, and the run goes on locally", () =>
+    Effect.gen(function*() {
+      yield* roundTrip("grpcs")
+      const plain = yield* machine(namespace())
+      const url = remoteServers().reapiTlsUrl.replace("grpcs:", "grpc:")
+      const r = plain.run(["--remote-cache", url])
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.strictEqual(r.summary!.ran, 3)
+      assert.match(r.stderr, /remote cache grpc:\/\/localhost:\d+ is unreachable/)
+      const required = plain.run(["--remote-cache", url, "--remote-required"])
+      assert.strictEqual(required.code, 1)
+      assert.match(required.stderr, /remote cache grpc:\/\/localhost:\d+ is unreachable.*--remote-required/)
+    }))
+
+  it.scoped("kiln.json's remote object and KILN_REMOTE_CACHE name the cache; the command line wins", () =>
+    Effect.gen(function*() {
+      const ns = namespace()
+      const first = yield* machine(ns)
+      const configFile = path.join(first.ws, "kiln.json")
+      const config = JSON.parse(fs.readFileSync(configFile, "utf8"))
+      fs.writeFileSync(
+        configFile,
+        JSON.stringify({ ...config, remote: { cache: `http://127.0.0.1:${yield* Effect.promise(deadPort)}` } })
+      )
+      const viaEnv = first.run([], { KILN_REMOTE_CACHE: remoteServers().reapiUrl })
+      assert.strictEqual(viaEnv.code, 0, viaEnv.stderr)
+      assert.notMatch(viaEnv.stderr, /unreachable/)
+      const second = yield* machine(ns)
+      const viaFlag = second.run(flags("grpc"), { KILN_REMOTE_CACHE: "http://127.0.0.1:1" })
+      assert.strictEqual(viaFlag.summary!.remoteCacheHits, 3, viaFlag.stderr)
+    }))
+})
+
+describe("remote cache: faults", () => {
+  it.scoped("a dead port and a silent listener: the build succeeds locally, says so once, and costs at most the probe", () =>
+    Effect.gen(function*() {
+      const dead = yield* machine(namespace())
+      const port = yield* Effect.promise(deadPort)
+      const r = dead.run(["--remote-cache", `grpc://127.0.0.1:${port}`])
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.strictEqual(r.summary!.ran, 3)
+      assert.strictEqual(r.stderr.match(/warning: remote cache .* is unreachable/g)?.length, 1, r.stderr)
+      assert.match(r.stderr, /unreachable \(UNAVAILABLE.*\): 3 processes ran locally, 0 uploaded/)
+      assert.strictEqual(r.summary!.pendingUploads, 3)
+      const silent = yield* Effect.acquireRelease(Effect.promise(tarpit), (t) => Effect.promise(t.close))
+      for (const url of [silent.url, silent.httpUrl]) {
+        const quiet = yield* machine(namespace())
+        const q = quiet.run(["--remote-cache", url])
+        assert.strictEqual(q.code, 0, q.stderr)
+        assert.match(q.stderr, /unreachable \(DEADLINE_EXCEEDED/)
+        const required = quiet.run(["--remote-cache", url, "--remote-required"])
+        assert.strictEqual(required.code, 1)
+        assert.match(required.stderr, new RegExp(`remote cache ${url.replace(/[/.]/g, "\\$&")} is unreachable`))
+      }
+    }))
+
+  for (const kind of ["grpc", "http"] as const) {
+    it.scoped(`${kind}: an entry whose blob was evicted is recovered in one run, and the blob uploaded again`, () =>
+      Effect.gen(function*() {
+        const { first, ns } = yield* roundTrip(kind)
+        const blob = hashOf(fs.readFileSync(path.join(first.ws, "out/a.txt")))
+        evictBlob(blob, kind === "grpc" ? "reapi" : "http")
+        const third = yield* machine(ns)
+        fs.writeFileSync(path.join(third.ws, "in/b.txt"), "gamma\n") // `use` must run, on gen's outputs
+        const r = third.run(flags(kind))
+        assert.strictEqual(r.code, 0, r.stderr)
+        assert.deepStrictEqual(sources(r.summary), { gen: "ran", use: "ran", big: "remote-cache" })
+        assert.match(r.stderr, /remote cache entry for gen is unusable \(NOT_FOUND/)
+        assert.strictEqual(
+          fs.readFileSync(path.join(third.ws, "res/b.txt"), "utf8"),
+          `ALPHA ${ns.toUpperCase()}\ngamma\n`
+        )
+        assert.strictEqual(r.summary!.pendingUploads, 0)
+        // Uploaded again: a fourth machine gets gen from the remote.
+        const fourth = yield* machine(ns)
+        const after = fourth.run(flags(kind))
+        assert.strictEqual(after.summary!.remoteCacheHits, 3, after.stderr)
+      }))
+
+    it.scoped(`${kind}: a corrupted blob is detected, and the process runs instead`, () =>
+      Effect.gen(function*() {
+        const { first, ns } = yield* roundTrip(kind)
+        corruptBlob(hashOf(fs.readFileSync(path.join(first.ws, "big.bin"))), kind === "grpc" ? "reapi" : "http")
+        const third = yield* machine(ns)
+        const r = third.run(flags(kind))
+        assert.strictEqual(r.code, 0, r.stderr)
+        assert.strictEqual(sources(r.summary).big, "ran")
+        assert.match(r.stderr, /remote cache entry for big is unusable \((INTERNAL|DIGEST_MISMATCH)/)
+        assert.deepStrictEqual(outputsOf(third.ws), outputsOf(first.ws))
+      }))
+  }
+
+  it.scopedLive("kiln remote status probes; kiln remote flush fails while the remote is away, and uploads once it is back", () =>
+    Effect.gen(function*() {
+      const ns = namespace()
+      const gate = yield* tempDir("kiln-gate-")
+      const first = yield* machine(ns, { gate })
+      const status = first.kiln(["remote", "status", ...flags("grpc")])
+      assert.strictEqual(status.code, 0, status.stderr)
+      assert.match(status.stdout, /reachable in \d+ ms\n {2}REAPI 2\.0/)
+      assert.match(status.stdout, /action cache: read and write/)
+      const http = first.kiln(["remote", "status", ...flags("http")])
+      assert.match(http.stdout, /Bazel HTTP cache/)
+      // The worker dies while gen runs: the run goes on, and its uploads wait in the journal.
+      const running = yield* first.start(flags("grpc"))
+      yield* eventually("gen started", () => fs.existsSync(path.join(gate, "started")), "60 seconds")
+      yield* Effect.promise(killWorker)
+      yield* Effect.addFinalizer(() => Effect.promise(restartWorker))
+      fs.writeFileSync(path.join(gate, "go"), "")
+      const r = yield* running
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.isAbove(r.summary!.pendingUploads, 0, r.stderr)
+      assert.match(r.stderr, /uploads to grpc:\/\/127\.0\.0\.1:\d+ are pending/)
+      const away = first.kiln(["remote", "flush", ...flags("grpc")])
+      assert.strictEqual(away.code, 1)
+      assert.match(away.stderr, /uploads to grpc:\/\/127\.0\.0\.1:\d+ are still pending/)
+      yield* Effect.promise(restartWorker)
+      const flushed = first.kiln(["remote", "flush", ...flags("grpc")])
+      assert.strictEqual(flushed.code, 0, flushed.stderr)
+      assert.match(flushed.stderr, /nothing is pending/)
+      const second = yield* machine(ns, { gate })
+      const served = second.run(flags("grpc"))
+      assert.strictEqual(served.summary!.remoteCacheHits, 3, served.stderr)
+    }))
+})

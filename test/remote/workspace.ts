@@ -1,0 +1,150 @@
+/**
+ * A workspace for the remote-cache tests, run through the built CLI: a producer of a directory (a nested file, an
+ * executable, a symlink), a consumer of it, and a 5 MiB output (over gRPC's 4 MiB batch limit: ByteStream). Each
+ * test gets its own cache namespace, so tests sharing one server never see each other's results.
+ */
+import { Effect } from "effect"
+import { spawn, spawnSync } from "node:child_process"
+import { randomUUID } from "node:crypto"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { cli } from "../utils/stack.js"
+import { tempDir, writeTree } from "../utils/temp.js"
+
+export interface Summary {
+  readonly processes: ReadonlyArray<{ name: string; source: string; exitCode: number | null; actionDigest: string }>
+  readonly ran: number
+  readonly cacheHits: number
+  readonly failed: number
+  readonly remoteCacheHits: number
+  readonly uploadedBytes: number
+  readonly downloadedBytes: number
+  readonly pendingUploads: number
+  readonly remoteErrors: Record<string, number>
+}
+
+const PATH = { PATH: "/usr/local/bin:/usr/bin:/bin" }
+
+const TOOLS = {
+  "tools/gen.mjs": `import * as fs from "node:fs"
+fs.mkdirSync("out/deep", { recursive: true })
+const text = fs.readFileSync("in/a.txt", "utf8")
+fs.writeFileSync("out/a.txt", text.toUpperCase())
+fs.writeFileSync("out/deep/n.txt", String(text.length))
+fs.writeFileSync("out/run.sh", "#!/bin/sh\\necho hi\\n", { mode: 0o755 })
+fs.symlinkSync("a.txt", "out/link")
+if (process.env.KILN_TEST_GATE) {
+  fs.writeFileSync(process.env.KILN_TEST_GATE + "/started", "")
+  while (!fs.existsSync(process.env.KILN_TEST_GATE + "/go")) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 20)
+}
+`,
+  "tools/use.mjs": `import * as fs from "node:fs"
+fs.mkdirSync("res", { recursive: true })
+fs.writeFileSync("res/b.txt", fs.readFileSync("out/a.txt", "utf8") + fs.readFileSync("in/b.txt", "utf8"))
+`,
+  "tools/big.mjs": `import * as fs from "node:fs"
+const seed = fs.readFileSync("in/a.txt")
+const buf = Buffer.alloc(5 * 1024 * 1024 + 17)
+for (let i = 0; i < buf.length; i++) buf[i] = (i * 31 + (i >> 10) + seed[i % seed.length]) & 0xff
+fs.writeFileSync("big.bin", buf)
+`
+}
+
+export const config = (namespace: string, gate?: string) => ({
+  cacheNamespace: namespace,
+  processes: {
+    gen: {
+      argv: ["node", "tools/gen.mjs"],
+      inputs: ["tools/gen.mjs", "in/a.txt"],
+      outputs: ["out/"],
+      env: { ...PATH, ...(gate !== undefined ? { KILN_TEST_GATE: gate } : {}) }
+    },
+    use: {
+      argv: ["node", "tools/use.mjs"],
+      inputs: ["tools/use.mjs", "in/b.txt"],
+      deps: ["gen"],
+      outputs: ["res/b.txt"],
+      env: PATH
+    },
+    big: { argv: ["node", "tools/big.mjs"], inputs: ["tools/big.mjs", "in/a.txt"], outputs: ["big.bin"], env: PATH }
+  }
+})
+
+/** The outputs a run leaves in the workspace, path → bytes (symlinks as their target). */
+export const outputsOf = (ws: string): Record<string, string> => {
+  const out: Record<string, string> = {}
+  const walk = (rel: string) => {
+    const abs = path.join(ws, rel)
+    const st = fs.lstatSync(abs)
+    if (st.isSymbolicLink()) out[rel] = `-> ${fs.readlinkSync(abs)}`
+    else if (st.isDirectory()) { for (const n of fs.readdirSync(abs).sort()) walk(path.join(rel, n)) }
+    else out[rel] = `${(st.mode & 0o111) !== 0 ? "x " : ""}${fs.readFileSync(abs).toString("base64")}`
+  }
+  for (const top of ["out", "res", "big.bin"]) if (fs.existsSync(path.join(ws, top))) walk(top)
+  return out
+}
+
+/** A machine: a workspace copy and a store of its own; `run` is `kiln run` there. */
+export const machine = (namespace: string, options: { readonly gate?: string } = {}) =>
+  Effect.gen(function*() {
+    const root = yield* tempDir("kiln-remote-")
+    const ws = path.join(root, "ws")
+    // The namespace in the inputs makes every blob of a test its own: evicting one leaves other tests' alone.
+    writeTree(ws, { ...TOOLS, "in/a.txt": `alpha ${namespace}\n`, "in/b.txt": "beta\n" })
+    fs.writeFileSync(path.join(ws, "kiln.json"), JSON.stringify(config(namespace, options.gate)))
+    fs.mkdirSync(path.join(root, "sandboxes"))
+    const env = {
+      ...process.env,
+      KILN_STORE_DIR: path.join(root, "store"),
+      KILN_SANDBOX_ROOT: path.join(root, "sandboxes"),
+      KILN_NAMED_CACHES_DIR: path.join(root, "named")
+    }
+    const args = (
+      more: ReadonlyArray<string>,
+      summaryFile: string
+    ) => [cli, ...more, "--progress", "plain", "--summary", summaryFile]
+    const result = (status: number | null, stderr: string, summaryFile: string) => ({
+      code: status,
+      stderr,
+      summary: fs.existsSync(summaryFile) ? JSON.parse(fs.readFileSync(summaryFile, "utf8")) as Summary : undefined
+    })
+    const run = (more: ReadonlyArray<string>, extraEnv: Record<string, string> = {}) => {
+      const summaryFile = path.join(root, `summary-${randomUUID()}.json`)
+      const r = spawnSync(process.execPath, args(["run", ...more], summaryFile), {
+        cwd: ws,
+        encoding: "utf8",
+        env: { ...env, ...extraEnv }
+      })
+      return result(r.status, r.stderr, summaryFile)
+    }
+    /** `kiln run` in the background: its exit, once it ends. */
+    const start = (more: ReadonlyArray<string>) =>
+      Effect.sync(() => {
+        const summaryFile = path.join(root, `summary-${randomUUID()}.json`)
+        // stderr to a file: kiln's helper processes may hold a pipe open after kiln has exited.
+        const stderrFile = path.join(root, `stderr-${randomUUID()}`)
+        const fd = fs.openSync(stderrFile, "w")
+        const child = spawn(process.execPath, args(["run", ...more], summaryFile), {
+          cwd: ws,
+          env,
+          stdio: ["ignore", "ignore", fd]
+        })
+        fs.closeSync(fd)
+        return Effect.async<ReturnType<typeof result>>((resume) => {
+          child.once(
+            "exit",
+            (code) => resume(Effect.succeed(result(code, fs.readFileSync(stderrFile, "utf8"), summaryFile)))
+          )
+        })
+      })
+    const kiln = (more: ReadonlyArray<string>) => {
+      const r = spawnSync(process.execPath, [cli, ...more], { cwd: ws, encoding: "utf8", env })
+      return { code: r.status, stdout: r.stdout, stderr: r.stderr }
+    }
+    return { root, ws, run, start, kiln }
+  })
+
+export const namespace = () => `test-${randomUUID()}`
+
+export const sources = (s: Summary | undefined): Record<string, string> =>
+  Object.fromEntries((s?.processes ?? []).map((p) => [p.name, p.source]))

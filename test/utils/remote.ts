@@ -1,0 +1,233 @@
+/**
+ * The real remote-cache servers the tests run against, started by `scripts/remote/servers.sh` (by `.ci/run`, by hand,
+ * or else by the global setup `test/remoteServers.ts`, which loads their `KILN_TEST_*` variables into every test
+ * worker's environment), and the faults the tests inject into them. Nothing here uses Effect: wrap a call in
+ * `Effect.sync` / `Effect.promise`.
+ */
+import { execFile, execFileSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as net from "node:net"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { promisify } from "node:util"
+
+export const serversScript = path.resolve(
+  path.dirname(fileURLToPath(import.meta.url)),
+  "..",
+  "..",
+  "scripts",
+  "remote",
+  "servers.sh"
+)
+
+/** The servers' state directory (`KILN_REMOTE_DIR`, as `servers.sh` has it). */
+export const remoteDir = (): string => process.env.KILN_REMOTE_DIR || "/tmp/kiln-remote-servers"
+
+/** The `KEY=VALUE` lines `servers.sh start` wrote, or undefined when it is not running (`stop` removes them). */
+export const readRemoteEnv = (file = path.join(remoteDir(), "env")): Record<string, string> | undefined => {
+  let text: string
+  try {
+    text = fs.readFileSync(file, "utf8")
+  } catch {
+    return undefined
+  }
+  const env: Record<string, string> = {}
+  for (const line of text.split("\n")) {
+    const eq = line.indexOf("=")
+    if (eq > 0) env[line.slice(0, eq)] = line.slice(eq + 1)
+  }
+  return env
+}
+
+/**
+ * Whether a process is not yet dead. This machine's init reaps orphans late, and a JVM's main thread is a zombie
+ * while its other threads still hold its sockets: a zombie whose threads are all gone is dead.
+ */
+const running = (pid: number): boolean => {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    return !stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z") || fs.readdirSync(`/proc/${pid}/task`).length > 1
+  } catch {
+    return false
+  }
+}
+
+/** Whether `pid` is a live server of the instance in `dir` (its command line names `dir`). */
+export const serverAlive = (pid: number, dir = remoteDir()): boolean => {
+  try {
+    return running(pid) && fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(dir)
+  } catch {
+    return false
+  }
+}
+
+/** The env file's servers are all alive. */
+export const remoteEnvAlive = (env: Record<string, string>): boolean => {
+  const pids = Object.entries(env).filter(([k]) => k.endsWith("_PID")).map(([, v]) => Number(v))
+  return pids.length > 0 && pids.every((pid) => serverAlive(pid, env.KILN_REMOTE_DIR))
+}
+
+/** Sets the env file's variables in this process's environment. */
+export const loadRemoteEnv = (env: Record<string, string>): void => {
+  for (const [k, v] of Object.entries(env)) process.env[k] = v
+}
+
+export interface RemoteServers {
+  /**
+   * Bazel 4.2.3's REAPI worker (CAS, ByteStream, ActionCache, Execution), plaintext: `grpc://127.0.0.1:PORT`. It
+   * rejects a call without the `build.bazel.remote.execution.v2.requestmetadata-bin` header.
+   */
+  readonly reapiUrl: string
+  readonly reapiPid: number
+  /** The worker's on-disk store: `cas/<2 hex>/<sha256>`, `ac/<2 hex>/<sha256>` (see `blobPath`). */
+  readonly reapiStoreDir: string
+  /** A second worker, over TLS, that requires a client certificate: `grpcs://localhost:PORT`. */
+  readonly reapiTlsUrl: string
+  readonly reapiTlsPid: number
+  /** PEM files: the CA that signed the servers' certificate (for localhost and 127.0.0.1) and the client's. */
+  readonly tlsCa: string
+  readonly tlsClientCert: string
+  readonly tlsClientKey: string
+  /** nginx as Bazel's HTTP cache: GET, HEAD and PUT of `[/prefix…]/ac/<sha256>` and `/cas/<sha256>`. */
+  readonly httpUrl: string
+  readonly httpPid: number
+  /** nginx's data root: `[prefix…/]ac/<sha256>`, `cas/<sha256>`. */
+  readonly httpDir: string
+  /** The same cache over HTTPS, client certificate required (without one nginx answers HTTP 400). */
+  readonly httpsUrl: string
+}
+
+/** The servers, from the environment the global setup gave this worker; throws when they are not running. */
+export const remoteServers = (): RemoteServers => {
+  const env = process.env
+  if (!env.KILN_TEST_REAPI_URL) {
+    throw new Error(
+      env.KILN_SKIP_REMOTE_SERVERS === "1"
+        ? "this test needs the remote-cache servers, and KILN_SKIP_REMOTE_SERVERS=1 skipped them"
+        : `the remote-cache servers are not running (no KILN_TEST_* variables): ` +
+          `run \`bash scripts/remote/servers.sh start\``
+    )
+  }
+  const get = (key: string): string => {
+    const value = env[key]
+    if (!value) throw new Error(`${key} is not set: the remote-cache servers' env file is incomplete`)
+    return value
+  }
+  return {
+    reapiUrl: get("KILN_TEST_REAPI_URL"),
+    reapiPid: Number(get("KILN_TEST_REAPI_PID")),
+    reapiStoreDir: get("KILN_TEST_REAPI_CAS"),
+    reapiTlsUrl: get("KILN_TEST_REAPI_TLS_URL"),
+    reapiTlsPid: Number(get("KILN_TEST_REAPI_TLS_PID")),
+    tlsCa: get("KILN_TEST_TLS_CA"),
+    tlsClientCert: get("KILN_TEST_TLS_CLIENT_CERT"),
+    tlsClientKey: get("KILN_TEST_TLS_CLIENT_KEY"),
+    httpUrl: get("KILN_TEST_HTTP_URL"),
+    httpPid: Number(get("KILN_TEST_HTTP_PID")),
+    httpDir: get("KILN_TEST_HTTP_DIR"),
+    httpsUrl: get("KILN_TEST_HTTPS_URL")
+  }
+}
+
+/** The file that holds a blob: in the plain worker's on-disk CAS, or nginx's `/cas/` (no prefix). */
+export const blobPath = (hash: string, server: "reapi" | "http" = "reapi"): string =>
+  server === "reapi"
+    ? path.join(remoteServers().reapiStoreDir, "cas", hash.slice(0, 2), hash)
+    : path.join(remoteServers().httpDir, "cas", hash)
+
+const script = (args: ReadonlyArray<string>): void => {
+  remoteServers()
+  execFileSync("bash", [serversScript, ...args], { stdio: ["ignore", "ignore", "pipe"] })
+}
+
+/** Deletes a blob from the plain worker's CAS (or nginx's): an eviction. Its AC entries still hit. */
+export const evictBlob = (hash: string, server: "reapi" | "http" = "reapi"): void => script(["evict", hash, server])
+
+/**
+ * Overwrites a blob with other bytes of the same size. The worker then fails a ByteStream Read of it with INTERNAL
+ * (it checks on read); nginx serves the wrong bytes.
+ */
+export const corruptBlob = (hash: string, server: "reapi" | "http" = "reapi"): void => script(["corrupt", hash, server])
+
+const currentWorkerPid = (): number => {
+  const pid = Number(readRemoteEnv()?.KILN_TEST_REAPI_PID)
+  if (!pid) throw new Error(`the remote-cache servers are not running (no ${path.join(remoteDir(), "env")})`)
+  return pid
+}
+
+/**
+ * SIGKILLs the plain worker and resolves once it is dead. It is shared by every test file, and other files may run
+ * meanwhile: kill it only in tests that own it, and `restartWorker()` after.
+ */
+export const killWorker = async (): Promise<void> => {
+  remoteServers()
+  const pid = currentWorkerPid()
+  if (!serverAlive(pid)) return
+  process.kill(pid, "SIGKILL")
+  const deadline = Date.now() + 10_000
+  while (running(pid)) {
+    if (Date.now() > deadline) throw new Error(`the plain worker (pid ${pid}) is still alive 10 s after SIGKILL`)
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+}
+
+/**
+ * Starts the plain worker again, on the same port with the same on-disk CAS (a no-op when it runs), and resolves
+ * once it serves; its new pid is in this process's `KILN_TEST_REAPI_PID`.
+ */
+export const restartWorker = async (): Promise<void> => {
+  remoteServers()
+  await promisify(execFile)("bash", [serversScript, "restart-worker"])
+  process.env.KILN_TEST_REAPI_PID = String(currentWorkerPid())
+}
+
+export interface Tarpit {
+  readonly port: number
+  /** `grpc://127.0.0.1:PORT` */
+  readonly url: string
+  /** `http://127.0.0.1:PORT` */
+  readonly httpUrl: string
+  /** How many connections it has accepted. */
+  readonly accepted: () => number
+  /** Drops every connection and stops listening. */
+  readonly close: () => Promise<void>
+}
+
+/** A listener on 127.0.0.1 that accepts every connection and never answers: a hung server. */
+export const tarpit = (): Promise<Tarpit> =>
+  new Promise((resolve, reject) => {
+    const sockets = new Set<net.Socket>()
+    let accepted = 0
+    const server = net.createServer((socket) => {
+      accepted++
+      sockets.add(socket)
+      socket.on("error", () => {})
+      socket.on("close", () => sockets.delete(socket))
+    })
+    server.on("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const port = (server.address() as net.AddressInfo).port
+      resolve({
+        port,
+        url: `grpc://127.0.0.1:${port}`,
+        httpUrl: `http://127.0.0.1:${port}`,
+        accepted: () => accepted,
+        close: () =>
+          new Promise<void>((done) => {
+            for (const socket of sockets) socket.destroy()
+            server.close(() => done())
+          })
+      })
+    })
+  })
+
+/** A port on 127.0.0.1 that nothing listens on (it was free a moment ago): connections to it are refused. */
+export const deadPort = (): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const server = net.createServer()
+    server.on("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const port = (server.address() as net.AddressInfo).port
+      server.close(() => resolve(port))
+    })
+  })
