@@ -42,6 +42,12 @@ export interface Service {
   ) => Effect.Effect<Array<Option.Option<Entry>>>
   /** Queues the upload of a result that ran and is in the local store (it goes up in the background). */
   readonly offer: (process: Process, key: Digest, entry: Entry) => Effect.Effect<void>
+  /**
+   * Downloads the files of a tree (its directories are in the local store) that the local store lacks: a hit taken
+   * under `validate` or `defer` left them remote until something needs them. False when the remote cannot give
+   * them all (then the process that made them must run again).
+   */
+  readonly fetchTree: (root: Digest) => Effect.Effect<boolean>
 }
 
 /**

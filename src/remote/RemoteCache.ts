@@ -83,7 +83,11 @@ export class RemoteCache extends Context.Tag("kiln/RemoteCache")<RemoteCache, Se
  */
 export interface Options {
   readonly version: string
-  /** `fetch`: a hit's outputs are downloaded before it is one; `validate`: checked present remotely first. */
+  /**
+   * `fetch` (the default): a hit's outputs are downloaded before it is one; `validate`: they are checked present
+   * remotely (FindMissingBlobs over every file, trees included) and downloaded when needed; `defer`: downloaded when
+   * needed, a blob gone by then re-running its producer.
+   */
   readonly cacheContent?: "fetch" | "validate" | "defer"
   /** Uploads in flight at once (actions). Default 4. */
   readonly uploadConcurrency?: number
@@ -127,6 +131,12 @@ export const make = (settings: Settings, options: Options) =>
     const reads = settings.mode !== "write"
     const writes = settings.mode !== "read"
     const stale = new Set<string>()
+    /** Blobs the server gave wrong bytes for: uploaded again whatever FindMissingBlobs says. */
+    const corrupt = new Set<string>()
+    const noteCorrupt = (e: RemoteError) =>
+      Effect.sync(() => {
+        if (e.corruptBlob !== undefined) corrupt.add(e.corruptBlob)
+      })
     let hits = 0
     let uploadedActions = 0
     let unusable: string | undefined
@@ -182,6 +192,34 @@ export const make = (settings: Settings, options: Options) =>
         return trees
       })
 
+    /** Downloads the files the local store lacks, each checked against its digest, into the store. */
+    const downloadFiles = (files: ReadonlyArray<Digest.Digest>) =>
+      Effect.gen(function*() {
+        const local = yield* Effect.filter(files, (d) => Effect.map(store.hasFile(d), (has) => !has))
+        const blobs = yield* transport.download(local)
+        calls.counters.downloadedBytes += blobs.reduce((n, b) => n + b.digest.sizeBytes, 0)
+        yield* Effect.forEach(blobs, (b) => store.putFile(b.bytes, b.digest), { discard: true })
+      })
+
+    const fetchTree: RemoteTier["Type"]["fetchTree"] = (root) =>
+      Effect.gen(function*() {
+        if (!reads || (yield* usable) === undefined) return false
+        const entries = yield* store.listTree(root)
+        const files = entries.flatMap((
+          e
+        ) => (e.type === "file" && e.digest !== undefined && e.digest.sizeBytes > 0 ? [e.digest] : []))
+        yield* downloadFiles(files)
+        return true
+      }).pipe(
+        Effect.tapErrorTag("RemoteError", noteCorrupt),
+        Effect.catchAll((e) =>
+          Effect.as(
+            Effect.logWarning(`the remote cannot give the files of ${Digest.format(root)} (${e.message})`),
+            false
+          )
+        )
+      )
+
     /** One remote hit, made local: its trees, then the files the local store lacks, checked, then its layout. */
     const lookupOne = (process: Process, key: Digest.Digest) =>
       Effect.gen(function*() {
@@ -207,10 +245,8 @@ export const make = (settings: Settings, options: Options) =>
             })
           }
         }
-        const local = yield* Effect.filter(files, (d) => Effect.map(store.hasFile(d), (has) => !has))
-        const blobs = yield* transport.download(local)
-        calls.counters.downloadedBytes += blobs.reduce((n, b) => n + b.digest.sizeBytes, 0)
-        yield* Effect.forEach(blobs, (b) => store.putFile(b.bytes, b.digest), { discard: true })
+        // The trees' directories are in the store from here on; their files now, or when something needs them.
+        if ((options.cacheContent ?? "fetch") === "fetch") yield* downloadFiles(files)
         const outputDigest = yield* Results.layOut(store, down.right, trees)
         hits++
         return Option.some<Entry>({
@@ -223,6 +259,7 @@ export const make = (settings: Settings, options: Options) =>
           durationMs: 0
         })
       }).pipe(
+        Effect.tapErrorTag("RemoteError", noteCorrupt),
         Effect.catchAll((e) => {
           if (e._tag !== "RemoteError") {
             return Effect.as(
@@ -275,7 +312,10 @@ export const make = (settings: Settings, options: Options) =>
         ]
         const all = [...up.files, ...messages.map((m) => m.digest)].filter((d) => !present.has(d.hash))
         const missing = yield* transport.findMissing(all)
-        const wanted = new Set(missing.map((d) => d.hash))
+        const wanted = new Set([
+          ...missing.map((d) => d.hash),
+          ...all.filter((d) => corrupt.has(d.hash)).map((d) => d.hash)
+        ])
         const blobs = [
           ...messages.filter((m) => wanted.has(m.digest.hash)),
           ...(yield* Effect.forEach(
@@ -286,6 +326,7 @@ export const make = (settings: Settings, options: Options) =>
         yield* transport.upload(blobs)
         calls.counters.uploadedBytes += blobs.reduce((n, b) => n + b.digest.sizeBytes, 0)
         for (const d of all) present.add(d.hash)
+        for (const b of blobs) corrupt.delete(b.digest.hash)
       })
     const drainOne = (action: Digest.Digest) =>
       Effect.gen(function*() {
@@ -377,7 +418,7 @@ export const make = (settings: Settings, options: Options) =>
       })),
       failure: Effect.sync(() => Option.fromNullable(firstFailure))
     }
-    return { service, tier: { lookup, offer } }
+    return { service, tier: { lookup, offer, fetchTree } }
   })
 
 /**

@@ -19,7 +19,9 @@ export class RemoteError extends Schema.TaggedError<RemoteError>("kiln/RemoteErr
   code: Schema.String,
   detail: Schema.String,
   /** The server asked to be retried no sooner than this (`google.rpc.RetryInfo`). */
-  retryDelayMs: Schema.optional(Schema.Number)
+  retryDelayMs: Schema.optional(Schema.Number),
+  /** The hash of a blob the server holds wrong bytes for (a digest mismatch): it is uploaded again. */
+  corruptBlob: Schema.optional(Schema.String)
 }) {
   override get message(): string {
     return `remote cache ${this.endpoint}: ${this.method} failed: ${this.code}${this.detail ? `: ${this.detail}` : ""}`

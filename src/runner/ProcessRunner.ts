@@ -86,6 +86,11 @@ export interface Service {
   readonly warmUp: Effect.Effect<void>
   /** The output files of processes that ran, moved out of their sandboxes for write-back to take (see `Handoff`). */
   readonly handoff: Handoff
+  /**
+   * Brings the files of a tree whose directories are in the store into it from the remote cache, if there is one
+   * (a remote hit under `validate` or `defer` leaves them there until needed); false when it cannot.
+   */
+  readonly fetchTree: (root: Digest) => Effect.Effect<boolean>
 }
 
 /**
@@ -202,7 +207,8 @@ export const make = (options: Options = {}) =>
           ...(opts?.cache ?? { read: true, write: true }),
           ...(opts?.workspaceTrees !== undefined ? { workspaceTrees: opts.workspaceTrees } : {})
         }),
-      handoff: sandboxes.handoff
+      handoff: sandboxes.handoff,
+      fetchTree: (root) => Option.isSome(remote) ? remote.value.fetchTree(root) : Effect.succeed(false)
     }
     return service
   })

@@ -263,7 +263,8 @@ describe("Engine.run: a failed tool's report", () => {
           ),
         lookup: (ps) => Effect.succeed(ps.map(() => Option.none())),
         warmUp: Effect.void,
-        handoff: { offer: () => undefined, take: () => false, held: () => 0 }
+        handoff: { offer: () => undefined, take: () => false, held: () => 0 },
+        fetchTree: () => Effect.succeed(false)
       })
       const report = yield* Effect.flatMap(Engine.Engine, (engine) => engine.run({ workspace: root, config })).pipe(
         Effect.provide(

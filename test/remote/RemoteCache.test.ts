@@ -154,13 +154,58 @@ describe("remote cache: faults", () => {
         const { first, ns } = yield* roundTrip(kind)
         corruptBlob(hashOf(fs.readFileSync(path.join(first.ws, "big.bin"))), kind === "grpc" ? "reapi" : "http")
         const third = yield* machine(ns)
-        const r = third.run(flags(kind))
+        const r = third.run([...flags(kind), "--cache-content", "fetch"])
         assert.strictEqual(r.code, 0, r.stderr)
         assert.strictEqual(sources(r.summary).big, "ran")
         assert.match(r.stderr, /remote cache entry for big is unusable \((INTERNAL|DIGEST_MISMATCH)/)
         assert.deepStrictEqual(outputsOf(third.ws), outputsOf(first.ws))
+        // Its good bytes went up again, over the bad ones: the next machine gets everything from the remote.
+        const fourth = yield* machine(ns)
+        const after = fourth.run(flags(kind))
+        assert.strictEqual(after.summary!.remoteCacheHits, 3, after.stderr)
+        assert.deepStrictEqual(outputsOf(fourth.ws), outputsOf(first.ws))
+        // Under validate (the default) bad bytes show when they are fetched, to be written back: the process runs.
+        corruptBlob(hashOf(fs.readFileSync(path.join(first.ws, "big.bin"))), kind === "grpc" ? "reapi" : "http")
+        const fifth = yield* machine(ns)
+        const late = fifth.run(flags(kind))
+        assert.strictEqual(late.code, 0, late.stderr)
+        assert.strictEqual(sources(late.summary).big, "ran")
+        assert.match(late.stderr, /the remote cannot give the files of .*(INTERNAL|DIGEST_MISMATCH)/)
+        assert.deepStrictEqual(outputsOf(fifth.ws), outputsOf(first.ws))
       }))
   }
+
+  it.scoped("validate checks every blob of a hit remotely: an evicted one makes it a miss, before anything uses it", () =>
+    Effect.gen(function*() {
+      const { first, ns } = yield* roundTrip("grpc")
+      evictBlob(hashOf(fs.readFileSync(path.join(first.ws, "out/deep/n.txt"))))
+      const third = yield* machine(ns)
+      const r = third.run([...flags("grpc"), "--cache-content", "validate"])
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.deepStrictEqual(sources(r.summary), { gen: "ran", use: "remote-cache", big: "remote-cache" })
+      assert.strictEqual(r.summary!.processes.find((p) => p.name === "gen")!.backtracks, 0)
+      assert.deepStrictEqual(outputsOf(third.ws), outputsOf(first.ws))
+    }))
+
+  it.scoped("defer fetches a hit's files when they are written back; one gone by then re-runs its producer", () =>
+    Effect.gen(function*() {
+      const { first, ns } = yield* roundTrip("http")
+      const lazy = yield* machine(ns)
+      const ok = lazy.run([...flags("http"), "--cache-content", "defer"])
+      assert.deepStrictEqual(sources(ok.summary), { gen: "remote-cache", use: "remote-cache", big: "remote-cache" })
+      assert.isAbove(ok.summary!.downloadedBytes, 5 * 1024 * 1024)
+      assert.deepStrictEqual(outputsOf(lazy.ws), outputsOf(first.ws))
+      evictBlob(hashOf(fs.readFileSync(path.join(first.ws, "out/a.txt"))), "http")
+      const gone = yield* machine(ns)
+      const r = gone.run([...flags("http"), "--cache-content", "defer"])
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.strictEqual(sources(r.summary).gen, "ran")
+      assert.strictEqual(r.summary!.processes.find((p) => p.name === "gen")!.backtracks, 1)
+      assert.deepStrictEqual(outputsOf(gone.ws), outputsOf(first.ws))
+      // Its fresh result went up again: the next machine gets everything from the remote.
+      const after = yield* machine(ns)
+      assert.strictEqual(after.run(flags("http")).summary!.remoteCacheHits, 3)
+    }))
 
   it.scopedLive("kiln remote status probes; kiln remote flush fails while the remote is away, and uploads once it is back", () =>
     Effect.gen(function*() {

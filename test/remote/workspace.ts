@@ -12,7 +12,9 @@ import { cli } from "../utils/stack.js"
 import { tempDir, writeTree } from "../utils/temp.js"
 
 export interface Summary {
-  readonly processes: ReadonlyArray<{ name: string; source: string; exitCode: number | null; actionDigest: string }>
+  readonly processes: ReadonlyArray<
+    { name: string; source: string; exitCode: number | null; actionDigest: string; backtracks: number }
+  >
   readonly ran: number
   readonly cacheHits: number
   readonly failed: number

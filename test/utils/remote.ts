@@ -61,10 +61,13 @@ export const serverAlive = (pid: number, dir = remoteDir()): boolean => {
   }
 }
 
-/** The env file's servers are all alive. */
+/** Every server's pid in the env file: one written by an older `servers.sh` lacks some (`start` then adds them). */
+const SERVER_PIDS = ["KILN_TEST_REAPI_PID", "KILN_TEST_REAPI_TLS_PID", "KILN_TEST_HTTP_PID", "KILN_TEST_BST_PID"]
+
+/** The env file names every server, and they are all alive. */
 export const remoteEnvAlive = (env: Record<string, string>): boolean => {
   const pids = Object.entries(env).filter(([k]) => k.endsWith("_PID")).map(([, v]) => Number(v))
-  return pids.length > 0 && pids.every((pid) => serverAlive(pid, env.KILN_REMOTE_DIR))
+  return SERVER_PIDS.every((k) => k in env) && pids.every((pid) => serverAlive(pid, env.KILN_REMOTE_DIR))
 }
 
 /** Sets the env file's variables in this process's environment. */
@@ -95,6 +98,13 @@ export interface RemoteServers {
   readonly httpDir: string
   /** The same cache over HTTPS, client certificate required (without one nginx answers HTTP 400). */
   readonly httpsUrl: string
+  /**
+   * BuildStream 1.6's bst-artifact-server, a strict CAS-only REAPI server: `grpc://127.0.0.1:PORT`. CAS and
+   * ByteStream only: no ActionCache service (UNIMPLEMENTED), Capabilities with action cache updates disabled, batches
+   * up to 1 MiB, ByteStream upload names with a UUID v4, and instance names refused in ByteStream resource names.
+   */
+  readonly bstUrl: string
+  readonly bstPid: number
 }
 
 /** The servers, from the environment the global setup gave this worker; throws when they are not running. */
@@ -125,7 +135,9 @@ export const remoteServers = (): RemoteServers => {
     httpUrl: get("KILN_TEST_HTTP_URL"),
     httpPid: Number(get("KILN_TEST_HTTP_PID")),
     httpDir: get("KILN_TEST_HTTP_DIR"),
-    httpsUrl: get("KILN_TEST_HTTPS_URL")
+    httpsUrl: get("KILN_TEST_HTTPS_URL"),
+    bstUrl: get("KILN_TEST_BST_URL"),
+    bstPid: Number(get("KILN_TEST_BST_PID"))
   }
 }
 

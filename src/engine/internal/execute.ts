@@ -105,6 +105,12 @@ export const execute = (
         }
       }
       if (producer === undefined) return yield* Effect.flip(noProducer(state, name, e))
+      // Outputs of a remote hit not fetched yet (validate, defer): fetched now, once, if the remote has them.
+      const made = state.nodes.get(producer)!
+      if (made.result !== undefined && !(node.fetched?.has(producer) ?? false)) {
+        ;(node.fetched ??= new Set()).add(producer)
+        if (yield* state.runner.fetchTree(made.result.outputDigest)) continue
+      }
       if (node.backtracks >= state.maxBacktracks) {
         return yield* new BacktrackLimit({ attempts: state.maxBacktracks, digest: Digest.format(e.digest) })
       }

@@ -26,6 +26,8 @@ export interface NodeState {
   backtracks: number
   /** Directories of this process's merged input root that were found missing and made again. */
   remade?: Set<string>
+  /** Producers whose outputs this process had fetched from the remote cache (once each; then they re-run). */
+  fetched?: Set<string>
 }
 
 /** A process's own inputs (its globs over the workspace), and the files they matched. @internal */

@@ -106,6 +106,12 @@ const settleSuccess = (state: RunState, name: string, executed: Executed) =>
     const node = state.nodes.get(name)!
     let result = executed.result
     let back = yield* writeOutputs(state, name, executed.process, result)
+    // A remote hit taken under validate or defer has its files fetched now, when they are needed.
+    if (
+      Either.isLeft(back) && back.left._tag === "MissingDigest" && (yield* state.runner.fetchTree(result.outputDigest))
+    ) {
+      back = yield* writeOutputs(state, name, executed.process, result)
+    }
     if (Either.isLeft(back) && back.left._tag === "MissingDigest" && node.backtracks < state.maxBacktracks) {
       node.backtracks++
       yield* Effect.logWarning(

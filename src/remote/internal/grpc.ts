@@ -338,7 +338,15 @@ export const make = (settings: Settings, calls: Calls, tool: ToolInfo): Transpor
             }
             chunks.push(res.data)
           })
-          stream.on("error", (err: grpc.ServiceError) => resume(Effect.fail(fromGrpc(method, err))))
+          stream.on("error", (err: grpc.ServiceError) => {
+            const e = fromGrpc(method, err)
+            // Bazel's worker checks what it reads: INTERNAL naming the digest means its copy is bad.
+            resume(Effect.fail(
+              e.code === "INTERNAL" && /digest/i.test(e.detail)
+                ? new RemoteError({ ...e, corruptBlob: digest.hash })
+                : e
+            ))
+          })
           stream.on("end", () => resume(Effect.succeed(Buffer.concat(chunks, size))))
           return Effect.sync(() => stream.cancel())
         })

@@ -49,7 +49,8 @@ export const verified = (
         endpoint,
         method,
         code: "DIGEST_MISMATCH",
-        detail: `${Digest.format(digest)} came back as ${Digest.format(got)}`
+        detail: `${Digest.format(digest)} came back as ${Digest.format(got)}`,
+        corruptBlob: digest.hash
       })
     )
 }
