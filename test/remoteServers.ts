@@ -22,7 +22,7 @@ export default async function setup() {
     const why = stderr.split("\n").filter((l) => l.includes("ERROR")).pop() ?? String(e).split("\n")[0]
     throw new Error(
       `The remote-cache test servers did not start: ${why?.replace(/^\[servers.sh\] ERROR: /, "")}. ` +
-        `scripts/remote/servers.sh needs Debian's bazel-bootstrap-data bazel-bootstrap-source nginx ` +
+        `scripts/remote/servers.sh needs Debian's bazel-bootstrap-data bazel-bootstrap-source nginx python3-buildstream ` +
         `libnetty-tcnative-jni and a JDK (it runs apt-get install as root), and free ports (see README); ` +
         `KILN_SKIP_REMOTE_SERVERS=1 runs the tests without them (those that need them then fail).`
     )

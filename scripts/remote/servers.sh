@@ -4,8 +4,11 @@
 #     Debian's bazel-bootstrap-source against bazel-bootstrap-data's A-server.jar and patched to bind 127.0.0.1:
 #     one plaintext (grpc://) and one over TLS that requires a client certificate (grpcs://, mTLS);
 #   - nginx with WebDAV PUT as Bazel's HTTP cache (GET/HEAD/PUT [/prefix]/ac/<sha256> and /cas/<sha256>), over
-#     http:// and over https:// with a required client certificate, both on one data directory.
-# Background: shared/reference/distributed.md §3 and §5, remote-clients.md §1.
+#     http:// and over https:// with a required client certificate, both on one data directory;
+#   - BuildStream 1.6's bst-artifact-server (Debian's python3-buildstream), a strict CAS-only REAPI server: CAS and
+#     ByteStream but no ActionCache service (Capabilities says action cache updates are disabled), a 1 MiB batch
+#     limit, UUID-v4 upload names. Started through a launcher of our own that binds 127.0.0.1 (its CLI binds [::]).
+# Background: shared/reference/distributed.md §1, §3 and §5, remote-clients.md §1.
 #
 #   servers.sh start            install what is missing (apt), build the worker if its inputs changed, start what is
 #                               not running, write $KILN_REMOTE_DIR/env (KILN_TEST_* lines, read by the tests)
@@ -16,7 +19,8 @@
 #   servers.sh restart-worker   start the plain worker again (after a test killed it): same port, same CAS
 #
 # Environment: KILN_REMOTE_DIR (/tmp/kiln-remote-servers), KILN_REMOTE_GRPC_PORT (50081), KILN_REMOTE_GRPCS_PORT
-# (50082), KILN_REMOTE_HTTP_PORT (18091), KILN_REMOTE_HTTPS_PORT (18092), KILN_REMOTE_JOBS (the worker's --jobs, 4).
+# (50082), KILN_REMOTE_HTTP_PORT (18091), KILN_REMOTE_HTTPS_PORT (18092), KILN_REMOTE_BST_PORT (50083),
+# KILN_REMOTE_JOBS (the worker's --jobs, 4).
 set -euo pipefail
 
 DIR=$(realpath -m "${KILN_REMOTE_DIR:-/tmp/kiln-remote-servers}")
@@ -24,6 +28,7 @@ GRPC_PORT=${KILN_REMOTE_GRPC_PORT:-50081}
 GRPCS_PORT=${KILN_REMOTE_GRPCS_PORT:-50082}
 HTTP_PORT=${KILN_REMOTE_HTTP_PORT:-18091}
 HTTPS_PORT=${KILN_REMOTE_HTTPS_PORT:-18092}
+BST_PORT=${KILN_REMOTE_BST_PORT:-50083}
 JOBS=${KILN_REMOTE_JOBS:-4}
 JAR=/usr/share/bazel/A-server.jar
 SRC=/usr/src/bazel-bootstrap/src/tools/remote/src/main/java
@@ -48,10 +53,10 @@ ours() { # PIDFILE MARKER -> prints the pid
   pid=$(cat "$1" 2>/dev/null) && [[ $pid =~ ^[0-9]+$ ]] && alive "$pid" &&
     cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) && [[ $cmdline == *"$2"* ]] && echo "$pid"
 }
-listening() { # PORT: something listens on it, and only on 127.0.0.1
+listening() { # PORT: something listens on it, and only on 127.0.0.1 (gRPC's C core: on [::ffff:127.0.0.1], the same)
   local addrs
   addrs=$(ss -Htln "sport = :$1" | awk '{print $4}')
-  [ -n "$addrs" ] && ! grep -qv '^127\.0\.0\.1:' <<<"$addrs"
+  [ -n "$addrs" ] && ! grep -Eqv '^(127\.0\.0\.1|\[::ffff:127\.0\.0\.1\]):' <<<"$addrs"
 }
 port_free() { [ -z "$(ss -Htln "sport = :$1")" ] || die "port $1 is taken: $(ss -Htlnp "sport = :$1" | head -1)"; }
 wait_for() { # SECONDS COMMAND...: poll COMMAND until it succeeds (0) or the deadline passes (1)
@@ -61,7 +66,8 @@ wait_for() { # SECONDS COMMAND...: poll COMMAND until it succeeds (0) or the dea
 }
 
 install_packages() {
-  local want=(bazel-bootstrap-data bazel-bootstrap-source nginx libnetty-tcnative-jni) missing=() p
+  local want=(bazel-bootstrap-data bazel-bootstrap-source nginx libnetty-tcnative-jni python3-buildstream)
+  local missing=() p
   command -v javac >/dev/null || want+=(default-jdk-headless)
   command -v openssl >/dev/null || want+=(openssl)
   command -v ss >/dev/null || want+=(iproute2)
@@ -71,8 +77,10 @@ install_packages() {
   [ ${#missing[@]} -eq 0 ] && return
   [ "$(id -u)" = 0 ] || die "missing packages (${missing[*]}); as root: apt-get install ${missing[*]}"
   log "apt-get install ${missing[*]}"
+  local t0=$SECONDS
   { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >"$DIR/apt.log" 2>&1 ||
     { tail -5 "$DIR/apt.log" >&2; die "apt-get install ${missing[*]} failed (log: $DIR/apt.log)"; }
+  log "apt-get: $((SECONDS - t0)) s"
 }
 
 build_worker() { # into $DIR/build, again only when Debian's source, the jar, javac or the patch changed
@@ -201,6 +209,44 @@ await_nginx() { # nginx writes its pid file once it listens
   nginx_up "$pid" $ports || { cat "$DIR/nginx/start.log" "$DIR/nginx/logs/error.log" >&2; die "nginx did not come up"; }
 }
 
+# bst-artifact-server. Debian installs no bst-artifact-server command, and its CLI binds [::]:PORT: this launcher
+# calls the packaged create_server and binds 127.0.0.1 only. Head room lowered from 2 GB/10 GB to 100 MB/200 MB (the
+# free disk it keeps by evicting), so it never evicts on a small disk. Debian's python, not a pyenv shim (which lacks
+# Debian's grpc and protobuf); -I ignores PYTHON* variables and the user's site-packages.
+BST_PY=/usr/bin/python3
+BST_MARK="$DIR/bst/launcher.py"
+launch_bst() {
+  local b=$DIR/bst
+  ours "$b/pid" "$BST_MARK" >/dev/null && return
+  port_free "$BST_PORT"
+  mkdir -p "$b/repo"
+  cat >"$b/launcher.py.tmp" <<'EOF'
+# /usr/bin/python3 -I launcher.py REPO_DIR PORT: bst-artifact-server on 127.0.0.1:PORT; prints the port once it serves
+import signal, sys
+from buildstream._artifactcache.casserver import create_server
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})  # the server's threads inherit this mask
+server = create_server(sys.argv[1], enable_push=True, max_head_size=int(2e8), min_head_size=int(1e8))
+port = server.add_insecure_port('127.0.0.1:%d' % int(sys.argv[2]))
+server.start(); print(port, flush=True)
+signal.sigwait({signal.SIGTERM, signal.SIGINT}); server.stop(0)
+EOF
+  mv "$b/launcher.py.tmp" "$b/launcher.py"
+  rm -f "$b/out"
+  echo "$BST_PORT" >"$b/port"
+  echo "--- $(date -Is) start on 127.0.0.1:$BST_PORT" >>"$b/log"
+  setsid "$BST_PY" -I "$b/launcher.py" "$b/repo" "$BST_PORT" </dev/null >"$b/out" 2>>"$b/log" 9>&- &
+  echo $! >"$b/pid"
+}
+bst_up() { [ "$(cat "$DIR/bst/out" 2>/dev/null)" = "$1" ] && listening "$1"; }
+await_bst() { # the launcher prints the port once the server has started; it listens on 127.0.0.1 only
+  local pid port
+  pid=$(cat "$DIR/bst/pid") port=$(cat "$DIR/bst/port")
+  wait_for 30 eval "bst_up $port || ! alive $pid" || true
+  alive "$pid" || { tail -20 "$DIR/bst/log" >&2; die "bst-artifact-server exited while starting (log: $DIR/bst/log)"; }
+  bst_up "$port" ||
+    { tail -20 "$DIR/bst/log" >&2; die "bst-artifact-server is not serving on 127.0.0.1:$port after 30 s"; }
+}
+
 write_env() {
   local http https
   read -r http https <"$DIR/nginx/ports"
@@ -219,6 +265,8 @@ write_env() {
     echo "KILN_TEST_HTTP_DIR=$DIR/nginx/data"
     echo "KILN_TEST_HTTPS_URL=https://localhost:$https"
     echo "KILN_TEST_HTTPS_PID=$(cat "$DIR/nginx/pid")"
+    echo "KILN_TEST_BST_URL=grpc://127.0.0.1:$(cat "$DIR/bst/port")"
+    echo "KILN_TEST_BST_PID=$(cat "$DIR/bst/pid")"
   } >"$DIR/env.tmp"
   mv "$DIR/env.tmp" "$DIR/env"
 }
@@ -239,6 +287,7 @@ stop_all() {
   stop_one "plain worker" "$DIR/plain/pid" "$(worker_mark plain)"
   stop_one "tls worker" "$DIR/tls/pid" "$(worker_mark tls)"
   stop_one nginx "$DIR/nginx/pid" "$NGINX_MARK"
+  stop_one bst-artifact-server "$DIR/bst/pid" "$BST_MARK"
 }
 
 cmd_start() {
@@ -251,9 +300,11 @@ cmd_start() {
   launch_worker plain "$GRPC_PORT"
   launch_worker tls "$GRPCS_PORT"
   launch_nginx
+  launch_bst
   await_worker plain "$(cat "$DIR/plain/port")"
   await_worker tls "$(cat "$DIR/tls/port")"
   await_nginx
+  await_bst
   write_env
   trap - EXIT
   log "ready after ${SECONDS} s; $DIR/env:"
@@ -268,6 +319,8 @@ cmd_status() {
   done
   if pid=$(ours "$DIR/nginx/pid" "$NGINX_MARK"); then log "nginx: pid $pid, ports $(cat "$DIR/nginx/ports")"
   else log "nginx: not running"; ok=1; fi
+  if pid=$(ours "$DIR/bst/pid" "$BST_MARK"); then log "bst-artifact-server: pid $pid, port $(cat "$DIR/bst/port")"
+  else log "bst-artifact-server: not running"; ok=1; fi
   return $ok
 }
 

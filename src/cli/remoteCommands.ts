@@ -97,7 +97,9 @@ export const flush = Command.make("flush", options, (o) =>
           process.stderr.write(`kiln: ${stats.uploadedActions} results uploaded to ${endpoint}; nothing is pending\n`)
           return
         }
-        const why = stats.unusable ?? Object.entries(stats.remoteErrors).map(([c, n]) => `${c} ×${n}`).join(", ")
+        const why = stats.unusable !== undefined
+          ? `the remote ${stats.unusable}`
+          : Object.entries(stats.remoteErrors).map(([c, n]) => `${c} ×${n}`).join(", ")
         process.stderr.write(`kiln: ${left} uploads to ${endpoint} are still pending${why ? ` (${why})` : ""}\n`)
         process.exitCode = 1
       }),

@@ -6,6 +6,7 @@ import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as JSONSchema from "effect/JSONSchema"
 import * as Option from "effect/Option"
 import * as path from "node:path"
@@ -13,7 +14,8 @@ import { Config, InvalidConfig } from "../domain/Config.js"
 import * as Engine from "../engine/Engine.js"
 import { cliOptions, storeOptions } from "./globalOptions.js"
 import { COMMANDS } from "./help.js"
-import { RUN_OPTIONS } from "./optionTable.js"
+import { REMOTE_OPTIONS, RUN_OPTIONS } from "./optionTable.js"
+import { exitOnInvalidRemote, remoteSettings } from "./remoteSettings.js"
 import { loadConfig, runParsed } from "./runDirect.js"
 import { engineStack, exitOnInvalidConfig } from "./stack.js"
 import { toStoreOptions } from "./storeSettings.js"
@@ -60,16 +62,27 @@ export const explainProcess = (o: { readonly name: string; readonly config: stri
 
 export const explain = Command.make(
   "explain",
-  { name: Args.text({ name: "name" }), ...cliOptions({ config: RUN_OPTIONS.config }), ...storeOptions },
+  {
+    name: Args.text({ name: "name" }),
+    ...cliOptions({ config: RUN_OPTIONS.config, ...REMOTE_OPTIONS }),
+    ...storeOptions
+  },
   (o) =>
-    explainProcess(o).pipe(
-      Effect.provide(engineStack({
-        store: toStoreOptions(o),
-        sandboxRoot: Option.none(),
-        namedCachesDir: Option.none(),
-        sweepOnStart: false
-      }))
-    )
+    Effect.gen(function*() {
+      const file = path.resolve(o.config)
+      // kiln.json's remote settings count here too; a config that cannot be read is explainProcess's to report.
+      const config = Either.getOrUndefined(yield* Effect.either(loadConfig(file)))?.config
+      const remote = yield* remoteSettings(o, config, path.dirname(file))
+      yield* explainProcess(o).pipe(
+        Effect.provide(engineStack({
+          store: toStoreOptions(o),
+          sandboxRoot: Option.none(),
+          namedCachesDir: Option.none(),
+          sweepOnStart: false,
+          ...(remote !== undefined ? { remote } : {})
+        }))
+      )
+    }).pipe(exitOnInvalidRemote)
 ).pipe(Command.withDescription(COMMANDS.explain))
 
 export const schema = Command.make("schema", {}, () => Console.log(JSON.stringify(JSONSchema.make(Config), null, 2)))

@@ -256,7 +256,7 @@ const remoteEnd = (report: Engine.RunReport) =>
     const stats = yield* remote.stats
     if (stats.unusable !== undefined) {
       process.stderr.write(
-        `kiln: remote cache ${endpoint} ${stats.unusable}: ${report.ran} processes ran locally, ` +
+        `kiln: remote cache ${endpoint} ${stats.unusable}: ${Noop.countOf(report.ran)} ran locally, ` +
           `${stats.uploadedActions} uploaded\n`
       )
     }

@@ -48,6 +48,8 @@ export interface Service {
    * them all (then the process that made them must run again).
    */
   readonly fetchTree: (root: Digest) => Effect.Effect<boolean>
+  /** One line on whether the remote has this action, and all its blobs (what `kiln explain` says of it). */
+  readonly describe: (key: Digest) => Effect.Effect<string>
 }
 
 /**

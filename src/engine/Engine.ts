@@ -8,10 +8,12 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import type { Config, InvalidConfig } from "../domain/Config.js"
 import type * as Digest from "../domain/Digest.js"
 import type { MissingDigest } from "../domain/Digest.js"
 import type { ProcessResult, SpawnError } from "../domain/Process.js"
+import { RemoteTier } from "../domain/RemoteTier.js"
 import type { BacktrackLimit, NoProducer } from "../domain/RunErrors.js"
 import type { SandboxError, SandboxerUnavailable } from "../domain/Sandbox.js"
 import type { StoreError } from "../domain/StoreErrors.js"
@@ -173,9 +175,11 @@ export class Engine extends Context.Tag("kiln/Engine")<Engine, Service>() {}
 export const make: Effect.Effect<Service, never, Store | ProcessRunner> = Effect.gen(function*() {
   const store = yield* Store
   const runner = yield* ProcessRunner
+  const remote = Option.getOrUndefined(yield* Effect.serviceOption(RemoteTier))
   return {
     run: (options) => Effect.scoped(Run.run(store, runner, options)),
-    explain: (options) => Effect.scoped(Explain.explain(store, options))
+    explain: (options) =>
+      Effect.scoped(Explain.explain(store, { ...options, ...(remote !== undefined ? { remote } : {}) }))
   }
 })
 

@@ -49,7 +49,10 @@ export interface Stats {
   readonly uploadedActions: number
   /** Error code → count (NOT_FOUND, a miss, is not an error). */
   readonly remoteErrors: Readonly<Record<string, number>>
-  /** Why the remote was not used at all, when it was not (the probe failed, or it has no action cache). */
+  /**
+   * Why the remote was not used at all, when it was not, to follow its name: "is unreachable (…)", "has no action
+   * cache (a CAS-only server)".
+   */
   readonly unusable?: string
 }
 
@@ -153,7 +156,7 @@ export const make = (settings: Settings, options: Options) =>
       const caps = yield* Effect.either(Deferred.await(probed))
       if (Either.isLeft(caps)) {
         if (unusable === undefined) {
-          unusable = `unreachable (${describe(caps.left)})`
+          unusable = `is unreachable (${describe(caps.left)})`
           yield* failed(caps.left)
           yield* Effect.logWarning(`remote cache ${endpoint} is unreachable (${describe(caps.left)}): running locally`)
         }
@@ -161,7 +164,7 @@ export const make = (settings: Settings, options: Options) =>
       }
       if (caps.right.actionCache === "none") {
         if (unusable === undefined) {
-          unusable = "it has no action cache (a CAS-only server)"
+          unusable = "has no action cache (a CAS-only server)"
           yield* Effect.logWarning(
             `remote cache ${endpoint} has no action cache (a CAS-only server): kiln cannot keep results there; running locally`
           )
@@ -334,6 +337,12 @@ export const make = (settings: Settings, options: Options) =>
         if (pending === undefined) return
         if ((yield* usable)?.actionCache !== "read-write") return
         const up = yield* Results.toRemote(store, pending.entry, pending.outputs)
+        if (up.absent !== undefined) {
+          // A result missing a declared output may be a tool's silent failure: it stays local, never shared.
+          yield* Effect.logDebug(`not uploading ${Digest.format(action)}: it did not make its output \`${up.absent}\``)
+          Journal.remove(journalDir, action)
+          return
+        }
         // Blobs first, then the entry that names them: a server that validates its action cache (bazel-remote)
         // would refuse it otherwise, and one that does not would serve an entry whose bytes are not there.
         yield* uploadBlobs(pending, up)
@@ -379,6 +388,9 @@ export const make = (settings: Settings, options: Options) =>
     const offer: RemoteTier["Type"]["offer"] = (process, key, entry) =>
       Effect.gen(function*() {
         if (!writes) return
+        // A server that cannot take results never will: nothing is queued for it (an unreachable one may come back).
+        const caps = yield* Effect.either(Deferred.await(probed))
+        if (Either.isRight(caps) && caps.right.actionCache !== "read-write") return
         const { action, command } = actionMessages(process)
         yield* Journal.write(journalDir, {
           action: key,
@@ -418,7 +430,22 @@ export const make = (settings: Settings, options: Options) =>
       })),
       failure: Effect.sync(() => Option.fromNullable(firstFailure))
     }
-    return { service, tier: { lookup, offer, fetchTree } }
+    const describeAction: RemoteTier["Type"]["describe"] = (key) =>
+      Effect.gen(function*() {
+        if ((yield* usable) === undefined) {
+          return `remote cache ${endpoint} ${unusable ?? "is not in use (its breaker is open after repeated failures)"}`
+        }
+        const raw = yield* transport.getActionResult(key)
+        if (Option.isNone(raw)) return `remote cache ${endpoint}: does not have it`
+        const missing = yield* transport.findMissing(Results.blobsOf(raw.value))
+        return missing.length === 0
+          ? `remote cache ${endpoint}: has it, with every blob it names`
+          : `remote cache ${endpoint}: has it, but ${missing.length} of its blobs are gone (e.g. ${
+            Digest.format(missing[0]!)
+          }): it would run again`
+      }).pipe(Effect.catchAll((e) => Effect.succeed(`remote cache ${endpoint}: cannot say (${e.message})`)))
+
+    return { service, tier: { lookup, offer, fetchTree, describe: describeAction } }
   })
 
 /**

@@ -70,9 +70,18 @@ describe("remote cache: a CAS-only server (bst-artifact-server)", () => {
         r.stderr
       )
       assert.match(r.stderr, new RegExp(`remote cache ${url} .*no action cache.*: 3 processes ran locally, 0 uploaded`))
-      // Not a raw gRPC error, and no promise that uploads the server cannot take will go up later.
       assert.notMatch(r.stderr, /UNIMPLEMENTED|Method not found/)
-      assert.notMatch(r.stderr, /are pending: the next run/)
+    }))
+
+  it.scoped("kiln run: no uploads are left pending for a server that can never take them", () =>
+    Effect.gen(function*() {
+      const m = yield* machine(namespace())
+      const r = m.run(["--remote-cache", bst()])
+      assert.strictEqual(r.code, 0, r.stderr)
+      // "N uploads … are pending: the next run, or `kiln remote flush`, takes them up" would be a second message, and
+      // untrue: the next run and `kiln remote flush` cannot upload a result to a server without an action cache.
+      assert.notMatch(r.stderr, /are pending/, r.stderr)
+      assert.strictEqual(r.summary!.pendingUploads, 0, r.stderr)
     }))
 
   it.scoped("kiln remote status: reachable, no action cache, batches up to 1 MiB", () =>

@@ -103,6 +103,38 @@ describe("remote cache: round trips", () => {
     }))
 })
 
+describe("remote cache: what is never shared", () => {
+  it.scoped("a failure, a `cache: never` process and a result missing a declared output are not uploaded", () =>
+    Effect.gen(function*() {
+      const PATH = { PATH: "/usr/local/bin:/usr/bin:/bin" }
+      const extra = {
+        fails: { argv: ["node", "-e", "process.exit(3)"], env: PATH },
+        uncached: {
+          argv: ["node", "-e", "require('fs').writeFileSync('u.txt', 'u')"],
+          outputs: ["u.txt"],
+          cache: "never",
+          env: PATH
+        },
+        partial: { argv: ["node", "-e", ""], outputs: ["never-made.txt"], env: PATH }
+      }
+      const ns = namespace()
+      const first = yield* machine(ns, { extra })
+      const filled = first.run([...flags("grpc"), "--keep-going"])
+      assert.strictEqual(filled.code, 1)
+      assert.strictEqual(filled.summary!.pendingUploads, 0, filled.stderr)
+      const second = yield* machine(ns, { extra })
+      const r = second.run([...flags("grpc"), "--keep-going"])
+      assert.deepStrictEqual(sources(r.summary), {
+        gen: "remote-cache",
+        use: "remote-cache",
+        big: "remote-cache",
+        fails: "ran",
+        uncached: "ran",
+        partial: "ran"
+      })
+    }))
+})
+
 describe("remote cache: faults", () => {
   it.scoped("a dead port and a silent listener: the build succeeds locally, says so once, and costs at most the probe", () =>
     Effect.gen(function*() {

@@ -87,13 +87,20 @@ export const outputsOf = (ws: string): Record<string, string> => {
 }
 
 /** A machine: a workspace copy and a store of its own; `run` is `kiln run` there. */
-export const machine = (namespace: string, options: { readonly gate?: string } = {}) =>
+export const machine = (
+  namespace: string,
+  options: { readonly gate?: string; readonly extra?: Record<string, unknown> } = {}
+) =>
   Effect.gen(function*() {
     const root = yield* tempDir("kiln-remote-")
     const ws = path.join(root, "ws")
     // The namespace in the inputs makes every blob of a test its own: evicting one leaves other tests' alone.
     writeTree(ws, { ...TOOLS, "in/a.txt": `alpha ${namespace}\n`, "in/b.txt": "beta\n" })
-    fs.writeFileSync(path.join(ws, "kiln.json"), JSON.stringify(config(namespace, options.gate)))
+    const base = config(namespace, options.gate)
+    fs.writeFileSync(
+      path.join(ws, "kiln.json"),
+      JSON.stringify({ ...base, processes: { ...base.processes, ...options.extra } })
+    )
     fs.mkdirSync(path.join(root, "sandboxes"))
     const env = {
       ...process.env,

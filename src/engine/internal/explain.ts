@@ -10,6 +10,7 @@ import * as path from "node:path"
 import { actionDigest } from "../../domain/ActionKey.js"
 import type { Config, InvalidConfig } from "../../domain/Config.js"
 import * as Digest from "../../domain/Digest.js"
+import type { RemoteTier } from "../../domain/RemoteTier.js"
 import { StoreError } from "../../domain/StoreErrors.js"
 import type { InputConflict } from "../../domain/TreeErrors.js"
 import type { SnapshotSession, Store } from "../../store/Store.js"
@@ -22,6 +23,8 @@ export interface ExplainOptions {
   readonly config: Config
   readonly name: string
   readonly configName?: string
+  /** The remote cache, if the run would use one: explain says whether it has the action. */
+  readonly remote?: RemoteTier["Type"]
 }
 
 interface Looked {
@@ -114,5 +117,8 @@ export const explain = (store: Store["Type"], options: ExplainOptions) =>
     const header = before !== undefined && before.actionDigest !== now.actionDigest
       ? [`changed since its last run (action ${before.actionDigest}):`]
       : []
-    return [verdict, ...header, ...[...changes, ...notes].map((l) => `  ${l}`)]
+    const remote = options.remote !== undefined && config.processes[name]!.cache !== "never"
+      ? [yield* options.remote.describe(key)]
+      : []
+    return [verdict, ...header, ...[...changes, ...notes, ...remote].map((l) => `  ${l}`)]
   })

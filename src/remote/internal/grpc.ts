@@ -143,6 +143,25 @@ export const make = (settings: Settings, calls: Calls, tool: ToolInfo): Transpor
   const resource = (d: Digest.Digest) =>
     `${instanceName !== "" ? `${instanceName}/` : ""}blobs/${d.hash}/${d.sizeBytes}`
 
+  /**
+   * A server that disables action-cache updates may have no action cache at all (bst-artifact-server registers none):
+   * one lookup of a digest nobody has tells them apart (NOT_FOUND: a read-only cache; UNIMPLEMENTED: none).
+   */
+  const hasActionCache = unary(
+    `${V2}ActionCache`,
+    "GetActionResult",
+    ["GetActionResultRequest", {
+      instance_name: instanceName,
+      action_digest: digestArg(Digest.empty)
+    }],
+    "ActionResult",
+    "probe"
+  ).pipe(
+    Effect.as(true),
+    Effect.catchIf((e) => e.code === "NOT_FOUND", () => Effect.succeed(true)),
+    Effect.catchIf((e) => e.code === "UNIMPLEMENTED", () => Effect.succeed(false))
+  )
+
   const capabilities: Transport["capabilities"] = Effect.map(
     unary<any>(
       `${V2}Capabilities`,
@@ -156,7 +175,7 @@ export const make = (settings: Settings, calls: Calls, tool: ToolInfo): Transpor
       const max = Number(cache?.max_batch_total_size_bytes ?? 0)
       batchLimit = Math.min(max > 0 ? max : GRPC_MESSAGE_LIMIT, GRPC_MESSAGE_LIMIT) - BATCH_FRAMING
       const sha256 = (cache?.digest_function ?? []).includes(1) || (cache?.digest_function ?? []).length === 0
-      const actionCache = cache === undefined
+      const actionCache: Capabilities["actionCache"] = cache === undefined
         ? "none"
         : cache.action_cache_update_capabilities?.update_enabled === true
         ? "read-write"
@@ -182,6 +201,17 @@ export const make = (settings: Settings, calls: Calls, tool: ToolInfo): Transpor
         ]
       }
     }
+  ).pipe(
+    Effect.flatMap((caps) =>
+      caps.actionCache !== "read"
+        ? Effect.succeed(caps)
+        : Effect.map(hasActionCache, (has): Capabilities =>
+          has ? caps : {
+            ...caps,
+            actionCache: "none",
+            lines: caps.lines.map((l) => l.startsWith("action cache:") ? "action cache: none (a CAS-only server)" : l)
+          })
+    )
   )
 
   const getActionResult: Transport["getActionResult"] = (action) =>

@@ -32,6 +32,8 @@ export interface Up {
   readonly files: ReadonlyArray<Digest.Digest>
   /** `Tree` messages, made here. */
   readonly trees: ReadonlyArray<{ readonly digest: Digest.Digest; readonly bytes: Uint8Array }>
+  /** A declared output the process did not make: such a result is kept locally but never shared. */
+  readonly absent?: string
 }
 
 type Found =
@@ -96,9 +98,13 @@ export const toRemote = (
     const outputDirectories: Array<Record<string, unknown>> = []
     const dirSymlinks: Array<Record<string, unknown>> = []
     const dirs = outputs.outputDirectories.map((d) => (outputSegments(d) ?? []).join("/"))
+    let absent: string | undefined
     for (const declared of [...new Set(dirs)].sort()) {
       const found = yield* lookupPath(store, entry.outputDigest, declared === "" ? [] : declared.split("/"))
-      if (found === undefined) continue
+      if (found === undefined) {
+        absent ??= `${declared}/`
+        continue
+      }
       if (found.kind === "symlink") dirSymlinks.push({ path: declared, target: found.target })
       if (found.kind !== "directory") continue
       const tree = yield* treeOf(store, found.digest)
@@ -114,6 +120,7 @@ export const toRemote = (
       const path = segments.join("/")
       if (covered(dirs, path)) continue
       const found = yield* lookupPath(store, entry.outputDigest, segments)
+      if (found === undefined) absent ??= path
       if (found?.kind === "symlink") fileSymlinks.push({ path, target: found.target })
       if (found?.kind !== "file") continue
       if (found.node.digest.sizeBytes > 0) files.set(found.node.digest.hash, found.node.digest)
@@ -133,7 +140,7 @@ export const toRemote = (
       output_file_symlinks: fileSymlinks,
       output_directory_symlinks: dirSymlinks
     })
-    return { actionResult, files: [...files.values()], trees }
+    return { actionResult, files: [...files.values()], trees, ...(absent !== undefined ? { absent } : {}) }
   })
 
 interface WireResult {
@@ -214,6 +221,18 @@ export const readRemote = (bytes: Uint8Array, outputs: Outputs): Either.Either<D
     symlinks.push({ path, target: s.target! })
   }
   return Either.right({ exitCode: r.exit_code ?? 0, stdout, stderr, files, symlinks, directories })
+}
+
+/** Every blob an `ActionResult` names (its files, trees, stdout and stderr): what must be there for it to be used. */
+export const blobsOf = (bytes: Uint8Array): Array<Digest.Digest> => {
+  const r = Proto.decode<WireResult>("ActionResult", bytes)
+  const digests = [
+    r.stdout_digest,
+    r.stderr_digest,
+    ...(r.output_files ?? []).map((f) => f.digest),
+    ...(r.output_directories ?? []).map((d) => d.tree_digest)
+  ].map(Proto.fromWire)
+  return digests.filter((d): d is Digest.Digest => d !== undefined && d.sizeBytes > 0)
 }
 
 /** A directory holding one entry, stored: the layer that puts the entry at its path. */
