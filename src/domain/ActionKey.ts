@@ -1,7 +1,7 @@
 /**
  * The action cache key of a process: the REAPI `Action` digest over its `Command` (argv, sorted env, sorted output
- * paths, working directory), its input root, its timeout and a salt (kiln's cache version and the named caches'
- * layout). Argv and env keep the `{chroot}` placeholder, so the key does not depend on where the sandbox is.
+ * paths, working directory), its input root, its timeout and a salt (kiln's cache version, the named caches' layout
+ * and the cache namespace). Argv and env keep the `{chroot}` placeholder, so the key does not depend on where the sandbox is.
  *
  * @internal
  */
