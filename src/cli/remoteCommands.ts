@@ -67,7 +67,7 @@ export const status = Command.make("status", options, (o) =>
         const endpoint = remote.settings.endpoint.display
         if (Either.isLeft(caps)) {
           process.stderr.write(
-            `kiln: remote cache ${endpoint} is unreachable: ${caps.left.code}: ${caps.left.detail}\n`
+            `kiln: remote cache ${endpoint} ${RemoteCache.probeFailure(caps.left)}\n`
           )
           process.exitCode = 1
           return

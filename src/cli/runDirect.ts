@@ -138,7 +138,7 @@ const requireRemote = Effect.gen(function*() {
   const caps = yield* Effect.either(remote.value.capabilities)
   const endpoint = remote.value.settings.endpoint.display
   const why = Either.isLeft(caps)
-    ? `is unreachable: ${caps.left.code}${caps.left.detail ? `: ${caps.left.detail}` : ""}`
+    ? RemoteCache.probeFailure(caps.left)
     : caps.right.actionCache === "none"
     ? "has no action cache (a CAS-only server)"
     : undefined

@@ -103,6 +103,18 @@ export interface Options {
 const describe = (e: RemoteError) => `${e.code}${e.detail ? `: ${e.detail}` : ""}`
 
 /**
+ * What a failed probe says of the server, to follow its name: it could not be reached, or it answered no (a missing
+ * credential, a proxy's error page).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const probeFailure = (e: RemoteError): string =>
+  e.code === "UNAVAILABLE" || e.code === "DEADLINE_EXCEEDED"
+    ? `is unreachable (${describe(e)})`
+    : `refused kiln's probe (${describe(e)})`
+
+/**
  * The remote cache over `settings`; the journal lives in the store's root.
  *
  * @since 0.1.0
@@ -131,6 +143,8 @@ export const make = (settings: Settings, options: Options) =>
       (t) => t.close
     )
     const journalDir = Journal.directoryOf(store.options.root, endpoint, settings.instanceName)
+    // zstd would need Node's native codec (22.15 and later) and a server that lists it; kiln ships no other codec.
+    yield* Effect.logDebug(`remote transfers are uncompressed (Node ${process.versions.node}; zstd needs native zlib)`)
     const reads = settings.mode !== "write"
     const writes = settings.mode !== "read"
     const stale = new Set<string>()
@@ -156,9 +170,9 @@ export const make = (settings: Settings, options: Options) =>
       const caps = yield* Effect.either(Deferred.await(probed))
       if (Either.isLeft(caps)) {
         if (unusable === undefined) {
-          unusable = `is unreachable (${describe(caps.left)})`
+          unusable = probeFailure(caps.left)
           yield* failed(caps.left)
-          yield* Effect.logWarning(`remote cache ${endpoint} is unreachable (${describe(caps.left)}): running locally`)
+          yield* Effect.logWarning(`remote cache ${endpoint} ${unusable}: running locally`)
         }
         return undefined
       }

@@ -18,7 +18,7 @@ import { machine, namespace, outputsOf, sources } from "./workspace.js"
 const hashOf = (bytes: Uint8Array | string) => createHash("sha256").update(bytes).digest("hex")
 
 /** The remote flags for a server: grpc, grpcs with the test CA and client certificate, http. */
-const flags = (kind: "grpc" | "grpcs" | "http") => {
+const flags = (kind: "grpc" | "grpcs" | "http" | "https") => {
   const s = remoteServers()
   return kind === "grpc"
     ? ["--remote-cache", s.reapiUrl]
@@ -26,7 +26,7 @@ const flags = (kind: "grpc" | "grpcs" | "http") => {
     ? ["--remote-cache", s.httpUrl]
     : [
       "--remote-cache",
-      s.reapiTlsUrl,
+      kind === "https" ? s.httpsUrl : s.reapiTlsUrl,
       "--remote-ca",
       s.tlsCa,
       "--remote-client-cert",
@@ -37,7 +37,7 @@ const flags = (kind: "grpc" | "grpcs" | "http") => {
 }
 
 /** Fills the remote from one machine, then a second machine with an empty store gets everything from it. */
-const roundTrip = (kind: "grpc" | "grpcs" | "http") =>
+const roundTrip = (kind: "grpc" | "grpcs" | "http" | "https") =>
   Effect.gen(function*() {
     const ns = namespace()
     const first = yield* machine(ns)
@@ -82,6 +82,16 @@ describe("remote cache: round trips", () => {
       const required = plain.run(["--remote-cache", url, "--remote-required"])
       assert.strictEqual(required.code, 1)
       assert.match(required.stderr, /remote cache grpc:\/\/localhost:\d+ is unreachable.*--remote-required/)
+    }))
+
+  it.scoped("HTTPS with a client certificate (nginx, ssl_verify_client on); without one, the run goes on locally", () =>
+    Effect.gen(function*() {
+      yield* roundTrip("https")
+      const anonymous = yield* machine(namespace())
+      const r = anonymous.run(["--remote-cache", remoteServers().httpsUrl, "--remote-ca", remoteServers().tlsCa])
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.strictEqual(r.summary!.ran, 3)
+      assert.match(r.stderr, /remote cache https:\/\/localhost:\d+ refused kiln's probe \(INVALID_ARGUMENT: HTTP 400\)/)
     }))
 
   it.scoped("kiln.json's remote object and KILN_REMOTE_CACHE name the cache; the command line wins", () =>
@@ -264,6 +274,10 @@ describe("remote cache: faults", () => {
       assert.strictEqual(away.code, 1)
       assert.match(away.stderr, /uploads to grpc:\/\/127\.0\.0\.1:\d+ are still pending/)
       yield* Effect.promise(restartWorker)
+      // The next run with that remote takes them up (its processes all local hits); flush then finds nothing.
+      const resumed = first.run(flags("grpc"))
+      assert.deepStrictEqual(sources(resumed.summary), { gen: "cache-hit", use: "cache-hit", big: "cache-hit" })
+      assert.strictEqual(resumed.summary!.pendingUploads, 0, resumed.stderr)
       const flushed = first.kiln(["remote", "flush", ...flags("grpc")])
       assert.strictEqual(flushed.code, 0, flushed.stderr)
       assert.match(flushed.stderr, /nothing is pending/)
