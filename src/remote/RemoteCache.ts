@@ -11,6 +11,7 @@ import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -21,6 +22,7 @@ import { actionMessages } from "../domain/ActionKey.js"
 import * as Digest from "../domain/Digest.js"
 import type { Process } from "../domain/Process.js"
 import { type Entry, RemoteTier } from "../domain/RemoteTier.js"
+import type { StoreError } from "../domain/StoreErrors.js"
 import * as Tree from "../domain/Tree.js"
 import { Store } from "../store/Store.js"
 import type { Capabilities } from "./Capabilities.js"
@@ -99,6 +101,8 @@ export interface Options {
   /** Take up the journal's uploads (default true; `kiln remote status` only probes). */
   readonly drain?: boolean
 }
+
+type UploadError = RemoteError | Digest.MissingDigest | StoreError
 
 const describe = (e: RemoteError) => `${e.code}${e.detail ? `: ${e.detail}` : ""}`
 
@@ -215,7 +219,8 @@ export const make = (settings: Settings, options: Options) =>
         const local = yield* Effect.filter(files, (d) => Effect.map(store.hasFile(d), (has) => !has))
         const blobs = yield* transport.download(local)
         calls.counters.downloadedBytes += blobs.reduce((n, b) => n + b.digest.sizeBytes, 0)
-        yield* Effect.forEach(blobs, (b) => store.putFile(b.bytes, b.digest), { discard: true })
+        // Checked by the transport already; stored together, one commit per shard rather than one per blob.
+        if (blobs.length > 0) yield* store.putFiles(blobs.map((b) => b.bytes))
       })
 
     const fetchTree: RemoteTier["Type"]["fetchTree"] = (root) =>
@@ -320,6 +325,8 @@ export const make = (settings: Settings, options: Options) =>
     const queued = new Set<string>()
     const present = new Set<string>()
     let inFlight = 0
+    /** Blobs some action's upload is asking about or sending now: another action waits for it instead. */
+    const inFlightBlobs = new Map<string, Deferred.Deferred<void, UploadError>>()
     const uploadBlobs = (pending: Journal.Pending, up: Results.Up) =>
       Effect.gen(function*() {
         const messages = [
@@ -327,7 +334,28 @@ export const make = (settings: Settings, options: Options) =>
           { digest: Digest.ofBytes(pending.commandBytes), bytes: pending.commandBytes },
           ...up.trees
         ]
-        const all = [...up.files, ...messages.map((m) => m.digest)].filter((d) => !present.has(d.hash))
+        const candidates = [...up.files, ...messages.map((m) => m.digest)].filter((d) => !present.has(d.hash))
+        const theirs = candidates.flatMap((d) => inFlightBlobs.get(d.hash) ?? [])
+        const all = candidates.filter((d) => !inFlightBlobs.has(d.hash))
+        const mine = yield* Deferred.make<void, UploadError>()
+        for (const d of all) inFlightBlobs.set(d.hash, mine)
+        yield* Effect.onExit(sendBlobs(messages, up, all), (exit) =>
+          Effect.zipRight(
+            Effect.sync(() => {
+              for (const d of all) if (inFlightBlobs.get(d.hash) === mine) inFlightBlobs.delete(d.hash)
+            }),
+            Deferred.done(mine, Exit.asVoid(exit))
+          ))
+        // The entry may name them only once they are there, whoever sent them.
+        yield* Effect.forEach(new Set(theirs), Deferred.await, { discard: true })
+      })
+    const sendBlobs = (
+      messages: ReadonlyArray<{ readonly digest: Digest.Digest; readonly bytes: Uint8Array }>,
+      up: Results.Up,
+      all: ReadonlyArray<Digest.Digest>
+    ) =>
+      Effect.gen(function*() {
+        if (all.length === 0) return
         const missing = yield* transport.findMissing(all)
         const wanted = new Set([
           ...missing.map((d) => d.hash),

@@ -54,7 +54,7 @@ describe("remote cache: a CAS-only server (bst-artifact-server)", () => {
     Effect.gen(function*() {
       const ns = namespace()
       const m = yield* machine(ns)
-      const r = m.run(["--remote-cache", bst()])
+      const r = yield* m.run(["--remote-cache", bst()])
       assert.strictEqual(r.code, 0, r.stderr)
       assert.strictEqual(r.summary!.ran, 3, r.stderr)
       assert.deepStrictEqual(sources(r.summary), { gen: "ran", use: "ran", big: "ran" })
@@ -76,7 +76,7 @@ describe("remote cache: a CAS-only server (bst-artifact-server)", () => {
   it.scoped("kiln run: no uploads are left pending for a server that can never take them", () =>
     Effect.gen(function*() {
       const m = yield* machine(namespace())
-      const r = m.run(["--remote-cache", bst()])
+      const r = yield* m.run(["--remote-cache", bst()])
       assert.strictEqual(r.code, 0, r.stderr)
       // "N uploads … are pending: the next run, or `kiln remote flush`, takes them up" would be a second message, and
       // untrue: the next run and `kiln remote flush` cannot upload a result to a server without an action cache.
@@ -87,7 +87,7 @@ describe("remote cache: a CAS-only server (bst-artifact-server)", () => {
   it.scoped("kiln remote status: reachable, no action cache, batches up to 1 MiB", () =>
     Effect.gen(function*() {
       const m = yield* machine(namespace())
-      const status = m.kiln(["remote", "status", "--remote-cache", bst()])
+      const status = yield* m.kiln(["remote", "status", "--remote-cache", bst()])
       assert.strictEqual(status.code, 0, status.stderr)
       assert.match(status.stdout, new RegExp(`${escape(bst())}: reachable in \\d+ ms`))
       assert.match(status.stdout, /action cache: (none|absent)\b/, status.stdout)
@@ -101,10 +101,10 @@ describe("remote cache: a CAS-only server (bst-artifact-server)", () => {
       // With an empty store, and again once the store holds every result (no lookup reaches the remote then).
       for (const when of ["empty store", "results in the local store"]) {
         if (when !== "empty store") {
-          const local = m.run(["--remote-cache", bst()])
+          const local = yield* m.run(["--remote-cache", bst()])
           assert.strictEqual(local.code, 0, local.stderr)
         }
-        const r = m.run(["--remote-cache", bst(), "--remote-required"])
+        const r = yield* m.run(["--remote-cache", bst(), "--remote-required"])
         assert.strictEqual(r.code, 1, `${when}: ${r.stderr}`)
         assert.strictEqual(linesOf(r.stderr, required).length, 1, `${when}: ${r.stderr}`)
         assert.strictEqual(linesOf(r.stderr, /--remote-required/).length, 1, `${when}: ${r.stderr}`)

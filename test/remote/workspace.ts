@@ -4,7 +4,7 @@
  * test gets its own cache namespace, so tests sharing one server never see each other's results.
  */
 import { Effect } from "effect"
-import { spawn, spawnSync } from "node:child_process"
+import { spawn } from "node:child_process"
 import { randomUUID } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -108,48 +108,55 @@ export const machine = (
       KILN_SANDBOX_ROOT: path.join(root, "sandboxes"),
       KILN_NAMED_CACHES_DIR: path.join(root, "named")
     }
-    const args = (
-      more: ReadonlyArray<string>,
-      summaryFile: string
-    ) => [cli, ...more, "--progress", "plain", "--summary", summaryFile]
     const result = (status: number | null, stderr: string, summaryFile: string) => ({
       code: status,
       stderr,
       summary: fs.existsSync(summaryFile) ? JSON.parse(fs.readFileSync(summaryFile, "utf8")) as Summary : undefined
     })
-    const run = (more: ReadonlyArray<string>, extraEnv: Record<string, string> = {}) => {
-      const summaryFile = path.join(root, `summary-${randomUUID()}.json`)
-      const r = spawnSync(process.execPath, args(["run", ...more], summaryFile), {
-        cwd: ws,
-        encoding: "utf8",
-        env: { ...env, ...extraEnv }
-      })
-      return result(r.status, r.stderr, summaryFile)
-    }
-    /** `kiln run` in the background: its exit, once it ends. */
-    const start = (more: ReadonlyArray<string>) =>
+    /**
+     * Runs the CLI with `argv` in the background (the test worker's event loop keeps turning: vitest times out a
+     * worker that blocks it for a minute): its exit code, stdout and stderr (through files, since kiln's helpers may
+     * hold a pipe open after kiln has exited).
+     */
+    const spawnCli = (argv: ReadonlyArray<string>, extraEnv: Record<string, string> = {}) =>
       Effect.sync(() => {
-        const summaryFile = path.join(root, `summary-${randomUUID()}.json`)
-        // stderr to a file: kiln's helper processes may hold a pipe open after kiln has exited.
-        const stderrFile = path.join(root, `stderr-${randomUUID()}`)
-        const fd = fs.openSync(stderrFile, "w")
-        const child = spawn(process.execPath, args(["run", ...more], summaryFile), {
+        const out = path.join(root, `out-${randomUUID()}`)
+        const err = path.join(root, `err-${randomUUID()}`)
+        const fds = [fs.openSync(out, "w"), fs.openSync(err, "w")] as const
+        const child = spawn(process.execPath, [cli, ...argv], {
           cwd: ws,
-          env,
-          stdio: ["ignore", "ignore", fd]
+          env: { ...env, ...extraEnv },
+          stdio: ["ignore", fds[0], fds[1]]
         })
-        fs.closeSync(fd)
-        return Effect.async<ReturnType<typeof result>>((resume) => {
+        for (const fd of fds) fs.closeSync(fd)
+        return Effect.async<{ code: number | null; stdout: string; stderr: string }>((resume) => {
           child.once(
             "exit",
-            (code) => resume(Effect.succeed(result(code, fs.readFileSync(stderrFile, "utf8"), summaryFile)))
+            (code) =>
+              resume(
+                Effect.succeed({ code, stdout: fs.readFileSync(out, "utf8"), stderr: fs.readFileSync(err, "utf8") })
+              )
           )
         })
       })
-    const kiln = (more: ReadonlyArray<string>) => {
-      const r = spawnSync(process.execPath, [cli, ...more], { cwd: ws, encoding: "utf8", env })
-      return { code: r.status, stdout: r.stdout, stderr: r.stderr }
-    }
+    const runArgs = (
+      more: ReadonlyArray<string>,
+      summaryFile: string
+    ) => ["run", ...more, "--progress", "plain", "--summary", summaryFile]
+    /** `kiln run` in the background: its exit, once it ends. */
+    const start = (more: ReadonlyArray<string>, extraEnv: Record<string, string> = {}) =>
+      Effect.suspend(() => {
+        const summaryFile = path.join(root, `summary-${randomUUID()}.json`)
+        return Effect.map(
+          spawnCli(runArgs(more, summaryFile), extraEnv),
+          (exited) => Effect.map(exited, (r) => result(r.code, r.stderr, summaryFile))
+        )
+      })
+    /** `kiln run`, to its end. */
+    const run = (more: ReadonlyArray<string>, extraEnv: Record<string, string> = {}) =>
+      Effect.flatten(start(more, extraEnv))
+    /** Any other kiln command, to its end. */
+    const kiln = (more: ReadonlyArray<string>) => Effect.flatten(spawnCli(more))
     return { root, ws, run, start, kiln }
   })
 

@@ -290,16 +290,43 @@ export const make = (settings: Settings, calls: Calls, tool: ToolInfo): Transpor
     return { batches, streams }
   }
 
+  /**
+   * Where a retried upload of `name` may go on from: what the server says it has committed, or 0 where it cannot
+   * say (QueryWriteStatus is UNIMPLEMENTED on Bazel's worker, and an upload it never saw is NOT_FOUND).
+   */
+  const committedOf = (name: string, size: number): Effect.Effect<number> =>
+    unary<{ committed_size?: number; complete?: boolean }>(
+      "/google.bytestream.ByteStream",
+      "QueryWriteStatus",
+      ["google.bytestream.QueryWriteStatusRequest", { resource_name: name }],
+      "google.bytestream.QueryWriteStatusResponse",
+      "probe"
+    ).pipe(
+      Effect.map((s) => (s.complete === true ? size : Math.min(Number(s.committed_size ?? 0), size))),
+      Effect.orElseSucceed(() => 0)
+    )
+
   const write = (blob: Blob): Effect.Effect<void, RemoteError> => {
     const method = "ByteStream.Write"
-    const attempt = withProgress(
+    // One upload name across attempts, so that a retry can resume where the server says the last one got to.
+    const name = `${
+      instanceName !== "" ? `${instanceName}/` : ""
+    }uploads/${randomUUID()}/blobs/${blob.digest.hash}/${blob.digest.sizeBytes}`
+    let attempts = 0
+    const attempt = Effect.flatMap(
+      Effect.suspend(() => (attempts++ === 0 ? Effect.succeed(0) : committedOf(name, blob.digest.sizeBytes))),
+      (from) => (from >= blob.digest.sizeBytes ? Effect.void : writeFrom(blob, name, from))
+    )
+    return calls.call(method, "transfer", attempt, { digest: Digest.format(blob.digest), bytes: blob.digest.sizeBytes })
+  }
+
+  const writeFrom = (blob: Blob, name: string, from: number): Effect.Effect<void, RemoteError> => {
+    const method = "ByteStream.Write"
+    return withProgress(
       calls.deadlineMs("transfer"),
       () => fail(method, "DEADLINE_EXCEEDED", "no progress"),
       (progress) =>
         Effect.async<void, RemoteError>((resume) => {
-          const name = `${
-            instanceName !== "" ? `${instanceName}/` : ""
-          }uploads/${randomUUID()}/blobs/${blob.digest.hash}/${blob.digest.sizeBytes}`
           const stream = client.makeClientStreamRequest<Record<string, unknown>, { committed_size?: number }>(
             "/google.bytestream.ByteStream/Write",
             ser("google.bytestream.WriteRequest"),
@@ -317,12 +344,12 @@ export const make = (settings: Settings, calls: Calls, tool: ToolInfo): Transpor
               )
             }
           )
-          let offset = 0
+          let offset = from
           const pump = () => {
             while (offset < blob.bytes.length) {
               const end = Math.min(offset + CHUNK, blob.bytes.length)
               const ok = stream.write({
-                ...(offset === 0 ? { resource_name: name } : {}),
+                ...(offset === from ? { resource_name: name } : {}),
                 write_offset: offset,
                 data: blob.bytes.subarray(offset, end),
                 ...(end === blob.bytes.length ? { finish_write: true } : {})
@@ -337,7 +364,6 @@ export const make = (settings: Settings, calls: Calls, tool: ToolInfo): Transpor
           return Effect.sync(() => stream.cancel())
         })
     )
-    return calls.call(method, "transfer", attempt, { digest: Digest.format(blob.digest), bytes: blob.digest.sizeBytes })
   }
 
   const read = (digest: Digest.Digest): Effect.Effect<Blob, RemoteError> => {
