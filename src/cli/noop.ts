@@ -188,6 +188,8 @@ const check = (
     backtracks: 0,
     wallMs,
     remoteCacheHits: 0,
+    remoteExecuted: 0,
+    remoteFallbacks: 0,
     uploadedBytes: 0,
     downloadedBytes: 0,
     pendingUploads: 0,

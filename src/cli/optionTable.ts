@@ -156,6 +156,26 @@ export const REMOTE_OPTIONS = {
       "(Bazel's HTTP cache); default $KILN_REMOTE_CACHE, else kiln.json's remote.cache",
     fast: false
   },
+  remoteExecutor: {
+    kind: "text",
+    flag: "remote-executor",
+    description:
+      "a REAPI executor to run processes on (grpc:// or grpcs://; its CAS and action cache are the cache); " +
+      "default $KILN_REMOTE_EXECUTOR, else kiln.json's remote.executor",
+    fast: false
+  },
+  remoteJobs: {
+    kind: "integer",
+    flag: "remote-jobs",
+    description: "processes in flight on the executor at once (default 50; --concurrency bounds local ones)",
+    fast: false
+  },
+  remoteFallback: {
+    kind: "text",
+    flag: "remote-fallback",
+    description: "on (the default): a process the executor cannot take runs locally; off: it fails",
+    fast: false
+  },
   remoteInstanceName: {
     kind: "text",
     flag: "remote-instance-name",

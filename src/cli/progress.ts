@@ -18,7 +18,13 @@ const reason = (r: Engine.ProcessReport): string => {
 }
 
 /** How long its tool ran: its report's duration is its whole span, a wait for a free slot included. */
-const ranFor = (r: Engine.ProcessReport): number => r.timings.run ?? r.durationMs
+const ranFor = (r: Engine.ProcessReport): number => r.timings.remoteExecution ?? r.timings.run ?? r.durationMs
+
+/** Where it ran, when not here: remotely, with the server's queue time when it says. */
+const where = (r: Engine.ProcessReport): string =>
+  r.source !== "remote"
+    ? ""
+    : ` (remote${r.timings.remoteQueue !== undefined ? `, queued ${seconds(r.timings.remoteQueue)}` : ""})`
 
 export const line = (r: Engine.ProcessReport): string => {
   // It ran (or hit the cache) and exited 0, but its outputs could not be written back into the workspace.
@@ -30,12 +36,13 @@ export const line = (r: Engine.ProcessReport): string => {
       return r.exitCode === 0 ? `✓ ${r.name} (cached)` : `✗ ${r.name} exit ${r.exitCode} (cached)`
     case "remote-cache":
       return r.exitCode === 0 ? `✓ ${r.name} (remote cache)` : `✗ ${r.name} exit ${r.exitCode} (remote cache)`
+    case "remote":
     case "ran":
-      if (r.timedOut) return `✗ ${r.name} timed out after ${seconds(ranFor(r))}`
-      if (r.exitCode === null) return `✗ ${r.name} killed`
+      if (r.timedOut) return `✗ ${r.name} timed out after ${seconds(ranFor(r))}${where(r)}`
+      if (r.exitCode === null) return `✗ ${r.name} killed${where(r)}`
       return r.exitCode === 0
-        ? `✓ ${r.name} ${seconds(ranFor(r))}${r.backtracks > 0 ? ` (${r.backtracks} backtrack)` : ""}`
-        : `✗ ${r.name} exit ${r.exitCode}`
+        ? `✓ ${r.name} ${seconds(ranFor(r))}${where(r)}${r.backtracks > 0 ? ` (${r.backtracks} backtrack)` : ""}`
+        : `✗ ${r.name} exit ${r.exitCode}${where(r)}`
     case "skipped":
       return `- ${r.name} skipped: ${r.detail ?? ""}`
     case "error":

@@ -23,6 +23,7 @@ const fromConfig = (remote: typeof RemoteConfig.Type | undefined, workspace: str
   const timeout = remote.timeout !== undefined ? DurationText.parse(remote.timeout) : undefined
   return {
     ...(remote.cache !== undefined ? { url: remote.cache } : {}),
+    ...(remote.executor !== undefined ? { executorUrl: remote.executor } : {}),
     ...(remote.instanceName !== undefined ? { instanceName: remote.instanceName } : {}),
     ...(remote.headers !== undefined ? { headers: Object.entries(remote.headers).map(([k, v]) => `${k}=${v}`) } : {}),
     ...(remote.ca !== undefined ? { ca: at(remote.ca)! } : {}),
@@ -45,7 +46,17 @@ const fromArgs = (o: RemoteArgs): Effect.Effect<RemoteSettings.Given, InvalidRem
       })
     }
     const timeout = some(o.remoteTimeout)
+    const fallback = some(o.remoteFallback)
+    if (fallback !== undefined && fallback !== "on" && fallback !== "off") {
+      return yield* new InvalidRemoteSettings({
+        source: "--remote-fallback",
+        detail: `\`${fallback}\` is not one of on, off`
+      })
+    }
     return {
+      ...(some(o.remoteExecutor) !== undefined ? { executorUrl: some(o.remoteExecutor)! } : {}),
+      ...(some(o.remoteJobs) !== undefined ? { remoteJobs: some(o.remoteJobs)! } : {}),
+      ...(fallback !== undefined ? { fallback: fallback === "on" } : {}),
       ...(some(o.remoteCache) !== undefined ? { url: some(o.remoteCache)! } : {}),
       ...(some(o.remoteInstanceName) !== undefined ? { instanceName: some(o.remoteInstanceName)! } : {}),
       ...(o.remoteHeader.length > 0 ? { headers: o.remoteHeader } : {}),
@@ -71,6 +82,9 @@ export const remoteSettings = (
       RemoteSettings.merge(
         fromConfig(config?.remote, workspace),
         env.KILN_REMOTE_CACHE !== undefined && env.KILN_REMOTE_CACHE !== "" ? { url: env.KILN_REMOTE_CACHE } : {},
+        env.KILN_REMOTE_EXECUTOR !== undefined && env.KILN_REMOTE_EXECUTOR !== ""
+          ? { executorUrl: env.KILN_REMOTE_EXECUTOR }
+          : {},
         args
       ),
       env

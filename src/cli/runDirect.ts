@@ -125,6 +125,8 @@ export const runParsed = (o: RunArgs) =>
 /** The remote's totals for the summary: zeros without a remote, so scripts read one shape. */
 const remoteTotals = (stats: RemoteCache.Stats | undefined) => ({
   remoteCacheHits: stats?.remoteCacheHits ?? 0,
+  remoteExecuted: stats?.remoteExecuted ?? 0,
+  remoteFallbacks: stats?.remoteFallbacks ?? 0,
   uploadedBytes: stats?.uploadedBytes ?? 0,
   downloadedBytes: stats?.downloadedBytes ?? 0,
   pendingUploads: stats?.pendingUploads ?? 0,
@@ -227,7 +229,9 @@ const runLoaded = (o: RunArgs, configFile: string, config: Config, configHash: s
     }
     if (mode !== "none") {
       process.stderr.write(
-        `kiln: ${Noop.countOf(report.processes.length)}: ${report.ran} ran, ${report.cacheHits} cached${
+        `kiln: ${Noop.countOf(report.processes.length)}: ${report.ran} ran${
+          report.remoteExecuted > 0 ? ` (${report.remoteExecuted} remotely)` : ""
+        }, ${report.cacheHits} cached${
           remote !== undefined ? ` (${report.remoteCacheHits} from the remote)` : ""
         }, ${report.failed} failed` +
           `${report.backtracks > 0 ? `, ${report.backtracks} backtracks` : ""} in ${
@@ -258,6 +262,11 @@ const remoteEnd = (report: Engine.RunReport) =>
       process.stderr.write(
         `kiln: remote cache ${endpoint} ${stats.unusable}: ${Noop.countOf(report.ran)} ran locally, ` +
           `${stats.uploadedActions} uploaded\n`
+      )
+    }
+    if (stats.remoteFallbacks > 0) {
+      process.stderr.write(
+        `kiln: ${Noop.countOf(stats.remoteFallbacks)} the executor ${endpoint} could not take ran locally\n`
       )
     }
     if (stats.pendingUploads > 0) {

@@ -37,18 +37,24 @@ const compute = (process: Process): Digest.Digest => Digest.ofBytes(actionMessag
  * @internal
  */
 export const actionMessages = (process: Process): { readonly command: Uint8Array; readonly action: Uint8Array } => {
+  // In the Command (REAPI 2.0 servers read it there) and the Action (2.2 and later); absent when there is none.
+  const properties = Object.entries(process.platform).map(([name, value]) => ({ name, value }))
+  const platform = properties.length > 0 ? { properties } : undefined
   const command = Action.encodeCommand({
     arguments: process.argv,
     environmentVariables: process.env,
     outputFiles: process.outputFiles,
     outputDirectories: process.outputDirectories,
-    workingDirectory: process.workingDirectory
+    workingDirectory: process.workingDirectory,
+    ...(platform !== undefined ? { platform } : {})
   })
   const named = Object.keys(process.namedCaches).sort().map((k) => `${k}=${process.namedCaches[k]}`)
   const action = Action.encodeAction({
     commandDigest: Digest.ofBytes(command),
     inputRootDigest: process.inputDigest,
     ...(process.timeoutMs !== undefined ? { timeoutMs: process.timeoutMs } : {}),
+    ...(process.cache === "never" ? { doNotCache: true } : {}),
+    ...(platform !== undefined ? { platform } : {}),
     salt: Buffer.from(
       JSON.stringify(
         process.cacheNamespace !== undefined && process.cacheNamespace !== ""

@@ -43,6 +43,12 @@ export const ProcessConfig = Schema.Struct({
       value: Schema.String
     })
   ),
+  platform: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })).annotations({
+    description: "REAPI platform properties a remote executor matches workers by (part of the action key)"
+  }),
+  remote: Schema.optional(Schema.Boolean).annotations({
+    description: "false: never execute remotely (a process that reads the developer's machine)"
+  }),
   writableInputs: Schema.optional(Schema.Array(Schema.String)).annotations({
     description:
       "input paths (files or directories, relative to the workspace root) the process writes into: it gets " +
@@ -70,6 +76,9 @@ export const RemoteConfig = Schema.Struct({
   headers: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })).annotations({
     description: "headers sent with every call; a value written $VAR is read from the environment"
   }),
+  executor: Schema.optional(Schema.String).annotations({
+    description: "a REAPI executor (grpc:// or grpcs://) to run processes on; its CAS and action cache are the cache"
+  }),
   ca: Schema.optional(Schema.String).annotations({ description: "a CA certificate (PEM), relative to the workspace" }),
   clientCert: Schema.optional(Schema.String).annotations({ description: "a client certificate (PEM) for mTLS" }),
   clientKey: Schema.optional(Schema.String).annotations({ description: "the client certificate's key (PEM)" }),
@@ -91,6 +100,9 @@ export const Config = Schema.Struct({
     description: "a namespace for cached results (REAPI Action.salt): change it to disown a poisoned cache"
   }),
   remote: Schema.optional(RemoteConfig),
+  platform: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })).annotations({
+    description: "the default platform properties of every process (a process's own win, name by name)"
+  }),
   processes: Schema.Record({ key: Schema.String, value: ProcessConfig })
 }).annotations({ identifier: "KilnConfig", title: "kiln.json" })
 
@@ -164,6 +176,8 @@ export const isPlainConfig = (json: unknown): json is Config => {
     }
     if (pc.cache !== undefined && !CACHE_POLICIES.has(pc.cache)) return false
     if (pc.namedCaches !== undefined && !isStringRecord(pc.namedCaches, NAMED_CACHE)) return false
+    if (pc.platform !== undefined && !isStringRecord(pc.platform)) return false
+    if (pc.remote !== undefined && typeof pc.remote !== "boolean") return false
   }
   return true
 }

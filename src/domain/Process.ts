@@ -58,14 +58,18 @@ export class Process extends Schema.Class<Process>("kiln/Process")({
    */
   writablePaths: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] }),
   /** Part of the action key (its salt): results cached under another namespace are not this process's. */
-  cacheNamespace: Schema.optional(Schema.String)
+  cacheNamespace: Schema.optional(Schema.String),
+  /** REAPI platform properties (part of the action key): what a remote executor matches workers by. */
+  platform: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Schema.String }), { default: () => ({}) }),
+  /** False: never executed remotely. Not part of the key. */
+  remote: Schema.optionalWith(Schema.Boolean, { default: () => true })
 }) {}
 
 /**
  * @since 0.1.0
  * @category models
  */
-export const ResultSource = Schema.Literal("ran", "cache-hit", "remote-cache")
+export const ResultSource = Schema.Literal("ran", "cache-hit", "remote-cache", "remote")
 
 /**
  * @since 0.1.0

@@ -10,7 +10,7 @@ import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
 import type { Digest } from "./Digest.js"
-import type { Process } from "./Process.js"
+import type { Process, SpawnError } from "./Process.js"
 
 /**
  * A result as the action cache holds it.
@@ -50,6 +50,28 @@ export interface Service {
   readonly fetchTree: (root: Digest) => Effect.Effect<boolean>
   /** One line on whether the remote has this action, and all its blobs (what `kiln explain` says of it). */
   readonly describe: (key: Digest) => Effect.Effect<string>
+  /**
+   * Runs a process on the remote executor, when there is one and the process may run there; its outputs are in the
+   * local store when it returns. None: run it locally (no executor, a process that must stay local, or one the
+   * executor could not take, with fallback on). With fallback off, a process the executor could not take fails.
+   */
+  readonly execute: (process: Process, key: Digest) => Effect.Effect<Option.Option<Executed>, SpawnError>
+}
+
+/**
+ * A process's run on a remote executor.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Executed {
+  readonly exitCode: number | null
+  readonly timedOut: boolean
+  readonly stdoutDigest: Digest
+  readonly stderrDigest: Digest
+  readonly outputDigest: Digest
+  /** Milliseconds: upload, the execution as the client saw it, download, and the server's queue and run times. */
+  readonly timings: Readonly<Record<string, number>>
 }
 
 /**

@@ -49,7 +49,7 @@ export type CacheMode = "read-write" | "read" | "write" | "off"
 export interface ProcessReport {
   readonly name: string
   readonly actionDigest: string | null
-  readonly source: "ran" | "cache-hit" | "remote-cache" | "skipped" | "error"
+  readonly source: "ran" | "cache-hit" | "remote-cache" | "remote" | "skipped" | "error"
   readonly exitCode: number | null
   readonly timedOut: boolean
   readonly durationMs: number
@@ -78,6 +78,8 @@ export interface RunReport {
   readonly cacheHits: number
   /** Hits served by the remote cache. */
   readonly remoteCacheHits: number
+  /** Processes that ran on a remote executor (counted in `ran` too). */
+  readonly remoteExecuted: number
   readonly failed: number
   readonly backtracks: number
   readonly wallMs: number

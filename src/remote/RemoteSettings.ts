@@ -48,6 +48,12 @@ export interface Settings {
   /** The bound on a transfer that makes no progress, and on a unary call; lookups and the probe get less. */
   readonly timeoutMs: number
   readonly logFile?: string
+  /** The endpoint also executes processes (REAPI `Execution`). */
+  readonly executor: boolean
+  /** Processes in flight on the executor at once. */
+  readonly remoteJobs: number
+  /** A process the executor cannot take runs locally (true), or fails (false). */
+  readonly fallback: boolean
 }
 
 /**
@@ -68,7 +74,13 @@ export interface Given {
   readonly required?: boolean
   readonly timeoutMs?: number
   readonly logFile?: string
+  readonly executorUrl?: string
+  readonly remoteJobs?: number
+  readonly fallback?: boolean
 }
+
+/** Processes in flight on an executor by default: it is a cluster, not this machine's cores. */
+export const DEFAULT_REMOTE_JOBS = 50
 
 /**
  * Lays the layers over each other, later ones winning field by field; headers add up.
@@ -184,6 +196,29 @@ export const resolve = (
   env: NodeJS.ProcessEnv = process.env
 ): Effect.Effect<Settings | undefined, InvalidRemoteSettings> =>
   Effect.gen(function*() {
+    if (given.executorUrl !== undefined && given.executorUrl !== "") {
+      const executor = yield* parseEndpoint(given.executorUrl, "--remote-executor")
+      if (executor.scheme !== "grpc" && executor.scheme !== "grpcs") {
+        return yield* new InvalidRemoteSettings({
+          source: "--remote-executor",
+          detail: `an executor speaks REAPI over gRPC: use grpc:// or grpcs://, not ${executor.scheme}://`
+        })
+      }
+      if (given.url !== undefined && given.url !== "") {
+        const cache = yield* parseEndpoint(given.url, "--remote-cache")
+        if (cache.display !== executor.display) {
+          return yield* new InvalidRemoteSettings({
+            source: "--remote-cache",
+            detail: `a cache (${cache.display}) apart from the executor (${executor.display}) is not supported yet: ` +
+              "the executor's own CAS and action cache serve as the cache"
+          })
+        }
+      }
+      const { executorUrl, ...cacheGiven } = given
+      return yield* resolve({ ...cacheGiven, url: executorUrl }, env).pipe(
+        Effect.map((s) => (s === undefined ? s : { ...s, executor: true }))
+      )
+    }
     if (given.url === undefined || given.url === "") {
       const orphan = (["ca", "clientCert", "clientKey", "instanceName"] as const).find((k) => given[k] !== undefined)
       if (given.required === true || orphan !== undefined) {
@@ -222,6 +257,9 @@ export const resolve = (
       mode: given.mode ?? "read-write",
       required: given.required ?? false,
       timeoutMs: given.timeoutMs ?? DEFAULT_TIMEOUT_MS,
-      ...(given.logFile !== undefined ? { logFile: given.logFile } : {})
+      ...(given.logFile !== undefined ? { logFile: given.logFile } : {}),
+      executor: false,
+      remoteJobs: given.remoteJobs ?? DEFAULT_REMOTE_JOBS,
+      fallback: given.fallback ?? true
     }
   })

@@ -11,9 +11,10 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as os from "node:os"
 import * as path from "node:path"
+import { actionDigest } from "../domain/ActionKey.js"
 import type { Digest, MissingDigest } from "../domain/Digest.js"
 import * as Permits from "../domain/Permits.js"
-import type { Process, ProcessResult, SpawnError } from "../domain/Process.js"
+import { type Process, ProcessResult, type SpawnError } from "../domain/Process.js"
 import { RemoteTier } from "../domain/RemoteTier.js"
 import type { SandboxError, SandboxerUnavailable } from "../domain/Sandbox.js"
 import type { StoreError } from "../domain/StoreErrors.js"
@@ -188,7 +189,24 @@ export const make = (options: Options = {}) =>
         })
       )
     const remote = yield* Effect.serviceOption(RemoteTier)
-    const cached = CachedRunner.make(store, traced, options.cacheContent ?? "validate", Option.getOrUndefined(remote))
+    // A remote executor takes what it may run (at its own bound, not --concurrency's); the rest runs here.
+    const executed: Runner = Option.isNone(remote) ?
+      traced :
+      (process, policy) =>
+        Effect.flatMap(remote.value.execute(process, actionDigest(process)), (ran) =>
+          Option.isNone(ran)
+            ? traced(process, policy)
+            : Effect.succeed(
+              new ProcessResult({
+                ...ran.value,
+                signal: null,
+                actionDigest: actionDigest(process),
+                durationMs: 0,
+                source: "remote",
+                timings: ran.value.timings
+              }, true)
+            ))
+    const cached = CachedRunner.make(store, executed, options.cacheContent ?? "validate", Option.getOrUndefined(remote))
     let warming = false
     const service: Service = {
       lookup: cached.lookup,

@@ -19,6 +19,8 @@ export interface Summary {
   readonly cacheHits: number
   readonly failed: number
   readonly remoteCacheHits: number
+  readonly remoteExecuted: number
+  readonly remoteFallbacks: number
   readonly uploadedBytes: number
   readonly downloadedBytes: number
   readonly pendingUploads: number

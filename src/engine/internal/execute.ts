@@ -39,7 +39,7 @@ const attempt = (state: RunState, name: string, cache: { read: boolean; write: b
   return Effect.flatMap(
     missed !== undefined
       ? Effect.succeed(missed)
-      : Effect.map(inputOf(state, name), (input) => processOf(name, pc, input, state.config.cacheNamespace)),
+      : Effect.map(inputOf(state, name), (input) => processOf(name, pc, input, state.config)),
     (p) => {
       state.records.get(name)!.actionDigest = Digest.format(actionDigest(p))
       return Effect.zipRight(

@@ -73,7 +73,7 @@ const looker = (
         if (outputs === undefined) notes.push(`dep ${dep}: never recorded as an input of it`)
         else deps[dep] = yield* recordedDep(name, dep, outputs)
       }
-      const p = processOf(name, pc, yield* mergeInputs(store, config, own.digest, deps), config.cacheNamespace)
+      const p = processOf(name, pc, yield* mergeInputs(store, config, own.digest, deps), config)
       const key = actionDigest(p)
       const hit = pc.cache !== "never" && (yield* store.getActionResults([key]))[0]!._tag === "Some"
       const now: RunRecords.RunRecord = {

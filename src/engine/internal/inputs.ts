@@ -192,8 +192,12 @@ export const processOf = (
   name: string,
   pc: ProcessConfig,
   inputDigest: Digest.Digest,
-  cacheNamespace?: string
+  defaults: {
+    readonly cacheNamespace?: string | undefined
+    readonly platform?: Readonly<Record<string, string>> | undefined
+  } = {}
 ): Process => {
+  const { cacheNamespace } = defaults
   const outputs = pc.outputs ?? []
   return new Process({
     argv: pc.argv as readonly [string, ...Array<string>],
@@ -211,7 +215,9 @@ export const processOf = (
     cache: pc.cache ?? "successful",
     namedCaches: { ...pc.namedCaches },
     writablePaths: (pc.writableInputs ?? []).map((p) => segments(p).join("/")).filter((p) => p !== ""),
-    ...(cacheNamespace !== undefined ? { cacheNamespace } : {})
+    ...(cacheNamespace !== undefined ? { cacheNamespace } : {}),
+    platform: { ...defaults.platform, ...pc.platform },
+    remote: pc.remote ?? true
   }, true)
 }
 

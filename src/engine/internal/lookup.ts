@@ -63,8 +63,7 @@ const lookUpChunk = (
       // A process whose inputs cannot be made here is not a hit; the graph makes them again and reports why.
       return Effect.match(inputOf(state, name), {
         onFailure: () => unknown++,
-        onSuccess: (input) =>
-          candidates.push({ name, process: processOf(name, pc, input, state.config.cacheNamespace) })
+        onSuccess: (input) => candidates.push({ name, process: processOf(name, pc, input, state.config) })
       })
     }, { discard: true })
     const found = yield* state.runner.lookup(candidates.map((c) => c.process))

@@ -64,7 +64,8 @@ export const reportOf = (state: RunState): RunReport => {
   const processes = [...state.reports].sort((a, b) => a.startMs - b.startMs || order.get(a.name)! - order.get(b.name)!)
   return {
     processes,
-    ran: processes.filter((p) => p.source === "ran").length,
+    ran: processes.filter((p) => p.source === "ran" || p.source === "remote").length,
+    remoteExecuted: processes.filter((p) => p.source === "remote").length,
     cacheHits: processes.filter((p) => p.source === "cache-hit" || p.source === "remote-cache").length,
     remoteCacheHits: processes.filter((p) => p.source === "remote-cache").length,
     failed: processes.filter((p) => !p.ok && p.source !== "skipped").length,

@@ -15,6 +15,7 @@ import * as Digest from "../../domain/Digest.js"
 import { RemoteError } from "../RemoteErrors.js"
 import type { Settings } from "../RemoteSettings.js"
 import type { Calls, Described, Kind } from "./calls.js"
+import * as GrpcExecute from "./grpcExecute.js"
 import * as Proto from "./proto.js"
 import { type Blob, type Capabilities, distinct, type Transport, verified, withProgress } from "./transport.js"
 
@@ -502,8 +503,20 @@ export const make = (settings: Settings, calls: Calls, tool: ToolInfo): Transpor
       return [...batched.flat(), ...streamed]
     })
 
+  const { execute } = GrpcExecute.make({
+    client,
+    calls,
+    instanceName,
+    endpoint: endpoint.display,
+    metadata,
+    fromGrpc,
+    codeName,
+    getActionResult
+  })
+
   return {
     calls,
+    execute,
     capabilities,
     getActionResult,
     updateActionResult,

@@ -26,7 +26,20 @@ export const descriptor = {
           nested: {
             Any: message({ type_url: f("string", 1), value: f("bytes", 2) }),
             Duration: message({ seconds: f("int64", 1), nanos: f("int32", 2) }),
-            Timestamp: message({ seconds: f("int64", 1), nanos: f("int32", 2) })
+            Timestamp: message({ seconds: f("int64", 1), nanos: f("int32", 2) }),
+            Empty: message({})
+          }
+        },
+        longrunning: {
+          nested: {
+            Operation: message({
+              name: f("string", 1),
+              metadata: f("google.protobuf.Any", 2),
+              done: f("bool", 3),
+              error: f("google.rpc.Status", 4),
+              response: f("google.protobuf.Any", 5)
+            }),
+            CancelOperationRequest: message({ name: f("string", 1) })
           }
         },
         rpc: {
@@ -153,6 +166,28 @@ export const descriptor = {
                             status: f("google.rpc.Status", 3)
                           })
                         }),
+                        ExecutionPolicy: message({ priority: f("int32", 1) }),
+                        ResultsCachePolicy: message({ priority: f("int32", 1) }),
+                        ExecuteRequest: message({
+                          instance_name: f("string", 1),
+                          skip_cache_lookup: f("bool", 3),
+                          action_digest: f("Digest", 6),
+                          execution_policy: f("ExecutionPolicy", 7),
+                          results_cache_policy: f("ResultsCachePolicy", 8)
+                        }),
+                        ExecuteResponse: message({
+                          result: f("ActionResult", 1),
+                          cached_result: f("bool", 2),
+                          status: f("google.rpc.Status", 3),
+                          message: f("string", 5)
+                        }),
+                        ExecuteOperationMetadata: message({
+                          stage: f("int32", 1),
+                          action_digest: f("Digest", 2),
+                          stdout_stream_name: f("string", 3),
+                          stderr_stream_name: f("string", 4)
+                        }),
+                        WaitExecutionRequest: message({ name: f("string", 1) }),
                         GetCapabilitiesRequest: message({ instance_name: f("string", 1) }),
                         ActionCacheUpdateCapabilities: message({ update_enabled: f("bool", 1) }),
                         CacheCapabilities: message({

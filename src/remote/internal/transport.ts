@@ -11,6 +11,7 @@ import * as Digest from "../../domain/Digest.js"
 import type { Capabilities } from "../Capabilities.js"
 import { RemoteError } from "../RemoteErrors.js"
 import type { Calls } from "./calls.js"
+import type { Executed } from "./grpcExecute.js"
 
 export type { Capabilities }
 
@@ -31,6 +32,8 @@ export interface Transport {
   readonly upload: (blobs: ReadonlyArray<Blob>) => Effect.Effect<void, RemoteError>
   /** The blobs' bytes, each checked against its digest; a blob the server lacks fails the call with NOT_FOUND. */
   readonly download: (digests: ReadonlyArray<Digest.Digest>) => Effect.Effect<Array<Blob>, RemoteError>
+  /** Runs an action the server has every input of (REAPI `Execution`; none over HTTP). */
+  readonly execute?: (action: Digest.Digest, stallMs: number) => Effect.Effect<Executed, RemoteError>
   readonly close: Effect.Effect<void>
 }
 

@@ -235,7 +235,7 @@ export const make = (
         policy.read ? again : Effect.succeedNone as typeof again,
         readFirst,
         (result) =>
-          result.source === "ran" && policy.write && cacheable(process, result)
+          (result.source === "ran" || result.source === "remote") && policy.write && cacheable(process, result)
             ? Option.some(Buffer.from(encodeEntry(result)))
             : Option.none()
       )

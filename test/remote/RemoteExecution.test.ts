@@ -1,0 +1,112 @@
+/**
+ * Remote execution against Bazel's REAPI worker on 127.0.0.1 (`scripts/remote/servers.sh`): a graph whose outputs
+ * feed the next process runs there, failures and timeouts report as local ones do, an executor that cannot be used
+ * falls back to local runs (or fails the run, with fallback off), and inputs the worker lost are sent again. The
+ * worker runs actions unsandboxed as root and adds `BAZEL_REMOTE_PLATFORM` to their environment (its quirks, not
+ * kiln's); nothing here depends on either.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { createHash } from "node:crypto"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { deadPort, evictBlob, remoteServers } from "../utils/remote.js"
+import { machine, namespace, outputsOf, sources } from "./workspace.js"
+
+const PATH = { PATH: "/usr/local/bin:/usr/bin:/bin" }
+const executor = () => ["--remote-executor", remoteServers().reapiUrl]
+
+describe("remote execution", () => {
+  it.scoped("a graph runs on the executor with the bytes a local run makes; the next machine gets it from its cache", () =>
+    Effect.gen(function*() {
+      const ns = namespace()
+      const local = yield* machine(ns)
+      const here = yield* local.run([])
+      assert.strictEqual(here.code, 0, here.stderr)
+      const remote = yield* machine(ns)
+      const r = yield* remote.run(executor())
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.deepStrictEqual(sources(r.summary), { gen: "remote", use: "remote", big: "remote" })
+      assert.strictEqual(r.summary!.remoteExecuted, 3)
+      assert.strictEqual(r.summary!.ran, 3)
+      assert.match(r.stderr, /✓ use [\d.]+s \(remote/)
+      assert.match(r.stderr, /3 ran \(3 remotely\)/)
+      assert.deepStrictEqual(outputsOf(remote.ws), outputsOf(local.ws))
+      // The worker cached what it ran: another machine looks it up (local, then remote) and executes nothing.
+      const next = yield* machine(ns)
+      const again = yield* next.run(executor())
+      assert.deepStrictEqual(sources(again.summary), { gen: "remote-cache", use: "remote-cache", big: "remote-cache" })
+      assert.deepStrictEqual(outputsOf(next.ws), outputsOf(local.ws))
+    }))
+
+  it.scoped("a failure, a timeout and stderr report as they do for local processes; `remote: false` stays local", () =>
+    Effect.gen(function*() {
+      const extra = {
+        fails: { argv: ["node", "-e", "console.error('it broke'); process.exit(3)"], env: PATH },
+        slow: { argv: ["node", "-e", "setTimeout(() => {}, 60000)"], timeout: "2s", env: PATH },
+        here: { argv: ["node", "-e", ""], remote: false, env: PATH }
+      }
+      const m = yield* machine(namespace(), { extra })
+      const r = yield* m.run([...executor(), "--keep-going"])
+      assert.strictEqual(r.code, 1)
+      const byName = Object.fromEntries(r.summary!.processes.map((p) => [p.name, p]))
+      assert.strictEqual(byName.fails!.source, "remote")
+      assert.strictEqual(byName.fails!.exitCode, 3)
+      assert.match(r.stderr, /✗ fails exit 3 \(remote\)\nit broke\nre-run it with: kiln exec/)
+      assert.strictEqual(byName.slow!.source, "remote")
+      assert.match(r.stderr, /✗ slow timed out after/)
+      assert.strictEqual(byName.here!.source, "ran")
+      assert.strictEqual(byName.gen!.source, "remote")
+    }))
+
+  it.scoped("an executor that cannot be reached: fallback on runs locally and says so; off fails, naming it", () =>
+    Effect.gen(function*() {
+      const url = `grpc://127.0.0.1:${yield* Effect.promise(deadPort)}`
+      const on = yield* machine(namespace())
+      const r = yield* on.run(["--remote-executor", url])
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.deepStrictEqual(sources(r.summary), { gen: "ran", use: "ran", big: "ran" })
+      assert.strictEqual(r.summary!.remoteFallbacks, 3)
+      assert.strictEqual(r.stderr.match(/warning: remote executor .* running processes locally instead/g)?.length, 1)
+      assert.match(r.stderr, /3 processes the executor grpc:\/\/127\.0\.0\.1:\d+ could not take ran locally/)
+      const off = yield* machine(namespace())
+      const failed = yield* off.run(["--remote-executor", url, "--remote-fallback", "off"])
+      assert.strictEqual(failed.code, 1)
+      assert.match(failed.stderr, /remote executor grpc:\/\/127\.0\.0\.1:\d+: it cannot be used/)
+    }))
+
+  it.scoped("an input blob the worker lost between runs is sent again", () =>
+    Effect.gen(function*() {
+      const first = yield* machine(namespace())
+      assert.strictEqual((yield* first.run(executor())).code, 0)
+      // The same input bytes under another namespace: new actions, whose input the worker no longer has.
+      const input = fs.readFileSync(path.join(first.ws, "in/a.txt"))
+      evictBlob(createHash("sha256").update(input).digest("hex"))
+      const second = yield* machine(namespace())
+      fs.writeFileSync(path.join(second.ws, "in/a.txt"), input)
+      const r = yield* second.run(executor())
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.deepStrictEqual(sources(r.summary), { gen: "remote", use: "remote", big: "remote" })
+      assert.deepStrictEqual(outputsOf(second.ws), outputsOf(first.ws))
+    }))
+
+  it.scoped("kiln exec --remote-executor runs one process remotely", () =>
+    Effect.gen(function*() {
+      const m = yield* machine(namespace())
+      const r = yield* m.kiln([
+        "exec",
+        ...executor(),
+        "--cache-namespace",
+        namespace(),
+        "--env",
+        "PATH=/usr/bin:/bin",
+        "--json",
+        "--",
+        "sh",
+        "-c",
+        "echo remote"
+      ])
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.strictEqual(JSON.parse(r.stdout).source, "remote")
+    }))
+})
