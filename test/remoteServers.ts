@@ -1,8 +1,9 @@
 /**
- * The remote-cache servers (scripts/remote/servers.sh: Bazel's REAPI worker and nginx, on 127.0.0.1): when they run
- * (`.ci/run` starts them), their `KILN_TEST_*` variables are loaded into the environment the test workers are forked
- * with; otherwise they are started here, and stopped when the run ends. KILN_SKIP_REMOTE_SERVERS=1 skips them: the
- * tests that need them then fail, from `remoteServers()` (test/utils/remote.ts).
+ * The remote-cache servers (scripts/remote/servers.sh: Bazel's REAPI workers, nginx and bst-artifact-server, on
+ * 127.0.0.1): when they run (`.ci/run` starts them), their `KILN_TEST_*` variables are loaded into the environment the
+ * test workers are forked with; otherwise they are started here (only those not running, when some are), and stopped
+ * when the run ends if this run started them all. KILN_SKIP_REMOTE_SERVERS=1 skips them: the tests that need them
+ * then fail, from `remoteServers()` (test/utils/remote.ts).
  */
 import { execFile } from "node:child_process"
 import { promisify } from "node:util"
@@ -23,7 +24,8 @@ export default async function setup() {
     throw new Error(
       `The remote-cache test servers did not start: ${why?.replace(/^\[servers.sh\] ERROR: /, "")}. ` +
         `scripts/remote/servers.sh needs Debian's bazel-bootstrap-data bazel-bootstrap-source nginx python3-buildstream ` +
-        `libnetty-tcnative-jni and a JDK (it runs apt-get install as root), and free ports (see README); ` +
+        `libnetty-tcnative-jni, bazel-bootstrap (for linux-sandbox) and a JDK (it runs apt-get install as root), ` +
+        `and free ports (see README); ` +
         `KILN_SKIP_REMOTE_SERVERS=1 runs the tests without them (those that need them then fail).`
     )
   }

@@ -2,7 +2,11 @@
 # The real remote-cache servers kiln's tests run against, all on 127.0.0.1 only:
 #   - Bazel 4.2.3's own REAPI worker (CAS, ByteStream, ActionCache, Execution over gRPC), compiled with javac from
 #     Debian's bazel-bootstrap-source against bazel-bootstrap-data's A-server.jar and patched to bind 127.0.0.1:
-#     one plaintext (grpc://) and one over TLS that requires a client certificate (grpcs://, mTLS);
+#     one plaintext (grpc://) and one over TLS that requires a client certificate (grpcs://, mTLS), and two more
+#     plaintext ones: "sandbox" runs every action under Bazel's linux-sandbox (--sandboxing --sandboxing_block_network:
+#     the host file system read-only except the action's exec root, loopback only; the binary comes from Debian's
+#     bazel-bootstrap), and "victim" is the one tests may kill and restart, so they never disturb the plain worker that
+#     every test file shares (vitest runs test files in parallel);
 #   - nginx with WebDAV PUT as Bazel's HTTP cache (GET/HEAD/PUT [/prefix]/ac/<sha256> and /cas/<sha256>), over
 #     http:// and over https:// with a required client certificate, both on one data directory;
 #   - BuildStream 1.6's bst-artifact-server (Debian's python3-buildstream), a strict CAS-only REAPI server: CAS and
@@ -14,13 +18,15 @@
 #                               not running, write $KILN_REMOTE_DIR/env (KILN_TEST_* lines, read by the tests)
 #   servers.sh stop             stop, by pid, only the processes this instance started
 #   servers.sh status           exit 0 when all are running
-#   servers.sh evict HASH [http]    delete a blob from the plain worker's on-disk CAS (or nginx's /cas/)
-#   servers.sh corrupt HASH [http]  overwrite it with other bytes of the same size
-#   servers.sh restart-worker   start the plain worker again (after a test killed it): same port, same CAS
+#   servers.sh evict HASH [WHERE]   delete a blob from the plain worker's on-disk CAS; WHERE: http (nginx's /cas/),
+#                                   or a worker (plain, victim, sandbox, tls)
+#   servers.sh corrupt HASH [WHERE] overwrite it with other bytes of the same size
+#   servers.sh restart-worker [NAME]  start the victim worker (or NAME) again after a test killed it: same port, same
+#                               CAS; a no-op when it runs
 #
 # Environment: KILN_REMOTE_DIR (/tmp/kiln-remote-servers), KILN_REMOTE_GRPC_PORT (50081), KILN_REMOTE_GRPCS_PORT
 # (50082), KILN_REMOTE_HTTP_PORT (18091), KILN_REMOTE_HTTPS_PORT (18092), KILN_REMOTE_BST_PORT (50083),
-# KILN_REMOTE_JOBS (the worker's --jobs, 4).
+# KILN_REMOTE_SANDBOX_PORT (50084), KILN_REMOTE_VICTIM_PORT (50085), KILN_REMOTE_JOBS (each worker's --jobs, 4).
 set -euo pipefail
 
 DIR=$(realpath -m "${KILN_REMOTE_DIR:-/tmp/kiln-remote-servers}")
@@ -29,10 +35,17 @@ GRPCS_PORT=${KILN_REMOTE_GRPCS_PORT:-50082}
 HTTP_PORT=${KILN_REMOTE_HTTP_PORT:-18091}
 HTTPS_PORT=${KILN_REMOTE_HTTPS_PORT:-18092}
 BST_PORT=${KILN_REMOTE_BST_PORT:-50083}
+SANDBOX_PORT=${KILN_REMOTE_SANDBOX_PORT:-50084}
+VICTIM_PORT=${KILN_REMOTE_VICTIM_PORT:-50085}
+WORKERS=(plain tls sandbox victim)
 JOBS=${KILN_REMOTE_JOBS:-4}
 JAR=/usr/share/bazel/A-server.jar
 SRC=/usr/src/bazel-bootstrap/src/tools/remote/src/main/java
 MAIN=com.google.devtools.build.remote.worker.RemoteWorker
+# Debian's bazel-bootstrap ships Bazel's prebuilt linux-sandbox; the worker wants it as the class-path resource
+# /main/tools/linux-sandbox (not in A-server.jar), extracts it into its --work_path and runs `true` under it as a
+# self-check before it serves (it exits when that fails).
+SANDBOX_BIN=/usr/libexec/x86_64-linux-gnu/bazel/linux-sandbox
 # Upstream binds every interface (forPort); the copy compiled here binds loopback only.
 BIND_FROM='NettyServerBuilder.forPort(workerOptions.listenPort)'
 BIND_TO='NettyServerBuilder.forAddress(new java.net.InetSocketAddress("127.0.0.1", workerOptions.listenPort))'
@@ -71,6 +84,7 @@ install_packages() {
   command -v javac >/dev/null || want+=(default-jdk-headless)
   command -v openssl >/dev/null || want+=(openssl)
   command -v ss >/dev/null || want+=(iproute2)
+  [ -x "$SANDBOX_BIN" ] || want+=(bazel-bootstrap) # ~40 packages (a JDK's worth), for linux-sandbox only
   for p in "${want[@]}"; do
     [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ] || missing+=("$p")
   done
@@ -117,7 +131,13 @@ make_certs() { # a CA, a server certificate for localhost and 127.0.0.1, a clien
   )
 }
 
-# Workers: plain (grpc://) and tls (grpcs://, client certificate required). Each has its own CAS, work dir and log.
+# Workers: plain (grpc://), tls (grpcs://, client certificate required), sandbox (grpc://, actions under
+# linux-sandbox) and victim (grpc://, for tests that kill it). Each has its own CAS, work dir, log and port (NAME/port:
+# the one it was started on, which restart-worker reuses).
+worker_port() { # NAME -> its configured port
+  case $1 in plain) echo "$GRPC_PORT" ;; tls) echo "$GRPCS_PORT" ;; sandbox) echo "$SANDBOX_PORT" ;;
+    victim) echo "$VICTIM_PORT" ;; *) die "no worker '$1' (${WORKERS[*]})" ;; esac
+}
 worker_mark() { echo "--cas_path=$DIR/$1/cas"; }
 launch_worker() { # NAME PORT
   local name=$1 port=$2 w=$DIR/$1
@@ -125,8 +145,18 @@ launch_worker() { # NAME PORT
   port_free "$port"
   mkdir -p "$w/cas" "$w/work"
   rm -f "$w/ready"
-  local jvm=(-Xmx512m -XX:+UseSerialGC -Djava.net.preferIPv4Stack=true)
+  local jvm=(-Xmx512m -XX:+UseSerialGC -Djava.net.preferIPv4Stack=true) cp=$DIR/build/classes:$JAR
   local args=(--listen_port="$port" --work_path="$w/work" --cas_path="$w/cas" --pid_file="$w/ready" --jobs="$JOBS")
+  # The two extra workers carry little load: C1 only starts them ~0.3 s sooner each (and the victim restarts sooner).
+  [ "$name" = sandbox ] || [ "$name" = victim ] && jvm+=(-XX:TieredStopAtLevel=1)
+  if [ "$name" = sandbox ]; then
+    # linux-sandbox as a resource on this worker's class path only (the shared build stays as it is). No
+    # --sandboxing_tmpfs_dir=/tmp: linux-sandbox refuses a tmpfs above its working directory, and this is under /tmp.
+    [ -x "$SANDBOX_BIN" ] || die "$SANDBOX_BIN is missing (Debian package bazel-bootstrap)"
+    mkdir -p "$w/classpath/main/tools" && cp -f "$SANDBOX_BIN" "$w/classpath/main/tools/linux-sandbox"
+    cp=$w/classpath:$cp
+    args+=(--sandboxing --sandboxing_block_network)
+  fi
   if [ "$name" = tls ]; then
     # netty's OpenSSL provider: Debian's tcnative is the version in the jar. A copy, not a symlink: tcnative parses
     # its own file name. (The JDK provider fails on JDK 17: "JDK provider does not support ALPN protocol".)
@@ -136,12 +166,13 @@ launch_worker() { # NAME PORT
       --tls_ca_certificate="$DIR/certs/ca.pem")
   fi
   echo "--- $(date -Is) start on 127.0.0.1:$port" >>"$w/log"
-  setsid java "${jvm[@]}" -cp "$DIR/build/classes:$JAR" "$MAIN" "${args[@]}" </dev/null >>"$w/log" 2>&1 9>&- &
+  setsid java "${jvm[@]}" -cp "$cp" "$MAIN" "${args[@]}" </dev/null >>"$w/log" 2>&1 9>&- &
   echo $! >"$w/pid"
   echo "$port" >"$w/port"
 }
 worker_up() { [ -s "$1/ready" ] && listening "$2"; }
-await_worker() { # NAME PORT: its --pid_file is written once it serves, and it listens on 127.0.0.1 only
+await_worker() { # NAME PORT: its --pid_file is written once it serves (the sandbox worker's: after linux-sandbox's
+  # self-check passed), and it listens on 127.0.0.1 only
   local w=$DIR/$1 pid
   pid=$(cat "$w/pid")
   wait_for 60 eval "worker_up $w $2 || ! alive $pid" || true
@@ -257,6 +288,11 @@ write_env() {
     echo "KILN_TEST_REAPI_CAS=$DIR/plain/cas"
     echo "KILN_TEST_REAPI_TLS_URL=grpcs://localhost:$(cat "$DIR/tls/port")"
     echo "KILN_TEST_REAPI_TLS_PID=$(cat "$DIR/tls/pid")"
+    echo "KILN_TEST_REAPI_SANDBOX_URL=grpc://127.0.0.1:$(cat "$DIR/sandbox/port")"
+    echo "KILN_TEST_REAPI_SANDBOX_PID=$(cat "$DIR/sandbox/pid")"
+    echo "KILN_TEST_REAPI_VICTIM_URL=grpc://127.0.0.1:$(cat "$DIR/victim/port")"
+    echo "KILN_TEST_REAPI_VICTIM_PID=$(cat "$DIR/victim/pid")"
+    echo "KILN_TEST_REAPI_VICTIM_CAS=$DIR/victim/cas"
     echo "KILN_TEST_TLS_CA=$DIR/certs/ca.pem"
     echo "KILN_TEST_TLS_CLIENT_CERT=$DIR/certs/client.pem"
     echo "KILN_TEST_TLS_CLIENT_KEY=$DIR/certs/client.key"
@@ -284,8 +320,8 @@ stop_one() { # NAME PIDFILE MARKER
 }
 stop_all() {
   rm -f "$DIR/env"
-  stop_one "plain worker" "$DIR/plain/pid" "$(worker_mark plain)"
-  stop_one "tls worker" "$DIR/tls/pid" "$(worker_mark tls)"
+  local w
+  for w in "${WORKERS[@]}"; do stop_one "$w worker" "$DIR/$w/pid" "$(worker_mark "$w")"; done
   stop_one nginx "$DIR/nginx/pid" "$NGINX_MARK"
   stop_one bst-artifact-server "$DIR/bst/pid" "$BST_MARK"
 }
@@ -297,12 +333,11 @@ cmd_start() {
   install_packages
   build_worker
   make_certs
-  launch_worker plain "$GRPC_PORT"
-  launch_worker tls "$GRPCS_PORT"
+  local w
+  for w in "${WORKERS[@]}"; do launch_worker "$w" "$(worker_port "$w")"; done
   launch_nginx
   launch_bst
-  await_worker plain "$(cat "$DIR/plain/port")"
-  await_worker tls "$(cat "$DIR/tls/port")"
+  for w in "${WORKERS[@]}"; do await_worker "$w" "$(cat "$DIR/$w/port")"; done
   await_nginx
   await_bst
   write_env
@@ -312,8 +347,8 @@ cmd_start() {
 }
 
 cmd_status() {
-  local ok=0 pid
-  for w in plain tls; do
+  local ok=0 pid w
+  for w in "${WORKERS[@]}"; do
     if pid=$(ours "$DIR/$w/pid" "$(worker_mark $w)"); then log "$w worker: pid $pid, port $(cat "$DIR/$w/port")"
     else log "$w worker: not running"; ok=1; fi
   done
@@ -324,10 +359,13 @@ cmd_status() {
   return $ok
 }
 
-blob() { # HASH [http] -> the file that holds it
+blob() { # HASH [WHERE] -> the file that holds it; WHERE: a worker (plain, the default; reapi means plain too) or http
   [[ ${1:-} =~ ^[0-9a-f]{64}$ ]] || die "expected a sha256 in lowercase hex, got '${1:-}'"
-  local f=$DIR/plain/cas/cas/${1:0:2}/$1
-  [ "${2:-}" = http ] && f=$DIR/nginx/data/cas/$1
+  local f where=${2:-plain}
+  [ "$where" = reapi ] && where=plain
+  case " ${WORKERS[*]} http " in *" $where "*) ;; *) die "no blob store '$where' (${WORKERS[*]} http)" ;; esac
+  f=$DIR/$where/cas/cas/${1:0:2}/$1
+  [ "$where" = http ] && f=$DIR/nginx/data/cas/$1
   [ -f "$f" ] || die "no blob $1 at $f"
   echo "$f"
 }
@@ -341,8 +379,11 @@ case "${1:-}" in
   status) cmd_status ;;
   restart-worker)
     [ -f "$DIR/env" ] || die "not started (no $DIR/env)"
-    launch_worker plain "$(cat "$DIR/plain/port")"
-    await_worker plain "$(cat "$DIR/plain/port")"
+    w=${2:-victim}
+    port=$(worker_port "$w") # and NAME is a worker
+    [ -s "$DIR/$w/port" ] && port=$(cat "$DIR/$w/port")
+    launch_worker "$w" "$port"
+    await_worker "$w" "$port"
     write_env
     ;;
   evict) f=$(blob "${2:-}" "${3:-}") && rm -f "$f" ;;
@@ -350,5 +391,8 @@ case "${1:-}" in
     f=$(blob "${2:-}" "${3:-}")
     LC_ALL=C tr '\000-\377' '\001-\377\000' <"$f" >"$f.corrupt" && mv -f "$f.corrupt" "$f"
     ;;
-  *) echo "usage: $0 start|stop|status|evict HASH [http]|corrupt HASH [http]|restart-worker" >&2; exit 2 ;;
+  *)
+    echo "usage: $0 start|stop|status|evict HASH [WHERE]|corrupt HASH [WHERE]|restart-worker [NAME]" >&2
+    exit 2
+    ;;
 esac

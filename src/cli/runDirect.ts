@@ -258,7 +258,8 @@ const remoteEnd = (report: Engine.RunReport) =>
     const endpoint = remote.settings.endpoint.display
     yield* remote.flush(UPLOAD_WAIT_MS)
     const stats = yield* remote.stats
-    if (stats.unusable !== undefined) {
+    // What it cost, when it cost anything (the warning at the start said why).
+    if (stats.unusable !== undefined && report.ran > 0) {
       process.stderr.write(
         `kiln: remote cache ${endpoint} ${stats.unusable}: ${Noop.countOf(report.ran)} ran locally, ` +
           `${stats.uploadedActions} uploaded\n`

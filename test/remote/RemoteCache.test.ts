@@ -260,8 +260,10 @@ describe("remote cache: faults", () => {
       assert.match(status.stdout, /action cache: read and write/)
       const http = yield* first.kiln(["remote", "status", ...flags("http")])
       assert.match(http.stdout, /Bazel HTTP cache/)
-      // The worker dies while gen runs: the run goes on, and its uploads wait in the journal.
-      const running = yield* first.start(flags("grpc"))
+      // The worker dies while gen runs (a worker of its own: other test files share the plain one): the run goes on,
+      // and its uploads wait in the journal.
+      const victim = ["--remote-cache", remoteServers().victimUrl]
+      const running = yield* first.start(victim)
       yield* eventually("gen started", () => fs.existsSync(path.join(gate, "started")), "60 seconds")
       yield* Effect.promise(killWorker)
       yield* Effect.addFinalizer(() => Effect.promise(restartWorker))
@@ -270,19 +272,19 @@ describe("remote cache: faults", () => {
       assert.strictEqual(r.code, 0, r.stderr)
       assert.isAbove(r.summary!.pendingUploads, 0, r.stderr)
       assert.match(r.stderr, /uploads to grpc:\/\/127\.0\.0\.1:\d+ are pending/)
-      const away = yield* first.kiln(["remote", "flush", ...flags("grpc")])
+      const away = yield* first.kiln(["remote", "flush", ...victim])
       assert.strictEqual(away.code, 1)
       assert.match(away.stderr, /uploads to grpc:\/\/127\.0\.0\.1:\d+ are still pending/)
       yield* Effect.promise(restartWorker)
       // The next run with that remote takes them up (its processes all local hits); flush then finds nothing.
-      const resumed = yield* first.run(flags("grpc"))
+      const resumed = yield* first.run(victim)
       assert.deepStrictEqual(sources(resumed.summary), { gen: "cache-hit", use: "cache-hit", big: "cache-hit" })
       assert.strictEqual(resumed.summary!.pendingUploads, 0, resumed.stderr)
-      const flushed = yield* first.kiln(["remote", "flush", ...flags("grpc")])
+      const flushed = yield* first.kiln(["remote", "flush", ...victim])
       assert.strictEqual(flushed.code, 0, flushed.stderr)
       assert.match(flushed.stderr, /nothing is pending/)
       const second = yield* machine(ns, { gate })
-      const served = yield* second.run(flags("grpc"))
+      const served = yield* second.run(victim)
       assert.strictEqual(served.summary!.remoteCacheHits, 3, served.stderr)
     }))
 })

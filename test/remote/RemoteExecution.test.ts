@@ -10,6 +10,7 @@ import { Effect } from "effect"
 import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { eventually } from "../utils/child.js"
 import { deadPort, evictBlob, remoteServers } from "../utils/remote.js"
 import { machine, namespace, outputsOf, sources } from "./workspace.js"
 
@@ -110,3 +111,42 @@ describe("remote execution", () => {
       assert.strictEqual(JSON.parse(r.stdout).source, "remote")
     }))
 })
+
+describe("remote execution: interruption", () => {
+  it.scopedLive("Ctrl-C while a process runs remotely: exit 130, its operation cancelled", () =>
+    Effect.gen(function*() {
+      const marker = `kiln-cancel-${namespace()}`
+      const extra = { slow: { argv: ["node", "-e", "setTimeout(() => {}, 30000)", marker], env: PATH } }
+      const m = yield* machine(namespace(), { extra })
+      const log = path.join(m.root, "remote.jsonl")
+      const running = yield* m.start([...executor(), "--remote-log", log, "slow"])
+      // Bazel's worker cannot cancel (it has no Operations service): what it started is killed here, afterwards.
+      yield* Effect.addFinalizer(() => Effect.sync(() => killMarked(marker)))
+      yield* eventually("slow running on the worker", () => markedPids(marker).length > 0, "60 seconds")
+      process.kill(m.lastPid(), "SIGINT")
+      const r = yield* running
+      assert.strictEqual(r.code, 130, r.stderr)
+      const calls = fs.readFileSync(log, "utf8").trim().split("\n").map((l) => JSON.parse(l) as { method: string })
+      assert.isTrue(calls.some((c) => c.method === "CancelOperation"), JSON.stringify(calls))
+    }))
+})
+
+/** Processes whose command line holds `marker` (the worker's children running a test's action). */
+const markedPids = (marker: string): Array<number> =>
+  fs.readdirSync("/proc").filter((d) => /^\d+$/.test(d)).flatMap((d) => {
+    try {
+      return fs.readFileSync(`/proc/${d}/cmdline`, "utf8").includes(marker) ? [Number(d)] : []
+    } catch {
+      return []
+    }
+  })
+
+const killMarked = (marker: string) => {
+  for (const pid of markedPids(marker)) {
+    try {
+      process.kill(pid, "SIGKILL")
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+}

@@ -120,6 +120,8 @@ export const machine = (
      * worker that blocks it for a minute): its exit code, stdout and stderr (through files, since kiln's helpers may
      * hold a pipe open after kiln has exited).
      */
+    /** The pids of the kiln processes started here, newest last (a test interrupts one). */
+    const started: Array<number> = []
     const spawnCli = (argv: ReadonlyArray<string>, extraEnv: Record<string, string> = {}) =>
       Effect.sync(() => {
         const out = path.join(root, `out-${randomUUID()}`)
@@ -131,6 +133,7 @@ export const machine = (
           stdio: ["ignore", fds[0], fds[1]]
         })
         for (const fd of fds) fs.closeSync(fd)
+        started.push(child.pid!)
         return Effect.async<{ code: number | null; stdout: string; stderr: string }>((resume) => {
           child.once(
             "exit",
@@ -159,7 +162,7 @@ export const machine = (
       Effect.flatten(start(more, extraEnv))
     /** Any other kiln command, to its end. */
     const kiln = (more: ReadonlyArray<string>) => Effect.flatten(spawnCli(more))
-    return { root, ws, run, start, kiln }
+    return { root, ws, run, start, kiln, lastPid: () => started[started.length - 1]! }
   })
 
 export const namespace = () => `test-${randomUUID()}`

@@ -62,9 +62,19 @@ export const serverAlive = (pid: number, dir = remoteDir()): boolean => {
 }
 
 /** Every server's pid in the env file: one written by an older `servers.sh` lacks some (`start` then adds them). */
-const SERVER_PIDS = ["KILN_TEST_REAPI_PID", "KILN_TEST_REAPI_TLS_PID", "KILN_TEST_HTTP_PID", "KILN_TEST_BST_PID"]
+const SERVER_PIDS = [
+  "KILN_TEST_REAPI_PID",
+  "KILN_TEST_REAPI_TLS_PID",
+  "KILN_TEST_REAPI_SANDBOX_PID",
+  "KILN_TEST_REAPI_VICTIM_PID",
+  "KILN_TEST_HTTP_PID",
+  "KILN_TEST_BST_PID"
+]
 
-/** The env file names every server, and they are all alive. */
+/**
+ * The env file names every server, and they are all alive, the victim worker too: while a test has it killed, a run
+ * that starts meanwhile has `servers.sh start` restart it.
+ */
 export const remoteEnvAlive = (env: Record<string, string>): boolean => {
   const pids = Object.entries(env).filter(([k]) => k.endsWith("_PID")).map(([, v]) => Number(v))
   return SERVER_PIDS.every((k) => k in env) && pids.every((pid) => serverAlive(pid, env.KILN_REMOTE_DIR))
@@ -87,6 +97,21 @@ export interface RemoteServers {
   /** A second worker, over TLS, that requires a client certificate: `grpcs://localhost:PORT`. */
   readonly reapiTlsUrl: string
   readonly reapiTlsPid: number
+  /**
+   * A worker that runs every action under Bazel's linux-sandbox, without network (`--sandboxing
+   * --sandboxing_block_network`): `grpc://127.0.0.1:PORT`. An action sees the host file system read-only (`/tmp`
+   * too) except its exec root, only a loopback interface, uid 0, and `BAZEL_REMOTE_PLATFORM` in its environment.
+   */
+  readonly reapiSandboxUrl: string
+  readonly reapiSandboxPid: number
+  /**
+   * A plain worker of its own for tests that kill it (`killVictim`, `restartVictim`), so they never disturb the plain
+   * worker every test file shares: `grpc://127.0.0.1:PORT`.
+   */
+  readonly victimUrl: string
+  readonly victimPid: number
+  /** The victim's on-disk store, laid out as `reapiStoreDir` (see `blobPath(hash, "victim")`). */
+  readonly victimStoreDir: string
   /** PEM files: the CA that signed the servers' certificate (for localhost and 127.0.0.1) and the client's. */
   readonly tlsCa: string
   readonly tlsClientCert: string
@@ -118,8 +143,10 @@ export const remoteServers = (): RemoteServers => {
           `run \`bash scripts/remote/servers.sh start\``
     )
   }
+  // A key the global setup did not load (servers.sh gained a server since this run began): from the env file.
+  let file: Record<string, string> | undefined
   const get = (key: string): string => {
-    const value = env[key]
+    const value = env[key] || (file ??= readRemoteEnv() ?? {})[key]
     if (!value) throw new Error(`${key} is not set: the remote-cache servers' env file is incomplete`)
     return value
   }
@@ -129,6 +156,11 @@ export const remoteServers = (): RemoteServers => {
     reapiStoreDir: get("KILN_TEST_REAPI_CAS"),
     reapiTlsUrl: get("KILN_TEST_REAPI_TLS_URL"),
     reapiTlsPid: Number(get("KILN_TEST_REAPI_TLS_PID")),
+    reapiSandboxUrl: get("KILN_TEST_REAPI_SANDBOX_URL"),
+    reapiSandboxPid: Number(get("KILN_TEST_REAPI_SANDBOX_PID")),
+    victimUrl: get("KILN_TEST_REAPI_VICTIM_URL"),
+    victimPid: Number(get("KILN_TEST_REAPI_VICTIM_PID")),
+    victimStoreDir: get("KILN_TEST_REAPI_VICTIM_CAS"),
     tlsCa: get("KILN_TEST_TLS_CA"),
     tlsClientCert: get("KILN_TEST_TLS_CLIENT_CERT"),
     tlsClientKey: get("KILN_TEST_TLS_CLIENT_KEY"),
@@ -141,57 +173,77 @@ export const remoteServers = (): RemoteServers => {
   }
 }
 
-/** The file that holds a blob: in the plain worker's on-disk CAS, or nginx's `/cas/` (no prefix). */
-export const blobPath = (hash: string, server: "reapi" | "http" = "reapi"): string =>
-  server === "reapi"
-    ? path.join(remoteServers().reapiStoreDir, "cas", hash.slice(0, 2), hash)
-    : path.join(remoteServers().httpDir, "cas", hash)
+/** Where a blob is: the plain worker's on-disk CAS (`reapi`), the victim worker's, or nginx's `/cas/` (no prefix). */
+export type BlobStore = "reapi" | "victim" | "http"
+
+/** The file that holds a blob in one of the stores. */
+export const blobPath = (hash: string, server: BlobStore = "reapi"): string => {
+  const servers = remoteServers()
+  return server === "http"
+    ? path.join(servers.httpDir, "cas", hash)
+    : path.join(server === "victim" ? servers.victimStoreDir : servers.reapiStoreDir, "cas", hash.slice(0, 2), hash)
+}
 
 const script = (args: ReadonlyArray<string>): void => {
   remoteServers()
   execFileSync("bash", [serversScript, ...args], { stdio: ["ignore", "ignore", "pipe"] })
 }
 
-/** Deletes a blob from the plain worker's CAS (or nginx's): an eviction. Its AC entries still hit. */
-export const evictBlob = (hash: string, server: "reapi" | "http" = "reapi"): void => script(["evict", hash, server])
+/** Deletes a blob from the plain worker's CAS (or the victim's, or nginx's): an eviction. Its AC entries still hit. */
+export const evictBlob = (hash: string, server: BlobStore = "reapi"): void => script(["evict", hash, server])
 
 /**
  * Overwrites a blob with other bytes of the same size. The worker then fails a ByteStream Read of it with INTERNAL
  * (it checks on read); nginx serves the wrong bytes.
  */
-export const corruptBlob = (hash: string, server: "reapi" | "http" = "reapi"): void => script(["corrupt", hash, server])
+export const corruptBlob = (hash: string, server: BlobStore = "reapi"): void => script(["corrupt", hash, server])
 
-const currentWorkerPid = (): number => {
-  const pid = Number(readRemoteEnv()?.KILN_TEST_REAPI_PID)
-  if (!pid) throw new Error(`the remote-cache servers are not running (no ${path.join(remoteDir(), "env")})`)
+/** The victim worker's current pid, from the env file (`restartVictim` in another test worker may have changed it). */
+const currentVictimPid = (): number => {
+  const pid = Number(readRemoteEnv()?.KILN_TEST_REAPI_VICTIM_PID)
+  if (!pid) {
+    throw new Error(
+      `the remote-cache servers are not running, or an older servers.sh started them ` +
+        `(no KILN_TEST_REAPI_VICTIM_PID in ${
+          path.join(remoteDir(), "env")
+        }): run \`bash scripts/remote/servers.sh start\``
+    )
+  }
   return pid
 }
 
 /**
- * SIGKILLs the plain worker and resolves once it is dead. It is shared by every test file, and other files may run
- * meanwhile: kill it only in tests that own it, and `restartWorker()` after.
+ * SIGKILLs the victim worker (`victimUrl`, never the shared plain worker) and resolves once it is dead. Other test
+ * files may run meanwhile: use the victim only in tests that kill it, and `restartVictim()` after (in a finalizer).
  */
-export const killWorker = async (): Promise<void> => {
+export const killVictim = async (): Promise<void> => {
   remoteServers()
-  const pid = currentWorkerPid()
+  const pid = currentVictimPid()
   if (!serverAlive(pid)) return
   process.kill(pid, "SIGKILL")
   const deadline = Date.now() + 10_000
   while (running(pid)) {
-    if (Date.now() > deadline) throw new Error(`the plain worker (pid ${pid}) is still alive 10 s after SIGKILL`)
+    if (Date.now() > deadline) throw new Error(`the victim worker (pid ${pid}) is still alive 10 s after SIGKILL`)
     await new Promise((resolve) => setTimeout(resolve, 20))
   }
 }
 
 /**
- * Starts the plain worker again, on the same port with the same on-disk CAS (a no-op when it runs), and resolves
- * once it serves; its new pid is in this process's `KILN_TEST_REAPI_PID`.
+ * Starts the victim worker again, on the same port with the same on-disk CAS (a no-op when it runs), and resolves
+ * once it serves; its new pid is in this process's `KILN_TEST_REAPI_VICTIM_PID`.
  */
-export const restartWorker = async (): Promise<void> => {
+export const restartVictim = async (): Promise<void> => {
   remoteServers()
-  await promisify(execFile)("bash", [serversScript, "restart-worker"])
-  process.env.KILN_TEST_REAPI_PID = String(currentWorkerPid())
+  await promisify(execFile)("bash", [serversScript, "restart-worker", "victim"])
+  process.env.KILN_TEST_REAPI_VICTIM_PID = String(currentVictimPid())
 }
+
+/**
+ * The former names of `killVictim` and `restartVictim`, the same functions. They used to act on the plain worker
+ * (`reapiUrl`); they now act on the victim, so a test that kills "the worker" must talk to `victimUrl`.
+ */
+export const killWorker = killVictim
+export const restartWorker = restartVictim
 
 export interface Tarpit {
   readonly port: number

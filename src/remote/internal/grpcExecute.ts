@@ -133,19 +133,25 @@ export const make = (deps: Deps) => {
         })
     ).pipe(Effect.flatMap((op) => outcome(method, op)))
 
+  /** Asks the server to stop an operation (Bazel's worker cannot: UNIMPLEMENTED, and its action runs on). */
   const cancel = (name: string) =>
-    Effect.async<void>((resume) => {
-      const call = deps.client.makeUnaryRequest(
-        "/google.longrunning.Operations/CancelOperation",
-        ser("google.longrunning.CancelOperationRequest"),
-        de("google.protobuf.Empty"),
-        { name },
-        deps.metadata(),
-        { deadline: Date.now() + 2_000 },
-        () => resume(Effect.void)
-      )
-      return Effect.sync(() => call.cancel())
-    })
+    deps.calls.call(
+      "CancelOperation",
+      "probe",
+      Effect.async<void, RemoteError>((resume) => {
+        const call = deps.client.makeUnaryRequest(
+          "/google.longrunning.Operations/CancelOperation",
+          ser("google.longrunning.CancelOperationRequest"),
+          de("google.protobuf.Empty"),
+          { name },
+          deps.metadata(),
+          { deadline: Date.now() + 2_000 },
+          (err) => resume(err ? Effect.fail(deps.fromGrpc("CancelOperation", err)) : Effect.void)
+        )
+        return Effect.sync(() => call.cancel())
+      }),
+      { digest: name }
+    ).pipe(Effect.ignore)
 
   /**
    * Executes an action whose inputs, `Command` and `Action` the server has. A stream that breaks or stalls is
