@@ -9,9 +9,11 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { createHash } from "node:crypto"
 import * as fs from "node:fs"
+import * as os from "node:os"
 import * as path from "node:path"
 import { eventually } from "../utils/child.js"
-import { deadPort, evictBlob, remoteServers } from "../utils/remote.js"
+import { deadPort, evictBlob, killVictim, remoteServers, restartVictim } from "../utils/remote.js"
+import { tempDir } from "../utils/temp.js"
 import { machine, namespace, outputsOf, sources } from "./workspace.js"
 
 const PATH = { PATH: "/usr/local/bin:/usr/bin:/bin" }
@@ -109,6 +111,47 @@ describe("remote execution", () => {
       ])
       assert.strictEqual(r.code, 0, r.stderr)
       assert.strictEqual(JSON.parse(r.stdout).source, "remote")
+    }))
+})
+
+describe("remote execution: the worker's sandbox, and the worker's death", () => {
+  it.scoped("on a sandboxed worker, a graph runs, and a process that writes outside its sandbox fails there", () =>
+    Effect.gen(function*() {
+      const ns = namespace()
+      const escape = path.join(os.tmpdir(), `kiln-escape-${ns}`)
+      const extra = {
+        escapes: { argv: ["node", "-e", `require("fs").writeFileSync(${JSON.stringify(escape)}, "x")`], env: PATH }
+      }
+      const m = yield* machine(ns, { extra })
+      const r = yield* m.run(["--remote-executor", remoteServers().reapiSandboxUrl, "--keep-going"])
+      assert.strictEqual(r.code, 1, r.stderr)
+      const byName = Object.fromEntries(r.summary!.processes.map((p) => [p.name, p]))
+      assert.deepStrictEqual([byName.gen!.source, byName.use!.source, byName.big!.source], [
+        "remote",
+        "remote",
+        "remote"
+      ])
+      assert.strictEqual(byName.escapes!.source, "remote")
+      assert.strictEqual(byName.escapes!.exitCode, 1)
+      assert.match(r.stderr, /EROFS/)
+      assert.isFalse(fs.existsSync(escape))
+    }))
+
+  it.scopedLive("the worker killed while it runs a process: the run goes on locally and succeeds", () =>
+    Effect.gen(function*() {
+      const gate = yield* tempDir("kiln-gate-")
+      const m = yield* machine(namespace(), { gate })
+      const running = yield* m.start(["--remote-executor", remoteServers().victimUrl])
+      yield* eventually("gen started on the worker", () => fs.existsSync(path.join(gate, "started")), "60 seconds")
+      yield* Effect.promise(killVictim)
+      yield* Effect.addFinalizer(() => Effect.promise(restartVictim))
+      fs.writeFileSync(path.join(gate, "go"), "")
+      const r = yield* running
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.strictEqual(sources(r.summary).gen, "ran")
+      assert.isAbove(r.summary!.remoteFallbacks, 0)
+      assert.match(r.stderr, /warning: remote executor grpc:\/\/127\.0\.0\.1:\d+: .*running processes locally instead/)
+      assert.strictEqual(fs.readFileSync(path.join(m.ws, "res/b.txt"), "utf8").startsWith("ALPHA"), true)
     }))
 })
 
