@@ -65,11 +65,13 @@ interface Settings {
   readonly settleSecs: number
   readonly logs: string | undefined
   readonly quick: boolean
+  /** Every run executes its processes on this REAPI executor (a remote worker on 127.0.0.1 in CI). */
+  readonly remoteExecutor: string | undefined
 }
 
 const USAGE = `usage: node dist/chaos/chaos.mjs [--quick] [--rounds R] [--seed N] [--long-runs N] [--short-loops N]
   [--bystanders N] [--victim-loops N] [--long-procs N] [--short-procs N] [--long-secs S] [--short-secs S]
-  [--input-files N] [--kill-every S] [--run-timeout S] [--settle S] [--logs DIR]
+  [--input-files N] [--kill-every S] [--run-timeout S] [--settle S] [--logs DIR] [--remote-executor URL]
 
 R concurrency rounds and R kill rounds, alternating (full preset: R = 6; --quick: R = 1 with shorter processes).
 Exit code 0 when every figure of every round is zero, 1 when one is not, 2 on a usage or setup error.`
@@ -108,6 +110,7 @@ const parseSettings = (argv: ReadonlyArray<string>): Settings => {
       options: {
         ...Object.fromEntries(numeric.map((name) => [name, { type: "string" as const }])),
         logs: { type: "string" },
+        "remote-executor": { type: "string" },
         quick: { type: "boolean" },
         help: { type: "boolean" }
       },
@@ -148,7 +151,8 @@ const parseSettings = (argv: ReadonlyArray<string>): Settings => {
     runTimeoutSecs: num("run-timeout", 60, false, 1),
     settleSecs: num("settle", 2, false, 0),
     logs: typeof values.logs === "string" ? path.resolve(values.logs) : undefined,
-    quick
+    quick,
+    remoteExecutor: typeof values["remote-executor"] === "string" ? values["remote-executor"] : undefined
   }
 }
 
@@ -382,7 +386,16 @@ const startRun = (round: number, role: Role): Run => {
   try {
     child = spawn(
       process.execPath,
-      [cli, "run", target, "--progress", "plain", "--concurrency", String(concurrency)],
+      [
+        cli,
+        "run",
+        target,
+        "--progress",
+        "plain",
+        "--concurrency",
+        String(concurrency),
+        ...(settings.remoteExecutor !== undefined ? ["--remote-executor", settings.remoteExecutor] : [])
+      ],
       // A process group of its own: the harness can kill all of it at the end, and Ctrl-C reaches only the harness.
       { cwd: ws, env, detached: true, stdio: ["ignore", fd, fd] }
     )
