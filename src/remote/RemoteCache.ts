@@ -548,7 +548,7 @@ const executor = (
         if (!caps.execution) return yield* fallBack(process, "it does not offer remote execution")
         // Silent for longer than the process may run (or 15 minutes) is a stall: the stream is resumed.
         const stallMs = (process.timeoutMs ?? 15 * 60_000) + 60_000
-        const ran = yield* Effect.either(jobs.withPermits(1)(execution.run(process, key, stallMs)))
+        const ran = yield* Effect.either(execution.run(process, key, stallMs, jobs.withPermits(1)))
         if (Either.isLeft(ran)) {
           const e = ran.left
           return yield* fallBack(

@@ -27,6 +27,9 @@ import type { Blob, Transport } from "./transport.js"
 /** How long past a process's timeout kiln waits for the executor to say it timed out, before it cancels it. */
 const CLIENT_GRACE_MS = 5_000
 
+/** Directories and messages up to this size are sent without a FindMissingBlobs first (one round trip less). */
+const SEND_UNASKED_BYTES = 64 * 1024
+
 /** Blobs sent per upload call, so that a large input tree is never all in memory at once. */
 const UPLOAD_CHUNK = 512
 
@@ -98,10 +101,11 @@ export const make = (deps: Deps) => {
     Effect.gen(function*() {
       const { dirs, files } = yield* walk(root)
       const inMemory = [...dirs, ...messages.filter((m) => !present.has(m.digest.hash))]
-      const missing = new Set(
-        (yield* transport.findMissing([...inMemory.map((b) => b.digest), ...files])).map((d) => d.hash)
-      )
-      const sendNow = inMemory.filter((b) => missing.has(b.digest.hash))
+      // A few KiB of messages and directories cost less to send than to ask about: they go without a question.
+      const askAll = inMemory.reduce((n, b) => n + b.bytes.length, 0) > SEND_UNASKED_BYTES
+      const asked = [...(askAll ? inMemory.map((b) => b.digest) : []), ...files]
+      const missing = new Set(asked.length === 0 ? [] : (yield* transport.findMissing(asked)).map((d) => d.hash))
+      const sendNow = askAll ? inMemory.filter((b) => missing.has(b.digest.hash)) : inMemory
       const fromStore = files.filter((d) => missing.has(d.hash))
       for (let i = 0; i < fromStore.length; i += UPLOAD_CHUNK) {
         const chunk = yield* Effect.forEach(
@@ -147,10 +151,19 @@ export const make = (deps: Deps) => {
       return { down: down.right, outputDigest: yield* Results.layOut(store, down.right, trees) }
     })
 
-  /** Runs `process` (its key `key`) on the executor; `stallMs`: how long a silent execution is waited for. */
-  const run = (process: Process, key: Digest.Digest, stallMs: number) =>
+  /**
+   * Runs `process` (its key `key`) on the executor; `stallMs`: how long a silent execution is waited for. `slot`
+   * bounds the executions in flight, and only them: uploads and downloads go on beside, so the executor's slots are
+   * never idle while kiln moves bytes.
+   */
+  const run = (
+    process: Process,
+    key: Digest.Digest,
+    stallMs: number,
+    slot: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  ) =>
     Effect.gen(function*() {
-      const execute = transport.execute!
+      const execute = (action: Digest.Digest, stall: number) => slot(transport.execute!(action, stall))
       const started = Date.now()
       const { action, command } = actionMessages(process)
       const messages: Array<Blob> = [
