@@ -113,6 +113,54 @@ describe("remote cache: round trips", () => {
     }))
 })
 
+describe("remote cache: modes and explain", () => {
+  it.scoped("--remote-cache-mode read never uploads, write never reads; explain says whether the remote has it", () =>
+    Effect.gen(function*() {
+      const ns = namespace()
+      const reader = yield* machine(ns)
+      const read = yield* reader.run([...flags("grpc"), "--remote-cache-mode", "read"])
+      assert.strictEqual(read.code, 0, read.stderr)
+      assert.strictEqual(read.summary!.uploadedBytes, 0)
+      assert.strictEqual(read.summary!.pendingUploads, 0)
+      const before = yield* reader.kiln(["explain", "use", ...flags("grpc")])
+      assert.match(before.stdout, /remote cache grpc:\/\/127\.0\.0\.1:\d+: does not have it/)
+      const writer = yield* machine(ns)
+      const wrote = yield* writer.run([...flags("grpc"), "--remote-cache-mode", "write"])
+      assert.deepStrictEqual(sources(wrote.summary), { gen: "ran", use: "ran", big: "ran" })
+      assert.strictEqual(wrote.summary!.pendingUploads, 0, wrote.stderr)
+      const after = yield* reader.kiln(["explain", "use", ...flags("grpc")])
+      assert.match(after.stdout, /remote cache grpc:\/\/127\.0\.0\.1:\d+: has it, with every blob it names/)
+      // A machine in write mode does not read what it wrote.
+      const again = yield* machine(ns)
+      const w2 = yield* again.run([...flags("grpc"), "--remote-cache-mode", "write"])
+      assert.strictEqual(w2.summary!.remoteCacheHits, 0)
+      const bad = yield* again.run([...flags("grpc"), "--remote-cache-mode", "sometimes"])
+      assert.strictEqual(bad.code, 2)
+      assert.match(bad.stderr, /--remote-cache-mode: `sometimes` is not one of read-write, read, write/)
+    }))
+
+  it.scoped("a header's $VAR is read from the environment and an unset one is a one-line error; neither is logged", () =>
+    Effect.gen(function*() {
+      const m = yield* machine(namespace())
+      const log = path.join(m.root, "calls.jsonl")
+      const ok = yield* m.run([
+        ...flags("grpc"),
+        "--remote-header",
+        "x-kiln-token=$KILN_TEST_SECRET",
+        "--remote-log",
+        log
+      ], {
+        KILN_TEST_SECRET: "s3cret-value"
+      })
+      assert.strictEqual(ok.code, 0, ok.stderr)
+      assert.notInclude(fs.readFileSync(log, "utf8"), "s3cret-value")
+      assert.notInclude(ok.stderr, "s3cret-value")
+      const unset = yield* m.run([...flags("grpc"), "--remote-header", "x-kiln-token=$KILN_TEST_UNSET_SECRET"])
+      assert.strictEqual(unset.code, 2)
+      assert.match(unset.stderr, /^kiln: --remote-header: header x-kiln-token: \$KILN_TEST_UNSET_SECRET is not set\n$/)
+    }))
+})
+
 describe("remote cache: what is never shared", () => {
   it.scoped("a failure, a `cache: never` process and a result missing a declared output are not uploaded", () =>
     Effect.gen(function*() {
