@@ -5,7 +5,17 @@
  */
 import type * as Engine from "../engine/Engine.js"
 
-const PHASES = ["cacheLookup", "queue", "materialize", "run", "capture"] as const
+/** A local run's phases, then a remote one's (upload, the execution as kiln saw it, download), in order. */
+const PHASES = [
+  "cacheLookup",
+  "queue",
+  "materialize",
+  "run",
+  "capture",
+  "remoteUpload",
+  "remoteRun",
+  "remoteDownload"
+] as const
 
 export const traceEvents = (report: Engine.RunReport) => {
   const lanes: Array<number> = []
@@ -25,7 +35,16 @@ export const traceEvents = (report: Engine.RunReport) => {
       dur: Math.max(1, Math.round(p.durationMs * 1000)),
       pid: 1,
       tid: lane + 1,
-      args: { source: p.source, actionDigest: p.actionDigest, exitCode: p.exitCode, backtracks: p.backtracks }
+      args: {
+        source: p.source,
+        // Where it ran: here, or the executor, with the server's own queue and execution times when it reports them.
+        where: p.source === "remote" ? "remote" : p.source === "ran" ? "local" : "cache",
+        ...(p.timings.remoteQueue !== undefined ? { remoteQueueMs: p.timings.remoteQueue } : {}),
+        ...(p.timings.remoteExecution !== undefined ? { remoteExecutionMs: p.timings.remoteExecution } : {}),
+        actionDigest: p.actionDigest,
+        exitCode: p.exitCode,
+        backtracks: p.backtracks
+      }
     })
     let t = p.startMs
     for (const phase of PHASES) {
