@@ -197,11 +197,12 @@ export const make = (settings: Settings, options: Options) =>
       return calls.open() ? caps.right : undefined
     })
 
-    const fetchTrees = (down: Results.Down) =>
+    /** Output directories' `Tree` messages, fetched (together), checked and decoded. */
+    const fetchTrees = (digests: ReadonlyArray<Digest.Digest>) =>
       Effect.gen(function*() {
         const trees = new Map<string, Tree.Tree>()
-        if (down.directories.length === 0) return trees
-        const blobs = yield* transport.download(down.directories.map((d) => d.tree))
+        if (digests.length === 0) return trees
+        const blobs = yield* transport.download(digests)
         for (const b of blobs) {
           const tree = Tree.decode(b.bytes)
           if (Either.isLeft(tree)) {
@@ -259,7 +260,7 @@ export const make = (settings: Settings, options: Options) =>
           return Option.none<Entry>()
         }
         if (down.right.exitCode !== 0 && process.cache !== "always") return Option.none<Entry>()
-        const trees = yield* fetchTrees(down.right)
+        const trees = yield* fetchTrees(down.right.directories.map((d) => d.tree))
         const files = Results.filesOf(down.right, trees)
         if (options.cacheContent === "validate") {
           const missing = yield* transport.findMissing(files)
@@ -314,15 +315,93 @@ export const make = (settings: Settings, options: Options) =>
         })
       )
 
+    const unusableEntry = (process: Process, key: Digest.Digest, why: string) =>
+      Effect.sync(() => stale.add(key.hash)).pipe(
+        Effect.zipRight(Effect.logWarning(
+          `remote cache entry for ${process.description} is unusable (${why}): running it, and replacing the entry`
+        ))
+      )
+
+    /** A hit's entry as the action cache holds it, its outputs laid out in the store. */
+    const entryOf = (down: Results.Down, trees: ReadonlyMap<string, Tree.Tree>) =>
+      Effect.map(Results.layOut(store, down, trees), (outputDigest): Entry => {
+        hits++
+        return {
+          exitCode: down.exitCode,
+          signal: null,
+          timedOut: false,
+          stdoutDigest: down.stdout,
+          stderrDigest: down.stderr,
+          outputDigest,
+          durationMs: 0
+        }
+      })
+
+    /**
+     * Many lookups at once, as a wave of the engine asks: each action's entry (no REAPI call takes several), then
+     * one batch of trees, one FindMissingBlobs and one download for all of the hits, instead of a round of each per
+     * hit. Anything in the batch that fails sends its hits the one-by-one way, which says which entry is bad.
+     */
+    const lookupMany = (requests: ReadonlyArray<{ readonly process: Process; readonly key: Digest.Digest }>) =>
+      Effect.gen(function*() {
+        const found = yield* Effect.forEach(requests, ({ key, process }) =>
+          stale.has(key.hash) || !calls.open()
+            ? Effect.succeed(undefined)
+            : Effect.map(transport.getActionResult(key), (raw) => {
+              if (Option.isNone(raw)) return undefined
+              const down = Results.readRemote(raw.value, process)
+              if (Either.isLeft(down) || (down.right.exitCode !== 0 && process.cache !== "always")) return undefined
+              return down.right
+            }).pipe(Effect.catchAll((e) => Effect.as(failed(e), undefined))), {
+          concurrency: options.lookupConcurrency ?? 16
+        })
+        const hitsAt = found.flatMap((down, i) => (down === undefined ? [] : [i]))
+        const out: Array<Option.Option<Entry>> = requests.map(() => Option.none())
+        if (hitsAt.length === 0) return out
+        const batch = yield* Effect.either(Effect.gen(function*() {
+          const trees = yield* fetchTrees(hitsAt.flatMap((i) => found[i]!.directories.map((d) => d.tree)))
+          const filesOf = new Map(hitsAt.map((i) => [i, Results.filesOf(found[i]!, trees)]))
+          const all = [...filesOf.values()].flat()
+          const usable = new Set(hitsAt)
+          if (options.cacheContent === "validate") {
+            const missing = new Set((yield* transport.findMissing(all)).map((d) => d.hash))
+            for (const i of hitsAt) {
+              const gone = filesOf.get(i)!.find((d) => missing.has(d.hash))
+              if (gone === undefined) continue
+              usable.delete(i)
+              yield* unusableEntry(requests[i]!.process, requests[i]!.key, `NOT_FOUND: ${Digest.format(gone)}`)
+            }
+          }
+          if ((options.cacheContent ?? "fetch") === "fetch") {
+            yield* downloadFiles([...usable].flatMap((i) => filesOf.get(i)!))
+          }
+          return { trees, usable }
+        }))
+        if (Either.isLeft(batch)) {
+          yield* Effect.logDebug(`a batch of remote hits failed (${batch.left.message}): taking them one by one`)
+          yield* Effect.forEach(hitsAt, (i) =>
+            Effect.map(lookupOne(requests[i]!.process, requests[i]!.key), (entry) => {
+              out[i] = entry
+            }), { concurrency: options.lookupConcurrency ?? 16, discard: true })
+          return out
+        }
+        yield* Effect.forEach(batch.right.usable, (i) =>
+          entryOf(found[i]!, batch.right.trees).pipe(
+            Effect.map((entry) => {
+              out[i] = Option.some(entry)
+            }),
+            Effect.catchAll((e) =>
+              Effect.logWarning(`remote hit for ${requests[i]!.process.description} could not be stored (${e.message})`)
+            )
+          ), { discard: true })
+        return out
+      })
+
     const lookup: RemoteTier["Type"]["lookup"] = (requests) =>
       Effect.gen(function*() {
         if (!reads || requests.length === 0) return requests.map(() => Option.none())
         if ((yield* usable) === undefined) return requests.map(() => Option.none())
-        return yield* Effect.forEach(
-          requests,
-          ({ key, process }) => (calls.open() ? lookupOne(process, key) : Effect.succeedNone),
-          { concurrency: options.lookupConcurrency ?? 16 }
-        )
+        return yield* lookupMany(requests)
       })
 
     // Uploads: the journal's entries, taken up by a few fibers; blobs deduplicated across actions in flight.

@@ -25,6 +25,9 @@ const SNAPSHOT_CHUNK = 256
 /** Processes looked up together (one read transaction per store shard each time). */
 const LOOKUP_CHUNK = 64
 
+/** Chunks of a wave looked up at once. */
+const LOOKUP_CHUNKS_AT_ONCE = 4
+
 /**
  * Every process's own inputs first: a file that had to be hashed (new or changed) or inputs that cannot be read mean
  * something will run. One after another while nothing is new (a fiber each would cost more than such a snapshot);
@@ -114,9 +117,11 @@ export const findHits = (state: RunState) =>
       // A wave is looked up in chunks, so that a miss is known early enough to warm the runner up meanwhile.
       const chunks = Array.from({ length: Math.ceil(wave.length / LOOKUP_CHUNK) }, (_, i) => i * LOOKUP_CHUNK)
       const current = wave
+      // A few chunks at once: a remote cache's lookups are bound by its latency, not this process's CPU.
       const next = yield* Effect.forEach(
         chunks,
-        (start) => lookUpChunk(state, current.slice(start, start + LOOKUP_CHUNK), waiting, dependents)
+        (start) => lookUpChunk(state, current.slice(start, start + LOOKUP_CHUNK), waiting, dependents),
+        { concurrency: LOOKUP_CHUNKS_AT_ONCE }
       )
       wave = next.flat()
     }

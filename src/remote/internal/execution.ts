@@ -40,7 +40,7 @@ export interface Deps {
   readonly endpoint: string
   /** Digests the server has been given or has confirmed in this run. */
   readonly present: Set<string>
-  readonly fetchTrees: (down: Results.Down) => Effect.Effect<Map<string, Tree.Tree>, RemoteError>
+  readonly fetchTrees: (digests: ReadonlyArray<Digest.Digest>) => Effect.Effect<Map<string, Tree.Tree>, RemoteError>
   readonly downloadFiles: (files: ReadonlyArray<Digest.Digest>) => Effect.Effect<void, RemoteError | StoreError>
 }
 
@@ -146,7 +146,7 @@ export const make = (deps: Deps) => {
           detail: down.left
         })
       }
-      const trees = yield* deps.fetchTrees(down.right)
+      const trees = yield* deps.fetchTrees(down.right.directories.map((d) => d.tree))
       yield* deps.downloadFiles(Results.filesOf(down.right, trees))
       return { down: down.right, outputDigest: yield* Results.layOut(store, down.right, trees) }
     })
