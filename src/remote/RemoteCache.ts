@@ -7,6 +7,7 @@
  *
  * @since 0.1.0
  */
+import * as Chunk from "effect/Chunk"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
@@ -107,6 +108,12 @@ export interface Options {
 }
 
 type UploadError = RemoteError | Digest.MissingDigest | StoreError
+
+/** Journal entries taken up together: their blobs asked about and sent in one go. */
+const UPLOAD_BATCH = 64
+
+/** Bytes of files read from the store and sent at a time. */
+const UPLOAD_SLICE_BYTES = 64 * 1024 * 1024
 
 const describe = (e: RemoteError) => `${e.code}${e.detail ? `: ${e.detail}` : ""}`
 
@@ -411,14 +418,18 @@ export const make = (settings: Settings, options: Options) =>
     let inFlight = 0
     /** Blobs some action's upload is asking about or sending now: another action waits for it instead. */
     const inFlightBlobs = new Map<string, Deferred.Deferred<void, UploadError>>()
-    const uploadBlobs = (pending: Journal.Pending, up: Results.Up) =>
+    const uploadBlobs = (items: ReadonlyArray<{ readonly pending: Journal.Pending; readonly up: Results.Up }>) =>
       Effect.gen(function*() {
-        const messages = [
+        const messages = items.flatMap(({ pending, up }) => [
           { digest: Digest.ofBytes(pending.actionBytes), bytes: pending.actionBytes },
           { digest: Digest.ofBytes(pending.commandBytes), bytes: pending.commandBytes },
           ...up.trees
+        ])
+        const up = { files: items.flatMap((i) => i.up.files) }
+        const candidates = [
+          ...new Map([...up.files, ...messages.map((m) => m.digest)].map((d) => [d.hash, d])).values()
         ]
-        const candidates = [...up.files, ...messages.map((m) => m.digest)].filter((d) => !present.has(d.hash))
+          .filter((d) => !present.has(d.hash))
         const theirs = candidates.flatMap((d) => inFlightBlobs.get(d.hash) ?? [])
         const all = candidates.filter((d) => !inFlightBlobs.has(d.hash))
         const mine = yield* Deferred.make<void, UploadError>()
@@ -435,7 +446,7 @@ export const make = (settings: Settings, options: Options) =>
       })
     const sendBlobs = (
       messages: ReadonlyArray<{ readonly digest: Digest.Digest; readonly bytes: Uint8Array }>,
-      up: Results.Up,
+      up: { readonly files: ReadonlyArray<Digest.Digest> },
       all: ReadonlyArray<Digest.Digest>
     ) =>
       Effect.gen(function*() {
@@ -445,52 +456,83 @@ export const make = (settings: Settings, options: Options) =>
           ...missing.map((d) => d.hash),
           ...all.filter((d) => corrupt.has(d.hash)).map((d) => d.hash)
         ])
-        const blobs = [
-          ...messages.filter((m) => wanted.has(m.digest.hash)),
-          ...(yield* Effect.forEach(
-            up.files.filter((d) => wanted.has(d.hash)),
-            (digest) => Effect.map(store.getFile(digest), (bytes) => ({ digest, bytes }))
-          ))
-        ]
-        yield* transport.upload(blobs)
-        calls.counters.uploadedBytes += blobs.reduce((n, b) => n + b.digest.sizeBytes, 0)
+        const send = (blobs: ReadonlyArray<{ readonly digest: Digest.Digest; readonly bytes: Uint8Array }>) =>
+          Effect.zipRight(
+            transport.upload(blobs),
+            Effect.sync(() => {
+              calls.counters.uploadedBytes += blobs.reduce((n, b) => n + b.digest.sizeBytes, 0)
+              for (const b of blobs) corrupt.delete(b.digest.hash)
+            })
+          )
+        yield* send(messages.filter((m) => wanted.has(m.digest.hash)))
+        // Files are read from the store a slice at a time, so a batch of large outputs is never all in memory.
+        let slice: Array<Digest.Digest> = []
+        let sliceBytes = 0
+        const flush = Effect.suspend(() => {
+          const digests = slice
+          slice = []
+          sliceBytes = 0
+          return Effect.flatMap(
+            Effect.forEach(digests, (digest) => Effect.map(store.getFile(digest), (bytes) => ({ digest, bytes }))),
+            send
+          )
+        })
+        for (const d of new Map(up.files.filter((f) => wanted.has(f.hash)).map((f) => [f.hash, f])).values()) {
+          slice.push(d)
+          sliceBytes += d.sizeBytes
+          if (sliceBytes >= UPLOAD_SLICE_BYTES) yield* flush
+        }
+        yield* flush
         for (const d of all) present.add(d.hash)
-        for (const b of blobs) corrupt.delete(b.digest.hash)
       })
-    const drainOne = (action: Digest.Digest) =>
+    /** A journal entry made ready to go up: its `ActionResult` and the blobs it names; undefined to skip it. */
+    const prepare = (action: Digest.Digest) =>
       Effect.gen(function*() {
         const pending = Journal.read(journalDir, action)
-        if (pending === undefined) return
-        if ((yield* usable)?.actionCache !== "read-write") return
+        if (pending === undefined) return undefined
         const up = yield* Results.toRemote(store, pending.entry, pending.outputs)
         if (up.absent !== undefined) {
           // A result missing a declared output may be a tool's silent failure: it stays local, never shared.
           yield* Effect.logDebug(`not uploading ${Digest.format(action)}: it did not make its output \`${up.absent}\``)
           Journal.remove(journalDir, action)
-          return
+          return undefined
         }
-        // Blobs first, then the entry that names them: a server that validates its action cache (bazel-remote)
-        // would refuse it otherwise, and one that does not would serve an entry whose bytes are not there.
-        yield* uploadBlobs(pending, up)
-        yield* transport.updateActionResult(action, up.actionResult)
-        Journal.remove(journalDir, action)
-        uploadedActions++
+        return { action, pending, up }
+      }).pipe(Effect.catchAll((e) => Effect.as(uploadFailed(action, e), undefined)))
+    const uploadFailed = (action: Digest.Digest, e: UploadError) =>
+      e._tag === "RemoteError"
+        ? failed(e)
+        : e._tag === "MissingDigest"
+        ? Effect.zipRight(
+          Effect.logWarning(`upload of ${Digest.format(action)} dropped: ${e.message} is gone from the local store`),
+          Effect.sync(() => Journal.remove(journalDir, action))
+        )
+        : Effect.logWarning(`upload of ${Digest.format(action)} failed: ${e.message}`)
+    /**
+     * A batch of journal entries up: one FindMissingBlobs and one batched upload for all their blobs, then each
+     * `ActionResult`, and the entry leaves the journal only once its result is there.
+     */
+    const drainBatch = (actions: ReadonlyArray<Digest.Digest>) =>
+      Effect.gen(function*() {
+        if ((yield* usable)?.actionCache !== "read-write") return
+        const ready = (yield* Effect.forEach(actions, prepare)).filter((x) => x !== undefined)
+        if (ready.length === 0) return
+        // Blobs first, then the entries that name them: a server that validates its action cache (bazel-remote)
+        // would refuse them otherwise, and one that does not would serve entries whose bytes are not there.
+        const sent = yield* Effect.either(uploadBlobs(ready))
+        if (sent._tag === "Left") return yield* uploadFailed(ready[0]!.action, sent.left)
+        yield* Effect.forEach(ready, ({ action, up }) =>
+          transport.updateActionResult(action, up.actionResult).pipe(
+            Effect.zipRight(Effect.sync(() => {
+              Journal.remove(journalDir, action)
+              uploadedActions++
+            })),
+            Effect.catchAll((e) => uploadFailed(action, e))
+          ), { concurrency: 8, discard: true })
       }).pipe(
-        Effect.catchAll((e) =>
-          e._tag === "RemoteError"
-            ? failed(e)
-            : e._tag === "MissingDigest"
-            ? Effect.zipRight(
-              Effect.logWarning(
-                `upload of ${Digest.format(action)} dropped: ${e.message} is gone from the local store`
-              ),
-              Effect.sync(() => Journal.remove(journalDir, action))
-            )
-            : Effect.logWarning(`upload of ${Digest.format(action)} failed: ${e.message}`)
-        ),
         Effect.ensuring(Effect.sync(() => {
-          queued.delete(action.hash)
-          inFlight--
+          for (const action of actions) queued.delete(action.hash)
+          inFlight -= actions.length
         }))
       )
     const enqueue = (action: Digest.Digest) =>
@@ -503,7 +545,10 @@ export const make = (settings: Settings, options: Options) =>
     const workers = yield* Effect.forkScoped(
       Effect.forEach(
         Array.from({ length: options.uploadConcurrency ?? 4 }),
-        () => Effect.forever(Effect.flatMap(Queue.take(queue), drainOne)),
+        () =>
+          Effect.forever(
+            Effect.flatMap(Queue.takeBetween(queue, 1, UPLOAD_BATCH), (c) => drainBatch(Chunk.toReadonlyArray(c)))
+          ),
         { concurrency: "unbounded", discard: true }
       )
     )
