@@ -17,6 +17,7 @@ const programs = [
   "bench/cold",
   "bench/scale",
   "bench/trees",
+  "bench/remote",
   "chaos/chaos"
 ]
 

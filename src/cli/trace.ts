@@ -13,6 +13,7 @@ const PHASES = [
   "run",
   "capture",
   "remoteUpload",
+  "remoteWait",
   "remoteRun",
   "remoteDownload"
 ] as const

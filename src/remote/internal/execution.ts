@@ -163,7 +163,16 @@ export const make = (deps: Deps) => {
     slot: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
   ) =>
     Effect.gen(function*() {
-      const execute = (action: Digest.Digest, stall: number) => slot(transport.execute!(action, stall))
+      // The wait for an executor slot is measured apart: it is the bound's doing, not the executor's.
+      let waited = 0
+      const execute = (action: Digest.Digest, stall: number) =>
+        Effect.suspend(() => {
+          const asked = Date.now()
+          return slot(Effect.suspend(() => {
+            waited += Date.now() - asked
+            return transport.execute!(action, stall)
+          }))
+        })
       const started = Date.now()
       const { action, command } = actionMessages(process)
       const messages: Array<Blob> = [
@@ -205,7 +214,7 @@ export const make = (deps: Deps) => {
           stdoutDigest: Digest.empty,
           stderrDigest: Digest.empty,
           outputDigest: Digest.empty,
-          timings: { remoteUpload: uploaded - started, remoteRun: Date.now() - uploaded }
+          timings: { remoteUpload: uploaded - started, remoteWait: waited, remoteRun: Date.now() - uploaded - waited }
         } satisfies Ran
       }
       const timedOut = executed.code === "DEADLINE_EXCEEDED"
@@ -228,7 +237,8 @@ export const make = (deps: Deps) => {
         outputDigest,
         timings: {
           remoteUpload: uploaded - started,
-          remoteRun: ran - uploaded,
+          remoteWait: waited,
+          remoteRun: ran - uploaded - waited,
           remoteDownload: ended - ran,
           ...serverTimings(executed.result)
         }
