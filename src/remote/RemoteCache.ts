@@ -21,14 +21,14 @@ import * as Schedule from "effect/Schedule"
 import { randomUUID } from "node:crypto"
 import { actionMessages } from "../domain/ActionKey.js"
 import * as Digest from "../domain/Digest.js"
-import { CHROOT, type Process, SpawnError } from "../domain/Process.js"
-import { type Entry, type Executed, RemoteTier } from "../domain/RemoteTier.js"
+import type { Process } from "../domain/Process.js"
+import { type Entry, RemoteTier } from "../domain/RemoteTier.js"
 import type { StoreError } from "../domain/StoreErrors.js"
 import * as Tree from "../domain/Tree.js"
 import { Store } from "../store/Store.js"
 import type { Capabilities } from "./Capabilities.js"
 import * as Calls from "./internal/calls.js"
-import * as Execution from "./internal/execution.js"
+import * as Executor from "./internal/executor.js"
 import * as Grpc from "./internal/grpc.js"
 import * as Http from "./internal/http.js"
 import * as Journal from "./internal/journal.js"
@@ -618,7 +618,7 @@ export const make = (settings: Settings, options: Options) =>
           }): it would run again`
       }).pipe(Effect.catchAll((e) => Effect.succeed(`remote cache ${endpoint}: cannot say (${e.message})`)))
 
-    const executeProcess = yield* executor(settings, {
+    const executeProcess = yield* Executor.make(settings, {
       store,
       transport,
       calls,
@@ -631,59 +631,6 @@ export const make = (settings: Settings, options: Options) =>
     })
 
     return { service, tier: { lookup, offer, fetchTree, describe: describeAction, execute: executeProcess } }
-  })
-
-/** Whether a process names its sandbox's path: it could not run anywhere else. */
-const namesItsSandbox = (process: Process) =>
-  process.argv.some((a) => a.includes(CHROOT)) || Object.values(process.env).some((v) => v.includes(CHROOT))
-
-/**
- * The executor's side of the tier: processes that may run remotely go to it, `remoteJobs` at a time; one it cannot
- * take runs locally with one warning (or fails, with fallback off).
- */
-const executor = (
-  settings: Settings,
-  deps: Execution.Deps & {
-    readonly usable: Effect.Effect<Capabilities | undefined>
-    readonly counters: { executed: number; fallbacks: number }
-  }
-) =>
-  Effect.gen(function*() {
-    const jobs = yield* Effect.makeSemaphore(settings.remoteJobs)
-    const execution = Execution.make(deps)
-    let warned = false
-    const fallBack = (process: Process, why: string) =>
-      Effect.gen(function*() {
-        if (!settings.fallback) {
-          return yield* new SpawnError({ argv0: process.argv[0], detail: `remote executor ${deps.endpoint}: ${why}` })
-        }
-        deps.counters.fallbacks++
-        if (!warned) {
-          warned = true
-          yield* Effect.logWarning(`remote executor ${deps.endpoint}: ${why}: running processes locally instead`)
-        }
-        return Option.none<Executed>()
-      })
-    const execute: RemoteTier["Type"]["execute"] = (process, key) =>
-      Effect.gen(function*() {
-        if (!settings.executor || !process.remote || namesItsSandbox(process)) return Option.none<Executed>()
-        const caps = yield* deps.usable
-        if (caps === undefined) return yield* fallBack(process, "it cannot be used")
-        if (!caps.execution) return yield* fallBack(process, "it does not offer remote execution")
-        // Silent for longer than the process may run (or 15 minutes) is a stall: the stream is resumed.
-        const stallMs = (process.timeoutMs ?? 15 * 60_000) + 60_000
-        const ran = yield* Effect.either(execution.run(process, key, stallMs, jobs.withPermits(1)))
-        if (Either.isLeft(ran)) {
-          const e = ran.left
-          return yield* fallBack(
-            process,
-            e._tag === "RemoteError" ? `${e.code}${e.detail ? `: ${e.detail}` : ""}` : e.message
-          )
-        }
-        deps.counters.executed++
-        return Option.some<Executed>(ran.right)
-      })
-    return execute
   })
 
 /**
