@@ -155,6 +155,56 @@ describe("remote execution: the worker's sandbox, and the worker's death", () =>
     }))
 })
 
+describe("remote execution: inputs the worker loses during a run", () => {
+  it.scopedLive("an input gone from the worker after it was sent is sent again, and the process runs", () =>
+    Effect.gen(function*() {
+      const gate = yield* tempDir("kiln-gate-")
+      const ns = namespace()
+      const waitForGo = `const g=${JSON.stringify(gate)};fs.writeFileSync(g+"/started","");` +
+        `while(!fs.existsSync(g+"/go"))Atomics.wait(new Int32Array(new SharedArrayBuffer(4)),0,0,20);`
+      const extra = {
+        first: {
+          argv: [
+            "node",
+            "-e",
+            `const fs=require("fs");${waitForGo}fs.writeFileSync("o1.txt","1:"+fs.readFileSync("shared.txt"))`
+          ],
+          inputs: ["shared.txt"],
+          outputs: ["o1.txt"],
+          env: PATH
+        },
+        second: {
+          argv: [
+            "node",
+            "-e",
+            `const fs=require("fs");fs.writeFileSync("o2.txt",fs.readFileSync("o1.txt")+"+"+fs.readFileSync("shared.txt"))`
+          ],
+          inputs: ["shared.txt"],
+          deps: ["first"],
+          outputs: ["o2.txt"],
+          env: PATH
+        }
+      }
+      const m = yield* machine(ns, { extra })
+      const shared = `shared ${ns}\n`
+      fs.writeFileSync(path.join(m.ws, "shared.txt"), shared)
+      const log = path.join(m.root, "remote.jsonl")
+      const running = yield* m.start([...executor(), "--remote-log", log, "second"])
+      // `first` runs on the worker with shared.txt, sent once; the worker then loses it, and `second` needs it. (Its
+      // output is other bytes: the worker storing first's output must not bring shared.txt back.)
+      yield* eventually("first running on the worker", () => fs.existsSync(path.join(gate, "started")), "60 seconds")
+      evictBlob(createHash("sha256").update(shared).digest("hex"))
+      fs.writeFileSync(path.join(gate, "go"), "")
+      const r = yield* running
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.deepStrictEqual(sources(r.summary), { first: "remote", second: "remote" })
+      assert.strictEqual(fs.readFileSync(path.join(m.ws, "o2.txt"), "utf8"), `1:${shared}+${shared}`)
+      const executes = fs.readFileSync(log, "utf8").trim().split("\n").map((l) => JSON.parse(l) as { method: string })
+        .filter((c) => c.method === "Execute")
+      assert.strictEqual(executes.length, 3, "first, then second twice: the worker lacked an input the first time")
+    }))
+})
+
 describe("remote execution: interruption", () => {
   it.scopedLive("Ctrl-C while a process runs remotely: exit 130, its operation cancelled", () =>
     Effect.gen(function*() {
