@@ -55,7 +55,14 @@ export interface Service {
    * local store when it returns. None: run it locally (no executor, a process that must stay local, or one the
    * executor could not take, with fallback on). With fallback off, a process the executor could not take fails.
    */
-  readonly execute: (process: Process, key: Digest) => Effect.Effect<Option.Option<Executed>, SpawnError>
+  readonly execute: (
+    process: Process,
+    key: Digest,
+    options?: {
+      /** The server must run it, not answer from its cache (a re-run because its cached result's bytes are gone). */
+      readonly skipCache?: boolean
+    }
+  ) => Effect.Effect<Option.Option<Executed>, SpawnError>
 }
 
 /**

@@ -193,7 +193,7 @@ export const make = (options: Options = {}) =>
     const executed: Runner = Option.isNone(remote) ?
       traced :
       (process, policy) =>
-        Effect.flatMap(remote.value.execute(process, actionDigest(process)), (ran) =>
+        Effect.flatMap(remote.value.execute(process, actionDigest(process), { skipCache: !policy.read }), (ran) =>
           Option.isNone(ran)
             ? traced(process, policy)
             : Effect.succeed(
@@ -211,12 +211,16 @@ export const make = (options: Options = {}) =>
     const service: Service = {
       lookup: cached.lookup,
       warmUp: Effect.suspend(() => {
-        if (warming) return Effect.void
+        if (warming) {
+          return Effect.void
+        }
         warming = true
         return Effect.zipRight(
           spawner.warmUp,
           watch(sandboxes.root).pipe(
-            Effect.catchAll((e) => Effect.logDebug(`could not arm the watchdog ahead of time: ${e.message}`))
+            Effect.catchAll((e) =>
+              Effect.logDebug(`could not arm the watchdog ahead of time: ${e.message}`)
+            )
           )
         )
       }),

@@ -160,7 +160,8 @@ export const make = (deps: Deps) => {
     process: Process,
     key: Digest.Digest,
     stallMs: number,
-    slot: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+    slot: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>,
+    skipCache: boolean
   ) =>
     Effect.gen(function*() {
       // The wait for an executor slot is measured apart: it is the bound's doing, not the executor's.
@@ -170,7 +171,7 @@ export const make = (deps: Deps) => {
           const asked = Date.now()
           return slot(Effect.suspend(() => {
             waited += Date.now() - asked
-            return transport.execute!(action, stall)
+            return transport.execute!(action, stall, skipCache)
           }))
         })
       const started = Date.now()

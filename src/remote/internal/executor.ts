@@ -40,7 +40,7 @@ export const make = (
         }
         return Option.none<Executed>()
       })
-    const execute: RemoteTier["Type"]["execute"] = (process, key) =>
+    const execute: RemoteTier["Type"]["execute"] = (process, key, options) =>
       Effect.gen(function*() {
         if (!settings.executor || !process.remote || namesItsSandbox(process)) return Option.none<Executed>()
         const caps = yield* deps.usable
@@ -48,7 +48,9 @@ export const make = (
         if (!caps.execution) return yield* fallBack(process, "it does not offer remote execution")
         // Silent for longer than the process may run (or 15 minutes) is a stall: the stream is resumed.
         const stallMs = (process.timeoutMs ?? 15 * 60_000) + 60_000
-        const ran = yield* Effect.either(execution.run(process, key, stallMs, jobs.withPermits(1)))
+        const ran = yield* Effect.either(
+          execution.run(process, key, stallMs, jobs.withPermits(1), options?.skipCache === true)
+        )
         if (Either.isLeft(ran)) {
           const e = ran.left
           return yield* fallBack(

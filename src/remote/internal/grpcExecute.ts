@@ -157,12 +157,17 @@ export const make = (deps: Deps) => {
    * Executes an action whose inputs, `Command` and `Action` the server has. A stream that breaks or stalls is
    * resumed (WaitExecution, then the action cache); interruption cancels the operation on the server.
    */
-  const execute = (action: Digest.Digest, stallMs: number): Effect.Effect<Executed, RemoteError> => {
+  const execute = (
+    action: Digest.Digest,
+    stallMs: number,
+    skipCache: boolean
+  ): Effect.Effect<Executed, RemoteError> => {
     const named: { name?: string } = {}
     const first = stream(
       "Execute",
       ["ExecuteRequest", {
         instance_name: deps.instanceName,
+        ...(skipCache ? { skip_cache_lookup: true } : {}),
         action_digest: Proto.wire(action)
       }],
       action,

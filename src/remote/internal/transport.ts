@@ -33,7 +33,11 @@ export interface Transport {
   /** The blobs' bytes, each checked against its digest; a blob the server lacks fails the call with NOT_FOUND. */
   readonly download: (digests: ReadonlyArray<Digest.Digest>) => Effect.Effect<Array<Blob>, RemoteError>
   /** Runs an action the server has every input of (REAPI `Execution`; none over HTTP). */
-  readonly execute?: (action: Digest.Digest, stallMs: number) => Effect.Effect<Executed, RemoteError>
+  readonly execute?: (
+    action: Digest.Digest,
+    stallMs: number,
+    skipCache: boolean
+  ) => Effect.Effect<Executed, RemoteError>
   readonly close: Effect.Effect<void>
 }
 
