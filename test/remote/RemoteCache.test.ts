@@ -11,7 +11,7 @@ import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { eventually } from "../utils/child.js"
-import { corruptBlob, deadPort, evictBlob, killWorker, remoteServers, restartWorker, tarpit } from "../utils/remote.js"
+import { corruptBlob, deadPort, evictBlob, killVictim, remoteServers, restartVictim, tarpit } from "../utils/remote.js"
 import { tempDir } from "../utils/temp.js"
 import { machine, namespace, outputsOf, sources } from "./workspace.js"
 
@@ -313,8 +313,8 @@ describe("remote cache: faults", () => {
       const victim = ["--remote-cache", remoteServers().victimUrl]
       const running = yield* first.start(victim)
       yield* eventually("gen started", () => fs.existsSync(path.join(gate, "started")), "60 seconds")
-      yield* Effect.promise(killWorker)
-      yield* Effect.addFinalizer(() => Effect.promise(restartWorker))
+      yield* killVictim
+      yield* Effect.addFinalizer(() => Effect.promise(restartVictim))
       fs.writeFileSync(path.join(gate, "go"), "")
       const r = yield* running
       assert.strictEqual(r.code, 0, r.stderr)
@@ -323,7 +323,7 @@ describe("remote cache: faults", () => {
       const away = yield* first.kiln(["remote", "flush", ...victim])
       assert.strictEqual(away.code, 1)
       assert.match(away.stderr, /uploads to grpc:\/\/127\.0\.0\.1:\d+ are still pending/)
-      yield* Effect.promise(restartWorker)
+      yield* Effect.promise(restartVictim)
       // The next run with that remote takes them up (its processes all local hits); flush then finds nothing.
       const resumed = yield* first.run(victim)
       assert.deepStrictEqual(sources(resumed.summary), { gen: "cache-hit", use: "cache-hit", big: "cache-hit" })

@@ -17,6 +17,8 @@ import { tempDir } from "../utils/temp.js"
 import { machine, namespace, outputsOf, sources } from "./workspace.js"
 
 const PATH = { PATH: "/usr/local/bin:/usr/bin:/bin" }
+/** A process that runs until it is killed: an open listener keeps Node's event loop alive. */
+const HANG = "require('net').createServer().listen(0, '127.0.0.1')"
 const executor = () => ["--remote-executor", remoteServers().reapiUrl]
 
 describe("remote execution", () => {
@@ -46,7 +48,8 @@ describe("remote execution", () => {
     Effect.gen(function*() {
       const extra = {
         fails: { argv: ["node", "-e", "console.error('it broke'); process.exit(3)"], env: PATH },
-        slow: { argv: ["node", "-e", "setTimeout(() => {}, 60000)"], timeout: "2s", env: PATH },
+        // A listener keeps it running until it is killed: its timeout must end it.
+        slow: { argv: ["node", "-e", HANG], timeout: "2s", env: PATH },
         here: { argv: ["node", "-e", ""], remote: false, env: PATH }
       }
       const m = yield* machine(namespace(), { extra })
@@ -143,7 +146,7 @@ describe("remote execution: the worker's sandbox, and the worker's death", () =>
       const m = yield* machine(namespace(), { gate })
       const running = yield* m.start(["--remote-executor", remoteServers().victimUrl])
       yield* eventually("gen started on the worker", () => fs.existsSync(path.join(gate, "started")), "60 seconds")
-      yield* Effect.promise(killVictim)
+      yield* killVictim
       yield* Effect.addFinalizer(() => Effect.promise(restartVictim))
       fs.writeFileSync(path.join(gate, "go"), "")
       const r = yield* running
@@ -209,7 +212,7 @@ describe("remote execution: interruption", () => {
   it.scopedLive("Ctrl-C while a process runs remotely: exit 130, its operation cancelled", () =>
     Effect.gen(function*() {
       const marker = `kiln-cancel-${namespace()}`
-      const extra = { slow: { argv: ["node", "-e", "setTimeout(() => {}, 30000)", marker], env: PATH } }
+      const extra = { slow: { argv: ["node", "-e", HANG, marker], env: PATH } }
       const m = yield* machine(namespace(), { extra })
       const log = path.join(m.root, "remote.jsonl")
       const running = yield* m.start([...executor(), "--remote-log", log, "slow"])

@@ -1,15 +1,17 @@
 /**
  * The real remote-cache servers the tests run against, started by `scripts/remote/servers.sh` (by `.ci/run`, by hand,
  * or else by the global setup `test/remoteServers.ts`, which loads their `KILN_TEST_*` variables into every test
- * worker's environment), and the faults the tests inject into them. Nothing here uses Effect: wrap a call in
- * `Effect.sync` / `Effect.promise`.
+ * worker's environment), and the faults the tests inject into them. Plain functions (the global setup uses them too),
+ * but for `killVictim`, an Effect that waits for the worker's death as the tests' other waits do.
  */
+import { Effect } from "effect"
 import { execFile, execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as net from "node:net"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
+import { eventually } from "./child.js"
 
 export const serversScript = path.resolve(
   path.dirname(fileURLToPath(import.meta.url)),
@@ -216,17 +218,13 @@ const currentVictimPid = (): number => {
  * SIGKILLs the victim worker (`victimUrl`, never the shared plain worker) and resolves once it is dead. Other test
  * files may run meanwhile: use the victim only in tests that kill it, and `restartVictim()` after (in a finalizer).
  */
-export const killVictim = async (): Promise<void> => {
+export const killVictim: Effect.Effect<void, Error> = Effect.suspend(() => {
   remoteServers()
   const pid = currentVictimPid()
-  if (!serverAlive(pid)) return
+  if (!serverAlive(pid)) return Effect.void
   process.kill(pid, "SIGKILL")
-  const deadline = Date.now() + 10_000
-  while (running(pid)) {
-    if (Date.now() > deadline) throw new Error(`the victim worker (pid ${pid}) is still alive 10 s after SIGKILL`)
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-}
+  return eventually(`the victim worker (pid ${pid}) dead after SIGKILL`, () => !running(pid))
+})
 
 /**
  * Starts the victim worker again, on the same port with the same on-disk CAS (a no-op when it runs), and resolves
@@ -237,13 +235,6 @@ export const restartVictim = async (): Promise<void> => {
   await promisify(execFile)("bash", [serversScript, "restart-worker", "victim"])
   process.env.KILN_TEST_REAPI_VICTIM_PID = String(currentVictimPid())
 }
-
-/**
- * The former names of `killVictim` and `restartVictim`, the same functions. They used to act on the plain worker
- * (`reapiUrl`); they now act on the victim, so a test that kills "the worker" must talk to `victimUrl`.
- */
-export const killWorker = killVictim
-export const restartWorker = restartVictim
 
 export interface Tarpit {
   readonly port: number
