@@ -20,10 +20,9 @@ import * as Store from "../store/Store.js"
 import { cliOptions, durationOption, sandboxOptions, storeOptions } from "./globalOptions.js"
 import { COMMANDS } from "./help.js"
 import { REMOTE_OPTIONS } from "./optionTable.js"
-import { exitOnInvalidRemote, remoteSettings } from "./remoteSettings.js"
 import { UPLOAD_WAIT_MS } from "./runDirect.js"
+import { exitOnInvalidRemote, remoteSettings, toStoreOptions } from "./settings.js"
 import { runnerStack } from "./stack.js"
-import { toStoreOptions } from "./storeSettings.js"
 
 const invalid = (message: string) => ValidationError.invalidValue(HelpDoc.p(message))
 

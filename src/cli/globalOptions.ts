@@ -12,7 +12,7 @@ import * as DurationText from "../domain/DurationText.js"
 import * as Size from "../domain/Size.js"
 import * as Store from "../store/Store.js"
 import { type OptionSpec, SANDBOX_OPTIONS, STORE_OPTIONS, type ValueOf } from "./optionTable.js"
-import { type StoreFlags, toStoreOptions } from "./storeSettings.js"
+import { type StoreFlags, toStoreOptions } from "./settings.js"
 
 const parsedBy = <A>(name: string, parse: (s: string) => Either.Either<A, string>) =>
   Options.mapEffect((s: string) =>

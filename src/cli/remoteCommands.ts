@@ -15,9 +15,8 @@ import * as Store from "../store/Store.js"
 import { cliOptions, storeOptions } from "./globalOptions.js"
 import { COMMANDS, REMOTE_COMMANDS } from "./help.js"
 import { REMOTE_OPTIONS, RUN_OPTIONS } from "./optionTable.js"
-import { exitOnInvalidRemote, type RemoteArgs, remoteSettings } from "./remoteSettings.js"
+import { exitOnInvalidRemote, type RemoteArgs, remoteSettings, toStoreOptions } from "./settings.js"
 import { remoteLayer } from "./stack.js"
-import { toStoreOptions } from "./storeSettings.js"
 
 /** How long `kiln remote flush` gives the journal: it is what the command is for, so longer than a run's wait. */
 const FLUSH_WAIT_MS = 10 * 60_000

@@ -15,10 +15,9 @@ import * as Engine from "../engine/Engine.js"
 import { cliOptions, storeOptions } from "./globalOptions.js"
 import { COMMANDS } from "./help.js"
 import { REMOTE_OPTIONS, RUN_OPTIONS } from "./optionTable.js"
-import { exitOnInvalidRemote, remoteSettings } from "./remoteSettings.js"
 import { loadConfig, runParsed } from "./runDirect.js"
+import { exitOnInvalidRemote, remoteSettings, toStoreOptions } from "./settings.js"
 import { engineStack, exitOnInvalidConfig } from "./stack.js"
-import { toStoreOptions } from "./storeSettings.js"
 
 export const runConfig = {
   names: Args.text({ name: "name" }).pipe(Args.repeated),

@@ -20,9 +20,8 @@ import * as Store from "../store/Store.js"
 import * as Noop from "./noop.js"
 import { type OptionSpec, RUN_OPTIONS, type ValuesOf } from "./optionTable.js"
 import * as Progress from "./progress.js"
-import { exitOnInvalidRemote, remoteSettings } from "./remoteSettings.js"
+import { exitOnInvalidRemote, remoteSettings, toStoreOptions } from "./settings.js"
 import { engineStack, exitOnInvalidConfig } from "./stack.js"
-import { toStoreOptions } from "./storeSettings.js"
 import { traceEvents } from "./trace.js"
 
 export const loadConfig = (file: string) =>

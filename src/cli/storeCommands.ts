@@ -17,7 +17,7 @@ import * as Store from "../store/Store.js"
 import * as StoreMaintenance from "../store/StoreMaintenance.js"
 import { sizeOption, storeLayer, storeOptions } from "./globalOptions.js"
 import { COMMANDS, STORE_COMMANDS } from "./help.js"
-import { toStoreOptions } from "./storeSettings.js"
+import { toStoreOptions } from "./settings.js"
 
 const digestArg = Args.text({ name: "digest" }).pipe(
   Args.withDescription("a digest, `<sha256 hex>/<size in bytes>`"),

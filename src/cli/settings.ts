@@ -1,6 +1,9 @@
 /**
- * The remote cache's settings for a command: kiln.json's `"remote"` object, then `KILN_REMOTE_CACHE`, then the
- * command line, each winning over the one before; paths in kiln.json are relative to its workspace.
+ * Parsed flags turned into the settings of the layers they configure: the store's (flags every command accepts) and
+ * the remote cache's (flags, `KILN_REMOTE_CACHE`/`KILN_REMOTE_EXECUTOR` and kiln.json's `"remote"` object, each winning
+ * over the one after it; paths in kiln.json are relative to its workspace). Apart from the flags' own definitions
+ * (`globalOptions.ts`), so that a plain `kiln run`, which parses its arguments without @effect/cli, does not load
+ * @effect/cli at all.
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -11,7 +14,35 @@ import type { RemoteConfig } from "../domain/Config.js"
 import * as DurationText from "../domain/DurationText.js"
 import { InvalidRemoteSettings } from "../remote/RemoteErrors.js"
 import * as RemoteSettings from "../remote/RemoteSettings.js"
+import type * as Store from "../store/Store.js"
 import type { REMOTE_OPTIONS, ValuesOf } from "./optionTable.js"
+
+/** The store flags, parsed. */
+export type StoreFlags = {
+  readonly storeDir: Option.Option<string>
+  readonly storeShards: Option.Option<number>
+  readonly storeMaxReaders: Option.Option<number>
+  readonly storeMaxSize: Option.Option<number>
+  readonly storeFilesMapSize: Option.Option<number>
+  readonly storeDirectoriesMapSize: Option.Option<number>
+  readonly storeActionsMapSize: Option.Option<number>
+  readonly storeLeaseTime: Option.Option<Duration.Duration>
+}
+
+/** @since 0.1.0 */
+export const toStoreOptions = (o: StoreFlags): Partial<Store.Options> => ({
+  ...Option.match(o.storeDir, { onNone: () => ({}), onSome: (root) => ({ root }) }),
+  ...Option.match(o.storeShards, { onNone: () => ({}), onSome: (shardCount) => ({ shardCount }) }),
+  ...Option.match(o.storeMaxReaders, { onNone: () => ({}), onSome: (maxReaders) => ({ maxReaders }) }),
+  ...Option.match(o.storeMaxSize, { onNone: () => ({}), onSome: (maxSizeBytes) => ({ maxSizeBytes }) }),
+  ...Option.match(o.storeFilesMapSize, { onNone: () => ({}), onSome: (filesMapSize) => ({ filesMapSize }) }),
+  ...Option.match(o.storeDirectoriesMapSize, {
+    onNone: () => ({}),
+    onSome: (directoriesMapSize) => ({ directoriesMapSize })
+  }),
+  ...Option.match(o.storeActionsMapSize, { onNone: () => ({}), onSome: (actionsMapSize) => ({ actionsMapSize }) }),
+  ...Option.match(o.storeLeaseTime, { onNone: () => ({}), onSome: (d) => ({ leaseTimeMs: Duration.toMillis(d) }) })
+})
 
 export type RemoteArgs = ValuesOf<typeof REMOTE_OPTIONS>
 
