@@ -9,47 +9,25 @@ import * as os from "node:os"
 import * as path from "node:path"
 import {
   bareGraph,
+  type Case,
+  caseLabel,
   emitRunSection,
   expectRan,
   killLive,
   kilnEnv,
   kilnRun,
   leftovers,
-  type Shape,
-  SHAPES,
+  SIZED_CASES,
   writeWorkspace
 } from "./kiln.js"
-import {
-  cli,
-  fmtMs,
-  ms,
-  now,
-  progress,
-  quick,
-  ratioText,
-  rm,
-  rotate,
-  type Row,
-  Samples,
-  tempRoot,
-  times
-} from "./report.js"
+import { cli, fmtMs, ms, now, progress, ratioText, rm, rotate, type Row, Samples, tempRoot, times } from "./report.js"
 
 const CONCURRENCY = os.availableParallelism()
 const REPS = 2
 const TARGET = 2
 
-interface Case {
-  readonly shape: Shape
-  readonly n: number
-}
-
-const CASES: ReadonlyArray<Case> = SHAPES.map((shape) => ({
-  shape,
-  n: quick ? (shape === "wide" ? 200 : 100) : 1000
-}))
-
-const label = (c: Case) => `${c.shape} ${c.n.toLocaleString("en-US")}`
+const CASES = SIZED_CASES
+const label = caseLabel
 
 const tmp = tempRoot("kiln-bench-cold-", killLive)
 const env = kilnEnv(tmp)

@@ -38,6 +38,20 @@ export interface Workspace {
   readonly leafFile: string
 }
 
+/** A workspace to measure: its shape and its number of processes. */
+export interface Case {
+  readonly shape: Shape
+  readonly n: number
+}
+
+/** The cold benchmark's workspaces (and the remote one's): 1,000 processes of each shape; `--quick`: 200 or 100. */
+export const SIZED_CASES: ReadonlyArray<Case> = SHAPES.map((shape) => ({
+  shape,
+  n: quick ? (shape === "wide" ? 200 : 100) : 1000
+}))
+
+export const caseLabel = (c: Case) => `${c.shape} ${c.n.toLocaleString("en-US")}`
+
 const depsOf = (shape: Shape, n: number): Array<Array<number>> => {
   const deps: Array<Array<number>> = []
   if (shape === "wide") { for (let i = 0; i < n; i++) deps.push([]) }

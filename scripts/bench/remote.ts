@@ -17,14 +17,15 @@ import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import {
+  type Case,
+  caseLabel,
   expectRan,
   killLive,
   kilnEnv,
   kilnRun,
   leftovers,
   type RunSummary,
-  type Shape,
-  SHAPES,
+  SIZED_CASES,
   timedSpawn,
   type Workspace,
   writeWorkspace
@@ -64,15 +65,8 @@ const UPLOAD_TARGET = 1.1
 const DEAD_TARGET_MS = 500
 const SILENT_TARGET_MS = 2000
 
-interface Case {
-  readonly shape: Shape
-  readonly n: number
-}
-const CASES: ReadonlyArray<Case> = SHAPES.map((shape) => ({
-  shape,
-  n: quick ? (shape === "wide" ? 200 : 100) : 1000
-}))
-const label = (c: Case) => `${c.shape} ${c.n.toLocaleString("en-US")}`
+const CASES = SIZED_CASES
+const label = caseLabel
 
 /** This run's mark, in every salt and namespace: the servers keep what earlier runs and the tests put there. */
 const RUN_ID = `bench-${randomBytes(4).toString("hex")}`
