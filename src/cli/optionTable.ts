@@ -216,7 +216,8 @@ export const REMOTE_OPTIONS = {
   remoteTimeout: {
     kind: "duration",
     flag: "remote-timeout",
-    description: "the longest a remote transfer may go without progress (default 60s; lookups get at most 2s)",
+    description:
+      "the longest a remote transfer, or a remote execution's stream, may go without news (default 60s; lookups get at most 2s)",
     fast: false
   },
   remoteLog: {

@@ -12,7 +12,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { eventually } from "../utils/child.js"
-import { deadPort, evictBlob, killVictim, remoteServers, restartVictim } from "../utils/remote.js"
+import { deadPort, evictBlob, killVictim, remoteServers, restartVictim, tcpProxy } from "../utils/remote.js"
 import { tempDir } from "../utils/temp.js"
 import { machine, namespace, outputsOf, sources } from "./workspace.js"
 
@@ -205,6 +205,73 @@ describe("remote execution: inputs the worker loses during a run", () => {
       const executes = fs.readFileSync(log, "utf8").trim().split("\n").map((l) => JSON.parse(l) as { method: string })
         .filter((c) => c.method === "Execute")
       assert.strictEqual(executes.length, 3, "first, then second twice: the worker lacked an input the first time")
+    }))
+})
+
+/** A process that says it started (and counts its runs) in `gate`, then waits for `gate/go` before its output. */
+const gated = (gate: string) => ({
+  argv: [
+    "node",
+    "-e",
+    `const fs=require("fs");const g=${JSON.stringify(gate)};fs.appendFileSync(g+"/runs","run\\n");` +
+    `fs.writeFileSync(g+"/started","");` +
+    `while(!fs.existsSync(g+"/go"))Atomics.wait(new Int32Array(new SharedArrayBuffer(4)),0,0,20);` +
+    `fs.writeFileSync("gated.txt","gated")`
+  ],
+  outputs: ["gated.txt"],
+  env: PATH
+})
+
+const callsIn = (log: string) =>
+  fs.existsSync(log)
+    ? fs.readFileSync(log, "utf8").trim().split("\n").filter((l) => l !== "").map((l) =>
+      JSON.parse(l) as { method: string; status: string }
+    )
+    : []
+
+describe("remote execution: streams that break or go silent", () => {
+  it.scopedLive("a dropped Execute stream is re-attached with WaitExecution: the action runs once", () =>
+    Effect.gen(function*() {
+      const gate = yield* tempDir("kiln-gate-")
+      const proxy = yield* tcpProxy(Number(new URL(remoteServers().reapiUrl).port))
+      const m = yield* machine(namespace(), { extra: { gated: gated(gate) } })
+      const log = path.join(m.root, "remote.jsonl")
+      const running = yield* m.start(["--remote-executor", proxy.url, "--remote-log", log, "gated"])
+      yield* eventually("gated running on the worker", () => fs.existsSync(path.join(gate, "started")), "60 seconds")
+      const before = proxy.accepted()
+      yield* proxy.cut
+      // kiln comes back on a new connection (to re-attach); the action finishes whether or not it is there yet.
+      yield* eventually("kiln reconnecting", () => proxy.accepted() > before, "30 seconds")
+      fs.writeFileSync(path.join(gate, "go"), "")
+      const r = yield* running
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.deepStrictEqual(sources(r.summary), { gated: "remote" })
+      assert.strictEqual(fs.readFileSync(path.join(m.ws, "gated.txt"), "utf8"), "gated")
+      assert.strictEqual(fs.readFileSync(path.join(gate, "runs"), "utf8"), "run\n", "executed once, not again")
+      const calls = callsIn(log)
+      assert.isTrue(calls.some((c) => c.method === "WaitExecution"), JSON.stringify(calls))
+      assert.strictEqual(calls.filter((c) => c.method === "Execute").length, 1, JSON.stringify(calls))
+    }))
+
+  it.scopedLive("an Execute stream silent for --remote-timeout is re-attached until the action finishes", () =>
+    Effect.gen(function*() {
+      const gate = yield* tempDir("kiln-gate-")
+      const m = yield* machine(namespace(), { extra: { gated: gated(gate) } })
+      const log = path.join(m.root, "remote.jsonl")
+      const running = yield* m.start([...executor(), "--remote-timeout", "1s", "--remote-log", log, "gated"])
+      yield* eventually("gated running on the worker", () => fs.existsSync(path.join(gate, "started")), "60 seconds")
+      // Bazel's worker says nothing while an action runs: each second of silence is a stall, and a re-attach.
+      yield* eventually(
+        "a stalled stream re-attached",
+        () => callsIn(log).some((c) => c.method === "WaitExecution" && c.status === "DEADLINE_EXCEEDED"),
+        "30 seconds"
+      )
+      fs.writeFileSync(path.join(gate, "go"), "")
+      const r = yield* running
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.deepStrictEqual(sources(r.summary), { gated: "remote" })
+      assert.strictEqual(fs.readFileSync(path.join(gate, "runs"), "utf8"), "run\n", "executed once, not again")
+      assert.strictEqual(callsIn(log).filter((c) => c.method === "Execute").length, 1)
     }))
 })
 

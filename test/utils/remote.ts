@@ -4,7 +4,7 @@
  * worker's environment), and the faults the tests inject into them. Plain functions (the global setup uses them too),
  * but for `killVictim`, an Effect that waits for the worker's death as the tests' other waits do.
  */
-import { Effect } from "effect"
+import { Effect, type Scope } from "effect"
 import { execFile, execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as net from "node:net"
@@ -286,3 +286,60 @@ export const deadPort = (): Promise<number> =>
       server.close(() => resolve(port))
     })
   })
+
+export interface Proxy {
+  /** `grpc://127.0.0.1:PORT`, forwarding to the target. */
+  readonly url: string
+  /** How many connections it has accepted. */
+  readonly accepted: () => number
+  /** Breaks every connection open now (both ends); new ones are forwarded as before. */
+  readonly cut: Effect.Effect<void>
+}
+
+/**
+ * A TCP forwarder on 127.0.0.1 to `port`, whose connections a test can break: a network that drops a client's
+ * streams while the server carries on. Closed with the scope.
+ */
+export const tcpProxy = (port: number): Effect.Effect<Proxy, Error, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.async<{ server: net.Server; pairs: Set<[net.Socket, net.Socket]>; count: { n: number } }, Error>(
+      (resume) => {
+        const pairs = new Set<[net.Socket, net.Socket]>()
+        const count = { n: 0 }
+        const server = net.createServer((client) => {
+          count.n++
+          const upstream = net.connect(port, "127.0.0.1")
+          const pair: [net.Socket, net.Socket] = [client, upstream]
+          pairs.add(pair)
+          const drop = () => {
+            pairs.delete(pair)
+            client.destroy()
+            upstream.destroy()
+          }
+          client.on("error", drop).on("close", drop)
+          upstream.on("error", drop).on("close", drop)
+          client.pipe(upstream)
+          upstream.pipe(client)
+        })
+        server.on("error", (e) => resume(Effect.fail(e)))
+        server.listen(0, "127.0.0.1", () => resume(Effect.succeed({ server, pairs, count })))
+      }
+    ),
+    ({ pairs, server }) =>
+      Effect.async<void>((resume) => {
+        for (const [a, b] of pairs) {
+          a.destroy()
+          b.destroy()
+        }
+        server.close(() => resume(Effect.void))
+      })
+  ).pipe(Effect.map(({ count, pairs, server }) => ({
+    url: `grpc://127.0.0.1:${(server.address() as net.AddressInfo).port}`,
+    accepted: () => count.n,
+    cut: Effect.sync(() => {
+      for (const [a, b] of [...pairs]) {
+        a.destroy()
+        b.destroy()
+      }
+    })
+  })))

@@ -58,6 +58,11 @@ export interface Calls {
     attempt: Effect.Effect<A, RemoteError>,
     describe?: Described
   ) => Effect.Effect<A, RemoteError>
+  /**
+   * Logs a step of a call already under `call` (a re-attached stream), without a retry or the breaker: its failures
+   * are the call's to count.
+   */
+  readonly note: (method: string, status: string, startedMs: number, describe?: Described) => void
   /** Whether the breaker lets calls through now. */
   readonly open: () => boolean
   /** Closes the call log. */
@@ -151,6 +156,7 @@ export const make = (options: CallsOptions): Calls => {
     counters,
     deadlineMs,
     call,
+    note: record,
     open: () => Date.now() >= openUntil,
     close: Effect.sync(() => {
       if (log !== undefined) fs.closeSync(log)

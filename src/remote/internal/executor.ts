@@ -46,10 +46,9 @@ export const make = (
         const caps = yield* deps.usable
         if (caps === undefined) return yield* fallBack(process, "it cannot be used")
         if (!caps.execution) return yield* fallBack(process, "it does not offer remote execution")
-        // Silent for longer than the process may run (or 15 minutes) is a stall: the stream is resumed.
-        const stallMs = (process.timeoutMs ?? 15 * 60_000) + 60_000
+        // An execution silent for the remote timeout is re-attached to; the process's own timeout bounds the whole.
         const ran = yield* Effect.either(
-          execution.run(process, key, stallMs, jobs.withPermits(1), options?.skipCache === true)
+          execution.run(process, key, settings.timeoutMs, jobs.withPermits(1), options?.skipCache === true)
         )
         if (Either.isLeft(ran)) {
           const e = ran.left

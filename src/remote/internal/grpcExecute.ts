@@ -1,14 +1,16 @@
 /**
  * REAPI `Execution.Execute` over gRPC: one stream of `Operation`s per action, the last one `done` with an
- * `ExecuteResponse`. A stream that stalls (no new `Operation` for longer than the action may run) or breaks is
- * resumed with `WaitExecution`, then the action cache is asked (the action may have finished meanwhile); an
+ * `ExecuteResponse`. A stream that stalls (no new `Operation` for `--remote-timeout`), ends early or breaks is
+ * re-attached with `WaitExecution`, then the action cache is asked (the action may have finished meanwhile); an
  * interrupted execution is cancelled on the server where it supports `CancelOperation`.
  *
  * @internal
  */
 import type * as grpc from "@grpc/grpc-js"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
 import * as Digest from "../../domain/Digest.js"
 import { RemoteError } from "../RemoteErrors.js"
 import type { Calls } from "./calls.js"
@@ -40,6 +42,25 @@ export interface Deps {
 }
 
 const V2 = "/build.bazel.remote.execution.v2.Execution/"
+
+/** Re-attached streams in a row that broke with no news in between, before kiln stops waiting on the operation. */
+const MAX_BREAKS = 3
+
+/** The pause before re-attaching to an operation: short, growing, at most 2 s. */
+const REATTACH_SCHEDULE = Schedule.exponential(Duration.millis(200)).pipe(
+  Schedule.jittered,
+  Schedule.union(Schedule.spaced(Duration.seconds(2)))
+)
+
+/** Failures after which the operation may still be running on the server. */
+const resumable = (e: RemoteError) =>
+  e.code === "UNAVAILABLE" || e.code === "DEADLINE_EXCEEDED" || e.code === "CANCELLED"
+
+/** The operation's name, once the server gave it, and how many `Operation`s its streams brought. */
+interface Named {
+  name?: string
+  news: number
+}
 
 interface WireOperation {
   readonly name?: string
@@ -98,7 +119,7 @@ export const make = (deps: Deps) => {
     request: [string, Record<string, unknown>],
     action: Digest.Digest,
     stallMs: number,
-    named: { name?: string }
+    named: Named
   ): Effect.Effect<Executed, RemoteError> =>
     withProgress(
       stallMs,
@@ -115,6 +136,7 @@ export const make = (deps: Deps) => {
           let done = false
           call.on("data", (op: WireOperation) => {
             progress()
+            named.news++
             if (op.name !== undefined && op.name !== "") named.name = op.name
             if (op.done === true && !done) {
               done = true
@@ -154,15 +176,19 @@ export const make = (deps: Deps) => {
     ).pipe(Effect.ignore)
 
   /**
-   * Executes an action whose inputs, `Command` and `Action` the server has. A stream that breaks or stalls is
-   * resumed (WaitExecution, then the action cache); interruption cancels the operation on the server.
+   * Executes an action whose inputs, `Command` and `Action` the server has. Interruption cancels the operation on the
+   * server. A stream that breaks, ends early or stalls is re-attached with `WaitExecution` for as long as the server
+   * still knows the operation: servers end long streams on purpose (Buildbarn), and one that says nothing while an
+   * action runs (Bazel's worker) is asked again each `stallMs`. A stall is bounded by the process's own timeout, not
+   * here; streams that break at once, with no news in between, are given up after `MAX_BREAKS`. An operation the
+   * server forgot may have finished: the action cache is asked, and otherwise the caller's retry executes it again.
    */
   const execute = (
     action: Digest.Digest,
     stallMs: number,
     skipCache: boolean
   ): Effect.Effect<Executed, RemoteError> => {
-    const named: { name?: string } = {}
+    const named: Named = { news: 0 }
     const first = stream(
       "Execute",
       ["ExecuteRequest", {
@@ -175,17 +201,35 @@ export const make = (deps: Deps) => {
       named
     )
     const resumed = (e: RemoteError): Effect.Effect<Executed, RemoteError> => {
-      if (e.code !== "UNAVAILABLE" && e.code !== "DEADLINE_EXCEEDED" && e.code !== "CANCELLED") return Effect.fail(e)
-      const wait = named.name === undefined
-        ? Effect.fail(e)
-        : stream("WaitExecution", ["WaitExecutionRequest", { name: named.name }], action, stallMs, named)
-      return Effect.catchAll(
-        wait,
-        () =>
+      if (!resumable(e) || named.name === undefined) return Effect.fail(e)
+      const name = named.name
+      let breaks = 0
+      let newsSeen = named.news
+      const reattach = Effect.suspend(() => {
+        const started = Date.now()
+        return stream("WaitExecution", ["WaitExecutionRequest", { name }], action, stallMs, named).pipe(
+          Effect.tapBoth({
+            onSuccess: () => Effect.sync(() => deps.calls.note("WaitExecution", "OK", started, { digest: name })),
+            onFailure: (f) => Effect.sync(() => deps.calls.note("WaitExecution", f.code, started, { digest: name }))
+          })
+        )
+      })
+      const again = (f: RemoteError) => {
+        if (!resumable(f)) return false
+        if (named.news > newsSeen) {
+          newsSeen = named.news
+          breaks = 0
+        }
+        return f.code === "DEADLINE_EXCEEDED" || ++breaks <= MAX_BREAKS
+      }
+      return Effect.retry(reattach, { schedule: REATTACH_SCHEDULE, while: again }).pipe(
+        // However re-attaching ended (NOT_FOUND: the server forgot it), the action may have finished meanwhile.
+        Effect.catchAll(() =>
           Effect.flatMap(deps.getActionResult(action), (found) =>
             Option.isSome(found)
               ? Effect.succeed<Executed>({ result: found.value, code: "OK", message: "", missing: [] })
               : Effect.fail(e))
+        )
       )
     }
     return deps.calls.call("Execute", "transfer", Effect.catchAll(first, resumed), { digest: Digest.format(action) })
