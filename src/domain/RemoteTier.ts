@@ -40,8 +40,11 @@ export interface Service {
   readonly lookup: (
     requests: ReadonlyArray<{ readonly process: Process; readonly key: Digest }>
   ) => Effect.Effect<Array<Option.Option<Entry>>>
-  /** Queues the upload of a result that ran and is in the local store (it goes up in the background). */
-  readonly offer: (process: Process, key: Digest, entry: Entry) => Effect.Effect<void>
+  /**
+   * Queues the upload of a result that ran and is in the local store (it goes up in the background);
+   * `executedRemotely`: it ran on the executor, which keeps it already unless it is apart from the cache.
+   */
+  readonly offer: (process: Process, key: Digest, entry: Entry, executedRemotely?: boolean) => Effect.Effect<void>
   /**
    * Downloads the files of a tree (its directories are in the local store) that the local store lacks: a hit taken
    * under `validate` or `defer` left them remote until something needs them. False when the remote cannot give

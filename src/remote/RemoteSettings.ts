@@ -48,8 +48,10 @@ export interface Settings {
   /** The bound on a transfer that makes no progress, and on a unary call; lookups and the probe get less. */
   readonly timeoutMs: number
   readonly logFile?: string
-  /** The endpoint also executes processes (REAPI `Execution`). */
+  /** Processes may run on an executor (REAPI `Execution`): `executorEndpoint`, else `endpoint` itself. */
   readonly executor: boolean
+  /** An executor apart from the cache (`--remote-cache` named another endpoint): it has its own connection. */
+  readonly executorEndpoint?: Endpoint
   /** Processes in flight on the executor at once. */
   readonly remoteJobs: number
   /** A process the executor cannot take runs locally (true), or fails (false). */
@@ -193,7 +195,8 @@ export const parseHeader = (
  */
 export const resolve = (
   given: Given,
-  env: NodeJS.ProcessEnv = process.env
+  env: NodeJS.ProcessEnv = process.env,
+  executor?: Endpoint
 ): Effect.Effect<Settings | undefined, InvalidRemoteSettings> =>
   Effect.gen(function*() {
     if (given.executorUrl !== undefined && given.executorUrl !== "") {
@@ -204,19 +207,14 @@ export const resolve = (
           detail: `an executor speaks REAPI over gRPC: use grpc:// or grpcs://, not ${executor.scheme}://`
         })
       }
-      if (given.url !== undefined && given.url !== "") {
-        const cache = yield* parseEndpoint(given.url, "--remote-cache")
-        if (cache.display !== executor.display) {
-          return yield* new InvalidRemoteSettings({
-            source: "--remote-cache",
-            detail: `a cache (${cache.display}) apart from the executor (${executor.display}) is not supported yet: ` +
-              "the executor's own CAS and action cache serve as the cache"
-          })
-        }
-      }
       const { executorUrl, ...cacheGiven } = given
-      return yield* resolve({ ...cacheGiven, url: executorUrl }, env).pipe(
-        Effect.map((s) => (s === undefined ? s : { ...s, executor: true }))
+      // Another cache: results are looked up and kept there, and the executor is sent inputs and asked for outputs.
+      const apart = given.url !== undefined && given.url !== "" &&
+        (yield* parseEndpoint(given.url, "--remote-cache")).display !== executor.display
+      return yield* resolve(apart ? cacheGiven : { ...cacheGiven, url: executorUrl }, env, executor).pipe(
+        Effect.map((
+          s
+        ) => (s === undefined ? s : { ...s, executor: true, ...(apart ? { executorEndpoint: executor } : {}) }))
       )
     }
     if (given.url === undefined || given.url === "") {
@@ -240,7 +238,7 @@ export const resolve = (
         detail: "a client certificate needs its key, and a key its certificate"
       })
     }
-    const tls = endpoint.scheme === "grpcs" || endpoint.scheme === "https"
+    const tls = [endpoint, executor].some((e) => e?.scheme === "grpcs" || e?.scheme === "https")
     if (!tls && (ca !== undefined || clientCert !== undefined)) {
       return yield* new InvalidRemoteSettings({
         source: "--remote-ca",

@@ -44,6 +44,26 @@ describe("remote execution", () => {
       assert.deepStrictEqual(outputsOf(next.ws), outputsOf(local.ws))
     }))
 
+  it.scoped("an executor apart from the cache: it runs the graph, and the results are kept in the cache", () =>
+    Effect.gen(function*() {
+      const ns = namespace()
+      const cache = ["--remote-cache", remoteServers().httpUrl]
+      const local = yield* machine(ns)
+      assert.strictEqual((yield* local.run([])).code, 0)
+      const remote = yield* machine(ns)
+      const r = yield* remote.run([...executor(), ...cache])
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.deepStrictEqual(sources(r.summary), { gen: "remote", use: "remote", big: "remote" })
+      assert.strictEqual(r.summary!.pendingUploads, 0)
+      assert.deepStrictEqual(outputsOf(remote.ws), outputsOf(local.ws))
+      // Nginx holds what the worker ran: a machine with only the cache gets every result from it.
+      const next = yield* machine(ns)
+      const again = yield* next.run(cache)
+      assert.strictEqual(again.code, 0, again.stderr)
+      assert.deepStrictEqual(sources(again.summary), { gen: "remote-cache", use: "remote-cache", big: "remote-cache" })
+      assert.deepStrictEqual(outputsOf(next.ws), outputsOf(local.ws))
+    }))
+
   it.scoped("a failure, a timeout and stderr report as they do for local processes; `remote: false` stays local", () =>
     Effect.gen(function*() {
       const extra = {

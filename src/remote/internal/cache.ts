@@ -20,12 +20,13 @@ import * as Digest from "../../domain/Digest.js"
 import type { Process } from "../../domain/Process.js"
 import type { Entry, RemoteTier } from "../../domain/RemoteTier.js"
 import type { StoreError } from "../../domain/StoreErrors.js"
-import * as Tree from "../../domain/Tree.js"
+import type * as Tree from "../../domain/Tree.js"
 import { Store } from "../../store/Store.js"
 import type { Capabilities } from "../Capabilities.js"
 import { describe, type Options, probeFailure, type Service } from "../RemoteCache.js"
 import { RemoteError } from "../RemoteErrors.js"
 import type { Settings } from "../RemoteSettings.js"
+import * as Blobs from "./blobs.js"
 import * as Calls from "./calls.js"
 import * as Executor from "./executor.js"
 import * as Grpc from "./grpc.js"
@@ -35,6 +36,12 @@ import * as Results from "./results.js"
 import type { Transport } from "./transport.js"
 
 type UploadError = RemoteError | Digest.MissingDigest | StoreError
+
+const sumErrors = (a: Readonly<Record<string, number>>, b: Readonly<Record<string, number>>) => {
+  const out = { ...a }
+  for (const [code, n] of Object.entries(b)) out[code] = (out[code] ?? 0) + n
+  return out
+}
 
 /** Journal entries taken up together: their blobs asked about and sent in one go. */
 const UPLOAD_BATCH = 64
@@ -114,37 +121,7 @@ export const make = (settings: Settings, options: Options) =>
       return calls.open() ? caps.right : undefined
     })
 
-    /** Output directories' `Tree` messages, fetched (together), checked and decoded. */
-    const fetchTrees = (digests: ReadonlyArray<Digest.Digest>) =>
-      Effect.gen(function*() {
-        const trees = new Map<string, Tree.Tree>()
-        if (digests.length === 0) return trees
-        const blobs = yield* transport.download(digests)
-        for (const b of blobs) {
-          const tree = Tree.decode(b.bytes)
-          if (Either.isLeft(tree)) {
-            return yield* new RemoteError({
-              endpoint,
-              method: "Tree",
-              code: "INVALID_ARGUMENT",
-              detail: `${Digest.format(b.digest)}: ${tree.left.reason}`
-            })
-          }
-          trees.set(b.digest.hash, tree.right)
-        }
-        calls.counters.downloadedBytes += blobs.reduce((n, b) => n + b.digest.sizeBytes, 0)
-        return trees
-      })
-
-    /** Downloads the files the local store lacks, each checked against its digest, into the store. */
-    const downloadFiles = (files: ReadonlyArray<Digest.Digest>) =>
-      Effect.gen(function*() {
-        const local = yield* Effect.filter(files, (d) => Effect.map(store.hasFile(d), (has) => !has))
-        const blobs = yield* transport.download(local)
-        calls.counters.downloadedBytes += blobs.reduce((n, b) => n + b.digest.sizeBytes, 0)
-        // Checked by the transport already; stored together, one commit per shard rather than one per blob.
-        if (blobs.length > 0) yield* store.putFiles(blobs.map((b) => b.bytes))
-      })
+    const { downloadFiles, fetchTrees } = Blobs.make(store, transport, calls, endpoint)
 
     const fetchTree: RemoteTier["Type"]["fetchTree"] = (root) =>
       Effect.gen(function*() {
@@ -466,9 +443,10 @@ export const make = (settings: Settings, options: Options) =>
     // What earlier runs left is taken up first.
     if (writes && options.drain !== false) yield* Effect.forEach(Journal.list(journalDir), enqueue, { discard: true })
 
-    const offer: RemoteTier["Type"]["offer"] = (process, key, entry) =>
+    const offer: RemoteTier["Type"]["offer"] = (process, key, entry, executedRemotely) =>
       Effect.gen(function*() {
-        if (!writes) return
+        // An executor that is the cache keeps what it ran itself; one apart from it does not.
+        if (!writes || (executedRemotely === true && settings.executorEndpoint === undefined)) return
         // A server that cannot take results never will: nothing is queued for it (an unreachable one may come back).
         const caps = yield* Effect.either(Deferred.await(probed))
         if (Either.isRight(caps) && caps.right.actionCache !== "read-write") return
@@ -495,6 +473,18 @@ export const make = (settings: Settings, options: Options) =>
         return Journal.count(journalDir)
       })
 
+    const executor = yield* Executor.make(settings, options, {
+      store,
+      transport,
+      calls,
+      endpoint,
+      present,
+      fetchTrees,
+      downloadFiles,
+      usable,
+      counters: execCounters
+    })
+
     const service: Service = {
       settings,
       capabilities: Deferred.await(probed),
@@ -502,13 +492,13 @@ export const make = (settings: Settings, options: Options) =>
       stats: Effect.sync(() => ({
         endpoint,
         remoteCacheHits: hits,
-        uploadedBytes: calls.counters.uploadedBytes,
-        downloadedBytes: calls.counters.downloadedBytes,
+        uploadedBytes: calls.counters.uploadedBytes + (executor.ownCalls?.counters.uploadedBytes ?? 0),
+        downloadedBytes: calls.counters.downloadedBytes + (executor.ownCalls?.counters.downloadedBytes ?? 0),
         pendingUploads: Journal.count(journalDir),
         uploadedActions,
         remoteExecuted: execCounters.executed,
         remoteFallbacks: execCounters.fallbacks,
-        remoteErrors: { ...calls.counters.errors },
+        remoteErrors: sumErrors(calls.counters.errors, executor.ownCalls?.counters.errors ?? {}),
         ...(unusable !== undefined ? { unusable } : {})
       })),
       failure: Effect.sync(() => Option.fromNullable(firstFailure))
@@ -528,17 +518,5 @@ export const make = (settings: Settings, options: Options) =>
           }): it would run again`
       }).pipe(Effect.catchAll((e) => Effect.succeed(`remote cache ${endpoint}: cannot say (${e.message})`)))
 
-    const executeProcess = yield* Executor.make(settings, {
-      store,
-      transport,
-      calls,
-      endpoint,
-      present,
-      fetchTrees,
-      downloadFiles,
-      usable,
-      counters: execCounters
-    })
-
-    return { service, tier: { lookup, offer, fetchTree, describe: describeAction, execute: executeProcess } }
+    return { service, tier: { lookup, offer, fetchTree, describe: describeAction, execute: executor.execute } }
   })

@@ -1,39 +1,87 @@
 /**
  * The executor's side of the remote tier: processes that may run remotely go to the executor, `remoteJobs` at a
- * time; one it cannot take runs locally with one warning (or fails, with fallback off).
+ * time; one it cannot take runs locally with one warning (or fails, with fallback off). The executor is the cache's
+ * endpoint, or one of its own: then it has its own connection, probe and record of what its CAS holds, and its
+ * results reach the cache as what ran locally does.
  *
  * @internal
  */
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
+import { randomUUID } from "node:crypto"
 import { CHROOT, type Process, SpawnError } from "../../domain/Process.js"
 import type { Executed, RemoteTier } from "../../domain/RemoteTier.js"
 import type { Capabilities } from "../Capabilities.js"
+import type { Options } from "../RemoteCache.js"
+import type { RemoteError } from "../RemoteErrors.js"
 import type { Settings } from "../RemoteSettings.js"
+import * as Blobs from "./blobs.js"
+import * as Calls from "./calls.js"
 import * as Execution from "./execution.js"
+import * as Grpc from "./grpc.js"
 
 /** Whether a process names its sandbox's path: it could not run anywhere else. */
 const namesItsSandbox = (process: Process) =>
   process.argv.some((a) => a.includes(CHROOT)) || Object.values(process.env).some((v) => v.includes(CHROOT))
 
+type Side = Execution.Deps & { readonly usable: Effect.Effect<Capabilities | undefined> }
+
+/** A connection to an executor apart from the cache: probed while the run starts, closed with the scope. */
+const ownSide = (settings: Settings, options: Options, cacheSide: Side) =>
+  Effect.gen(function*() {
+    const endpoint = settings.executorEndpoint!
+    const calls = yield* Effect.acquireRelease(
+      Effect.sync(() =>
+        Calls.make({
+          endpoint: endpoint.display,
+          timeoutMs: settings.timeoutMs,
+          ...(settings.logFile !== undefined ? { logFile: settings.logFile } : {})
+        })
+      ),
+      (c) => c.close
+    )
+    const transport = yield* Effect.acquireRelease(
+      Effect.sync(() =>
+        Grpc.make({ ...settings, endpoint }, calls, { version: options.version, invocationId: randomUUID() })
+      ),
+      (t) => t.close
+    )
+    const probed = yield* Deferred.make<Capabilities, RemoteError>()
+    yield* Effect.forkScoped(Effect.intoDeferred(transport.capabilities, probed))
+    const usable = Effect.map(
+      Effect.option(Deferred.await(probed)),
+      (caps) => (Option.isSome(caps) && calls.open() ? caps.value : undefined)
+    )
+    return {
+      ...Blobs.make(cacheSide.store, transport, calls, endpoint.display),
+      store: cacheSide.store,
+      transport,
+      calls,
+      endpoint: endpoint.display,
+      present: new Set<string>(),
+      usable
+    } satisfies Side
+  })
+
 export const make = (
   settings: Settings,
-  deps: Execution.Deps & {
-    readonly usable: Effect.Effect<Capabilities | undefined>
-    readonly counters: { executed: number; fallbacks: number }
-  }
+  cacheOptions: Options,
+  cacheSide: Side & { readonly counters: { executed: number; fallbacks: number } }
 ) =>
   Effect.gen(function*() {
+    const deps = settings.executorEndpoint === undefined ? cacheSide : yield* ownSide(settings, cacheOptions, cacheSide)
     const jobs = yield* Effect.makeSemaphore(settings.remoteJobs)
     const execution = Execution.make(deps)
+    const counters = cacheSide.counters
     let warned = false
     const fallBack = (process: Process, why: string) =>
       Effect.gen(function*() {
         if (!settings.fallback) {
           return yield* new SpawnError({ argv0: process.argv[0], detail: `remote executor ${deps.endpoint}: ${why}` })
         }
-        deps.counters.fallbacks++
+        counters.fallbacks++
         if (!warned) {
           warned = true
           yield* Effect.logWarning(`remote executor ${deps.endpoint}: ${why}: running processes locally instead`)
@@ -57,8 +105,9 @@ export const make = (
             e._tag === "RemoteError" ? `${e.code}${e.detail ? `: ${e.detail}` : ""}` : e.message
           )
         }
-        deps.counters.executed++
+        counters.executed++
         return Option.some<Executed>(ran.right)
       })
-    return execute
+    /** The executor's own calls, when it is not the cache: their bytes and errors count in the run's totals. */
+    return { execute, ownCalls: deps === cacheSide ? undefined : deps.calls }
   })

@@ -241,8 +241,11 @@ export const make = (
       )
       // What ran goes up in the background, once it is in the local store: a failure, a timeout, an uncacheable
       // result or one whose inputs changed under it never does.
-      if (remote !== undefined && result.source === "ran" && policy.write && cacheable(process, result)) {
-        yield* remote.offer(process, key, result)
+      if (
+        remote !== undefined && (result.source === "ran" || result.source === "remote") && policy.write &&
+        cacheable(process, result)
+      ) {
+        yield* remote.offer(process, key, result, result.source === "remote")
       }
       return result
     })
