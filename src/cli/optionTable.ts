@@ -264,7 +264,8 @@ export const RUN_OPTIONS = {
     flag: "cache-content",
     choices: ["fetch", "validate", "defer"],
     default: "validate",
-    description: "how a cache hit's bytes are checked (defer leaves missing bytes to backtracking)",
+    description:
+      "how a cache hit's bytes are checked (defer leaves missing bytes to backtracking; with an executor that is the cache, only the requested processes' outputs come back)",
     // `fetch` asks for the bytes of every hit.
     fast: ["validate", "defer"]
   },

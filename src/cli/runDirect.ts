@@ -179,6 +179,10 @@ const runLoaded = (o: RunArgs, configFile: string, config: Config, configHash: s
     const engine = yield* Engine.Engine
     const mode: Progress.Mode = o.progress === "auto" ? (process.stderr.isTTY ? "tty" : "plain") : o.progress
     const targets = o.names.length > 0 ? o.names : Object.keys(config.processes)
+    // Under defer, an executor that is the cache keeps the intermediate outputs only its own processes read.
+    const remoteSettings = Option.map(yield* Effect.serviceOption(RemoteCache.RemoteCache), (r) => r.settings)
+    const requestedOnly = o.cacheContent === "defer" &&
+      Option.exists(remoteSettings, (s) => s.executor && s.executorEndpoint === undefined)
     // What the run will count: the targets and everything they depend on.
     const total = GraphOrder.closure((n) => config.processes[n]?.deps ?? [], targets).length
     // The status line has its own scope, closed (the line cleared, its redraws stopped) before the report is printed.
@@ -186,7 +190,8 @@ const runLoaded = (o: RunArgs, configFile: string, config: Config, configHash: s
       engine.run({
         workspace: path.dirname(configFile),
         config,
-        targets,
+        ...(o.names.length > 0 ? { targets: o.names } : {}),
+        ...(requestedOnly ? { writeBack: "requested" as const } : {}),
         cache: o.cache,
         keepGoing: o.keepGoing,
         maxBacktracks: o.maxBacktracks,

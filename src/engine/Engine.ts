@@ -126,6 +126,13 @@ export interface RunOptions {
   readonly configHash?: string
   /** Whether processes whose run memo holds are taken as hits without a look at the store (default true). */
   readonly memo?: boolean
+  /**
+   * Whose outputs are written into the workspace: every process's (the default), or only those asked for: the
+   * targets, or with none named, the processes nothing else in the run depends on. The others' outputs stay in the
+   * store (or on the remote, under `--cache-content defer`), their digests known: a build whose intermediate outputs
+   * only remote processes read never downloads them.
+   */
+  readonly writeBack?: "all" | "requested"
 }
 
 /**

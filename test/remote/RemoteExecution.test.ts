@@ -64,6 +64,37 @@ describe("remote execution", () => {
       assert.deepStrictEqual(outputsOf(next.ws), outputsOf(local.ws))
     }))
 
+  it.scoped("under defer, an output only a remote process reads never comes here; a target's does", () =>
+    Effect.gen(function*() {
+      const ns = namespace()
+      const local = yield* machine(ns)
+      assert.strictEqual((yield* local.run([])).code, 0)
+      const genOut = createHash("sha256").update(fs.readFileSync(path.join(local.ws, "out/a.txt"))).digest("hex")
+      const remote = yield* machine(ns)
+      const log = path.join(remote.root, "remote.jsonl")
+      const deferred = [...executor(), "--cache-content", "defer", "--remote-log", log]
+      const readsOfGen = () =>
+        callsIn(log).filter((c) => /Read/.test(c.method) && (c as { digest?: string }).digest?.startsWith(genOut))
+      const r = yield* remote.run(deferred)
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.deepStrictEqual(sources(r.summary), { gen: "remote", use: "remote", big: "remote" })
+      // `use` read gen's out/ on the worker; nothing here needed it, so it stayed there.
+      assert.isFalse(fs.existsSync(path.join(remote.ws, "out")))
+      assert.deepStrictEqual(readsOfGen(), [])
+      const outputs = outputsOf(local.ws)
+      assert.strictEqual(outputsOf(remote.ws)["res/b.txt"], outputs["res/b.txt"])
+      assert.strictEqual(outputsOf(remote.ws)["big.bin"], outputs["big.bin"])
+      // The next run takes everything from the cache and still brings nothing of gen's.
+      const again = yield* remote.run(deferred)
+      assert.strictEqual(again.code, 0, again.stderr)
+      assert.deepStrictEqual(readsOfGen(), [])
+      // Asked for by name, gen's outputs come.
+      const named = yield* remote.run([...deferred, "gen"])
+      assert.strictEqual(named.code, 0, named.stderr)
+      assert.strictEqual(outputsOf(remote.ws)["out/a.txt"], outputs["out/a.txt"])
+      assert.isAbove(readsOfGen().length, 0)
+    }))
+
   it.scoped("a failure, a timeout and stderr report as they do for local processes; `remote: false` stays local", () =>
     Effect.gen(function*() {
       const extra = {

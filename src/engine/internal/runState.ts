@@ -63,6 +63,8 @@ export interface RunState {
   readonly inputsSeen: Map<string, ReadonlyArray<SnapshotObservation>>
   /** The workspace directories each process's snapshot took whole, which its sandbox may mount as they are. */
   readonly wholeSeen: Map<string, ReadonlyArray<WholeDirectory>>
+  /** Whether a process's outputs are written into the workspace (`RunOptions.writeBack`). */
+  readonly writesBack: (name: string) => boolean
   /** What each process's last write-back left in the workspace, and the result it wrote. */
   readonly outputsSeen: Map<
     string,
@@ -85,6 +87,17 @@ export interface RunState {
   stop: boolean
 }
 
+/** The processes `RunOptions.writeBack` names: the targets, or those nothing else in the run depends on. */
+const writesBackOf = (options: RunOptions, config: Config, names: ReadonlyArray<string>) => {
+  if (options.writeBack !== "requested") return () => true
+  if (options.targets !== undefined && options.targets.length > 0) {
+    const targets = new Set(options.targets)
+    return (name: string) => targets.has(name)
+  }
+  const depended = new Set(names.flatMap((n) => config.processes[n]!.deps ?? []))
+  return (name: string) => !depended.has(name)
+}
+
 /** @internal */
 export const make = (
   base: Pick<RunState, "store" | "runner" | "options" | "config" | "names" | "ordered" | "session" | "remembered"> & {
@@ -100,6 +113,7 @@ export const make = (
   owned: new Map(),
   inputsSeen: new Map(),
   wholeSeen: new Map(),
+  writesBack: writesBackOf(base.options, base.config, base.names),
   outputsSeen: new Map(),
   misses: new Map(),
   hits: new Map(),

@@ -105,6 +105,8 @@ const settleSuccess = (state: RunState, name: string, executed: Executed) =>
   Effect.gen(function*() {
     const node = state.nodes.get(name)!
     let result = executed.result
+    // An intermediate output left where it is: consumers take it from the store (or the remote) by digest.
+    if (!state.writesBack(name)) return { result, error: undefined, detail: undefined }
     let back = yield* writeOutputs(state, name, executed.process, result)
     // A remote hit taken under validate or defer has its files fetched now, when they are needed.
     if (

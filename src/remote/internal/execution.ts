@@ -42,6 +42,11 @@ export interface Deps {
   readonly present: Set<string>
   readonly fetchTrees: (digests: ReadonlyArray<Digest.Digest>) => Effect.Effect<Map<string, Tree.Tree>, RemoteError>
   readonly downloadFiles: (files: ReadonlyArray<Digest.Digest>) => Effect.Effect<void, RemoteError | StoreError>
+  /**
+   * Output files stay on the server until something needs them (`--cache-content defer`, the executor being the
+   * cache): a consumer executed there never brings them here. Stdout and stderr come at once, for reports.
+   */
+  readonly deferOutputs?: boolean
 }
 
 /** A remote execution's outcome, its outputs in the local store. */
@@ -147,7 +152,13 @@ export const make = (deps: Deps) => {
         })
       }
       const trees = yield* deps.fetchTrees(down.right.directories.map((d) => d.tree))
-      yield* deps.downloadFiles(Results.filesOf(down.right, trees))
+      const files = Results.filesOf(down.right, trees)
+      if (deps.deferOutputs === true) {
+        yield* deps.downloadFiles([down.right.stdout, down.right.stderr].filter((d) => d.sizeBytes > 0))
+        for (const f of files) present.add(f.hash)
+      } else {
+        yield* deps.downloadFiles(files)
+      }
       return { down: down.right, outputDigest: yield* Results.layOut(store, down.right, trees) }
     })
 

@@ -73,7 +73,11 @@ export const make = (
   Effect.gen(function*() {
     const deps = settings.executorEndpoint === undefined ? cacheSide : yield* ownSide(settings, cacheOptions, cacheSide)
     const jobs = yield* Effect.makeSemaphore(settings.remoteJobs)
-    const execution = Execution.make(deps)
+    // An executor apart from the cache gives every output here: the cache is sent them from the local store.
+    const execution = Execution.make({
+      ...deps,
+      deferOutputs: cacheOptions.cacheContent === "defer" && deps === cacheSide
+    })
     const counters = cacheSide.counters
     let warned = false
     const fallBack = (process: Process, why: string) =>
