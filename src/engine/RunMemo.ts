@@ -101,8 +101,8 @@ export const fileOf = (storeRoot: string, workspace: string): string =>
   )
 
 /**
- * Evidence already checked, by process name (why it does not hold, or undefined when it does), kept on the memo
- * object under a symbol (JSON leaves it out).
+ * Evidence already checked, by process name (why it does not hold, or undefined when it does, and whether only its
+ * outputs changed), kept on the memo object under a symbol (JSON leaves it out).
  */
 const EVIDENCE = Symbol.for("kiln.memoEvidence")
 
@@ -123,15 +123,26 @@ const PATHS = Symbol.for("kiln.memoPaths")
 /** Which groups held when this memo was checked. */
 const GROUPS = Symbol.for("kiln.memoGroups")
 type Checked = Memo & {
-  [EVIDENCE]?: Map<string, string | undefined>
+  [EVIDENCE]?: Map<string, Evidence>
   [HELD]?: Held
   [PATHS]?: Map<string, readonly [Obs, boolean]>
   [GROUPS]?: Map<string, string | undefined>
 }
 
+/** Why a process's evidence does not hold (undefined: it holds), and whether its inputs still do. */
+interface Evidence {
+  readonly why: string | undefined
+  readonly inputsHold: boolean
+}
+
 /** What {@link holding} answers. */
 export interface Holding {
   readonly valid: ReadonlyMap<string, Entry>
+  /**
+   * Entries whose inputs (and deps) hold but whose outputs do not: deleted or changed in the workspace. Their result
+   * is still the one to write back, without looking at their inputs or the action cache again.
+   */
+  readonly restorable: ReadonlyMap<string, Entry>
   readonly why: ReadonlyMap<string, string>
 }
 
@@ -381,9 +392,10 @@ const groupChange = (
   return bad
 }
 
-const changed = (memo: Checked, name: string, workspace: string, e: Entry): string | undefined => {
+const changed = (memo: Checked, name: string, workspace: string, e: Entry): Evidence => {
   const known = memo[EVIDENCE]
-  if (known?.has(name)) return known.get(name)
+  const before = known?.get(name)
+  if (before !== undefined) return before
   const seen = (memo[PATHS] ??= new Map())
   let path: string | undefined
   const holdsHere = (o: Obs) => {
@@ -391,10 +403,12 @@ const changed = (memo: Checked, name: string, workspace: string, e: Entry): stri
     path = groupChange(memo, seen, workspace, String(o[2]))
     return path === undefined
   }
-  const bad = e.inputs.find((o) => !holdsHere(o)) ?? e.outputs.find((o) => !holdsHere(o))
+  const badInput = e.inputs.find((o) => !holdsHere(o))
+  const bad = badInput ?? e.outputs.find((o) => !holdsHere(o))
   const why = bad === undefined ? undefined : `${bad[1] === GROUP && path !== "" ? path : bad[0]} changed`
-  known?.set(name, why)
-  return why
+  const evidence = { why, inputsHold: badInput === undefined }
+  known?.set(name, evidence)
+  return evidence
 }
 
 /** The processes of `names` (deps before dependents) whose memo still holds, with why each other one does not. */
@@ -423,24 +437,28 @@ export const holding = (
   }
   const firstOnly = options.firstOnly === true
   const valid = new Map<string, Entry>()
+  const restorable = new Map<string, Entry>()
   const why = new Map<string, string>()
+  // A dep whose outputs are to be written back again still made the output its dependents were computed from.
+  const depOutput = (d: string) => (valid.get(d) ?? restorable.get(d))?.output
   for (const name of names) {
     const e = memo.processes[name]
-    const reason = e === undefined
-      ? "not recorded"
+    const evidence: Evidence = e === undefined
+      ? { why: "not recorded", inputsHold: false }
       : e.key !== keyOf(name)
-      ? "its config changed"
-      : depsOf(name).find((d) => !valid.has(d) || valid.get(d)!.output !== e.deps[d]) !== undefined ||
+      ? { why: "its config changed", inputsHold: false }
+      : depsOf(name).find((d) => depOutput(d) !== e.deps[d]) !== undefined ||
           depsOf(name).length !== Object.keys(e.deps).length
-      ? "a dep does not hold"
+      ? { why: "a dep does not hold", inputsHold: false }
       : changed(memo, name, workspace, e)
-    if (reason === undefined) valid.set(name, e!)
+    if (evidence.why === undefined) valid.set(name, e!)
     else {
-      why.set(name, reason)
+      why.set(name, evidence.why)
+      if (evidence.inputsHold) restorable.set(name, e!)
       if (firstOnly) break
     }
   }
-  const answer = { valid, why }
+  const answer = { valid, restorable, why }
   if (options.config !== undefined && !firstOnly) {
     ;(memo as Checked)[HELD] = { config: options.config, names: [...names], answer }
   }

@@ -205,6 +205,19 @@ describe("the no-op check", () => {
           }
         },
         {
+          // Written back from the memo only while its inputs hold: here they do not, so it runs.
+          what: "an output deleted and an input of its process edited",
+          change: () => {
+            fs.rmSync(path.join(ws, "out/gen.txt"))
+            fs.writeFileSync(path.join(ws, "src/c.txt"), "C\n")
+          },
+          check: /^gen: src\/c\.txt changed$/,
+          after: (r) => {
+            assert.strictEqual(sourceOf(r, "gen"), "ran")
+            assert.strictEqual(read("out/gen.txt"), "A\nb\nC\n")
+          }
+        },
+        {
           what: "a stray file in a declared output directory",
           change: () => fs.writeFileSync(path.join(ws, "d/stray.txt"), ""),
           check: /^copy: d changed$/,

@@ -14,6 +14,7 @@ import * as Option from "effect/Option"
 import * as Digest from "../../domain/Digest.js"
 import type { Process } from "../../domain/Process.js"
 import { inputOf, ownOf, ownOfMany, processOf } from "./inputs.js"
+import { rememberedResult } from "./memoConsult.js"
 import { depOutputs, depsOf, type RunState } from "./runState.js"
 
 /**
@@ -95,16 +96,26 @@ const lookUpChunk = (
 /** @internal */
 export const findHits = (state: RunState) =>
   Effect.gen(function*() {
-    const { remembered } = state
+    const { remembered, restored } = state
     state.hitOrder.push(...state.ordered.filter((n) => remembered.has(n)))
     for (const [name, entry] of remembered) state.nodes.get(name)!.remembered = entry
     if (!state.policy.read) return yield* state.runner.warmUp
-    const unknown = state.names.filter((n) => !remembered.has(n))
+    for (const name of state.ordered) {
+      const entry = restored.get(name)
+      if (entry === undefined) continue
+      const result = rememberedResult(entry)
+      // Its input root is not made: write-back reads only where its outputs go, and a backtrack makes it afresh.
+      const pc = state.config.processes[name]!
+      state.hits.set(name, { result, process: processOf(name, pc, Digest.empty, state.config) })
+      state.hitOrder.push(name)
+      state.nodes.get(name)!.result = result
+    }
+    const unknown = state.names.filter((n) => !remembered.has(n) && !restored.has(n))
     yield* snapshotAll(state, unknown)
     const waiting = new Map<string, number>()
     const dependents = new Map<string, Array<string>>()
     for (const n of unknown) {
-      const deps = depsOf(state, n).filter((d) => !remembered.has(d))
+      const deps = depsOf(state, n).filter((d) => !remembered.has(d) && !restored.has(d))
       waiting.set(n, deps.length)
       for (const d of deps) {
         const list = dependents.get(d)

@@ -41,6 +41,11 @@ export interface MemoConsulted {
   readonly generation: string
   readonly previous: RunMemo.Memo | undefined
   readonly remembered: Map<string, RunMemo.Entry>
+  /**
+   * Hits whose outputs are to be written back again (deleted or changed in the workspace) while their inputs hold:
+   * their result is the memo's, found without snapshotting their inputs or asking the action cache.
+   */
+  readonly restored: Map<string, RunMemo.Entry>
 }
 
 /** The process's config as the memo keys it. @internal */
@@ -60,16 +65,24 @@ export const consult = (options: {
   const generation = Generation.read(root)
   const previous = RunMemo.read(root, workspace)
   const remembered = new Map<string, RunMemo.Entry>()
+  const restored = new Map<string, RunMemo.Entry>()
   if (options.use && previous !== undefined && RunMemo.storeHolds(root, previous) === undefined) {
     const cacheable = ordered.filter((n) => config.processes[n]!.cache !== "never")
-    const { valid } = RunMemo.holding(previous, workspace, cacheable, (n) => keyOf(config, n), options.depsOf, {
-      config
-    })
+    const { restorable, valid } = RunMemo.holding(
+      previous,
+      workspace,
+      cacheable,
+      (n) => keyOf(config, n),
+      options.depsOf,
+      { config }
+    )
     for (const name of ordered) {
+      if (options.depsOf(name).some((d) => !remembered.has(d) && !restored.has(d))) continue
       const e = valid.get(name)
-      if (e === undefined || options.depsOf(name).some((d) => !remembered.has(d))) continue
-      if (rememberable(e)) remembered.set(name, e)
+      if (e !== undefined && rememberable(e)) remembered.set(name, e)
+      const r = restorable.get(name)
+      if (r !== undefined && rememberable(r)) restored.set(name, r)
     }
   }
-  return { generation, previous, remembered }
+  return { generation, previous, remembered, restored }
 }

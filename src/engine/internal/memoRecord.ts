@@ -33,6 +33,11 @@ export interface Candidate {
   readonly outputs: ReadonlyArray<RunMemo.Seen>
   /** Each dep's output digest its inputs were made of. */
   readonly deps: Readonly<Record<string, string>> | undefined
+  /**
+   * The last memo's entry, for a result written back again from it: its input observations (which held at the
+   * start of this run) are kept as they were, and `inputs` is empty.
+   */
+  readonly carried?: RunMemo.Entry
 }
 
 /**
@@ -40,6 +45,7 @@ export interface Candidate {
  * (`node_modules/`) was seen path by path by the walk that took it, and its listing with it.
  */
 const complete = (workspace: string, c: Candidate): boolean => {
+  if (c.carried !== undefined) return true
   if (c.deps === undefined) return false
   const seen = new Set<string>()
   for (const s of c.inputs) {
@@ -147,7 +153,7 @@ export const record = (o: {
         output: Digest.format(c.result.outputDigest),
         stdout: Digest.format(c.result.stdoutDigest),
         stderr: Digest.format(c.result.stderrDigest),
-        inputs: unique(groupedInputs(
+        inputs: c.carried?.inputs ?? unique(groupedInputs(
           c,
           (s) => RunMemo.obsOf(o.workspace, s, racy(s)),
           groupOf,

@@ -21,6 +21,20 @@ const memoCandidates = (state: RunState): Array<MemoRecord.Candidate> =>
     if (!r.ok || state.remembered.has(r.name) || result === undefined || out?.result !== result) return []
     if (state.config.processes[r.name]!.cache === "never") return []
     if (result.source === "ran" && !state.policy.write) return []
+    // Written back again from the memo's result: the inputs its entry vouched for at the start carry over.
+    const carried = state.owned.has(r.name) ? undefined : state.restored.get(r.name)
+    if (carried !== undefined) {
+      return [{
+        name: r.name,
+        result,
+        files: {},
+        inputs: [],
+        wholes: [],
+        outputs: out.seen,
+        deps: carried.deps,
+        carried
+      }]
+    }
     return [{
       name: r.name,
       result,

@@ -35,7 +35,7 @@ export const run = (store: Store["Type"], runner: ProcessRunner["Type"], options
     })
     // What the memo vouches for is not looked at again: the few files of the rest are hashed rather than the whole
     // workspace's stat index read (and rewritten), unless there turn out to be more than a few.
-    const session = yield* store.snapshotSession(workspace, { lazy: memo.remembered.size > 0 })
+    const session = yield* store.snapshotSession(workspace, { lazy: memo.remembered.size + memo.restored.size > 0 })
     const state = RunState.make({
       store,
       runner,
@@ -45,6 +45,7 @@ export const run = (store: Store["Type"], runner: ProcessRunner["Type"], options
       ordered,
       session,
       remembered: memo.remembered,
+      restored: memo.restored,
       started
     })
     yield* findHits(state)

@@ -57,6 +57,8 @@ export interface RunState {
   readonly nodes: Map<string, NodeState>
   /** Processes whose memo holds: hits whose outputs are in the workspace already, taken without the store. */
   readonly remembered: ReadonlyMap<string, RunMemo.Entry>
+  /** Processes whose memo holds but for their outputs: hits written back again, their inputs not looked at. */
+  readonly restored: ReadonlyMap<string, RunMemo.Entry>
   /** Own inputs, snapshotted once per run: backtracking retries and the graph reuse them. */
   readonly owned: Map<string, OwnInputs>
   /** What each process's snapshot read, for the memo. */
@@ -100,9 +102,14 @@ const writesBackOf = (options: RunOptions, config: Config, names: ReadonlyArray<
 
 /** @internal */
 export const make = (
-  base: Pick<RunState, "store" | "runner" | "options" | "config" | "names" | "ordered" | "session" | "remembered"> & {
-    readonly started: number
-  }
+  base:
+    & Pick<
+      RunState,
+      "store" | "runner" | "options" | "config" | "names" | "ordered" | "session" | "remembered" | "restored"
+    >
+    & {
+      readonly started: number
+    }
 ): RunState => ({
   ...base,
   workspace: path.resolve(base.options.workspace),
