@@ -7,12 +7,13 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
-import { createHash, randomBytes } from "node:crypto"
+import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import type * as Digest from "../../domain/Digest.js"
 import type { StoreError } from "../../domain/StoreErrors.js"
 import * as AtomicFile from "../../os/AtomicFile.js"
+import { errnoOf } from "../../os/Errno.js"
 import { ioError } from "../../os/IoError.js"
 import { mkdirp } from "../../os/Mkdirp.js"
 import { removeTree } from "../../os/RemoveTree.js"
@@ -21,27 +22,38 @@ import * as Observation from "../../store/SnapshotObservation.js"
 import { knownHash, recordHash, type SnapshotSession } from "../../store/Store.js"
 import type * as Store from "../../store/Store.js"
 
+/** Temp names unique within this process; the pid makes them unique beside another kiln's. */
+let tmpCount = 0
 const tmpBeside = (p: string) =>
-  path.join(path.dirname(p), `.${path.basename(p)}.kiln-${randomBytes(4).toString("hex")}`)
+  path.join(path.dirname(p), `.${path.basename(p)}.kiln-${process.pid}-${(tmpCount++).toString(36)}`)
 
-/** Makes `target` what `make` puts at a path beside it; false, changing nothing, when `make` puts nothing there. */
-const replaceWith = (target: string, make: (tmp: string) => boolean): boolean => {
-  mkdirp(path.dirname(target))
-  // A full disk leaves a partial file: removed, not left in the workspace too.
-  return AtomicFile.replace(target, (tmp) => {
-    if (!make(tmp)) return false
-    try {
-      const st = fs.lstatSync(target)
-      if (st.isDirectory()) removeTree(target)
-    } catch {
-      // Nothing there yet.
-    }
-  }, tmpBeside(target))
+/** `make(tmp)`, its parent directory made first if it turns out missing (rarely: one stat less per file). */
+const makeBeside = (target: string, tmp: string, make: (tmp: string) => boolean): boolean => {
+  try {
+    return make(tmp)
+  } catch (e) {
+    if (errnoOf(e) !== "ENOENT" || fs.statSync(path.dirname(target), { throwIfNoEntry: false }) !== undefined) throw e
+    mkdirp(path.dirname(target))
+    return make(tmp)
+  }
 }
 
 /**
+ * Makes `target` what `make` puts at a path beside it; false, changing nothing, when `make` puts nothing there.
+ * `absent`: nothing was at `target` a moment ago, so no directory there needs removing first.
+ */
+const replaceWith = (target: string, make: (tmp: string) => boolean, absent = false): boolean =>
+  // A full disk leaves a partial file: removed, not left in the workspace too.
+  AtomicFile.replace(target, (tmp) => {
+    if (!makeBeside(target, tmp, make)) return false
+    if (absent) return
+    const st = fs.lstatSync(target, { throwIfNoEntry: false })
+    if (st?.isDirectory() === true) removeTree(target)
+  }, tmpBeside(target))
+
+/**
  * Whether `target` already holds exactly these bytes and mode: then it is left alone (a no-op run rewrites
- * nothing). The stat index answers without reading when it can.
+ * nothing). The stat index answers without reading when it can. "absent": nothing is there.
  */
 const upToDate = (
   target: string,
@@ -49,13 +61,15 @@ const upToDate = (
   isExecutable: boolean,
   index: SnapshotSession | undefined,
   observe: Array<Observation.SnapshotObservation>
-) => {
-  let st: fs.BigIntStats
+): boolean | "absent" => {
+  let st: fs.BigIntStats | undefined
   try {
-    st = fs.lstatSync(target, { bigint: true })
+    st = fs.lstatSync(target, { bigint: true, throwIfNoEntry: false })
   } catch {
+    // ENOTDIR: a parent is a file; replacing the target fails and says so.
     return false
   }
+  if (st === undefined) return "absent"
   const same = check(target, st, digest, isExecutable, index)
   if (same) observe.push(Observation.present("f", target, st, digest.hash))
   return same
@@ -118,10 +132,12 @@ export const writeBack = (
         })
       } else {
         const index = session
-        if (upToDate(target, e.digest!, e.isExecutable === true, index, observe)) continue
+        const there = upToDate(target, e.digest!, e.isExecutable === true, index, observe)
+        if (there === true) continue
+        const absent = there === "absent"
         const mode = e.isExecutable ? 0o755 : 0o644
         const taken = handoff !== undefined && (yield* Effect.try({
-          try: () => replaceWith(target, (tmp) => handoff.take(e.digest!, tmp, mode)),
+          try: () => replaceWith(target, (tmp) => handoff.take(e.digest!, tmp, mode), absent),
           catch: ioError(target, "cannot write an output file")
         }))
         const bytes = taken ? undefined : yield* store.getFile(e.digest!)
@@ -131,7 +147,7 @@ export const writeBack = (
               replaceWith(target, (tmp) => {
                 fs.writeFileSync(tmp, bytes, { mode })
                 return true
-              })
+              }, absent)
             }
             const st = fs.lstatSync(target, { bigint: true })
             if (index !== undefined) recordHash(index, target, st, e.digest!.hash)
