@@ -64,6 +64,23 @@ describe("remote execution", () => {
       assert.deepStrictEqual(outputsOf(next.ws), outputsOf(local.ws))
     }))
 
+  it.scoped("an executor apart from the cache that cannot be reached: local runs, kept in the cache", () =>
+    Effect.gen(function*() {
+      const port = yield* Effect.promise(deadPort)
+      const m = yield* machine(namespace())
+      const r = yield* m.run([
+        "--remote-executor",
+        `grpc://127.0.0.1:${port}`,
+        "--remote-cache",
+        remoteServers().httpUrl
+      ])
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.deepStrictEqual(sources(r.summary), { gen: "ran", use: "ran", big: "ran" })
+      assert.strictEqual(r.summary!.remoteFallbacks, 3)
+      assert.strictEqual(r.summary!.pendingUploads, 0)
+      assert.match(r.stderr, new RegExp(`remote executor grpc://127\\.0\\.0\\.1:${port}: is unreachable`))
+    }))
+
   it.scoped("under defer, an output only a remote process reads never comes here; a target's does", () =>
     Effect.gen(function*() {
       const ns = namespace()

@@ -14,7 +14,7 @@ import { randomUUID } from "node:crypto"
 import { CHROOT, type Process, SpawnError } from "../../domain/Process.js"
 import type { Executed, RemoteTier } from "../../domain/RemoteTier.js"
 import type { Capabilities } from "../Capabilities.js"
-import type { Options } from "../RemoteCache.js"
+import { type Options, probeFailure } from "../RemoteCache.js"
 import type { RemoteError } from "../RemoteErrors.js"
 import type { Settings } from "../RemoteSettings.js"
 import * as Blobs from "./blobs.js"
@@ -26,7 +26,11 @@ import * as Grpc from "./grpc.js"
 const namesItsSandbox = (process: Process) =>
   process.argv.some((a) => a.includes(CHROOT)) || Object.values(process.env).some((v) => v.includes(CHROOT))
 
-type Side = Execution.Deps & { readonly usable: Effect.Effect<Capabilities | undefined> }
+type Side = Execution.Deps & {
+  readonly usable: Effect.Effect<Capabilities | undefined>
+  /** Why the probe failed, where this side says (the cache's own warning says it otherwise). */
+  readonly unusable?: Effect.Effect<string | undefined>
+}
 
 /** A connection to an executor apart from the cache: probed while the run starts, closed with the scope. */
 const ownSide = (settings: Settings, options: Options, cacheSide: Side) =>
@@ -54,8 +58,10 @@ const ownSide = (settings: Settings, options: Options, cacheSide: Side) =>
       Effect.option(Deferred.await(probed)),
       (caps) => (Option.isSome(caps) && calls.open() ? caps.value : undefined)
     )
+    const unusable = Effect.match(Deferred.await(probed), { onFailure: probeFailure, onSuccess: () => undefined })
     return {
       ...Blobs.make(cacheSide.store, transport, calls, endpoint.display),
+      unusable,
       store: cacheSide.store,
       transport,
       calls,
@@ -96,7 +102,9 @@ export const make = (
       Effect.gen(function*() {
         if (!settings.executor || !process.remote || namesItsSandbox(process)) return Option.none<Executed>()
         const caps = yield* deps.usable
-        if (caps === undefined) return yield* fallBack(process, "it cannot be used")
+        if (caps === undefined) {
+          return yield* fallBack(process, (yield* deps.unusable ?? Effect.succeed(undefined)) ?? "it cannot be used")
+        }
         if (!caps.execution) return yield* fallBack(process, "it does not offer remote execution")
         // An execution silent for the remote timeout is re-attached to; the process's own timeout bounds the whole.
         const ran = yield* Effect.either(
