@@ -18,6 +18,7 @@ const programs = [
   "bench/scale",
   "bench/trees",
   "bench/remote",
+  "bench/peers",
   "chaos/chaos"
 ]
 

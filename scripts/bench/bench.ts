@@ -35,7 +35,7 @@ import {
 
 const BENCHMARKS = ["store", "runner", "noop", "cold", "scale"] as const
 /** The benchmarks run by commands of their own, whose sections a rewrite keeps (see `writeOwnSection`). */
-const OWN_COMMANDS = ["trees", "remote"] as const
+const OWN_COMMANDS = ["trees", "remote", "peers"] as const
 const reportFile = path.join(repo, "scripts", "bench", "report.md")
 
 const onlyArg = argValue("only")

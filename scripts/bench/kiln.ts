@@ -136,6 +136,11 @@ export const kilnEnv = (tmp: TempRoot): NodeJS.ProcessEnv => {
 
 /** Every child started here and not yet exited, so that Ctrl-C can end their process groups. */
 const live = new Set<ChildProcess>()
+/** Tracks a child until it exits, for {@link killLive}. */
+export const trackLive = (child: ChildProcess): void => {
+  live.add(child)
+  child.once("exit", () => live.delete(child))
+}
 export const killLive = (): void => {
   for (const child of live) {
     try {

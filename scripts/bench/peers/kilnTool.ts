@@ -1,0 +1,66 @@
+/**
+ * kiln as a peer: `node dist/cli.js run` of the workspace's kiln.json, as the other CLI benchmarks drive it
+ * (scripts/bench/kiln.ts): `--progress none`, a `--summary` read afterwards to check what ran, its store, sandboxes,
+ * named caches and sockets under the benchmark's temp root.
+ */
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { kilnEnv, type RunSummary } from "../kiln.js"
+import { cli, rm, sh } from "../report.js"
+import { measure, tailOf } from "./proc.js"
+import { CONCURRENCY, type Context, differs, joinChecks, outputDigests, RUN_LIMIT_MS, type Tool } from "./tool.js"
+import { type PeerWorkspace, resets } from "./workspace.js"
+
+export const kilnTool = (ctx: Context): Tool => {
+  const env = kilnEnv(ctx.tmp)
+  return {
+    name: "kiln",
+    version: `kiln ${sh(process.execPath, [cli, "--version"])}`,
+    open: (ws: PeerWorkspace, root: string) => {
+      const store = ctx.tmp.fresh(`kiln-store-${ws.case.key}`)
+      return Promise.resolve({
+        tool: "kiln",
+        root,
+        ...resets(ws, root, store),
+        build: async (ran, o) => {
+          const summaryFile = ctx.tmp.fresh("summary")
+          const argv = [
+            process.execPath,
+            cli,
+            "run",
+            "--config",
+            path.join(root, "kiln.json"),
+            "--store-dir",
+            store,
+            "--concurrency",
+            String(CONCURRENCY),
+            "--progress",
+            "none",
+            "--summary",
+            summaryFile
+          ]
+          const r = await measure(argv, {
+            cwd: root,
+            env,
+            log: ctx.tmp.fresh("log"),
+            rss: o.rss,
+            limitMs: RUN_LIMIT_MS
+          })
+          if (r.code !== 0) throw new Error(`kiln run exited with ${r.code ?? r.signal}:\n${tailOf(r.output)}`)
+          const s = JSON.parse(fs.readFileSync(summaryFile, "utf8")) as RunSummary
+          rm(summaryFile)
+          const n = ws.tasks.length
+          const check = joinChecks([
+            differs("processes", n, s.processes.length),
+            differs("ran", ran, s.ran),
+            differs("cache hits", n - ran, s.cacheHits),
+            differs("failed", 0, s.failed)
+          ])
+          return { ...r, ...(check !== undefined ? { check } : {}) }
+        },
+        outputs: () => outputDigests(ws, root),
+        close: () => Promise.resolve(rm(store))
+      })
+    }
+  }
+}
