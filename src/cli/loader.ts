@@ -121,5 +121,10 @@ const load = () => {
 // A run where nothing changed is answered from the run memo without loading the engine at all. One that will run
 // processes starts its spawner now, so that its start-up overlaps the engine's.
 const verdict = process.argv[2] === "run" ? Noop.answer(process.argv.slice(2)) : "other"
-if (verdict === "runs") startWarm((createRequire(bundle)("node:child_process") as typeof ChildProcess).spawn)
+if (verdict === "runs") {
+  if (process.env.KILN_NOOP_DEBUG === "1") {
+    process.stderr.write("kiln: no-op check: a process will run: spawner started\n")
+  }
+  startWarm((createRequire(bundle)("node:child_process") as typeof ChildProcess).spawn)
+}
 if (verdict !== "answered") load()

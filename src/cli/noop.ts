@@ -159,12 +159,18 @@ const check = (
     if (uploadsPending(storeRoot)) return new Falls("uploads to the remote cache are pending", false)
   }
   // Every process, not only up to the first that does not hold: the engine would look at the rest anyway.
-  const { valid, why } = RunMemo.holding(memo, workspace, depsFirst, (n) => JSON.stringify(processes[n]), depsOf, {
-    config: json
-  })
+  const { restorable, valid, why } = RunMemo.holding(
+    memo,
+    workspace,
+    depsFirst,
+    (n) => JSON.stringify(processes[n]),
+    depsOf,
+    { config: json }
+  )
   if (valid.size !== depsFirst.length) {
     const [name, reason] = [...why][0]!
-    return new Falls(`${name}: ${reason}`, true)
+    // Only outputs to write back again (a restore): nothing will run, so no spawner is started for it.
+    return new Falls(`${name}: ${reason}`, valid.size + restorable.size !== depsFirst.length)
   }
   const progress = o.get("progress") ?? "auto"
   const mode = progress === "auto" ? (process.stderr.isTTY ? "tty" : "plain") : progress

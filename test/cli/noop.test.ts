@@ -87,8 +87,9 @@ const workspace = Effect.gen(function*() {
     })
     const summary = fs.existsSync(summaryFile) ? JSON.parse(fs.readFileSync(summaryFile, "utf8")) as Summary : undefined
     const check = /^kiln: no-op check: (.*)$/m.exec(r.stderr)?.[1]
+    const warmed = r.stderr.includes("kiln: no-op check: a process will run: spawner started")
     const lines = r.stderr.split("\n").filter((l) => l !== "" && !l.startsWith("kiln: no-op check:"))
-    return { code: r.status, stderr: r.stderr, summary, check, lines }
+    return { code: r.status, stderr: r.stderr, summary, check, warmed, lines }
   }
   const read = (rel: string) => fs.readFileSync(path.join(ws, rel), "utf8")
   return { root, ws, env, kiln, read, writeConfig }
@@ -172,6 +173,7 @@ describe("the no-op check", () => {
           change: () => fs.writeFileSync(path.join(ws, "src/a.txt"), "A\n"),
           check: /^gen: src\/a\.txt changed$/,
           after: (r) => {
+            assert.isTrue(r.warmed, "a process will run: its spawner starts before the engine loads")
             assert.strictEqual(sourceOf(r, "gen"), "ran")
             assert.strictEqual(read("out/gen.txt"), "A\nb\n")
           }
@@ -191,6 +193,7 @@ describe("the no-op check", () => {
           change: () => fs.rmSync(path.join(ws, "use.txt")),
           check: /^use: use\.txt changed$/,
           after: (r) => {
+            assert.isFalse(r.warmed, "only outputs to write back: nothing runs, so no spawner is started")
             assert.strictEqual(sourceOf(r, "use"), "cache-hit")
             assert.strictEqual(read("use.txt").trim(), "6")
           }
