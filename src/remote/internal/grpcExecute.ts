@@ -205,8 +205,9 @@ export const make = (deps: Deps) => {
       const name = named.name
       let breaks = 0
       let newsSeen = named.news
+      let started = 0
       const reattach = Effect.suspend(() => {
-        const started = Date.now()
+        started = Date.now()
         return stream("WaitExecution", ["WaitExecutionRequest", { name }], action, stallMs, named).pipe(
           Effect.tapBoth({
             onSuccess: () => Effect.sync(() => deps.calls.note("WaitExecution", "OK", started, { digest: name })),
@@ -220,7 +221,9 @@ export const make = (deps: Deps) => {
           newsSeen = named.news
           breaks = 0
         }
-        return f.code === "DEADLINE_EXCEEDED" || ++breaks <= MAX_BREAKS
+        // Silent for the whole bound: a stall, waited out again. A server's own quick DEADLINE_EXCEEDED is a break.
+        const stalled = f.code === "DEADLINE_EXCEEDED" && Date.now() - started >= stallMs
+        return stalled || ++breaks <= MAX_BREAKS
       }
       return Effect.retry(reattach, { schedule: REATTACH_SCHEDULE, while: again }).pipe(
         // However re-attaching ended (NOT_FOUND: the server forgot it), the action may have finished meanwhile.
