@@ -70,6 +70,7 @@ const label = caseLabel
 
 /** This run's mark, in every salt and namespace: the servers keep what earlier runs and the tests put there. */
 const RUN_ID = `bench-${randomBytes(4).toString("hex")}`
+const execOnly = process.argv.includes("--exec-only")
 const reportFile = path.join(repo, "scripts", "bench", "report.md")
 const serversScript = path.join(repo, "scripts", "remote", "servers.sh")
 const serversDir = process.env.KILN_REMOTE_DIR ?? "/tmp/kiln-remote-servers"
@@ -376,8 +377,8 @@ const main = async () => {
     const dead = `grpc://127.0.0.1:${await deadPort()}`
     const silent = `grpc://127.0.0.1:${await startSilent()}`
     progress(`run ${RUN_ID}: REAPI ${srv.grpc}, nginx ${srv.http}, dead ${dead}, silent ${silent}`)
-    // --exec-only: the remote-execution figure alone.
-    if (!process.argv.includes("--exec-only")) {
+    // --exec-only: the remote-execution figure alone (printed, not written: it would replace the whole section).
+    if (!execOnly) {
       for (const c of CASES) {
         await benchCase(c, srv, dead, silent)
         rows.push(...rowsOf(c))
@@ -418,7 +419,7 @@ const main = async () => {
     ].join("\n")
   }
   emit(section, tempDir)
-  if (argValue("section-json") === undefined) {
+  if (argValue("section-json") === undefined && !execOnly) {
     writeOwnSection(reportFile, "remote", renderSection(section, "##"))
     progress(`wrote its section into ${path.relative(process.cwd(), reportFile)}`)
   }
