@@ -114,10 +114,13 @@ describe("remote execution", () => {
 
   it.scoped("a failure, a timeout and stderr report as they do for local processes; `remote: false` stays local", () =>
     Effect.gen(function*() {
+      // Bazel's worker reports the timeout but leaves the action running, holding one of its slots: killed here.
+      const marker = `kiln-timeout-${namespace()}`
+      yield* Effect.addFinalizer(() => Effect.sync(() => killMarked(marker)))
       const extra = {
         fails: { argv: ["node", "-e", "console.error('it broke'); process.exit(3)"], env: PATH },
         // A listener keeps it running until it is killed: its timeout must end it.
-        slow: { argv: ["node", "-e", HANG], timeout: "2s", env: PATH },
+        slow: { argv: ["node", "-e", HANG, marker], timeout: "2s", env: PATH },
         here: { argv: ["node", "-e", ""], remote: false, env: PATH }
       }
       const m = yield* machine(namespace(), { extra })

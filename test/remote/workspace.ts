@@ -134,14 +134,21 @@ export const machine = (
         })
         for (const fd of fds) fs.closeSync(fd)
         started.push(child.pid!)
+        // Its output is read when the waiting fiber resumes, not in the exit callback: a test that timed out has
+        // removed the files by then. Interrupted, the wait kills the run (its spawner ends what it started).
         return Effect.async<{ code: number | null; stdout: string; stderr: string }>((resume) => {
           child.once(
             "exit",
             (code) =>
-              resume(
-                Effect.succeed({ code, stdout: fs.readFileSync(out, "utf8"), stderr: fs.readFileSync(err, "utf8") })
-              )
+              resume(Effect.sync(() => ({
+                code,
+                stdout: fs.readFileSync(out, "utf8"),
+                stderr: fs.readFileSync(err, "utf8")
+              })))
           )
+          return Effect.sync(() => {
+            if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL")
+          })
         })
       })
     const runArgs = (
