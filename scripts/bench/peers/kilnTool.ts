@@ -7,7 +7,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { kilnEnv, type RunSummary } from "../kiln.js"
 import { cli, rm, sh } from "../report.js"
-import { measure, tailOf } from "./proc.js"
+import { runChecked } from "./proc.js"
 import { CONCURRENCY, type Context, differs, joinChecks, outputDigests, RUN_LIMIT_MS, type Tool } from "./tool.js"
 import { type PeerWorkspace, resets } from "./workspace.js"
 
@@ -39,14 +39,13 @@ export const kilnTool = (ctx: Context): Tool => {
             "--summary",
             summaryFile
           ]
-          const r = await measure(argv, {
+          const r = await runChecked("kiln run", argv, {
             cwd: root,
             env,
             log: ctx.tmp.fresh("log"),
             rss: o.rss,
             limitMs: RUN_LIMIT_MS
           })
-          if (r.code !== 0) throw new Error(`kiln run exited with ${r.code ?? r.signal}:\n${tailOf(r.output)}`)
           const s = JSON.parse(fs.readFileSync(summaryFile, "utf8")) as RunSummary
           rm(summaryFile)
           const n = ws.tasks.length

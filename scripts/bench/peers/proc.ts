@@ -181,7 +181,7 @@ export const measure = (argv: ReadonlyArray<string>, o: RunOptions): Promise<Mea
 /** The last lines of a command's output, for an error that says why it failed. */
 export const tailOf = (output: string, lines = 15): string => output.trim().split("\n").slice(-lines).join("\n")
 
-/** Runs a set-up command (untimed) to its end; throws with the end of its output when it fails. */
+/** Runs a command to its end, as {@link measure} does; throws with the end of its output when it fails. */
 export const runChecked = async (what: string, argv: ReadonlyArray<string>, o: RunOptions): Promise<Measured> => {
   const r = await measure(argv, o)
   if (r.code !== 0) throw new Error(`${what} exited with ${r.code ?? r.signal}:\n${tailOf(r.output)}`)

@@ -8,7 +8,7 @@
 import * as path from "node:path"
 import { rm } from "../report.js"
 import type { Installed } from "./install.js"
-import { measure, runChecked, tailOf } from "./proc.js"
+import { runChecked } from "./proc.js"
 import { CONCURRENCY, type Context, differs, joinChecks, outputDigests, RUN_LIMIT_MS, type Tool } from "./tool.js"
 import { type PeerWorkspace, resets } from "./workspace.js"
 
@@ -55,14 +55,13 @@ export const turboTool = (ctx: Context, tools: Installed): Tool => {
             "--output-logs=none",
             `--cache-dir=${cacheDir}`
           ]
-          const r = await measure(argv, {
+          const r = await runChecked("turbo run", argv, {
             cwd: root,
             env,
             log: ctx.tmp.fresh("log"),
             rss: o.rss,
             limitMs: RUN_LIMIT_MS
           })
-          if (r.code !== 0) throw new Error(`turbo run exited with ${r.code ?? r.signal}:\n${tailOf(r.output)}`)
           const n = ws.tasks.length
           const c = countsOf(r.output)
           const check = joinChecks([differs("successful", n, c.successful), differs("cached", n - ran, c.cached)])
