@@ -105,6 +105,9 @@ type Op =
   | { readonly op: "hardlinkOut"; readonly at: ReadonlyArray<string> }
   | { readonly op: "hardlinkIn"; readonly at: ReadonlyArray<string>; readonly to: ReadonlyArray<string> }
 
+/** A symlink target standing for the `outside` directory of the run. */
+const OUTSIDE = "<outside>"
+
 const op: FastCheck.Arbitrary<Op> = FastCheck.oneof(
   FastCheck.record({
     op: FastCheck.constant("write" as const),
@@ -122,7 +125,9 @@ const op: FastCheck.Arbitrary<Op> = FastCheck.oneof(
   FastCheck.record({
     op: FastCheck.constant("symlink" as const),
     at: segments,
-    target: FastCheck.constantFrom("a", "../b", "/etc")
+    // An absolute target out of the sandbox is `outside` (a temp directory the test watches), never a host path:
+    // the ops write and chmod through their links, as root.
+    target: FastCheck.constantFrom("a", "../b", OUTSIDE)
   }),
   FastCheck.record({ op: FastCheck.constant("hardlinkOut" as const), at: segments }),
   FastCheck.record({ op: FastCheck.constant("hardlinkIn" as const), at: segments, to: segments })
@@ -151,7 +156,7 @@ const apply = (root: string, outside: string, ops: ReadonlyArray<Op>) => {
           fs.lchownSync(p, 65534, 65534)
           break
         case "symlink":
-          fs.symlinkSync(o.target, p)
+          fs.symlinkSync(o.target === OUTSIDE ? outside : o.target, p)
           break
         case "hardlinkOut":
           fs.linkSync(p, path.join(outside, `link${i}`))
@@ -190,7 +195,9 @@ describe("Refill", () => {
         const store = yield* tempStore()
         const first = yield* treeOf(store, before)
         const second = yield* treeOf(store, after)
-        const sandbox = yield* tempDir()
+        // A directory of its own around the sandbox: a link to `../b` at its top resolves there, not in /tmp.
+        const sandbox = path.join(yield* tempDir(), "sandbox")
+        fs.mkdirSync(sandbox)
         const outside = yield* tempDir()
         yield* store.materialize(first, sandbox)
         apply(sandbox, outside, ops)
