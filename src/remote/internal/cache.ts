@@ -14,7 +14,6 @@ import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Schedule from "effect/Schedule"
-import { randomUUID } from "node:crypto"
 import { actionMessages } from "../../domain/ActionKey.js"
 import * as Digest from "../../domain/Digest.js"
 import type { Process } from "../../domain/Process.js"
@@ -27,13 +26,10 @@ import { describe, type Options, probeFailure, type Service } from "../RemoteCac
 import { RemoteError } from "../RemoteErrors.js"
 import type { Settings } from "../RemoteSettings.js"
 import * as Blobs from "./blobs.js"
-import * as Calls from "./calls.js"
+import { connect } from "./connect.js"
 import * as Executor from "./executor.js"
-import * as Grpc from "./grpc.js"
-import * as Http from "./http.js"
 import * as Journal from "./journal.js"
 import * as Results from "./results.js"
-import type { Transport } from "./transport.js"
 
 type UploadError = RemoteError | Digest.MissingDigest | StoreError
 
@@ -56,24 +52,7 @@ export const make = (settings: Settings, options: Options) =>
   Effect.gen(function*() {
     const store = yield* Store
     const endpoint = settings.endpoint.display
-    const calls = yield* Effect.acquireRelease(
-      Effect.sync(() =>
-        Calls.make({
-          endpoint,
-          timeoutMs: settings.timeoutMs,
-          ...(settings.logFile !== undefined ? { logFile: settings.logFile } : {})
-        })
-      ),
-      (c) => c.close
-    )
-    const transport: Transport = yield* Effect.acquireRelease(
-      Effect.sync(() =>
-        settings.endpoint.scheme === "grpc" || settings.endpoint.scheme === "grpcs"
-          ? Grpc.make(settings, calls, { version: options.version, invocationId: randomUUID() })
-          : Http.make(settings, calls, options.version)
-      ),
-      (t) => t.close
-    )
+    const { calls, transport } = yield* connect(settings, options.version)
     const journalDir = Journal.directoryOf(store.options.root, endpoint, settings.instanceName)
     // zstd would need Node's native codec (22.15 and later) and a server that lists it; kiln ships no other codec.
     yield* Effect.logDebug(`remote transfers are uncompressed (Node ${process.versions.node}; zstd needs native zlib)`)

@@ -10,7 +10,6 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import { randomUUID } from "node:crypto"
 import { CHROOT, type Process, SpawnError } from "../../domain/Process.js"
 import type { Executed, RemoteTier } from "../../domain/RemoteTier.js"
 import type { Capabilities } from "../Capabilities.js"
@@ -18,9 +17,8 @@ import { type Options, probeFailure } from "../RemoteCache.js"
 import type { RemoteError } from "../RemoteErrors.js"
 import type { Settings } from "../RemoteSettings.js"
 import * as Blobs from "./blobs.js"
-import * as Calls from "./calls.js"
+import { connect } from "./connect.js"
 import * as Execution from "./execution.js"
-import * as Grpc from "./grpc.js"
 
 /** Whether a process names its sandbox's path: it could not run anywhere else. */
 const namesItsSandbox = (process: Process) =>
@@ -36,22 +34,7 @@ type Side = Execution.Deps & {
 const ownSide = (settings: Settings, options: Options, cacheSide: Side) =>
   Effect.gen(function*() {
     const endpoint = settings.executorEndpoint!
-    const calls = yield* Effect.acquireRelease(
-      Effect.sync(() =>
-        Calls.make({
-          endpoint: endpoint.display,
-          timeoutMs: settings.timeoutMs,
-          ...(settings.logFile !== undefined ? { logFile: settings.logFile } : {})
-        })
-      ),
-      (c) => c.close
-    )
-    const transport = yield* Effect.acquireRelease(
-      Effect.sync(() =>
-        Grpc.make({ ...settings, endpoint }, calls, { version: options.version, invocationId: randomUUID() })
-      ),
-      (t) => t.close
-    )
+    const { calls, transport } = yield* connect({ ...settings, endpoint }, options.version)
     const probed = yield* Deferred.make<Capabilities, RemoteError>()
     yield* Effect.forkScoped(Effect.intoDeferred(transport.capabilities, probed))
     const usable = Effect.map(
