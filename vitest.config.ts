@@ -7,8 +7,9 @@ export default defineConfig({
     pool: "forks",
     // The second starts the remote-cache servers (or finds them running) and gives the workers their KILN_TEST_* env.
     globalSetup: ["test/globalSetup.ts", "test/remoteServers.ts"],
-    // The spawner program built from its sources by the global setup: kiln run from src/ has no dist/ beside it.
-    env: { KILN_SPAWNER: path.resolve(".kiln-test/spawner.cjs") },
+    // The spawner program built from its sources by the global setup, the native one as kiln's build makes it: kiln
+    // run from src/ has no dist/ beside it. test/spawner/ also runs the Node one (.kiln-test/spawner.cjs).
+    env: { KILN_SPAWNER: path.resolve(".kiln-test/kiln-spawner") },
     testTimeout: 120_000,
     hookTimeout: 60_000
   }

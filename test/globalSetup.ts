@@ -1,14 +1,16 @@
 /**
  * Builds the worker programs that integration tests run as real OS processes: every `test/fixtures/*Worker.ts`
  * becomes `.kiln-test/fixtures/<name>.mjs`, one ESM bundle each, with packages left external so that `lmdb` (a
- * native addon) and `effect` load from node_modules as they would in kiln. And the spawner program, from its
- * sources, as kiln's build makes it (`vitest.config.ts` points KILN_SPAWNER at it).
+ * native addon) and `effect` load from node_modules as they would in kiln. And the spawner programs, from their
+ * sources, as kiln's build makes them: the native one (`vitest.config.ts` points KILN_SPAWNER at it) and the Node
+ * one, which kiln falls back on without a C compiler.
  */
 import { build } from "esbuild"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { bundleSpawner } from "../scripts/spawnerBundle.mjs"
+import { buildNativeSpawner } from "../scripts/spawnerNative.mjs"
 
 const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 
@@ -19,6 +21,10 @@ export default async function setup() {
   const spawner = path.join(projectRoot, ".kiln-test", "spawner.cjs")
   await bundleSpawner(`${spawner}.${process.pid}.tmp`)
   fs.renameSync(`${spawner}.${process.pid}.tmp`, spawner)
+  const why = buildNativeSpawner(path.join(projectRoot, ".kiln-test", "kiln-spawner"))
+  if (why !== undefined) {
+    throw new Error(`the tests need the native spawner, built with the C compiler kiln's install uses: ${why}`)
+  }
   const sources = path.join(projectRoot, "test", "fixtures")
   const entryPoints = fs.readdirSync(sources).filter((f) => f.endsWith("Worker.ts")).map((f) => path.join(sources, f))
   const { outputFiles } = await build({

@@ -123,14 +123,15 @@ const onReply = (running: Running, reply: Protocol.Reply) => {
   }
 }
 
-/** Why no spawner can start, if its program is missing (a build without `dist/spawner.cjs`). */
+/** Why no spawner can start, if its program is missing (a build without `dist/spawner.cjs`, say). */
 const missingProgram = (): string | undefined => {
   const program = WarmSpawner.programPath()
   return fs.existsSync(program) ? undefined : `kiln's spawner program is missing: ${program}`
 }
 
 const start = (): Running => {
-  const child = WarmSpawner.takeWarm() ?? spawn(process.execPath, WarmSpawner.argsFor(process.pid), {
+  const command = WarmSpawner.commandFor(process.pid)
+  const child = WarmSpawner.takeWarm() ?? spawn(command.file, command.args, {
     stdio: ["pipe", "pipe", "inherit"],
     env: {},
     // Its own session: a SIGKILL of the engine's process group must leave the watchdog standing.

@@ -8,6 +8,7 @@
  * @internal
  */
 import type { ChildProcess, spawn as Spawn } from "node:child_process"
+import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 
@@ -18,13 +19,14 @@ export const WARM_ENV = "KILN_SPAWNER_WARM"
 
 /**
  * Names the spawner program to run instead of the one beside kiln's build: kiln run from its TypeScript sources (its
- * tests) has none beside it.
+ * tests) has none beside it. A name ending in `.js`, `.cjs` or `.mjs` is run by Node; any other is executed.
  */
 export const PROGRAM_ENV = "KILN_SPAWNER"
 
 /**
- * The spawner program, `dist/spawner.cjs` (the bundle of `main.ts`): one level up from this module in the library's
- * build, an ES module, and beside the CLI's bundles, which are CommonJS (no `import.meta.url`) and know `__dirname`.
+ * The spawner program: `dist/kiln-spawner` (`native/*.c`, compiled by the build when it has a C compiler), or else
+ * `dist/spawner.cjs` (the bundle of `main.ts`). Both are one level up from this module in the library's build, an
+ * ES module, and beside the CLI's bundles, which are CommonJS (no `import.meta.url`) and know `__dirname`.
  *
  * @internal
  */
@@ -32,18 +34,30 @@ export const programPath = (): string => {
   const named = process.env[PROGRAM_ENV]
   if (named !== undefined && named !== "") return named
   const url = (import.meta as { url?: string }).url
-  return url !== undefined ? fileURLToPath(new URL("../spawner.cjs", url)) : path.join(__dirname, "spawner.cjs")
+  const dist = url !== undefined ? fileURLToPath(new URL("..", url)) : __dirname
+  const native = path.join(dist, "kiln-spawner")
+  return fs.existsSync(native) ? native : path.join(dist, "spawner.cjs")
 }
 
-/** Node's arguments for a spawner working for `enginePid`: `ps` shows them, one short line. @internal */
-export const argsFor = (enginePid: number): Array<string> => [programPath(), "kiln-spawner", String(enginePid)]
+/**
+ * How to start a spawner working for `enginePid`: the program and its arguments, which `ps` shows as one short line.
+ *
+ * @internal
+ */
+export const commandFor = (enginePid: number): { readonly file: string; readonly args: Array<string> } => {
+  const program = programPath()
+  return /\.[cm]?js$/.test(program)
+    ? { file: process.execPath, args: [program, "kiln-spawner", String(enginePid)] }
+    : { file: program, args: ["kiln-spawner", String(enginePid)] }
+}
 
 const unref = (s: unknown) => (s as { unref?: () => void } | null)?.unref?.()
 
 /** Starts one for this process. Never throws: without it, the engine starts its own. @internal */
 export const startWarm = (spawn: typeof Spawn): void => {
   try {
-    const child = spawn(process.execPath, argsFor(process.pid), {
+    const command = commandFor(process.pid)
+    const child = spawn(command.file, command.args, {
       stdio: ["pipe", "pipe", "inherit"],
       env: { [WARM_ENV]: "1" },
       // Its own session, as the engine's own spawner (Spawner.ts): it is the engine's watchdog.

@@ -1,5 +1,6 @@
 /**
- * The spawner (`node dist/spawner.cjs kiln-spawner <engine-pid>`): a small Node process, one per engine, that forks
+ * The spawner (`node dist/spawner.cjs kiln-spawner <engine-pid>`; `native/` is the same program in C, which engines
+ * run instead when the build compiled it): a small Node process, one per engine, that forks
  * every process the engine runs, and is the engine's watchdog. `fork()` copies the page tables of the process that
  * calls it and write-protects its heap, so the engine (a large heap, dozens of LMDB maps) paid ~2–3 ms of blocked
  * main thread per spawn plus copy-on-write faults afterwards, where this process pays ~1 ms on the other core. It

@@ -1,0 +1,435 @@
+/*
+ * kiln's spawner, native: `kiln-spawner kiln-spawner <engine-pid>`. The same program as `../main.ts` (whose comment
+ * is the contract), speaking the same protocol (`../protocol.ts`: one JSON object per line), built by
+ * `scripts/spawnerNative.mjs` with the C compiler kiln's install already needs for LMDB.
+ *
+ * Why a C program: the spawner is a second process in every run that starts anything. As Node it costs a Node start
+ * (40 ms of CPU on a 2-core machine, beside the engine's own start on an edit), 45 MB of resident memory (the node
+ * binary's pages) and ~1 ms of event-loop work per process it forks. This costs none of those: it forks from a
+ * process of a few hundred kilobytes, and sits in poll() otherwise.
+ *
+ * It is single-threaded: everything a child does between fork and exec is safe here.
+ */
+#include "spawner.h"
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static const char *const SIGNALS[] = {
+  NULL, "SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE", "SIGKILL", "SIGUSR1",
+  "SIGSEGV", "SIGUSR2", "SIGPIPE", "SIGALRM", "SIGTERM", "SIGSTKFLT", "SIGCHLD", "SIGCONT", "SIGSTOP", "SIGTSTP",
+  "SIGTTIN", "SIGTTOU", "SIGURG", "SIGXCPU", "SIGXFSZ", "SIGVTALRM", "SIGPROF", "SIGWINCH", "SIGIO", "SIGPWR",
+  "SIGSYS"
+};
+
+/* ------------------------------------------------------------------------------------------------------------- */
+/* Replies                                                                                                        */
+
+static void end_all(void);
+
+/** Writes a whole reply to the engine; a closed pipe is the engine gone. */
+static void send(Buf *b) {
+  buf_add(b, "}\n", 2);
+  size_t off = 0;
+  while (off < b->n) {
+    ssize_t w = write(STDOUT_FILENO, b->p + off, b->n - off);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      end_all();
+    }
+    off += (size_t)w;
+  }
+  free(b->p);
+}
+
+static Buf reply(const char *kind, long long id) {
+  Buf b = {0};
+  buf_str(&b, "{\"kind\":\"");
+  buf_str(&b, kind);
+  buf_str(&b, "\",\"id\":");
+  buf_num(&b, id);
+  return b;
+}
+
+/** `failed`, with Node's kind of message: `ENOENT: no such file or directory, open '/x'`. */
+static void send_failed(long long id, int e, const char *what, const char *path) {
+  Buf b = reply("failed", id);
+  buf_str(&b, ",\"code\":");
+  buf_json(&b, errno_name(e));
+  Buf m = {0};
+  buf_str(&m, errno_name(e));
+  buf_str(&m, ": ");
+  buf_str(&m, strerror(e));
+  buf_str(&m, ", ");
+  buf_str(&m, what);
+  buf_str(&m, " '");
+  buf_str(&m, path);
+  buf_str(&m, "'");
+  buf_add(&m, "", 1);
+  buf_str(&b, ",\"message\":");
+  buf_json(&b, m.p);
+  free(m.p);
+  send(&b);
+}
+
+/* ------------------------------------------------------------------------------------------------------------- */
+/* Starting processes                                                                                             */
+
+static pid_t engine;
+
+typedef struct {
+  pid_t pid;
+  long long id;
+} Child;
+
+/** The processes started whose exit has not been seen: each leads its own group, whose id cannot be reused meanwhile. */
+static Child *running;
+static size_t running_n, running_cap;
+
+/** What to start if the engine dies, from its last `arm`, until it says `disarm`. */
+static Request armed;
+static bool is_armed;
+
+/** In a child before exec: signals as a fresh process has them (this one blocks some). */
+static void reset_signals(void) {
+  struct sigaction dfl = {0};
+  dfl.sa_handler = SIG_DFL;
+  for (int s = 1; s < NSIG; s++) {
+    if (s != SIGKILL && s != SIGSTOP) sigaction(s, &dfl, NULL);
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+static const char *env_get(char *const *env, const char *name) {
+  size_t n = strlen(name);
+  for (; env != NULL && *env != NULL; env++) {
+    if (strncmp(*env, name, n) == 0 && (*env)[n] == '=') return *env + n + 1;
+  }
+  return NULL;
+}
+
+/**
+ * execvp with the child's own PATH, as Node (libuv) does: a name without a slash is looked up in `env`'s PATH, or
+ * /usr/bin:/bin without one. Returns the errno that ends the search.
+ */
+static int exec_in(char *const *argv, char *const *env) {
+  const char *file = argv[0];
+  if (*file == 0) return ENOENT;
+  if (strchr(file, '/') != NULL) {
+    execve(file, argv, env);
+    return errno;
+  }
+  const char *path = env_get(env, "PATH");
+  if (path == NULL) path = "/usr/bin:/bin";
+  int last = ENOENT;
+  bool denied = false;
+  char full[4096];
+  for (const char *p = path;; p++) {
+    const char *colon = strchr(p, ':');
+    size_t dir = colon == NULL ? strlen(p) : (size_t)(colon - p);
+    if (dir + 1 + strlen(file) < sizeof full) {
+      memcpy(full, p, dir);
+      size_t at = dir;
+      if (dir > 0) full[at++] = '/';
+      strcpy(full + at, file);
+      execve(full, argv, env);
+      last = errno;
+      if (last == EACCES) denied = true;
+      else if (last != ENOENT && last != ENOTDIR) return last;
+    }
+    if (colon == NULL) break;
+    p = colon;
+  }
+  return denied ? EACCES : last;
+}
+
+/** Opens the child's output files, both or neither; 0, or the errno and which file failed. */
+static int open_outputs(const Request *r, int fds[2], const char **failed) {
+  fds[0] = open(r->out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fds[0] < 0) {
+    *failed = r->out;
+    return errno;
+  }
+  fds[1] = open(r->err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fds[1] < 0) {
+    int e = errno;
+    close(fds[0]);
+    *failed = r->err;
+    return e;
+  }
+  return 0;
+}
+
+/**
+ * Forks `argv` in a session of its own (its pid is its group), stdin /dev/null and stdout, stderr on `out`, `err`,
+ * in `cwd` (or here, if NULL), with exactly `env`. Returns its pid once it runs its program, or -errno if it could
+ * not: the child reports a failed chdir or exec over a close-on-exec pipe that exec itself closes.
+ */
+static pid_t start_child(char *const *argv, char *const *env, const char *cwd, int out, int err) {
+  int report[2];
+  if (pipe2(report, O_CLOEXEC) != 0) return -errno;
+  pid_t pid = fork();
+  if (pid < 0) {
+    int e = errno;
+    close(report[0]);
+    close(report[1]);
+    return -e;
+  }
+  if (pid == 0) {
+    close(report[0]);
+    setsid();
+    reset_signals();
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    int e = 0;
+    if (null < 0 || dup2(null, STDIN_FILENO) < 0) e = errno;
+    if (e == 0 && dup2(out < 0 ? null : out, STDOUT_FILENO) < 0) e = errno;
+    if (e == 0 && dup2(err, STDERR_FILENO) < 0) e = errno;
+    if (e == 0 && cwd != NULL && chdir(cwd) != 0) e = errno;
+    if (e == 0) e = exec_in(argv, env);
+    ssize_t ignored = write(report[1], &e, sizeof e);
+    (void)ignored;
+    _exit(127);
+  }
+  close(report[1]);
+  int e = 0;
+  ssize_t n;
+  do n = read(report[0], &e, sizeof e);
+  while (n < 0 && errno == EINTR);
+  close(report[0]);
+  if (n == (ssize_t)sizeof e) {
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
+    return -e;
+  }
+  return pid;
+}
+
+static void start_post_mortem(void) {
+  int log = open(armed.log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+  if (log < 0) log = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  // Nothing is left to tell if it fails: the engine is gone, and this process's stderr with it.
+  start_child(armed.argv.items, environ, NULL, -1, log);
+}
+
+/** The engine is gone: what it started dies with it, and its post-mortem cleans up after it. */
+static void end_all(void) {
+  for (size_t i = 0; i < running_n; i++) kill(-running[i].pid, SIGKILL);
+  if (is_armed) start_post_mortem();
+  _exit(0);
+}
+
+static void spawn_request(const Request *r) {
+  // Requests the engine wrote just before it died are not started: its sandboxes are being removed.
+  if (getppid() != engine) end_all();
+  // Nor is one whose sandbox is gone: its output files would be left beside nothing.
+  struct stat st;
+  if (stat(r->cwd, &st) != 0) {
+    Buf b = reply("failed", r->id);
+    buf_str(&b, ",\"code\":\"ENOENT\",\"message\":");
+    Buf m = {0};
+    buf_str(&m, "no such directory: ");
+    buf_str(&m, r->cwd);
+    buf_add(&m, "", 1);
+    buf_json(&b, m.p);
+    free(m.p);
+    return send(&b);
+  }
+  int fds[2] = {-1, -1};
+  const char *which = NULL;
+  int e = open_outputs(r, fds, &which);
+  if (e != 0) return send_failed(r->id, e, "open", which);
+  static char *no_env[] = {NULL};
+  pid_t pid = start_child(r->argv.items, r->env.n == 0 ? no_env : r->env.items, r->cwd, fds[0], fds[1]);
+  close(fds[0]);
+  close(fds[1]);
+  if (pid < 0) return send_failed(r->id, (int)-pid, "spawn", r->argv.items[0]);
+  if (running_n == running_cap) {
+    running_cap = running_cap == 0 ? 16 : running_cap * 2;
+    running = realloc(running, running_cap * sizeof *running);
+    if (running == NULL) _exit(70);
+  }
+  running[running_n++] = (Child){pid, r->id};
+  Buf b = reply("started", r->id);
+  buf_str(&b, ",\"pid\":");
+  buf_num(&b, pid);
+  send(&b);
+}
+
+/** Reaps every child that exited, and tells the engine of those it asked for. */
+static void reap(void) {
+  for (;;) {
+    int status;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) return;
+    for (size_t i = 0; i < running_n; i++) {
+      if (running[i].pid != pid) continue;
+      long long id = running[i].id;
+      running[i] = running[--running_n];
+      // Whether nothing of the group is left: the common answer, yes, saves the engine a check of its own.
+      bool alone = kill(-pid, 0) != 0 && errno == ESRCH;
+      Buf b = reply("exited", id);
+      buf_str(&b, ",\"code\":");
+      if (WIFEXITED(status)) buf_num(&b, WEXITSTATUS(status));
+      else buf_str(&b, "null");
+      buf_str(&b, ",\"signal\":");
+      int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+      if (sig > 0 && sig < (int)(sizeof SIGNALS / sizeof *SIGNALS)) buf_json(&b, SIGNALS[sig]);
+      else buf_str(&b, "null");
+      buf_str(&b, alone ? ",\"alone\":true" : ",\"alone\":false");
+      send(&b);
+      break;
+    }
+  }
+}
+
+static void remove_request(const Request *r) {
+  Failure f = {0};
+  for (size_t i = 0; i < r->paths.n; i++) {
+    const char *target = r->paths.items[i];
+    struct stat st;
+    Buf at = {0};
+    // What a process mounted in its sandbox (as root) is not the sandbox's to delete: see `Mounts.ts`.
+    if (lstat(target, &st) == 0 && S_ISDIR(st.st_mode) && mount_under(target, &at)) {
+      Buf b = reply("failed", r->id);
+      buf_str(&b, ",\"code\":\"EBUSY\",\"message\":");
+      Buf m = {0};
+      buf_str(&m, "a file system is mounted at ");
+      buf_str(&m, at.p);
+      buf_str(&m, ": left in place, with what is under it");
+      buf_add(&m, "", 1);
+      buf_json(&b, m.p);
+      free(m.p);
+      free(at.p);
+      return send(&b);
+    }
+    free(at.p);
+    if (!remove_tree(target, &f)) {
+      send_failed(r->id, f.code, f.op, f.path.p);
+      free(f.path.p);
+      return;
+    }
+  }
+  free(f.path.p);
+  Buf b = reply("removed", r->id);
+  send(&b);
+}
+
+/* ------------------------------------------------------------------------------------------------------------- */
+/* The loop                                                                                                       */
+
+static void on_line(const char *line, size_t n) {
+  Request r = {0};
+  const char *malformed = parse(line, n, &r);
+  if (malformed != NULL) {
+    // The engine's bug, on the engine's stderr (which this process shares): the request has no id to answer.
+    int shown = n > 120 ? 120 : (int)n;
+    fprintf(stderr, "kiln-spawner: %s in the request %.*s%s\n", malformed, shown, line, n > 120 ? "…" : "");
+    request_free(&r);
+    return;
+  }
+  if (strcmp(r.kind, "spawn") == 0) spawn_request(&r);
+  else if (strcmp(r.kind, "remove") == 0) remove_request(&r);
+  else if (strcmp(r.kind, "arm") == 0) {
+    if (is_armed) request_free(&armed);
+    armed = r;
+    is_armed = true;
+    return;
+  } else if (strcmp(r.kind, "disarm") == 0) {
+    if (is_armed) request_free(&armed);
+    is_armed = false;
+  }
+  request_free(&r);
+}
+
+/**
+ * Closes every descriptor but stdin, stdout and stderr: whatever the engine's own parent leaked into it (a shell's
+ * saved descriptors, a pipe) must not reach the processes started here, whose sandbox is all they may see.
+ */
+static void close_inherited(void) {
+#ifdef SYS_close_range
+  if (syscall(SYS_close_range, 3U, ~0U, 0U) == 0) return;
+#endif
+  DIR *d = opendir("/proc/self/fd");
+  if (d == NULL) return;
+  int own = dirfd(d);
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    int fd = atoi(e->d_name);
+    if (fd > 2 && fd != own) fcntl(fd, F_SETFD, FD_CLOEXEC);
+  }
+  closedir(d);
+}
+
+int main(int argc, char **argv) {
+  char *stop = NULL;
+  long pid = argc >= 3 ? strtol(argv[argc - 1], &stop, 10) : 0;
+  if (argc < 3 || strcmp(argv[argc - 2], "kiln-spawner") != 0 || *stop != 0 || pid <= 0) {
+    fputs("kiln-spawner: expected the arguments \"kiln-spawner <engine-pid>\"\n", stderr);
+    return 2;
+  }
+  engine = (pid_t)pid;
+  close_inherited();
+  // The engine ends the groups it started: SIGINT, SIGTERM and SIGHUP are not this process's to act on. SIGCHLD is
+  // read from a signalfd; a write to an engine that is gone fails with EPIPE instead of killing this process.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
+  sigaddset(&set, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &set, NULL);
+  signal(SIGPIPE, SIG_IGN);
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sfd < 0) {
+    perror("kiln-spawner: signalfd");
+    return 70;
+  }
+  Buf in = {0};
+  size_t start = 0;
+  for (;;) {
+    struct pollfd fds[2] = {{STDIN_FILENO, POLLIN, 0}, {sfd, POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      end_all();
+    }
+    if (fds[1].revents & POLLIN) {
+      struct signalfd_siginfo info;
+      while (read(sfd, &info, sizeof info) > 0) {}
+      reap();
+    }
+    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      buf_reserve(&in, 65536);
+      ssize_t got = read(STDIN_FILENO, in.p + in.n, in.cap - in.n);
+      if (got < 0 && errno == EINTR) continue;
+      // The engine closed its end, or is gone.
+      if (got <= 0) end_all();
+      in.n += (size_t)got;
+      for (char *nl; (nl = memchr(in.p + start, '\n', in.n - start)) != NULL;) {
+        on_line(in.p + start, (size_t)(nl - (in.p + start)));
+        start = (size_t)(nl - in.p) + 1;
+      }
+      memmove(in.p, in.p + start, in.n - start);
+      in.n -= start;
+      start = 0;
+    }
+  }
+}
+

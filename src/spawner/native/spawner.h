@@ -1,0 +1,53 @@
+/*
+ * What the native spawner's files share: growing buffers and JSON text (buf.c), requests as read from the engine
+ * (request.c), and the removal of trees (remove.c). See spawner.c.
+ */
+#ifndef KILN_SPAWNER_H
+#define KILN_SPAWNER_H
+#define _GNU_SOURCE
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct {
+  char *p;
+  size_t n, cap;
+} Buf;
+
+void buf_reserve(Buf *b, size_t more);
+void buf_add(Buf *b, const char *s, size_t n);
+void buf_str(Buf *b, const char *s);
+void buf_num(Buf *b, long long v);
+/** `s` as a JSON string literal. */
+void buf_json(Buf *b, const char *s);
+/** The errno's name, as Node's `code` gives it. */
+const char *errno_name(int e);
+
+typedef struct {
+  char **items;
+  size_t n, cap;
+} Strings;
+
+typedef struct {
+  char kind[16];
+  long long id;
+  bool has_id, has_argv, has_cwd, has_env, has_stdout, has_stderr, has_paths, has_log;
+  Strings argv, env, paths;
+  char *cwd, *out, *err, *log;
+} Request;
+
+/** Reads one request line into `r`; returns why it is malformed, or NULL. */
+const char *parse(const char *line, size_t n, Request *r);
+void request_free(Request *r);
+
+typedef struct {
+  int code;
+  const char *op;
+  Buf path;
+} Failure;
+
+/** The first mount point at or under `dir` (unescaped from /proc/self/mountinfo), into `out`; false if none. */
+bool mount_under(const char *dir, Buf *out);
+/** Removes `target` (file, symlink or tree), read-only directories included; an absent target is not an error. */
+bool remove_tree(const char *target, Failure *f);
+
+#endif
