@@ -30,6 +30,7 @@
 
 extern char **environ;
 
+/** Signal names by number, as Node reports a child's `signal`. */
 static const char *const SIGNALS[] = {
   NULL, "SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE", "SIGKILL", "SIGUSR1",
   "SIGSEGV", "SIGUSR2", "SIGPIPE", "SIGALRM", "SIGTERM", "SIGSTKFLT", "SIGCHLD", "SIGCONT", "SIGSTOP", "SIGTSTP",
@@ -43,7 +44,7 @@ static const char *const SIGNALS[] = {
 static void end_all(void);
 
 /** Writes a whole reply to the engine; a closed pipe is the engine gone. */
-static void send(Buf *b) {
+static void send_reply(Buf *b) {
   buf_add(b, "}\n", 2);
   size_t off = 0;
   while (off < b->n) {
@@ -84,7 +85,7 @@ static void send_failed(long long id, int e, const char *what, const char *path)
   buf_str(&b, ",\"message\":");
   buf_json(&b, m.p);
   free(m.p);
-  send(&b);
+  send_reply(&b);
 }
 
 /* ------------------------------------------------------------------------------------------------------------- */
@@ -248,7 +249,7 @@ static void spawn_request(const Request *r) {
     buf_add(&m, "", 1);
     buf_json(&b, m.p);
     free(m.p);
-    return send(&b);
+    return send_reply(&b);
   }
   int fds[2] = {-1, -1};
   const char *which = NULL;
@@ -268,7 +269,7 @@ static void spawn_request(const Request *r) {
   Buf b = reply("started", r->id);
   buf_str(&b, ",\"pid\":");
   buf_num(&b, pid);
-  send(&b);
+  send_reply(&b);
 }
 
 /** Reaps every child that exited, and tells the engine of those it asked for. */
@@ -292,7 +293,7 @@ static void reap(void) {
       if (sig > 0 && sig < (int)(sizeof SIGNALS / sizeof *SIGNALS)) buf_json(&b, SIGNALS[sig]);
       else buf_str(&b, "null");
       buf_str(&b, alone ? ",\"alone\":true" : ",\"alone\":false");
-      send(&b);
+      send_reply(&b);
       break;
     }
   }
@@ -316,7 +317,7 @@ static void remove_request(const Request *r) {
       buf_json(&b, m.p);
       free(m.p);
       free(at.p);
-      return send(&b);
+      return send_reply(&b);
     }
     free(at.p);
     if (!remove_tree(target, &f)) {
@@ -327,7 +328,7 @@ static void remove_request(const Request *r) {
   }
   free(f.path.p);
   Buf b = reply("removed", r->id);
-  send(&b);
+  send_reply(&b);
 }
 
 /* ------------------------------------------------------------------------------------------------------------- */
