@@ -66,12 +66,14 @@ await build({
 
 // The spawner, its own small program (`node dist/spawner.cjs kiln-spawner <engine-pid>`): every engine starts one.
 await bundleSpawner("dist/spawner.cjs", { minify: process.env.KILN_NO_MINIFY !== "1" })
-// And the same program in C (`dist/kiln-spawner`), which engines start instead when it is there: no Node start and
-// 40 MB less per run. Without a C compiler, kiln runs on the Node one, and says why here.
+// And the same program in C (`dist/kiln-spawner-<platform>-<arch>`, the name src/spawner/Warm.ts looks for), which
+// engines start instead when it is there: no Node start and 40 MB less per run. Without a C compiler, kiln runs on
+// the Node one, and says why here.
 {
-  const why = buildNativeSpawner("dist/kiln-spawner")
+  const native = `dist/kiln-spawner-${process.platform}-${process.arch}`
+  const why = buildNativeSpawner(native)
   if (why !== undefined) {
-    rmSync("dist/kiln-spawner", { force: true })
+    rmSync(native, { force: true })
     process.stderr.write(`bundle: the native spawner was not built, kiln will use dist/spawner.cjs: ${why}\n`)
   }
 }

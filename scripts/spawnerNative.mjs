@@ -1,6 +1,7 @@
 // Compiles the native spawner (src/spawner/native/*.c) into one program: `<file> kiln-spawner <engine-pid>`. Used by
-// scripts/bundle.mjs (dist/kiln-spawner) and by the tests' global setup. The compiler is the one kiln's install
-// already uses for LMDB (scripts/patch-lmdb.mjs): `$CC`, or `cc`.
+// scripts/bundle.mjs (dist/kiln-spawner-<platform>-<arch>) and by the tests' global setup. The compiler is the one
+// kiln's install already uses for LMDB (scripts/patch-lmdb.mjs): `$CC`, or `cc`. Linked statically where the C
+// library allows it: a package built on one machine then runs on another whatever its glibc's version.
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -17,7 +18,11 @@ export const buildNativeSpawner = (outfile) => {
   const cc = process.env.CC || "cc"
   const files = fs.readdirSync(sources).filter((f) => f.endsWith(".c")).sort().map((f) => path.join(sources, f))
   const tmp = `${outfile}.${process.pid}.tmp`
-  const r = spawnSync(cc, ["-O2", "-std=gnu11", "-Wall", "-Wextra", "-o", tmp, ...files], { encoding: "utf8" })
+  const compile = (extra) =>
+    spawnSync(cc, ["-O2", "-std=gnu11", "-Wall", "-Wextra", ...extra, "-o", tmp, ...files], { encoding: "utf8" })
+  let r = compile(["-static"])
+  // No static C library (a distribution that ships none): linked dynamically, for this machine's.
+  if (r.error === undefined && r.status !== 0) r = compile([])
   if (r.error !== undefined) return `${cc}: ${r.error.message}`
   if (r.status !== 0) {
     fs.rmSync(tmp, { force: true })

@@ -24,9 +24,18 @@ export const WARM_ENV = "KILN_SPAWNER_WARM"
 export const PROGRAM_ENV = "KILN_SPAWNER"
 
 /**
- * The spawner program: `dist/kiln-spawner` (`native/*.c`, compiled by the build when it has a C compiler), or else
- * `dist/spawner.cjs` (the bundle of `main.ts`). Both are one level up from this module in the library's build, an
- * ES module, and beside the CLI's bundles, which are CommonJS (no `import.meta.url`) and know `__dirname`.
+ * The native spawner's file name for this platform and architecture: a package built on another kind of machine
+ * has none for this one, and runs the Node spawner.
+ *
+ * @internal
+ */
+export const nativeName = `kiln-spawner-${process.platform}-${process.arch}`
+
+/**
+ * The spawner program: `dist/kiln-spawner-<platform>-<arch>` (`native/*.c`, compiled by the build when it has a C
+ * compiler), or else `dist/spawner.cjs` (the bundle of `main.ts`). Both are one level up from this module in the
+ * library's build, an ES module, and beside the CLI's bundles, which are CommonJS (no `import.meta.url`) and know
+ * `__dirname`.
  *
  * @internal
  */
@@ -35,7 +44,7 @@ export const programPath = (): string => {
   if (named !== undefined && named !== "") return named
   const url = (import.meta as { url?: string }).url
   const dist = url !== undefined ? fileURLToPath(new URL("..", url)) : __dirname
-  const native = path.join(dist, "kiln-spawner")
+  const native = path.join(dist, nativeName)
   return fs.existsSync(native) ? native : path.join(dist, "spawner.cjs")
 }
 

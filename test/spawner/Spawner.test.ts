@@ -13,7 +13,7 @@ import * as path from "node:path"
 import { SpawnError } from "../../src/domain/Process.js"
 import * as Protocol from "../../src/spawner/protocol.js"
 import * as Spawner from "../../src/spawner/Spawner.js"
-import { PROGRAM_ENV } from "../../src/spawner/Warm.js"
+import { nativeName, PROGRAM_ENV } from "../../src/spawner/Warm.js"
 import { eventually, groupAlive, helpersOf } from "../utils/child.js"
 import { cli } from "../utils/stack.js"
 import { tempDir } from "../utils/temp.js"
@@ -279,7 +279,7 @@ describe("the spawner's program", () => {
   /** The environment without the tests' spawner program: kiln's build must find its own. */
   const { [PROGRAM_ENV]: _, ...ownEnv } = process.env
 
-  it.scoped("a real engine's spawner shows in ps as one short line: dist/kiln-spawner, its marker and engine", () =>
+  it.scoped("a real engine's spawner shows in ps as one short line: the native program, its marker and engine", () =>
     Effect.gen(function*() {
       const root = yield* tempDir()
       const ws = path.join(root, "ws")
@@ -304,7 +304,7 @@ describe("the spawner's program", () => {
       assert.strictEqual(r.status, 0, r.stderr)
       const cmdline = fs.readFileSync(path.join(ws, "spawner.cmdline"), "utf8")
       const argv = cmdline.split("\0").slice(0, -1)
-      assert.deepStrictEqual(argv, [path.resolve("dist/kiln-spawner"), "kiln-spawner", String(r.pid)])
+      assert.deepStrictEqual(argv, [path.resolve("dist", nativeName), "kiln-spawner", String(r.pid)])
       assert.isBelow(argv.join(" ").length, 200)
     }))
 
@@ -313,7 +313,7 @@ describe("the spawner's program", () => {
       process.stdout.write(programPath())`
     const r = spawnSync(process.execPath, ["--input-type=module", "-e", load], { encoding: "utf8", env: ownEnv })
     assert.strictEqual(r.status, 0, r.stderr)
-    assert.strictEqual(r.stdout, path.resolve("dist/kiln-spawner"))
+    assert.strictEqual(r.stdout, path.resolve("dist", nativeName))
     assert.isTrue(fs.existsSync(r.stdout))
   })
 
