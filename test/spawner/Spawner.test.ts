@@ -84,6 +84,50 @@ describe.each(programs)("the spawner ($name)", (p) => {
       assert.includeMembers(fs.readdirSync(dir), ["err.log", "out.log"])
     }))
 
+  it.scoped("a malformed request is one line on stderr and nothing else: the requests after it are answered", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir()
+      const valid = Protocol.encode({
+        kind: "spawn",
+        id: 5,
+        argv: ["/bin/true"],
+        cwd: dir,
+        env: { A: "\u00e9\ud83d\ude00" },
+        stdout: path.join(dir, "out"),
+        stderr: path.join(dir, "err")
+      }).trimEnd()
+      const bad = [
+        "not json",
+        "[]",
+        "{}",
+        `{"kind":"spawn"}`,
+        `{"kind":"launch","id":1}`,
+        `{"kind":"spawn","id":-1,"argv":["/bin/true"],"cwd":"/","env":{},"stdout":"/x","stderr":"/y"}`,
+        `{"kind":"spawn","id":2,"argv":[],"cwd":"/","env":{},"stdout":"/x","stderr":"/y"}`,
+        `{"kind":"spawn","id":3,"argv":[1],"cwd":"/","env":{},"stdout":"/x","stderr":"/y"}`,
+        `{"kind":"spawn","id":4,"argv":["/bin/true"],"cwd":"/","env":{"A":1},"stdout":"/x","stderr":"/y"}`,
+        `{"kind":"remove","id":6,"paths":["\\q"]}`,
+        valid.slice(0, valid.length - 5),
+        `{"kind":"remove","id":7,"paths":["/nonexistent"],"extra":{"a":[1,{"b":null}],"c":"d"}`
+      ]
+      const lines = [...bad, valid]
+      const r = spawnSync("/bin/sh", [
+        "-c",
+        `printf '%s\n' "$@" | ${p.node ? `"$NODE" ` : ""}"$SPAWNER" kiln-spawner $$`,
+        "sh",
+        ...lines
+      ], {
+        env: { NODE: process.execPath, SPAWNER: p.program },
+        encoding: "utf8",
+        timeout: 30_000
+      })
+      assert.strictEqual(r.status, 0, r.stderr)
+      assert.deepStrictEqual(repliesOf(r.stdout).map((reply) => [reply.kind, reply.id]), [["started", 5]])
+      const complaints = r.stderr.split("\n").filter((line) => line !== "")
+      assert.strictEqual(complaints.length, bad.length, r.stderr)
+      for (const line of complaints) assert.match(line, /^kiln-spawner: /)
+    }))
+
   it.scoped("started for an engine that is not its parent, it starts nothing and leaves no files", () =>
     Effect.gen(function*() {
       const dir = yield* tempDir()

@@ -23,6 +23,8 @@ void buf_reserve(Buf *b, size_t more) {
 }
 
 void buf_add(Buf *b, const char *s, size_t n) {
+  // Nothing to add (an empty key, say) may find no buffer yet: memcpy to NULL is undefined even for 0 bytes.
+  if (n == 0) return;
   buf_reserve(b, n);
   memcpy(b->p + b->n, s, n);
   b->n += n;

@@ -117,7 +117,11 @@ bool remove_tree(const char *target, Failure *f) {
   path.n--;
   struct stat st;
   bool ok = true;
-  char *parent = strdup(target);
+  // The directory `target` is in: "/" for "/x", "." for a name without a slash (room for it even when `target` is "").
+  size_t length = strlen(target);
+  char *parent = malloc(length < 2 ? 2 : length + 1);
+  if (parent == NULL) _exit(70);
+  strcpy(parent, target);
   char *slash = strrchr(parent, '/');
   if (slash == parent) slash[1] = 0;
   else if (slash != NULL) *slash = 0;
