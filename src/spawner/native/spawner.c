@@ -51,6 +51,11 @@ static void send_reply(Buf *b) {
     ssize_t w = write(STDOUT_FILENO, b->p + off, b->n - off);
     if (w < 0) {
       if (errno == EINTR) continue;
+      // A pipe handed over non-blocking, and full: wait until the engine reads.
+      if (errno == EAGAIN) {
+        struct pollfd out = {STDOUT_FILENO, POLLOUT, 0};
+        if (poll(&out, 1, -1) >= 0 || errno == EINTR) continue;
+      }
       end_all();
     }
     off += (size_t)w;
@@ -419,7 +424,7 @@ int main(int argc, char **argv) {
     if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
       buf_reserve(&in, 65536);
       ssize_t got = read(STDIN_FILENO, in.p + in.n, in.cap - in.n);
-      if (got < 0 && errno == EINTR) continue;
+      if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
       // The engine closed its end, or is gone.
       if (got <= 0) end_all();
       in.n += (size_t)got;
