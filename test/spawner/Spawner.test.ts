@@ -254,37 +254,38 @@ describe.each(programs)("the spawner ($name)", (p) => {
         const dir = yield* tempDir()
         const bin = path.join(dir, "bin")
         fs.mkdirSync(bin)
-        // Found through the env's PATH (not the spawner's, which has none), and seen from its own process.
-        const script = [
-          "#!/bin/sh",
-          "env | sort > env.txt",
-          "ls /proc/$$/fd | sort -n | tr '\\n' ' ' > fds.txt",
-          "readlink /proc/$$/fd/0 > stdin.txt",
-          "grep -E '^Sig(Blk|Ign):' /proc/$$/status > signals.txt",
-          "echo out; echo err >&2",
-          ""
-        ].join("\n")
-        fs.writeFileSync(path.join(bin, "probe"), script, { mode: 0o755 })
+        // A program that only waits, so that its own state is read from /proc as the spawner left it (a shell would
+        // change its descriptors and signal mask around its own forks); found through the env's PATH, not the
+        // spawner's, which has none.
+        fs.copyFileSync("/bin/sleep", path.join(bin, "probe"))
+        fs.chmodSync(path.join(bin, "probe"), 0o755)
+        const out = path.join(dir, "out")
+        const err = path.join(dir, "err")
+        const env = { PATH: `${bin}:/usr/bin:/bin`, QUOTED: "a \"b\" é 😀\nc" }
         const spawner = yield* Spawner.make()
-        const started = yield* spawner.spawn({
-          argv: ["probe"],
-          cwd: dir,
-          env: { PATH: `${bin}:/usr/bin:/bin`, QUOTED: "a \"b\" é 😀\nc" },
-          stdout: path.join(dir, "out"),
-          stderr: path.join(dir, "err")
-        })
-        const exit = yield* Deferred.await(started.exited)
-        assert.deepStrictEqual(exit, { code: 0, signal: null, alone: true })
-        const read = (f: string) => fs.readFileSync(path.join(dir, f), "utf8")
-        assert.strictEqual(read("out"), "out\n")
-        assert.strictEqual(read("err"), "err\n")
-        assert.include(read("env.txt"), `QUOTED=a "b" é 😀\nc\n`)
-        assert.notInclude(read("env.txt"), "KILN_")
-        // sh's own descriptor for the listing aside, nothing but the three: none of the spawner's or its parent's. (Node
-        // cannot tell the descriptors its own parent leaked from its own, so the Node spawner passes those on.)
-        if (!p.node) assert.match(read("fds.txt"), /^0 1 2 (\d+ )?$/)
-        assert.strictEqual(read("stdin.txt"), "/dev/null\n")
-        assert.strictEqual(read("signals.txt"), "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n")
+        const started = yield* spawner.spawn({ argv: ["probe", "30"], cwd: dir, env, stdout: out, stderr: err })
+        yield* Effect.addFinalizer(() =>
+          Effect.sync(() => groupAlive(started.pid) && process.kill(-started.pid, "SIGKILL"))
+        )
+        const proc = `/proc/${started.pid}`
+        assert.strictEqual(fs.readlinkSync(`${proc}/exe`), path.join(bin, "probe"))
+        assert.strictEqual(fs.readlinkSync(`${proc}/cwd`), dir)
+        const environ = fs.readFileSync(`${proc}/environ`, "utf8").split("\0").filter((e) => e !== "")
+        assert.deepStrictEqual(environ.sort(), Object.entries(env).map(([k, v]) => `${k}=${v}`).sort())
+        const fds = fs.readdirSync(`${proc}/fd`).map(Number).sort((a, b) => a - b)
+        assert.deepStrictEqual(fds.slice(0, 3).map((fd) => fs.readlinkSync(`${proc}/fd/${fd}`)), [
+          "/dev/null",
+          out,
+          err
+        ])
+        // None of the spawner's or its parent's. (Node cannot tell the descriptors its own parent leaked from its
+        // own, so the Node spawner passes those on.)
+        if (!p.node) assert.deepStrictEqual(fds, [0, 1, 2])
+        const status = fs.readFileSync(`${proc}/status`, "utf8")
+        assert.match(status, /^SigBlk:\t0+$/m)
+        assert.match(status, /^SigIgn:\t0+$/m)
+        process.kill(-started.pid, "SIGKILL")
+        assert.deepStrictEqual(yield* Deferred.await(started.exited), { code: null, signal: "SIGKILL", alone: true })
       })
     ))
 
