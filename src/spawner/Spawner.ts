@@ -123,20 +123,25 @@ const onReply = (running: Running, reply: Protocol.Reply) => {
   }
 }
 
-/** Why no spawner can start, if its program is missing (a build without `dist/spawner.cjs`, say). */
-const missingProgram = (): string | undefined => {
+/**
+ * A spawner for this engine: the loader's warm one, else one started now (its program found once, one stat); or why
+ * none can start, its program being missing.
+ */
+const spawnerProcess = (): ChildProcess | string => {
+  const warm = WarmSpawner.takeWarm()
+  if (warm !== undefined) return warm
   const program = WarmSpawner.programPath()
-  return fs.existsSync(program) ? undefined : `kiln's spawner program is missing: ${program}`
-}
-
-const start = (): Running => {
-  const command = WarmSpawner.commandFor(process.pid)
-  const child = WarmSpawner.takeWarm() ?? spawn(command.file, command.args, {
+  if (!fs.existsSync(program)) return `kiln's spawner program is missing: ${program}`
+  const command = WarmSpawner.commandFor(process.pid, program)
+  return spawn(command.file, command.args, {
     stdio: ["pipe", "pipe", "inherit"],
     env: {},
     // Its own session: a SIGKILL of the engine's process group must leave the watchdog standing.
     detached: true
   })
+}
+
+const start = (child: ChildProcess): Running => {
   const running: Running = { child, pending: new Map(), removals: new Map() }
   const lost = (why: string) => {
     for (const p of running.pending.values()) {
@@ -207,9 +212,9 @@ export const make = (options: Options = {}): Effect.Effect<Spawner, never, Scope
     /** The running spawner, started if there is none: or why none can start. */
     const current = (): Running | string => {
       if (running === undefined || running.child.exitCode !== null || running.child.signalCode !== null) {
-        const missing = missingProgram()
-        if (missing !== undefined) return missing
-        running = start()
+        const child = spawnerProcess()
+        if (typeof child === "string") return child
+        running = start(child)
         if (armed !== undefined) running.child.stdin!.write(armed)
       }
       return running

@@ -53,12 +53,13 @@ export const programPath = (): string => {
  *
  * @internal
  */
-export const commandFor = (enginePid: number): { readonly file: string; readonly args: Array<string> } => {
-  const program = programPath()
-  return /\.[cm]?js$/.test(program)
+export const commandFor = (
+  enginePid: number,
+  program: string = programPath()
+): { readonly file: string; readonly args: Array<string> } =>
+  /\.[cm]?js$/.test(program)
     ? { file: process.execPath, args: [program, "kiln-spawner", String(enginePid)] }
     : { file: program, args: ["kiln-spawner", String(enginePid)] }
-}
 
 const unref = (s: unknown) => (s as { unref?: () => void } | null)?.unref?.()
 
