@@ -79,7 +79,8 @@ export const STORE_OPTIONS = {
   storeShards: {
     kind: "integer",
     flag: "store-shards",
-    description: "shards per store, a power of two; fixed when the store is created (default 16)",
+    description:
+      "shards per store, a power of two; fixed when the store is created (default: the store's own, 4 for a new one)",
     fast: false
   },
   storeMaxReaders: {

@@ -43,8 +43,11 @@ const GiB = 1024 * 1024 * 1024
 export interface Options {
   /** Default `$XDG_CACHE_HOME/kiln/store`, else `~/.cache/kiln/store`. */
   readonly root: string
-  /** Shards per store, a power of two up to 256. Fixed when the store is created. Default 16. */
-  readonly shardCount: number
+  /**
+   * Shards per store, a power of two up to 256, fixed when the store is created. Absent: the store's own count, or 4
+   * for a new store. The open store's `options` always hold its count.
+   */
+  readonly shardCount?: number | undefined
   /**
    * LMDB reader-table slots per environment. The first process to open an environment fixes it for every process,
    * so every kiln process (the sandboxer too) must pass the same value. Default 4096.
@@ -72,7 +75,6 @@ export const defaultRoot = (env: NodeJS.ProcessEnv = process.env): string => cac
  */
 export const defaultOptions = (overrides: Partial<Options> = {}): Options => ({
   root: defaultRoot(),
-  shardCount: 16,
   maxReaders: 4096,
   filesMapSize: 16 * GiB,
   directoriesMapSize: 4 * GiB,
@@ -195,7 +197,8 @@ export interface MaterializeOptions {
  * @category models
  */
 export interface Service {
-  readonly options: Options
+  /** The options it was opened with, its own shard count included. */
+  readonly options: Options & { readonly shardCount: number }
   /** Stores file contents; with `expected`, fails with `DigestMismatch` unless the bytes hash to it. */
   readonly putFile: (bytes: Uint8Array, expected?: Digest.Digest) => Effect.Effect<Digest.Digest, StoreError>
   /** Many files in one go: one commit per shard. */
@@ -321,19 +324,23 @@ const openCore = (
   root: string
 ): Effect.Effect<Core.Core, StoreError | StoreConfigConflict, Scope.Scope> =>
   Effect.gen(function*() {
-    if (!Sharded.isPowerOfTwo(opts.shardCount)) {
-      return yield* new StoreError({
+    const notPowerOfTwo = (n: number, path?: string) =>
+      new StoreError({
         reason: "Unsupported",
-        detail: `the shard count must be a power of two from 1 to 256, got ${opts.shardCount}`
+        detail: `the shard count must be a power of two from 1 to 256, got ${n}`,
+        ...(path !== undefined ? { path } : {})
       })
+    if (opts.shardCount !== undefined && !Sharded.isPowerOfTwo(opts.shardCount)) {
+      return yield* notPowerOfTwo(opts.shardCount)
     }
-    yield* ensureLayout(root, opts.shardCount)
+    const shardCount = yield* ensureLayout(root, opts.shardCount)
+    if (!Sharded.isPowerOfTwo(shardCount)) return yield* notPowerOfTwo(shardCount, root)
     const settings = (mapSize: number) => ({ mapSize, maxReaders: opts.maxReaders })
     return {
       root,
-      files: yield* Sharded.open(root, "files", opts.shardCount, settings(opts.filesMapSize)),
-      directories: yield* Sharded.open(root, "directories", opts.shardCount, settings(opts.directoriesMapSize)),
-      actions: yield* Sharded.open(root, "actions", opts.shardCount, settings(opts.actionsMapSize)),
+      files: yield* Sharded.open(root, "files", shardCount, settings(opts.filesMapSize)),
+      directories: yield* Sharded.open(root, "directories", shardCount, settings(opts.directoriesMapSize)),
+      actions: yield* Sharded.open(root, "actions", shardCount, settings(opts.actionsMapSize)),
       locks: yield* Sharded.open(root, "locks", 1, {
         mapSize: 64 * 1024 * 1024,
         maxReaders: opts.maxReaders,
@@ -486,7 +493,7 @@ export const make = (
     const core = yield* openCore(opts, root)
     const bg = yield* background()
     const service: Service = {
-      options: { ...opts, root },
+      options: { ...opts, root, shardCount: core.files.count },
       ...BlobMembers.make(core),
       ...actionMembers(core, bg),
       ...treeMembers(core, bg)

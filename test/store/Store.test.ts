@@ -116,12 +116,36 @@ describe("Store", () => {
       assert.include(mapSize.message, "mapSize")
       const shards = yield* Effect.flip(Store.make({ root, shardCount: 8 }))
       assert.strictEqual(shards._tag, "StoreConfigConflict")
-      assert.include(shards.message, "shardCount=16")
+      assert.include(shards.message, "shardCount=4")
       assert.include(shards.message, "shardCount=8")
       const readers = yield* Effect.flip(Store.make({ root, maxReaders: 126 }))
       assert.strictEqual(readers._tag, "StoreConfigConflict")
       // The same settings share the environments.
       yield* Store.make({ root })
+    }))
+
+  it.scoped("a store made without a shard count has 4; one opened without a count keeps the count it was made with", () =>
+    Effect.gen(function*() {
+      const fresh = yield* tempDir()
+      const made = yield* Store.make({ root: fresh })
+      assert.strictEqual(made.options.shardCount, 4)
+      assert.deepStrictEqual(JSON.parse(fs.readFileSync(path.join(fresh, "kiln-store.json"), "utf8")).shardCount, 4)
+
+      // A store made by an earlier kiln, whose default was 16: its entries stay where they are, in 16 shards.
+      const older = yield* tempDir()
+      const digests = yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* Store.make({ root: older, shardCount: 16 })
+        return yield* Effect.forEach(
+          Array.from({ length: 32 }, (_, i) => new TextEncoder().encode(`blob ${i}\n`)),
+          (bytes) => store.putFile(bytes)
+        )
+      }))
+      const reopened = yield* Store.make({ root: older })
+      assert.strictEqual(reopened.options.shardCount, 16)
+      for (const digest of digests) assert.isTrue(yield* reopened.hasFile(digest))
+      // Some of them are in shards a 4-shard layout does not have.
+      const shardsUsed = fs.readdirSync(path.join(older, "files")).filter((name) => /^[0-9a-f]+$/.test(name))
+      assert.isAbove(Math.max(...shardsUsed.map((name) => parseInt(name, 16))), 3)
     }))
 
   it.scoped("a new shard is made whole beside its place and renamed in; what a killed maker left there is removed", () =>
@@ -150,7 +174,7 @@ describe("Store", () => {
       while (Digest.ofBytes(bytes(`b${blob}`)).hash.startsWith("0")) blob++
       const shard = yield* Effect.scoped(Effect.gen(function*() {
         const before = registrySize()
-        const store = yield* Store.make({ root })
+        const store = yield* Store.make({ root, shardCount: 16 })
         // Shard 0 of files, directories, actions and the action locks.
         assert.strictEqual(registrySize(), before + 4)
         const digest = yield* store.putFile(bytes(`b${blob}`))
@@ -170,7 +194,7 @@ describe("Store", () => {
   it.scoped("stats fails with a StoreError naming a data file it cannot stat, not with a defect", () =>
     Effect.gen(function*() {
       const root = yield* tempDir()
-      const store = yield* Store.make({ root })
+      const store = yield* Store.make({ root, shardCount: 16 })
       const digest = yield* store.putFile(bytes("stat me"))
       const file = path.join(root, "files", digest.hash[0]!, "data.mdb")
       // LMDB keeps its open file; the name now loops (ELOOP), until the data file is put back.
@@ -209,7 +233,7 @@ describe("Store", () => {
 
   it.scoped("many action-cache entries are read in one call, in order, across every shard", () =>
     Effect.gen(function*() {
-      const store = yield* tempStore()
+      const store = yield* tempStore({ shardCount: 16 })
       const actions = Array.from({ length: 200 }, (_, i) => Digest.ofBytes(bytes(`action ${i}`)))
       const stored = actions.filter((_, i) => i % 3 !== 0)
       yield* Effect.forEach(stored, (a) => store.putActionResult(a, bytes(`result of ${a.hash}`)), { discard: true })
@@ -277,7 +301,7 @@ describe("Store", () => {
     it.scoped("detects a corrupted LMDB value and a corrupted large file; --repair removes them", () =>
       Effect.gen(function*() {
         const root = yield* tempDir()
-        const store = yield* Store.make({ root })
+        const store = yield* Store.make({ root, shardCount: 16 })
         const small = yield* store.putFile(bytes("precious bytes"))
         const large = yield* store.putFile(big(3))
         const dir = yield* store.putDirectory(Golden.v4Directory())
@@ -309,7 +333,7 @@ describe("Store", () => {
     it.scoped("a corrupt entry is never served: a read removes it and reports it missing", () =>
       Effect.gen(function*() {
         const root = yield* tempDir()
-        const store = yield* Store.make({ root })
+        const store = yield* Store.make({ root, shardCount: 16 })
         const d = yield* store.putFile(bytes("will rot"))
         yield* Effect.promise(() =>
           corruptLmdbValue(path.join(root, "files", (parseInt(d.hash.slice(0, 2), 16) >> 4).toString(16)), d.hash)

@@ -42,7 +42,7 @@ const defaultCommand = (): ReadonlyArray<string> | undefined => {
 }
 
 /** The parent's store settings, passed on so that the sandboxer opens exactly the same store. */
-const storeArgs = (o: Store.Options): Array<string> => [
+const storeArgs = (o: Store.Service["options"]): Array<string> => [
   "--store-dir",
   o.root,
   "--store-shards",

@@ -20,13 +20,27 @@ interface Layout {
 }
 
 /**
- * The store records its layout on creation; opening it with another shard count would look for every digest in
- * the wrong shard, so it is refused. Two creators racing agree through `link`, which never replaces.
+ * The shard count of a store made without one. Fewer shards mean fewer commits per process (one per shard its
+ * writes touch) and fewer environments to create and open; more mean more writers at once. Four keep four writers
+ * per kind and 4 × 16 GiB of small files (see report.md, "Issue #25, session 19", for the measurements).
  *
  * @internal
  */
-export const ensureLayout = (root: string, shardCount: number): Effect.Effect<void, StoreError | StoreConfigConflict> =>
-  Effect.suspend((): Effect.Effect<void, StoreError | StoreConfigConflict> => {
+export const DEFAULT_SHARD_COUNT = 4
+
+/**
+ * The store records its layout on creation, and returns its shard count: the one asked for, or when none is, the
+ * store's own (else {@link DEFAULT_SHARD_COUNT} for a new store), so that a store keeps whatever count it was made
+ * with. Opening it with another count would look for every digest in the wrong shard, so it is refused. Two
+ * creators racing agree through `link`, which never replaces.
+ *
+ * @internal
+ */
+export const ensureLayout = (
+  root: string,
+  shardCount: number | undefined
+): Effect.Effect<number, StoreError | StoreConfigConflict> =>
+  Effect.suspend((): Effect.Effect<number, StoreError | StoreConfigConflict> => {
     const file = path.join(root, LAYOUT)
     const read = (): Layout | undefined => {
       try {
@@ -43,7 +57,8 @@ export const ensureLayout = (root: string, shardCount: number): Effect.Effect<vo
       let layout = read()
       if (layout === undefined) {
         const tmp = `${file}.${process.pid}.${Date.now()}.tmp`
-        fs.writeFileSync(tmp, JSON.stringify({ format: FORMAT, shardCount }) + "\n", { mode: 0o644 })
+        const made = shardCount ?? DEFAULT_SHARD_COUNT
+        fs.writeFileSync(tmp, JSON.stringify({ format: FORMAT, shardCount: made }) + "\n", { mode: 0o644 })
         try {
           fs.linkSync(tmp, file)
         } catch (e) {
@@ -58,7 +73,12 @@ export const ensureLayout = (root: string, shardCount: number): Effect.Effect<vo
           new StoreError({ reason: "Unsupported", detail: `unknown store format ${layout.format}`, path: file })
         )
       }
-      if (layout.shardCount !== shardCount) {
+      if (!Number.isInteger(layout.shardCount)) {
+        return Effect.fail(
+          new StoreError({ reason: "Corrupt", detail: "the layout file has no shard count", path: file })
+        )
+      }
+      if (shardCount !== undefined && layout.shardCount !== shardCount) {
         return Effect.fail(
           new StoreConfigConflict({
             path: root,
@@ -68,7 +88,7 @@ export const ensureLayout = (root: string, shardCount: number): Effect.Effect<vo
           })
         )
       }
-      return Effect.void
+      return Effect.succeed(layout.shardCount)
     } catch (e) {
       return Effect.fail(
         e instanceof SyntaxError
