@@ -53,6 +53,8 @@ export interface Service {
   readonly fetchTree: (root: Digest) => Effect.Effect<boolean>
   /** One line on whether the remote has this action, and all its blobs (what `kiln explain` says of it). */
   readonly describe: (key: Digest) => Effect.Effect<string>
+  /** Executions the remote executor runs at once: 0 without an executor (every process then runs here). */
+  readonly executorJobs: number
   /**
    * Runs a process on the remote executor, when there is one and the process may run there; its outputs are in the
    * local store when it returns. None: run it locally (no executor, a process that must stay local, or one the

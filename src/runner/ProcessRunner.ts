@@ -92,6 +92,13 @@ export interface Service {
    * (a remote hit under `validate` or `defer` leaves them there until needed); false when it cannot.
    */
   readonly fetchTree: (root: Digest) => Effect.Effect<boolean>
+  /**
+   * How many processes are worth having in progress at once: those it runs at a time, locally and on a remote
+   * executor, and room to look up and lay out the next ones meanwhile. A caller with more ready to run keeps the
+   * rest waiting before they start, holding nothing (a run of 5,000 processes held every one's half-made run).
+   * Absent: no bound.
+   */
+  readonly inFlight?: number
 }
 
 /**
@@ -230,7 +237,9 @@ export const make = (options: Options = {}) =>
           ...(opts?.workspaceTrees !== undefined ? { workspaceTrees: opts.workspaceTrees } : {})
         }),
       handoff: sandboxes.handoff,
-      fetchTree: (root) => Option.isSome(remote) ? remote.value.fetchTree(root) : Effect.succeed(false)
+      fetchTree: (root) => Option.isSome(remote) ? remote.value.fetchTree(root) : Effect.succeed(false),
+      // Twice what the bounded runner admits, itself twice the local concurrency; measured flat from 4 to 64 locally.
+      inFlight: Math.max(8, concurrency * 4) + (Option.isSome(remote) ? remote.value.executorJobs : 0)
     }
     return service
   })

@@ -198,6 +198,48 @@ describe("Engine.run: the graph", () => {
       assert.strictEqual(report.failed, 1)
     }))
 
+  it.scopedLive("only processes whose deps are settled are started, at most the runner's inFlight at once", () =>
+    Effect.gen(function*() {
+      // Dependents listed first (the run's own order: a target, then its deps), and a chain that cannot end until a
+      // process outside it has run: taking dependents before they are ready, or holding a turn while waiting for deps,
+      // would never finish this run with 2 at a time.
+      const { config, root, workspace } = yield* workspaceOf((root) => ({
+        c3: sh("cat in.txt > c3.txt", { deps: ["c2"], inputs: ["in.txt"], outputs: ["c3.txt"] }),
+        c2: sh("cat in.txt > c2.txt", { deps: ["c1"], inputs: ["in.txt"], outputs: ["c2.txt"] }),
+        c1: sh(`while [ ! -e ${root}/free-ran ]; do sleep 0.01; done; cat in.txt > c1.txt`, {
+          inputs: ["in.txt"],
+          outputs: ["c1.txt"]
+        }),
+        free: sh(`touch ${root}/free-ran`),
+        ...Object.fromEntries(
+          Array.from({ length: 8 }, (_, i) => [`w${i}`, sh(`echo ${i} > w${i}.txt`, { outputs: [`w${i}.txt`] })])
+        )
+      }), { "in.txt": "in\n" })
+      let running = 0
+      let most = 0
+      const counted = Layer.effect(
+        ProcessRunner.ProcessRunner,
+        Effect.map(ProcessRunner.ProcessRunner, (runner): ProcessRunner.Service => ({
+          ...runner,
+          inFlight: 2,
+          run: (p, options) =>
+            Effect.suspend(() => {
+              most = Math.max(most, ++running)
+              return Effect.ensuring(runner.run(p, options), Effect.sync(() => running--))
+            })
+        }))
+      )
+      const report = yield* Effect.flatMap(Engine.Engine, (engine) => engine.run({ workspace, config })).pipe(
+        Effect.provide(
+          Engine.layer.pipe(Layer.provide(counted), Layer.provideMerge(stack({ root, inProcess: true })))
+        )
+      )
+      assert.strictEqual(report.failed, 0)
+      assert.strictEqual(report.processes.length, 12)
+      assert.strictEqual(most, 2)
+      assert.strictEqual(fs.readFileSync(path.join(workspace, "c3.txt"), "utf8"), "in\n")
+    }))
+
   it.scopedLive("interrupting a run kills the process it started and leaves no sandbox", () =>
     Effect.gen(function*() {
       const { config, root, workspace } = yield* workspaceOf((root) => ({

@@ -497,5 +497,15 @@ export const make = (settings: Settings, options: Options) =>
           }): it would run again`
       }).pipe(Effect.catchAll((e) => Effect.succeed(`remote cache ${endpoint}: cannot say (${e.message})`)))
 
-    return { service, tier: { lookup, offer, fetchTree, describe: describeAction, execute: executor.execute } }
+    return {
+      service,
+      tier: {
+        lookup,
+        offer,
+        fetchTree,
+        describe: describeAction,
+        execute: executor.execute,
+        executorJobs: settings.executor ? settings.remoteJobs : 0
+      }
+    }
   })
