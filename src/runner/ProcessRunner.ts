@@ -95,8 +95,8 @@ export interface Service {
   /**
    * How many processes are worth having in progress at once: those it runs at a time, locally and on a remote
    * executor, and room to look up and lay out the next ones meanwhile. A caller with more ready to run keeps the
-   * rest waiting before they start, holding nothing (a run of 5,000 processes held every one's half-made run).
-   * Absent: no bound.
+   * rest waiting before they start, holding nothing, so that its memory does not grow with the graph. Absent: no
+   * bound.
    */
   readonly inFlight?: number
 }
@@ -238,7 +238,8 @@ export const make = (options: Options = {}) =>
         }),
       handoff: sandboxes.handoff,
       fetchTree: (root) => Option.isSome(remote) ? remote.value.fetchTree(root) : Effect.succeed(false),
-      // Twice what the bounded runner admits, itself twice the local concurrency; measured flat from 4 to 64 locally.
+      // Twice what the bounded runner admits (itself twice the local concurrency): enough to have the next processes
+      // looked up and laid out while the others run; the figures barely moved between 4 and 64 (report.md).
       inFlight: Math.max(8, concurrency * 4) + (Option.isSome(remote) ? remote.value.executorJobs : 0)
     }
     return service

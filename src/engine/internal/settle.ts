@@ -212,9 +212,10 @@ const settleRemembered = (state: RunState) => {
  * Settles every process of the run. The hits are settled (written back, reported) one after another in one fiber,
  * in the order they were found: a fiber each cost more than settling one. Everything else is settled by the runner's
  * `inFlight` workers, each taking the next process whose deps are all settled. A process that is not ready yet holds
- * nothing: no fiber, no lookup, no action lock. (A fiber per process, all started at once, waited at the runner's
- * bound with its half-made run held: 300 MB more for a wide graph of 5,000.) Settling one process never waits for
- * another's outcome, so the workers cannot all be stuck; a backtrack re-runs a producer within its consumer's turn.
+ * nothing: no fiber, no lookup, no action lock. (With a fiber per process, all started at once, every ready one waited
+ * at the runner's bound with its half-made run held, and a wide graph's memory grew with its size: report.md, "Issue
+ * #25, session 19".) Settling one process never waits for another's outcome, so the workers cannot all be stuck; a
+ * backtrack re-runs a producer within its consumer's turn.
  *
  * @internal
  */
