@@ -247,8 +247,12 @@ export const runGraph = (state: RunState): Effect.Effect<void, NoProducer> =>
     // Names to settle; `undefined` tells a worker that everything is settled.
     const ready = yield* Queue.unbounded<string | undefined>()
     let left = todo.length
+    const done = new Set<string>()
     const settled = (name: string, outcome: Outcome) =>
       Effect.suspend(() => {
+        // Once each: `left` counts processes, not calls.
+        if (done.has(name)) return Effect.void
+        done.add(name)
         Deferred.unsafeDone(outcomes.get(name)!, Effect.succeed(outcome))
         const next: Array<string | undefined> = []
         for (const d of dependents.get(name) ?? []) {
@@ -273,7 +277,7 @@ export const runGraph = (state: RunState): Effect.Effect<void, NoProducer> =>
       }
     })
     yield* Queue.offerAll(ready, todo.filter((n) => waiting.get(n) === 0))
-    const hits = state.hitOrder.filter((n) => !state.remembered.has(n))
+    const hits = [...new Set(state.hitOrder)].filter((n) => !state.remembered.has(n))
     yield* Effect.all([
       Effect.forEach(hits, settleOne, { discard: true }),
       Effect.all(Array.from({ length: workers }, () => worker), { concurrency: "unbounded", discard: true })
