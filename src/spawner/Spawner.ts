@@ -124,8 +124,8 @@ const onReply = (running: Running, reply: Protocol.Reply) => {
 }
 
 /**
- * A spawner for this engine: the loader's warm one, else one started now (its program found once, one stat); or why
- * none can start, its program being missing.
+ * A spawner for this engine: the loader's warm one, else one started now (its program looked for once per start); or
+ * why none can start, its program being missing.
  */
 const spawnerProcess = (): ChildProcess | string => {
   const warm = WarmSpawner.takeWarm()
