@@ -15,7 +15,7 @@ import * as fs from "node:fs"
 import Module, { createRequire } from "node:module"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import * as v8 from "node:v8"
+import type * as V8 from "node:v8"
 import * as vm from "node:vm"
 import { libcOfSelf } from "../os/Libc.js"
 import { startWarm } from "../spawner/Warm.js"
@@ -32,12 +32,6 @@ process.env.KILN_CLI = path.join(here, "cli.cjs")
 // lmdb loads msgpackr, which looks for and loads a native msgpack decoder at start-up (10-15 ms); kiln stores only
 // binary values and never decodes msgpack.
 process.env.MSGPACKR_NATIVE_ACCELERATION_DISABLED ??= "true"
-
-// V8 doubles its young generation whenever much of it survives a scavenge, up to 16 MiB a semi-space, and keeps it: a
-// run's fibers each survive a few scavenges, so a cold run grew it to the top, and that stayed resident. Kept at its
-// first size, it costs more scavenges and far less memory (report.md, "Issue #25, session 19"). Set before any cached
-// code is loaded: the flag is in the hash V8 checks a code cache against, and the build's training run sets it here too.
-v8.setFlagsFromString("--semi-space-growth-factor=1")
 
 if (process.platform === "linux" && process.env.LIBC === undefined) {
   const libc = libcOfSelf()
@@ -104,7 +98,26 @@ const cacheDeps = () => {
   }
 }
 
+/**
+ * The heap's sizing, set before any cached code is loaded: V8 checks a code cache against a hash of its flags, and the
+ * build's training run goes through here too. Not on the no-op path: it has no use for `node:v8`, whose loading is
+ * a visible part of its start.
+ * - V8 doubles its young generation whenever much of it survives a scavenge, up to 16 MiB a semi-space, and keeps it:
+ *   a run's fibers each survive a few scavenges, so a cold run grew it to the top, and that stayed resident. Kept at
+ *   its first size, it costs more scavenges and far less memory.
+ * - After a full collection V8 lets the old generation grow to up to four times what survived before the next one; a
+ *   large graph's run keeps ~20 KB a process alive, so its heap went to three times that. Growing by half at most
+ *   costs a few more (concurrent) collections and a third of the peak memory.
+ * Figures: report.md, "Issue #25, session 19" and "session 20".
+ */
+const sizeHeap = () => {
+  const v8 = createRequire(bundle)("node:v8") as typeof V8
+  v8.setFlagsFromString("--semi-space-growth-factor=1")
+  v8.setFlagsFromString("--heap-growing-percent=50")
+}
+
 const load = () => {
+  sizeHeap()
   cacheDeps()
   const cacheFile = `${bundle}.cache`
   const source = fs.readFileSync(bundle, "utf8")
