@@ -2,11 +2,18 @@
  * The action-cache entry decoder's fast path (`decodeEntry`, which checks the shape kiln writes by hand) against the
  * general decoder (the schema): equal on every valid encoding, in any key order and spacing, and on near misses
  * (a field of the wrong type, one missing or extra, a digest that is not one), so the fast path never accepts what
- * the schema refuses nor returns something else.
+ * the schema refuses nor returns something else. And the encoder's (`encodeEntry`) against the schema's: the same
+ * bytes for every entry, whatever else the value carries.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Arbitrary, FastCheck as fc, Option } from "effect"
-import { decodeEntry, decodeEntrySchema, encodeEntry, EntryFields } from "../../src/runner/internal/cached.js"
+import {
+  decodeEntry,
+  decodeEntrySchema,
+  encodeEntry,
+  encodeEntrySchema,
+  EntryFields
+} from "../../src/runner/internal/cached.js"
 
 // JSON has no Infinity or NaN: such a duration encodes as null, which is no valid encoding (nor one kiln writes).
 const entryArb = Arbitrary.make(EntryFields).filter((e) => Number.isFinite(e.durationMs))
@@ -77,6 +84,17 @@ describe("action-cache entry decoding", () => {
     [nearMiss],
     ([text]) => {
       assert.deepStrictEqual(decodeEntry(text), decodeEntrySchema(text), text)
+    },
+    { fastCheck: { numRuns: 1000 } }
+  )
+
+  it.prop(
+    "the encoder writes the schema's bytes, for any entry and for a result that carries more fields",
+    [Arbitrary.make(EntryFields), fc.record({ actionDigest: fc.constant({ hash: "b".repeat(64), sizeBytes: 3 }) })],
+    ([entry, extra]) => {
+      assert.strictEqual(encodeEntry(entry), encodeEntrySchema(entry))
+      const result = { ...entry, ...extra, source: "executed", timings: { run: 1 } }
+      assert.strictEqual(encodeEntry(result), encodeEntrySchema(result))
     },
     { fastCheck: { numRuns: 1000 } }
   )

@@ -44,6 +44,15 @@ const isDigest = (d: unknown): boolean =>
   Number.isSafeInteger((d as any).sizeBytes) && (d as any).sizeBytes >= 0
 const ENTRY_KEYS = 7
 
+/** Whether `json` has exactly the shape of an entry kiln writes, every field valid. */
+const isEntry = (json: any): boolean =>
+  typeof json === "object" && json !== null && Object.keys(json).length === ENTRY_KEYS &&
+  (json.exitCode === null || Number.isInteger(json.exitCode)) &&
+  (json.signal === null || typeof json.signal === "string") &&
+  typeof json.timedOut === "boolean" &&
+  isDigest(json.stdoutDigest) && isDigest(json.stderrDigest) && isDigest(json.outputDigest) &&
+  typeof json.durationMs === "number" && Number.isFinite(json.durationMs)
+
 /**
  * Decodes an entry. A run reads hundreds of them, and the schema decoder cost 40–70 µs each; entries kiln wrote
  * have exactly this shape, so it is checked directly and the schema only decides what does not fit it.
@@ -57,20 +66,36 @@ export const decodeEntry = (text: string): Option.Option<EntryType> => {
   } catch {
     return Option.none()
   }
-  if (
-    typeof json === "object" && json !== null && Object.keys(json).length === ENTRY_KEYS &&
-    (json.exitCode === null || Number.isInteger(json.exitCode)) &&
-    (json.signal === null || typeof json.signal === "string") &&
-    typeof json.timedOut === "boolean" &&
-    isDigest(json.stdoutDigest) && isDigest(json.stderrDigest) && isDigest(json.outputDigest) &&
-    typeof json.durationMs === "number" && Number.isFinite(json.durationMs)
-  ) {
-    return Option.some(json as EntryType)
-  }
-  return decodeEntrySchema(text)
+  return isEntry(json) ? Option.some(json as EntryType) : decodeEntrySchema(text)
 }
-/** @internal */
-export const encodeEntry = Schema.encodeSync(Entry)
+
+/**
+ * The general encoder of an entry, which {@link encodeEntry} must agree with byte for byte.
+ *
+ * @internal
+ */
+export const encodeEntrySchema = Schema.encodeSync(Entry)
+
+const digestJson = (d: EntryType["stdoutDigest"]) => ({ hash: d.hash, sizeBytes: d.sizeBytes })
+
+/**
+ * Encodes an entry: what the schema encodes, written directly (a run writes one per process it runs, and the schema
+ * encoder was most of that write's CPU). Anything that is not a valid entry goes to the schema, which refuses it.
+ *
+ * @internal
+ */
+export const encodeEntry = (entry: EntryType): string => {
+  const json = {
+    exitCode: entry.exitCode,
+    signal: entry.signal,
+    timedOut: entry.timedOut,
+    stdoutDigest: digestJson(entry.stdoutDigest),
+    stderrDigest: digestJson(entry.stderrDigest),
+    outputDigest: digestJson(entry.outputDigest),
+    durationMs: entry.durationMs
+  }
+  return isEntry(json) ? JSON.stringify(json) : encodeEntrySchema(entry)
+}
 
 /**
  * Whether a result may be stored. A timeout never is, whatever the policy: it says how loaded the machine was, not
