@@ -99,25 +99,30 @@ const cacheDeps = () => {
 }
 
 /**
- * The heap's sizing, set before any cached code is loaded: V8 checks a code cache against a hash of its flags, and the
- * build's training run goes through here too. Not on the no-op path: it has no use for `node:v8`, whose loading is
- * a visible part of its start.
+ * V8's flags for a run, set before any cached code is loaded: V8 checks a code cache against a hash of its flags, and
+ * the build's training run goes through here too. Not on the no-op path: it has no use for `node:v8`, whose loading
+ * is a visible part of its start.
  * - V8 doubles its young generation whenever much of it survives a scavenge, up to 16 MiB a semi-space, and keeps it:
  *   a run's fibers each survive a few scavenges, so a cold run grew it to the top, and that stayed resident. Kept at
  *   its first size, it costs more scavenges and far less memory.
  * - After a full collection V8 lets the old generation grow to up to four times what survived before the next one; a
  *   large graph's run keeps ~20 KB a process alive, so its heap went to three times that. Growing by half at most
  *   costs a few more (concurrent) collections and a third of the peak memory.
+ * - TurboFan compiles each function that has run long enough, on background threads: in a cold run that was as much
+ *   CPU as a fifth of the tools' own, on a machine whose cores the tools and the engine already fill. Twice the
+ *   running before it does leaves the warm-but-not-hot functions to the baseline tiers. Only on the V8 this was
+ *   measured on (Node 20's): other versions tier up differently, and keep their own budget.
  * Figures: report.md, "Issue #25, session 19" and "session 20".
  */
-const sizeHeap = () => {
+const setV8Flags = () => {
   const v8 = createRequire(bundle)("node:v8") as typeof V8
   v8.setFlagsFromString("--semi-space-growth-factor=1")
   v8.setFlagsFromString("--heap-growing-percent=50")
+  if (process.versions.v8.startsWith("11.3.")) v8.setFlagsFromString("--interrupt-budget=135168")
 }
 
 const load = () => {
-  sizeHeap()
+  setV8Flags()
   cacheDeps()
   const cacheFile = `${bundle}.cache`
   const source = fs.readFileSync(bundle, "utf8")
