@@ -27,6 +27,8 @@ const CONFIG_HANDOVER = Symbol.for("kiln.configHandover")
 export interface ValidatedConfig {
   readonly file: string
   readonly hash: string
+  /** The file's text, which the engine records in the run memo it writes. */
+  readonly text: string
   /** The file's JSON, as parsed: the engine takes it as the config only if it is valid as it stands (no decoding). */
   readonly json: unknown
 }
@@ -136,11 +138,12 @@ const check = (
   } catch {
     return new Falls(`cannot read ${configFile}`, false)
   }
-  if (RunMemo.hashOf(text) !== memo.config) return new Falls(`${path.basename(configFile)} changed`, true)
+  if (!RunMemo.configHolds(memo, text)) return new Falls(`${path.basename(configFile)} changed`, true)
   const json = JSON.parse(text) as { processes: Record<string, ProcessJson>; remote?: { cache?: unknown } }
   ;(globalThis as { [CONFIG_HANDOVER]?: ValidatedConfig })[CONFIG_HANDOVER] = {
     file: configFile,
     hash: memo.config,
+    text,
     json
   }
   const processes = json.processes

@@ -30,7 +30,7 @@ export const loadConfig = (file: string) =>
     // that tells a config valid as it stands from one the schema transforms.
     const handed = Noop.takeValidatedConfig(file)
     if (handed !== undefined && isPlainConfig(handed.json)) {
-      return Effect.succeed({ config: handed.json, hash: handed.hash })
+      return Effect.succeed({ config: handed.json, hash: handed.hash, text: handed.text })
     }
     let text: string
     try {
@@ -42,7 +42,7 @@ export const loadConfig = (file: string) =>
     }
     return Either.match(parseConfig(path.basename(file), text), {
       onLeft: Effect.fail,
-      onRight: (config) => Effect.succeed({ config, hash: RunMemo.hashOf(text) })
+      onRight: (config) => Effect.succeed({ config, hash: RunMemo.hashOf(text), text })
     })
   })
 
@@ -107,7 +107,7 @@ export const runParsed = (o: RunArgs) =>
     const namespace = Option.getOrUndefined(o.cacheNamespace)
     const config = namespace !== undefined ? { ...loaded.config, cacheNamespace: namespace } : loaded.config
     const remote = yield* remoteSettings(o, config, path.dirname(configFile))
-    yield* runLoaded(o, configFile, config, loaded.hash).pipe(
+    yield* runLoaded(o, configFile, config, loaded).pipe(
       Effect.scoped,
       Effect.provide(engineStack({
         store: toStoreOptions(o),
@@ -149,7 +149,12 @@ const requireRemote = Effect.gen(function*() {
   return false
 })
 
-const runLoaded = (o: RunArgs, configFile: string, config: Config, configHash: string) =>
+const runLoaded = (
+  o: RunArgs,
+  configFile: string,
+  config: Config,
+  loaded: { readonly hash: string; readonly text: string }
+) =>
   Effect.gen(function*() {
     for (const name of o.names) {
       if (!(name in config.processes) && name.startsWith("-")) {
@@ -198,7 +203,8 @@ const runLoaded = (o: RunArgs, configFile: string, config: Config, configHash: s
         onEvent: progress.onEvent,
         storeDir: store.options.root,
         configName: path.basename(configFile),
-        configHash
+        configHash: loaded.hash,
+        configText: loaded.text
       })))
     const remote = yield* remoteEnd(report)
     if (Option.isSome(o.summary)) {

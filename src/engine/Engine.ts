@@ -124,6 +124,8 @@ export interface RunOptions {
    * engine, that the config is the one a run validated.
    */
   readonly configHash?: string
+  /** The config file's text, which the run memo keeps for the CLI to compare when it is small. */
+  readonly configText?: string
   /** Whether processes whose run memo holds are taken as hits without a look at the store (default true). */
   readonly memo?: boolean
   /**

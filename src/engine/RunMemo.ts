@@ -18,18 +18,18 @@
  *
  * @internal
  */
-import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as AtomicFile from "../os/AtomicFile.js"
 import * as Journal from "../os/Journal.js"
+import { sha256Hex } from "../os/LazyCrypto.js"
 import * as RawStat from "../os/RawStat.js"
 import * as Generation from "../store/Generation.js"
 import * as Layout from "../store/Layout.js"
 import { namesOf, type SnapshotObservation, type Stat } from "../store/SnapshotObservation.js"
 
 /** Bump when what a memo means changes. */
-export const FORMAT = 6
+export const FORMAT = 7
 
 /** Something a walk read, with the evidence of what it found: a file's hash, a symlink's target, a listing. */
 export type Seen = SnapshotObservation
@@ -70,10 +70,17 @@ export interface Entry {
 export interface Memo {
   readonly v: number
   readonly build: string
+  /** The workspace's absolute path: the memo's file name is only a hash of it (see {@link fileOf}). */
+  readonly workspace: string
   /** The store's generation when the run that wrote it began. */
   readonly generation: string
   /** sha256 of the config file's bytes when it was written. */
   readonly config: string
+  /**
+   * The config file's text itself, when it is at most {@link CONFIG_TEXT_MAX_BYTES}: the no-op check compares it
+   * instead of hashing the file (see {@link configHolds}).
+   */
+  readonly configText?: string
   /** The store's LMDB data files: `[path relative to the store, dev, ino, size]`. */
   readonly store: ReadonlyArray<[string, string, string, number]>
   readonly processes: Record<string, Entry>
@@ -93,12 +100,31 @@ export const buildId = (): string => {
   }
 }
 
+/**
+ * 64 bits of two FNV-1a hashes of `text`'s UTF-16 units, in hex: a file name, not a digest. A memo records the
+ * workspace it is of, and one of another workspace under the same name is not used.
+ */
+const nameHash = (text: string): string => {
+  let a = 0x811c9dc5
+  let b = 0x9e3779b9
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    a = Math.imul(a ^ c, 0x01000193)
+    b = Math.imul(b ^ c, 0x5bd1e995)
+  }
+  return (a >>> 0).toString(16).padStart(8, "0") + (b >>> 0).toString(16).padStart(8, "0")
+}
+
+/** The memo file of a workspace, named without hashing it cryptographically (see `os/LazyCrypto.ts`). */
 export const fileOf = (storeRoot: string, workspace: string): string =>
-  path.join(
-    Layout.ownedDirectory(storeRoot, "engine"),
-    "memo",
-    `${createHash("sha256").update(path.resolve(workspace)).digest("hex").slice(0, 24)}.json`
-  )
+  path.join(Layout.ownedDirectory(storeRoot, "engine"), "memo", `${nameHash(path.resolve(workspace))}.json`)
+
+/** The largest config whose text a memo keeps (see {@link Memo}); a larger one is compared by its hash. */
+export const CONFIG_TEXT_MAX_BYTES = 256 * 1024
+
+/** Whether `text` is the config a memo was written under: compared whole when the memo keeps it, else by hash. */
+export const configHolds = (memo: Memo, text: string): boolean =>
+  memo.configText !== undefined ? memo.configText === text : hashOf(text) === memo.config
 
 /**
  * Evidence already checked, by process name (why it does not hold, or undefined when it does, and whether only its
@@ -240,7 +266,10 @@ export const read = (storeRoot: string, workspace: string, handOver = false): Me
     const stamp = `${base} ${journal.stamp}`
     if (handed !== undefined && handed.file === file && handed.stamp === stamp) return handed.memo
     const memo = JSON.parse(fs.readFileSync(fd, "utf8")) as Memo
-    if (memo.v !== FORMAT || memo.build !== buildId() || typeof memo.processes !== "object") return undefined
+    if (
+      memo.v !== FORMAT || memo.build !== buildId() || memo.workspace !== path.resolve(workspace) ||
+      typeof memo.processes !== "object"
+    ) return undefined
     applyJournal(memo, journal.text)
     if (handOver) {
       ;(memo as Checked)[EVIDENCE] = new Map()
@@ -254,7 +283,7 @@ export const read = (storeRoot: string, workspace: string, handOver = false): Me
   }
 }
 
-export const hashOf = (bytes: Uint8Array | string): string => createHash("sha256").update(bytes).digest("hex")
+export const hashOf = (bytes: Uint8Array | string): string => sha256Hex(bytes)
 
 /**
  * Whether the store is the one the memo saw (see `Generation.holds`).
@@ -469,10 +498,10 @@ export const holding = (
  * Writes the memo whole, atomically, and starts its journal afresh (a concurrent run's memo may win: each entry is
  * checked on its own anyway).
  */
-export const write = (storeRoot: string, workspace: string, memo: Memo): void => {
+export const write = (storeRoot: string, workspace: string, memo: Omit<Memo, "workspace">): void => {
   const file = fileOf(storeRoot, workspace)
   fs.mkdirSync(path.dirname(file), { recursive: true })
-  AtomicFile.write(file, JSON.stringify(memo), {
+  AtomicFile.write(file, JSON.stringify({ ...memo, workspace: path.resolve(workspace) }), {
     // The journal goes first: a reader in between sees the old memo alone (fewer entries), never the old journal
     // over the new memo. A line another run appends meanwhile starts a new journal, which applies to this memo.
     beforeRename: () => fs.rmSync(journalOf(file), { force: true })

@@ -5,12 +5,12 @@
  * one). Portable POSIX (`rename(2)` within a directory is atomic); nothing here is Linux-specific. Plain code without
  * Effect, synchronous: the CLI's no-op check imports it before Effect is loaded.
  */
-import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
+import { randomHex } from "./LazyCrypto.js"
 import { writeAll } from "./WriteAll.js"
 
 /** A temp path beside `file` (`<file>.<pid>.<random>.tmp`): unique to this process and this write. */
-export const tempPathOf = (file: string): string => `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`
+export const tempPathOf = (file: string): string => `${file}.${process.pid}.${randomHex(4)}.tmp`
 
 /**
  * Makes `file` what `make` puts at the temp path it is given (`tmp`, {@link tempPathOf} unless said): renamed over

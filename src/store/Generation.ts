@@ -12,10 +12,10 @@
  *
  * @since 0.1.0
  */
-import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as AtomicFile from "../os/AtomicFile.js"
+import { randomHex } from "../os/LazyCrypto.js"
 
 const fileOf = (storeRoot: string) => path.join(storeRoot, "generation")
 
@@ -41,7 +41,7 @@ export const read = (storeRoot: string): string => {
  * @internal
  */
 export const bump = (storeRoot: string): void => {
-  AtomicFile.write(fileOf(storeRoot), randomBytes(12).toString("hex"))
+  AtomicFile.write(fileOf(storeRoot), randomHex(12))
 }
 
 const KINDS = ["files", "directories", "actions"] as const

@@ -49,6 +49,7 @@ const entryOf = (over: Partial<RunMemo.Entry> = {}): RunMemo.Entry => ({
 const memoOf = (processes: Record<string, RunMemo.Entry>): RunMemo.Memo => ({
   v: RunMemo.FORMAT,
   build: RunMemo.buildId(),
+  workspace: "/w",
   generation: "g",
   config: "",
   store: [],
@@ -186,6 +187,7 @@ describe("store generation", () => {
       const memo: RunMemo.Memo = {
         v: RunMemo.FORMAT,
         build: RunMemo.buildId(),
+        workspace: "/w",
         generation: Generation.read(root),
         config: "",
         store: Generation.fingerprint(root),
@@ -207,6 +209,7 @@ describe("store generation", () => {
       const memo: RunMemo.Memo = {
         v: RunMemo.FORMAT,
         build: RunMemo.buildId(),
+        workspace: "/w",
         generation: Generation.read(root),
         config: "",
         store: files.map(([rel, dev, ino, size]) => [rel, dev, ino, size + 4096]),
@@ -283,6 +286,7 @@ describe("run memo journal", () => {
   const base = (processes: Record<string, RunMemo.Entry>): RunMemo.Memo => ({
     v: RunMemo.FORMAT,
     build: RunMemo.buildId(),
+    workspace: "/w",
     generation: "g1",
     config: "c1",
     store: [],
@@ -332,5 +336,25 @@ describe("run memo journal", () => {
       const big = { p: { ...entry("a"), key: "x".repeat(RunMemo.JOURNAL_MAX_BYTES / 2) } }
       assert.isTrue(RunMemo.append(root, ws, line(big)))
       assert.isFalse(RunMemo.append(root, ws, line(big)))
+    }))
+
+  it.scoped("a memo found under another workspace's name is not used, and the config is compared whole or by hash", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempDir()
+      const other = yield* tempDir()
+      const root = yield* tempDir()
+      RunMemo.write(root, ws, { ...base({ p: entry("a1") }), configText: "{}" })
+      assert.strictEqual(RunMemo.read(root, ws)!.workspace, path.resolve(ws))
+      // As if the two names were the same: the memo says whose it is.
+      fs.mkdirSync(path.dirname(RunMemo.fileOf(root, other)), { recursive: true })
+      fs.copyFileSync(RunMemo.fileOf(root, ws), RunMemo.fileOf(root, other))
+      assert.isUndefined(RunMemo.read(root, other))
+      const kept = RunMemo.read(root, ws)!
+      assert.isTrue(RunMemo.configHolds(kept, "{}"))
+      assert.isFalse(RunMemo.configHolds(kept, "{} "))
+      const { configText: _, ...withoutText } = kept
+      const hashed = { ...withoutText, config: RunMemo.hashOf("{}") }
+      assert.isTrue(RunMemo.configHolds(hashed, "{}"))
+      assert.isFalse(RunMemo.configHolds(hashed, "{} "))
     }))
 })

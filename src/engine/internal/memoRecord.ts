@@ -79,6 +79,7 @@ export const record = (o: {
   readonly workspace: string
   readonly config: Config
   readonly configHash: string
+  readonly configText: string | undefined
   /** The store's generation when the run began. */
   readonly generation: string
   readonly previous: RunMemo.Memo | undefined
@@ -194,6 +195,9 @@ export const record = (o: {
           build: RunMemo.buildId(),
           generation: o.generation,
           config: o.configHash,
+          ...(o.configText !== undefined && o.configText.length <= RunMemo.CONFIG_TEXT_MAX_BYTES
+            ? { configText: o.configText }
+            : {}),
           store: Generation.fingerprint(o.root),
           processes,
           groups: referenced(processes)

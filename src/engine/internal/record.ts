@@ -58,6 +58,7 @@ export const record = (state: RunState, memo: MemoConsulted) =>
       workspace: state.workspace,
       config: state.config,
       configHash: state.options.configHash ?? "",
+      configText: state.options.configText,
       generation: memo.generation,
       previous: memo.previous,
       startedNs: BigInt(state.started) * 1_000_000n,
