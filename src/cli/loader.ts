@@ -105,13 +105,13 @@ const cacheDeps = () => {
  * - V8 doubles its young generation whenever much of it survives a scavenge, up to 16 MiB a semi-space, and keeps it:
  *   a run's fibers each survive a few scavenges, so a cold run grew it to the top, and that stayed resident. Kept at
  *   its first size, it costs more scavenges and far less memory.
- * - After a full collection V8 lets the old generation grow to up to four times what survived before the next one; a
- *   large graph's run keeps ~20 KB a process alive, so its heap went to three times that. Growing by half at most
- *   costs a few more (concurrent) collections and a third of the peak memory.
- * - TurboFan compiles each function that has run long enough, on background threads: in a cold run that was as much
- *   CPU as a fifth of the tools' own, on a machine whose cores the tools and the engine already fill. Twice the
- *   running before it does leaves the warm-but-not-hot functions to the baseline tiers. Only on the V8 this was
- *   measured on (Node 20's): other versions tier up differently, and keep their own budget.
+ * - After a full collection V8 lets the old generation grow to up to four times what survived before the next one, so
+ *   a large graph's heap went to three times what its run kept alive. Growing by half at most costs a few more
+ *   (concurrent) collections and a third of the peak memory.
+ * - TurboFan compiles each function that has run long enough, on background threads: in a cold run that took CPU the
+ *   tools and the engine needed, on cores they already fill. Twice the running before it does leaves the
+ *   warm-but-not-hot functions to the baseline tiers. Only on the V8 this was measured on (Node 20's): other versions
+ *   tier up differently, and keep their own budget.
  * Figures: report.md, "Issue #25, session 19" and "session 20".
  */
 const setV8Flags = () => {

@@ -76,11 +76,14 @@ export const decodeEntry = (text: string): Option.Option<EntryType> => {
  */
 export const encodeEntrySchema = Schema.encodeSync(Entry)
 
-const digestJson = (d: EntryType["stdoutDigest"]) => ({ hash: d.hash, sizeBytes: d.sizeBytes })
+/** A digest as the schema encodes it; anything else as it is, for the schema to refuse. */
+const digestJson = (d: EntryType["stdoutDigest"]): unknown =>
+  typeof d === "object" && d !== null ? { hash: d.hash, sizeBytes: d.sizeBytes } : d
 
 /**
  * Encodes an entry: what the schema encodes, written directly (a run writes one per process it runs, and the schema
- * encoder was most of that write's CPU). Anything that is not a valid entry goes to the schema, which refuses it.
+ * encoder was most of that write's CPU). Anything the decoder's fast path would not accept (an invalid entry, a
+ * duration that is not finite) goes to the schema, which refuses it or encodes it as it always did.
  *
  * @internal
  */
