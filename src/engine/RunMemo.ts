@@ -77,7 +77,7 @@ export interface Memo {
   /** sha256 of the config file's bytes when it was written. */
   readonly config: string
   /**
-   * The config file's text itself, when it is at most {@link CONFIG_TEXT_MAX_BYTES}: the no-op check compares it
+   * The config file's text itself, when it is at most {@link CONFIG_TEXT_MAX_LENGTH}: the no-op check compares it
    * instead of hashing the file (see {@link configHolds}).
    */
   readonly configText?: string
@@ -119,8 +119,11 @@ const nameHash = (text: string): string => {
 export const fileOf = (storeRoot: string, workspace: string): string =>
   path.join(Layout.ownedDirectory(storeRoot, "engine"), "memo", `${nameHash(path.resolve(workspace))}.json`)
 
-/** The largest config whose text a memo keeps (see {@link Memo}); a larger one is compared by its hash. */
-export const CONFIG_TEXT_MAX_BYTES = 256 * 1024
+/**
+ * The longest config text a memo keeps, in UTF-16 units (bytes, for a config in ASCII); a longer one is compared by
+ * its hash, which costs less than parsing it again from the memo.
+ */
+export const CONFIG_TEXT_MAX_LENGTH = 256 * 1024
 
 /** Whether `text` is the config a memo was written under: compared whole when the memo keeps it, else by hash. */
 export const configHolds = (memo: Memo, text: string): boolean =>

@@ -195,7 +195,7 @@ export const record = (o: {
           build: RunMemo.buildId(),
           generation: o.generation,
           config: o.configHash,
-          ...(o.configText !== undefined && o.configText.length <= RunMemo.CONFIG_TEXT_MAX_BYTES
+          ...(o.configText !== undefined && o.configText.length <= RunMemo.CONFIG_TEXT_MAX_LENGTH
             ? { configText: o.configText }
             : {}),
           store: Generation.fingerprint(o.root),
