@@ -9,9 +9,13 @@ let loaded: typeof NodeCrypto | undefined
 
 const crypto = (): typeof NodeCrypto => (loaded ??= process.getBuiltinModule("node:crypto"))
 
-/** sha256 of `bytes`, in hex. */
-export const sha256Hex = (bytes: Uint8Array | string): string =>
-  crypto().createHash("sha256").update(bytes).digest("hex")
+/** sha256 of `bytes`, in hex (the one-shot `crypto.hash` where this Node has it: no `Hash` object to make). */
+export const sha256Hex = (bytes: Uint8Array | string): string => {
+  const c = crypto()
+  return typeof c.hash === "function"
+    ? c.hash("sha256", bytes, "hex")
+    : c.createHash("sha256").update(bytes).digest("hex")
+}
 
 /** `n` random bytes, in hex. */
 export const randomHex = (n: number): string => crypto().randomBytes(n).toString("hex")

@@ -7,7 +7,6 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
-import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import type * as Digest from "../../domain/Digest.js"
@@ -15,6 +14,7 @@ import type { StoreError } from "../../domain/StoreErrors.js"
 import * as AtomicFile from "../../os/AtomicFile.js"
 import { errnoOf } from "../../os/Errno.js"
 import { ioError } from "../../os/IoError.js"
+import { sha256Hex } from "../../os/LazyCrypto.js"
 import { mkdirp } from "../../os/Mkdirp.js"
 import { removeTree } from "../../os/RemoveTree.js"
 import type { Handoff } from "../../sandbox/Sandboxes.js"
@@ -85,7 +85,7 @@ const check = (
   if (!st.isFile() || Number(st.size) !== digest.sizeBytes) return false
   if (((Number(st.mode) & 0o100) !== 0) !== isExecutable) return false
   if (index !== undefined && knownHash(index, target, st) === digest.hash) return true
-  const same = createHash("sha256").update(fs.readFileSync(target)).digest("hex") === digest.hash
+  const same = sha256Hex(fs.readFileSync(target)) === digest.hash
   if (same && index !== undefined) recordHash(index, target, st, digest.hash)
   return same
 }

@@ -14,10 +14,10 @@
  *
  * @internal
  */
-import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import type * as Digest from "../../domain/Digest.js"
+import { sha256Hex } from "../../os/LazyCrypto.js"
 import { LARGE_FILE_BYTES } from "../../store/Store.js"
 import type { Handoff } from "../Sandboxes.js"
 import * as SandboxDir from "./sandboxDir.js"
@@ -73,7 +73,7 @@ export const make = (root: string, owner: SandboxDir.Owner): Owned => {
     const parent = fs.statSync(path.dirname(dest))
     const gid = (parent.mode & 0o2000) !== 0 ? parent.gid : egid
     if (gid !== undefined && st.gid !== gid) fs.fchownSync(fd, st.uid, gid)
-    if (createHash("sha256").update(fs.readFileSync(fd)).digest("hex") !== digest.hash) return false
+    if (sha256Hex(fs.readFileSync(fd)) !== digest.hash) return false
     fs.fchmodSync(fd, mode & ~process.umask())
     return true
   }

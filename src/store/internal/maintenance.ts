@@ -5,13 +5,13 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
-import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Directory from "../../domain/Directory.js"
 import { StoreError } from "../../domain/StoreErrors.js"
 import { describeErrno, errnoOf } from "../../os/Errno.js"
 import { ioError } from "../../os/IoError.js"
+import { sha256Hex } from "../../os/LazyCrypto.js"
 import * as Proc from "../../os/Proc.js"
 import type { CheckReport, GcReport, Problem, Stats, StoreKind } from "../StoreMaintenance.js"
 import * as Core from "./core.js"
@@ -44,7 +44,7 @@ const checkShard = (kind: "files" | "directories" | "actions", shard: LmdbEnvs.S
         if (Core.unsealActionResult(value) === undefined) add("its checksum does not match its bytes")
         continue
       }
-      const actual = createHash("sha256").update(value).digest("hex")
+      const actual = sha256Hex(value)
       if (actual !== hash) {
         add(`its bytes hash to ${actual}`)
         continue

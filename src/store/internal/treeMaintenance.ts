@@ -5,12 +5,12 @@
  *
  * @internal
  */
-import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../../domain/Digest.js"
 import * as Directory from "../../domain/Directory.js"
 import { errnoOf } from "../../os/Errno.js"
+import { sha256Hex } from "../../os/LazyCrypto.js"
 import * as Proc from "../../os/Proc.js"
 import { removeTree } from "../../os/RemoveTree.js"
 import { readMade, rootOf } from "./sharedTrees.js"
@@ -117,7 +117,7 @@ const digestOnDisk = (dir: string): Digest.Digest => {
     else if (entry.isSymbolicLink()) symlinks.push({ name: entry.name, target: fs.readlinkSync(p) })
     else if (entry.isFile()) {
       const bytes = fs.readFileSync(p)
-      const hash = createHash("sha256").update(bytes).digest("hex")
+      const hash = sha256Hex(bytes)
       const isExecutable = (fs.lstatSync(p).mode & 0o111) !== 0
       files.push({ name: entry.name, digest: { hash, sizeBytes: bytes.length }, isExecutable })
     } else throw new Error(`${p} is not a file, directory or symlink`)
