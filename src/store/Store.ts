@@ -343,8 +343,7 @@ const openCore = (
       actions: yield* Sharded.open(root, "actions", shardCount, settings(opts.actionsMapSize)),
       locks: yield* Sharded.open(root, "locks", 1, {
         mapSize: 64 * 1024 * 1024,
-        maxReaders: opts.maxReaders,
-        noSync: true
+        maxReaders: opts.maxReaders
       }),
       large: LargeFiles.make(root),
       leaseTimeMs: opts.leaseTimeMs,

@@ -14,6 +14,7 @@ import { execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { startTimeOf } from "../../src/os/Proc.js"
 import { cli } from "../utils/stack.js"
 import { tempDir } from "../utils/temp.js"
 
@@ -507,4 +508,78 @@ describe("a store file truncated on disk", () => {
         yield* checkClean(dirs)
       }))
   }
+})
+
+describe("a machine that went down while kiln wrote the store (commits are synced when a run ends)", () => {
+  const config = {
+    processes: {
+      gen: { argv: ["/bin/sh", "-c", "seq 1 2000 > n.txt"], outputs: ["n.txt"] },
+      use: { argv: ["/bin/sh", "-c", "wc -l < n.txt > count.txt"], deps: ["gen"], outputs: ["count.txt"] }
+    }
+  }
+  const markers = (dirs: Dirs) => fs.readdirSync(path.join(dirs.store, "unsynced")).sort()
+  const boot = fs.readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim()
+  const dataFiles = (dirs: Dirs) =>
+    ["files", "directories", "actions", "locks"].flatMap((kind) =>
+      fs.readdirSync(path.join(dirs.store, kind)).map((s) => path.join(dirs.store, kind, s, "data.mdb"))
+    ).filter((f) => fs.existsSync(f)).sort()
+
+  it.scoped("a run leaves no marker; one of an earlier boot refuses every shard until --repair sets them aside", () =>
+    Effect.gen(function*() {
+      const dirs = yield* setup(config)
+      assert.strictEqual((yield* run(dirs)).code, 0)
+      assert.deepStrictEqual(markers(dirs), [])
+      // What a run leaves when the machine goes down before it synced: its marker, named by another boot.
+      const marker = path.join(dirs.store, "unsynced", `00000000-dead-boot-0000-000000000000_4242_1234`)
+      fs.writeFileSync(marker, "")
+      // A run the run memo answers reads nothing of the store; one that restores an output must open its shards.
+      fs.rmSync(path.join(dirs.ws, "count.txt"))
+      const line = new RegExp(
+        `^kiln: ${quote(dirs.store)}/\\w+/\\d+/data\\.mdb: the machine went down while kiln \\(pid 4242\\) was ` +
+          `writing to this store, before it synced \\(${quote(marker)}\\), so its LMDB files may be torn; ` +
+          "`kiln store check --repair` sets the shard aside, and re-running makes again what it held " +
+          "\\(the store is a cache\\)$"
+      )
+      failsWith(yield* run(dirs), 1, line)
+      failsWith(yield* kiln(dirs, ["store", "check"]), 1, line)
+      const shards = dataFiles(dirs)
+      const repair = yield* kiln(dirs, ["store", "check", "--repair"])
+      assert.strictEqual(repair.code, 1, repair.stderr)
+      const setAside = repair.stdout.split("\n").filter((l) => l.startsWith("set aside "))
+      assert.deepStrictEqual(setAside.map((l) => l.slice("set aside ".length).split(",")[0]).sort(), shards)
+      assert.deepStrictEqual(markers(dirs), [])
+      yield* checkClean(dirs)
+      fs.rmSync(path.join(dirs.ws, "n.txt"))
+      const again = yield* run(dirs)
+      assert.strictEqual(again.code, 0, again.stderr)
+      assert.strictEqual(fs.readFileSync(path.join(dirs.ws, "count.txt"), "utf8").trim(), "2000")
+      assert.deepStrictEqual(markers(dirs), [])
+    }))
+
+  it.scoped("a marker of this boot whose process is gone is settled by the next run; a live writer's is left", () =>
+    Effect.gen(function*() {
+      const dirs = yield* setup(config)
+      assert.strictEqual((yield* run(dirs)).code, 0)
+      // A process of this boot that is gone (its commits are in the page cache), and one still running (this one).
+      const gone = spawn("/bin/true")
+      const gonePid = yield* Effect.async<number>((resume) => {
+        gone.once("exit", () => resume(Effect.succeed(gone.pid!)))
+      })
+      const dead = `${boot}_${gonePid}_1`
+      const live = `${boot}_${process.pid}_${startTimeOf(process.pid)}`
+      for (const name of [dead, live]) fs.writeFileSync(path.join(dirs.store, "unsynced", name), "")
+      fs.writeFileSync(
+        path.join(dirs.ws, "kiln.json"),
+        JSON.stringify({
+          processes: {
+            ...config.processes,
+            more: { argv: ["/bin/sh", "-c", "echo more > more.txt"], outputs: ["more.txt"] }
+          }
+        })
+      )
+      const r = yield* run(dirs)
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.deepStrictEqual(markers(dirs), [live])
+      yield* checkClean(dirs)
+    }))
 })

@@ -1,9 +1,8 @@
 /**
  * A lock per action digest, across processes, so that two engines that need the same uncached action at the same
- * moment run it once. It lives in a small LMDB environment of its own, committed without fsync (a lock is worth
- * nothing after a machine crash, and two fsyncs per action were most of a cold action's store cost) and
- * synchronously (such a commit takes microseconds; handing it to lmdb-js's write thread and waiting for the answer
- * took milliseconds on a busy engine, twice per process): LMDB's write lock makes
+ * moment run it once. It lives in a small LMDB environment of its own, committed synchronously (such a commit
+ * takes microseconds; handing it to lmdb-js's write thread and waiting for the answer took milliseconds on a busy
+ * engine, twice per process) and, like every shard, without an fsync (see `lmdb/unsynced.ts`): LMDB's write lock makes
  * test-and-set atomic across processes, nothing is a file to unlink while another process holds it, and a lock
  * whose owner died (pid gone, or pid recycled with another start time) is taken over.
  *
@@ -16,7 +15,7 @@ import type * as Digest from "../../domain/Digest.js"
 import { StoreError } from "../../domain/StoreErrors.js"
 import * as Proc from "../../os/Proc.js"
 import * as LmdbCommit from "./lmdb/commit.js"
-import type * as LmdbEnvs from "./lmdb/envs.js"
+import * as LmdbEnvs from "./lmdb/envs.js"
 import * as Sharded from "./lmdb/shards.js"
 
 const me = Proc.self()
@@ -33,6 +32,8 @@ const onLock = <A>(
     const shard = Sharded.shardOf(shards, hash)
     if (shard instanceof StoreError) return Effect.fail(shard)
     const key = Sharded.keyOf(hash)
+    const unmarked = LmdbEnvs.markWritten([shard], action)
+    if (unmarked !== undefined) return Effect.fail(unmarked)
     return Effect.try({
       try: () => shard.env.transactionSync(() => f(shard.locks, key)),
       catch: (e) => LmdbCommit.failure(shard, action, e)

@@ -25,6 +25,7 @@ import { describeErrno, errnoOf } from "../../../os/Errno.js"
 import { ioError } from "../../../os/IoError.js"
 import * as Generation from "../../Generation.js"
 import type { SetAside } from "../../StoreMaintenance.js"
+import * as Unsynced from "./unsynced.js"
 
 const PAGE_HEADER = 24
 const MAGIC = 0xbeefc0de
@@ -177,7 +178,7 @@ export const check = (dir: string, maxReaders: number): StoreError | undefined =
       const full = roomToCreate(dir, maxReaders)
       if (full !== undefined || start.length === 0) return full
     }
-    const problem = inspect(fd, start)
+    const problem = Unsynced.problemOf(dir) ?? inspect(fd, start)
     if (problem === undefined) return undefined
     const error = new StoreError({
       reason: "Corrupt",
@@ -208,9 +209,6 @@ export const settling = <A, E, R>(open: Effect.Effect<A, E, R>): Effect.Effect<A
     schedule: Schedule.spaced("30 millis")
   })
 
-/** The LMDB kinds of a store root, as `Store.make` lays them out: `<root>/<kind>/<shard>/`. */
-const KINDS = ["files", "directories", "actions", "locks"]
-
 /**
  * Moves every shard of the store under `root` that {@link check} refuses out of the store, into `<root>/corrupt/`,
  * and says where each went. The next open creates the shard afresh; a process that still has the old one open keeps
@@ -224,7 +222,7 @@ export const setAsideUnsafe = (
   Effect.try({
     try: () => {
       const moved: Array<SetAside> = []
-      for (const kind of KINDS) {
+      for (const kind of Unsynced.KINDS) {
         let shards: Array<fs.Dirent>
         try {
           shards = fs.readdirSync(path.join(root, kind), { withFileTypes: true })
@@ -246,6 +244,8 @@ export const setAsideUnsafe = (
           moved.push({ file: path.join(dir, "data.mdb"), problem, movedTo })
         }
       }
+      // Every shard a crash may have torn is aside now: what marked them so has done its work.
+      Unsynced.clearEarlierBoots(root)
       return moved
     },
     catch: ioError(root, "cannot set a corrupt shard aside")

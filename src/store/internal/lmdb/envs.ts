@@ -21,13 +21,12 @@ import { mkdirp } from "../../../os/Mkdirp.js"
 import * as Proc from "../../../os/Proc.js"
 import * as LmdbCommit from "./commit.js"
 import * as LmdbFile from "./dataFile.js"
+import * as Unsynced from "./unsynced.js"
 
 /** @internal */
 export interface EnvSettings {
   readonly mapSize: number
   readonly maxReaders: number
-  /** No fsync per commit: for data that need not survive a machine crash (action locks). */
-  readonly noSync?: boolean
 }
 
 /** @internal */
@@ -125,7 +124,8 @@ const optionsOf = (dir: string, settings: EnvSettings) => ({
   path: dir,
   noSubdir: false,
   mapSize: settings.mapSize,
-  ...(settings.noSync === true ? { noSync: true } : {}),
+  // Synced when closed instead, with a marker for a crash in between: see `unsynced.ts`.
+  noSync: true,
   maxReaders: settings.maxReaders,
   maxDbs: 4,
   encoding: "binary" as const,
@@ -199,6 +199,8 @@ const createInPlace = (
   const room = LmdbFile.check(dir, settings.maxReaders)
   if (room !== undefined) return room
   const fresh = `${dir}.new-${process.pid}-${Math.random().toString(36).slice(2, 10)}`
+  const unmarked = Unsynced.mark(dir)
+  if (unmarked !== undefined) return lmdbError(dir, "cannot create the LMDB environment")(unmarked)
   let env: RootDatabase<Buffer, Buffer> | undefined
   try {
     removeAbandoned(dir)
@@ -285,14 +287,35 @@ export const release = (shared: SharedEnv): Effect.Effect<void> =>
       return Effect.void
     }
     registry.delete(shared.key)
+    const synced = Unsynced.settle(shared.path, syncOf(shared))
     if (LmdbCommit.hasFailed(shared)) {
-      return LmdbCommit.closeAfterFailure(shared)
+      return Effect.zipRight(synced, LmdbCommit.closeAfterFailure(shared))
     }
-    return Effect.promise(async () => {
-      await shared.env.flushed
-      await shared.env.close()
-    })
+    return Effect.zipRight(
+      synced,
+      Effect.promise(async () => {
+        await shared.env.flushed
+        await shared.env.close()
+      })
+    )
   })
+
+/** LMDB's `mdb_env_sync` of the environment, on lmdb-js's thread pool. */
+const syncOf = (shared: SharedEnv) => (done: (error?: unknown) => void): void =>
+  (shared.env as unknown as { readonly env: { sync(done: (error?: unknown) => void): void } }).env.sync(done)
+
+/**
+ * Notes that this process is about to commit to these shards (see `unsynced.ts`); the error says why it must not.
+ *
+ * @internal
+ */
+export const markWritten = (shards: Iterable<SharedEnv>, action: string): StoreError | undefined => {
+  for (const shard of shards) {
+    const e = Unsynced.mark(shard.path)
+    if (e !== undefined) return new StoreError({ reason: "Io", detail: `${action}: ${e.message}`, path: shard.path })
+  }
+  return undefined
+}
 
 /**
  * {@link openSync} as a scoped resource, retried briefly when {@link LmdbFile.check} refused the data file (see

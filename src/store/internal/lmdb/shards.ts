@@ -302,6 +302,8 @@ export const putBatches = (
     // Nothing to write (everything present with a fresh lease, as in a run where nothing changed): no commit to wait
     // for, so no asynchronous hop either.
     if (writes.length === 0) return Effect.void
+    const unmarked = LmdbEnvs.markWritten(shardsWritten, "write failed")
+    if (unmarked !== undefined) return Effect.fail(unmarked)
     const room = LmdbCommit.reserve(shardsWritten, sizes)
     if (room instanceof StoreError) return Effect.fail(room)
     return Effect.ensuring(
@@ -356,6 +358,8 @@ export const lease = (
       if (found.length > 0) stale.push([shard, found])
     }
     if (stale.length === 0) return Effect.void
+    const unmarked = LmdbEnvs.markWritten(stale.map(([shard]) => shard), "cannot extend leases")
+    if (unmarked !== undefined) return Effect.fail(unmarked)
     return Effect.asVoid(commitAll(stale.map(([shard, group]) =>
       [shard, () =>
         shard.env.transaction(() => {
@@ -394,8 +398,10 @@ const removeAll = (
   hashes: ReadonlyArray<string>,
   onlyIfExpiredAt?: number
 ): Effect.Effect<Array<string>, StoreError> =>
-  Effect.flatMap(groupsOf(shards, hashes), (groups) =>
-    Effect.map(
+  Effect.flatMap(groupsOf(shards, hashes), (groups) => {
+    const unmarked = LmdbEnvs.markWritten(groups.map(([shard]) => shard), "cannot remove entries")
+    if (unmarked !== undefined) return Effect.fail(unmarked)
+    return Effect.map(
       commitAll(groups.map(([shard, group]) =>
         [shard, () =>
           shard.env.transaction(() => {
@@ -414,7 +420,8 @@ const removeAll = (
           })] as const
       )),
       (xs) => xs.flat()
-    ))
+    )
+  })
 
 /** Every lease row: the index GC works from without reading any value. @internal */
 export const scanLeases = (
