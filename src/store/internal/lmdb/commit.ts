@@ -151,19 +151,20 @@ const ABSENT = Buffer.alloc(32)
 
 /**
  * Closes an environment one of whose commits failed: a commit that removes an absent key writes no page, so it goes
- * through on a full disk too, and settles the flush that `close()` waits for. When even that fails, the handle is
+ * through on a full disk too, and settles the flush that `close()` waits for; `beforeClose` runs once it has. When even that fails, the handle is
  * left open, with a warning, until the process exits.
  *
  * @internal
  */
-export const closeAfterFailure = (shard: SharedEnv): Effect.Effect<void> =>
+export const closeAfterFailure = (shard: SharedEnv, beforeClose: Effect.Effect<void>): Effect.Effect<void> =>
   Effect.tryPromise({
     try: () => shard.content.remove(ABSENT),
     catch: (e) => failure(shard, "cannot close after a failed commit", e)
   }).pipe(
     Effect.zipRight(Effect.promise(async () => {
       await shard.env.flushed
-      await shard.env.close()
     })),
+    Effect.zipRight(beforeClose),
+    Effect.zipRight(Effect.promise(() => shard.env.close())),
     Effect.catchAll((e) => Effect.logWarning(`${e.message}; it stays open until the process exits`))
   )

@@ -287,16 +287,14 @@ export const release = (shared: SharedEnv): Effect.Effect<void> =>
       return Effect.void
     }
     registry.delete(shared.key)
+    // Synced once its last commit is in, and before it is closed (the sync needs the open environment).
     const synced = Unsynced.settle(shared.path, syncOf(shared))
-    if (LmdbCommit.hasFailed(shared)) {
-      return Effect.zipRight(synced, LmdbCommit.closeAfterFailure(shared))
-    }
-    return Effect.zipRight(
-      synced,
-      Effect.promise(async () => {
-        await shared.env.flushed
-        await shared.env.close()
-      })
+    if (LmdbCommit.hasFailed(shared)) return LmdbCommit.closeAfterFailure(shared, synced)
+    return Effect.promise(async () => {
+      await shared.env.flushed
+    }).pipe(
+      Effect.zipRight(synced),
+      Effect.zipRight(Effect.promise(() => shared.env.close()))
     )
   })
 
