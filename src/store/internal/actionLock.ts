@@ -2,9 +2,9 @@
  * A lock per action digest, across processes, so that two engines that need the same uncached action at the same
  * moment run it once. It lives in a small LMDB environment of its own, committed synchronously (such a commit
  * takes microseconds; handing it to lmdb-js's write thread and waiting for the answer took milliseconds on a busy
- * engine, twice per process) and, like every shard, without an fsync (see `lmdb/unsynced.ts`): LMDB's write lock makes
- * test-and-set atomic across processes, nothing is a file to unlink while another process holds it, and a lock
- * whose owner died (pid gone, or pid recycled with another start time) is taken over.
+ * engine, twice per process) and, like every shard, without an fsync (see `lmdb/unsynced.ts`): LMDB's write lock
+ * makes test-and-set atomic across processes, nothing is a file to unlink while another process holds it, and a
+ * lock whose owner died (pid gone, or pid recycled with another start time) is taken over.
  *
  * @internal
  */

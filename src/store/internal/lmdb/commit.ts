@@ -151,8 +151,8 @@ const ABSENT = Buffer.alloc(32)
 
 /**
  * Closes an environment one of whose commits failed: a commit that removes an absent key writes no page, so it goes
- * through on a full disk too, and settles the flush that `close()` waits for; `beforeClose` runs once it has. When even that fails, the handle is
- * left open, with a warning, until the process exits.
+ * through on a full disk too, and settles the flush that `close()` waits for; `beforeClose` runs once it has. When
+ * even that fails, the handle is left open, with a warning, until the process exits.
  *
  * @internal
  */
