@@ -1,6 +1,6 @@
 /**
  * Crash safety for LMDB environments committed without an fsync. Every commit is written with `MDB_NOSYNC`: an fsync
- * per commit, several per process run, cost a cold build a tenth of its time (report.md, "Issue #25, session 21").
+ * per commit, several per process run, was a large part of a cold build's time (report.md, "Issue #25, session 21").
  * A process that dies loses nothing that way (its pages are in the page cache), but a machine that goes down may
  * have written some of a commit's pages and not others, and LMDB then follows page numbers into garbage (a crash of
  * the process that reads it, past any error handling). Syncing only at the end is not enough by itself: without an
