@@ -37,10 +37,15 @@ const bootNow = (): string => (bootIdText() ?? "").trim() || "unknown"
 /** This process's marker in each store root it has written since it last synced all it wrote there. */
 const marked = new Map<string, { readonly file: string; readonly written: Set<string> }>()
 
+/** File systems that cannot fsync a directory (some FUSE ones) say so; their stores are written all the same. */
+const CANNOT_FSYNC = new Set(["EINVAL", "ENOSYS", "ENOTSUP", "EOPNOTSUPP"])
+
 const fsyncPath = (p: string): void => {
   const fd = fs.openSync(p, "r")
   try {
     fs.fsyncSync(fd)
+  } catch (e) {
+    if (!CANNOT_FSYNC.has(errnoOf(e) ?? "")) throw e
   } finally {
     fs.closeSync(fd)
   }
