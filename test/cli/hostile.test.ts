@@ -9,12 +9,13 @@
  * another user (uid 65534), since root ignores permission bits. Every mount is undone by its test's scope.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Fiber } from "effect"
 import { execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { startTimeOf } from "../../src/os/Proc.js"
+import { eventually } from "../utils/child.js"
 import { cli } from "../utils/stack.js"
 import { tempDir } from "../utils/temp.js"
 
@@ -553,6 +554,35 @@ describe("a machine that went down while kiln wrote the store (commits are synce
       const again = yield* run(dirs)
       assert.strictEqual(again.code, 0, again.stderr)
       assert.strictEqual(fs.readFileSync(path.join(dirs.ws, "count.txt"), "utf8").trim(), "2000")
+      assert.deepStrictEqual(markers(dirs), [])
+    }))
+
+  it.scopedLive("a run that has committed keeps its marker until it ends", () =>
+    Effect.gen(function*() {
+      const started = path.join(yield* tempDir(), "started")
+      const go = `${started}.go`
+      const dirs = yield* setup({
+        processes: {
+          gen: config.processes.gen,
+          // Runs once gen's outputs are stored, and waits for the test to have looked.
+          use: {
+            ...config.processes.use,
+            argv: [
+              "/bin/sh",
+              "-c",
+              `touch ${started}; while [ ! -e ${go} ]; do sleep 0.02; done; wc -l < n.txt > count.txt`
+            ]
+          }
+        }
+      })
+      const running = yield* Effect.fork(run(dirs))
+      yield* eventually("use started", () => fs.existsSync(started))
+      const seen = markers(dirs)
+      fs.writeFileSync(go, "")
+      assert.strictEqual((yield* Fiber.join(running)).code, 0)
+      assert.strictEqual(seen.length, 1, seen.join(", "))
+      assert.match(seen[0]!, new RegExp(`^${quote(boot)}_\\d+_\\d+$`))
+      assert.notStrictEqual(seen[0]!.split("_")[1], String(process.pid))
       assert.deepStrictEqual(markers(dirs), [])
     }))
 
