@@ -122,17 +122,20 @@ const parse = (name: string): Marker | undefined => {
     : { boot, pid: Number(pid), startTime }
 }
 
+/** The names in `dir`; none when it does not exist. */
+const namesIn = (dir: string): Array<string> => {
+  try {
+    return fs.readdirSync(dir)
+  } catch (e) {
+    if (errnoOf(e) === "ENOENT") return []
+    throw e
+  }
+}
+
 /** fdatasyncs every data file of the store (what a process that is gone left in the page cache). */
 const syncAll = (root: string): void => {
   for (const kind of KINDS) {
-    let shards: Array<string>
-    try {
-      shards = fs.readdirSync(path.join(root, kind))
-    } catch (e) {
-      if (errnoOf(e) === "ENOENT") continue
-      throw e
-    }
-    for (const shard of shards) {
+    for (const shard of namesIn(path.join(root, kind))) {
       let fd: number
       try {
         fd = fs.openSync(path.join(root, kind, shard, "data.mdb"), "r")
@@ -164,9 +167,9 @@ export const problemOf = (envDir: string): string | undefined => {
   if (clean.has(root)) return undefined
   let names: Array<string>
   try {
-    names = fs.readdirSync(path.join(root, DIR))
-  } catch (e) {
-    if (errnoOf(e) === "ENOENT") clean.add(root)
+    names = namesIn(path.join(root, DIR))
+  } catch {
+    // Unreadable: the open that follows reports what is wrong with the store, if anything.
     return undefined
   }
   const boot = bootNow()
@@ -195,15 +198,8 @@ export const problemOf = (envDir: string): string | undefined => {
  * @internal
  */
 export const clearEarlierBoots = (root: string): void => {
-  let names: Array<string>
-  try {
-    names = fs.readdirSync(path.join(root, DIR))
-  } catch (e) {
-    if (errnoOf(e) === "ENOENT") return
-    throw e
-  }
   const boot = bootNow()
-  for (const name of names) {
+  for (const name of namesIn(path.join(root, DIR))) {
     const marker = parse(name)
     if (marker !== undefined && marker.boot !== boot) fs.rmSync(path.join(root, DIR, name), { force: true })
   }
