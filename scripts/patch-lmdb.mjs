@@ -1,5 +1,5 @@
 /**
- * Run by `npm install`/`npm ci` (postinstall): fixes two bugs in the LMDB that lmdb-js bundles and builds lmdb's
+ * Run by `npm install`/`npm ci` (postinstall): fixes three bugs in the LMDB that lmdb-js bundles and builds lmdb's
  * native addon from that source, which lmdb then loads instead of its prebuilt one (`build/Release` comes first).
  *
  * 1. Lost commits (`open-txnid`): `mdb_env_open2` in lmdb-js's LMDB fork stores the transaction id it read from the
@@ -19,6 +19,14 @@
  *    destruction in 0.9.32 (ITS#10095; Heimdal, fapolicyd and CFEngine hit the same EINVAL); the next first opener
  *    initializes the mutexes anyway. scripts/stress/lmdbCloseRace.mjs runs that pattern (the window is a few
  *    microseconds: it takes a busy machine, or a delay injected into LMDB's close, to hit it; see there).
+ * 3. Heap overflow on a full disk (`write-error-message`): when a page write fails (ENOSPC), lmdb-js's
+ *    `mdb_page_flush` formats a message for the error with `sprintf` into `malloc(100)`. The message runs past those
+ *    100 bytes once the numbers in it grow (a commit of a dozen 500 KB values at 10 MB into the data file: 106
+ *    bytes), and for a write of fewer than three blocks it also prints `iov[1]`/`iov[2]`, which that write left unset,
+ *    so its length varies from run to run. The overflow overwrites the size of the next heap chunk, and glibc later
+ *    aborts the process (`corrupted size vs. prev_size`, `free(): invalid pointer`, exit 134) in the failed commit or
+ *    in `mdb_env_close`. The fix formats the same message with `snprintf` into a buffer sized for it, with only the
+ *    blocks the write has (test/store/FullDiskClose.test.ts).
  *
  * Set KILN_LMDB_PREBUILT=1 to keep the prebuilt addon (kiln then warns at start-up that its store is exposed). When
  * the build cannot be done (no compiler), the install still succeeds, with that warning.
@@ -91,6 +99,29 @@ const FIXES = [
       "\t\t * another process opening the environment, which then used destroyed mutexes.",
       "\t\t */",
       "#endif",
+      ""
+    ].join("\n")
+  },
+  {
+    id: "write-error-message",
+    buggy: [
+      "\t\t\t\t\t\tlast_error = malloc(100);",
+      "\t\t\t\t\t\tsprintf(last_error, \"Attempting to write page at position %u, size %u, blocks %u, buffer sizes %i %i %i\", " +
+      "wpos, wsize, n, iov[0].iov_len, iov[1].iov_len, iov[2].iov_len);",
+      ""
+    ].join("\n"),
+    fixed: [
+      "\t\t\t\t\t\t/* kiln: sprintf into malloc(100) overran it once the numbers grew (and printed iov[1] and iov[2]",
+      "\t\t\t\t\t\t * unset when fewer blocks were written), corrupting the heap: glibc then aborted the process.",
+      "\t\t\t\t\t\t * Bounded now; 200 bytes also keep mdb_strerror's 300 (strerror, \": \", this) in bounds.",
+      "\t\t\t\t\t\t */",
+      "\t\t\t\t\t\tlast_error = malloc(200);",
+      "\t\t\t\t\t\tif (last_error) {",
+      "\t\t\t\t\t\t\tint at = snprintf(last_error, 200, \"Attempting to write page at position %llu, size %llu, blocks %d, " +
+      "buffer sizes\", (unsigned long long) wpos, (unsigned long long) wsize, n);",
+      "\t\t\t\t\t\t\tfor (int b = 0; b < n && b < 3 && at >= 0 && at < 200; b++)",
+      "\t\t\t\t\t\t\t\tat += snprintf(last_error + at, 200 - at, \" %llu\", (unsigned long long) iov[b].iov_len);",
+      "\t\t\t\t\t\t}",
       ""
     ].join("\n")
   }

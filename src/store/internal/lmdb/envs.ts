@@ -60,8 +60,11 @@ let lmdb: typeof Lmdb | undefined
  */
 const FIXES_STAMP = "kiln-lmdb-fixes"
 
-/** What an addon kiln runs must have been built with: lost commits, and locks destroyed under another opener. */
-const REQUIRED_FIXES = ["open-txnid", "close-keeps-mutexes"]
+/**
+ * What an addon kiln runs must have been built with: lost commits, locks destroyed under another opener, and the heap
+ * overflow of a page write failed by a full disk.
+ */
+const REQUIRED_FIXES = ["open-txnid", "close-keeps-mutexes", "write-error-message"]
 
 const stampHasFixes = (file: string): boolean => {
   try {
@@ -98,7 +101,7 @@ const loadLmdb = Effect.tap(
     return fixed ? Effect.void : Effect.logWarning(
       `lmdb's native addon${file === undefined ? "" : ` (${file})`} is not the one built with kiln's LMDB fixes ` +
         "(run `node scripts/patch-lmdb.mjs` in kiln's directory): with several kiln processes on one store, " +
-        "entries written can be lost, and writes can fail with EINVAL"
+        "entries written can be lost and writes can fail with EINVAL; a full disk can crash kiln"
     )
   }
 )
