@@ -13,7 +13,10 @@ import * as path from "node:path"
 import { cli } from "../utils/stack.js"
 import { tempDir, writeTree } from "../utils/temp.js"
 
-/** A temp root with a workspace holding `a.txt`, `a/b.txt` and `config`; the store and sandboxes go beside it. */
+/**
+ * A temp root with a workspace holding `a.txt`, `a/b.txt` and `config`; the store, sandboxes, runtime and cache
+ * directories go beside it.
+ */
 const setup = (config: (root: string) => unknown) =>
   Effect.gen(function*() {
     const root = yield* tempDir("kiln-held-")
@@ -32,10 +35,11 @@ const setup = (config: (root: string) => unknown) =>
           KILN_STORE_DIR: store,
           KILN_SANDBOX_ROOT: sandboxes,
           KILN_NAMED_CACHES_DIR: path.join(root, "named"),
-          XDG_RUNTIME_DIR: runtime
+          XDG_RUNTIME_DIR: runtime,
+          XDG_CACHE_HOME: path.join(root, "cache")
         }
       })
-    return { root, ws, store, sandboxes, run }
+    return { root, ws, store, sandboxes, runtime, run }
   })
 
 describe("a kiln.json that names a path outside the workspace is refused before anything runs", () => {
@@ -117,6 +121,8 @@ err=$(stat -L -c '%F %a' /proc/$$/fd/2)
           mode: 0o755
         }
       })
+      // The user's runtime directory exists, private, as the login manager makes it: kiln makes its own inside.
+      fs.mkdirSync(dirs.runtime, { mode: 0o700 })
       const r = dirs.run()
       assert.strictEqual(r.status, 0, r.stderr)
       assert.strictEqual(fs.statSync(dirs.store).mode & 0o777, 0o700, "store root")

@@ -50,6 +50,7 @@ const kilnRun = (
         KILN_STORE_DIR: path.join(home, "store"),
         KILN_SANDBOX_ROOT: path.join(home, "sandboxes"),
         KILN_NAMED_CACHES_DIR: path.join(home, "named"),
+        XDG_CACHE_HOME: path.join(home, "cache"),
         ...env
       }
     })
