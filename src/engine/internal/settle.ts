@@ -9,7 +9,6 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as FiberId from "effect/FiberId"
 import * as Queue from "effect/Queue"
-import * as path from "node:path"
 import * as Digest from "../../domain/Digest.js"
 import type { Process, ProcessResult } from "../../domain/Process.js"
 import type { NoProducer } from "../../domain/RunErrors.js"
@@ -85,19 +84,32 @@ const stderrTail = (state: RunState, result: ProcessResult) =>
     )
   )
 
-/** Writes a result's outputs back into the workspace, recording what it left there for the memo. */
-const writeOutputs = (state: RunState, name: string, p: Process, r: ProcessResult) => {
-  return Effect.either(
-    writeBack(
+/**
+ * Writes a result's outputs back into the workspace, recording what it left there for the memo. The workspace lock is
+ * taken first (once per run): another run's write-backs are never interleaved with this one's.
+ */
+const writeOutputs = (state: RunState, name: string, p: Process, r: ProcessResult) =>
+  Effect.either(Effect.gen(function*() {
+    // A process without outputs writes nothing: it needs no lock.
+    if (p.outputFiles.length > 0 || p.outputDirectories.length > 0) {
+      const { previousDied } = yield* state.lock.hold
+      if (previousDied && state.sweep === undefined) state.sweep = new Set()
+    }
+    const seen = yield* writeBack(
       state.store,
       r.outputDigest,
-      path.join(state.workspace, p.workingDirectory),
-      p.outputDirectories,
+      {
+        workspace: state.workspace,
+        workingDirectory: p.workingDirectory,
+        declaredDirectories: p.outputDirectories,
+        ...(state.sweep !== undefined ? { sweep: state.sweep } : {})
+      },
       state.session,
       state.runner.handoff
-    ).pipe(Effect.tap((seen) => state.outputsSeen.set(name, { result: r, seen })))
-  )
-}
+    )
+    state.outputsSeen.set(name, { result: r, seen })
+    return seen
+  }))
 
 /**
  * A successful result written back; a hit whose output bytes are gone (under --cache-content defer) is re-run, as
