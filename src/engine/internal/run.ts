@@ -39,10 +39,8 @@ export const run = (store: Store["Type"], runner: ProcessRunner["Type"], options
     // workspace's stat index read (and rewritten), unless there turn out to be more than a few.
     const session = yield* store.snapshotSession(workspace, { lazy: memo.remembered.size + memo.restored.size > 0 })
     // Released when the run's scope closes; taken only if something is written back.
-    const lock = yield* WorkspaceLock.make(
-      workspace,
-      options.lockDir ?? path.join(Layout.ownedDirectory(store.options.root, "engine"), "workspace-locks")
-    )
+    const inStore = path.join(Layout.ownedDirectory(store.options.root, "engine"), "workspace-locks")
+    const lock = yield* WorkspaceLock.make(workspace, options.lockDir ?? inStore, inStore)
     const state = RunState.make({
       lock,
       store,

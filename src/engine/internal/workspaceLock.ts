@@ -17,7 +17,7 @@ import type * as Scope from "effect/Scope"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import type { StoreError } from "../../domain/StoreErrors.js"
-import { describeErrno } from "../../os/Errno.js"
+import { describeErrno, errnoOf } from "../../os/Errno.js"
 import * as GenerationLock from "../../os/GenerationLock.js"
 import { ioError } from "../../os/IoError.js"
 import { mkdirp } from "../../os/Mkdirp.js"
@@ -35,8 +35,18 @@ export interface WorkspaceLock {
   readonly hold: Effect.Effect<{ readonly previousDied: boolean }, StoreError>
 }
 
-/** The lock of `workspace`, kept under `root`, released when the scope closes if it was taken. @internal */
-export const make = (workspace: string, root: string): Effect.Effect<WorkspaceLock, never, Scope.Scope> =>
+/** What a directory kiln cannot make says: the user's cache directory is read-only, not theirs, or not one. */
+const unwritable = (e: unknown) => ["EACCES", "EPERM", "EROFS", "ENOTDIR"].includes(errnoOf(e) ?? "")
+
+/**
+ * The lock of `workspace`, kept under `root` (or, when kiln cannot write there, under `fallback`, saying so),
+ * released when the scope closes if it was taken. @internal
+ */
+export const make = (
+  workspace: string,
+  root: string,
+  fallback: string
+): Effect.Effect<WorkspaceLock, never, Scope.Scope> =>
   Effect.gen(function*() {
     const me = Proc.self()
     let held: { readonly dir: string; readonly generation: number } | undefined
@@ -49,15 +59,30 @@ export const make = (workspace: string, root: string): Effect.Effect<WorkspaceLo
       )
     )
     const take = Effect.gen(function*() {
-      const dir = yield* Effect.try({
+      const key = yield* Effect.try({
         try: () => {
           // A workspace that is not there yet is made, as write-back would make it.
           if (!fs.existsSync(workspace)) mkdirp(workspace)
           const st = fs.statSync(workspace, { bigint: true })
-          return path.join(root, `${st.dev}-${st.ino}`)
+          return `${st.dev}-${st.ino}`
         },
         catch: ioError(workspace, "cannot take the workspace lock")
       })
+      const usable = yield* Effect.try(() => mkdirp(root, 0o700)).pipe(
+        Effect.as(root),
+        Effect.catchAll((e) =>
+          unwritable(e.error) && fallback !== root
+            ? Effect.as(
+              Effect.logWarning(
+                `cannot keep the workspace lock in ${root} (${describeErrno(e.error)}): kept in the store instead, ` +
+                  "where runs on another store do not see it"
+              ),
+              fallback
+            )
+            : Effect.succeed(root)
+        )
+      )
+      const dir = path.join(usable, key)
       let said = false
       let stale = false
       const attempt = Effect.try({
