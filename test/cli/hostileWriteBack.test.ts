@@ -80,14 +80,16 @@ const finished = (run: { readonly child: ChildProcess; stderr: string }) =>
 const runToEnd = (dirs: Dirs) => Effect.scoped(Effect.flatMap(start(dirs), finished))
 
 describe("write-back, hostile", () => {
-  it.scoped("a process that makes its declared output directory a symlink to a victim: the victim keeps its files", () =>
+  it.scoped("a process that makes its declared output directory a symlink to a victim: the victim keeps its files, the entry is replaced", () =>
     Effect.gen(function*() {
       const root = yield* tempDir("kiln-victim-")
       writeTree(root, { "p.txt": "precious", "d/x": "keep" })
+      // While the marker is there (outside the workspace, not an input), the process makes the symlink.
+      const marker = path.join(yield* tempDir("kiln-marker-"), "poison")
+      fs.writeFileSync(marker, "")
+      const script = `if [ -e '${marker}' ]; then ln -s '${root}' out; else mkdir out && echo made > out/m.txt; fi`
       const dirs = yield* setup({
-        processes: {
-          gen: { argv: ["/bin/sh", "-c", `ln -s '${root}' out`], inputs: ["a.txt"], outputs: ["out/"] }
-        }
+        processes: { gen: { argv: ["/bin/sh", "-c", script], inputs: ["a.txt"], outputs: ["out/"] } }
       })
       // Twice: the first run, then whatever it left in the store.
       for (let i = 0; i < 2; i++) {
@@ -99,6 +101,16 @@ describe("write-back, hostile", () => {
         assert.strictEqual(fs.readFileSync(path.join(root, "d/x"), "utf8"), "keep")
         assert.deepStrictEqual(fs.readdirSync(dirs.ws).sort(), ["a.txt", "kiln.json"])
       }
+      // The entry in the store is what a poisoned cache would serve: refused, and replaced by running the process.
+      fs.rmSync(marker)
+      const r = yield* runToEnd(dirs)
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.match(
+        r.stderr,
+        /^kiln: warning: gen: its cached result cannot be written back \(output `out\/` .*\): running it$/m
+      )
+      assert.strictEqual(fs.readFileSync(path.join(dirs.ws, "out/m.txt"), "utf8"), "made\n")
+      assert.deepStrictEqual(fs.readdirSync(root).sort(), ["d", "p.txt"])
     }))
 
   it.scoped("two runs in one workspace: each waits for the lock, saying so once, and out/ ends as one run's", () =>

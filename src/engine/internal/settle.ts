@@ -113,7 +113,7 @@ const writeOutputs = (state: RunState, name: string, p: Process, r: ProcessResul
 
 /**
  * A successful result written back; a hit whose output bytes are gone (under --cache-content defer) is re-run, as
- * for a consumer. Says the result written and why the outputs are not in the workspace, if they are not.
+ * for a consumer, and so is a hit whose outputs write-back refuses. Says the result written and why the outputs are not in the workspace, if they are not.
  */
 const settleSuccess = (state: RunState, name: string, executed: Executed) =>
   Effect.gen(function*() {
@@ -128,11 +128,20 @@ const settleSuccess = (state: RunState, name: string, executed: Executed) =>
     ) {
       back = yield* writeOutputs(state, name, executed.process, result)
     }
-    if (Either.isLeft(back) && back.left._tag === "MissingDigest" && node.backtracks < state.maxBacktracks) {
-      node.backtracks++
-      yield* Effect.logWarning(
-        `${name}: its cached output ${Digest.format(back.left.digest)} is missing from the store: re-running it`
-      )
+    const missing = Either.isLeft(back) && back.left._tag === "MissingDigest" && node.backtracks < state.maxBacktracks
+    // A cached result that cannot be written back (a declared directory as a symlink: a poisoned or old entry) is
+    // replaced by running the process, as a remote entry refused on reading is.
+    const refused = Either.isLeft(back) && back.left._tag === "InvalidOutput" &&
+      (result.source === "cache-hit" || result.source === "remote-cache")
+    if (Either.isLeft(back) && (missing || refused)) {
+      if (back.left._tag === "MissingDigest") {
+        node.backtracks++
+        yield* Effect.logWarning(
+          `${name}: its cached output ${Digest.format(back.left.digest)} is missing from the store: re-running it`
+        )
+      } else {
+        yield* Effect.logWarning(`${name}: its cached result cannot be written back (${back.left.message}): running it`)
+      }
       const fresh = yield* Effect.either(execute(state, name, { read: false, write: true }))
       if (Either.isLeft(fresh)) {
         if (fresh.left._tag === "NoProducer") return yield* Effect.fail(fresh.left)
