@@ -9,7 +9,8 @@ export default defineConfig({
     globalSetup: ["test/globalSetup.ts", "test/remoteServers.ts"],
     // The spawner program built from its sources by the global setup, the native one as kiln's build makes it: kiln
     // run from src/ has no dist/ beside it. test/spawner/ also runs the Node one (.kiln-test/spawner.cjs).
-    env: { KILN_SPAWNER: path.resolve(".kiln-test/kiln-spawner") },
+    // Workspace locks of the CLIs the tests start go there too, not into the user's ~/.cache/kiln/locks.
+    env: { KILN_SPAWNER: path.resolve(".kiln-test/kiln-spawner"), KILN_LOCK_DIR: path.resolve(".kiln-test/locks") },
     testTimeout: 120_000,
     hookTimeout: 60_000
   }

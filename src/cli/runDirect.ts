@@ -15,6 +15,7 @@ import type { Config } from "../domain/Config.js"
 import * as GraphOrder from "../domain/GraphOrder.js"
 import * as Engine from "../engine/Engine.js"
 import * as RunMemo from "../engine/RunMemo.js"
+import { cacheDir } from "../os/CacheDir.js"
 import * as RemoteCache from "../remote/RemoteCache.js"
 import * as Store from "../store/Store.js"
 import * as Noop from "./noop.js"
@@ -202,6 +203,8 @@ const runLoaded = (
         maxBacktracks: o.maxBacktracks,
         onEvent: progress.onEvent,
         storeDir: store.options.root,
+        // Not the store's: runs on two stores write the same workspace, and must exclude each other too.
+        lockDir: cacheDir("locks", "KILN_LOCK_DIR", process.env),
         configName: path.basename(configFile),
         configHash: loaded.hash,
         configText: loaded.text

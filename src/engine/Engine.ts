@@ -135,6 +135,12 @@ export interface RunOptions {
    * only remote processes read never downloads them.
    */
   readonly writeBack?: "all" | "requested"
+  /**
+   * Where the workspace's lock is kept (one run at a time writes into a workspace; see `internal/workspaceLock.ts`).
+   * Default: under the store's root, so that runs on one store exclude each other; the CLI gives the user's cache
+   * directory, so that runs on different stores do too.
+   */
+  readonly lockDir?: string
 }
 
 /**

@@ -8,6 +8,7 @@ import * as Effect from "effect/Effect"
 import * as path from "node:path"
 import * as GraphOrder from "../../domain/GraphOrder.js"
 import type { ProcessRunner } from "../../runner/ProcessRunner.js"
+import * as Layout from "../../store/Layout.js"
 import type { Store } from "../../store/Store.js"
 import type { RunOptions, RunReport } from "../Engine.js"
 import { findHits } from "./lookup.js"
@@ -15,6 +16,7 @@ import { consult } from "./memoConsult.js"
 import { record, reportOf } from "./record.js"
 import * as RunState from "./runState.js"
 import { runGraph } from "./settle.js"
+import * as WorkspaceLock from "./workspaceLock.js"
 
 /** @internal */
 export const run = (store: Store["Type"], runner: ProcessRunner["Type"], options: RunOptions) =>
@@ -36,7 +38,11 @@ export const run = (store: Store["Type"], runner: ProcessRunner["Type"], options
     // What the memo vouches for is not looked at again: the few files of the rest are hashed rather than the whole
     // workspace's stat index read (and rewritten), unless there turn out to be more than a few.
     const session = yield* store.snapshotSession(workspace, { lazy: memo.remembered.size + memo.restored.size > 0 })
+    // Released when the run's scope closes; taken only if something is written back.
+    const inStore = path.join(Layout.ownedDirectory(store.options.root, "engine"), "workspace-locks")
+    const lock = yield* WorkspaceLock.make(workspace, options.lockDir ?? inStore, inStore)
     const state = RunState.make({
+      lock,
       store,
       runner,
       options,

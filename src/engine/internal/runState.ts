@@ -17,6 +17,7 @@ import type { Event, ProcessReport, RunOptions } from "../Engine.js"
 import type * as RunMemo from "../RunMemo.js"
 import { rememberedResult } from "./memoConsult.js"
 import type * as RunRecords from "./runRecords.js"
+import type { WorkspaceLock } from "./workspaceLock.js"
 
 /** @internal */
 export interface NodeState {
@@ -67,6 +68,13 @@ export interface RunState {
   readonly wholeSeen: Map<string, ReadonlyArray<WholeDirectory>>
   /** Whether a process's outputs are written into the workspace (`RunOptions.writeBack`). */
   readonly writesBack: (name: string) => boolean
+  /** Taken before the run's first write-back, held to its end: one run at a time writes into the workspace. */
+  readonly lock: WorkspaceLock
+  /**
+   * The directories beside outputs already rid of dead kilns' temp files: set once the lock shows that the run before
+   * died holding it (during its write-back), so that only then does write-back list the directories it writes into.
+   */
+  sweep: Set<string> | undefined
   /** What each process's last write-back left in the workspace, and the result it wrote. */
   readonly outputsSeen: Map<
     string,
@@ -105,7 +113,16 @@ export const make = (
   base:
     & Pick<
       RunState,
-      "store" | "runner" | "options" | "config" | "names" | "ordered" | "session" | "remembered" | "restored"
+      | "store"
+      | "runner"
+      | "options"
+      | "config"
+      | "names"
+      | "ordered"
+      | "session"
+      | "remembered"
+      | "restored"
+      | "lock"
     >
     & {
       readonly started: number
@@ -121,6 +138,7 @@ export const make = (
   inputsSeen: new Map(),
   wholeSeen: new Map(),
   writesBack: writesBackOf(base.options, base.config, base.names),
+  sweep: undefined,
   outputsSeen: new Map(),
   misses: new Map(),
   hits: new Map(),

@@ -9,7 +9,6 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as FiberId from "effect/FiberId"
 import * as Queue from "effect/Queue"
-import * as path from "node:path"
 import * as Digest from "../../domain/Digest.js"
 import type { Process, ProcessResult } from "../../domain/Process.js"
 import type { NoProducer } from "../../domain/RunErrors.js"
@@ -85,23 +84,36 @@ const stderrTail = (state: RunState, result: ProcessResult) =>
     )
   )
 
-/** Writes a result's outputs back into the workspace, recording what it left there for the memo. */
-const writeOutputs = (state: RunState, name: string, p: Process, r: ProcessResult) => {
-  return Effect.either(
-    writeBack(
+/**
+ * Writes a result's outputs back into the workspace, recording what it left there for the memo. The workspace lock is
+ * taken first (once per run): another run's write-backs are never interleaved with this one's.
+ */
+const writeOutputs = (state: RunState, name: string, p: Process, r: ProcessResult) =>
+  Effect.either(Effect.gen(function*() {
+    // A process without outputs writes nothing: it needs no lock.
+    if (p.outputFiles.length > 0 || p.outputDirectories.length > 0) {
+      const { previousDied } = yield* state.lock.hold
+      if (previousDied && state.sweep === undefined) state.sweep = new Set()
+    }
+    const seen = yield* writeBack(
       state.store,
       r.outputDigest,
-      path.join(state.workspace, p.workingDirectory),
-      p.outputDirectories,
+      {
+        workspace: state.workspace,
+        workingDirectory: p.workingDirectory,
+        declaredDirectories: p.outputDirectories,
+        ...(state.sweep !== undefined ? { sweep: state.sweep } : {})
+      },
       state.session,
       state.runner.handoff
-    ).pipe(Effect.tap((seen) => state.outputsSeen.set(name, { result: r, seen })))
-  )
-}
+    )
+    state.outputsSeen.set(name, { result: r, seen })
+    return seen
+  }))
 
 /**
  * A successful result written back; a hit whose output bytes are gone (under --cache-content defer) is re-run, as
- * for a consumer. Says the result written and why the outputs are not in the workspace, if they are not.
+ * for a consumer, and so is a hit whose outputs write-back refuses. Says the result written and why the outputs are not in the workspace, if they are not.
  */
 const settleSuccess = (state: RunState, name: string, executed: Executed) =>
   Effect.gen(function*() {
@@ -116,11 +128,20 @@ const settleSuccess = (state: RunState, name: string, executed: Executed) =>
     ) {
       back = yield* writeOutputs(state, name, executed.process, result)
     }
-    if (Either.isLeft(back) && back.left._tag === "MissingDigest" && node.backtracks < state.maxBacktracks) {
-      node.backtracks++
-      yield* Effect.logWarning(
-        `${name}: its cached output ${Digest.format(back.left.digest)} is missing from the store: re-running it`
-      )
+    const missing = Either.isLeft(back) && back.left._tag === "MissingDigest" && node.backtracks < state.maxBacktracks
+    // A cached result that cannot be written back (a declared directory as a symlink: a poisoned or old entry) is
+    // replaced by running the process, as a remote entry refused on reading is.
+    const refused = Either.isLeft(back) && back.left._tag === "InvalidOutput" &&
+      (result.source === "cache-hit" || result.source === "remote-cache")
+    if (Either.isLeft(back) && (missing || refused)) {
+      if (back.left._tag === "MissingDigest") {
+        node.backtracks++
+        yield* Effect.logWarning(
+          `${name}: its cached output ${Digest.format(back.left.digest)} is missing from the store: re-running it`
+        )
+      } else {
+        yield* Effect.logWarning(`${name}: its cached result cannot be written back (${back.left.message}): running it`)
+      }
       const fresh = yield* Effect.either(execute(state, name, { read: false, write: true }))
       if (Either.isLeft(fresh)) {
         if (fresh.left._tag === "NoProducer") return yield* Effect.fail(fresh.left)
