@@ -12,7 +12,7 @@ import * as Tree from "../../domain/Tree.js"
 import type { Service as StoreService } from "../../store/Store.js"
 import { RemoteError } from "../RemoteErrors.js"
 import type { Calls } from "./calls.js"
-import type { Transport } from "./transport.js"
+import { checkSizes, MAX_TREE_BYTES, type Transport } from "./transport.js"
 
 export const make = (store: StoreService, transport: Transport, calls: Calls, endpoint: string) => {
   /** Output directories' `Tree` messages, fetched (together), checked and decoded. */
@@ -20,6 +20,8 @@ export const make = (store: StoreService, transport: Transport, calls: Calls, en
     Effect.gen(function*() {
       const trees = new Map<string, Tree.Tree>()
       if (digests.length === 0) return trees
+      // Decoded whole in memory: bounded far below what any blob may be.
+      yield* checkSizes(calls, "Tree", digests, MAX_TREE_BYTES)
       const blobs = yield* transport.download(digests)
       for (const b of blobs) {
         const tree = Tree.decode(b.bytes)

@@ -30,6 +30,12 @@ const OUTAGE = new Set(["UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED"
 const BREAKER_THRESHOLD = 5
 const BREAKER_OPEN_MS = 15_000
 
+/**
+ * The slowest average rate (bytes per second) a transfer may go at, after its idle deadline's worth of grace: far
+ * below any link a build cache is used over, far above a server that keeps a call alive a byte at a time.
+ */
+export const MIN_RATE = 100 * 1024
+
 /** What a call is about, for its log line: an action or blob, the bytes it moves, or how many digests it asks of. */
 export interface Described {
   readonly digest?: string
@@ -46,8 +52,13 @@ export interface Counters {
 export interface Calls {
   readonly endpoint: string
   readonly counters: Counters
-  /** The deadline of one attempt of a call of this kind, in milliseconds. */
+  /** The deadline of one attempt of a call of this kind without progress, in milliseconds. */
   readonly deadlineMs: (kind: Kind) => number
+  /**
+   * The total deadline of one attempt of a call of this kind moving `bytes`: a lookup's and a probe's are their idle
+   * ones; a transfer's grows with its size, at {@link MIN_RATE}.
+   */
+  readonly totalMs: (kind: Kind, bytes?: number) => number
   /**
    * Runs one call (each attempt is `attempt`, which must apply `deadlineMs(kind)` itself: only the transport knows
    * how to cancel its request), with retries and the breaker; logs it and counts its errors.
@@ -84,6 +95,10 @@ export const make = (options: CallsOptions): Calls => {
   const log = options.logFile !== undefined ? fs.openSync(options.logFile, "a") : undefined
   const deadlineMs = (kind: Kind) =>
     kind === "probe" || kind === "lookup" ? Math.min(options.timeoutMs, 2_000) : options.timeoutMs
+  const totalMs = (kind: Kind, bytes = 0) =>
+    kind === "probe" || kind === "lookup"
+      ? deadlineMs(kind)
+      : options.timeoutMs + Math.ceil((bytes / MIN_RATE) * 1000)
 
   const policy = Schedule.identity<RemoteError>().pipe(
     Schedule.intersect(Schedule.exponential(Duration.millis(100), 2).pipe(Schedule.jittered)),
@@ -113,6 +128,18 @@ export const make = (options: CallsOptions): Calls => {
     }
   }
 
+  /** A failed attempt, in the run's counters and the breaker. */
+  const count = (e: RemoteError) => {
+    // NOT_FOUND is an answer (a miss), and UNIMPLEMENTED one the transport falls back on (BatchRead).
+    if (e.code !== "NOT_FOUND" && e.code !== "UNIMPLEMENTED") {
+      counters.errors[e.code] = (counters.errors[e.code] ?? 0) + 1
+    }
+    if (OUTAGE.has(e.code)) {
+      failures++
+      if (failures >= BREAKER_THRESHOLD) openUntil = Date.now() + BREAKER_OPEN_MS
+    }
+  }
+
   const call: Calls["call"] = (method, kind, attempt, describe) =>
     Effect.suspend(() => {
       if (Date.now() < openUntil) {
@@ -127,6 +154,7 @@ export const make = (options: CallsOptions): Calls => {
         )
       }
       const started = Date.now()
+      let failedAttempts = 0
       const logged = attempt.pipe(
         Effect.tapBoth({
           onSuccess: () =>
@@ -136,25 +164,40 @@ export const make = (options: CallsOptions): Calls => {
             }),
           onFailure: (e) =>
             Effect.sync(() => {
+              failedAttempts++
               record(method, e.code, started, describe)
-              // NOT_FOUND is an answer (a miss), and UNIMPLEMENTED one the transport falls back on (BatchRead).
-              if (e.code !== "NOT_FOUND" && e.code !== "UNIMPLEMENTED") {
-                counters.errors[e.code] = (counters.errors[e.code] ?? 0) + 1
-              }
-              if (OUTAGE.has(e.code)) {
-                failures++
-                if (failures >= BREAKER_THRESHOLD) openUntil = Date.now() + BREAKER_OPEN_MS
-              }
+              count(e)
             })
         })
       )
-      return kind === "probe" ? logged : Effect.retry(logged, policy)
+      if (kind === "probe") return logged
+      const retried = Effect.retry(logged, policy)
+      if (kind !== "lookup") return retried
+      // A lookup's deadline bounds its retries too: a miss costs a local run, never more waiting than promised.
+      const overall = new RemoteError({
+        endpoint: options.endpoint,
+        method,
+        code: "DEADLINE_EXCEEDED",
+        detail: "no answer in time"
+      })
+      return retried.pipe(
+        Effect.timeoutFail({ duration: deadlineMs(kind), onTimeout: () => overall }),
+        Effect.tapError((e) =>
+          Effect.sync(() => {
+            if (e !== overall) return
+            record(method, e.code, started, describe)
+            // An attempt that failed already counted this call's error; a call cut short in its first one has not.
+            if (failedAttempts === 0) count(e)
+          })
+        )
+      )
     })
 
   return {
     endpoint: options.endpoint,
     counters,
     deadlineMs,
+    totalMs,
     call,
     note: record,
     open: () => Date.now() >= openUntil,

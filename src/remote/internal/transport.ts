@@ -70,19 +70,62 @@ export const distinct = (digests: ReadonlyArray<Digest.Digest>): Array<Digest.Di
 }
 
 /**
- * Fails with DEADLINE_EXCEEDED when `run` makes no progress (calls `progress`) for `ms`: a transfer is bounded by
- * its progress, not by a total that would be too short for a large blob or too long for a stalled one.
+ * Bounds on what a server may send. Whatever a response claims, kiln holds at most this much of it in memory:
+ * an `ActionResult` lists outputs by digest and a `Tree` lists directories (kiln asks for no inline contents), so
+ * even a large build's fit well within these, while a server sending more is broken or hostile. A blob is bounded
+ * by its digest's size, and by {@link MAX_BLOB_BYTES} before any of it is asked for.
+ */
+/** 16 MiB: four times gRPC's default message limit, room for some 150,000 output files. */
+export const MAX_ACTION_RESULT_BYTES = 16 * 1024 * 1024
+/** 64 MiB: some 600,000 files and directories in one output directory. */
+export const MAX_TREE_BYTES = 64 * 1024 * 1024
+/** 64 GiB: a blob claiming more is refused unread (a digest's size is the server's word until the bytes are in). */
+export const MAX_BLOB_BYTES = 64 * 1024 * 1024 * 1024
+
+/** The error of a response past its bound: a server error like any other, never retried, never an outage. */
+export const tooLarge = (endpoint: string, method: string, detail: string): RemoteError =>
+  new RemoteError({ endpoint, method, code: "TOO_LARGE", detail })
+
+/**
+ * Fails with TOO_LARGE before any byte is asked for when one of `digests` is over `max`: a failed call of `method`,
+ * logged and counted as any other.
+ */
+export const checkSizes = (
+  calls: Calls,
+  method: string,
+  digests: ReadonlyArray<Digest.Digest>,
+  max = MAX_BLOB_BYTES
+): Effect.Effect<void, RemoteError> => {
+  const over = digests.find((d) => d.sizeBytes > max)
+  return over === undefined
+    ? Effect.void
+    : calls.call(
+      method,
+      "transfer",
+      Effect.fail(tooLarge(calls.endpoint, method, `${Digest.format(over)} is over the ${max}-byte bound`)),
+      { digest: Digest.format(over), bytes: over.sizeBytes }
+    )
+}
+
+/**
+ * Fails with DEADLINE_EXCEEDED when `run` makes no progress (calls `progress`) for `idleMs`, or has not finished
+ * within `totalMs`: the idle bound catches a stalled transfer early, the total one a server that keeps a call alive
+ * with a trickle of bytes. No `totalMs`: an execution's stream, bounded by the news it brings.
  */
 export const withProgress = <A>(
-  ms: number,
-  fail: () => RemoteError,
+  idleMs: number,
+  totalMs: number | undefined,
+  fail: (why: string) => RemoteError,
   run: (progress: () => void) => Effect.Effect<A, RemoteError>
 ): Effect.Effect<A, RemoteError> =>
   Effect.suspend(() => {
     let last = Date.now()
     const watch = Effect.suspend(() => {
-      const left = last + ms - Date.now()
-      return left <= 0 ? Effect.fail(fail()) : Effect.sleep(Math.min(left, 1_000))
+      const left = last + idleMs - Date.now()
+      return left <= 0 ? Effect.fail(fail("no progress")) : Effect.sleep(Math.min(left, 1_000))
     }).pipe(Effect.forever)
-    return Effect.raceFirst(run(() => (last = Date.now())), watch)
+    const raced = Effect.raceFirst(run(() => (last = Date.now())), watch)
+    return totalMs === undefined
+      ? raced
+      : Effect.timeoutFail(raced, { duration: totalMs, onTimeout: () => fail("not finished in time") })
   })

@@ -19,8 +19,11 @@ const V2 = "/build.bazel.remote.execution.v2."
 export type ReadAnswer =
   /** These bytes, in 1 MiB messages. */
   | { readonly _tag: "Bytes"; readonly bytes: Uint8Array }
-  /** 1 MiB messages for as long as the client takes them. */
-  | { readonly _tag: "Endless" }
+  /**
+   * 1 MiB messages for as long as the client takes them; after `stopAfter` bytes (if given) it goes quiet instead,
+   * so that a kiln without bounds fails its test rather than taking the machine's memory.
+   */
+  | { readonly _tag: "Endless"; readonly stopAfter?: number }
   /** One byte every `everyMs`, forever. */
   | { readonly _tag: "Drip"; readonly everyMs: number }
   /** Nothing, never ending. */
@@ -30,7 +33,7 @@ export type ReadAnswer =
 
 export const ReadAnswer = {
   bytes: (bytes: Uint8Array): ReadAnswer => ({ _tag: "Bytes", bytes }),
-  endless: { _tag: "Endless" } as ReadAnswer,
+  endless: (stopAfter?: number): ReadAnswer => ({ _tag: "Endless", ...(stopAfter ? { stopAfter } : {}) }),
   drip: (everyMs: number): ReadAnswer => ({ _tag: "Drip", everyMs }),
   hang: { _tag: "Hang" } as ReadAnswer,
   status: (code: grpc.status): ReadAnswer => ({ _tag: "Status", code })
@@ -253,8 +256,12 @@ export const hostileGrpc = Effect.acquireRelease(
             return call.end()
           case "Endless": {
             const chunk = Buffer.alloc(CHUNK, 0x41)
+            let written = 0
             const pump = () => {
-              while (!call.cancelled && !call.destroyed) if (!send(chunk)) return
+              while (!call.cancelled && !call.destroyed && written < (answer.stopAfter ?? Infinity)) {
+                written += chunk.length
+                if (!send(chunk)) return
+              }
             }
             call.on("drain", pump)
             return pump()

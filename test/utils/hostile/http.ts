@@ -15,8 +15,11 @@ export type Answer =
   | { readonly _tag: "Bytes"; readonly bytes: Uint8Array; readonly status?: number }
   /** This status and no body. */
   | { readonly _tag: "Status"; readonly status: number }
-  /** 200, then 1 MiB chunks for as long as the client reads them. */
-  | { readonly _tag: "Endless" }
+  /**
+   * 200, then 1 MiB chunks for as long as the client reads them; after `stopAfter` bytes (if given) it goes quiet
+   * instead, so that a kiln without bounds fails its test rather than taking the machine's memory.
+   */
+  | { readonly _tag: "Endless"; readonly stopAfter?: number }
   /** 200, then one byte every `everyMs`, forever. */
   | { readonly _tag: "Drip"; readonly everyMs: number }
   /** Reads the request and never answers. */
@@ -25,7 +28,7 @@ export type Answer =
 export const Answer = {
   bytes: (bytes: Uint8Array, status?: number): Answer => ({ _tag: "Bytes", bytes, ...(status ? { status } : {}) }),
   status: (status: number): Answer => ({ _tag: "Status", status }),
-  endless: { _tag: "Endless" } as Answer,
+  endless: (stopAfter?: number): Answer => ({ _tag: "Endless", ...(stopAfter ? { stopAfter } : {}) }),
   drip: (everyMs: number): Answer => ({ _tag: "Drip", everyMs }),
   hang: { _tag: "Hang" } as Answer
 }
@@ -88,8 +91,10 @@ export const hostileHttp = Effect.acquireRelease(
         case "Endless": {
           res.writeHead(200)
           if (head) return void res.end()
+          let written = 0
           const pump = () => {
-            while (!res.destroyed) {
+            while (!res.destroyed && written < (answer.stopAfter ?? Infinity)) {
+              written += CHUNK.length
               count(p, CHUNK.length)
               if (!res.write(CHUNK)) return
             }
