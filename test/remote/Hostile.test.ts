@@ -5,11 +5,14 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
+import { randomUUID } from "node:crypto"
+import * as fs from "node:fs"
+import * as path from "node:path"
 import { MAX_ACTION_RESULT_BYTES } from "../../src/remote/internal/transport.js"
 import { hostileGrpc, ReadAnswer } from "../utils/hostile/grpc.js"
 import { Answer, hostileHttp } from "../utils/hostile/http.js"
 import { digestOf, encodeActionResult, wire } from "../utils/hostile/messages.js"
-import { hostileWorkspace, type Ran } from "../utils/hostile/workspace.js"
+import { hostileWorkspace, oneProcess, type Ran } from "../utils/hostile/workspace.js"
 import { machine, namespace, sources } from "./workspace.js"
 
 describe("hostile servers, answering honestly", () => {
@@ -32,6 +35,35 @@ describe("hostile servers, answering honestly", () => {
         })
         assert.deepStrictEqual(served.summary!.remoteErrors, {})
       }))
+  }
+})
+
+describe("large blobs go through a file, not memory", () => {
+  for (const kind of ["http", "grpc"] as const) {
+    it.scoped(
+      `${kind}: a 40 MiB output comes back whole from the remote, and no temp file is left`,
+      () =>
+        Effect.gen(function*() {
+          const server = kind === "http" ? yield* hostileHttp : yield* hostileGrpc
+          const config = oneProcess()
+          config.processes.p.argv = ["/bin/sh", "-c", "yes kiln | head -c 41943057 > o.txt"]
+          const a = `a ${randomUUID()}\n`
+          const first = yield* hostileWorkspace(config, a)
+          const filled = yield* first.kiln(["run", "--remote-cache", server.url])
+          assert.strictEqual(filled.code, 0, filled.stderr)
+          const second = yield* hostileWorkspace(config, a)
+          const served = yield* second.kiln(["run", "--remote-cache", server.url])
+          assert.strictEqual(served.code, 0, served.stderr)
+          assert.deepStrictEqual(sources(served.summary), { p: "remote-cache" })
+          assert.deepStrictEqual(served.summary!.remoteErrors, {})
+          const bytes = fs.readFileSync(path.join(second.ws, "o.txt"))
+          assert.strictEqual(bytes.length, 41943057)
+          assert.isTrue(bytes.equals(fs.readFileSync(path.join(first.ws, "o.txt"))))
+          const large = path.join(second.root, "store", "immutable", "files")
+          assert.deepStrictEqual(fs.readdirSync(large).filter((n) => n.endsWith(".tmp")), [])
+        }),
+      { timeout: 120_000 }
+    )
   }
 })
 

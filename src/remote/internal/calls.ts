@@ -9,10 +9,14 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
 import * as fs from "node:fs"
+import type { StoreError } from "../../domain/StoreErrors.js"
 import { RemoteError } from "../RemoteErrors.js"
 
-/** What a call is, for its deadline: a lookup is cheap and must be quick; a transfer is bounded by its progress. */
-export type Kind = "probe" | "lookup" | "unary" | "transfer"
+/**
+ * What a call is, for its deadline: a lookup is cheap and must be quick, and an action-cache lookup (`entry`), which
+ * the run waits on, is quick retries included; a transfer is bounded by its progress and its size.
+ */
+export type Kind = "probe" | "lookup" | "entry" | "unary" | "transfer"
 
 /**
  * Codes a retry can help with (Bazel's list). INVALID_ARGUMENT, NOT_FOUND, PERMISSION_DENIED, UNIMPLEMENTED and a
@@ -61,14 +65,15 @@ export interface Calls {
   readonly totalMs: (kind: Kind, bytes?: number) => number
   /**
    * Runs one call (each attempt is `attempt`, which must apply `deadlineMs(kind)` itself: only the transport knows
-   * how to cancel its request), with retries and the breaker; logs it and counts its errors.
+   * how to cancel its request), with retries and the breaker; logs it and counts its errors. A `StoreError` (a
+   * download streamed to a file that cannot be written) ends the call: it is this machine's, not the server's.
    */
-  readonly call: <A>(
+  readonly call: <A, E extends RemoteError | StoreError = RemoteError>(
     method: string,
     kind: Kind,
-    attempt: Effect.Effect<A, RemoteError>,
+    attempt: Effect.Effect<A, E>,
     describe?: Described
-  ) => Effect.Effect<A, RemoteError>
+  ) => Effect.Effect<A, E | RemoteError>
   /**
    * Logs a step of a call already under `call` (a re-attached stream), without a retry or the breaker: its failures
    * are the call's to count.
@@ -94,18 +99,20 @@ export const make = (options: CallsOptions): Calls => {
   let openUntil = 0
   const log = options.logFile !== undefined ? fs.openSync(options.logFile, "a") : undefined
   const deadlineMs = (kind: Kind) =>
-    kind === "probe" || kind === "lookup" ? Math.min(options.timeoutMs, 2_000) : options.timeoutMs
+    kind === "probe" || kind === "lookup" || kind === "entry" ? Math.min(options.timeoutMs, 2_000) : options.timeoutMs
   const totalMs = (kind: Kind, bytes = 0) =>
-    kind === "probe" || kind === "lookup"
+    kind === "probe" || kind === "lookup" || kind === "entry"
       ? deadlineMs(kind)
       : options.timeoutMs + Math.ceil((bytes / MIN_RATE) * 1000)
 
-  const policy = Schedule.identity<RemoteError>().pipe(
+  const policy = Schedule.identity<RemoteError | StoreError>().pipe(
     Schedule.intersect(Schedule.exponential(Duration.millis(100), 2).pipe(Schedule.jittered)),
     Schedule.intersect(Schedule.recurs(options.retries ?? 3)),
-    Schedule.whileInput((e: RemoteError) => isRetryable(e) && Date.now() >= openUntil),
+    Schedule.whileInput((e: RemoteError | StoreError) =>
+      e._tag === "RemoteError" && isRetryable(e) && Date.now() >= openUntil
+    ),
     Schedule.modifyDelay(([[e]], delay) =>
-      e.retryDelayMs !== undefined
+      e._tag === "RemoteError" && e.retryDelayMs !== undefined
         ? Duration.millis(Math.min(e.retryDelayMs, 10_000))
         : Duration.min(delay, Duration.seconds(2))
     )
@@ -140,8 +147,13 @@ export const make = (options: CallsOptions): Calls => {
     }
   }
 
-  const call: Calls["call"] = (method, kind, attempt, describe) =>
-    Effect.suspend(() => {
+  const call: Calls["call"] = <A, E extends RemoteError | StoreError>(
+    method: string,
+    kind: Kind,
+    attempt: Effect.Effect<A, E>,
+    describe?: Described
+  ): Effect.Effect<A, E | RemoteError> =>
+    Effect.suspend((): Effect.Effect<A, E | RemoteError> => {
       if (Date.now() < openUntil) {
         counters.errors["CIRCUIT_OPEN"] = (counters.errors["CIRCUIT_OPEN"] ?? 0) + 1
         return Effect.fail(
@@ -165,6 +177,7 @@ export const make = (options: CallsOptions): Calls => {
           onFailure: (e) =>
             Effect.sync(() => {
               failedAttempts++
+              if (e._tag !== "RemoteError") return record(method, "LOCAL_ERROR", started, describe)
               record(method, e.code, started, describe)
               count(e)
             })
@@ -172,8 +185,8 @@ export const make = (options: CallsOptions): Calls => {
       )
       if (kind === "probe") return logged
       const retried = Effect.retry(logged, policy)
-      if (kind !== "lookup") return retried
-      // A lookup's deadline bounds its retries too: a miss costs a local run, never more waiting than promised.
+      if (kind !== "entry") return retried
+      // An action-cache lookup's deadline bounds its retries too: a miss costs a local run, never more waiting.
       const overall = new RemoteError({
         endpoint: options.endpoint,
         method,
@@ -182,7 +195,7 @@ export const make = (options: CallsOptions): Calls => {
       })
       return retried.pipe(
         Effect.timeoutFail({ duration: deadlineMs(kind), onTimeout: () => overall }),
-        Effect.tapError((e) =>
+        Effect.tapError((e: E | RemoteError) =>
           Effect.sync(() => {
             if (e !== overall) return
             record(method, e.code, started, describe)

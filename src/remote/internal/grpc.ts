@@ -22,7 +22,9 @@ import {
   type Capabilities,
   checkSizes,
   distinct,
+  intoFile,
   MAX_ACTION_RESULT_BYTES,
+  type Sink,
   type Transport,
   verified,
   withProgress
@@ -244,7 +246,7 @@ export const make = (settings: Settings, calls: Calls, tool: ToolInfo): Transpor
           action_digest: digestArg(action)
         }],
         "ActionResult",
-        "lookup",
+        "entry",
         { digest: Digest.format(action), actionId: action.hash }
       ),
       (result) => Option.some(Proto.encode("ActionResult", result))
@@ -387,14 +389,15 @@ export const make = (settings: Settings, calls: Calls, tool: ToolInfo): Transpor
     )
   }
 
-  const read = (digest: Digest.Digest): Effect.Effect<Blob, RemoteError> => {
+  /** One attempt at a blob's bytes, into `sink`, no more of them than its digest's size. */
+  const readInto = (digest: Digest.Digest, sink: Sink): Effect.Effect<void, RemoteError> => {
     const method = "ByteStream.Read"
-    const attempt = withProgress(
+    return withProgress(
       calls.deadlineMs("transfer"),
       calls.totalMs("transfer", digest.sizeBytes),
       (why) => fail(method, "DEADLINE_EXCEEDED", why),
       (progress) =>
-        Effect.async<Uint8Array, RemoteError>((resume) => {
+        Effect.async<void, RemoteError>((resume) => {
           const stream = client.makeServerStreamRequest<Record<string, unknown>, { data?: Uint8Array }>(
             "/google.bytestream.ByteStream/Read",
             ser("google.bytestream.ReadRequest"),
@@ -402,7 +405,6 @@ export const make = (settings: Settings, calls: Calls, tool: ToolInfo): Transpor
             { resource_name: resource(digest) },
             metadata()
           )
-          const chunks: Array<Uint8Array> = []
           let size = 0
           stream.on("data", (res: { data?: Uint8Array }) => {
             progress()
@@ -414,7 +416,12 @@ export const make = (settings: Settings, calls: Calls, tool: ToolInfo): Transpor
                 Effect.fail(fail(method, "DIGEST_MISMATCH", `${Digest.format(digest)}: the server sent more bytes`))
               )
             }
-            chunks.push(res.data)
+            if (!sink(res.data)) {
+              stream.cancel()
+              resume(
+                Effect.fail(fail(method, "CANCELLED", `${Digest.format(digest)}: the download could not be written`))
+              )
+            }
           })
           stream.on("error", (err: grpc.ServiceError) => {
             const e = fromGrpc(method, err)
@@ -425,11 +432,34 @@ export const make = (settings: Settings, calls: Calls, tool: ToolInfo): Transpor
                 : e
             ))
           })
-          stream.on("end", () => resume(Effect.succeed(Buffer.concat(chunks, size))))
+          stream.on("end", () => resume(Effect.void))
           return Effect.sync(() => stream.cancel())
         })
-    ).pipe(Effect.flatMap((bytes) => verified(endpoint.display, method, digest, bytes)))
+    )
+  }
+
+  const read = (digest: Digest.Digest): Effect.Effect<Blob, RemoteError> => {
+    const method = "ByteStream.Read"
+    const attempt = Effect.suspend(() => {
+      const chunks: Array<Uint8Array> = []
+      return readInto(digest, (chunk) => chunks.push(chunk) > 0).pipe(
+        Effect.flatMap(() => verified(endpoint.display, method, digest, Buffer.concat(chunks)))
+      )
+    })
     return calls.call(method, "transfer", attempt, { digest: Digest.format(digest), bytes: digest.sizeBytes })
+  }
+
+  const downloadFile: Transport["downloadFile"] = (digest, file) => {
+    const method = "ByteStream.Read"
+    return Effect.zipRight(
+      checkSizes(calls, method, [digest]),
+      calls.call(
+        method,
+        "transfer",
+        intoFile(endpoint.display, method, digest, file, (sink) => readInto(digest, sink)),
+        { digest: Digest.format(digest), bytes: digest.sizeBytes }
+      )
+    )
   }
 
   const upload: Transport["upload"] = (blobs) =>
@@ -538,6 +568,7 @@ export const make = (settings: Settings, calls: Calls, tool: ToolInfo): Transpor
 
   return {
     calls,
+    downloadFile,
     execute,
     capabilities,
     getActionResult,

@@ -18,7 +18,9 @@ import {
   type Capabilities,
   checkSizes,
   distinct,
+  intoFile,
   MAX_ACTION_RESULT_BYTES,
+  type Sink,
   tooLarge,
   type Transport,
   verified,
@@ -74,9 +76,15 @@ export const make = (settings: Settings, calls: Calls, version: string): Transpo
     method: "GET" | "HEAD" | "PUT",
     path: string,
     kind: Kind,
-    limit: number,
-    bytes: number,
-    body?: Uint8Array
+    { body, bytes, limit, sink }: {
+      /** The most a 2xx body may hold. */
+      readonly limit: number
+      /** What the call moves, for its total deadline. */
+      readonly bytes: number
+      readonly body?: Uint8Array
+      /** Where a 2xx body goes instead of memory (its answer's body is then empty). */
+      readonly sink?: Sink
+    }
   ): Effect.Effect<{ status: number; body: Buffer }, RemoteError> => {
     const name = `${method} ${path.split("/")[0]}`
     const fail = (code: string, detail: string) =>
@@ -122,10 +130,14 @@ export const make = (settings: Settings, calls: Calls, version: string): Transpo
               progress()
               size += c.length
               if (size > limit) return over()
-              chunks.push(c)
+              if (sink === undefined) return void chunks.push(c)
+              if (!sink(c)) {
+                req.destroy()
+                settle(Effect.fail(fail("CANCELLED", `${path}: the download could not be written`)))
+              }
             })
             res.on("error", (e) => settle(Effect.fail(fail("UNAVAILABLE", e.message))))
-            res.on("end", () => settle(Effect.succeed({ status, body: Buffer.concat(chunks, size) })))
+            res.on("end", () => settle(Effect.succeed({ status, body: Buffer.concat(chunks) })))
           })
           req.on("error", (e: NodeJS.ErrnoException) => settle(Effect.fail(fail("UNAVAILABLE", e.code ?? e.message))))
           if (body !== undefined) {
@@ -161,7 +173,7 @@ export const make = (settings: Settings, calls: Calls, version: string): Transpo
   const capabilities: Transport["capabilities"] = calls.call(
     "HEAD ac",
     "probe",
-    request("HEAD", `ac/${Digest.empty.hash}`, "probe", 0, 0).pipe(
+    request("HEAD", `ac/${Digest.empty.hash}`, "probe", { limit: 0, bytes: 0 }).pipe(
       Effect.asVoid,
       Effect.catchIf((e) => e.code === "NOT_FOUND", () => Effect.void),
       Effect.as<Capabilities>({
@@ -180,8 +192,8 @@ export const make = (settings: Settings, calls: Calls, version: string): Transpo
   const getActionResult: Transport["getActionResult"] = (action) =>
     calls.call(
       "GET ac",
-      "lookup",
-      request("GET", `ac/${action.hash}`, "lookup", MAX_ACTION_RESULT_BYTES, 0),
+      "entry",
+      request("GET", `ac/${action.hash}`, "entry", { limit: MAX_ACTION_RESULT_BYTES, bytes: 0 }),
       described(action)
     ).pipe(
       Effect.map((res) => Option.some<Uint8Array>(res.body)),
@@ -193,16 +205,21 @@ export const make = (settings: Settings, calls: Calls, version: string): Transpo
       calls.call(
         "PUT ac",
         "unary",
-        request("PUT", `ac/${action.hash}`, "unary", ERROR_BODY_BYTES, result.length, result),
+        request("PUT", `ac/${action.hash}`, "unary", {
+          limit: ERROR_BODY_BYTES,
+          bytes: result.length,
+          body: result
+        }),
         described(action)
       )
     )
 
   const has = (d: Digest.Digest) =>
-    calls.call("HEAD cas", "lookup", request("HEAD", `cas/${d.hash}`, "lookup", 0, 0), described(d)).pipe(
-      Effect.as(true),
-      Effect.catchIf((e) => e.code === "NOT_FOUND", () => Effect.succeed(false))
-    )
+    calls.call("HEAD cas", "lookup", request("HEAD", `cas/${d.hash}`, "lookup", { limit: 0, bytes: 0 }), described(d))
+      .pipe(
+        Effect.as(true),
+        Effect.catchIf((e) => e.code === "NOT_FOUND", () => Effect.succeed(false))
+      )
 
   const findMissing: Transport["findMissing"] = (digests) =>
     Effect.map(
@@ -219,7 +236,11 @@ export const make = (settings: Settings, calls: Calls, version: string): Transpo
         calls.call(
           "PUT cas",
           "transfer",
-          request("PUT", `cas/${b.digest.hash}`, "transfer", ERROR_BODY_BYTES, b.bytes.length, b.bytes),
+          request("PUT", `cas/${b.digest.hash}`, "transfer", {
+            limit: ERROR_BODY_BYTES,
+            bytes: b.bytes.length,
+            body: b.bytes
+          }),
           described(b.digest)
         ),
       { concurrency: CONCURRENCY, discard: true }
@@ -235,7 +256,7 @@ export const make = (settings: Settings, calls: Calls, version: string): Transpo
             "GET cas",
             "transfer",
             Effect.flatMap(
-              request("GET", `cas/${d.hash}`, "transfer", d.sizeBytes, d.sizeBytes),
+              request("GET", `cas/${d.hash}`, "transfer", { limit: d.sizeBytes, bytes: d.sizeBytes }),
               (res) => verified(endpoint.display, "GET cas", d, res.body)
             ),
             described(d)
@@ -244,8 +265,21 @@ export const make = (settings: Settings, calls: Calls, version: string): Transpo
       )
     )
 
+  const downloadFile: Transport["downloadFile"] = (d, file) =>
+    Effect.zipRight(
+      checkSizes(calls, "GET cas", [d]),
+      calls.call(
+        "GET cas",
+        "transfer",
+        intoFile(endpoint.display, "GET cas", d, file, (sink) =>
+          Effect.asVoid(request("GET", `cas/${d.hash}`, "transfer", { limit: d.sizeBytes, bytes: d.sizeBytes, sink }))),
+        described(d)
+      )
+    )
+
   return {
     calls,
+    downloadFile,
     capabilities,
     getActionResult,
     updateActionResult,

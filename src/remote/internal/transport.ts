@@ -7,7 +7,12 @@
  */
 import * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
+import { createHash } from "node:crypto"
+import * as fs from "node:fs"
 import * as Digest from "../../domain/Digest.js"
+import type { StoreError } from "../../domain/StoreErrors.js"
+import { ioError } from "../../os/IoError.js"
+import { writeAll } from "../../os/WriteAll.js"
 import type { Capabilities } from "../Capabilities.js"
 import { RemoteError } from "../RemoteErrors.js"
 import type { Calls } from "./calls.js"
@@ -32,6 +37,11 @@ export interface Transport {
   readonly upload: (blobs: ReadonlyArray<Blob>) => Effect.Effect<void, RemoteError>
   /** The blobs' bytes, each checked against its digest; a blob the server lacks fails the call with NOT_FOUND. */
   readonly download: (digests: ReadonlyArray<Digest.Digest>) => Effect.Effect<Array<Blob>, RemoteError>
+  /**
+   * One blob streamed into `file` (created, or emptied for each attempt), checked against its digest on the way: a
+   * blob too large to hold in memory.
+   */
+  readonly downloadFile: (digest: Digest.Digest, file: string) => Effect.Effect<void, RemoteError | StoreError>
   /** Runs an action the server has every input of (REAPI `Execution`; none over HTTP). */
   readonly execute?: (
     action: Digest.Digest,
@@ -61,6 +71,67 @@ export const verified = (
       })
     )
 }
+
+/**
+ * Where a streamed download's bytes go: `false` when they could not be written, and the stream must stop.
+ *
+ * @internal
+ */
+export type Sink = (chunk: Uint8Array) => boolean
+
+/**
+ * One attempt of a download into `file`: `stream` feeds the sink, which writes and hashes each chunk; the bytes
+ * are checked against `digest` at the end. A write that fails (a full disk) ends the attempt with its StoreError,
+ * whatever the stream then says.
+ */
+export const intoFile = (
+  endpoint: string,
+  method: string,
+  digest: Digest.Digest,
+  file: string,
+  stream: (sink: Sink) => Effect.Effect<void, RemoteError>
+): Effect.Effect<void, RemoteError | StoreError> =>
+  Effect.acquireUseRelease(
+    Effect.try({ try: () => fs.openSync(file, "w", 0o600), catch: ioError(file, "cannot write a download") }),
+    (fd) =>
+      Effect.suspend(() => {
+        const hasher = createHash("sha256")
+        let size = 0
+        let failure: StoreError | undefined
+        const sink: Sink = (chunk) => {
+          if (failure !== undefined) return false
+          try {
+            writeAll(fd, chunk)
+          } catch (e) {
+            failure = ioError(file, "cannot write a download")(e)
+            return false
+          }
+          hasher.update(chunk)
+          size += chunk.length
+          return true
+        }
+        return stream(sink).pipe(
+          Effect.catchAll((e): Effect.Effect<void, RemoteError | StoreError> =>
+            Effect.fail(failure !== undefined ? failure : e)
+          ),
+          Effect.zipRight(Effect.suspend(() => {
+            const got = { hash: hasher.digest("hex"), sizeBytes: size }
+            return got.hash === digest.hash && got.sizeBytes === digest.sizeBytes
+              ? Effect.void
+              : Effect.fail(
+                new RemoteError({
+                  endpoint,
+                  method,
+                  code: "DIGEST_MISMATCH",
+                  detail: `${Digest.format(digest)} came back as ${Digest.format(got)}`,
+                  corruptBlob: digest.hash
+                })
+              )
+          }))
+        )
+      }),
+    (fd) => Effect.sync(() => fs.closeSync(fd))
+  )
 
 /** Distinct non-empty digests, in their first order. */
 export const distinct = (digests: ReadonlyArray<Digest.Digest>): Array<Digest.Digest> => {

@@ -32,11 +32,12 @@ export const oneProcess = (remote?: Record<string, unknown>) => ({
   }
 })
 
-export const hostileWorkspace = (config: unknown = oneProcess()) =>
+/** The workspace: `config` as kiln.json, and `a.txt` unique to it unless `a` is given (two machines, one key). */
+export const hostileWorkspace = (config: unknown = oneProcess(), a = `a ${randomUUID()}\n`) =>
   Effect.gen(function*() {
     const root = yield* tempDir("kiln-hostile-remote-")
     const ws = path.join(root, "ws")
-    writeTree(ws, { "a.txt": `a ${randomUUID()}\n`, "kiln.json": JSON.stringify(config) })
+    writeTree(ws, { "a.txt": a, "kiln.json": JSON.stringify(config) })
     fs.mkdirSync(path.join(root, "sandboxes"))
     const baseEnv: Record<string, string | undefined> = {
       ...process.env,
