@@ -48,7 +48,34 @@ export type RemoteArgs = ValuesOf<typeof REMOTE_OPTIONS>
 
 const MODES = new Set(["read-write", "read", "write"])
 
-const fromConfig = (remote: typeof RemoteConfig.Type | undefined, workspace: string): RemoteSettings.Given => {
+/**
+ * kiln.json's headers, which are the repository's: a value `$VAR` there would let whoever wrote the file send the
+ * user's environment (a token) to a server the same file names, so it is refused with where to put it instead.
+ */
+const checkedInHeaders = (
+  headers: Readonly<Record<string, string>>
+): Effect.Effect<ReadonlyArray<string>, InvalidRemoteSettings> => {
+  const variable = Object.entries(headers).find(([, v]) => RemoteSettings.isVariable(v))
+  if (variable === undefined) return Effect.succeed(Object.entries(headers).map(([k, v]) => `${k}=${v}`))
+  const [name, value] = variable
+  return Effect.fail(
+    new InvalidRemoteSettings({
+      source: `kiln.json: remote.headers.${name}`,
+      detail: `${value} is read from your environment only for headers you give yourself: ` +
+        `pass --remote-header '${name}=${value}' on the command line instead`
+    })
+  )
+}
+
+const fromConfig = (
+  remote: typeof RemoteConfig.Type | undefined,
+  workspace: string
+): Effect.Effect<RemoteSettings.Given, InvalidRemoteSettings> =>
+  remote?.headers === undefined
+    ? Effect.succeed(fromConfigFields(remote, workspace))
+    : Effect.map(checkedInHeaders(remote.headers), (headers) => ({ ...fromConfigFields(remote, workspace), headers }))
+
+const fromConfigFields = (remote: typeof RemoteConfig.Type | undefined, workspace: string): RemoteSettings.Given => {
   if (remote === undefined) return {}
   const at = (p: string | undefined) => (p === undefined ? undefined : path.resolve(workspace, p))
   const timeout = remote.timeout !== undefined ? DurationText.parse(remote.timeout) : undefined
@@ -56,7 +83,6 @@ const fromConfig = (remote: typeof RemoteConfig.Type | undefined, workspace: str
     ...(remote.cache !== undefined ? { url: remote.cache } : {}),
     ...(remote.executor !== undefined ? { executorUrl: remote.executor } : {}),
     ...(remote.instanceName !== undefined ? { instanceName: remote.instanceName } : {}),
-    ...(remote.headers !== undefined ? { headers: Object.entries(remote.headers).map(([k, v]) => `${k}=${v}`) } : {}),
     ...(remote.ca !== undefined ? { ca: at(remote.ca)! } : {}),
     ...(remote.clientCert !== undefined ? { clientCert: at(remote.clientCert)! } : {}),
     ...(remote.clientKey !== undefined ? { clientKey: at(remote.clientKey)! } : {}),
@@ -101,6 +127,41 @@ const fromArgs = (o: RemoteArgs): Effect.Effect<RemoteSettings.Given, InvalidRem
     }
   })
 
+let warnedLiteral = false
+let warnedPlaintext = false
+
+/** A host on this machine: what is sent to it in plain text stays here. */
+const isLoopback = (host: string): boolean =>
+  host === "localhost" || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host)
+
+/**
+ * Once per process each: a literal `--remote-header` value (any local user sees it in `ps`), and headers sent in
+ * plain text to another machine.
+ */
+const warnExposure = (args: RemoteSettings.Given, settings: RemoteSettings.Settings | undefined) => {
+  const literal = (args.headers ?? []).find((h) => !RemoteSettings.isVariable(h.slice(h.indexOf("=") + 1)))
+  if (literal !== undefined && !warnedLiteral) {
+    warnedLiteral = true
+    const name = literal.slice(0, Math.max(literal.indexOf("="), 0))
+    process.stderr.write(
+      `kiln: warning: --remote-header ${name}: a value on the command line is visible to every local user (ps): ` +
+        `pass --remote-header '${name}=$VAR' with the value in the environment variable VAR instead\n`
+    )
+  }
+  if (settings === undefined || settings.headers.length === 0 || warnedPlaintext) return
+  const plain = [settings.endpoint, settings.executorEndpoint].find((e) =>
+    e !== undefined && (e.scheme === "http" || e.scheme === "grpc") && !isLoopback(e.host)
+  )
+  if (plain !== undefined) {
+    warnedPlaintext = true
+    process.stderr.write(
+      `kiln: warning: remote headers go to ${plain.display} unencrypted: use ${
+        plain.scheme === "http" ? "https" : "grpcs"
+      }:// to keep them from the network\n`
+    )
+  }
+}
+
 /** The settings, or undefined when no remote is named anywhere. */
 export const remoteSettings = (
   o: RemoteArgs,
@@ -108,10 +169,12 @@ export const remoteSettings = (
   workspace: string = process.cwd(),
   env: NodeJS.ProcessEnv = process.env
 ): Effect.Effect<RemoteSettings.Settings | undefined, InvalidRemoteSettings> =>
-  Effect.flatMap(fromArgs(o), (args) =>
-    RemoteSettings.resolve(
+  Effect.gen(function*() {
+    const args = yield* fromArgs(o)
+    const checkedIn = yield* fromConfig(config?.remote, workspace)
+    const settings = yield* RemoteSettings.resolve(
       RemoteSettings.merge(
-        fromConfig(config?.remote, workspace),
+        checkedIn,
         env.KILN_REMOTE_CACHE !== undefined && env.KILN_REMOTE_CACHE !== "" ? { url: env.KILN_REMOTE_CACHE } : {},
         env.KILN_REMOTE_EXECUTOR !== undefined && env.KILN_REMOTE_EXECUTOR !== ""
           ? { executorUrl: env.KILN_REMOTE_EXECUTOR }
@@ -119,7 +182,10 @@ export const remoteSettings = (
         args
       ),
       env
-    ))
+    )
+    warnExposure(args, settings)
+    return settings
+  })
 
 /** Bad remote settings: one line on stderr, exit code 2. */
 export const exitOnInvalidRemote = <A, E, R>(effect: Effect.Effect<A, E | InvalidRemoteSettings, R>) =>

@@ -74,7 +74,8 @@ export const RemoteConfig = Schema.Struct({
   }),
   instanceName: Schema.optional(Schema.String),
   headers: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })).annotations({
-    description: "headers sent with every call; a value written $VAR is read from the environment"
+    description:
+      "literal headers sent with every call; a secret is the user's to give (--remote-header NAME=$VAR), never the repository's"
   }),
   executor: Schema.optional(Schema.String).annotations({
     description: "a REAPI executor (grpc:// or grpcs://) to run processes on; its CAS and action cache are the cache"

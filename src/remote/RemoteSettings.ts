@@ -1,7 +1,8 @@
 /**
  * Where the remote cache is and how to talk to it, from the command line, the environment (`KILN_REMOTE_CACHE`) and
  * kiln.json's `"remote"` object, the command line winning. Header values written `$VAR` are read from the
- * environment, so tokens stay out of files; they are never logged or printed.
+ * environment, so tokens stay out of files; they are never logged or printed. Only the user's own headers may be
+ * `$VAR` (the command line): kiln.json's are refused before they get here (`cli/settings.ts`).
  *
  * @since 0.1.0
  */
@@ -156,6 +157,14 @@ const readPem = (file: string | undefined, what: string) => {
 }
 
 /**
+ * Whether a header value is `$VAR`, read from the environment.
+ *
+ * @since 0.1.0
+ * @category parsing
+ */
+export const isVariable = (value: string): boolean => /^\$[A-Za-z_][A-Za-z0-9_]*$/.test(value)
+
+/**
  * A header `NAME=VALUE`; a value `$VAR` is the environment variable's value (an unset one is an error, so a token
  * that did not reach CI fails loudly instead of sending an empty credential).
  *
@@ -175,7 +184,7 @@ export const parseHeader = (
       )
     }
     const raw = text.slice(eq + 1)
-    if (/^\$[A-Za-z_][A-Za-z0-9_]*$/.test(raw)) {
+    if (isVariable(raw)) {
       const value = env[raw.slice(1)]
       if (value === undefined) {
         return Effect.fail(

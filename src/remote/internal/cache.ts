@@ -172,7 +172,7 @@ export const make = (settings: Settings, options: Options) =>
           // fresh result replaces the entry.
           if (
             e.code === "NOT_FOUND" || e.code === "DIGEST_MISMATCH" || e.code === "INVALID_ARGUMENT" ||
-            e.code === "INTERNAL"
+            e.code === "INTERNAL" || e.code === "TOO_LARGE"
           ) {
             stale.add(key.hash)
             return Effect.as(

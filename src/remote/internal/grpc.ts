@@ -17,7 +17,18 @@ import type { Settings } from "../RemoteSettings.js"
 import type { Calls, Described, Kind } from "./calls.js"
 import * as GrpcExecute from "./grpcExecute.js"
 import * as Proto from "./proto.js"
-import { type Blob, type Capabilities, distinct, type Transport, verified, withProgress } from "./transport.js"
+import {
+  type Blob,
+  type Capabilities,
+  checkSizes,
+  distinct,
+  intoFile,
+  MAX_ACTION_RESULT_BYTES,
+  type Sink,
+  type Transport,
+  verified,
+  withProgress
+} from "./transport.js"
 
 const V2 = "/build.bazel.remote.execution.v2."
 /** gRPC's default message limit, which servers apply to what they receive whatever they advertise. */
@@ -27,6 +38,11 @@ const BATCH_FRAMING = 64 * 1024
 /** ByteStream chunks: Pants' 1 MiB (Bazel's 16 KiB cost a round of framing per 16 KiB). */
 const CHUNK = 1024 * 1024
 const FIND_MISSING_CHUNK = 10_000
+/**
+ * The largest message kiln receives: an `ActionResult` at its bound, with room for its framing. Batches stay under
+ * gRPC's 4 MiB and ByteStream chunks are the server's choice of a few KiB or MiB, so only a hostile answer is refused.
+ */
+const MAX_RECEIVE = MAX_ACTION_RESULT_BYTES + BATCH_FRAMING
 
 export interface ToolInfo {
   readonly version: string
@@ -76,7 +92,7 @@ export const make = (settings: Settings, calls: Calls, tool: ToolInfo): Transpor
     `${endpoint.host.includes(":") ? `[${endpoint.host}]` : endpoint.host}:${endpoint.port}`,
     credentials,
     {
-      "grpc.max_receive_message_length": 64 * 1024 * 1024,
+      "grpc.max_receive_message_length": MAX_RECEIVE,
       "grpc.keepalive_time_ms": 30_000,
       "grpc.keepalive_timeout_ms": 20_000,
       "grpc.keepalive_permit_without_calls": 0,
@@ -94,8 +110,13 @@ export const make = (settings: Settings, calls: Calls, tool: ToolInfo): Transpor
       detail,
       ...(retryDelayMs !== undefined ? { retryDelayMs } : {})
     })
-  const fromGrpc = (method: string, err: grpc.ServiceError) =>
-    fail(method, codeName(err.code), tidy(err.details ?? err.message), retryDelayOf(err))
+  const fromGrpc = (method: string, err: grpc.ServiceError) => {
+    const detail = tidy(err.details ?? err.message)
+    // A message over the receive bound is the server's answer being too large, not the server being overloaded.
+    return err.code === grpc.status.RESOURCE_EXHAUSTED && /^Received message .*larger than/.test(detail)
+      ? fail(method, "TOO_LARGE", detail)
+      : fail(method, codeName(err.code), detail, retryDelayOf(err))
+  }
 
   const metadata = (actionId?: string) => {
     const md = new grpc.Metadata()
@@ -225,7 +246,7 @@ export const make = (settings: Settings, calls: Calls, tool: ToolInfo): Transpor
           action_digest: digestArg(action)
         }],
         "ActionResult",
-        "lookup",
+        "entry",
         { digest: Digest.format(action), actionId: action.hash }
       ),
       (result) => Option.some(Proto.encode("ActionResult", result))
@@ -325,7 +346,8 @@ export const make = (settings: Settings, calls: Calls, tool: ToolInfo): Transpor
     const method = "ByteStream.Write"
     return withProgress(
       calls.deadlineMs("transfer"),
-      () => fail(method, "DEADLINE_EXCEEDED", "no progress"),
+      calls.totalMs("transfer", blob.digest.sizeBytes - from),
+      (why) => fail(method, "DEADLINE_EXCEEDED", why),
       (progress) =>
         Effect.async<void, RemoteError>((resume) => {
           const stream = client.makeClientStreamRequest<Record<string, unknown>, { committed_size?: number }>(
@@ -367,13 +389,15 @@ export const make = (settings: Settings, calls: Calls, tool: ToolInfo): Transpor
     )
   }
 
-  const read = (digest: Digest.Digest): Effect.Effect<Blob, RemoteError> => {
+  /** One attempt at a blob's bytes, into `sink`, no more of them than its digest's size. */
+  const readInto = (digest: Digest.Digest, sink: Sink): Effect.Effect<void, RemoteError> => {
     const method = "ByteStream.Read"
-    const attempt = withProgress(
+    return withProgress(
       calls.deadlineMs("transfer"),
-      () => fail(method, "DEADLINE_EXCEEDED", "no progress"),
+      calls.totalMs("transfer", digest.sizeBytes),
+      (why) => fail(method, "DEADLINE_EXCEEDED", why),
       (progress) =>
-        Effect.async<Uint8Array, RemoteError>((resume) => {
+        Effect.async<void, RemoteError>((resume) => {
           const stream = client.makeServerStreamRequest<Record<string, unknown>, { data?: Uint8Array }>(
             "/google.bytestream.ByteStream/Read",
             ser("google.bytestream.ReadRequest"),
@@ -381,7 +405,6 @@ export const make = (settings: Settings, calls: Calls, tool: ToolInfo): Transpor
             { resource_name: resource(digest) },
             metadata()
           )
-          const chunks: Array<Uint8Array> = []
           let size = 0
           stream.on("data", (res: { data?: Uint8Array }) => {
             progress()
@@ -393,7 +416,12 @@ export const make = (settings: Settings, calls: Calls, tool: ToolInfo): Transpor
                 Effect.fail(fail(method, "DIGEST_MISMATCH", `${Digest.format(digest)}: the server sent more bytes`))
               )
             }
-            chunks.push(res.data)
+            if (!sink(res.data)) {
+              stream.cancel()
+              resume(
+                Effect.fail(fail(method, "CANCELLED", `${Digest.format(digest)}: the download could not be written`))
+              )
+            }
           })
           stream.on("error", (err: grpc.ServiceError) => {
             const e = fromGrpc(method, err)
@@ -404,11 +432,34 @@ export const make = (settings: Settings, calls: Calls, tool: ToolInfo): Transpor
                 : e
             ))
           })
-          stream.on("end", () => resume(Effect.succeed(Buffer.concat(chunks, size))))
+          stream.on("end", () => resume(Effect.void))
           return Effect.sync(() => stream.cancel())
         })
-    ).pipe(Effect.flatMap((bytes) => verified(endpoint.display, method, digest, bytes)))
+    )
+  }
+
+  const read = (digest: Digest.Digest): Effect.Effect<Blob, RemoteError> => {
+    const method = "ByteStream.Read"
+    const attempt = Effect.suspend(() => {
+      const chunks: Array<Uint8Array> = []
+      return readInto(digest, (chunk) => chunks.push(chunk) > 0).pipe(
+        Effect.flatMap(() => verified(endpoint.display, method, digest, Buffer.concat(chunks)))
+      )
+    })
     return calls.call(method, "transfer", attempt, { digest: Digest.format(digest), bytes: digest.sizeBytes })
+  }
+
+  const downloadFile: Transport["downloadFile"] = (digest, file) => {
+    const method = "ByteStream.Read"
+    return Effect.zipRight(
+      checkSizes(calls, method, [digest]),
+      calls.call(
+        method,
+        "transfer",
+        intoFile(endpoint.display, method, digest, file, (sink) => readInto(digest, sink)),
+        { digest: Digest.format(digest), bytes: digest.sizeBytes }
+      )
+    )
   }
 
   const upload: Transport["upload"] = (blobs) =>
@@ -489,6 +540,7 @@ export const make = (settings: Settings, calls: Calls, tool: ToolInfo): Transpor
 
   const download: Transport["download"] = (digests) =>
     Effect.gen(function*() {
+      yield* checkSizes(calls, "ByteStream.Read", digests)
       const wanted = distinct(digests)
       if (!batchRead) return yield* Effect.forEach(wanted, read, { concurrency: 4 })
       const { batches, streams } = plan(wanted.map((digest) => ({ digest })))
@@ -516,6 +568,7 @@ export const make = (settings: Settings, calls: Calls, tool: ToolInfo): Transpor
 
   return {
     calls,
+    downloadFile,
     execute,
     capabilities,
     getActionResult,

@@ -123,6 +123,7 @@ export const make = (deps: Deps) => {
   ): Effect.Effect<Executed, RemoteError> =>
     withProgress(
       stallMs,
+      undefined,
       () => fail(method, "DEADLINE_EXCEEDED", `no news of the execution for ${stallMs} ms`),
       (progress) =>
         Effect.async<WireOperation, RemoteError>((resume) => {

@@ -14,9 +14,25 @@ import * as Digest from "../../domain/Digest.js"
 import { RemoteError } from "../RemoteErrors.js"
 import type { Settings } from "../RemoteSettings.js"
 import type { Calls, Kind } from "./calls.js"
-import { type Capabilities, distinct, type Transport, verified, withProgress } from "./transport.js"
+import {
+  type Capabilities,
+  checkSizes,
+  distinct,
+  intoFile,
+  MAX_ACTION_RESULT_BYTES,
+  type Sink,
+  tooLarge,
+  type Transport,
+  verified,
+  withProgress
+} from "./transport.js"
 
 const CONCURRENCY = 8
+/**
+ * The largest body of an error status (a 404's page) drained to keep its connection, a larger one dropping it; and of
+ * a PUT's answer, an acknowledgement kiln does not read.
+ */
+const ERROR_BODY_BYTES = 64 * 1024
 
 /** HTTP answers as the gRPC codes the rest of kiln reasons with. */
 const codeOf = (status: number): string =>
@@ -51,21 +67,44 @@ export const make = (settings: Settings, calls: Calls, version: string): Transpo
   const headers: Record<string, string> = { "user-agent": `kiln/${version}` }
   for (const [name, value] of settings.headers) headers[name] = value
 
-  /** One request: its status and body; a connection that makes no progress for the kind's deadline fails. */
+  /**
+   * One request: its status and body. A 2xx body over `limit` bytes fails the call the moment it passes it (TOO_LARGE);
+   * other statuses are the answer, their bodies unread. A connection that makes no progress for the kind's deadline,
+   * or that has not finished within its total one (for `bytes` moved), fails.
+   */
   const request = (
     method: "GET" | "HEAD" | "PUT",
     path: string,
     kind: Kind,
-    body?: Uint8Array
+    { body, bytes, limit, sink }: {
+      /** The most a 2xx body may hold. */
+      readonly limit: number
+      /** What the call moves, for its total deadline. */
+      readonly bytes: number
+      readonly body?: Uint8Array
+      /** Where a 2xx body goes instead of memory (its answer's body is then empty). */
+      readonly sink?: Sink
+    }
   ): Effect.Effect<{ status: number; body: Buffer }, RemoteError> => {
     const name = `${method} ${path.split("/")[0]}`
     const fail = (code: string, detail: string) =>
       new RemoteError({ endpoint: endpoint.display, method: name, code, detail })
     return withProgress(
       calls.deadlineMs(kind),
-      () => fail("DEADLINE_EXCEEDED", "no answer"),
+      calls.totalMs(kind, bytes),
+      (why) => fail("DEADLINE_EXCEEDED", why),
       (progress) =>
         Effect.async<{ status: number; body: Buffer }, RemoteError>((resume) => {
+          let settled = false
+          const settle = (outcome: Effect.Effect<{ status: number; body: Buffer }, RemoteError>) => {
+            if (settled) return
+            settled = true
+            resume(outcome)
+          }
+          const over = () => {
+            req.destroy()
+            settle(Effect.fail(tooLarge(endpoint.display, name, `${path}: the answer is over ${limit} bytes`)))
+          }
           const req = (secure ? https : http).request({
             host: endpoint.host,
             port: endpoint.port,
@@ -75,15 +114,32 @@ export const make = (settings: Settings, calls: Calls, version: string): Transpo
             headers: body !== undefined ? { ...headers, "content-length": String(body.length) } : headers
           }, (res) => {
             progress()
+            const status = res.statusCode ?? 0
+            const declared = Number(res.headers["content-length"] ?? Number.NaN)
+            if (status < 200 || status >= 300) {
+              // The status is the answer. A small body is drained, keeping the connection; any other goes with it.
+              if (declared <= ERROR_BODY_BYTES) res.resume()
+              else req.destroy()
+              return settle(Effect.succeed({ status, body: Buffer.alloc(0) }))
+            }
+            // A HEAD's length is the resource's, with no body to follow.
+            if (method !== "HEAD" && declared > limit) return over()
             const chunks: Array<Buffer> = []
+            let size = 0
             res.on("data", (c: Buffer) => {
               progress()
-              chunks.push(c)
+              size += c.length
+              if (size > limit) return over()
+              if (sink === undefined) return void chunks.push(c)
+              if (!sink(c)) {
+                req.destroy()
+                settle(Effect.fail(fail("CANCELLED", `${path}: the download could not be written`)))
+              }
             })
-            res.on("error", (e) => resume(Effect.fail(fail("UNAVAILABLE", e.message))))
-            res.on("end", () => resume(Effect.succeed({ status: res.statusCode ?? 0, body: Buffer.concat(chunks) })))
+            res.on("error", (e) => settle(Effect.fail(fail("UNAVAILABLE", e.message))))
+            res.on("end", () => settle(Effect.succeed({ status, body: Buffer.concat(chunks) })))
           })
-          req.on("error", (e: NodeJS.ErrnoException) => resume(Effect.fail(fail("UNAVAILABLE", e.code ?? e.message))))
+          req.on("error", (e: NodeJS.ErrnoException) => settle(Effect.fail(fail("UNAVAILABLE", e.code ?? e.message))))
           if (body !== undefined) {
             // Written in slices, so that progress is seen while a large blob goes out.
             let offset = 0
@@ -117,7 +173,7 @@ export const make = (settings: Settings, calls: Calls, version: string): Transpo
   const capabilities: Transport["capabilities"] = calls.call(
     "HEAD ac",
     "probe",
-    request("HEAD", `ac/${Digest.empty.hash}`, "probe").pipe(
+    request("HEAD", `ac/${Digest.empty.hash}`, "probe", { limit: 0, bytes: 0 }).pipe(
       Effect.asVoid,
       Effect.catchIf((e) => e.code === "NOT_FOUND", () => Effect.void),
       Effect.as<Capabilities>({
@@ -134,21 +190,36 @@ export const make = (settings: Settings, calls: Calls, version: string): Transpo
   )
 
   const getActionResult: Transport["getActionResult"] = (action) =>
-    calls.call("GET ac", "lookup", request("GET", `ac/${action.hash}`, "lookup"), described(action)).pipe(
+    calls.call(
+      "GET ac",
+      "entry",
+      request("GET", `ac/${action.hash}`, "entry", { limit: MAX_ACTION_RESULT_BYTES, bytes: 0 }),
+      described(action)
+    ).pipe(
       Effect.map((res) => Option.some<Uint8Array>(res.body)),
       Effect.catchIf((e) => e.code === "NOT_FOUND", () => Effect.succeedNone)
     )
 
   const updateActionResult: Transport["updateActionResult"] = (action, result) =>
     Effect.asVoid(
-      calls.call("PUT ac", "unary", request("PUT", `ac/${action.hash}`, "unary", result), described(action))
+      calls.call(
+        "PUT ac",
+        "unary",
+        request("PUT", `ac/${action.hash}`, "unary", {
+          limit: ERROR_BODY_BYTES,
+          bytes: result.length,
+          body: result
+        }),
+        described(action)
+      )
     )
 
   const has = (d: Digest.Digest) =>
-    calls.call("HEAD cas", "lookup", request("HEAD", `cas/${d.hash}`, "lookup"), described(d)).pipe(
-      Effect.as(true),
-      Effect.catchIf((e) => e.code === "NOT_FOUND", () => Effect.succeed(false))
-    )
+    calls.call("HEAD cas", "lookup", request("HEAD", `cas/${d.hash}`, "lookup", { limit: 0, bytes: 0 }), described(d))
+      .pipe(
+        Effect.as(true),
+        Effect.catchIf((e) => e.code === "NOT_FOUND", () => Effect.succeed(false))
+      )
 
   const findMissing: Transport["findMissing"] = (digests) =>
     Effect.map(
@@ -165,30 +236,50 @@ export const make = (settings: Settings, calls: Calls, version: string): Transpo
         calls.call(
           "PUT cas",
           "transfer",
-          request("PUT", `cas/${b.digest.hash}`, "transfer", b.bytes),
+          request("PUT", `cas/${b.digest.hash}`, "transfer", {
+            limit: ERROR_BODY_BYTES,
+            bytes: b.bytes.length,
+            body: b.bytes
+          }),
           described(b.digest)
         ),
       { concurrency: CONCURRENCY, discard: true }
     )
 
   const download: Transport["download"] = (digests) =>
-    Effect.forEach(
-      distinct(digests),
-      (d) =>
-        calls.call(
-          "GET cas",
-          "transfer",
-          Effect.flatMap(
-            request("GET", `cas/${d.hash}`, "transfer"),
-            (res) => verified(endpoint.display, "GET cas", d, res.body)
+    Effect.zipRight(
+      checkSizes(calls, "GET cas", digests),
+      Effect.forEach(
+        distinct(digests),
+        (d) =>
+          calls.call(
+            "GET cas",
+            "transfer",
+            Effect.flatMap(
+              request("GET", `cas/${d.hash}`, "transfer", { limit: d.sizeBytes, bytes: d.sizeBytes }),
+              (res) => verified(endpoint.display, "GET cas", d, res.body)
+            ),
+            described(d)
           ),
-          described(d)
-        ),
-      { concurrency: CONCURRENCY }
+        { concurrency: CONCURRENCY }
+      )
+    )
+
+  const downloadFile: Transport["downloadFile"] = (d, file) =>
+    Effect.zipRight(
+      checkSizes(calls, "GET cas", [d]),
+      calls.call(
+        "GET cas",
+        "transfer",
+        intoFile(endpoint.display, "GET cas", d, file, (sink) =>
+          Effect.asVoid(request("GET", `cas/${d.hash}`, "transfer", { limit: d.sizeBytes, bytes: d.sizeBytes, sink }))),
+        described(d)
+      )
     )
 
   return {
     calls,
+    downloadFile,
     capabilities,
     getActionResult,
     updateActionResult,
