@@ -217,6 +217,7 @@ export const processOf = (
     writablePaths: (pc.writableInputs ?? []).map((p) => segments(p).join("/")).filter((p) => p !== ""),
     ...(cacheNamespace !== undefined ? { cacheNamespace } : {}),
     platform: { ...defaults.platform, ...pc.platform },
+    outputSymlinks: pc.outputSymlinks ?? "contained",
     remote: pc.remote ?? true
   }, true)
 }

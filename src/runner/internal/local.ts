@@ -256,7 +256,11 @@ export const make = (
 
       const captureStarted = Date.now()
       // stdout and stderr are stored with the outputs, in the same commits; a large log is streamed from its file.
-      const outputs = { outputFiles: process.outputFiles, outputDirectories: process.outputDirectories }
+      const outputs = {
+        outputFiles: process.outputFiles,
+        outputDirectories: process.outputDirectories,
+        outputSymlinks: process.outputSymlinks
+      }
       const [out, err] = yield* Effect.zip(readLog(logs.stdout), readLog(logs.stderr))
       const inMemory = typeof out !== "string" && typeof err !== "string"
       const captured = yield* store.capture(cwd, outputs, inMemory ? [out, err] : [])
