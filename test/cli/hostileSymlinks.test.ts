@@ -150,3 +150,69 @@ describe("output symlinks a process makes", () => {
       untouched(dirs)
     }))
 })
+
+describe("kiln.json paths through a committed symlink", () => {
+  /** The workspace with `link` a symlink to the directory outside, committed as any file is, and an input. */
+  const withLink = (link: string, process: Record<string, unknown>) =>
+    Effect.gen(function*() {
+      // Among the inputs too, so the sandbox holds the link, as in the attack.
+      const dirs = yield* setup({ processes: { p: { inputs: ["a.txt", link], ...process } } }, { "a.txt": "a\n" })
+      fs.symlinkSync(dirs.outside, path.join(dirs.ws, link))
+      return dirs
+    })
+
+  const refused = (field: string, declared: string, through: string) =>
+    new RegExp(
+      `^kiln: kiln\\.json: processes\\.p\\.${field}: "${declared}" goes through \`${through}\`, a symlink \\(to \`.*outside\`\\) ` +
+        "in the workspace: kiln runs and writes a process only inside its sandbox$"
+    )
+
+  it.scoped("a working directory through a symlink: exit 2 before the process runs", () =>
+    Effect.gen(function*() {
+      const dirs = yield* withLink("pkg", {
+        ...sh("pwd -P > where.txt"),
+        workingDirectory: "pkg",
+        outputs: ["where.txt"]
+      })
+      failsWith(yield* run(dirs), 2, refused("workingDirectory", "pkg", "pkg"))
+      untouched(dirs)
+    }))
+
+  it.scoped("a named cache through a symlink: exit 2, and no link is made outside the sandbox", () =>
+    Effect.gen(function*() {
+      const dirs = yield* withLink("d", { ...sh("true"), namedCaches: { c: "d/cache" } })
+      failsWith(yield* run(dirs), 2, refused("namedCaches\\.c", "d/cache", "d"))
+      untouched(dirs)
+    }))
+
+  it.scoped("an output whose parent is a symlink: exit 2", () =>
+    Effect.gen(function*() {
+      const dirs = yield* withLink("sub", { ...sh("mkdir -p sub && echo x > sub/x.txt"), outputs: ["sub/x.txt"] })
+      failsWith(yield* run(dirs), 2, refused("outputs\\[0\\]", "sub/x.txt", "sub"))
+      untouched(dirs)
+    }))
+
+  it.scoped("a working directory that a dep's output makes a symlink in the inputs: the process is refused", () =>
+    Effect.gen(function*() {
+      // `pkg -> real` is contained (a dep may make it), but a working directory through it is still refused.
+      const dirs = yield* setup({
+        processes: {
+          a: { ...sh("mkdir real && echo r > real/r.txt && ln -s real pkg"), outputs: ["real/", "pkg"] },
+          b: { ...sh("pwd -P > where.txt"), deps: ["a"], workingDirectory: "pkg", outputs: ["where.txt"] }
+        }
+      })
+      failsWith(
+        yield* run(dirs),
+        1,
+        /^✗ b: kiln\.json: processes\.b\.workingDirectory: "pkg" goes through `pkg`, a symlink \(to `real`\) in the process's inputs: kiln runs and writes a process only inside its sandbox$/
+      )
+      assert.isFalse(fs.existsSync(path.join(dirs.ws, "real", "where.txt")))
+      // Once a has written the link back, the workspace holds it: refused before anything runs.
+      const again = yield* run(dirs)
+      assert.strictEqual(again.code, 2, again.stderr)
+      assert.match(
+        again.stderr,
+        /processes\.b\.workingDirectory: "pkg" goes through `pkg`, a symlink \(to `real`\) in the workspace/
+      )
+    }))
+})
