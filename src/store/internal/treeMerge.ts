@@ -148,9 +148,8 @@ export const merge = (
       let node = root
       for (let i = 0; i < layer.at.length; i++) {
         const name = layer.at[i]!
-        const path = layer.at.slice(0, i + 1).join("/")
         if (node.files.has(name) || node.symlinks.has(name)) {
-          return yield* conflict(path, entryAt(node, name), "a directory")
+          return yield* conflict(layer.at.slice(0, i + 1).join("/"), entryAt(node, name), "a directory")
         }
         const existing = node.dirs.get(name)
         const next = existing === undefined
