@@ -1,39 +1,66 @@
 /**
- * Remote entries a cache writer crafted, end to end through the built CLI against the real servers (nginx as Bazel's
- * HTTP cache, Bazel's REAPI worker): an honest run fills the remote, the test rewrites the stored `ActionResult` (and
- * adds the `Tree` it names), and a second machine with a fresh store and workspace reads it. Each crafted entry must
+ * Remote entries a cache writer crafted, end to end through the built CLI: nginx as Bazel's HTTP cache (the entry
+ * rewritten on its disk) and the hostile REAPI server of `test/utils/hostile/` (an honest cache in memory, the entry
+ * rewritten there). An honest run fills the remote, the test rewrites the stored `ActionResult` (and adds the `Tree`
+ * it names), and a second machine with a fresh store and workspace reads it. Each crafted entry must
  * be refused with a warning naming the process, the process run instead, nothing outside the workspace touched, and
  * the entry replaced by the honest result.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, type Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../../src/domain/Digest.js"
 import * as Directory from "../../src/domain/Directory.js"
 import * as Tree from "../../src/domain/Tree.js"
 import * as Proto from "../../src/remote/internal/proto.js"
+import { hostileGrpc } from "../utils/hostile/grpc.js"
 import { remoteServers } from "../utils/remote.js"
 import { tempDir } from "../utils/temp.js"
 import { machine, namespace, sources, type Summary } from "./workspace.js"
 
 type Kind = "http" | "grpc"
 
-const flags = (kind: Kind) => ["--remote-cache", kind === "grpc" ? remoteServers().reapiUrl : remoteServers().httpUrl]
+/**
+ * A cache whose stored entries a test rewrites: nginx as Bazel's HTTP cache (its data root on disk), or the hostile
+ * REAPI server (`test/utils/hostile/grpc.ts`: an honest cache in memory, whose `UpdateActionResult` replaces).
+ */
+interface Remote {
+  readonly flags: ReadonlyArray<string>
+  readonly actionResult: (hash: string) => Record<string, unknown> | undefined
+  readonly setActionResult: (hash: string, bytes: Uint8Array) => void
+  readonly putBlob: (hash: string, bytes: Uint8Array) => void
+}
 
-/** Where a server keeps an action-cache entry or a blob on disk (nginx's data root; the worker's `--cas_path`). */
-const stored = (kind: Kind, area: "ac" | "cas", hash: string) =>
-  kind === "http"
-    ? path.join(remoteServers().httpDir, area, hash)
-    : path.join(remoteServers().reapiStoreDir, area, hash.slice(0, 2), hash)
-
-/** Writes a file the server serves (created as the server's own files are: readable, in a directory it made). */
+/** Writes a file nginx serves, whole (a rename), readable as its own files are. */
 const plant = (file: string, bytes: Uint8Array) => {
   fs.mkdirSync(path.dirname(file), { recursive: true })
   const tmp = `${file}.planted-${process.pid}`
   fs.writeFileSync(tmp, bytes, { mode: 0o644 })
   fs.renameSync(tmp, file)
 }
+
+const remoteOf = (kind: Kind): Effect.Effect<Remote, Error, Scope.Scope> =>
+  kind === "http"
+    ? Effect.sync(() => {
+      const at = (area: "ac" | "cas", hash: string) => path.join(remoteServers().httpDir, area, hash)
+      return {
+        flags: ["--remote-cache", remoteServers().httpUrl],
+        actionResult: (hash) =>
+          fs.existsSync(at("ac", hash)) ? Proto.decode("ActionResult", fs.readFileSync(at("ac", hash))) : undefined,
+        setActionResult: (hash, bytes) => plant(at("ac", hash), bytes),
+        putBlob: (hash, bytes) => plant(at("cas", hash), bytes)
+      }
+    })
+    : Effect.map(hostileGrpc, (server): Remote => ({
+      flags: ["--remote-cache", server.url],
+      actionResult: (hash) => {
+        const r = server.actionResults.get(hash)
+        return r instanceof Uint8Array ? Proto.decode("ActionResult", r) : r
+      },
+      setActionResult: (hash, bytes) => server.actionResults.set(hash, bytes),
+      putBlob: (hash, bytes) => server.blobs.set(hash, bytes)
+    }))
 
 const PATH = { PATH: "/usr/local/bin:/usr/bin:/bin" }
 
@@ -63,24 +90,25 @@ const actionOf = (summary: Summary | undefined, name: string) => {
 
 /**
  * Fills the remote with an honest run of `names`, then rewrites `name`'s entry with `craft` (given the honest
- * `ActionResult`; it may plant blobs), and says the namespace the machines share.
+ * `ActionResult` and the remote, where it may put blobs), and says the namespace the machines share.
  */
 const poisoned = (
-  kind: Kind,
+  remote: Remote,
   names: ReadonlyArray<string>,
   name: string,
-  craft: (honest: Record<string, unknown>) => Record<string, unknown>
+  craft: (honest: Record<string, unknown>) => Record<string, unknown>,
+  processes: Record<string, unknown> = extra
 ) =>
   Effect.gen(function*() {
     const ns = namespace()
-    const attacker = yield* machine(ns, { extra })
-    const filled = yield* attacker.run([...flags(kind), ...names])
+    const attacker = yield* machine(ns, { extra: processes })
+    const filled = yield* attacker.run([...remote.flags, ...names])
     assert.strictEqual(filled.code, 0, filled.stderr)
     assert.strictEqual(filled.summary!.pendingUploads, 0, filled.stderr)
-    const file = stored(kind, "ac", actionOf(filled.summary, name))
-    assert.isTrue(fs.existsSync(file), `the ${kind} server keeps ${name}'s entry at ${file}`)
-    const honest = Proto.decode<Record<string, unknown>>("ActionResult", fs.readFileSync(file))
-    plant(file, Proto.encode("ActionResult", craft(honest)))
+    const hash = actionOf(filled.summary, name)
+    const honest = remote.actionResult(hash)
+    assert.isDefined(honest, `the remote keeps ${name}'s entry`)
+    remote.setActionResult(hash, Proto.encode("ActionResult", craft(honest!)))
     return ns
   })
 
@@ -90,11 +118,11 @@ const logsOf = (honest: Record<string, unknown>) => ({
   stderr_digest: honest.stderr_digest
 })
 
-/** A `Tree` planted in the server's CAS: its digest, for an `ActionResult` to name. */
-const plantTree = (kind: Kind, tree: Tree.Tree) => {
+/** A `Tree` put in the remote's CAS: its digest, for an `ActionResult` to name. */
+const plantTree = (remote: Remote, tree: Tree.Tree) => {
   const bytes = Tree.encode(tree)
   const digest = Digest.ofBytes(bytes)
-  plant(stored(kind, "cas", digest.hash), bytes)
+  remote.putBlob(digest.hash, bytes)
   return Proto.wire(digest)
 }
 
@@ -114,11 +142,14 @@ const chain = (depth: number): Tree.Tree => {
   return { root: dir, children }
 }
 
-/** A second machine reads the crafted entry: refused with a warning naming `name`, which runs instead. */
-const refusedThenReplaced = (kind: Kind, ns: string, names: ReadonlyArray<string>, name: string, why: RegExp) =>
+/**
+ * A second machine reads the crafted entry: refused with a warning naming `name`, which runs instead; its honest
+ * result replaces the entry, so a third machine gets that from the remote.
+ */
+const refusedThenReplaced = (remote: Remote, ns: string, names: ReadonlyArray<string>, name: string, why: RegExp) =>
   Effect.gen(function*() {
     const victim = yield* machine(ns, { extra })
-    const r = yield* victim.run([...flags(kind), ...names])
+    const r = yield* victim.run([...remote.flags, ...names])
     assert.strictEqual(r.code, 0, r.stderr)
     assert.match(r.stderr, new RegExp(`remote cache entry for ${name} is unusable \\(${why.source}`))
     assert.match(r.stderr, /running it, and replacing the entry/)
@@ -126,18 +157,10 @@ const refusedThenReplaced = (kind: Kind, ns: string, names: ReadonlyArray<string
     assert.strictEqual(r.summary!.pendingUploads, 0, JSON.stringify(r.summary))
     assert.deepStrictEqual(r.summary!.remoteErrors, {}, JSON.stringify(r.summary))
     const third = yield* machine(ns, { extra })
-    const again = yield* third.run([...flags(kind), ...names])
+    const again = yield* third.run([...remote.flags, ...names])
     assert.strictEqual(again.code, 0, again.stderr)
-    if (kind === "http") {
-      // Its honest result replaced the entry: a third machine gets it from the remote.
-      assert.strictEqual(sources(again.summary)[name], "remote-cache", again.stderr)
-      assert.notMatch(again.stderr, /unusable/)
-    } else {
-      // Bazel's worker keeps the first entry written for a key (its disk store never overwrites): kiln offered the
-      // honest one, and the third machine refuses the crafted one again.
-      assert.strictEqual(sources(again.summary)[name], "ran", again.stderr)
-      assert.match(again.stderr, new RegExp(`remote cache entry for ${name} is unusable \\(${why.source}`))
-    }
+    assert.strictEqual(sources(again.summary)[name], "remote-cache", again.stderr)
+    assert.notMatch(again.stderr, /unusable/)
     return victim
   })
 
@@ -148,11 +171,12 @@ describe.each(["http", "grpc"] as const)("hostile remote entries over %s", (kind
       fs.mkdirSync(path.join(victimDir, "d"))
       fs.writeFileSync(path.join(victimDir, "important.txt"), "keep\n")
       fs.writeFileSync(path.join(victimDir, "d", "x"), "keep\n")
-      const ns = yield* poisoned(kind, ["mk"], "mk", (honest) => ({
+      const remote = yield* remoteOf(kind)
+      const ns = yield* poisoned(remote, ["mk"], "mk", (honest) => ({
         ...logsOf(honest),
         output_directory_symlinks: [{ path: "dir", target: victimDir }]
       }))
-      const victim = yield* refusedThenReplaced(kind, ns, ["mk"], "mk", /output directory `dir` is a symlink/)
+      const victim = yield* refusedThenReplaced(remote, ns, ["mk"], "mk", /output directory `dir` is a symlink/)
       assert.deepStrictEqual(fs.readdirSync(victimDir).sort(), ["d", "important.txt"])
       assert.strictEqual(fs.readFileSync(path.join(victimDir, "d", "x"), "utf8"), "keep\n")
       assert.isTrue(fs.lstatSync(path.join(victim.ws, "dir")).isDirectory())
@@ -165,12 +189,13 @@ describe.each(["http", "grpc"] as const)("hostile remote entries over %s", (kind
       const secret = path.join(secretDir, "victim-secret.txt")
       fs.writeFileSync(secret, "VICTIM-PRIVATE-KEY\n")
       const names = ["consumer"]
-      const ns = yield* poisoned(kind, names, "producer", (honest) => ({
+      const remote = yield* remoteOf(kind)
+      const ns = yield* poisoned(remote, names, "producer", (honest) => ({
         ...logsOf(honest),
         output_file_symlinks: [{ path: "f.txt", target: secret }]
       }))
       const victim = yield* refusedThenReplaced(
-        kind,
+        remote,
         ns,
         names,
         "producer",
@@ -182,11 +207,12 @@ describe.each(["http", "grpc"] as const)("hostile remote entries over %s", (kind
 
   it.scoped("a relative output symlink that climbs out of the working directory is refused", () =>
     Effect.gen(function*() {
-      const ns = yield* poisoned(kind, ["consumer"], "producer", (honest) => ({
+      const remote = yield* remoteOf(kind)
+      const ns = yield* poisoned(remote, ["consumer"], "producer", (honest) => ({
         ...logsOf(honest),
         output_file_symlinks: [{ path: "f.txt", target: "../../../../../etc/passwd" }]
       }))
-      const victim = yield* refusedThenReplaced(kind, ns, ["consumer"], "producer", /output symlink `f\.txt`/)
+      const victim = yield* refusedThenReplaced(remote, ns, ["consumer"], "producer", /output symlink `f\.txt`/)
       assert.strictEqual(fs.readFileSync(path.join(victim.ws, "copy.txt"), "utf8"), "generated\n")
     }))
 
@@ -203,12 +229,13 @@ describe.each(["http", "grpc"] as const)("hostile remote entries over %s", (kind
         root: { files: [], directories: [{ name: "sub", digest: subDigest }], symlinks: [] },
         children: new Map([[subDigest.hash, sub]])
       }
-      const ns = yield* poisoned(kind, ["mk"], "mk", (honest) => ({
+      const remote = yield* remoteOf(kind)
+      const ns = yield* poisoned(remote, ["mk"], "mk", (honest) => ({
         ...logsOf(honest),
-        output_directories: [{ path: "dir", tree_digest: plantTree(kind, tree) }]
+        output_directories: [{ path: "dir", tree_digest: plantTree(remote, tree) }]
       }))
       const victim = yield* refusedThenReplaced(
-        kind,
+        remote,
         ns,
         ["mk"],
         "mk",
@@ -219,12 +246,13 @@ describe.each(["http", "grpc"] as const)("hostile remote entries over %s", (kind
 
   it.scoped("a Tree 20,000 directories deep (M1) is refused, and the run succeeds", () =>
     Effect.gen(function*() {
-      const ns = yield* poisoned(kind, ["mk"], "mk", (honest) => ({
+      const remote = yield* remoteOf(kind)
+      const ns = yield* poisoned(remote, ["mk"], "mk", (honest) => ({
         ...logsOf(honest),
-        output_directories: [{ path: "dir", tree_digest: plantTree(kind, chain(20_000)) }]
+        output_directories: [{ path: "dir", tree_digest: plantTree(remote, chain(20_000)) }]
       }))
       const victim = yield* refusedThenReplaced(
-        kind,
+        remote,
         ns,
         ["mk"],
         "mk",
@@ -239,12 +267,13 @@ describe("remote entries that hold", () => {
     Effect.gen(function*() {
       // 2,000 levels of `d/` stay under PATH_MAX even below the test's temp directory.
       const depth = 2000
-      const ns = yield* poisoned("http", ["mk"], "mk", (honest) => ({
+      const remote = yield* remoteOf("http")
+      const ns = yield* poisoned(remote, ["mk"], "mk", (honest) => ({
         ...logsOf(honest),
-        output_directories: [{ path: "dir", tree_digest: plantTree("http", chain(depth)) }]
+        output_directories: [{ path: "dir", tree_digest: plantTree(remote, chain(depth)) }]
       }))
       const reader = yield* machine(ns, { extra })
-      const r = yield* reader.run([...flags("http"), "mk"])
+      const r = yield* reader.run([...remote.flags, "mk"])
       assert.strictEqual(r.code, 0, r.stderr)
       assert.strictEqual(sources(r.summary).mk, "remote-cache", r.stderr)
       assert.notMatch(r.stderr, /unusable/)
@@ -254,30 +283,23 @@ describe("remote entries that hold", () => {
 
   it.scoped("`outputSymlinks: any` takes an absolute symlink from the remote, under a key of its own", () =>
     Effect.gen(function*() {
-      const ns = namespace()
-      const allowed = { producer: { ...extra.producer, outputSymlinks: "any" } }
-      const attacker = yield* machine(ns, { extra: { ...extra, ...allowed } })
-      const filled = yield* attacker.run([...flags("http"), "producer"])
-      assert.strictEqual(filled.code, 0, filled.stderr)
-      const file = stored("http", "ac", actionOf(filled.summary, "producer"))
-      const honest = Proto.decode<Record<string, unknown>>("ActionResult", fs.readFileSync(file))
-      plant(
-        file,
-        Proto.encode("ActionResult", {
-          ...logsOf(honest),
-          output_file_symlinks: [{ path: "f.txt", target: "/etc/hostname" }]
-        })
-      )
-      const reader = yield* machine(ns, { extra: { ...extra, ...allowed } })
-      const r = yield* reader.run([...flags("http"), "producer"])
+      const remote = yield* remoteOf("grpc")
+      const allowed = { ...extra, producer: { ...extra.producer, outputSymlinks: "any" } }
+      const ns = yield* poisoned(remote, ["producer"], "producer", (honest) => ({
+        ...logsOf(honest),
+        output_file_symlinks: [{ path: "f.txt", target: "/etc/hostname" }]
+      }), allowed)
+      const reader = yield* machine(ns, { extra: allowed })
+      const r = yield* reader.run([...remote.flags, "producer"])
       assert.strictEqual(r.code, 0, r.stderr)
       assert.strictEqual(sources(r.summary).producer, "remote-cache", r.stderr)
       assert.strictEqual(fs.readlinkSync(path.join(reader.ws, "f.txt")), "/etc/hostname")
       // The allowance is in the key: a `contained` process never looks that entry up.
       const strict = yield* machine(ns, { extra })
-      const s = yield* strict.run([...flags("http"), "producer"])
+      const s = yield* strict.run([...remote.flags, "producer"])
       assert.strictEqual(s.code, 0, s.stderr)
-      assert.notStrictEqual(actionOf(s.summary, "producer"), actionOf(filled.summary, "producer"))
+      assert.notStrictEqual(actionOf(s.summary, "producer"), actionOf(r.summary, "producer"))
       assert.strictEqual(sources(s.summary).producer, "ran")
+      assert.notMatch(s.stderr, /unusable/)
     }))
 })
