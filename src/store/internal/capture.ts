@@ -117,7 +117,7 @@ export const checkCaptured = (tree: Tree.Node, policy: Directory.SymlinkPolicy):
 }
 
 /** An output symlink whose target leaves the working directory, named with what allows it. */
-export const escaping = (output: string, target: string, why: string) =>
+const escaping = (output: string, target: string, why: string) =>
   new InvalidOutput({
     output,
     problem: `is a symlink to \`${target}\`, which leads out of the working directory (${why}); ` +
