@@ -325,14 +325,25 @@ export const symlinkedPaths = (
   names: ReadonlyArray<string>,
   configName: string
 ): InvalidConfig | undefined => {
+  // Processes share parents (`out`, `packages/a`): each path is looked at once.
+  const kinds = new Map<string, "directory" | "symlink" | "other">()
+  const kindOf = (abs: string) => {
+    let kind = kinds.get(abs)
+    if (kind === undefined) {
+      const st = fs.lstatSync(abs, { throwIfNoEntry: false })
+      kind = st?.isDirectory() ? "directory" : st?.isSymbolicLink() ? "symlink" : "other"
+      kinds.set(abs, kind)
+    }
+    return kind
+  }
   for (const name of names) {
     for (const p of directoryPaths(name, config.processes[name]!)) {
       let abs = workspace
       for (const [i, segment] of p.segments.entries()) {
         abs = path.join(abs, segment)
-        const st = fs.lstatSync(abs, { throwIfNoEntry: false })
-        if (st === undefined || !(st.isDirectory() || st.isSymbolicLink())) break
-        if (st.isSymbolicLink()) return throughSymlink(configName, p, i, fs.readlinkSync(abs), "the workspace")
+        const kind = kindOf(abs)
+        if (kind === "other") break
+        if (kind === "symlink") return throughSymlink(configName, p, i, fs.readlinkSync(abs), "the workspace")
       }
     }
   }
