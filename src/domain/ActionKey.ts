@@ -1,7 +1,7 @@
 /**
  * The action cache key of a process: the REAPI `Action` digest over its `Command` (argv, sorted env, sorted output
- * paths, working directory), its input root, its timeout and a salt (kiln's cache version, the named caches' layout
- * and the cache namespace). Argv and env keep the `{chroot}` placeholder, so the key does not depend on where the sandbox is.
+ * paths, working directory), its input root, its timeout and a salt (kiln's cache version, the named caches' layout,
+ * the cache namespace and an `outputSymlinks: "any"` allowance). Argv and env keep the `{chroot}` placeholder, so the key does not depend on where the sandbox is.
  *
  * @internal
  */
@@ -56,11 +56,14 @@ export const actionMessages = (process: Process): { readonly command: Uint8Array
     ...(process.cache === "never" ? { doNotCache: true } : {}),
     ...(platform !== undefined ? { platform } : {}),
     salt: Buffer.from(
-      JSON.stringify(
-        process.cacheNamespace !== undefined && process.cacheNamespace !== ""
-          ? [CACHE_VERSION, named, process.cacheNamespace]
-          : [CACHE_VERSION, named]
-      )
+      JSON.stringify([
+        CACHE_VERSION,
+        named,
+        ...(process.cacheNamespace !== undefined && process.cacheNamespace !== "" ? [process.cacheNamespace] : []),
+        // Only when allowed, so that every other key stays as it was: an entry whose links may point anywhere is
+        // never one a `contained` process looks up.
+        ...(process.outputSymlinks === "any" ? [{ outputSymlinks: "any" }] : [])
+      ])
     )
   })
   return { command, action }

@@ -49,6 +49,10 @@ export const ProcessConfig = Schema.Struct({
   remote: Schema.optional(Schema.Boolean).annotations({
     description: "false: never execute remotely (a process that reads the developer's machine)"
   }),
+  outputSymlinks: Schema.optional(Schema.Literal("contained", "any")).annotations({
+    description: "where the process's output symlinks may point: `contained` (the default) only inside its working " +
+      "directory (no absolute target, no `..` past it), whether it made them or a cache gave them; `any` anywhere"
+  }),
   writableInputs: Schema.optional(Schema.Array(Schema.String)).annotations({
     description:
       "input paths (files or directories, relative to the workspace root) the process writes into: it gets " +
@@ -179,6 +183,9 @@ export const isPlainConfig = (json: unknown): json is Config => {
     if (pc.namedCaches !== undefined && !isStringRecord(pc.namedCaches, NAMED_CACHE)) return false
     if (pc.platform !== undefined && !isStringRecord(pc.platform)) return false
     if (pc.remote !== undefined && typeof pc.remote !== "boolean") return false
+    if (pc.outputSymlinks !== undefined && pc.outputSymlinks !== "contained" && pc.outputSymlinks !== "any") {
+      return false
+    }
   }
   return true
 }

@@ -96,6 +96,50 @@ export const invalidNameReason = (name: string): string | undefined => {
   return undefined
 }
 
+/**
+ * The deepest path a tree may hold, in components below the output root (a process's working directory). Linux
+ * refuses a path of more than `PATH_MAX` (4,096) bytes, and a path `depth` components deep has at least `2 * depth - 1`
+ * of them (one-letter names and their slashes): no tool can open an entry deeper than 2,048 below anything, so a tree
+ * that claims one is not an output any process made, and kiln refuses it rather than walk it.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const MAX_DEPTH = 2048
+
+/**
+ * Whether a symlink may point anywhere (`any`), or only inside the output root (`contained`, the default, as REAPI's
+ * `symlink_absolute_path_strategy = DISALLOWED`): kiln.json's per-process `outputSymlinks`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type SymlinkPolicy = "contained" | "any"
+
+/**
+ * Why a symlink `depth` directories below the output root could lead a path resolved through it out of that root, or
+ * `undefined` when it cannot. A purely lexical normalization is not enough once links chain (`d -> ..` beside
+ * `y -> d/..` normalizes inside, and resolves one level above), so the rule is on the target as written: no leading
+ * `/`, some `..` (at most `depth`), then only names (`.` and empty components, which never move, are ignored). By
+ * induction over the links met while resolving, a tree whose every link keeps the rule never leads out of its root:
+ * going up `depth` levels at most stays inside, and every name met is a directory inside or another such link.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const escapingTargetReason = (target: string, depth: number): string | undefined => {
+  if (target.startsWith("/")) return "an absolute target"
+  let ups = 0
+  let named = false
+  for (const part of target.split("/")) {
+    if (part === "" || part === ".") continue
+    if (part !== "..") named = true
+    else if (named) return "`..` after a name, which another symlink could send anywhere"
+    else ups++
+  }
+  return ups > depth ? `it goes up ${ups} levels, from ${depth} below it` : undefined
+}
+
 const byName = (a: { readonly name: string }, b: { readonly name: string }) => compareUtf8(a.name, b.name)
 
 /**

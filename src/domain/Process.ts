@@ -61,6 +61,11 @@ export class Process extends Schema.Class<Process>("kiln/Process")({
   cacheNamespace: Schema.optional(Schema.String),
   /** REAPI platform properties (part of the action key): what a remote executor matches workers by. */
   platform: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Schema.String }), { default: () => ({}) }),
+  /**
+   * `contained` (the default): an output symlink must point inside the working directory (see
+   * `Directory.escapingTargetReason`), from a cache as from the process itself; `any`: anywhere. Part of the key.
+   */
+  outputSymlinks: Schema.optionalWith(Schema.Literal("contained", "any"), { default: () => "contained" as const }),
   /** False: never executed remotely. Not part of the key. */
   remote: Schema.optionalWith(Schema.Boolean, { default: () => true })
 }) {}

@@ -25,9 +25,11 @@ export class InputConflict extends Schema.TaggedError<InputConflict>("kiln/Input
 }
 
 /**
- * A declared output that cannot be captured as declared: the process made the other kind of entry there, the path
- * leaves the sandbox, or it goes through a symlink. `output` is the path as declared; `problem` completes the
- * sentence "output `<output>` …".
+ * A declared output that cannot be captured as declared: the process made the other kind of entry there (a symlink
+ * where a directory is declared is one), the path leaves the sandbox, or it goes through a symlink; or what the
+ * process made holds a symlink that leads out of its working directory (unless its `outputSymlinks` is `any`), or a
+ * path deeper than `Directory.MAX_DEPTH`. `output` is the path as declared (or the offending path under it);
+ * `problem` completes the sentence "output `<output>` …".
  *
  * @since 0.1.0
  * @category errors

@@ -166,7 +166,8 @@ export type ProcessFailure =
  * @category models
  */
 export interface Service {
-  readonly run: (options: RunOptions) => Effect.Effect<RunReport, NoProducer>
+  /** `InvalidConfig`: kiln.json asks for something kiln refuses before anything runs (see `symlinkedPaths`). */
+  readonly run: (options: RunOptions) => Effect.Effect<RunReport, NoProducer | InvalidConfig>
   /**
    * Why `name` would run or hit: its action digest, whether the cache has it, and what changed since its last
    * recorded run (input files by path, env, argv, deps' outputs). Deps are assumed to produce what they did then.

@@ -150,6 +150,8 @@ export interface Snapshot {
 export interface Outputs {
   readonly outputFiles: ReadonlyArray<string>
   readonly outputDirectories: ReadonlyArray<string>
+  /** Where captured symlinks may point (default `contained`: inside `root`). */
+  readonly outputSymlinks?: Directory.SymlinkPolicy
 }
 
 /**

@@ -7,6 +7,7 @@
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as fs from "node:fs"
 import * as path from "node:path"
 import { type Config, InvalidConfig, type ProcessConfig } from "../../domain/Config.js"
 import * as Digest from "../../domain/Digest.js"
@@ -217,6 +218,7 @@ export const processOf = (
     writablePaths: (pc.writableInputs ?? []).map((p) => segments(p).join("/")).filter((p) => p !== ""),
     ...(cacheNamespace !== undefined ? { cacheNamespace } : {}),
     platform: { ...defaults.platform, ...pc.platform },
+    outputSymlinks: pc.outputSymlinks ?? "contained",
     remote: pc.remote ?? true
   }, true)
 }
@@ -273,6 +275,102 @@ export const ownOfMany = (state: RunState, names: ReadonlyArray<string>) =>
     )
   })
 
+/**
+ * The paths of a process that must be real directories wherever they exist, by kiln.json field: its working
+ * directory, each named cache's place (relative to the sandbox root) and each output's parent (relative to the working
+ * directory). Through a symlink, the process would run, kiln would make a link, or outputs would be written outside
+ * the sandbox or the workspace.
+ */
+const directoryPaths = (name: string, pc: ProcessConfig) => {
+  const wd = segments(pc.workingDirectory)
+  const paths: Array<{ readonly field: string; readonly declared: string; readonly segments: Array<string> }> = [
+    { field: `processes.${name}.workingDirectory`, declared: pc.workingDirectory ?? "", segments: wd }
+  ]
+  for (const [cache, rel] of Object.entries(pc.namedCaches ?? {})) {
+    paths.push({ field: `processes.${name}.namedCaches.${cache}`, declared: rel, segments: segments(rel) })
+  }
+  for (const [i, out] of (pc.outputs ?? []).entries()) {
+    paths.push({
+      field: `processes.${name}.outputs[${i}]`,
+      declared: out,
+      segments: [...wd, ...segments(out).slice(0, -1)]
+    })
+  }
+  return paths
+}
+
+const throughSymlink = (
+  configName: string,
+  path: { readonly field: string; readonly declared: string; readonly segments: Array<string> },
+  depth: number,
+  target: string,
+  where: string
+) =>
+  new InvalidConfig({
+    file: configName,
+    path: path.field,
+    detail: `"${path.declared}" goes through \`${path.segments.slice(0, depth + 1).join("/")}\`, a symlink ` +
+      `(to \`${target}\`) in ${where}: kiln runs and writes a process only inside its sandbox`
+  })
+
+/**
+ * Refuses, before anything runs, a process whose working directory, named cache or output parent goes through a
+ * symlink in the workspace (a committed `pkg -> /elsewhere`): plain `lstat`s, a few per process.
+ *
+ * @internal
+ */
+export const symlinkedPaths = (
+  workspace: string,
+  config: Config,
+  names: ReadonlyArray<string>,
+  configName: string
+): InvalidConfig | undefined => {
+  // Processes share parents (`out`, `packages/a`): each path is looked at once.
+  const kinds = new Map<string, "directory" | "symlink" | "other">()
+  const kindOf = (abs: string) => {
+    let kind = kinds.get(abs)
+    if (kind === undefined) {
+      const st = fs.lstatSync(abs, { throwIfNoEntry: false })
+      kind = st?.isDirectory() ? "directory" : st?.isSymbolicLink() ? "symlink" : "other"
+      kinds.set(abs, kind)
+    }
+    return kind
+  }
+  for (const name of names) {
+    for (const p of directoryPaths(name, config.processes[name]!)) {
+      let abs = workspace
+      for (const [i, segment] of p.segments.entries()) {
+        abs = path.join(abs, segment)
+        const kind = kindOf(abs)
+        if (kind === "other") break
+        if (kind === "symlink") return throughSymlink(configName, p, i, fs.readlinkSync(abs), "the workspace")
+      }
+    }
+  }
+  return undefined
+}
+
+/**
+ * {@link symlinkedPaths} in `name`'s merged input root: a dep's outputs (from a cache, say) may put a symlink where
+ * the process's working directory, named cache or output parent goes.
+ */
+const symlinkedInputs = (state: RunState, name: string, root: Digest.Digest) =>
+  Effect.gen(function*() {
+    for (const p of directoryPaths(name, state.config.processes[name]!)) {
+      let digest = root
+      for (const [i, segment] of p.segments.entries()) {
+        const dir = yield* state.store.getDirectory(digest)
+        const link = dir.symlinks.find((s) => s.name === segment)
+        if (link !== undefined) {
+          return yield* throughSymlink(state.configName, p, i, link.target, "the process's inputs")
+        }
+        const sub = dir.directories.find((d) => d.name === segment)
+        if (sub === undefined) break
+        digest = sub.digest
+      }
+    }
+  })
+
 /** `name`'s merged input root, recorded for `kiln explain` as it is made. @internal */
 export const inputOf = (state: RunState, name: string) =>
   Effect.gen(function*() {
@@ -280,6 +378,7 @@ export const inputOf = (state: RunState, name: string) =>
     const own = yield* ownOf(state, name)
     const deps = depOutputs(state, name)
     const digest = yield* mergeInputs(state.store, state.config, own.digest, deps)
+    yield* symlinkedInputs(state, name, digest)
     state.records.set(name, {
       argv: [...pc.argv],
       env: { ...pc.env },

@@ -11,6 +11,7 @@ import type { ProcessRunner } from "../../runner/ProcessRunner.js"
 import * as Layout from "../../store/Layout.js"
 import type { Store } from "../../store/Store.js"
 import type { RunOptions, RunReport } from "../Engine.js"
+import { symlinkedPaths } from "./inputs.js"
 import { findHits } from "./lookup.js"
 import { consult } from "./memoConsult.js"
 import { record, reportOf } from "./record.js"
@@ -27,6 +28,8 @@ export const run = (store: Store["Type"], runner: ProcessRunner["Type"], options
     const depsOf = (name: string) => config.processes[name]!.deps ?? []
     const names = GraphOrder.closure(depsOf, options.targets ?? Object.keys(config.processes))
     const ordered = GraphOrder.depsFirst(depsOf, names)
+    const symlinked = symlinkedPaths(workspace, config, names, options.configName ?? "kiln.json")
+    if (symlinked !== undefined) return yield* symlinked
     const memo = consult({
       root: store.options.root,
       workspace,

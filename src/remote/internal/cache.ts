@@ -129,11 +129,16 @@ export const make = (settings: Settings, options: Options) =>
         if (Option.isNone(raw)) return Option.none<Entry>()
         const down = Results.readRemote(raw.value, process)
         if (Either.isLeft(down)) {
-          yield* Effect.logDebug(`remote entry for ${process.description} is unusable: ${down.left}`)
+          yield* unusableEntry(process, key, down.left)
           return Option.none<Entry>()
         }
         if (down.right.exitCode !== 0 && process.cache !== "always") return Option.none<Entry>()
         const trees = yield* fetchTrees(down.right.directories.map((d) => d.tree))
+        const refused = Results.refusedTrees(down.right, trees, process)
+        if (refused !== undefined) {
+          yield* unusableEntry(process, key, refused)
+          return Option.none<Entry>()
+        }
         const files = Results.filesOf(down.right, trees)
         if (options.cacheContent === "validate") {
           const missing = yield* transport.findMissing(files)
@@ -220,11 +225,12 @@ export const make = (settings: Settings, options: Options) =>
         const found = yield* Effect.forEach(requests, ({ key, process }) =>
           stale.has(key.hash) || !calls.open()
             ? Effect.succeed(undefined)
-            : Effect.map(transport.getActionResult(key), (raw) => {
-              if (Option.isNone(raw)) return undefined
+            : Effect.flatMap(transport.getActionResult(key), (raw) => {
+              if (Option.isNone(raw)) return Effect.succeed(undefined)
               const down = Results.readRemote(raw.value, process)
-              if (Either.isLeft(down) || (down.right.exitCode !== 0 && process.cache !== "always")) return undefined
-              return down.right
+              if (Either.isLeft(down)) return Effect.as(unusableEntry(process, key, down.left), undefined)
+              if (down.right.exitCode !== 0 && process.cache !== "always") return Effect.succeed(undefined)
+              return Effect.succeed(down.right)
             }).pipe(Effect.catchAll((e) => Effect.as(failed(e), undefined))), {
           concurrency: options.lookupConcurrency ?? 16
         })
@@ -233,12 +239,18 @@ export const make = (settings: Settings, options: Options) =>
         if (hitsAt.length === 0) return out
         const batch = yield* Effect.either(Effect.gen(function*() {
           const trees = yield* fetchTrees(hitsAt.flatMap((i) => found[i]!.directories.map((d) => d.tree)))
-          const filesOf = new Map(hitsAt.map((i) => [i, Results.filesOf(found[i]!, trees)]))
-          const all = [...filesOf.values()].flat()
           const usable = new Set(hitsAt)
+          for (const i of hitsAt) {
+            const refused = Results.refusedTrees(found[i]!, trees, requests[i]!.process)
+            if (refused === undefined) continue
+            usable.delete(i)
+            yield* unusableEntry(requests[i]!.process, requests[i]!.key, refused)
+          }
+          const filesOf = new Map([...usable].map((i) => [i, Results.filesOf(found[i]!, trees)]))
+          const all = [...filesOf.values()].flat()
           if (options.cacheContent === "validate") {
             const missing = new Set((yield* transport.findMissing(all)).map((d) => d.hash))
-            for (const i of hitsAt) {
+            for (const i of [...usable]) {
               const gone = filesOf.get(i)!.find((d) => missing.has(d.hash))
               if (gone === undefined) continue
               usable.delete(i)

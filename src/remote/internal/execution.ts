@@ -152,6 +152,15 @@ export const make = (deps: Deps) => {
         })
       }
       const trees = yield* deps.fetchTrees(down.right.directories.map((d) => d.tree))
+      const refused = Results.refusedTrees(down.right, trees, process)
+      if (refused !== undefined) {
+        return yield* new RemoteError({
+          endpoint: deps.endpoint,
+          method: "Execute",
+          code: "INVALID_ARGUMENT",
+          detail: refused
+        })
+      }
       const files = Results.filesOf(down.right, trees)
       if (deps.deferOutputs === true) {
         yield* deps.downloadFiles([down.right.stdout, down.right.stderr].filter((d) => d.sizeBytes > 0))

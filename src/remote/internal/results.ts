@@ -21,6 +21,8 @@ import * as Proto from "./proto.js"
 export interface Outputs {
   readonly outputFiles: ReadonlyArray<string>
   readonly outputDirectories: ReadonlyArray<string>
+  /** Where the result's symlinks may point (default `contained`: inside the working directory). */
+  readonly outputSymlinks?: Directory.SymlinkPolicy
 }
 
 export type { Entry }
@@ -218,9 +220,97 @@ export const readRemote = (bytes: Uint8Array, outputs: Outputs): Either.Either<D
     if (path === undefined || path.length === 0 || (s.target ?? "") === "") {
       return Either.left(`output symlink \`${s.path}\` is not one the process declares`)
     }
+    // Write-back would list and prune the link's target as the directory: a declared directory is one.
+    if (declaredDirs.has(path.join("/"))) {
+      return Either.left(`output directory \`${s.path}\` is a symlink (to \`${s.target}\`), not a directory`)
+    }
+    const why = outputs.outputSymlinks === "any"
+      ? undefined
+      : Directory.escapingTargetReason(s.target!, path.length - 1)
+    if (why !== undefined) return Either.left(escapingLink(path.join("/"), s.target!, why))
     symlinks.push({ path, target: s.target! })
   }
   return Either.right({ exitCode: r.exit_code ?? 0, stdout, stderr, files, symlinks, directories })
+}
+
+const join = (dir: string, name: string) => (dir === "" ? name : `${dir}/${name}`)
+
+const escapingLink = (path: string, target: string, why: string) =>
+  `output symlink \`${path}\` -> \`${target}\` leads out of the working directory (${why})`
+
+/**
+ * Why a remote result's output directories cannot be used, or undefined: a path deeper than `Directory.MAX_DEPTH`
+ * below the working directory, or (unless the process allows `any`) a symlink that could lead out of it. Iterative,
+ * and each directory of a `Tree` is visited once however many paths reach it: a tree is the server's data.
+ */
+export const refusedTrees = (
+  down: Down,
+  trees: ReadonlyMap<string, Tree.Tree>,
+  outputs: Outputs
+): string | undefined => {
+  for (const d of down.directories) {
+    const tree = trees.get(d.tree.hash)!
+    const dirOf = (digest: Digest.Digest) => Digest.isEmpty(digest) ? Directory.empty : tree.children.get(digest.hash)!
+    // The most levels of entries below each directory (its height), children before parents.
+    const height = new Map<string, number>()
+    const rootHeight = heightOf(tree.root, dirOf, height)
+    if (d.path.length + rootHeight > Directory.MAX_DEPTH) {
+      return `output directory \`${d.path.join("/")}\` holds entries ${
+        d.path.length + rootHeight
+      } levels deep, more than ${Directory.MAX_DEPTH}`
+    }
+    if (outputs.outputSymlinks === "any") continue
+    // Breadth first: a directory is first met at its shallowest, where its links may go up the least.
+    let level: Array<{ dir: Directory.Directory; path: string }> = [{ dir: tree.root, path: d.path.join("/") }]
+    const seen = new Set<string>()
+    for (let depth = d.path.length; level.length > 0; depth++) {
+      const next: typeof level = []
+      for (const { dir, path } of level) {
+        for (const s of dir.symlinks) {
+          const why = Directory.escapingTargetReason(s.target, depth)
+          if (why !== undefined) return escapingLink(join(path, s.name), s.target, why)
+        }
+        for (const c of dir.directories) {
+          if (seen.has(c.digest.hash)) continue
+          seen.add(c.digest.hash)
+          next.push({ dir: dirOf(c.digest), path: join(path, c.name) })
+        }
+      }
+      level = next
+    }
+  }
+  return undefined
+}
+
+/** The levels of entries below `root` (0 when it is empty), memoized by digest in `height`, without recursion. */
+const heightOf = (
+  root: Directory.Directory,
+  dirOf: (digest: Digest.Digest) => Directory.Directory,
+  height: Map<string, number>
+): number => {
+  const own = (dir: Directory.Directory) =>
+    dir.directories.reduce(
+      (n, c) => Math.max(n, 1 + height.get(c.digest.hash)!),
+      dir.files.length + dir.symlinks.length > 0 ? 1 : 0
+    )
+  // Each directory is pushed unexpanded, then again once all its children are known.
+  const stack: Array<{ dir: Directory.Directory; hash: string | undefined; expanded: boolean }> = [
+    { dir: root, hash: undefined, expanded: false }
+  ]
+  while (stack.length > 0) {
+    const top = stack.pop()!
+    if (top.expanded) {
+      if (top.hash === undefined) return own(top.dir)
+      height.set(top.hash, own(top.dir))
+      continue
+    }
+    if (top.hash !== undefined && height.has(top.hash)) continue // Reached again by another path.
+    stack.push({ ...top, expanded: true })
+    for (const c of top.dir.directories) {
+      if (!height.has(c.digest.hash)) stack.push({ dir: dirOf(c.digest), hash: c.digest.hash, expanded: false })
+    }
+  }
+  return 0
 }
 
 /** Every blob an `ActionResult` names (its files, trees, stdout and stderr): what must be there for it to be used. */

@@ -45,6 +45,22 @@ export interface LocalOptions {
 
 const substitute = (s: string, sandbox: string) => s.split(CHROOT).join(sandbox)
 
+/**
+ * Throws when a directory on the way to `segments` under `sandbox` is a symlink (the inputs put one there): making
+ * or using the path would reach outside the sandbox. The engine refuses such a config before; this is the last check.
+ */
+const noSymlinkOn = (sandbox: string, segments: ReadonlyArray<string>, what: string) => {
+  let abs = sandbox
+  for (const segment of segments) {
+    abs = path.join(abs, segment)
+    const st = fs.lstatSync(abs, { throwIfNoEntry: false })
+    if (st === undefined || !(st.isDirectory() || st.isSymbolicLink())) return
+    if (st.isSymbolicLink()) {
+      throw new Error(`${what} goes through \`${path.relative(sandbox, abs)}\`, a symlink in the sandbox`)
+    }
+  }
+}
+
 const prepare = (sandbox: string, process: Process, namedCachesDir: string) =>
   Effect.try({
     try: () => {
@@ -52,6 +68,7 @@ const prepare = (sandbox: string, process: Process, namedCachesDir: string) =>
       if (wdSegments === undefined) {
         throw new Error(`working directory \`${process.workingDirectory}\` escapes the sandbox`)
       }
+      noSymlinkOn(sandbox, wdSegments, `working directory \`${process.workingDirectory}\``)
       const wd = path.join(sandbox, ...wdSegments)
       if (wdSegments.length > 0) mkdirp(wd)
       for (const [name, rel] of Object.entries(process.namedCaches)) {
@@ -59,6 +76,7 @@ const prepare = (sandbox: string, process: Process, namedCachesDir: string) =>
         if (segments === undefined || segments.length === 0) {
           throw new Error(`named cache path \`${rel}\` escapes the sandbox`)
         }
+        noSymlinkOn(sandbox, segments, `named cache path \`${rel}\``)
         const target = path.join(namedCachesDir, name)
         mkdirp(target)
         const link = path.join(sandbox, ...segments)
@@ -68,6 +86,7 @@ const prepare = (sandbox: string, process: Process, namedCachesDir: string) =>
       for (const out of [...process.outputFiles, ...process.outputDirectories]) {
         const segments = segmentsOf(out)
         if (segments === undefined) throw new Error(`output path \`${out}\` escapes the sandbox`)
+        noSymlinkOn(wd, segments.slice(0, -1), `output \`${out}\``)
         if (segments.length > 1) mkdirp(path.join(wd, ...segments.slice(0, -1)))
       }
       return wd
@@ -256,7 +275,11 @@ export const make = (
 
       const captureStarted = Date.now()
       // stdout and stderr are stored with the outputs, in the same commits; a large log is streamed from its file.
-      const outputs = { outputFiles: process.outputFiles, outputDirectories: process.outputDirectories }
+      const outputs = {
+        outputFiles: process.outputFiles,
+        outputDirectories: process.outputDirectories,
+        outputSymlinks: process.outputSymlinks
+      }
       const [out, err] = yield* Effect.zip(readLog(logs.stdout), readLog(logs.stderr))
       const inMemory = typeof out !== "string" && typeof err !== "string"
       const captured = yield* store.capture(cwd, outputs, inMemory ? [out, err] : [])

@@ -8,6 +8,7 @@ import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import type * as Digest from "../../domain/Digest.js"
+import * as Directory from "../../domain/Directory.js"
 import { outputSegments as segmentsOf } from "../../domain/Process.js"
 import type { StoreError } from "../../domain/StoreErrors.js"
 import { InvalidOutput } from "../../domain/TreeErrors.js"
@@ -64,8 +65,63 @@ const sameKind = (abs: string, declared: string, expect: "file" | "directory") =
     } catch {
       return Effect.void // Not made: left out. (Any other trouble, readEntry reports.)
     }
+    if (expect === "directory" && st.isSymbolicLink()) {
+      // Write-back would otherwise list and prune the link's target as if it were the directory.
+      let target = ""
+      try {
+        target = ` (to \`${fs.readlinkSync(abs)}\`)`
+      } catch {
+        // Gone meanwhile: named without its target.
+      }
+      return Effect.fail(
+        new InvalidOutput({
+          output: `${declared.replace(/\/+$/, "")}/`,
+          problem: `is declared as a directory, but the process made a symlink there${target}`
+        })
+      )
+    }
     if (st.isSymbolicLink() || (expect === "file" ? st.isFile() : st.isDirectory())) return Effect.void
     return Effect.fail(wrongKind(declared, expect, st))
+  })
+
+/**
+ * Refuses a captured tree that holds a path deeper than `Directory.MAX_DEPTH`, or (unless the process allows `any`)
+ * a symlink that could lead out of the working directory (`Directory.escapingTargetReason`). Iterative: the tree is
+ * what the process made.
+ *
+ * @internal
+ */
+export const checkCaptured = (tree: Tree.Node, policy: Directory.SymlinkPolicy): InvalidOutput | undefined => {
+  const stack: Array<{ node: Tree.Node; path: string; depth: number }> = [{ node: tree, path: "", depth: 0 }]
+  while (stack.length > 0) {
+    const { depth, node, path: at } = stack.pop()!
+    const join = (name: string) => (at === "" ? name : `${at}/${name}`)
+    if (depth >= Directory.MAX_DEPTH && !Tree.isEmpty(node)) {
+      return new InvalidOutput({
+        output: at,
+        problem: `holds entries deeper than ${Directory.MAX_DEPTH} levels below the working directory`
+      })
+    }
+    if (policy !== "any") {
+      for (const [name, target] of node.symlinks) {
+        const why = Directory.escapingTargetReason(target, depth)
+        if (why !== undefined) return escaping(join(name), target, why)
+      }
+    }
+    for (const [name, child] of node.dirs) {
+      // A directory known only by digest was stored by an earlier walk; capture's own walk makes none.
+      if ("dirs" in child) stack.push({ node: child, path: join(name), depth: depth + 1 })
+    }
+  }
+  return undefined
+}
+
+/** An output symlink whose target leaves the working directory, named with what allows it. */
+const escaping = (output: string, target: string, why: string) =>
+  new InvalidOutput({
+    output,
+    problem: `is a symlink to \`${target}\`, which leads out of the working directory (${why}); ` +
+      `\`"outputSymlinks": "any"\` in kiln.json allows it`
   })
 
 const graft = (tree: Tree.Node, parents: ReadonlyArray<string>, holder: Tree.Node, declared: string) => {
@@ -152,6 +208,10 @@ export const capture = (
       ) {
         yield* graft(tree, segments.slice(0, -1), holder, declared)
       }
+    }
+    const refused = checkCaptured(tree, outputs.outputSymlinks ?? "contained")
+    if (refused !== undefined) {
+      return yield* refused
     }
     return { tree: yield* Snapshot.flushAndFinish(w, tree), blobs: stored, files }
   })

@@ -71,19 +71,26 @@ export const encode = (root: Node, known?: Known): Either.Either<Encoded, StoreE
   const pending: Array<Sharded.Entry> = []
   const made: Array<[Digest.Digest, Directory.Directory]> = []
   const nodes: Array<[Node, Digest.Digest]> = []
-  const go = (n: Node): Either.Either<Digest.Digest, StoreError> => {
-    const seen = known?.stored.get(n) ?? known?.pending.get(n)
-    if (seen !== undefined) return Either.right(seen)
-    const directories: Array<Directory.DirectoryNode> = []
-    for (const [name, child] of n.dirs) {
-      if ("dirs" in child) {
-        const d = go(child)
-        if (Either.isLeft(d)) return d
-        directories.push({ name, digest: d.right })
-      } else {
-        directories.push({ name, digest: child })
+  // Children before parents, with an explicit stack: a tree may be as deep as what a process or a remote made.
+  const done = new Map<Node, Digest.Digest>()
+  const digestOf = (n: Node) => known?.stored.get(n) ?? known?.pending.get(n) ?? done.get(n)
+  const stack: Array<{ node: Node; expanded: boolean }> = [{ node: root, expanded: false }]
+  while (stack.length > 0) {
+    const top = stack.pop()!
+    const n = top.node
+    if (digestOf(n) !== undefined) continue
+    if (!top.expanded) {
+      stack.push({ node: n, expanded: true })
+      const children = [...n.dirs.values()]
+      // Reversed, so that children are encoded in name order, as a recursive walk would.
+      for (let i = children.length - 1; i >= 0; i--) {
+        const child = children[i]!
+        if ("dirs" in child && digestOf(child) === undefined) stack.push({ node: child, expanded: false })
       }
+      continue
     }
+    const directories: Array<Directory.DirectoryNode> = []
+    for (const [name, child] of n.dirs) directories.push({ name, digest: "dirs" in child ? digestOf(child)! : child })
     const result = Directory.make({
       files: Array.from(n.files, ([name, f]) => ({ name, digest: f.digest, isExecutable: f.isExecutable })),
       directories,
@@ -99,13 +106,12 @@ export const encode = (root: Node, known?: Known): Either.Either<Encoded, StoreE
       made.push([digest, result.right])
     }
     if (known !== undefined) nodes.push([n, digest])
-    return Either.right(digest)
+    done.set(n, digest)
   }
-  return Either.map(go(root), (digest) => {
-    // Nodes shared by several trees of one batch (a whole directory taken by many snapshots) are encoded once.
-    for (const [n, d] of nodes) known!.pending.set(n, d)
-    return { digest, pending, made, nodes }
-  })
+  const digest = digestOf(root)!
+  // Nodes shared by several trees of one batch (a whole directory taken by many snapshots) are encoded once.
+  for (const [n, d] of nodes) known!.pending.set(n, d)
+  return Either.right({ digest, pending, made, nodes })
 }
 
 /**
@@ -186,25 +192,37 @@ export const finish = (core: Core.Core, root: Node, rewrite = false): Effect.Eff
 
 /** A tree's entries, depth first in name order, from its directories by path (`Store.listTree`). @internal */
 export const entriesOf = (dirs: ReadonlyMap<string, Directory.Directory>): Array<TreeEntry> => {
-  const out: Array<TreeEntry> = []
-  const go = (prefix: string, dir: Directory.Directory) => {
-    const join = (name: string) => prefix === "" ? name : `${prefix}/${name}`
-    const names = [
+  type Named =
+    | { readonly name: string; readonly f: Directory.FileNode }
+    | { readonly name: string; readonly d: Directory.DirectoryNode }
+    | { readonly name: string; readonly s: Directory.SymlinkNode }
+  const sorted = (dir: Directory.Directory): Array<Named> =>
+    [
       ...dir.files.map((f) => ({ name: f.name, f })),
       ...dir.directories.map((d) => ({ name: d.name, d })),
       ...dir.symlinks.map((s) => ({ name: s.name, s }))
     ].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
-    for (const n of names) {
-      if ("f" in n) {
-        out.push({ path: join(n.name), type: "file", digest: n.f.digest, isExecutable: n.f.isExecutable })
-      } else if ("d" in n) {
-        out.push({ path: join(n.name), type: "directory", digest: n.d.digest })
-        go(join(n.name), dirs.get(join(n.name))!)
-      } else {
-        out.push({ path: join(n.name), type: "symlink", target: n.s.target })
-      }
+  const out: Array<TreeEntry> = []
+  // An explicit stack of the directories being listed: a tree may be as deep as a remote made it.
+  const stack: Array<{ prefix: string; names: Array<Named>; i: number }> = [
+    { prefix: "", names: sorted(dirs.get("")!), i: 0 }
+  ]
+  while (stack.length > 0) {
+    const top = stack[stack.length - 1]!
+    if (top.i >= top.names.length) {
+      stack.pop()
+      continue
+    }
+    const n = top.names[top.i++]!
+    const path = top.prefix === "" ? n.name : `${top.prefix}/${n.name}`
+    if ("f" in n) {
+      out.push({ path, type: "file", digest: n.f.digest, isExecutable: n.f.isExecutable })
+    } else if ("d" in n) {
+      out.push({ path, type: "directory", digest: n.d.digest })
+      stack.push({ prefix: path, names: sorted(dirs.get(path)!), i: 0 })
+    } else {
+      out.push({ path, type: "symlink", target: n.s.target })
     }
   }
-  go("", dirs.get("")!)
   return out
 }

@@ -8,6 +8,7 @@
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Digest from "../../domain/Digest.js"
+import type * as Directory from "../../domain/Directory.js"
 import type { StoreError } from "../../domain/StoreErrors.js"
 import { InputConflict } from "../../domain/TreeErrors.js"
 import * as Core from "./core.js"
@@ -49,12 +50,51 @@ const expand = (core: Core.Core, digest: Digest.Digest): Effect.Effect<Tree.Node
     return node
   })
 
+/**
+ * Merges the directory `digest` into `node` (at `prefix`), depth first as a recursive walk would (each directory's
+ * files and symlinks, then its directories in order, each merged whole before the next), with an explicit stack: a
+ * tree may be as deep as a remote made it.
+ */
 const mergeInto = (
   core: Core.Core,
   node: Tree.Node,
   digest: Digest.Digest,
   prefix: string
 ): Effect.Effect<void, StoreError | Digest.MissingDigest | InputConflict> =>
+  Effect.gen(function*() {
+    const stack: Array<{ node: Tree.Node; dir: Directory.Directory; prefix: string; i: number }> = [
+      { node, dir: yield* mergeFlat(core, node, digest, prefix), prefix, i: 0 }
+    ]
+    while (stack.length > 0) {
+      const top = stack[stack.length - 1]!
+      if (top.i >= top.dir.directories.length) {
+        stack.pop()
+        continue
+      }
+      const d = top.dir.directories[top.i++]!
+      const at = top.prefix === "" ? d.name : `${top.prefix}/${d.name}`
+      if (top.node.files.has(d.name) || top.node.symlinks.has(d.name)) {
+        return yield* conflict(at, entryAt(top.node, d.name), "a directory")
+      }
+      const existing = top.node.dirs.get(d.name)
+      if (existing === undefined) {
+        top.node.dirs.set(d.name, d.digest)
+        continue
+      }
+      if (!("dirs" in existing) && Digest.equals(existing, d.digest)) continue
+      const child = "dirs" in existing ? existing : yield* expand(core, existing)
+      top.node.dirs.set(d.name, child)
+      stack.push({ node: child, dir: yield* mergeFlat(core, child, d.digest, at), prefix: at, i: 0 })
+    }
+  })
+
+/** Merges the files and symlinks of the directory `digest` into `node`; says the directory, for its directories. */
+const mergeFlat = (
+  core: Core.Core,
+  node: Tree.Node,
+  digest: Digest.Digest,
+  prefix: string
+): Effect.Effect<Directory.Directory, StoreError | Digest.MissingDigest | InputConflict> =>
   Effect.gen(function*() {
     const dir = yield* load(core, digest)
     const at = (name: string) => prefix === "" ? name : `${prefix}/${name}`
@@ -84,20 +124,7 @@ const mergeInto = (
       }
       node.symlinks.set(s.name, s.target)
     }
-    for (const d of dir.directories) {
-      if (node.files.has(d.name) || node.symlinks.has(d.name)) {
-        return yield* conflict(at(d.name), entryAt(node, d.name), "a directory")
-      }
-      const existing = node.dirs.get(d.name)
-      if (existing === undefined) {
-        node.dirs.set(d.name, d.digest)
-        continue
-      }
-      if (!("dirs" in existing) && Digest.equals(existing, d.digest)) continue
-      const child = "dirs" in existing ? existing : yield* expand(core, existing)
-      node.dirs.set(d.name, child)
-      yield* mergeInto(core, child, d.digest, at(d.name))
-    }
+    return dir
   })
 
 /**
@@ -121,9 +148,8 @@ export const merge = (
       let node = root
       for (let i = 0; i < layer.at.length; i++) {
         const name = layer.at[i]!
-        const path = layer.at.slice(0, i + 1).join("/")
         if (node.files.has(name) || node.symlinks.has(name)) {
-          return yield* conflict(path, entryAt(node, name), "a directory")
+          return yield* conflict(layer.at.slice(0, i + 1).join("/"), entryAt(node, name), "a directory")
         }
         const existing = node.dirs.get(name)
         const next = existing === undefined
