@@ -167,7 +167,11 @@ const remove = (r: Protocol.Remove) => {
   }
 }
 
+/** Requests read so far: a request is named by its line's number where its id cannot be read. */
+let linesRead = 0
+
 const onRequest = (line: string) => {
+  const lineNumber = linesRead++
   const request = Protocol.decodeRequest(line)
   switch (request.kind) {
     case "spawn":
@@ -181,8 +185,8 @@ const onRequest = (line: string) => {
       postMortem = undefined
       return
     case "malformed":
-      // The engine's bug, on the engine's stderr (which this process shares): the request has no id to answer.
-      process.stderr.write(`kiln-spawner: ${request.reason}\n`)
+      // Answered all the same, by its line (its id may be what is wrong): the engine fails what it wrote there.
+      return send({ kind: "rejected", line: lineNumber, reason: request.reason })
   }
 }
 

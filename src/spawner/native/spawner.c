@@ -339,15 +339,41 @@ static void remove_request(const Request *r) {
 /* ------------------------------------------------------------------------------------------------------------- */
 /* The loop                                                                                                       */
 
+/** Requests read so far: a request is named by its line's number where its id cannot be read. */
+static long long lines_read;
+
+/**
+ * A request this program cannot use is answered all the same, by its line's number (its id may be what is wrong):
+ * the engine fails the request it wrote on that line, where a request dropped in silence left it waiting for good.
+ */
+static void send_rejected(long long line_no, const char *why, const char *line, size_t n) {
+  Buf m = {0};
+  buf_str(&m, why);
+  buf_str(&m, " in the request ");
+  // Its start, as printable ASCII: enough to recognise it, and valid JSON text whatever bytes it held.
+  size_t shown = n > 120 ? 120 : n;
+  for (size_t i = 0; i < shown; i++) {
+    char c = line[i] >= 0x20 && line[i] < 0x7f ? line[i] : '?';
+    buf_add(&m, &c, 1);
+  }
+  if (n > shown) buf_str(&m, "...");
+  buf_add(&m, "", 1);
+  Buf b = {0};
+  buf_str(&b, "{\"kind\":\"rejected\",\"line\":");
+  buf_num(&b, line_no);
+  buf_str(&b, ",\"reason\":");
+  buf_json(&b, m.p);
+  free(m.p);
+  send_reply(&b);
+}
+
 static void on_line(const char *line, size_t n) {
+  long long line_no = lines_read++;
   Request r = {0};
   const char *malformed = parse(line, n, &r);
   if (malformed != NULL) {
-    // The engine's bug, on the engine's stderr (which this process shares): the request has no id to answer.
-    int shown = n > 120 ? 120 : (int)n;
-    fprintf(stderr, "kiln-spawner: %s in the request %.*s%s\n", malformed, shown, line, n > 120 ? "…" : "");
     request_free(&r);
-    return;
+    return send_rejected(line_no, malformed, line, n);
   }
   if (strcmp(r.kind, "spawn") == 0) spawn_request(&r);
   else if (strcmp(r.kind, "remove") == 0) remove_request(&r);
