@@ -20,6 +20,10 @@
  * is armed (a sandboxer told that its parent is the dead engine: it removes the engine's sandboxes and clears the
  * reader slots the engine left in the store). The engine disarms it once it has closed its store.
  *
+ * Unlike the native spawner, it cannot start a process under a reaper of its own (`native/reaper.c`): Node has no
+ * `prctl(PR_SET_CHILD_SUBREAPER)`. A descendant that leaves its process's group (`setsid`, a double fork, a shell's
+ * job under `set -m`) is not ended with it here: it survives the process, its timeout and the engine.
+ *
  * @internal
  */
 import { spawn } from "node:child_process"

@@ -313,8 +313,13 @@ describe.each(programs)("the spawner ($name)", (p) => {
           alone: true
         })
         const left = yield* run(["/bin/sh", "-c", "sleep 30 & echo $! > bg.pid"])
-        process.kill(Number(fs.readFileSync(path.join(dir, "bg.pid"), "utf8")), "SIGKILL")
-        assert.deepStrictEqual(left, { code: 0, signal: null, alone: false })
+        if (p.node) {
+          process.kill(Number(fs.readFileSync(path.join(dir, "bg.pid"), "utf8")), "SIGKILL")
+          assert.deepStrictEqual(left, { code: 0, signal: null, alone: false })
+        } else {
+          // The native spawner's reaper ends what a process leaves behind before it reports the exit (Descendants.test.ts).
+          assert.deepStrictEqual(left, { code: 0, signal: null, alone: true })
+        }
         const missing = yield* Effect.flip(run([path.join(dir, "no-such-program")]))
         assert(!(missing instanceof SpawnError), String(missing))
         assert.strictEqual(missing.code, "ENOENT")
