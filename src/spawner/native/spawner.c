@@ -213,10 +213,11 @@ static void become_reaper(char *const *argv, char *const *env, const char *cwd, 
   for (int fd = 0; fd <= 2 && null >= 0; fd++) dup2(null, fd);
   if (null > 2) close(null);
   if (signal_fd >= 0) close(signal_fd);
-  int e = subreaper();
-  pid_t pid = e == 0 ? fork() : -1;
+  // A kernel without it (before 3.4) still runs the process: only what leaves its group outlives it there.
+  (void)subreaper();
+  pid_t pid = fork();
   if (pid == 0) become(argv, env, cwd, out, err, report);
-  if (pid < 0 && e == 0) e = errno;
+  int e = pid < 0 ? errno : 0;
   Report m = e != 0 ? (Report){REPORT_ERRNO, e} : (Report){REPORT_PID, pid};
   ssize_t ignored = write(report, &m, sizeof m);
   (void)ignored;
