@@ -341,11 +341,11 @@ describe("the spawner's program", () => {
       const root = yield* tempDir()
       const ws = path.join(root, "ws")
       fs.mkdirSync(ws)
-      // Its process's parent is the spawner that forked it.
+      // Its process's parent is its reaper (native/reaper.c), whose parent is the spawner that forked it.
+      const script = "cat /proc/$PPID/cmdline > reaper.cmdline; " +
+        "cat /proc/$(cut -d ' ' -f 4 /proc/$PPID/stat)/cmdline > spawner.cmdline"
       const config = {
-        processes: {
-          ps: { argv: ["/bin/sh", "-c", "cat /proc/$PPID/cmdline > spawner.cmdline"], outputs: ["spawner.cmdline"] }
-        }
+        processes: { ps: { argv: ["/bin/sh", "-c", script], outputs: ["spawner.cmdline", "reaper.cmdline"] } }
       }
       fs.writeFileSync(path.join(ws, "kiln.json"), JSON.stringify(config))
       const r = spawnSync(process.execPath, [cli, "run", "--progress", "none"], {
@@ -363,6 +363,9 @@ describe("the spawner's program", () => {
       const argv = cmdline.split("\0").slice(0, -1)
       assert.deepStrictEqual(argv, [path.resolve("dist", nativeName), "kiln-spawner", String(r.pid)])
       assert.isBelow(argv.join(" ").length, 200)
+      // Its reapers are told apart: they are not the engine's spawner.
+      const reaper = fs.readFileSync(path.join(ws, "reaper.cmdline"), "utf8").split("\0").filter((a) => a !== "")
+      assert.deepStrictEqual(reaper, [path.resolve("dist", nativeName), "kiln-reaper", String(r.pid)])
     }))
 
   it("the library's build finds it too, beside its own modules", () => {

@@ -203,12 +203,18 @@ static void become(char *const *argv, char *const *env, const char *cwd, int out
 
 static int signal_fd = -1;
 
+/** This program's marker argument (`kiln-spawner`), in its own argv: what ps and /proc/<pid>/cmdline show. */
+static char *marker;
+
+
 /**
  * In the forked reaper: the process's parent, and a child subreaper, so that whatever the process leaves behind
  * (a daemon that called setsid, a double fork) becomes its child, and dies once the process has exited. It holds
  * nothing of the engine's: not its pipes, nor this program's descriptors.
  */
 static void become_reaper(char *const *argv, char *const *env, const char *cwd, int out, int err, int report) {
+  // Told apart from the spawner in ps (and by whoever looks for the engine's spawner by its arguments).
+  if (marker != NULL && strlen(marker) == strlen("kiln-reaper") + 1) memcpy(marker, "kiln-reaper", sizeof "kiln-reaper");
   int null = open("/dev/null", O_RDWR);
   for (int fd = 0; fd <= 2 && null >= 0; fd++) dup2(null, fd);
   if (null > 2) close(null);
@@ -461,6 +467,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   engine = (pid_t)pid;
+  marker = argv[argc - 2];
   close_inherited();
   // The engine ends the groups it started: SIGINT, SIGTERM and SIGHUP are not this process's to act on. SIGCHLD is
   // read from a signalfd; a write to an engine that is gone fails with EPIPE instead of killing this process.
