@@ -39,7 +39,7 @@ export const explainProcess = (o: { readonly name: string; readonly config: stri
     const configFile = path.resolve(o.config)
     const loaded = yield* exitOnInvalidConfig(Effect.gen(function*() {
       const { config } = yield* loadConfig(configFile)
-      if (!(o.name in config.processes)) {
+      if (!Object.hasOwn(config.processes, o.name)) {
         return yield* new InvalidConfig({
           file: path.basename(configFile),
           path: "",

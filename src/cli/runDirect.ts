@@ -158,7 +158,7 @@ const runLoaded = (
 ) =>
   Effect.gen(function*() {
     for (const name of o.names) {
-      if (!(name in config.processes) && name.startsWith("-")) {
+      if (!Object.hasOwn(config.processes, name) && name.startsWith("-")) {
         // @effect/cli reads the options of every command (--log-level) only before the command's name.
         const option = name.split("=")[0]!
         return yield* Effect.sync(() => {
@@ -172,7 +172,7 @@ const runLoaded = (
           process.exitCode = 2
         })
       }
-      if (!(name in config.processes)) {
+      if (!Object.hasOwn(config.processes, name)) {
         return yield* new InvalidConfig({
           file: path.basename(configFile),
           path: "",

@@ -203,8 +203,21 @@ export const parse = (file: string, text: string): Either.Either<Config, Invalid
   } catch (e) {
     return Either.left(new InvalidConfig({ file, path: "", detail: `not valid JSON (${(e as Error).message})` }))
   }
-  const decoded = isPlainConfig(json)
-    ? Either.right(json)
+  const plain = isPlainConfig(json)
+  // The schema's records drop a `__proto__` key without a word (a process, a variable gone); the fast check refuses
+  // every object that has one, so only a config it did not accept needs looking through.
+  const reserved = plain ? undefined : reservedKeyIn(json, [])
+  if (reserved !== undefined) {
+    return Either.left(
+      new InvalidConfig({
+        file,
+        path: pathText(reserved),
+        detail: "\"__proto__\" is not a name kiln takes (JavaScript objects reserve it): rename it"
+      })
+    )
+  }
+  const decoded = plain
+    ? Either.right(json as Config)
     : Schema.decodeUnknownEither(Config, { onExcessProperty: "error", errors: "first" })(json)
   if (Either.isLeft(decoded)) {
     const [issue] = ParseResult.ArrayFormatter.formatErrorSync(decoded.left)
@@ -217,49 +230,12 @@ export const parse = (file: string, text: string): Either.Either<Config, Invalid
     )
   }
   const config = decoded.right
-  const names = Object.keys(config.processes)
-  for (const name of names) {
-    const deps = config.processes[name]!.deps ?? []
-    for (let i = 0; i < deps.length; i++) {
-      if (!(deps[i]! in config.processes)) {
-        return Either.left(
-          new InvalidConfig({ file, path: `processes.${name}.deps[${i}]`, detail: `unknown process "${deps[i]}"` })
-        )
-      }
-    }
-    const wd = config.processes[name]!.workingDirectory
-    if (wd !== undefined && (wd.startsWith("/") || wd.split("/").includes(".."))) {
+  for (const name of Object.keys(config.processes)) {
+    const refused = refusedIn(config, name)
+    if (refused !== undefined) {
       return Either.left(
-        new InvalidConfig({
-          file,
-          path: `processes.${name}.workingDirectory`,
-          detail: `"${wd}" must be a relative path inside the sandbox`
-        })
+        new InvalidConfig({ file, path: pathText(["processes", name, ...refused.at]), detail: refused.detail })
       )
-    }
-    for (const [i, out] of (config.processes[name]!.outputs ?? []).entries()) {
-      if (out === "" || out.startsWith("/") || out.split("/").includes("..")) {
-        return Either.left(
-          new InvalidConfig({
-            file,
-            path: `processes.${name}.outputs[${i}]`,
-            detail: `"${out}" must be a relative path inside the working directory`
-          })
-        )
-      }
-    }
-    const inputs = config.processes[name]!.inputs ?? []
-    for (let i = 0; i < inputs.length; i++) {
-      const glob = inputs[i]!.replace(/^!/, "")
-      if (glob === "" || glob.startsWith("/") || glob.split("/").includes("..")) {
-        return Either.left(
-          new InvalidConfig({
-            file,
-            path: `processes.${name}.inputs[${i}]`,
-            detail: `invalid glob "${inputs[i]}": globs are relative to the workspace and stay inside it`
-          })
-        )
-      }
     }
   }
   const cycle = findCycle(config)
@@ -269,6 +245,99 @@ export const parse = (file: string, text: string): Either.Either<Config, Invalid
     )
   }
   return Either.right(config)
+}
+
+/** The path of the first own `__proto__` key in `json`'s objects, if any. */
+const reservedKeyIn = (json: unknown, at: Array<PropertyKey>): Array<PropertyKey> | undefined => {
+  if (typeof json !== "object" || json === null) return undefined
+  if (!Array.isArray(json) && Object.hasOwn(json, "__proto__")) return [...at, "__proto__"]
+  for (const [k, v] of Object.entries(json)) {
+    const found = reservedKeyIn(v, [...at, Array.isArray(json) ? Number(k) : k])
+    if (found !== undefined) return found
+  }
+  return undefined
+}
+
+/** Why a field of a process is refused: where in the process, and what is wrong. */
+interface Refused {
+  readonly at: ReadonlyArray<PropertyKey>
+  readonly detail: string
+}
+
+/** No path, argument or variable can hold a NUL: the C strings `execve` and every path call take end at it. */
+const NUL = "\u0000"
+
+/** A relative path that stays where it is relative to: not empty, not absolute, no `..` and no NUL. */
+const staysInside = (p: string) => p !== "" && !p.startsWith("/") && !p.split("/").includes("..") && !p.includes(NUL)
+
+/** `.`, `./`, `a/..`-free spellings of the directory itself, which no file or symlink can stand in for. */
+const isItself = (p: string) => p.split("/").every((s) => s === "" || s === ".")
+
+/**
+ * What the schema cannot say about a process: deps that name no process (an own key: `toString` is not one), paths
+ * that leave the sandbox or the workspace, NUL bytes, variable names that are not names. Each is refused before
+ * anything runs, rather than found by the spawner, the sandbox or the process.
+ */
+const refusedIn = (config: Config, name: string): Refused | undefined => {
+  const pc = config.processes[name]!
+  for (const [i, dep] of (pc.deps ?? []).entries()) {
+    if (!Object.hasOwn(config.processes, dep)) return { at: ["deps", i], detail: `unknown process "${dep}"` }
+  }
+  for (const [i, arg] of pc.argv.entries()) {
+    if (arg.includes(NUL)) return { at: ["argv", i], detail: "holds a NUL byte, which no argument can" }
+  }
+  for (const [k, v] of Object.entries(pc.env ?? {})) {
+    if (k === "" || k.includes("=") || k.includes(NUL)) {
+      return {
+        at: ["env", k],
+        detail: `${JSON.stringify(k)} is not a variable name: it must be non-empty, without = or NUL`
+      }
+    }
+    if (v.includes(NUL)) return { at: ["env", k], detail: "holds a NUL byte, which no variable's value can" }
+  }
+  const wd = pc.workingDirectory
+  if (wd !== undefined && (wd.startsWith("/") || wd.split("/").includes("..") || wd.includes(NUL))) {
+    return { at: ["workingDirectory"], detail: `${JSON.stringify(wd)} must be a relative path inside the sandbox` }
+  }
+  for (const [i, out] of (pc.outputs ?? []).entries()) {
+    if (!staysInside(out)) {
+      return {
+        at: ["outputs", i],
+        detail: `${JSON.stringify(out)} must be a relative path inside the working directory`
+      }
+    }
+    if (isItself(out) && !out.endsWith("/")) {
+      return {
+        at: ["outputs", i],
+        detail: `${JSON.stringify(out)} is the working directory itself, not a file: a directory output ends with /`
+      }
+    }
+  }
+  for (const [i, input] of (pc.inputs ?? []).entries()) {
+    if (!staysInside(input.replace(/^!/, ""))) {
+      return {
+        at: ["inputs", i],
+        detail: `invalid glob ${JSON.stringify(input)}: globs are relative to the workspace and stay inside it`
+      }
+    }
+  }
+  for (const [i, writable] of (pc.writableInputs ?? []).entries()) {
+    if (!staysInside(writable)) {
+      return {
+        at: ["writableInputs", i],
+        detail: `${JSON.stringify(writable)} must be a relative path inside the workspace`
+      }
+    }
+  }
+  for (const [cache, at] of Object.entries(pc.namedCaches ?? {})) {
+    if (!staysInside(at) || isItself(at)) {
+      return {
+        at: ["namedCaches", cache],
+        detail: `${JSON.stringify(at)} must be a relative path inside the sandbox, below its root`
+      }
+    }
+  }
+  return undefined
 }
 
 const findCycle = (config: Config): Array<string> | undefined => {

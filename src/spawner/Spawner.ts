@@ -71,14 +71,41 @@ export interface Options {
 
 interface Pending {
   readonly argv0: string
+  /** The request's line (see {@link Running.lines}): a `rejected` reply names it by that. */
+  readonly line: number
   readonly started: Deferred.Deferred<Started, StartFailure | SpawnError>
   exited?: Deferred.Deferred<Exit, SpawnError>
+  /** Its pid (and group), once started. */
+  pid?: number
+  /** Its caller was interrupted before it started: once it has, its group is killed (nobody else will). */
+  abandoned?: boolean
+}
+
+interface Removal {
+  readonly line: number
+  readonly removed: Deferred.Deferred<void, StartFailure>
 }
 
 interface Running {
   readonly child: ChildProcess
   readonly pending: Map<number, Pending>
-  readonly removals: Map<number, Deferred.Deferred<void, StartFailure>>
+  readonly removals: Map<number, Removal>
+  /** Lines written to this spawner so far: each request is one, numbered from 0 as the spawner counts them. */
+  lines: number
+}
+
+/** Writes one request to the spawner; returns its line's number. */
+const send = (running: Running, request: Protocol.Request): number => {
+  running.child.stdin!.write(Protocol.encode(request))
+  return running.lines++
+}
+
+const killGroup = (pgid: number) => {
+  try {
+    process.kill(-pgid, "SIGKILL")
+  } catch {
+    // Its group ended meanwhile.
+  }
 }
 
 /** Replies are awaited only while something is pending: the spawner alone never keeps the engine's process alive. */
@@ -88,13 +115,36 @@ const holdOpen = (running: Running) => {
   else stdout.unref()
 }
 
-const onReply = (running: Running, reply: Protocol.Reply) => {
+/**
+ * A request the spawner could not use (the engine's bug: nothing kiln.json holds gets that far): what was asked on that
+ * line fails, for good. A line that names no request still waiting is a spawner that cannot be trusted: `false`.
+ */
+const onRejected = (running: Running, reply: Protocol.Rejected): boolean => {
+  const detail = `the spawner refused the request: ${reply.reason}`
+  for (const [id, removal] of running.removals) {
+    if (removal.line !== reply.line) continue
+    running.removals.delete(id)
+    holdOpen(running)
+    Deferred.unsafeDone(removal.removed, Effect.fail({ code: "EINVAL", message: detail }))
+    return true
+  }
+  for (const [id, p] of running.pending) {
+    if (p.line !== reply.line || p.exited !== undefined) continue
+    running.pending.delete(id)
+    holdOpen(running)
+    Deferred.unsafeDone(p.started, Effect.fail(new SpawnError({ argv0: p.argv0, detail })))
+    return true
+  }
+  return false
+}
+
+const onReply = (running: Running, reply: Exclude<Protocol.Reply, Protocol.Rejected>) => {
   const removal = running.removals.get(reply.id)
   if (removal !== undefined) {
     running.removals.delete(reply.id)
     holdOpen(running)
     Deferred.unsafeDone(
-      removal,
+      removal.removed,
       reply.kind === "failed" ? Effect.fail({ code: reply.code, message: reply.message }) : Effect.void
     )
     return
@@ -103,6 +153,8 @@ const onReply = (running: Running, reply: Protocol.Reply) => {
   if (p === undefined) return
   switch (reply.kind) {
     case "started": {
+      p.pid = reply.pid
+      if (p.abandoned === true) killGroup(reply.pid)
       p.exited = Deferred.unsafeMake<Exit, SpawnError>(FiberId.none)
       Deferred.unsafeDone(p.started, Effect.succeed({ pid: reply.pid, exited: p.exited }))
       return
@@ -142,7 +194,7 @@ const spawnerProcess = (): ChildProcess | string => {
 }
 
 const start = (child: ChildProcess): Running => {
-  const running: Running = { child, pending: new Map(), removals: new Map() }
+  const running: Running = { child, pending: new Map(), removals: new Map(), lines: 0 }
   const lost = (why: string) => {
     for (const p of running.pending.values()) {
       // A request that had not started yet is safe to send again (to a new spawner): the caller retries it.
@@ -155,7 +207,7 @@ const start = (child: ChildProcess): Running => {
       }
     }
     running.pending.clear()
-    for (const d of running.removals.values()) Deferred.unsafeDone(d, Effect.fail({ code: LOST, message: why }))
+    for (const r of running.removals.values()) Deferred.unsafeDone(r.removed, Effect.fail({ code: LOST, message: why }))
     running.removals.clear()
   }
   child.stdout!.setEncoding("utf8")
@@ -163,10 +215,14 @@ const start = (child: ChildProcess): Running => {
     "data",
     Protocol.lineSplitter((line) => {
       const reply = Protocol.decodeReply(line)
-      if (reply.kind !== "malformed") return onReply(running, reply)
+      let untrusted: string
+      if (reply.kind === "malformed") untrusted = `sent a malformed reply: ${reply.reason}`
+      else if (reply.kind !== "rejected") return onReply(running, reply)
+      else if (onRejected(running, reply)) return
+      else untrusted = `refused line ${reply.line}, which holds no request waiting: ${reply.reason}`
       // A spawner that says what it should not cannot be trusted with the rest: what it was asked fails or goes to
       // a new one, as if it had died.
-      lost(`the spawner (pid ${child.pid}) sent a malformed reply: ${reply.reason}`)
+      lost(`the spawner (pid ${child.pid}) ${untrusted}`)
       child.kill("SIGKILL")
     })
   )
@@ -188,7 +244,7 @@ export const make = (options: Options = {}): Effect.Effect<Spawner, never, Scope
   Effect.gen(function*() {
     let running: Running | undefined
     let nextId = 0
-    let armed: string | undefined
+    let armed: Protocol.Arm | undefined
     let ended = false
     // Waits until the disarm has left this process (or the pipe failed, the spawner being gone): kiln exits with
     // `process.exit` right after its scope closes, which would drop a write still queued, and a spawner that never
@@ -215,7 +271,7 @@ export const make = (options: Options = {}): Effect.Effect<Spawner, never, Scope
         const child = spawnerProcess()
         if (typeof child === "string") return child
         running = start(child)
-        if (armed !== undefined) running.child.stdin!.write(armed)
+        if (armed !== undefined) send(running, armed)
       }
       return running
     }
@@ -226,9 +282,9 @@ export const make = (options: Options = {}): Effect.Effect<Spawner, never, Scope
         Effect.sync(() => {
           // After the end, a new spawner would outlive this scope: nothing is started then.
           if (ended) return
-          armed = Protocol.encode({ kind: "arm", ...postMortem })
+          armed = { kind: "arm", ...postMortem }
           const r = current()
-          if (typeof r !== "string") r.child.stdin!.write(armed)
+          if (typeof r !== "string") send(r, armed)
         }),
       remove: (paths) =>
         Effect.suspend(() => {
@@ -236,9 +292,8 @@ export const make = (options: Options = {}): Effect.Effect<Spawner, never, Scope
           if (typeof r === "string") return Effect.fail({ code: "ENOENT", message: r })
           const id = nextId++
           const removed = Deferred.unsafeMake<void, StartFailure>(FiberId.none)
-          r.removals.set(id, removed)
+          r.removals.set(id, { line: send(r, { kind: "remove", id, paths }), removed })
           holdOpen(r)
-          r.child.stdin!.write(Protocol.encode({ kind: "remove", id, paths }))
           return Deferred.await(removed)
         }),
       spawn: (request) =>
@@ -247,10 +302,23 @@ export const make = (options: Options = {}): Effect.Effect<Spawner, never, Scope
           if (typeof r === "string") return Effect.fail(new SpawnError({ argv0: request.argv[0] ?? "", detail: r }))
           const id = nextId++
           const started = Deferred.unsafeMake<Started, StartFailure | SpawnError>(FiberId.none)
-          r.pending.set(id, { argv0: request.argv[0] ?? "", started })
+          const pending: Pending = {
+            argv0: request.argv[0] ?? "",
+            line: send(r, { kind: "spawn", id, ...request }),
+            started
+          }
+          r.pending.set(id, pending)
           holdOpen(r)
-          r.child.stdin!.write(Protocol.encode({ kind: "spawn", id, ...request }))
-          return Deferred.await(started)
+          // A spawner that stopped reading (stopped, swapping) must not make the run deaf to Ctrl-C: the wait is
+          // interruptible, and a process that starts after its caller gave up is killed on the spot.
+          return Deferred.await(started).pipe(
+            Effect.onInterrupt(() =>
+              Effect.sync(() => {
+                if (pending.pid !== undefined) killGroup(pending.pid)
+                else pending.abandoned = true
+              })
+            )
+          )
         })
     }
   })

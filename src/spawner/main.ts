@@ -20,6 +20,10 @@
  * is armed (a sandboxer told that its parent is the dead engine: it removes the engine's sandboxes and clears the
  * reader slots the engine left in the store). The engine disarms it once it has closed its store.
  *
+ * Unlike the native spawner, it cannot start a process under a reaper of its own (`native/reaper.c`): Node has no
+ * `prctl(PR_SET_CHILD_SUBREAPER)`. A descendant that leaves its process's group (`setsid`, a double fork, a shell's
+ * job under `set -m`) is not ended with it here: it survives the process, its timeout and the engine.
+ *
  * @internal
  */
 import { spawn } from "node:child_process"
@@ -167,7 +171,11 @@ const remove = (r: Protocol.Remove) => {
   }
 }
 
+/** Requests read so far: a request is named by its line's number where its id cannot be read. */
+let linesRead = 0
+
 const onRequest = (line: string) => {
+  const lineNumber = linesRead++
   const request = Protocol.decodeRequest(line)
   switch (request.kind) {
     case "spawn":
@@ -181,8 +189,8 @@ const onRequest = (line: string) => {
       postMortem = undefined
       return
     case "malformed":
-      // The engine's bug, on the engine's stderr (which this process shares): the request has no id to answer.
-      process.stderr.write(`kiln-spawner: ${request.reason}\n`)
+      // Answered all the same, by its line (its id may be what is wrong): the engine fails what it wrote there.
+      return send({ kind: "rejected", line: lineNumber, reason: request.reason })
   }
 }
 

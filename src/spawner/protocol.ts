@@ -9,7 +9,9 @@
  *
  * Replies, to the `id` of a `spawn` or `remove`: `started` once the child runs (its `pid` is also its process group),
  * `exited` when it exits (`alone`: nothing of its group was left then), `removed`, or `failed` with the errno `code`
- * (ENOENT, ETXTBSY, …) and Node's message when it could not start or remove.
+ * (ENOENT, ETXTBSY, …) and Node's message when it could not start or remove. A request the spawner cannot use (not
+ * JSON, a field missing or of the wrong type, a NUL in a string) is answered too, by `rejected` with the number of its
+ * line (0 for the first line the spawner read), since its id may be what is wrong: no request is ever left unanswered.
  *
  * Plain code, like `main.ts` which loads it: nothing here may load Effect.
  *
@@ -80,7 +82,15 @@ export interface Failed {
 }
 
 /** @internal */
-export type Reply = Started | Exited | Removed | Failed
+export interface Rejected {
+  readonly kind: "rejected"
+  /** The request's line, counted from 0 over every line the spawner read. */
+  readonly line: number
+  readonly reason: string
+}
+
+/** @internal */
+export type Reply = Started | Exited | Removed | Failed | Rejected
 
 /** A line that is not a message of its direction: `reason` says which field is wrong, with the line's start. */
 export interface Malformed {
@@ -119,7 +129,8 @@ const replyChecks: Checks<Reply> = {
   started: { id: isId, pid: isPid },
   exited: { id: isId, code: isExitCode, signal: isSignal, alone: isBoolean },
   removed: { id: isId },
-  failed: { id: isId, code: isString, message: isString }
+  failed: { id: isId, code: isString, message: isString },
+  rejected: { line: isId, reason: isString }
 }
 
 /** The start of a bad line, enough to recognise it in a one-line error. */

@@ -95,6 +95,10 @@ const spawnOnce = (spawner: Spawner.Spawner, request: Spawner.Request) =>
  * ETXTBSY — an executable that was just written and is still open somewhere — is retried with a short backoff,
  * as Pants does; so is a request the spawner died before answering (it goes to a new spawner).
  *
+ * The wait for the spawner's answer is interruptible: a spawner that stopped reading must not leave a run that
+ * ignores Ctrl-C and SIGTERM. A group started by then is ended all the same; one that starts later is killed by the
+ * spawner's client (see `Spawner.ts`).
+ *
  * @internal
  */
 export const spawnGroup = (
@@ -102,8 +106,9 @@ export const spawnGroup = (
   request: Spawner.Request,
   grace: Duration.DurationInput
 ): Effect.Effect<Group, SpawnError, Scope.Scope> =>
-  Effect.acquireRelease(
-    spawnOnce(spawner, request).pipe(
+  Effect.uninterruptibleMask((restore) => {
+    let started: Group | undefined
+    const spawned = spawnOnce(spawner, request).pipe(
       Effect.retry({
         while: (e) => "retry" in e,
         schedule: Schedule.exponential("1 millis", 2).pipe(Schedule.upTo("100 millis"))
@@ -111,10 +116,15 @@ export const spawnGroup = (
       Effect.catchIf(
         (e): e is Retryable => "retry" in e,
         (e) => Effect.fail(new SpawnError({ argv0: request.argv[0]!, detail: e.retry }))
-      )
-    ),
-    (group) => terminate(group, grace)
-  )
+      ),
+      Effect.tap((group) => void (started = group))
+    )
+    return restore(spawned).pipe(
+      // Interrupted between its start and here: nobody else holds the group to end it.
+      Effect.onInterrupt(() => started !== undefined ? terminate(started, grace) : Effect.void),
+      Effect.tap((group) => Effect.addFinalizer(() => terminate(group, grace)))
+    )
+  })
 
 /** @internal */
 export const defaultGrace = Duration.seconds(3)

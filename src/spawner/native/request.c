@@ -2,6 +2,7 @@
 #include "spawner.h"
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -246,8 +247,14 @@ const char *parse(const char *line, size_t n, Request *r) {
     } else {
       ok = skip_value(&j, 0);
     }
+    if (!ok) {
+      // Single-threaded: the reason is read before the next request is.
+      static char why[96];
+      snprintf(why, sizeof why, "a bad \"%.40s\" (not of its type, or holding a NUL)", key);
+      free(key);
+      return why;
+    }
     free(key);
-    if (!ok) return "a bad field";
   } while (eat(&j, ','));
   if (!eat(&j, '}')) return "not JSON";
   skip_ws(&j);

@@ -99,7 +99,8 @@ static void send_failed(long long id, int e, const char *what, const char *path)
 static pid_t engine;
 
 typedef struct {
-  pid_t pid;
+  /** The process (its group's id), and its reaper (see reaper.c), this program's child, whose exit is the process's. */
+  pid_t pid, reaper;
   long long id;
 } Child;
 
@@ -183,12 +184,63 @@ static int open_outputs(const Request *r, int fds[2], const char **failed) {
   return 0;
 }
 
+/** In the forked child: becomes the process, or reports why it could not over `report` and exits 127. */
+static void become(char *const *argv, char *const *env, const char *cwd, int out, int err, int report) {
+  setsid();
+  reset_signals();
+  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  int e = 0;
+  if (null < 0 || dup2(null, STDIN_FILENO) < 0) e = errno;
+  if (e == 0 && dup2(out < 0 ? null : out, STDOUT_FILENO) < 0) e = errno;
+  if (e == 0 && dup2(err, STDERR_FILENO) < 0) e = errno;
+  if (e == 0 && cwd != NULL && chdir(cwd) != 0) e = errno;
+  if (e == 0) e = exec_in(argv, env);
+  Report m = {REPORT_ERRNO, e};
+  ssize_t ignored = write(report, &m, sizeof m);
+  (void)ignored;
+  _exit(127);
+}
+
+static int signal_fd = -1;
+
+/** This program's marker argument (`kiln-spawner`), in its own argv: what ps and /proc/<pid>/cmdline show. */
+static char *marker;
+
+
+/**
+ * In the forked reaper: the process's parent, and a child subreaper, so that whatever the process leaves behind
+ * (a daemon that called setsid, a double fork) becomes its child, and dies once the process has exited. It holds
+ * nothing of the engine's: not its pipes, nor this program's descriptors.
+ */
+static void become_reaper(char *const *argv, char *const *env, const char *cwd, int out, int err, int report) {
+  // Told apart from the spawner in ps (and by whoever looks for the engine's spawner by its arguments).
+  if (marker != NULL && strlen(marker) == strlen("kiln-reaper") + 1) memcpy(marker, "kiln-reaper", sizeof "kiln-reaper");
+  int null = open("/dev/null", O_RDWR);
+  for (int fd = 0; fd <= 2 && null >= 0; fd++) dup2(null, fd);
+  if (null > 2) close(null);
+  if (signal_fd >= 0) close(signal_fd);
+  // A kernel without it (before 3.4) still runs the process: only what leaves its group outlives it there.
+  (void)subreaper();
+  pid_t pid = fork();
+  if (pid == 0) become(argv, env, cwd, out, err, report);
+  int e = pid < 0 ? errno : 0;
+  Report m = e != 0 ? (Report){REPORT_ERRNO, e} : (Report){REPORT_PID, pid};
+  ssize_t ignored = write(report, &m, sizeof m);
+  (void)ignored;
+  close(report);
+  close(out);
+  close(err);
+  if (e != 0) _exit(127);
+  reap_for(pid);
+}
+
 /**
  * Forks `argv` in a session of its own (its pid is its group), stdin /dev/null and stdout, stderr on `out`, `err`,
  * in `cwd` (or here, if NULL), with exactly `env`. Returns its pid once it runs its program, or -errno if it could
- * not: the child reports a failed chdir or exec over a close-on-exec pipe that exec itself closes.
+ * not: the child reports a failed chdir or exec over a close-on-exec pipe that exec itself closes. With `reaper`,
+ * it is forked by a reaper of its own (see reaper.c), this program's child, whose pid is put there.
  */
-static pid_t start_child(char *const *argv, char *const *env, const char *cwd, int out, int err) {
+static pid_t start_child(char *const *argv, char *const *env, const char *cwd, int out, int err, pid_t *reaper) {
   int report[2];
   if (pipe2(report, O_CLOEXEC) != 0) return -errno;
   pid_t pid = fork();
@@ -200,37 +252,35 @@ static pid_t start_child(char *const *argv, char *const *env, const char *cwd, i
   }
   if (pid == 0) {
     close(report[0]);
-    setsid();
-    reset_signals();
-    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-    int e = 0;
-    if (null < 0 || dup2(null, STDIN_FILENO) < 0) e = errno;
-    if (e == 0 && dup2(out < 0 ? null : out, STDOUT_FILENO) < 0) e = errno;
-    if (e == 0 && dup2(err, STDERR_FILENO) < 0) e = errno;
-    if (e == 0 && cwd != NULL && chdir(cwd) != 0) e = errno;
-    if (e == 0) e = exec_in(argv, env);
-    ssize_t ignored = write(report[1], &e, sizeof e);
-    (void)ignored;
-    _exit(127);
+    if (reaper != NULL) become_reaper(argv, env, cwd, out, err, report[1]);
+    become(argv, env, cwd, out, err, report[1]);
   }
   close(report[1]);
+  // Until every writer is gone: the reaper names the process; the process closes its end by exec, or says why not.
+  pid_t child = reaper != NULL ? 0 : pid;
   int e = 0;
-  ssize_t n;
-  do n = read(report[0], &e, sizeof e);
-  while (n < 0 && errno == EINTR);
-  close(report[0]);
-  if (n == (ssize_t)sizeof e) {
-    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
-    return -e;
+  for (;;) {
+    Report m;
+    ssize_t n = read(report[0], &m, sizeof m);
+    if (n < 0 && errno == EINTR) continue;
+    if (n != (ssize_t)sizeof m) break;
+    if (m.kind == REPORT_PID) child = m.value;
+    else e = m.value;
   }
-  return pid;
+  close(report[0]);
+  if (e != 0 || child <= 0) {
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
+    return -(e != 0 ? e : ECHILD);
+  }
+  if (reaper != NULL) *reaper = pid;
+  return child;
 }
 
 static void start_post_mortem(void) {
   int log = open(armed.log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
   if (log < 0) log = open("/dev/null", O_WRONLY | O_CLOEXEC);
   // Nothing is left to tell if it fails: the engine is gone, and this process's stderr with it.
-  start_child(armed.argv.items, environ, NULL, -1, log);
+  start_child(armed.argv.items, environ, NULL, -1, log, NULL);
 }
 
 /** The engine is gone: what it started dies with it, and its post-mortem cleans up after it. */
@@ -261,7 +311,8 @@ static void spawn_request(const Request *r) {
   int e = open_outputs(r, fds, &which);
   if (e != 0) return send_failed(r->id, e, "open", which);
   static char *no_env[] = {NULL};
-  pid_t pid = start_child(r->argv.items, r->env.n == 0 ? no_env : r->env.items, r->cwd, fds[0], fds[1]);
+  pid_t reaper = 0;
+  pid_t pid = start_child(r->argv.items, r->env.n == 0 ? no_env : r->env.items, r->cwd, fds[0], fds[1], &reaper);
   close(fds[0]);
   close(fds[1]);
   if (pid < 0) return send_failed(r->id, (int)-pid, "spawn", r->argv.items[0]);
@@ -270,7 +321,7 @@ static void spawn_request(const Request *r) {
     running = realloc(running, running_cap * sizeof *running);
     if (running == NULL) _exit(70);
   }
-  running[running_n++] = (Child){pid, r->id};
+  running[running_n++] = (Child){pid, reaper, r->id};
   Buf b = reply("started", r->id);
   buf_str(&b, ",\"pid\":");
   buf_num(&b, pid);
@@ -284,11 +335,12 @@ static void reap(void) {
     pid_t pid = waitpid(-1, &status, WNOHANG);
     if (pid <= 0) return;
     for (size_t i = 0; i < running_n; i++) {
-      if (running[i].pid != pid) continue;
+      if (running[i].reaper != pid) continue;
       long long id = running[i].id;
+      pid_t group = running[i].pid;
       running[i] = running[--running_n];
       // Whether nothing of the group is left: the common answer, yes, saves the engine a check of its own.
-      bool alone = kill(-pid, 0) != 0 && errno == ESRCH;
+      bool alone = kill(-group, 0) != 0 && errno == ESRCH;
       Buf b = reply("exited", id);
       buf_str(&b, ",\"code\":");
       if (WIFEXITED(status)) buf_num(&b, WEXITSTATUS(status));
@@ -339,15 +391,41 @@ static void remove_request(const Request *r) {
 /* ------------------------------------------------------------------------------------------------------------- */
 /* The loop                                                                                                       */
 
+/** Requests read so far: a request is named by its line's number where its id cannot be read. */
+static long long lines_read;
+
+/**
+ * A request this program cannot use is answered all the same, by its line's number (its id may be what is wrong):
+ * the engine fails the request it wrote on that line, where a request dropped in silence left it waiting for good.
+ */
+static void send_rejected(long long line_no, const char *why, const char *line, size_t n) {
+  Buf m = {0};
+  buf_str(&m, why);
+  buf_str(&m, " in the request ");
+  // Its start, as printable ASCII: enough to recognise it, and valid JSON text whatever bytes it held.
+  size_t shown = n > 120 ? 120 : n;
+  for (size_t i = 0; i < shown; i++) {
+    char c = line[i] >= 0x20 && line[i] < 0x7f ? line[i] : '?';
+    buf_add(&m, &c, 1);
+  }
+  if (n > shown) buf_str(&m, "...");
+  buf_add(&m, "", 1);
+  Buf b = {0};
+  buf_str(&b, "{\"kind\":\"rejected\",\"line\":");
+  buf_num(&b, line_no);
+  buf_str(&b, ",\"reason\":");
+  buf_json(&b, m.p);
+  free(m.p);
+  send_reply(&b);
+}
+
 static void on_line(const char *line, size_t n) {
+  long long line_no = lines_read++;
   Request r = {0};
   const char *malformed = parse(line, n, &r);
   if (malformed != NULL) {
-    // The engine's bug, on the engine's stderr (which this process shares): the request has no id to answer.
-    int shown = n > 120 ? 120 : (int)n;
-    fprintf(stderr, "kiln-spawner: %s in the request %.*s%s\n", malformed, shown, line, n > 120 ? "…" : "");
     request_free(&r);
-    return;
+    return send_rejected(line_no, malformed, line, n);
   }
   if (strcmp(r.kind, "spawn") == 0) spawn_request(&r);
   else if (strcmp(r.kind, "remove") == 0) remove_request(&r);
@@ -389,6 +467,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   engine = (pid_t)pid;
+  marker = argv[argc - 2];
   close_inherited();
   // The engine ends the groups it started: SIGINT, SIGTERM and SIGHUP are not this process's to act on. SIGCHLD is
   // read from a signalfd; a write to an engine that is gone fails with EPIPE instead of killing this process.
@@ -403,7 +482,7 @@ int main(int argc, char **argv) {
   sigset_t chld;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
-  int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  int sfd = signal_fd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sfd < 0) {
     perror("kiln-spawner: signalfd");
     return 70;

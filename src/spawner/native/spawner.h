@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 typedef struct {
   char *p;
@@ -49,5 +50,16 @@ typedef struct {
 bool mount_under(const char *dir, Buf *out);
 /** Removes `target` (file, symlink or tree), read-only directories included; an absent target is not an error. */
 bool remove_tree(const char *target, Failure *f);
+
+/** What a process's reaper (reaper.c) and the process itself tell the spawner as it starts. */
+typedef struct {
+  enum { REPORT_PID, REPORT_ERRNO } kind;
+  int value;
+} Report;
+
+/** Makes this process a child subreaper; 0, or the errno. */
+int subreaper(void);
+/** In a reaper whose child `process` runs: waits for it, then kills every child left, and exits as it did. */
+_Noreturn void reap_for(pid_t process);
 
 #endif
