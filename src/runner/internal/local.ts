@@ -60,6 +60,8 @@ const prepare = (sandbox: string, process: Process, namedCachesDir: string) =>
           throw new Error(`named cache path \`${rel}\` escapes the sandbox`)
         }
         const target = path.join(namedCachesDir, name)
+        // The root private to its user when kiln makes it, as the store's (the runner checked one that exists).
+        mkdirp(namedCachesDir, 0o700)
         mkdirp(target)
         const link = path.join(sandbox, ...segments)
         mkdirp(path.dirname(link))
