@@ -25,6 +25,7 @@ import * as MountNamespace from "../../os/MountNamespace.js"
 import * as Sandboxes from "../../sandbox/Sandboxes.js"
 import type * as Sandboxer from "../../sandboxer/Sandboxer.js"
 import type * as Spawner from "../../spawner/Spawner.js"
+import * as LinkedInputs from "../../store/LinkedInputs.js"
 import type * as SharedTrees from "../../store/SharedTrees.js"
 import type * as Store from "../../store/Store.js"
 import * as ProcessGroup from "./processGroup.js"
@@ -103,21 +104,24 @@ const INLINE_MAX_BYTES = 4 * 1024 * 1024
  * separate sandboxer). A small tree costs less to write than the round trip to the sandboxer; a large one would
  * hold up the engine's other processes.
  */
-const writableHere = (store: Store.Service, digest: Digest.Digest) =>
-  store.listTree(digest).pipe(
-    Effect.map((entries) => {
-      if (entries.length > INLINE_MAX_FILES) return false
-      let bytes = 0
-      for (const e of entries) {
-        if (e.type === "file") {
-          if (e.isExecutable === true) return false
-          bytes += e.digest!.sizeBytes
-        }
-      }
-      return bytes <= INLINE_MAX_BYTES
-    }),
-    // A tree that cannot be listed is the sandboxer's to report (with the digest that is missing).
-    Effect.orElseSucceed(() => false)
+const writableHere = (entries: ReadonlyArray<Store.TreeEntry> | undefined) => {
+  if (entries === undefined || entries.length > INLINE_MAX_FILES) return false
+  let bytes = 0
+  for (const e of entries) {
+    if (e.type === "file") {
+      if (e.isExecutable === true) return false
+      bytes += e.digest!.sizeBytes
+    }
+  }
+  return bytes <= INLINE_MAX_BYTES
+}
+
+/** The files of a tree that may be hard links to the store's blobs (see `LinkedInputs`): executables are copies. */
+const linkable = (entries: ReadonlyArray<Store.TreeEntry> | undefined) =>
+  (entries ?? []).flatMap((e) =>
+    e.type === "file" && e.isExecutable !== true && e.digest!.sizeBytes >= LinkedInputs.THRESHOLD
+      ? [{ path: e.path, digest: e.digest! }]
+      : []
   )
 
 /** Small logs are read whole and stored in one call; a large one is streamed into the store from its file. */
@@ -141,6 +145,7 @@ export const make = (
   options: LocalOptions
 ): Runner => {
   const planner = SharedInputs.planner(options.sharedTrees)
+  const linked = LinkedInputs.registry()
   // A shared tree is written by the sandboxer, like any large tree, then made read-only and renamed into place.
   const writeShared: SharedTrees.Write<Digest.MissingDigest | SandboxError | SandboxerUnavailable> = (digest, into) =>
     Effect.zipRight(store.written, sandboxer.materialize(digest, into, { createDestination: false }))
@@ -163,7 +168,9 @@ export const make = (
       // store: a shared tree is mounted from the workspace, or from the store's copy (leased as a whole, and made
       // again from the blobs if it is gone, when a blob missing then is backtracked).
       yield* store.ensureTree(layout.rest, { lease: true })
-      const inline = yield* writableHere(store, layout.rest)
+      // A tree that cannot be listed is the sandboxer's to report (with the digest that is missing).
+      const entries = yield* store.listTree(layout.rest).pipe(Effect.orElseSucceed(() => undefined))
+      const inline = writableHere(entries)
       // Once its group is gone, a sandbox of a few hundred entries is kept for the next process (see the sandbox pool);
       // a tree this engine writes itself may go into one a finished process left (see `Refill`). Anything bigger is
       // removed, logs included, by the spawner, off this thread.
@@ -211,6 +218,12 @@ export const make = (
         )
       )
       const cwd = yield* prepare(sandbox.path, process, options.namedCachesDir)
+      // Its large inputs that are the store's own blobs: looked at again once it is gone.
+      const large = linkable(entries)
+      const watched = large.length === 0 ? undefined : yield* Effect.acquireRelease(
+        Effect.sync(() => LinkedInputs.watch(linked, store, sandbox.path, large)),
+        (w) => Effect.sync(() => LinkedInputs.release(linked, w))
+      )
       const env = Object.fromEntries(Object.entries(process.env).map(([k, v]) => [k, substitute(v, sandbox.path)]))
       const command = process.argv.map((a) => substitute(a, sandbox.path))
       // The mounts are the process's own: they vanish with it, whatever ends it.
@@ -256,6 +269,10 @@ export const make = (
         })
       }
 
+      // A blob it changed through its hard link is removed from the store, and its result is not cached.
+      const corrupted = watched === undefined ? [] : yield* LinkedInputs.check(store, watched)
+      for (const c of corrupted) yield* Effect.logWarning(LinkedInputs.describe(process.description, c))
+
       const captureStarted = Date.now()
       // stdout and stderr are stored with the outputs, in the same commits; a large log is streamed from its file.
       const outputs = { outputFiles: process.outputFiles, outputDirectories: process.outputDirectories }
@@ -288,7 +305,7 @@ export const make = (
         durationMs: Date.now() - started,
         source: "ran",
         timings,
-        ...(changed.length > 0 ? { inputsChanged: true } : {})
+        ...(changed.length > 0 || corrupted.length > 0 ? { inputsChanged: true } : {})
       }, true)
       if (!result.succeeded) yield* sandbox.markFailed
       else if (sandboxes.keep !== "always") {
