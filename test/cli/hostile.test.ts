@@ -45,12 +45,12 @@ const canMount = (() => {
 
 const isRoot = process.getuid?.() === 0
 
-/** A tmpfs of `size` at `dir`, unmounted when the scope closes. */
+/** A tmpfs of `size` at `dir`, its user's alone (kiln refuses a root others can write), unmounted when the scope closes. */
 const tmpfs = (dir: string, size: string, readOnly = false) =>
   Effect.acquireRelease(
     Effect.sync(() => {
       fs.mkdirSync(dir, { recursive: true })
-      execFileSync("mount", ["-t", "tmpfs", "-o", `size=${size}${readOnly ? ",ro" : ""}`, "tmpfs", dir])
+      execFileSync("mount", ["-t", "tmpfs", "-o", `size=${size},mode=0700${readOnly ? ",ro" : ""}`, "tmpfs", dir])
       return dir
     }),
     () => Effect.sync(() => execFileSync("umount", [dir]))
