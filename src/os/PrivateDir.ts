@@ -42,24 +42,30 @@ export const octal = (mode: number): string => (mode & 0o7777).toString(8).padSt
 interface Account {
   readonly uid: number
   readonly gid: number
-  readonly name: string | undefined
   readonly groups: ReadonlyArray<number>
 }
 
 const account = (): Account | undefined => {
   if (typeof process.geteuid !== "function") return undefined
-  let info: os.UserInfo<string> | undefined
-  try {
-    info = os.userInfo()
-  } catch {
-    // A uid without a passwd entry (a container's): no name, so no group is taken for its private one.
-  }
   return {
     uid: process.geteuid(),
     gid: process.getegid!(),
-    name: info?.username,
     groups: [process.getegid!(), ...(process.getgroups?.() ?? [])]
   }
+}
+
+/** The user's name, looked up only when a group-writable directory asks (a passwd lookup is most of a check). */
+let userName: { readonly value: string | undefined } | undefined
+const nameOf = (): string | undefined => {
+  if (userName === undefined) {
+    try {
+      userName = { value: os.userInfo().username }
+    } catch {
+      // A uid without a passwd entry (a container's): no name, so no group is taken for its private one.
+      userName = { value: undefined }
+    }
+  }
+  return userName.value
 }
 
 let groupFile: Map<number, { readonly name: string; readonly members: ReadonlyArray<string> }> | undefined
@@ -88,9 +94,10 @@ const groupEntry = (gid: number) => {
  * same.
  */
 const isPrivateGroup = (me: Account, gid: number): boolean => {
-  if (me.name === undefined || gid !== me.gid) return false
-  const entry = groupEntry(gid)
-  return entry !== undefined && entry.name === me.name && entry.members.every((m) => m === me.name)
+  if (gid !== me.gid) return false
+  const name = nameOf()
+  const entry = name === undefined ? undefined : groupEntry(gid)
+  return entry !== undefined && entry.name === name && entry.members.every((m) => m === name)
 }
 
 /** A setgid, group-writable directory of a group this user is in: shared with that group on purpose. */
@@ -148,9 +155,11 @@ const prefixesOf = (abs: string): Array<string> => {
  *
  * @internal
  */
-export const inspect = (dir: string, sharing: Sharing): Finding | undefined => {
+export const inspect = (dir: string, sharing: Sharing): Finding | undefined => judge(dir, sharing).found
+
+const judge = (dir: string, sharing: Sharing): { readonly found?: Finding; readonly exists: boolean } => {
   const me = account()
-  if (me === undefined) return undefined
+  if (me === undefined) return { exists: true }
   const abs = path.resolve(dir)
   let deepest = "/"
   for (const p of prefixesOf(abs).slice(1)) {
@@ -162,22 +171,23 @@ export const inspect = (dir: string, sharing: Sharing): Finding | undefined => {
       throw e
     }
     if (st.isSymbolicLink() && st.uid !== me.uid && st.uid !== 0) {
-      return finding(p, st, "is a symlink of another user's, who can point it elsewhere")
+      return { found: finding(p, st, "is a symlink of another user's, who can point it elsewhere"), exists: true }
     }
     deepest = p
   }
   const exists = deepest === abs
-  const chain = prefixesOf(fs.realpathSync(deepest))
+  const chain = prefixesOf(fs.realpathSync.native(deepest))
   const above = exists ? chain.slice(0, -1) : chain
   for (const p of above) {
     const found = checkAbove(me, p, fs.statSync(p))
-    if (found !== undefined) return found
+    if (found !== undefined) return { found, exists }
   }
-  if (!exists) return undefined
+  if (!exists) return { exists }
   const real = chain[chain.length - 1]!
   const st = fs.statSync(real)
   // Not a directory: whoever makes something in it reports that.
-  return st.isDirectory() ? checkRoot(me, real, st, sharing) : undefined
+  const found = st.isDirectory() ? checkRoot(me, real, st, sharing) : undefined
+  return found === undefined ? { exists } : { found, exists }
 }
 
 /**
@@ -187,8 +197,8 @@ export const inspect = (dir: string, sharing: Sharing): Finding | undefined => {
  * @internal
  */
 export const ensure = (dir: string, sharing: Sharing): Finding | undefined => {
-  const before = inspect(dir, sharing)
-  if (before !== undefined) return before
+  const before = judge(dir, sharing)
+  if (before.found !== undefined || before.exists) return before.found
   mkdirp(dir, 0o700)
   return inspect(dir, sharing)
 }
