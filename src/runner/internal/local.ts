@@ -227,9 +227,24 @@ export const make = (
       const cwd = yield* prepare(sandbox.path, process, options.namedCachesDir)
       // Its large inputs that are the store's own blobs: looked at again once it is gone.
       const large = linkable(entries)
+      // Checked once its group is gone (below), or, when it is interrupted, as its scope closes (its group is ended
+      // first): a blob it changed must not stay in the store for the next run to link unnoticed.
+      const checkLinked = (w: LinkedInputs.Watched) =>
+        Effect.tap(LinkedInputs.check(store, w), (changed) =>
+          Effect.forEach(changed, (c) =>
+            Effect.logWarning(LinkedInputs.describe(process.description, c)), {
+            discard: true
+          }))
+      let linkedChecked = false
       const watched = large.length === 0 ? undefined : yield* Effect.acquireRelease(
-        Effect.sync(() => LinkedInputs.watch(linked, store, sandbox.path, large)),
-        (w) => Effect.sync(() => LinkedInputs.release(linked, w))
+        Effect.sync(() =>
+          LinkedInputs.watch(linked, store, sandbox.path, large)
+        ),
+        (w) =>
+          Effect.zipRight(
+            linkedChecked ? Effect.void : checkLinked(w),
+            Effect.sync(() => LinkedInputs.release(linked, w))
+          )
       )
       const env = Object.fromEntries(Object.entries(process.env).map(([k, v]) => [k, substitute(v, sandbox.path)]))
       const command = process.argv.map((a) => substitute(a, sandbox.path))
@@ -286,8 +301,8 @@ export const make = (
       }
 
       // A blob it changed through its hard link is removed from the store, and its result is not cached.
-      const corrupted = watched === undefined ? [] : yield* LinkedInputs.check(store, watched)
-      for (const c of corrupted) yield* Effect.logWarning(LinkedInputs.describe(process.description, c))
+      linkedChecked = true
+      const corrupted = watched === undefined ? [] : yield* checkLinked(watched)
 
       const captureStarted = Date.now()
       // stdout and stderr are stored with the outputs, in the same commits; a large log is streamed from its file.
