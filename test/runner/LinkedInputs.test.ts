@@ -4,7 +4,7 @@
  * warning names the path and the digest; and a later process of the run gets the clean bytes from the workspace.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Deferred, Effect } from "effect"
 import { spawn } from "node:child_process"
 import { createHash, randomBytes } from "node:crypto"
 import * as fs from "node:fs"
@@ -12,6 +12,7 @@ import * as path from "node:path"
 import * as Digest from "../../src/domain/Digest.js"
 import * as LinkedInputs from "../../src/store/LinkedInputs.js"
 import type * as Store from "../../src/store/Store.js"
+import { eventually } from "../utils/child.js"
 import { cli } from "../utils/stack.js"
 import { tempDir, tempStore } from "../utils/temp.js"
 
@@ -257,4 +258,50 @@ describe("a process that writes into its hard-linked large input (through the CL
         assert.strictEqual(check.code, 0, check.stderr)
       })
   )
+
+  it.scopedLive("a run interrupted while the writer still runs removes the changed blob all the same", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir("kiln-linked-int-")
+      const ws = path.join(root, "ws")
+      fs.mkdirSync(ws)
+      fs.writeFileSync(path.join(ws, "big.bin"), randomBytes(MIB))
+      const written = path.join(root, "written")
+      fs.writeFileSync(
+        path.join(ws, "kiln.json"),
+        JSON.stringify({
+          processes: {
+            A: {
+              argv: [
+                "/bin/sh",
+                "-c",
+                `chmod u+w big.bin; printf CORRUPTED | dd of=big.bin conv=notrunc 2>/dev/null; : > ${written}; exec sleep 600`
+              ],
+              inputs: ["big.bin"],
+              outputs: ["a.txt"]
+            }
+          }
+        })
+      )
+      const store = path.join(root, "store")
+      const child = yield* Effect.acquireRelease(
+        Effect.sync(() =>
+          spawn(process.execPath, [cli, "run", "--store-dir", store, "--progress", "plain"], {
+            cwd: ws,
+            stdio: ["ignore", "ignore", "pipe"],
+            env: { PATH: process.env.PATH ?? "/usr/bin:/bin", KILN_SPAWNER: process.env.KILN_SPAWNER ?? "", HOME: root }
+          })
+        ),
+        (c) => Effect.sync(() => c.exitCode === null && c.signalCode === null && c.kill("SIGKILL"))
+      )
+      let stderr = ""
+      child.stderr!.on("data", (d) => (stderr += d))
+      const closed = yield* Deferred.make<number | null>()
+      child.once("close", (code) => Deferred.unsafeDone(closed, Effect.succeed(code)))
+      yield* eventually("the writer has written through its link", () => fs.existsSync(written), "60 seconds")
+      child.kill("SIGINT")
+      assert.strictEqual(yield* Deferred.await(closed), 130, stderr)
+      assert.include(stderr, "its input big.bin, a hard link to the store's", stderr)
+      const check = yield* kiln(ws, ["store", "check", "--store-dir", store], root)
+      assert.strictEqual(check.code, 0, check.stderr)
+    }))
 })
