@@ -20,6 +20,9 @@ const describe = (error: unknown): string =>
     ? error.message
     : String(error)
 
+const isUnsafeDirectory = (error: unknown): boolean =>
+  typeof error === "object" && error !== null && "_tag" in error && error._tag === "UnsafeDirectory"
+
 // A plain `kiln run` skips @effect/cli's parser (see directRunArgs) and the platform services only the parser uses;
 // anything else goes through both, loaded only then: evaluating their modules is a visible part of every run's start.
 const direct = directRunArgs(process.argv.slice(2))
@@ -87,7 +90,8 @@ const main = () =>
           const failure = Cause.failureOption(cause)
           const message = failure._tag === "Some" ? describe(failure.value) : Cause.pretty(cause)
           process.stderr.write(`kiln: ${message}\n`)
-          process.exitCode = 1
+          // A root another user owns or can write is a setting to change, as a bad kiln.json is.
+          process.exitCode = failure._tag === "Some" && isUnsafeDirectory(failure.value) ? 2 : 1
         })
       ),
       Effect.provide(Logger.replace(Logger.defaultLogger, cliLogger)),

@@ -15,6 +15,7 @@ import * as path from "node:path"
 import * as GraphOrder from "../domain/GraphOrder.js"
 import * as RunMemo from "../engine/RunMemo.js"
 import { cacheDir } from "../os/CacheDir.js"
+import * as PrivateDir from "../os/PrivateDir.js"
 import * as Layout from "../store/Layout.js"
 import { type OptionSpec, RUN_OPTIONS } from "./optionTable.js"
 
@@ -129,6 +130,8 @@ const check = (
   const storeRoot = o.has("store-dir") ? path.resolve(o.get("store-dir")!) : cacheDir("store", "KILN_STORE_DIR", env)
   const configFile = path.resolve(o.get("config") ?? "kiln.json")
   const workspace = path.dirname(configFile)
+  // A store another user can write could hold any memo: the full run refuses it, with the reason.
+  if (PrivateDir.inspect(storeRoot, "group") !== undefined) return new Falls("the store root is not safe", false)
   // Handed over: when the check falls through, the engine takes what it found instead of looking again.
   const memo = RunMemo.read(storeRoot, workspace, true)
   if (memo === undefined) return new Falls("no run memo of this workspace (from this build of kiln)", true)

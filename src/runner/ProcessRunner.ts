@@ -19,6 +19,7 @@ import { RemoteTier } from "../domain/RemoteTier.js"
 import type { SandboxError, SandboxerUnavailable } from "../domain/Sandbox.js"
 import type { StoreError } from "../domain/StoreErrors.js"
 import type { InvalidOutput } from "../domain/TreeErrors.js"
+import * as UnsafeDirectory from "../domain/UnsafeDirectory.js"
 import { cacheDir } from "../os/CacheDir.js"
 import { HelperLifetime } from "../os/HelperLifetime.js"
 import { type Handoff, Sandboxes } from "../sandbox/Sandboxes.js"
@@ -173,10 +174,14 @@ export const make = (options: Options = {}) =>
         watched.add(root)
         return Option.isSome(postMortem) ? spawner.arm(postMortem.value) : Effect.void
       })
+    const namedCachesDir = path.resolve(options.namedCachesDir ?? defaultNamedCachesDir())
+    // Named caches are inputs no digest vouches for: a directory another user owns or can write is refused, as the
+    // store's root is (and, like it, one a group shares on purpose is not).
+    yield* UnsafeDirectory.verify("named caches directory", namedCachesDir, "group")
     const concurrency = Math.max(1, options.concurrency ?? os.availableParallelism())
     const minFiles = options.sharedTreeMinFiles ?? SharedTrees.minFilesFrom()
     const local = LocalRunner.make(store, sandboxer, sandboxes, spawner, {
-      namedCachesDir: path.resolve(options.namedCachesDir ?? defaultNamedCachesDir()),
+      namedCachesDir,
       grace: options.grace ?? Duration.seconds(3),
       watch,
       running: yield* Permits.make(concurrency),
@@ -249,5 +254,7 @@ export const make = (options: Options = {}) =>
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options: Options = {}): Layer.Layer<ProcessRunner, never, Store | Sandboxer | Sandboxes> =>
+export const layer = (
+  options: Options = {}
+): Layer.Layer<ProcessRunner, UnsafeDirectory.UnsafeDirectory, Store | Sandboxer | Sandboxes> =>
   Layer.scoped(ProcessRunner, make(options))

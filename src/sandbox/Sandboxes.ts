@@ -15,6 +15,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import type * as Digest from "../domain/Digest.js"
 import { type KeepSandboxes, SandboxError } from "../domain/Sandbox.js"
+import * as UnsafeDirectory from "../domain/UnsafeDirectory.js"
 import { cacheDir } from "../os/CacheDir.js"
 import { describeErrno, errnoOf } from "../os/Errno.js"
 import * as Proc from "../os/Proc.js"
@@ -120,7 +121,8 @@ export class Sandboxes extends Context.Tag("kiln/Sandboxes")<Sandboxes, Service>
 export interface Options {
   /**
    * Default `$KILN_SANDBOX_ROOT`, else `$XDG_CACHE_HOME/kiln/sandboxes` (`~/.cache/kiln/sandboxes`): the user's own,
-   * made 0700, and beside the default store, so that large files are hard-linked rather than copied.
+   * made 0700, and beside the default store, so that large files are hard-linked rather than copied. One that
+   * another user owns or can write (or could replace) is refused (`UnsafeDirectory`).
    */
   readonly root?: string
   readonly keep?: KeepSandboxes
@@ -165,9 +167,15 @@ const sweepError = (root: string) => (e: unknown) =>
  * @since 0.1.0
  * @category constructors
  */
-export const make = (options: Options = {}): Effect.Effect<Service, never, Scope.Scope> =>
+export const make = (
+  options: Options = {}
+): Effect.Effect<Service, UnsafeDirectory.UnsafeDirectory, Scope.Scope> =>
   Effect.gen(function*() {
     const root = path.resolve(options.root ?? defaultRoot())
+    // A root another user made first (`/dev/shm/kiln`), or one others can write or swap, would let them read every
+    // process's inputs and replace a running sandbox: refused before any sandbox is made or swept there. A missing
+    // one is made on first need (see `SandboxDir.create`), where only this user can make it: the check says so.
+    yield* UnsafeDirectory.verify("sandbox root", root, "own")
     const keep = options.keep ?? "never"
     const owner = Proc.self()
     const failures = yield* Ref.make(0)
@@ -300,7 +308,8 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Scope
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options: Options = {}): Layer.Layer<Sandboxes> => Layer.scoped(Sandboxes, make(options))
+export const layer = (options: Options = {}): Layer.Layer<Sandboxes, UnsafeDirectory.UnsafeDirectory> =>
+  Layer.scoped(Sandboxes, make(options))
 
 /**
  * Who made a sandbox: a process, by pid and start time (a recycled pid is not mistaken for it).

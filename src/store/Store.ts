@@ -18,6 +18,7 @@ import * as Digest from "../domain/Digest.js"
 import type * as Directory from "../domain/Directory.js"
 import { type StoreConfigConflict, StoreError } from "../domain/StoreErrors.js"
 import type { InputConflict, InvalidOutput } from "../domain/TreeErrors.js"
+import type { UnsafeDirectory } from "../domain/UnsafeDirectory.js"
 import { cacheDir } from "../os/CacheDir.js"
 import * as ActionLock from "./internal/actionLock.js"
 import * as BlobMembers from "./internal/blobMembers.js"
@@ -324,7 +325,7 @@ export class Store extends Context.Tag("kiln/Store")<Store, Service>() {}
 const openCore = (
   opts: Options,
   root: string
-): Effect.Effect<Core.Core, StoreError | StoreConfigConflict, Scope.Scope> =>
+): Effect.Effect<Core.Core, StoreError | StoreConfigConflict | UnsafeDirectory, Scope.Scope> =>
   Effect.gen(function*() {
     const notPowerOfTwo = (n: number, path?: string) =>
       new StoreError({
@@ -487,7 +488,7 @@ const treeMembers = (core: Core.Core, bg: Background): Pick<Service, TreeMembers
  */
 export const make = (
   options: Partial<Options> = {}
-): Effect.Effect<Service, StoreError | StoreConfigConflict, Scope.Scope> =>
+): Effect.Effect<Service, StoreError | StoreConfigConflict | UnsafeDirectory, Scope.Scope> =>
   Effect.gen(function*() {
     const opts = defaultOptions(options)
     const root = path.resolve(opts.root)
@@ -506,8 +507,9 @@ export const make = (
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options: Partial<Options> = {}): Layer.Layer<Store, StoreError | StoreConfigConflict> =>
-  Layer.scoped(Store, make(options))
+export const layer = (
+  options: Partial<Options> = {}
+): Layer.Layer<Store, StoreError | StoreConfigConflict | UnsafeDirectory> => Layer.scoped(Store, make(options))
 
 /**
  * When this process skipped writing `digest` because the store held it, if it did (for messages about missing bytes).

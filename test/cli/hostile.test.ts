@@ -45,12 +45,12 @@ const canMount = (() => {
 
 const isRoot = process.getuid?.() === 0
 
-/** A tmpfs of `size` at `dir`, unmounted when the scope closes. */
+/** A tmpfs of `size` at `dir`, its user's alone (kiln refuses a root others can write), unmounted when the scope closes. */
 const tmpfs = (dir: string, size: string, readOnly = false) =>
   Effect.acquireRelease(
     Effect.sync(() => {
       fs.mkdirSync(dir, { recursive: true })
-      execFileSync("mount", ["-t", "tmpfs", "-o", `size=${size}${readOnly ? ",ro" : ""}`, "tmpfs", dir])
+      execFileSync("mount", ["-t", "tmpfs", "-o", `size=${size},mode=0700${readOnly ? ",ro" : ""}`, "tmpfs", dir])
       return dir
     }),
     () => Effect.sync(() => execFileSync("umount", [dir]))
@@ -310,12 +310,25 @@ describe.skipIf(!isRoot)("as another user: a sandbox root and a store it may not
       const store = path.join(mine, "store")
       const rootOnly = path.join(dirs.root, "root-only")
       fs.mkdirSync(rootOnly, { mode: 0o755 })
+      // Another user's: refused before anything runs (it could read the inputs, or swap a sandbox).
       failsWith(
         yield* run(dirs, ["--sandbox-root", rootOnly], { uid: NOBODY, store }),
-        1,
-        new RegExp(`^✗ a: ${quote(rootOnly)}: cannot create a sandbox: permission denied \\(EACCES\\)$`)
+        2,
+        new RegExp(
+          `^kiln: refusing the sandbox root ${quote(rootOnly)} \\(owner uid 0, mode 0755\\): it is another user's`
+        )
       )
-      yield* checkClean(dirs, store)
+      // A sandbox root of its own it cannot make: the root and EACCES.
+      const notMade = path.join(rootOnly, "sandboxes")
+      failsWith(
+        yield* run(dirs, ["--sandbox-root", notMade], { uid: NOBODY, store }),
+        1,
+        new RegExp(`^✗ a: ${quote(notMade)}: cannot create a sandbox: permission denied \\(EACCES\\)$`)
+      )
+      // Checked by its owner: root refuses a store another user owns.
+      const check = yield* kiln(dirs, ["store", "check", "--store-dir", store], { uid: NOBODY })
+      assert.strictEqual(check.code, 0, `${check.stdout}${check.stderr}`)
+      assert.match(check.stdout, /^checked \d+ entries: clean$/m)
     }))
 
   it.scoped("a store owned by root, new or existing: the path and EACCES", () =>
@@ -334,15 +347,29 @@ describe.skipIf(!isRoot)("as another user: a sandbox root and a store it may not
         new RegExp(`^kiln: ${quote(fresh)}: cannot open the store: permission denied \\(EACCES\\)$`)
       )
       assert.strictEqual((yield* run(dirs)).code, 0) // root makes the store, private to root (0700)
+      // Another user's store, private or opened up to be read: refused before anything in it is read.
+      for (const mode of [0o700, 0o755]) {
+        fs.chmodSync(dirs.store, mode)
+        failsWith(
+          yield* run(dirs, [], { uid: NOBODY, sandboxes }),
+          2,
+          new RegExp(
+            `^kiln: refusing the store root ${quote(dirs.store)} \\(owner uid 0, mode 0${
+              mode.toString(8)
+            }\\): it is another user's \\(kiln runs as uid 65534\\)$`
+          )
+        )
+      }
+      // Not group-writable: root's. Shared with nobody's group on purpose (setgid, group-writable): then the LMDB
+      // environment nobody may write is named.
+      fs.chownSync(dirs.store, 0, NOBODY)
+      fs.chmodSync(dirs.store, 0o2750)
       failsWith(
         yield* run(dirs, [], { uid: NOBODY, sandboxes }),
-        1,
-        new RegExp(
-          `^kiln: ${quote(dirs.store)}: cannot open the store: permission denied \\(EACCES\\)$`
-        )
+        2,
+        /^kiln: refusing the store root .*\(owner uid 0, mode 2750\): it is another user's/
       )
-      // Opened up by its owner (a store others may read): the LMDB environment nobody may write is named.
-      fs.chmodSync(dirs.store, 0o755)
+      fs.chmodSync(dirs.store, 0o2770)
       failsWith(
         yield* run(dirs, [], { uid: NOBODY, sandboxes }),
         1,
@@ -352,6 +379,8 @@ describe.skipIf(!isRoot)("as another user: a sandbox root and a store it may not
           }/\\w+/[0-9a-f]+: cannot open the LMDB environment: permission denied \\(EACCES\\)$`
         )
       )
+      fs.chownSync(dirs.store, 0, 0)
+      fs.chmodSync(dirs.store, 0o700)
       yield* checkClean(dirs)
     }))
 })

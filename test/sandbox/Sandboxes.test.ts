@@ -117,7 +117,7 @@ describe("Sandboxes", () => {
         const idle = fs.readdirSync(root).find(isSandbox)!
         assert.sameMembers(fs.readdirSync(root), [idle, `${idle}${SandboxDir.STDOUT_SUFFIX}`])
         assert.deepStrictEqual(SandboxDir.readOwner(path.join(root, idle)), Proc.self())
-        assert.strictEqual(fs.statSync(path.join(root, idle)).mode & 0o777, 0o755 & ~process.umask())
+        assert.strictEqual(fs.statSync(path.join(root, idle)).mode & 0o777, 0o700 & ~process.umask())
         // Who wants an empty sandbox gets a new one; who can refill one gets it, with what it holds.
         yield* Effect.scoped(Effect.map(sandboxes.make("b", remover), (s) => {
           assert.notStrictEqual(s.path, path.join(root, idle))

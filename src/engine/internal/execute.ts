@@ -13,7 +13,7 @@ import type { Process, ProcessResult } from "../../domain/Process.js"
 import { BacktrackLimit, NoProducer } from "../../domain/RunErrors.js"
 import { skippedWriteAt } from "../../store/Store.js"
 import type { ProcessFailure } from "../Engine.js"
-import { inputOf, processOf, remadeWarning, remake, workspaceTreesOf } from "./inputs.js"
+import { inputOf, processOf, remadeWarning, remake, restoreOwn, workspaceTreesOf } from "./inputs.js"
 import { indexAll } from "./producers.js"
 import { depOutputs, resultOf, type RunState } from "./runState.js"
 
@@ -101,6 +101,17 @@ export const execute = (
           node.backtracks++
           ;(node.remade ??= new Set()).add(e.digest.hash)
           yield* Effect.logWarning(remadeWarning(name, e.digest))
+          continue
+        }
+      }
+      // A file of its own inputs gone from the store: stored again from the workspace, once.
+      if (producer === undefined && e.kind !== "directory" && !(node.remade?.has(e.digest.hash) ?? false)) {
+        if (node.backtracks < state.maxBacktracks && (yield* restoreOwn(state, name, e.digest))) {
+          node.backtracks++
+          ;(node.remade ??= new Set()).add(e.digest.hash)
+          yield* Effect.logWarning(
+            `${name}: ${Digest.format(e.digest)}, one of its inputs, was missing from the store: stored it again`
+          )
           continue
         }
       }

@@ -408,6 +408,24 @@ export const remake = (state: RunState, name: string, missing: Digest.Digest) =>
     ).pipe(Effect.catchTag("MissingDigest", () => Effect.succeed(false)))
   })
 
+/**
+ * Stores `name`'s own inputs again from the workspace, and says whether `missing` is in the store now: a blob of a
+ * workspace file can leave the store during a run (one a process changed through its hard link is removed, see
+ * `LinkedInputs`), and the workspace still holds its bytes. False when the workspace no longer gives the same inputs.
+ *
+ * @internal
+ */
+export const restoreOwn = (state: RunState, name: string, missing: Digest.Digest) =>
+  Effect.gen(function*() {
+    const own = state.owned.get(name)
+    const globs = state.config.processes[name]?.inputs ?? []
+    if (own === undefined || !selects(globs)) return false
+    const [taken] = yield* state.store.snapshotMany(state.workspace, [{ globs }], state.session)
+    const snapshot = yield* taken!
+    if (!Digest.equals(snapshot.digest, own.digest)) return false
+    return yield* state.store.hasFile(missing)
+  }).pipe(Effect.orElseSucceed(() => false))
+
 /** What a run says when it made a directory of `name`'s merged inputs again (see {@link remake}). @internal */
 export const remadeWarning = (name: string, digest: Digest.Digest): string => {
   const skipped = skippedWriteAt(digest)

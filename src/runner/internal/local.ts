@@ -25,6 +25,7 @@ import * as MountNamespace from "../../os/MountNamespace.js"
 import * as Sandboxes from "../../sandbox/Sandboxes.js"
 import type * as Sandboxer from "../../sandboxer/Sandboxer.js"
 import type * as Spawner from "../../spawner/Spawner.js"
+import * as LinkedInputs from "../../store/LinkedInputs.js"
 import type * as SharedTrees from "../../store/SharedTrees.js"
 import type * as Store from "../../store/Store.js"
 import * as ProcessGroup from "./processGroup.js"
@@ -78,6 +79,8 @@ const prepare = (sandbox: string, process: Process, namedCachesDir: string) =>
         }
         noSymlinkOn(sandbox, segments, `named cache path \`${rel}\``)
         const target = path.join(namedCachesDir, name)
+        // The root private to its user when kiln makes it, as the store's (the runner checked one that exists).
+        mkdirp(namedCachesDir, 0o700)
         mkdirp(target)
         const link = path.join(sandbox, ...segments)
         mkdirp(path.dirname(link))
@@ -120,22 +123,32 @@ const INLINE_MAX_BYTES = 4 * 1024 * 1024
  * separate sandboxer). A small tree costs less to write than the round trip to the sandboxer; a large one would
  * hold up the engine's other processes.
  */
-const writableHere = (store: Store.Service, digest: Digest.Digest) =>
-  store.listTree(digest).pipe(
-    Effect.map((entries) => {
-      if (entries.length > INLINE_MAX_FILES) return false
-      let bytes = 0
-      for (const e of entries) {
-        if (e.type === "file") {
-          if (e.isExecutable === true) return false
-          bytes += e.digest!.sizeBytes
-        }
-      }
-      return bytes <= INLINE_MAX_BYTES
-    }),
-    // A tree that cannot be listed is the sandboxer's to report (with the digest that is missing).
-    Effect.orElseSucceed(() => false)
+const writableHere = (entries: ReadonlyArray<Store.TreeEntry> | undefined) => {
+  if (entries === undefined || entries.length > INLINE_MAX_FILES) return false
+  let bytes = 0
+  for (const e of entries) {
+    if (e.type === "file") {
+      if (e.isExecutable === true) return false
+      bytes += e.digest!.sizeBytes
+    }
+  }
+  return bytes <= INLINE_MAX_BYTES
+}
+
+/** The files of a tree that may be hard links to the store's blobs (see `LinkedInputs`): executables are copies. */
+const linkable = (entries: ReadonlyArray<Store.TreeEntry> | undefined) =>
+  (entries ?? []).flatMap((e) =>
+    e.type === "file" && e.isExecutable !== true && e.digest!.sizeBytes >= LinkedInputs.THRESHOLD
+      ? [{ path: e.path, digest: e.digest! }]
+      : []
   )
+
+/**
+ * At most this many linked inputs are bound read-only in a process's mount namespace: each bind is an exec of
+ * mount(8), 1.5-2 ms apiece here (1,000 of them added 1.5-2.5 s to a process), where the check after the process
+ * costs about 16 µs per input.
+ */
+const READ_ONLY_LINKS_MAX = 16
 
 /** Small logs are read whole and stored in one call; a large one is streamed into the store from its file. */
 const LOG_IN_MEMORY_MAX = 4 * 1024 * 1024
@@ -158,6 +171,7 @@ export const make = (
   options: LocalOptions
 ): Runner => {
   const planner = SharedInputs.planner(options.sharedTrees)
+  const linked = LinkedInputs.registry()
   // A shared tree is written by the sandboxer, like any large tree, then made read-only and renamed into place.
   const writeShared: SharedTrees.Write<Digest.MissingDigest | SandboxError | SandboxerUnavailable> = (digest, into) =>
     Effect.zipRight(store.written, sandboxer.materialize(digest, into, { createDestination: false }))
@@ -180,7 +194,9 @@ export const make = (
       // store: a shared tree is mounted from the workspace, or from the store's copy (leased as a whole, and made
       // again from the blobs if it is gone, when a blob missing then is backtracked).
       yield* store.ensureTree(layout.rest, { lease: true })
-      const inline = yield* writableHere(store, layout.rest)
+      // A tree that cannot be listed is the sandboxer's to report (with the digest that is missing).
+      const entries = yield* store.listTree(layout.rest).pipe(Effect.orElseSucceed(() => undefined))
+      const inline = writableHere(entries)
       // Once its group is gone, a sandbox of a few hundred entries is kept for the next process (see the sandbox pool);
       // a tree this engine writes itself may go into one a finished process left (see `Refill`). Anything bigger is
       // removed, logs included, by the spawner, off this thread.
@@ -228,12 +244,42 @@ export const make = (
         )
       )
       const cwd = yield* prepare(sandbox.path, process, options.namedCachesDir)
+      // Its large inputs that are the store's own blobs: looked at again once it is gone.
+      const large = linkable(entries)
+      // Checked once its group is gone (below), or, when it is interrupted, as its scope closes (its group is ended
+      // first): a blob it changed must not stay in the store for the next run to link unnoticed.
+      const checkLinked = (w: LinkedInputs.Watched) =>
+        Effect.tap(LinkedInputs.check(store, w), (changed) =>
+          Effect.forEach(changed, (c) =>
+            Effect.logWarning(LinkedInputs.describe(process.description, c)), {
+            discard: true
+          }))
+      let linkedChecked = false
+      const watched = large.length === 0 ? undefined : yield* Effect.acquireRelease(
+        Effect.sync(() =>
+          LinkedInputs.watch(linked, store, sandbox.path, large)
+        ),
+        (w) =>
+          Effect.zipRight(
+            linkedChecked ? Effect.void : checkLinked(w),
+            Effect.sync(() => LinkedInputs.release(linked, w))
+          )
+      )
       const env = Object.fromEntries(Object.entries(process.env).map(([k, v]) => [k, substitute(v, sandbox.path)]))
       const command = process.argv.map((a) => substitute(a, sandbox.path))
-      // The mounts are the process's own: they vanish with it, whatever ends it.
+      // The mounts are the process's own: they vanish with it, whatever ends it. Where it has a mount namespace
+      // anyway, each input that is a store blob's hard link is bound read-only over itself: a write in place, or a
+      // chmod, fails there, instead of being noticed after. Up to a few: each is a mount(8) of its own (see
+      // READ_ONLY_LINKS_MAX); the check after the process covers the rest.
+      const protect = mounts.mounts.length > 0 && watched !== undefined &&
+        watched.linked.length <= READ_ONLY_LINKS_MAX
+      const readOnly = !protect ? [] : watched.linked.map((l) => {
+        const file = path.join(sandbox.path, ...l.rel.split("/"))
+        return { source: file, target: file }
+      })
       const argv = mounts.mounts.length === 0
         ? command
-        : MountNamespace.wrap(layout.mode!, mounts.mounts, command, env)
+        : MountNamespace.wrap(layout.mode!, [...mounts.mounts, ...readOnly], command, env)
       yield* sandbox.setCommand({ argv, env, workingDirectory: process.workingDirectory })
 
       // stdout and stderr go to files beside the sandbox (outside it: the process sees only its inputs), read once the
@@ -273,6 +319,10 @@ export const make = (
         })
       }
 
+      // A blob it changed through its hard link is removed from the store, and its result is not cached.
+      linkedChecked = true
+      const corrupted = watched === undefined ? [] : yield* checkLinked(watched)
+
       const captureStarted = Date.now()
       // stdout and stderr are stored with the outputs, in the same commits; a large log is streamed from its file.
       const outputs = {
@@ -309,7 +359,7 @@ export const make = (
         durationMs: Date.now() - started,
         source: "ran",
         timings,
-        ...(changed.length > 0 ? { inputsChanged: true } : {})
+        ...(changed.length > 0 || corrupted.length > 0 ? { inputsChanged: true } : {})
       }, true)
       if (!result.succeeded) yield* sandbox.markFailed
       else if (sandboxes.keep !== "always") {

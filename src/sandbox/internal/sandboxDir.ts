@@ -13,8 +13,8 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { scan } from "../../os/DirScan.js"
 import { errnoOf } from "../../os/Errno.js"
-import { mkdirp } from "../../os/Mkdirp.js"
 import { mountUnder, refuseMounted } from "../../os/Mounts.js"
+import * as PrivateDir from "../../os/PrivateDir.js"
 import * as Proc from "../../os/Proc.js"
 import { removeTree } from "../../os/RemoveTree.js"
 import { REUSE_MAX_ENTRIES as STORE_REUSE_MAX_ENTRIES } from "../../store/Store.js"
@@ -73,19 +73,27 @@ const nameFor = (owner: Owner): string => {
   return `${PREFIX}${owner.pid.toString(36)}-${start}-${serial.toString(16).padStart(8, "0")}`
 }
 
+/**
+ * The mode a sandbox is made with: its user's alone, as its root is. A process's inputs are in it while it runs,
+ * and a root a group may list (its owner chose so) must not let the group read them.
+ *
+ * @internal
+ */
+export const MODE = 0o700
+
 /** Creates a sandbox directory under `root`, named after its owner. @internal */
 export const create = (root: string, owner: Owner): string => {
   for (let madeRoot = false;;) {
     const dir = path.join(root, nameFor(owner))
     try {
-      fs.mkdirSync(dir, { mode: 0o755 })
+      fs.mkdirSync(dir, { mode: MODE })
       return dir
     } catch (e) {
       if (errnoOf(e) === "EEXIST") continue
       if (errnoOf(e) !== "ENOENT" || madeRoot) throw e
-      // The root is made on first need, not checked before every sandbox; private to its user (a sandbox holds a
-      // process's inputs while it runs), unless it exists already with the mode its owner chose.
-      mkdirp(root, 0o700)
+      // The root is made on first need, not checked before every sandbox (the engine checked what exists when it
+      // started); private to its user, and refused if another user took its place meanwhile.
+      PrivateDir.ensureOrThrow("sandbox root", root, "own")
       madeRoot = true
     }
   }
@@ -136,10 +144,10 @@ export const pool = (root: string, owner: Owner, options: { readonly keepUsed?: 
   const keepUsed = options.keepUsed ?? true
   const idle: Array<Idle> = []
   let held = 0
-  // What `mkdir(…, 0o755)` gives a new sandbox under this process's umask (chmod does not apply the umask), and
+  // What `mkdir(…, MODE)` gives a new sandbox under this process's umask (chmod does not apply the umask), and
   // under a setgid root (whose bit a new directory inherits); known once the root exists.
   let mode: number | undefined
-  const modeOfNew = () => mode ??= (0o755 & ~process.umask()) | (fs.statSync(root).mode & 0o2000)
+  const modeOfNew = () => mode ??= (MODE & ~process.umask()) | (fs.statSync(root).mode & 0o2000)
   return {
     take: (used) => {
       // Who refills a sandbox gets one that holds something (whose inodes it reuses), else any; others, an empty one.

@@ -5,28 +5,54 @@
  */
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
+import { cacheDir } from "../../os/CacheDir.js"
+import * as PrivateDir from "../../os/PrivateDir.js"
 
 /** `sockaddr_un.sun_path` is 108 bytes on Linux, NUL included. @internal */
 export const MAX_SOCKET_PATH = 107
 
 /**
- * A directory for sandboxer sockets: `$XDG_RUNTIME_DIR/kiln`, or a short per-user temp dir when that is unset or
- * too long. Never under the store or the workspace, whose paths can be arbitrarily long.
+ * A directory for sandboxer sockets, made if missing, private to this user, where no other user can have made it
+ * first: the first of `$XDG_RUNTIME_DIR/kiln` (the user's own by its definition, and checked), `$KILN_RUNTIME_DIR`,
+ * `$XDG_CACHE_HOME/kiln/run` (`~/.cache/kiln/run`, beside the store and sandbox roots), `/tmp/kiln-<uid>` that is
+ * or can be made so and whose socket paths fit in 107 bytes; else a fresh `/tmp/kiln-<uid>-XXXXXX` of this process's
+ * own. A directory another user made first is passed over, never a reason the sandboxer cannot start. Never under
+ * the workspace, whose path can be arbitrarily long.
  *
  * @internal
  */
 export const socketDirectory = (env: NodeJS.ProcessEnv = process.env): string => {
   const uid = typeof process.getuid === "function" ? process.getuid() : 0
+  const fits = (d: string) => d.length + 40 <= MAX_SOCKET_PATH
+  const xdg = env.XDG_RUNTIME_DIR
   const candidates = [
-    ...(env.XDG_RUNTIME_DIR !== undefined && path.isAbsolute(env.XDG_RUNTIME_DIR)
-      ? [path.join(env.XDG_RUNTIME_DIR, "kiln")]
-      : []),
-    path.join(os.tmpdir(), `kiln-${uid}`),
+    ...(xdg !== undefined && path.isAbsolute(xdg) && isPrivate(xdg) ? [path.join(xdg, "kiln")] : []),
+    cacheDir("run", "KILN_RUNTIME_DIR", env),
     `/tmp/kiln-${uid}`
-  ]
-  return candidates.find((d) => d.length + 40 <= MAX_SOCKET_PATH) ?? `/tmp/kiln-${uid}`
+  ].filter(fits)
+  const usable = candidates.find((d) => {
+    try {
+      return PrivateDir.ensure(d, "own") === undefined
+    } catch {
+      return false
+    }
+  })
+  if (usable !== undefined) return usable
+  try {
+    return fs.mkdtempSync(`/tmp/kiln-${uid}-`)
+  } catch {
+    // Launching the sandboxer there says why it cannot be used.
+    return candidates[0] ?? `/tmp/kiln-${uid}`
+  }
+}
+
+const isPrivate = (dir: string): boolean => {
+  try {
+    return fs.statSync(dir).isDirectory() && PrivateDir.inspect(dir, "own") === undefined
+  } catch {
+    return false
+  }
 }
 
 /** A fresh socket path for this engine process: its pid plus a random suffix. @internal */
@@ -36,25 +62,8 @@ export const socketPath = (dir: string): string =>
 /** @internal */
 export const logPathOf = (socket: string): string => socket.replace(/\.sock$/, ".log")
 
-/** A private directory of this user's (sockets must not be reachable by others). @internal */
-export const ensurePrivateDir = (dir: string): void => {
-  // One level at a time: Node 20's recursive mkdir spins forever under paths that refuse new entries (/proc).
-  const missing: Array<string> = []
-  for (let d = path.resolve(dir); !fs.existsSync(d); d = path.dirname(d)) {
-    missing.push(d)
-    if (path.dirname(d) === d) break
-  }
-  for (const d of missing.reverse()) {
-    try {
-      fs.mkdirSync(d, { mode: 0o700 })
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e
-    }
-  }
-  const st = fs.statSync(dir)
-  const uid = typeof process.getuid === "function" ? process.getuid() : st.uid
-  if (st.uid !== uid) throw new Error(`${dir} belongs to another user`)
-}
+/** A private directory of this user's (sockets must not be reachable by others), made if missing. @internal */
+export const ensurePrivateDir = (dir: string): void => PrivateDir.ensureOrThrow("runtime directory", dir, "own")
 
 /**
  * The arguments every sandboxer gets first, on its command line, where tools (and people) look for its socket and

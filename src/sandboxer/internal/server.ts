@@ -12,6 +12,7 @@ import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
 import * as Digest from "../../domain/Digest.js"
 import type { StoreConfigConflict, StoreError } from "../../domain/StoreErrors.js"
+import type { UnsafeDirectory } from "../../domain/UnsafeDirectory.js"
 import { describeErrno, errnoOf } from "../../os/Errno.js"
 import * as Proc from "../../os/Proc.js"
 import * as Sandboxes from "../../sandbox/Sandboxes.js"
@@ -49,7 +50,10 @@ const tracked = <A, E>(state: State, effect: Effect.Effect<A, E>): Effect.Effect
  *
  * @internal
  */
-export const handlers = (store: Effect.Effect<Store.Service, StoreError | StoreConfigConflict>, state: State) => ({
+export const handlers = (
+  store: Effect.Effect<Store.Service, StoreError | StoreConfigConflict | UnsafeDirectory>,
+  state: State
+) => ({
   Materialize: (req: {
     readonly digest: Digest.Digest
     readonly destination: string
@@ -67,7 +71,8 @@ export const handlers = (store: Effect.Effect<Store.Service, StoreError | StoreC
         Effect.catchTags({
           MissingDigest: (e) => Effect.fail(new NotFound({ digest: e.digest })),
           StoreError: (e) => Effect.fail(new FailedPrecondition({ reason: e.message })),
-          StoreConfigConflict: (e) => Effect.fail(new FailedPrecondition({ reason: e.message }))
+          StoreConfigConflict: (e) => Effect.fail(new FailedPrecondition({ reason: e.message })),
+          UnsafeDirectory: (e) => Effect.fail(new FailedPrecondition({ reason: e.message }))
         }),
         // A request is finished even when the server is told to stop: draining waits for it.
         Effect.uninterruptible

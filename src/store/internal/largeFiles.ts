@@ -301,3 +301,29 @@ export const remove = (large: LargeFiles, hash: string): Effect.Effect<boolean, 
     },
     catch: ioError(pathOf(large, hash), "cannot remove")
   })
+
+/**
+ * Removes the stored file of `hash` if it is still the inode `dev`/`ino` (a blob found changed must go, not a good
+ * copy stored in its place since). Says whether it did.
+ *
+ * @internal
+ */
+export const removeInode = (large: LargeFiles, hash: string, dev: bigint, ino: bigint): boolean => {
+  const file = pathOf(large, hash)
+  let st: fs.BigIntStats
+  try {
+    st = fs.lstatSync(file, { bigint: true })
+  } catch (e) {
+    if (errnoOf(e) === "ENOENT") return false
+    throw e
+  }
+  if (st.dev !== dev || st.ino !== ino) return false
+  Generation.bump(large.storeRoot)
+  try {
+    fs.unlinkSync(file)
+    return true
+  } catch (e) {
+    if (errnoOf(e) === "ENOENT") return false
+    throw e
+  }
+}

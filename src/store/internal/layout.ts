@@ -7,9 +7,10 @@ import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { StoreConfigConflict, StoreError } from "../../domain/StoreErrors.js"
+import { UnsafeDirectory } from "../../domain/UnsafeDirectory.js"
 import { errnoOf } from "../../os/Errno.js"
 import { ioError } from "../../os/IoError.js"
-import { mkdirp } from "../../os/Mkdirp.js"
+import * as PrivateDir from "../../os/PrivateDir.js"
 
 const LAYOUT = "kiln-store.json"
 const FORMAT = 1
@@ -32,15 +33,16 @@ export const DEFAULT_SHARD_COUNT = 4
  * The store records its layout on creation, and returns its shard count: the one asked for, or when none is, the
  * store's own (else {@link DEFAULT_SHARD_COUNT} for a new store), so that a store keeps whatever count it was made
  * with. Opening it with another count would look for every digest in the wrong shard, so it is refused. Two
- * creators racing agree through `link`, which never replaces.
+ * creators racing agree through `link`, which never replaces. A root another user owns or can write (or could swap)
+ * is refused before anything in it is read: whoever can write it can put any result in the action cache.
  *
  * @internal
  */
 export const ensureLayout = (
   root: string,
   shardCount: number | undefined
-): Effect.Effect<number, StoreError | StoreConfigConflict> =>
-  Effect.suspend((): Effect.Effect<number, StoreError | StoreConfigConflict> => {
+): Effect.Effect<number, StoreError | StoreConfigConflict | UnsafeDirectory> =>
+  Effect.suspend((): Effect.Effect<number, StoreError | StoreConfigConflict | UnsafeDirectory> => {
     const file = path.join(root, LAYOUT)
     const read = (): Layout | undefined => {
       try {
@@ -52,8 +54,9 @@ export const ensureLayout = (
     }
     try {
       // Private to its user when kiln makes it (it holds every cached blob and log); a store shared by a group is
-      // one its owner made so, and keeps its mode.
-      mkdirp(root, 0o700)
+      // one its owner made so (setgid, group-writable), and keeps its mode.
+      const unsafe = PrivateDir.ensure(root, "group")
+      if (unsafe !== undefined) return Effect.fail(new UnsafeDirectory({ role: "store root", root, ...unsafe }))
       let layout = read()
       if (layout === undefined) {
         const tmp = `${file}.${process.pid}.${Date.now()}.tmp`
