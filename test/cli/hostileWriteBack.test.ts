@@ -80,7 +80,7 @@ const finished = (run: { readonly child: ChildProcess; stderr: string }) =>
 const runToEnd = (dirs: Dirs) => Effect.scoped(Effect.flatMap(start(dirs), finished))
 
 describe("write-back, hostile", () => {
-  it.scoped("a process that makes its declared output directory a symlink to a victim: the victim keeps its files, the entry is replaced", () =>
+  it.scoped("a process that makes its declared output directory a symlink to a victim: the victim keeps its files, and nothing of it is cached", () =>
     Effect.gen(function*() {
       const root = yield* tempDir("kiln-victim-")
       writeTree(root, { "p.txt": "precious", "d/x": "keep" })
@@ -101,14 +101,13 @@ describe("write-back, hostile", () => {
         assert.strictEqual(fs.readFileSync(path.join(root, "d/x"), "utf8"), "keep")
         assert.deepStrictEqual(fs.readdirSync(dirs.ws).sort(), ["a.txt", "kiln.json"])
       }
-      // The entry in the store is what a poisoned cache would serve: refused, and replaced by running the process.
+      // Capture refused the symlink, so nothing of those runs is in the store to be served: the next run runs it.
+      // (A poisoned entry from a cache is refused at lookup, test/remote/HostileEntries.test.ts, and write-back's own
+      // refusal of one is test/engine/WriteBack.test.ts's.)
       fs.rmSync(marker)
       const r = yield* runToEnd(dirs)
       assert.strictEqual(r.code, 0, r.stderr)
-      assert.match(
-        r.stderr,
-        /^kiln: warning: gen: its cached result cannot be written back \(output `out\/` .*\): running it$/m
-      )
+      assert.match(r.stderr, /^kiln: 1 process: 1 ran/m)
       assert.strictEqual(fs.readFileSync(path.join(dirs.ws, "out/m.txt"), "utf8"), "made\n")
       assert.deepStrictEqual(fs.readdirSync(root).sort(), ["d", "p.txt"])
     }))
