@@ -16,17 +16,12 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { startTimeOf } from "../../src/os/Proc.js"
 import { eventually } from "../utils/child.js"
-import { cli } from "../utils/stack.js"
+import { type CliResult, failsWith, runCli } from "../utils/cliRun.js"
 import { tempDir } from "../utils/temp.js"
 
 const NOBODY = 65534
 
-interface Result {
-  readonly code: number | null
-  readonly signal: NodeJS.Signals | null
-  readonly stdout: string
-  readonly stderr: string
-}
+type Result = CliResult
 
 /** Whether this machine lets the tests mount file systems (root, with tmpfs allowed). */
 const canMount = (() => {
@@ -91,58 +86,29 @@ const setup = (config: unknown, files: Record<string, string> = {}) =>
 
 type Dirs = Effect.Effect.Success<ReturnType<typeof setup>>
 
-/** Runs the CLI to its end (SIGKILLed if the test is interrupted first: a hung kiln fails its test, never the suite). */
+/** Runs the CLI to its end in the workspace, with the test's own store, sandboxes and home. */
 const kiln = (
   dirs: Dirs,
   args: ReadonlyArray<string>,
   options: { readonly uid?: number; readonly cwd?: string; readonly store?: string; readonly sandboxes?: string } = {}
 ): Effect.Effect<Result> =>
-  Effect.scoped(Effect.gen(function*() {
-    const child = yield* Effect.acquireRelease(
-      Effect.sync(() =>
-        spawn(process.execPath, [cli, ...args], {
-          cwd: options.cwd ?? dirs.ws,
-          stdio: ["ignore", "pipe", "pipe"],
-          env: {
-            ...process.env,
-            HOME: dirs.root,
-            KILN_STORE_DIR: options.store ?? dirs.store,
-            KILN_SANDBOX_ROOT: options.sandboxes ?? dirs.sandboxes,
-            KILN_NAMED_CACHES_DIR: dirs.named
-          },
-          ...(options.uid !== undefined ? { uid: options.uid, gid: options.uid } : {})
-        })
-      ),
-      (child) => Effect.sync(() => child.exitCode === null && child.signalCode === null && child.kill("SIGKILL"))
-    )
-    let stdout = ""
-    let stderr = ""
-    child.stdout!.on("data", (d) => (stdout += d))
-    child.stderr!.on("data", (d) => (stderr += d))
-    return yield* Effect.async<Result>((resume) => {
-      child.once("close", (code, signal) => resume(Effect.succeed({ code, signal, stdout, stderr })))
-    })
-  }))
+  runCli(args, {
+    cwd: options.cwd ?? dirs.ws,
+    env: {
+      ...process.env,
+      HOME: dirs.root,
+      KILN_STORE_DIR: options.store ?? dirs.store,
+      KILN_SANDBOX_ROOT: options.sandboxes ?? dirs.sandboxes,
+      KILN_NAMED_CACHES_DIR: dirs.named
+    },
+    ...(options.uid !== undefined ? { uid: options.uid } : {})
+  })
 
 const run = (
   dirs: Dirs,
   extra: ReadonlyArray<string> = [],
   options: Parameters<typeof kiln>[2] & { readonly progress?: string } = {}
 ) => kiln(dirs, ["run", "--progress", options.progress ?? "plain", ...extra], options)
-
-/**
- * Asserts that kiln failed by itself (no signal) with `code`, and that what it said on stderr is exactly one line
- * matching `line`, apart from `kiln run`'s tally and the processes that succeeded.
- */
-const failsWith = (r: Result, code: number, line: RegExp) => {
-  assert.isNull(r.signal, `killed by ${r.signal}: ${r.stderr}`)
-  assert.strictEqual(r.code, code, r.stderr)
-  const said = r.stderr.split("\n").filter((l) =>
-    l !== "" && !/^kiln: \d+ process(es)?: /.test(l) && !l.startsWith("✓ ")
-  )
-  assert.strictEqual(said.length, 1, `one line expected, got:\n${r.stderr}`)
-  assert.match(said[0]!, line)
-}
 
 const quote = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
 

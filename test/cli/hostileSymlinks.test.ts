@@ -7,17 +7,12 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { cli } from "../utils/stack.js"
+import { type CliResult, failsWith, runCli } from "../utils/cliRun.js"
 import { tempDir } from "../utils/temp.js"
 
-interface Result {
-  readonly code: number | null
-  readonly signal: NodeJS.Signals | null
-  readonly stderr: string
-}
+type Result = CliResult
 
 /** A temp root with a workspace holding `config` and `files`, and where kiln's store and sandboxes go. */
 const setup = (config: unknown, files: Record<string, string> = {}) =>
@@ -40,42 +35,18 @@ const setup = (config: unknown, files: Record<string, string> = {}) =>
 
 type Dirs = Effect.Effect.Success<ReturnType<typeof setup>>
 
-/** `kiln run` to its end (SIGKILLed if the test is interrupted first). */
+/** `kiln run` to its end, with the test's own store, sandboxes and home. */
 const run = (dirs: Dirs, extra: ReadonlyArray<string> = []): Effect.Effect<Result> =>
-  Effect.scoped(Effect.gen(function*() {
-    const child = yield* Effect.acquireRelease(
-      Effect.sync(() =>
-        spawn(process.execPath, [cli, "run", "--progress", "plain", ...extra], {
-          cwd: dirs.ws,
-          stdio: ["ignore", "ignore", "pipe"],
-          env: {
-            ...process.env,
-            HOME: dirs.root,
-            KILN_STORE_DIR: path.join(dirs.root, "store"),
-            KILN_SANDBOX_ROOT: path.join(dirs.root, "sandboxes"),
-            KILN_NAMED_CACHES_DIR: path.join(dirs.root, "named")
-          }
-        })
-      ),
-      (child) => Effect.sync(() => child.exitCode === null && child.signalCode === null && child.kill("SIGKILL"))
-    )
-    let stderr = ""
-    child.stderr!.on("data", (d) => (stderr += d))
-    return yield* Effect.async<Result>((resume) => {
-      child.once("close", (code, signal) => resume(Effect.succeed({ code, signal, stderr })))
-    })
-  }))
-
-/** kiln failed by itself with `code`, saying exactly one line (besides the tally and what succeeded) matching `line`. */
-const failsWith = (r: Result, code: number, line: RegExp) => {
-  assert.isNull(r.signal, `killed by ${r.signal}: ${r.stderr}`)
-  assert.strictEqual(r.code, code, r.stderr)
-  const said = r.stderr.split("\n").filter((l) =>
-    l !== "" && !/^kiln: \d+ process(es)?: /.test(l) && !l.startsWith("✓ ")
-  )
-  assert.strictEqual(said.length, 1, `one line expected, got:\n${r.stderr}`)
-  assert.match(said[0]!, line)
-}
+  runCli(["run", "--progress", "plain", ...extra], {
+    cwd: dirs.ws,
+    env: {
+      ...process.env,
+      HOME: dirs.root,
+      KILN_STORE_DIR: path.join(dirs.root, "store"),
+      KILN_SANDBOX_ROOT: path.join(dirs.root, "sandboxes"),
+      KILN_NAMED_CACHES_DIR: path.join(dirs.root, "named")
+    }
+  })
 
 const sh = (script: string) => ({ argv: ["/bin/sh", "-c", script], env: { PATH: "/usr/bin:/bin" } })
 

@@ -61,16 +61,18 @@ export const verified = (
   const got = Digest.ofBytes(bytes)
   return got.hash === digest.hash && got.sizeBytes === digest.sizeBytes
     ? Effect.succeed({ digest, bytes })
-    : Effect.fail(
-      new RemoteError({
-        endpoint,
-        method,
-        code: "DIGEST_MISMATCH",
-        detail: `${Digest.format(digest)} came back as ${Digest.format(got)}`,
-        corruptBlob: digest.hash
-      })
-    )
+    : Effect.fail(mismatch(endpoint, method, digest, got))
 }
+
+/** Bytes that came back as another digest than the one asked for: the server holds a corrupt blob. */
+const mismatch = (endpoint: string, method: string, digest: Digest.Digest, got: Digest.Digest) =>
+  new RemoteError({
+    endpoint,
+    method,
+    code: "DIGEST_MISMATCH",
+    detail: `${Digest.format(digest)} came back as ${Digest.format(got)}`,
+    corruptBlob: digest.hash
+  })
 
 /**
  * Where a streamed download's bytes go: `false` when they could not be written, and the stream must stop.
@@ -118,15 +120,7 @@ export const intoFile = (
             const got = { hash: hasher.digest("hex"), sizeBytes: size }
             return got.hash === digest.hash && got.sizeBytes === digest.sizeBytes
               ? Effect.void
-              : Effect.fail(
-                new RemoteError({
-                  endpoint,
-                  method,
-                  code: "DIGEST_MISMATCH",
-                  detail: `${Digest.format(digest)} came back as ${Digest.format(got)}`,
-                  corruptBlob: digest.hash
-                })
-              )
+              : Effect.fail(mismatch(endpoint, method, digest, got))
           }))
         )
       }),
