@@ -112,10 +112,13 @@ describe("kiln run", () => {
       const { env, kiln, ws } = yield* workspace
       const test = fs.readFileSync(path.join(ws, "test/greet.test.mjs"))
       const digest = `${createHash("sha256").update(test).digest("hex")}/${test.length}`
-      // A tool that removes the test's own input from the store while the run goes on, after the lookups took it.
+      // A tool that removes the test's own input from the store while the run goes on, after the lookups took it,
+      // and changes the workspace's copy: kiln cannot store it again from there (it would, were it unchanged).
       const config = JSON.parse(fs.readFileSync(path.join(ws, "kiln.json"), "utf8"))
+      const erase = [process.execPath, cli, "store", "rm", "--store-dir", env.KILN_STORE_DIR, digest]
+        .map((a) => `'${a}'`).join(" ")
       config.processes.eraser = {
-        argv: [process.execPath, cli, "store", "rm", "--store-dir", env.KILN_STORE_DIR, digest]
+        argv: ["/bin/sh", "-c", `${erase} && echo '// changed' >> '${path.join(ws, "test/greet.test.mjs")}'`]
       }
       config.processes.test.deps = [...config.processes.test.deps ?? [], "eraser"]
       fs.writeFileSync(path.join(ws, "kiln.json"), JSON.stringify(config))
