@@ -9,8 +9,24 @@ import * as Schema from "effect/Schema"
 import * as DurationText from "./DurationText.js"
 import { CachePolicy } from "./Process.js"
 
+/**
+ * C0 controls, DEL and C1 controls (U+0080–U+009F; U+009B is a CSI to some terminals): printed raw, they redraw the
+ * screen or forge a line (a newline) of kiln's own.
+ */
+const CONTROLS = /[\u0000-\u001f\u007f-\u009f]/g
+
+const escapeControls = (s: string) => s.replace(CONTROLS, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)
+
+/**
+ * `s` as a JSON string that is safe on a terminal (JSON leaves DEL and the C1 controls raw). Every name, path or value
+ * an error line quotes from kiln.json goes through this.
+ */
+const quoted = (s: string) => escapeControls(JSON.stringify(s))
+
 const Duration = Schema.String.pipe(
-  Schema.filter((s) => Either.isRight(DurationText.parse(s)) || `invalid duration "${s}": expected e.g. "90s" or "5m"`),
+  Schema.filter((s) =>
+    Either.isRight(DurationText.parse(s)) || `invalid duration ${quoted(s)}: expected e.g. "90s" or "5m"`
+  ),
   Schema.annotations({ description: "a duration: a number and a unit (ms, s, m, h), e.g. \"90s\"" })
 )
 
@@ -129,7 +145,9 @@ export class InvalidConfig extends Schema.TaggedError<InvalidConfig>("kiln/Inval
   detail: Schema.String
 }) {
   override get message(): string {
-    return this.path === "" ? `${this.file}: ${this.detail}` : `${this.file}: ${this.path}: ${this.detail}`
+    const line = this.path === "" ? `${this.file}: ${this.detail}` : `${this.file}: ${this.path}: ${this.detail}`
+    // What the JSON parser or the schema quotes of the file (a token, a value) is escaped too: one line, no escapes.
+    return escapeControls(line)
   }
 }
 
@@ -139,7 +157,7 @@ const pathText = (path: ReadonlyArray<PropertyKey>) =>
       ? `[${p}]`
       : /^[A-Za-z_$][\w$]*$/.test(String(p))
       ? `${i === 0 ? "" : "."}${String(p)}`
-      : `[${JSON.stringify(String(p))}]`
+      : `[${quoted(String(p))}]`
   ).join("")
 
 const issueText = (issue: ParseResult.ArrayFormatterIssue) =>
@@ -231,6 +249,14 @@ export const parse = (file: string, text: string): Either.Either<Config, Invalid
   }
   const config = decoded.right
   for (const name of Object.keys(config.processes)) {
+    const badName = nameProblem(name)
+    if (badName !== undefined) {
+      return Either.left(
+        new InvalidConfig({ file, path: pathText(["processes", name]), detail: `is not a process name: ${badName}` })
+      )
+    }
+  }
+  for (const name of Object.keys(config.processes)) {
     const refused = refusedIn(config, name)
     if (refused !== undefined) {
       return Either.left(
@@ -258,6 +284,20 @@ const reservedKeyIn = (json: unknown, at: Array<PropertyKey>): Array<PropertyKey
   return undefined
 }
 
+/** Why `name` cannot name a process, if it cannot: one that would print as another, or print what kiln did not say. */
+const nameProblem = (name: string): string | undefined => {
+  if (name === "") return "it is empty"
+  // A name is printed on the terminal: the status line, `✓ name`, errors.
+  const control = /[\u0000-\u001f\u007f-\u009f]/.exec(name)
+  if (control !== null) {
+    const code = control[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")
+    return `it holds the control character U+${code}, which would reach the terminal as it is`
+  }
+  // " a" would print as "a": two processes that look like one.
+  if (/^\s|\s$/.test(name)) return "it begins or ends with whitespace"
+  return undefined
+}
+
 /** Why a field of a process is refused: where in the process, and what is wrong. */
 interface Refused {
   readonly at: ReadonlyArray<PropertyKey>
@@ -281,7 +321,7 @@ const isItself = (p: string) => p.split("/").every((s) => s === "" || s === ".")
 const refusedIn = (config: Config, name: string): Refused | undefined => {
   const pc = config.processes[name]!
   for (const [i, dep] of (pc.deps ?? []).entries()) {
-    if (!Object.hasOwn(config.processes, dep)) return { at: ["deps", i], detail: `unknown process "${dep}"` }
+    if (!Object.hasOwn(config.processes, dep)) return { at: ["deps", i], detail: `unknown process ${quoted(dep)}` }
   }
   for (const [i, arg] of pc.argv.entries()) {
     if (arg.includes(NUL)) return { at: ["argv", i], detail: "holds a NUL byte, which no argument can" }
@@ -290,26 +330,26 @@ const refusedIn = (config: Config, name: string): Refused | undefined => {
     if (k === "" || k.includes("=") || k.includes(NUL)) {
       return {
         at: ["env", k],
-        detail: `${JSON.stringify(k)} is not a variable name: it must be non-empty, without = or NUL`
+        detail: `${quoted(k)} is not a variable name: it must be non-empty, without = or NUL`
       }
     }
     if (v.includes(NUL)) return { at: ["env", k], detail: "holds a NUL byte, which no variable's value can" }
   }
   const wd = pc.workingDirectory
   if (wd !== undefined && (wd.startsWith("/") || wd.split("/").includes("..") || wd.includes(NUL))) {
-    return { at: ["workingDirectory"], detail: `${JSON.stringify(wd)} must be a relative path inside the sandbox` }
+    return { at: ["workingDirectory"], detail: `${quoted(wd)} must be a relative path inside the sandbox` }
   }
   for (const [i, out] of (pc.outputs ?? []).entries()) {
     if (!staysInside(out)) {
       return {
         at: ["outputs", i],
-        detail: `${JSON.stringify(out)} must be a relative path inside the working directory`
+        detail: `${quoted(out)} must be a relative path inside the working directory`
       }
     }
     if (isItself(out) && !out.endsWith("/")) {
       return {
         at: ["outputs", i],
-        detail: `${JSON.stringify(out)} is the working directory itself, not a file: a directory output ends with /`
+        detail: `${quoted(out)} is the working directory itself, not a file: a directory output ends with /`
       }
     }
   }
@@ -317,7 +357,7 @@ const refusedIn = (config: Config, name: string): Refused | undefined => {
     if (!staysInside(input.replace(/^!/, ""))) {
       return {
         at: ["inputs", i],
-        detail: `invalid glob ${JSON.stringify(input)}: globs are relative to the workspace and stay inside it`
+        detail: `invalid glob ${quoted(input)}: globs are relative to the workspace and stay inside it`
       }
     }
   }
@@ -325,7 +365,7 @@ const refusedIn = (config: Config, name: string): Refused | undefined => {
     if (!staysInside(writable)) {
       return {
         at: ["writableInputs", i],
-        detail: `${JSON.stringify(writable)} must be a relative path inside the workspace`
+        detail: `${quoted(writable)} must be a relative path inside the workspace`
       }
     }
   }
@@ -333,7 +373,7 @@ const refusedIn = (config: Config, name: string): Refused | undefined => {
     if (!staysInside(at) || isItself(at)) {
       return {
         at: ["namedCaches", cache],
-        detail: `${JSON.stringify(at)} must be a relative path inside the sandbox, below its root`
+        detail: `${quoted(at)} must be a relative path inside the sandbox, below its root`
       }
     }
   }

@@ -1,0 +1,120 @@
+/**
+ * Process names that would print what kiln did not say (red team V9): a name holding ESC, BEL, a newline or any other
+ * C0 control, DEL or a C1 control reaches the terminal in the status line, `✓ name` and the tally, where it redraws
+ * the screen or forges a kiln line ("kiln: 0 processes failed"). Such a name, and a dep naming one, is refused by
+ * `Config.parse` as one line naming the process (escaped, so the error line is itself safe) and the field; the CLI
+ * exits 2 and prints that line and nothing else. So are an empty name and one with leading or trailing whitespace,
+ * which would print as another process's.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Either } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import * as Config from "../../src/domain/Config.js"
+import { failsWith, runCli } from "../utils/cliRun.js"
+import { tempDir } from "../utils/temp.js"
+
+const FORGED = "x\u001b[2J\nkiln: 0 processes failed"
+
+const ok = { argv: ["/bin/sh", "-c", "echo ok > o.txt"], outputs: ["o.txt"], env: { PATH: "/usr/bin:/bin" } }
+
+/** The text of a config whose processes are `processes`. */
+const configOf = (processes: Record<string, unknown>) => JSON.stringify({ processes })
+
+/** Config.parse's one-line refusal of `text`, or a failure when it was accepted. */
+const refusal = (text: string): string => {
+  const parsed = Config.parse("kiln.json", text)
+  if (Either.isRight(parsed)) return assert.fail(`accepted: ${text}`)
+  return parsed.left.message
+}
+
+/** No control character at all in what kiln would print: only their escapes. */
+const printable = (line: string) => assert.notMatch(line, /[\u0000-\u001f\u007f-\u009f]/, JSON.stringify(line))
+
+describe("Config.parse, hostile process names", () => {
+  it("a name with ESC and a newline: the process, escaped, and the character", () => {
+    const line = refusal(configOf({ [FORGED]: ok }))
+    printable(line)
+    assert.strictEqual(
+      line,
+      "kiln.json: processes[\"x\\u001b[2J\\nkiln: 0 processes failed\"]: is not a process name: it holds the control " +
+        "character U+001B, which would reach the terminal as it is"
+    )
+  })
+
+  it("every C0 control, DEL and every C1 control is refused and named, the line holding none", () => {
+    const codes = [
+      ...Array.from({ length: 0x20 }, (_, i) => i),
+      0x7f,
+      ...Array.from({ length: 0x20 }, (_, i) => 0x80 + i)
+    ]
+    for (const code of codes) {
+      const c = String.fromCharCode(code)
+      const line = refusal(configOf({ [`a${c}b`]: ok }))
+      printable(line)
+      assert.include(line, `U+${code.toString(16).toUpperCase().padStart(4, "0")}`)
+    }
+  })
+
+  it("a dep naming such a process is an unknown process, quoted safely", () => {
+    const line = refusal(configOf({ a: { ...ok, deps: ["b\u009b2J"] } }))
+    printable(line)
+    assert.strictEqual(line, "kiln.json: processes.a.deps[0]: unknown process \"b\\u009b2J\"")
+  })
+
+  it("the name is refused before its fields, whichever process comes first", () => {
+    const line = refusal(configOf({ a: { ...ok, deps: ["\u0007"] }, "\u0007": ok }))
+    assert.strictEqual(
+      line,
+      "kiln.json: processes[\"\\u0007\"]: is not a process name: it holds the control character U+0007, which would " +
+        "reach the terminal as it is"
+    )
+  })
+
+  it("an empty name, and leading or trailing whitespace: names that print as another's", () => {
+    assert.strictEqual(refusal(configOf({ "": ok })), "kiln.json: processes[\"\"]: is not a process name: it is empty")
+    for (const name of [" a", "a ", "\u00a0a"]) {
+      assert.match(refusal(configOf({ [name]: ok })), /: is not a process name: it begins or ends with whitespace$/)
+    }
+  })
+
+  it("a value quoted from the file is escaped too (a duration, an output path)", () => {
+    printable(refusal(configOf({ a: { ...ok, timeout: "1\u009bs" } })))
+    printable(refusal(configOf({ a: { ...ok, outputs: ["/\u0085x"] } })))
+  })
+
+  it("ordinary names are still names: unicode, spaces inside, punctuation", () => {
+    const parsed = Config.parse("kiln.json", configOf({ "build: ünïcode ✓": ok, "a b": ok, "x/y-z.1": ok }))
+    assert.isTrue(Either.isRight(parsed))
+  })
+})
+
+describe("kiln run, hostile process names", () => {
+  it.scoped("the red team's forged name: exit 2 and one escaped line, nothing run", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir("kiln-hostile-names-")
+      const ws = path.join(root, "ws")
+      fs.mkdirSync(ws)
+      fs.mkdirSync(path.join(root, "sandboxes"))
+      fs.writeFileSync(path.join(ws, "kiln.json"), configOf({ [FORGED]: ok }))
+      const r = yield* runCli(["run", "--progress", "plain"], {
+        cwd: ws,
+        env: {
+          ...process.env,
+          HOME: root,
+          KILN_STORE_DIR: path.join(root, "store"),
+          KILN_SANDBOX_ROOT: path.join(root, "sandboxes"),
+          KILN_NAMED_CACHES_DIR: path.join(root, "named"),
+          KILN_LOCK_DIR: path.join(root, "locks")
+        }
+      })
+      printable(r.stderr.replace(/\n$/, ""))
+      printable(r.stdout)
+      failsWith(
+        r,
+        2,
+        /^kiln: kiln\.json: processes\["x\\u001b\[2J\\nkiln: 0 processes failed"\]: is not a process name/
+      )
+      assert.isFalse(fs.existsSync(path.join(ws, "o.txt")))
+    }))
+})
