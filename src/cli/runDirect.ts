@@ -13,6 +13,7 @@ import * as path from "node:path"
 import { InvalidConfig, isPlainConfig, parse as parseConfig } from "../domain/Config.js"
 import type { Config } from "../domain/Config.js"
 import * as GraphOrder from "../domain/GraphOrder.js"
+import * as UnsafeDirectory from "../domain/UnsafeDirectory.js"
 import * as Engine from "../engine/Engine.js"
 import * as RunMemo from "../engine/RunMemo.js"
 import { cacheDir } from "../os/CacheDir.js"
@@ -183,6 +184,11 @@ const runLoaded = (
     if (!(yield* requireRemote)) return
     const store = yield* Store.Store
     const engine = yield* Engine.Engine
+    // Not the store's: runs on two stores write the same workspace, and must exclude each other too. Judged as the
+    // store's root is: a lock directory others can write is a lock they can forge (a run then waits on their planted
+    // holder) or break (their removal lets two runs write one workspace at once).
+    const lockDir = cacheDir("locks", "KILN_LOCK_DIR", process.env)
+    yield* UnsafeDirectory.verify("workspace lock directory", lockDir, "own")
     const mode: Progress.Mode = o.progress === "auto" ? (process.stderr.isTTY ? "tty" : "plain") : o.progress
     const targets = o.names.length > 0 ? o.names : Object.keys(config.processes)
     // Under defer, an executor that is the cache keeps the intermediate outputs only its own processes read.
@@ -203,8 +209,7 @@ const runLoaded = (
         maxBacktracks: o.maxBacktracks,
         onEvent: progress.onEvent,
         storeDir: store.options.root,
-        // Not the store's: runs on two stores write the same workspace, and must exclude each other too.
-        lockDir: cacheDir("locks", "KILN_LOCK_DIR", process.env),
+        lockDir,
         configName: path.basename(configFile),
         configHash: loaded.hash,
         configText: loaded.text

@@ -8,6 +8,8 @@
  * and inode: the same workspace reached by two paths (a symlink, a bind mount) is one lock. It lives with kiln's own
  * files, not in the workspace, and not in the store: two runs on different stores write the same workspace, so the
  * CLI keeps it in the user's cache directory (`~/.cache/kiln/locks`), as Bazel keeps its lock in the output base.
+ * That directory must be the user's alone, as the store's root must (`os/PrivateDir.ts`): whoever else can write it
+ * can plant a holder (every run waits on it) or remove one (two runs write one workspace at once).
  *
  * @internal
  */
@@ -21,6 +23,7 @@ import { describeErrno, errnoOf } from "../../os/Errno.js"
 import * as GenerationLock from "../../os/GenerationLock.js"
 import { ioError } from "../../os/IoError.js"
 import { mkdirp } from "../../os/Mkdirp.js"
+import * as PrivateDir from "../../os/PrivateDir.js"
 import * as Proc from "../../os/Proc.js"
 
 /** How often a waiting run looks again: soon at first, then every quarter second. */
@@ -68,7 +71,12 @@ export const make = (
         },
         catch: ioError(workspace, "cannot take the workspace lock")
       })
-      const usable = yield* Effect.try(() => mkdirp(root, 0o700)).pipe(
+      const usable = yield* Effect.try(() => {
+        // Made 0700, and judged once made: another user's directory there (made first under a sticky /tmp), or one
+        // others can write, would let them plant a holder (runs wait on it) or remove one (two runs write at once).
+        const unsafe = PrivateDir.ensure(root, "own")
+        if (unsafe !== undefined) throw new PrivateDir.UnsafeDirectoryError("workspace lock directory", root, unsafe)
+      }).pipe(
         Effect.as(root),
         Effect.catchAll((e) =>
           unwritable(e.error) && fallback !== root
@@ -79,7 +87,7 @@ export const make = (
               ),
               fallback
             )
-            : Effect.succeed(root)
+            : Effect.fail(ioError(root, "cannot take the workspace lock")(e.error))
         )
       )
       const dir = path.join(usable, key)
