@@ -249,3 +249,20 @@ export const describe = (description: string, c: Changed): string =>
   `${description}: its input ${c.rel}, a hard link to the store's ${Digest.format(c.digest)}, ${
     c.verified ? "was changed while it ran" : "changed while it ran and could not be read back"
   }: ${c.removed ? "removed from the store; " : ""}its result is not cached`
+
+/**
+ * Why a process whose linked inputs changed while it ran has no result: one line naming the first input and its
+ * digest, saying that a process wrote into it, and how a process that means to is declared.
+ *
+ * @since 0.1.0
+ * @category formatting
+ */
+export const refusal = (changed: ReadonlyArray<Changed>): string => {
+  const c = changed[0]!
+  const more = changed.length > 1 ? ` (and ${changed.length - 1} more)` : ""
+  return `its input ${c.rel}${more}, a hard link to the store's ${Digest.format(c.digest)}, ${
+    c.verified ? "was written into while it ran" : "changed while it ran and could not be read back"
+  }, by it or by another process of this run: ${
+    c.removed ? "removed from the store, and " : ""
+  }its result refused (a process that writes into an input declares it in \`writableInputs\`)`
+}

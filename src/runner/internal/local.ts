@@ -17,7 +17,7 @@ import type * as Permits from "../../domain/Permits.js"
 import { CHROOT, type Process, ProcessResult } from "../../domain/Process.js"
 import { outputSegments as segmentsOf } from "../../domain/Process.js"
 import { SandboxError, type SandboxerUnavailable } from "../../domain/Sandbox.js"
-import type { StoreError } from "../../domain/StoreErrors.js"
+import { StoreError } from "../../domain/StoreErrors.js"
 import { describeErrno } from "../../os/Errno.js"
 import { ioError } from "../../os/IoError.js"
 import { mkdirp } from "../../os/Mkdirp.js"
@@ -319,9 +319,13 @@ export const make = (
         })
       }
 
-      // A blob it changed through its hard link is removed from the store, and its result is not cached.
+      // A blob changed through a hard link is removed from the store, and the process's result refused: its input was
+      // not what its digest says, whoever wrote it (itself, or another process of the run linked to the same blob).
       linkedChecked = true
-      const corrupted = watched === undefined ? [] : yield* checkLinked(watched)
+      const corrupted = watched === undefined ? [] : yield* LinkedInputs.check(store, watched)
+      if (corrupted.length > 0) {
+        return yield* new StoreError({ reason: "Corrupt", detail: LinkedInputs.refusal(corrupted) })
+      }
 
       const captureStarted = Date.now()
       // stdout and stderr are stored with the outputs, in the same commits; a large log is streamed from its file.
@@ -359,7 +363,7 @@ export const make = (
         durationMs: Date.now() - started,
         source: "ran",
         timings,
-        ...(changed.length > 0 || corrupted.length > 0 ? { inputsChanged: true } : {})
+        ...(changed.length > 0 ? { inputsChanged: true } : {})
       }, true)
       if (!result.succeeded) yield* sandbox.markFailed
       else if (sandboxes.keep !== "always") {
