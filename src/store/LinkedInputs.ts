@@ -3,14 +3,16 @@
  * sandbox as a hard link to the store's own read-only copy (see `materialize`): one inode, so a process that makes
  * it writable (`chmod u+w`) and writes in place changes the store's blob, and every later process that links it
  * reads the changed bytes under the clean digest. Where a process has no mount namespace nothing stops the write;
- * what this does is notice it, so that no result is cached from changed bytes and no changed blob stays in the store.
+ * what this does is notice it, so that no result comes from changed bytes and no changed blob stays in the store.
  *
  * Before the process runs, each input that is the blob's inode is recorded with the blob's size, mode and mtime
  * (`watch`); after its process group is gone, the blob is looked at again (`check`). A write in place changes the
  * mtime, a chmod the mode: any change, and the bytes the process had are hashed. Bytes that no longer match their
- * digest are removed from the store (only that inode: a good copy stored since stays), the process's result is not
- * cached, and the caller says so. Links made and removed by other sandboxes change neither, so processes that share
- * a blob do not make each other hash it; a lease renewed meanwhile does, and costs a hash.
+ * digest are removed from the store (only that inode: a good copy stored since stays), and the caller fails the process
+ * ({@link refusal}): what it read was not its input, whoever wrote it (itself, or another process of the run that links
+ * the same blob), so its outputs are neither cached nor written back. Links made and removed by other sandboxes change
+ * neither, so processes that share a blob do not make each other hash it; a lease renewed meanwhile does, and costs a
+ * hash.
  *
  * Two processes of one engine may link the same blob at once. Each compares it with what it was when the first of
  * them linked it (a `Registry` per engine), so one that links a blob another running process has already changed

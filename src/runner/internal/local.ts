@@ -324,6 +324,7 @@ export const make = (
       linkedChecked = true
       const corrupted = watched === undefined ? [] : yield* LinkedInputs.check(store, watched)
       if (corrupted.length > 0) {
+        yield* sandbox.markFailed
         return yield* new StoreError({ reason: "Corrupt", detail: LinkedInputs.refusal(corrupted) })
       }
 
