@@ -92,17 +92,31 @@ const kiln = (
   args: ReadonlyArray<string>,
   options: { readonly uid?: number; readonly cwd?: string; readonly store?: string; readonly sandboxes?: string } = {}
 ): Effect.Effect<Result> =>
-  runCli(args, {
-    cwd: options.cwd ?? dirs.ws,
-    env: {
-      ...process.env,
-      HOME: dirs.root,
-      KILN_STORE_DIR: options.store ?? dirs.store,
-      KILN_SANDBOX_ROOT: options.sandboxes ?? dirs.sandboxes,
-      KILN_NAMED_CACHES_DIR: dirs.named
-    },
-    ...(options.uid !== undefined ? { uid: options.uid } : {})
-  })
+  Effect.suspend(() =>
+    runCli(args, {
+      cwd: options.cwd ?? dirs.ws,
+      env: {
+        ...process.env,
+        HOME: dirs.root,
+        KILN_STORE_DIR: options.store ?? dirs.store,
+        KILN_SANDBOX_ROOT: options.sandboxes ?? dirs.sandboxes,
+        KILN_NAMED_CACHES_DIR: dirs.named,
+        // Another user's kiln refuses the suite's lock directory (root's): it gets one of its own.
+        ...(options.uid !== undefined ? { KILN_LOCK_DIR: lockDirOf(dirs, options.uid) } : {})
+      },
+      ...(options.uid !== undefined ? { uid: options.uid } : {})
+    })
+  )
+
+/** A workspace lock directory of `uid`'s own, made for it once. */
+const lockDirOf = (dirs: Dirs, uid: number) => {
+  const dir = path.join(dirs.root, `locks-${uid}`)
+  if (!fs.existsSync(dir)) {
+    fs.mkdirSync(dir, { mode: 0o700 })
+    fs.chownSync(dir, uid, uid)
+  }
+  return dir
+}
 
 const run = (
   dirs: Dirs,
