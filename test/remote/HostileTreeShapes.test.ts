@@ -185,3 +185,33 @@ describe("remote Trees that hold", () => {
       assert.strictEqual(fs.readFileSync(path.join(reader.ws, "dir/d0999/f"), "utf8"), "")
     }))
 })
+
+describe("a remote Tree whose path fits PATH_MAX only without the workspace's own path", () => {
+  it.scoped("write-back refuses the hit; the process runs, and its result replaces the entry", () =>
+    Effect.gen(function*() {
+      // `dir/`, 15 names of 255 bytes and one of 251, with their slashes: 4,095 bytes, all that `MAX_PATH_BYTES` allows
+      // below the working directory, and too long once the workspace's own path is in front.
+      const names = [...Array.from({ length: 15 }, () => "P".repeat(255)), "Q".repeat(251)]
+      const children = new Map<string, Directory.Directory>()
+      let dir: Directory.Directory = Directory.empty
+      for (const name of [...names].reverse()) {
+        const digest = Directory.digestOf(dir)
+        children.set(digest.hash, dir)
+        dir = { files: [], directories: [{ name, digest }], symlinks: [] }
+      }
+      const remote = yield* remoteOf("http")
+      const ns = yield* poisoned(remote, { root: dir, children })
+      const victim = yield* machine(ns, { extra })
+      const r = yield* victim.run([...remote.flags, "mk"])
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.notMatch(r.stderr, /unusable/)
+      assert.match(r.stderr, /mk: its cached result cannot be written back \(.*ENAMETOOLONG\)\): running it/)
+      assert.strictEqual(fs.readFileSync(path.join(victim.ws, "dir/sub/h.txt"), "utf8"), "hello\n")
+      assert.deepStrictEqual(fs.readdirSync(path.join(victim.ws, "dir")), ["sub"])
+      const third = yield* machine(ns, { extra })
+      const again = yield* third.run([...remote.flags, "mk"])
+      assert.strictEqual(again.code, 0, again.stderr)
+      assert.strictEqual(sources(again.summary).mk, "remote-cache", again.stderr)
+      assert.strictEqual(fs.readFileSync(path.join(third.ws, "dir/sub/h.txt"), "utf8"), "hello\n")
+    }))
+})
