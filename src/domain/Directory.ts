@@ -93,8 +93,43 @@ export const invalidNameReason = (name: string): string | undefined => {
   if (name.includes("/")) return `entry name \`${name}\` contains \`/\``
   if (name.includes("\0")) return `entry name ${JSON.stringify(name)} contains NUL`
   if (!name.isWellFormed()) return `entry name ${JSON.stringify(name)} is not valid Unicode`
+  const bytes = utf8Length(name)
+  if (bytes > MAX_NAME_BYTES) {
+    return `entry name \`${[...name].slice(0, 32).join("")}…\` is ${bytes} bytes long, more than ${MAX_NAME_BYTES}`
+  }
   return undefined
 }
+
+/**
+ * The length of a string in UTF-8 bytes, as the file system counts a name (a lone surrogate, which no valid name
+ * holds, as the 3 bytes of its replacement).
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const utf8Length = (s: string): number => {
+  let n = 0
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i)
+    if (c < 0x80) n += 1
+    else if (c < 0x800) n += 2
+    else if (c >= 0xd800 && c < 0xdc00 && i + 1 < s.length && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      n += 4
+      i++
+    } else n += 3
+  }
+  return n
+}
+
+/**
+ * The longest entry name, in UTF-8 bytes: Linux's `NAME_MAX`. A longer name is one no file system kiln writes to
+ * can hold (the OS refuses it with `ENAMETOOLONG`), so capture never meets one, and a remote tree naming one could
+ * never be written back: it is invalid in any `Directory`.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const MAX_NAME_BYTES = 255
 
 /**
  * The deepest path a tree may hold, in components below the output root (a process's working directory). Linux
@@ -106,6 +141,39 @@ export const invalidNameReason = (name: string): string | undefined => {
  * @category validation
  */
 export const MAX_DEPTH = 2048
+
+/**
+ * The longest path a tree may hold, in UTF-8 bytes below the output root, the output's own path included (`dir/sub/f`
+ * for `f` in `sub` of output directory `dir`): Linux's `PATH_MAX` (4,096, its terminating NUL included) less that NUL.
+ * The OS refuses a longer path whole, so no process made such an entry, and write-back could not lay it out.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const MAX_PATH_BYTES = 4095
+
+/**
+ * The most entries (files, directories and symlinks, at every level) the outputs of one result may hold once its
+ * trees are expanded: a REAPI `Tree` lists each distinct directory once, so a few kilobytes of them can name 2^40
+ * paths, and everything that lists a tree (write-back, `kiln ls`, the GC) holds one record per path. A real
+ * `node_modules` output holds some 45,000 paths; 1,000,000 leaves twenty times that, and keeps a listing far below the
+ * 2^24 entries a JavaScript `Map` can hold and within a few hundred megabytes.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const MAX_ENTRIES = 1_000_000
+
+/**
+ * The most bytes of path (the sum of each entry's path below the output root, in UTF-8) the outputs of one result may
+ * hold once expanded: a listing keeps every path as a string, and a million entries of paths near
+ * `MAX_PATH_BYTES` would need gigabytes. 256 MiB averages 268 bytes a path at `MAX_ENTRIES` entries, several times
+ * what real outputs hold (a `node_modules` path is some 60 to 100 bytes).
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const MAX_PATH_TOTAL_BYTES = 256 * 1024 * 1024
 
 /**
  * Whether a symlink may point anywhere (`any`), or only inside the output root (`contained`, the default, as REAPI's
@@ -181,6 +249,10 @@ const validate = (dir: Directory): string | undefined => {
     if (link.target.length === 0) return `symlink \`${link.name}\` has an empty target`
     if (!link.target.isWellFormed() || link.target.includes("\0")) {
       return `symlink \`${link.name}\` has an invalid target`
+    }
+    // The OS refuses a longer target (`symlink` fails with `ENAMETOOLONG`): no tree kiln could write holds one.
+    if (utf8Length(link.target) > MAX_PATH_BYTES) {
+      return `symlink \`${link.name}\` has a target of ${utf8Length(link.target)} bytes, more than ${MAX_PATH_BYTES}`
     }
   }
   return undefined

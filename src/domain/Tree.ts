@@ -93,3 +93,74 @@ export const files = (tree: Tree): Array<Digest.Digest> => {
   }
   return [...out.values()]
 }
+
+/**
+ * What a tree holds once expanded, every path that reaches a directory counted: the entries at every level beneath
+ * the root (files, directories and symlinks), the sum of their paths' lengths relative to the root, the longest of
+ * those paths (each in UTF-8 bytes), and the levels of entries beneath the root (its height: 0 when it is empty).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Size {
+  readonly entries: number
+  readonly pathBytes: number
+  readonly longestPath: number
+  readonly height: number
+}
+
+const noSize: Size = { entries: 0, pathBytes: 0, longestPath: 0, height: 0 }
+
+/**
+ * The expanded {@link Size} of a tree, computed without expanding it: a `Tree` lists each distinct directory once, and
+ * a few kilobytes of directories that each name one child twice reach 2^40 paths. Each directory is measured once
+ * (children before parents, memoized by digest, without recursion) from its children's sizes: a subdirectory `c`
+ * holding `n` entries of `b` path bytes adds itself (1 entry, `|c|` bytes) and its entries, each under `c/`
+ * (`n` entries, `n * (|c| + 1) + b` bytes). Counts past 2^53 lose precision but only grow, so a limit still holds.
+ *
+ * @since 0.1.0
+ * @category accessors
+ */
+export const sizeOf = (tree: Tree): Size => {
+  const memo = new Map<string, Size>()
+  const dirOf = (digest: Digest.Digest) =>
+    Digest.isEmpty(digest) ? Directory.empty : tree.children.get(digest.hash) ?? Directory.empty
+  const own = (dir: Directory.Directory): Size => {
+    let entries = dir.files.length + dir.symlinks.length
+    let pathBytes = 0
+    let longestPath = 0
+    let height = entries > 0 ? 1 : 0
+    for (const leaf of [...dir.files, ...dir.symlinks]) {
+      const bytes = Directory.utf8Length(leaf.name)
+      pathBytes += bytes
+      longestPath = Math.max(longestPath, bytes)
+    }
+    for (const c of dir.directories) {
+      const child = memo.get(c.digest.hash)!
+      const bytes = Directory.utf8Length(c.name)
+      entries += 1 + child.entries
+      pathBytes += bytes + child.entries * (bytes + 1) + child.pathBytes
+      longestPath = Math.max(longestPath, child.entries > 0 ? bytes + 1 + child.longestPath : bytes)
+      height = Math.max(height, 1 + child.height)
+    }
+    return { entries, pathBytes, longestPath, height }
+  }
+  // Each directory is pushed unexpanded, then again once all its children are measured.
+  const stack: Array<{ dir: Directory.Directory; hash: string | undefined; expanded: boolean }> = [
+    { dir: tree.root, hash: undefined, expanded: false }
+  ]
+  while (stack.length > 0) {
+    const top = stack.pop()!
+    if (top.expanded) {
+      if (top.hash === undefined) return own(top.dir)
+      memo.set(top.hash, own(top.dir))
+      continue
+    }
+    if (top.hash !== undefined && memo.has(top.hash)) continue // Reached again by another path.
+    stack.push({ ...top, expanded: true })
+    for (const c of top.dir.directories) {
+      if (!memo.has(c.digest.hash)) stack.push({ dir: dirOf(c.digest), hash: c.digest.hash, expanded: false })
+    }
+  }
+  return noSize
+}

@@ -94,7 +94,16 @@ export interface Destination {
 }
 
 const refuse = (e: unknown, target: string, action: string): InvalidOutput | StoreError =>
-  e instanceof InvalidOutput ? e : ioError(target, action)(e)
+  e instanceof InvalidOutput
+    ? e
+    // A path the tree holds that is too long below this workspace: the result cannot be laid out here (a cached one
+    // is replaced by running the process), however short it was where it was made.
+    : errnoOf(e) === "ENAMETOOLONG"
+    ? new InvalidOutput({
+      output: target,
+      problem: `is too long a path for this file system (${action}: ENAMETOOLONG)`
+    })
+    : ioError(target, action)(e)
 
 /** What a declared directory's entry in the output tree must not be: anything but a directory. */
 const notDirectory = (dir: string, entry: Store.TreeEntry) =>

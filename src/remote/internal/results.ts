@@ -190,6 +190,17 @@ export const readRemote = (bytes: Uint8Array, outputs: Outputs): Either.Either<D
       ? segments
       : undefined
   }
+  // Each name, the whole path and a symlink's target as the OS would take them: a longer one could not be written.
+  const unwritable = (path: ReadonlyArray<string>, target?: string) => {
+    const bad = path.map(Directory.invalidNameReason).find((why) => why !== undefined)
+    if (bad !== undefined) return bad
+    const bytes = Directory.utf8Length(path.join("/"))
+    if (bytes > Directory.MAX_PATH_BYTES) return `a path ${bytes} bytes long, more than ${Directory.MAX_PATH_BYTES}`
+    const targetBytes = target === undefined ? 0 : Directory.utf8Length(target)
+    return targetBytes > Directory.MAX_PATH_BYTES
+      ? `a target ${targetBytes} bytes long, more than ${Directory.MAX_PATH_BYTES}`
+      : undefined
+  }
   const stdout = Proto.fromWire(r.stdout_digest ?? { hash: Digest.empty.hash })
   const stderr = Proto.fromWire(r.stderr_digest ?? { hash: Digest.empty.hash })
   if (stdout === undefined || stderr === undefined) return Either.left("its stdout or stderr digest is malformed")
@@ -203,6 +214,8 @@ export const readRemote = (bytes: Uint8Array, outputs: Outputs): Either.Either<D
     if (path === undefined || path.length === 0 || digest === undefined) {
       return Either.left(`output file \`${f.path}\` is not one the process declares, or its digest is malformed`)
     }
+    const bad = unwritable(path)
+    if (bad !== undefined) return Either.left(`output file \`${f.path}\` cannot be written: ${bad}`)
     files.push({ path, node: { name: path[path.length - 1]!, digest, isExecutable: f.is_executable === true } })
   }
   const directories: Array<Down["directories"][number]> = []
@@ -212,6 +225,8 @@ export const readRemote = (bytes: Uint8Array, outputs: Outputs): Either.Either<D
     if (path === undefined || tree === undefined) {
       return Either.left(`output directory \`${d.path}\` is not one the process declares, or its digest is malformed`)
     }
+    const bad = unwritable(path)
+    if (bad !== undefined) return Either.left(`output directory \`${d.path}\` cannot be written: ${bad}`)
     directories.push({ path, tree })
   }
   const symlinks: Array<Down["symlinks"][number]> = []
@@ -220,6 +235,8 @@ export const readRemote = (bytes: Uint8Array, outputs: Outputs): Either.Either<D
     if (path === undefined || path.length === 0 || (s.target ?? "") === "") {
       return Either.left(`output symlink \`${s.path}\` is not one the process declares`)
     }
+    const bad = unwritable(path, s.target)
+    if (bad !== undefined) return Either.left(`output symlink \`${s.path}\` cannot be written: ${bad}`)
     // Write-back would list and prune the link's target as the directory: a declared directory is one.
     if (declaredDirs.has(path.join("/"))) {
       return Either.left(`output directory \`${s.path}\` is a symlink (to \`${s.target}\`), not a directory`)
@@ -240,26 +257,47 @@ const escapingLink = (path: string, target: string, why: string) =>
 
 /**
  * Why a remote result's output directories cannot be used, or undefined: a path deeper than `Directory.MAX_DEPTH`
- * below the working directory, or (unless the process allows `any`) a symlink that could lead out of it. Iterative,
- * and each directory of a `Tree` is visited once however many paths reach it: a tree is the server's data.
+ * levels or longer than `Directory.MAX_PATH_BYTES` below the working directory; outputs that, expanded, hold more
+ * than `Directory.MAX_ENTRIES` entries or `Directory.MAX_PATH_TOTAL_BYTES` bytes of paths all together; or (unless
+ * the process allows `any`) a symlink that could lead out of it. A tree is the server's data, and a `Tree` lists each
+ * distinct directory once however many paths reach it: each is measured and walked once, never expanded.
  */
 export const refusedTrees = (
   down: Down,
   trees: ReadonlyMap<string, Tree.Tree>,
   outputs: Outputs
 ): string | undefined => {
+  // The result's own files and symlinks count too: one entry each, and the bytes of their paths.
+  let entries = down.files.length + down.symlinks.length
+  let pathBytes = [...down.files, ...down.symlinks].reduce((n, f) => n + Directory.utf8Length(f.path.join("/")), 0)
+  for (const d of down.directories) {
+    const tree = trees.get(d.tree.hash)!
+    const at = d.path.join("/")
+    const size = Tree.sizeOf(tree)
+    if (d.path.length + size.height > Directory.MAX_DEPTH) {
+      return `output directory \`${at}\` holds entries ${
+        d.path.length + size.height
+      } levels deep, more than ${Directory.MAX_DEPTH}`
+    }
+    // Each entry's path is the output's, a `/`, then its own below it.
+    const prefix = at === "" ? 0 : Directory.utf8Length(at) + 1
+    const longest = size.entries > 0 ? prefix + size.longestPath : prefix - 1
+    if (longest > Directory.MAX_PATH_BYTES) {
+      return `output directory \`${at}\` holds a path ${longest} bytes long, more than ${Directory.MAX_PATH_BYTES}`
+    }
+    entries += size.entries
+    pathBytes += size.entries * prefix + size.pathBytes
+    if (entries > Directory.MAX_ENTRIES) {
+      return `its output directories hold ${entries} entries once expanded, more than ${Directory.MAX_ENTRIES}`
+    }
+    if (pathBytes > Directory.MAX_PATH_TOTAL_BYTES) {
+      return `its output directories hold ${pathBytes} bytes of paths once expanded, more than ${Directory.MAX_PATH_TOTAL_BYTES}`
+    }
+  }
+  if (outputs.outputSymlinks === "any") return undefined
   for (const d of down.directories) {
     const tree = trees.get(d.tree.hash)!
     const dirOf = (digest: Digest.Digest) => Digest.isEmpty(digest) ? Directory.empty : tree.children.get(digest.hash)!
-    // The most levels of entries below each directory (its height), children before parents.
-    const height = new Map<string, number>()
-    const rootHeight = heightOf(tree.root, dirOf, height)
-    if (d.path.length + rootHeight > Directory.MAX_DEPTH) {
-      return `output directory \`${d.path.join("/")}\` holds entries ${
-        d.path.length + rootHeight
-      } levels deep, more than ${Directory.MAX_DEPTH}`
-    }
-    if (outputs.outputSymlinks === "any") continue
     // Breadth first: a directory is first met at its shallowest, where its links may go up the least.
     let level: Array<{ dir: Directory.Directory; path: string }> = [{ dir: tree.root, path: d.path.join("/") }]
     const seen = new Set<string>()
@@ -280,37 +318,6 @@ export const refusedTrees = (
     }
   }
   return undefined
-}
-
-/** The levels of entries below `root` (0 when it is empty), memoized by digest in `height`, without recursion. */
-const heightOf = (
-  root: Directory.Directory,
-  dirOf: (digest: Digest.Digest) => Directory.Directory,
-  height: Map<string, number>
-): number => {
-  const own = (dir: Directory.Directory) =>
-    dir.directories.reduce(
-      (n, c) => Math.max(n, 1 + height.get(c.digest.hash)!),
-      dir.files.length + dir.symlinks.length > 0 ? 1 : 0
-    )
-  // Each directory is pushed unexpanded, then again once all its children are known.
-  const stack: Array<{ dir: Directory.Directory; hash: string | undefined; expanded: boolean }> = [
-    { dir: root, hash: undefined, expanded: false }
-  ]
-  while (stack.length > 0) {
-    const top = stack.pop()!
-    if (top.expanded) {
-      if (top.hash === undefined) return own(top.dir)
-      height.set(top.hash, own(top.dir))
-      continue
-    }
-    if (top.hash !== undefined && height.has(top.hash)) continue // Reached again by another path.
-    stack.push({ ...top, expanded: true })
-    for (const c of top.dir.directories) {
-      if (!height.has(c.digest.hash)) stack.push({ dir: dirOf(c.digest), hash: c.digest.hash, expanded: false })
-    }
-  }
-  return 0
 }
 
 /** Every blob an `ActionResult` names (its files, trees, stdout and stderr): what must be there for it to be used. */
