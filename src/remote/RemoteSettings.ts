@@ -296,7 +296,9 @@ export const parseHeader = (text: string, env: NodeJS.ProcessEnv): Effect.Effect
     if (!isVariable(raw)) return Effect.succeed({ name, value: raw, source })
     const value = env[raw.slice(1)]
     return value === undefined
-      ? Effect.fail(new InvalidRemoteSettings({ source, detail: `${raw} is not set` }))
+      ? Effect.fail(
+        new InvalidRemoteSettings({ source: "--remote-header", detail: `header ${name}: ${raw} is not set` })
+      )
       : Effect.succeed({ name, value, source, variable: raw })
   })
 
