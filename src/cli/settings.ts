@@ -54,9 +54,9 @@ const MODES = new Set(["read-write", "read", "write"])
  */
 const checkedInHeaders = (
   headers: Readonly<Record<string, string>>
-): Effect.Effect<ReadonlyArray<string>, InvalidRemoteSettings> => {
+): Effect.Effect<ReadonlyArray<readonly [string, string]>, InvalidRemoteSettings> => {
   const variable = Object.entries(headers).find(([, v]) => RemoteSettings.isVariable(v))
-  if (variable === undefined) return Effect.succeed(Object.entries(headers).map(([k, v]) => `${k}=${v}`))
+  if (variable === undefined) return Effect.succeed(Object.entries(headers))
   const [name, value] = variable
   return Effect.fail(
     new InvalidRemoteSettings({
@@ -73,19 +73,23 @@ const fromConfig = (
 ): Effect.Effect<RemoteSettings.Given, InvalidRemoteSettings> =>
   remote?.headers === undefined
     ? Effect.succeed(fromConfigFields(remote, workspace))
-    : Effect.map(checkedInHeaders(remote.headers), (headers) => ({ ...fromConfigFields(remote, workspace), headers }))
+    : Effect.map(checkedInHeaders(remote.headers), (headers) => ({
+      ...fromConfigFields(remote, workspace),
+      checkedInHeaders: headers
+    }))
 
 const fromConfigFields = (remote: typeof RemoteConfig.Type | undefined, workspace: string): RemoteSettings.Given => {
   if (remote === undefined) return {}
-  const at = (p: string | undefined) => (p === undefined ? undefined : path.resolve(workspace, p))
+  // Kept relative: they must stay inside the workspace, which `RemoteSettings.resolve` checks.
+  const at = (p: string) => ({ path: p, workspace })
   const timeout = remote.timeout !== undefined ? DurationText.parse(remote.timeout) : undefined
   return {
     ...(remote.cache !== undefined ? { url: remote.cache } : {}),
     ...(remote.executor !== undefined ? { executorUrl: remote.executor } : {}),
     ...(remote.instanceName !== undefined ? { instanceName: remote.instanceName } : {}),
-    ...(remote.ca !== undefined ? { ca: at(remote.ca)! } : {}),
-    ...(remote.clientCert !== undefined ? { clientCert: at(remote.clientCert)! } : {}),
-    ...(remote.clientKey !== undefined ? { clientKey: at(remote.clientKey)! } : {}),
+    ...(remote.ca !== undefined ? { ca: at(remote.ca) } : {}),
+    ...(remote.clientCert !== undefined ? { clientCert: at(remote.clientCert) } : {}),
+    ...(remote.clientKey !== undefined ? { clientKey: at(remote.clientKey) } : {}),
     ...(remote.mode !== undefined ? { mode: remote.mode } : {}),
     ...(remote.required !== undefined ? { required: remote.required } : {}),
     ...(timeout !== undefined && Either.isRight(timeout) ? { timeoutMs: Duration.toMillis(timeout.right) } : {})

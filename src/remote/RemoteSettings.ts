@@ -7,7 +7,10 @@
  * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
+import { createPrivateKey, X509Certificate } from "node:crypto"
 import * as fs from "node:fs"
+import * as path from "node:path"
+import * as tls from "node:tls"
 import { InvalidRemoteSettings } from "./RemoteErrors.js"
 
 /**
@@ -69,10 +72,13 @@ export interface Settings {
 export interface Given {
   readonly url?: string
   readonly instanceName?: string
+  /** The user's headers, `NAME=VALUE` (`--remote-header`): a value `$VAR` is read from the environment. */
   readonly headers?: ReadonlyArray<string>
-  readonly ca?: string
-  readonly clientCert?: string
-  readonly clientKey?: string
+  /** kiln.json's headers, literal (a `$VAR` there is refused before it gets here). */
+  readonly checkedInHeaders?: ReadonlyArray<readonly [string, string]>
+  readonly ca?: FileGiven
+  readonly clientCert?: FileGiven
+  readonly clientKey?: FileGiven
   readonly mode?: Mode
   readonly required?: boolean
   readonly timeoutMs?: number
@@ -81,6 +87,15 @@ export interface Given {
   readonly remoteJobs?: number
   readonly fallback?: boolean
 }
+
+/**
+ * A TLS file: the user's (any path: a string), or kiln.json's, which must stay inside its workspace: a repository
+ * that names the server must not also choose which of the user's certificates and keys kiln presents to it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type FileGiven = string | { readonly path: string; readonly workspace: string }
 
 /** Processes in flight on an executor by default: it is a cluster, not this machine's cores. */
 export const DEFAULT_REMOTE_JOBS = 50
@@ -94,14 +109,20 @@ export const DEFAULT_REMOTE_JOBS = 50
 export const merge = (...layers: ReadonlyArray<Given>): Given => {
   const out: Record<string, unknown> = {}
   const headers: Array<string> = []
+  const checkedInHeaders: Array<readonly [string, string]> = []
   for (const layer of layers) {
     for (const [k, v] of Object.entries(layer)) {
       if (v === undefined) continue
       if (k === "headers") headers.push(...(v as ReadonlyArray<string>))
+      else if (k === "checkedInHeaders") checkedInHeaders.push(...(v as ReadonlyArray<readonly [string, string]>))
       else out[k] = v
     }
   }
-  return { ...out, ...(headers.length > 0 ? { headers } : {}) } as Given
+  return {
+    ...out,
+    ...(headers.length > 0 ? { headers } : {}),
+    ...(checkedInHeaders.length > 0 ? { checkedInHeaders } : {})
+  } as Given
 }
 
 /** The default bound on a stalled transfer or a unary call. */
@@ -144,17 +165,92 @@ export const parseEndpoint = (url: string, source: string): Effect.Effect<Endpoi
     return Effect.succeed({ scheme, host, port, prefix, display })
   })
 
-const readPem = (file: string | undefined, what: string) => {
-  if (file === undefined) return Effect.succeed(undefined)
-  return Effect.try({
-    try: () => fs.readFileSync(file),
-    catch: (e) =>
-      new InvalidRemoteSettings({
-        source: what,
-        detail: `cannot read \`${file}\`: ${(e as NodeJS.ErrnoException).code ?? String(e)}`
-      })
-  })
+type TlsFile = "ca" | "clientCert" | "clientKey"
+
+const OPTION: Record<TlsFile, string> = {
+  ca: "--remote-ca",
+  clientCert: "--remote-client-cert",
+  clientKey: "--remote-client-key"
 }
+
+/** Where a setting came from, for its error: the user's option, or kiln.json's field. */
+const sourceOf = (field: TlsFile, given: FileGiven) =>
+  typeof given === "string" ? OPTION[field] : `kiln.json: remote.${field}`
+
+/** Whether `rel` (relative to some directory) stays inside it. */
+const inside = (rel: string) => !path.isAbsolute(rel) && rel !== ".." && !rel.startsWith(`..${path.sep}`)
+
+/**
+ * The file's path: the user's as given; kiln.json's inside its workspace, symlinks resolved, or an error saying to
+ * give it on the command line.
+ */
+const locate = (field: TlsFile, given: FileGiven): Effect.Effect<string, InvalidRemoteSettings> =>
+  Effect.suspend(() => {
+    if (typeof given === "string") return Effect.succeed(given)
+    const bad = (detail: string) => Effect.fail(new InvalidRemoteSettings({ source: sourceOf(field, given), detail }))
+    const outside = (how: string) =>
+      bad(
+        `\`${given.path}\` ${how}: a repository may not choose which of your certificates and keys kiln presents; ` +
+          `pass ${OPTION[field]} on the command line instead`
+      )
+    if (path.isAbsolute(given.path) || !inside(path.normalize(given.path))) return outside("is outside the workspace")
+    let real: string
+    let workspace: string
+    try {
+      workspace = fs.realpathSync(given.workspace)
+      real = fs.realpathSync(path.resolve(given.workspace, given.path))
+    } catch (e) {
+      return bad(`cannot read \`${given.path}\`: ${(e as NodeJS.ErrnoException).code ?? String(e)}`)
+    }
+    return inside(path.relative(workspace, real)) ? Effect.succeed(real) : outside("leads outside the workspace")
+  })
+
+/** Whether `bytes` are what `field` needs, in PEM: TLS would otherwise fail later, deep in a connection, with a stack. */
+const isPem = (field: TlsFile, bytes: Buffer): boolean => {
+  if (!bytes.toString("latin1").includes("-----BEGIN ")) return false
+  try {
+    if (field === "clientKey") createPrivateKey(bytes)
+    else new X509Certificate(bytes)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** Whether the key belongs to the certificate: TLS checks it when it first connects, and throws. */
+const pairs = (cert: Buffer, key: Buffer): boolean => {
+  try {
+    tls.createSecureContext({ cert, key })
+    return true
+  } catch {
+    return false
+  }
+}
+
+const shownPath = (given: FileGiven) => (typeof given === "string" ? given : given.path)
+
+/** A TLS file's bytes, checked to be PEM of its kind; every failure one line naming the option (or field) and path. */
+const readPem = (
+  field: TlsFile,
+  given: FileGiven | undefined
+): Effect.Effect<Buffer | undefined, InvalidRemoteSettings> =>
+  given === undefined ?
+    Effect.succeed(undefined) :
+    Effect.flatMap(locate(field, given), (file) =>
+      Effect.suspend(() => {
+        const shown = shownPath(given)
+        const bad = (detail: string) =>
+          Effect.fail(new InvalidRemoteSettings({ source: sourceOf(field, given), detail }))
+        let bytes: Buffer
+        try {
+          bytes = fs.readFileSync(file)
+        } catch (e) {
+          return bad(`cannot read \`${shown}\`: ${(e as NodeJS.ErrnoException).code ?? String(e)}`)
+        }
+        return isPem(field, bytes)
+          ? Effect.succeed(bytes)
+          : bad(`\`${shown}\` is not a PEM ${field === "clientKey" ? "private key (unencrypted)" : "certificate"}`)
+      }))
 
 /**
  * Whether a header value is `$VAR`, read from the environment.
@@ -164,37 +260,84 @@ const readPem = (file: string | undefined, what: string) => {
  */
 export const isVariable = (value: string): boolean => /^\$[A-Za-z_][A-Za-z0-9_]*$/.test(value)
 
+/** A header as given, with where it came from (for its error): the user's option or kiln.json's field. */
+interface HeaderGiven {
+  readonly name: string
+  readonly value: string
+  readonly source: string
+  /** The `$VAR` its value was read from. */
+  readonly variable?: string
+}
+
+/** A header name or value as it may be shown in a one-line error: control and non-ASCII characters escaped. */
+const printable = (text: string) => /^[\x20-\x7e]*$/.test(text) ? text : JSON.stringify(text).slice(1, -1)
+
 /**
- * A header `NAME=VALUE`; a value `$VAR` is the environment variable's value (an unset one is an error, so a token
- * that did not reach CI fails loudly instead of sending an empty credential).
+ * A header `NAME=VALUE` of the user's; a value `$VAR` is the environment variable's value (an unset one is an error,
+ * so a token that did not reach CI fails loudly instead of sending an empty credential).
  *
  * @since 0.1.0
  * @category parsing
  */
-export const parseHeader = (
-  text: string,
-  env: NodeJS.ProcessEnv
-): Effect.Effect<readonly [string, string], InvalidRemoteSettings> =>
+export const parseHeader = (text: string, env: NodeJS.ProcessEnv): Effect.Effect<HeaderGiven, InvalidRemoteSettings> =>
   Effect.suspend(() => {
     const eq = text.indexOf("=")
     const name = eq > 0 ? text.slice(0, eq).trim().toLowerCase() : ""
-    if (name === "" || !/^[a-z0-9!#$%&'*+.^_`|~-]+$/.test(name)) {
+    if (name === "") {
       return Effect.fail(
-        new InvalidRemoteSettings({ source: "--remote-header", detail: `expected NAME=VALUE, got \`${name || text}\`` })
+        new InvalidRemoteSettings({
+          source: "--remote-header",
+          detail: `expected NAME=VALUE, got \`${printable(text)}\``
+        })
       )
     }
+    const source = `--remote-header ${printable(name)}`
     const raw = text.slice(eq + 1)
-    if (isVariable(raw)) {
-      const value = env[raw.slice(1)]
-      if (value === undefined) {
-        return Effect.fail(
-          new InvalidRemoteSettings({ source: "--remote-header", detail: `header ${name}: ${raw} is not set` })
-        )
-      }
-      return Effect.succeed([name, value] as const)
-    }
-    return Effect.succeed([name, raw] as const)
+    if (!isVariable(raw)) return Effect.succeed({ name, value: raw, source })
+    const value = env[raw.slice(1)]
+    return value === undefined
+      ? Effect.fail(
+        new InvalidRemoteSettings({ source: "--remote-header", detail: `header ${name}: ${raw} is not set` })
+      )
+      : Effect.succeed({ name, value, source, variable: raw })
   })
+
+/** An HTTP header name (RFC 9110's token). */
+const HTTP_NAME = /^[a-z0-9!#$%&'*+.^_`|~-]+$/
+/** A gRPC metadata key as grpc-js takes it: lowercase, and no punctuation but `-`, `_` and `.`. */
+const GRPC_NAME = /^[0-9a-z_.-]+$/
+/** A header value: printable ASCII, spaces and (over HTTP) tabs; never CR, LF or NUL, which would forge headers. */
+const HTTP_VALUE = /^[\t\x20-\x7e]*$/
+const GRPC_VALUE = /^[\x20-\x7e]*$/
+
+/**
+ * The header, or the one-line error that names where it came from: a name or value the transport would refuse would
+ * otherwise end the run with its stack, and a line break in a value would forge another header.
+ */
+const checkHeader = (
+  h: HeaderGiven,
+  grpc: boolean
+): Effect.Effect<readonly [string, string], InvalidRemoteSettings> => {
+  const bad = (detail: string) => Effect.fail(new InvalidRemoteSettings({ source: h.source, detail }))
+  if (!HTTP_NAME.test(h.name)) {
+    return bad(`\`${printable(h.name)}\` is not a header name: use letters, digits and - _ .`)
+  }
+  if (grpc && !GRPC_NAME.test(h.name)) {
+    return bad(`\`${h.name}\` is not a gRPC metadata key: use letters, digits and - _ .`)
+  }
+  if (grpc && h.name.endsWith("-bin")) {
+    return bad(`\`${h.name}\` names binary gRPC metadata, which kiln does not send: use another name`)
+  }
+  const of = h.variable !== undefined ? `${h.variable}'s value` : "its value"
+  const wrong = [...h.value].find((c) => !(grpc ? GRPC_VALUE : HTTP_VALUE).test(c))
+  if (wrong === undefined) return Effect.succeed([h.name, h.value] as const)
+  const code = `U+${wrong.codePointAt(0)!.toString(16).toUpperCase().padStart(4, "0")}`
+  return bad(
+    wrong === "\r" || wrong === "\n"
+      ? `${of} holds a line break (${code}), which would end the header: a value is one line`
+      : `${of} holds ${code}, which a header cannot carry: use printable ASCII${grpc ? "" : " and tabs"}`
+  )
+}
 
 /**
  * Resolves what was given into settings; none when no endpoint was given at all.
@@ -237,14 +380,28 @@ export const resolve = (
       return undefined
     }
     const endpoint = yield* parseEndpoint(given.url, "--remote-cache")
-    const headers = yield* Effect.forEach(given.headers ?? [], (h) => parseHeader(h, env))
-    const ca = yield* readPem(given.ca, "--remote-ca")
-    const clientCert = yield* readPem(given.clientCert, "--remote-client-cert")
-    const clientKey = yield* readPem(given.clientKey, "--remote-client-key")
+    const grpc = [endpoint, executor].some((e) => e?.scheme === "grpc" || e?.scheme === "grpcs")
+    const headers = yield* Effect.forEach([
+      ...(given.checkedInHeaders ?? []).map(([name, value]): HeaderGiven => ({
+        name: name.toLowerCase(),
+        value,
+        source: `kiln.json: remote.headers.${printable(name)}`
+      })),
+      ...(yield* Effect.forEach(given.headers ?? [], (h) => parseHeader(h, env)))
+    ], (h) => checkHeader(h, grpc))
+    const ca = yield* readPem("ca", given.ca)
+    const clientCert = yield* readPem("clientCert", given.clientCert)
+    const clientKey = yield* readPem("clientKey", given.clientKey)
     if ((clientCert === undefined) !== (clientKey === undefined)) {
       return yield* new InvalidRemoteSettings({
         source: clientCert === undefined ? "--remote-client-key" : "--remote-client-cert",
         detail: "a client certificate needs its key, and a key its certificate"
+      })
+    }
+    if (clientCert !== undefined && clientKey !== undefined && !pairs(clientCert, clientKey)) {
+      return yield* new InvalidRemoteSettings({
+        source: sourceOf("clientKey", given.clientKey!),
+        detail: `\`${shownPath(given.clientKey!)}\` is not the key of the client certificate`
       })
     }
     const tls = [endpoint, executor].some((e) => e?.scheme === "grpcs" || e?.scheme === "https")

@@ -33,6 +33,11 @@ import * as Results from "./results.js"
 
 type UploadError = RemoteError | Digest.MissingDigest | StoreError
 
+/** Whether an error says an entry's bytes are gone or bad (rather than that the server is in trouble). */
+const entryProblem = (e: RemoteError) =>
+  e.code === "NOT_FOUND" || e.code === "DIGEST_MISMATCH" || e.code === "INVALID_ARGUMENT" ||
+  e.code === "INTERNAL" || e.code === "TOO_LARGE"
+
 const sumErrors = (a: Readonly<Record<string, number>>, b: Readonly<Record<string, number>>) => {
   const out = { ...a }
   for (const [code, n] of Object.entries(b)) out[code] = (out[code] ?? 0) + n
@@ -121,10 +126,33 @@ export const make = (settings: Settings, options: Options) =>
         )
       )
 
+    /**
+     * Checking hits, which is part of their lookup and bounded like it (`calls.hitCheckMs`), retries included: their
+     * Trees, fetched and checked against their processes (a refusal per hit, or undefined), and, under `validate`,
+     * which of the blobs they name the server lacks. A server that does not answer in time costs one remote error and
+     * the hits, never the retries an upload gets.
+     */
+    const check = (downs: ReadonlyArray<Results.Down>, processes: ReadonlyArray<Process>) => {
+      const treeDigests = downs.flatMap((d) => d.directories.map((dir) => dir.tree))
+      const treeBytes = treeDigests.reduce((n, d) => n + d.sizeBytes, 0)
+      return calls.within(
+        "check hit",
+        calls.hitCheckMs(treeBytes),
+        Effect.gen(function*() {
+          const trees = yield* fetchTrees(treeDigests)
+          const refused = downs.map((down, i) => Results.refusedTrees(down, trees, processes[i]!))
+          const files = downs.map((down, i) => (refused[i] === undefined ? Results.filesOf(down, trees) : []))
+          const missing = options.cacheContent === "validate" ? yield* transport.findMissing(files.flat()) : []
+          return { trees, refused, files, missing }
+        })
+      )
+    }
+
     /** One remote hit, made local: its trees, then the files the local store lacks, checked, then its layout. */
     const lookupOne = (process: Process, key: Digest.Digest) =>
       Effect.gen(function*() {
-        if (stale.has(key.hash)) return Option.none<Entry>()
+        // An open breaker: the remote is given up for now, and a lookup waits for nothing.
+        if (stale.has(key.hash) || !calls.open()) return Option.none<Entry>()
         const raw = yield* transport.getActionResult(key)
         if (Option.isNone(raw)) return Option.none<Entry>()
         const down = Results.readRemote(raw.value, process)
@@ -133,23 +161,21 @@ export const make = (settings: Settings, options: Options) =>
           return Option.none<Entry>()
         }
         if (down.right.exitCode !== 0 && process.cache !== "always") return Option.none<Entry>()
-        const trees = yield* fetchTrees(down.right.directories.map((d) => d.tree))
-        const refused = Results.refusedTrees(down.right, trees, process)
+        const checked = yield* check([down.right], [process])
+        const trees = checked.trees
+        const refused = checked.refused[0]
         if (refused !== undefined) {
           yield* unusableEntry(process, key, refused)
           return Option.none<Entry>()
         }
-        const files = Results.filesOf(down.right, trees)
-        if (options.cacheContent === "validate") {
-          const missing = yield* transport.findMissing(files)
-          if (missing.length > 0) {
-            return yield* new RemoteError({
-              endpoint,
-              method: "FindMissingBlobs",
-              code: "NOT_FOUND",
-              detail: `${Digest.format(missing[0]!)} (and ${missing.length - 1} more)`
-            })
-          }
+        const files = checked.files[0]!
+        if (checked.missing.length > 0) {
+          return yield* new RemoteError({
+            endpoint,
+            method: "FindMissingBlobs",
+            code: "NOT_FOUND",
+            detail: `${Digest.format(checked.missing[0]!)} (and ${checked.missing.length - 1} more)`
+          })
         }
         // The trees' directories are in the store from here on; their files now, or when something needs them.
         if ((options.cacheContent ?? "fetch") === "fetch") yield* downloadFiles(files)
@@ -175,10 +201,7 @@ export const make = (settings: Settings, options: Options) =>
           }
           // An entry whose bytes are gone or bad is never used again in this run: its producer runs instead, and its
           // fresh result replaces the entry.
-          if (
-            e.code === "NOT_FOUND" || e.code === "DIGEST_MISMATCH" || e.code === "INVALID_ARGUMENT" ||
-            e.code === "INTERNAL" || e.code === "TOO_LARGE"
-          ) {
+          if (entryProblem(e)) {
             stale.add(key.hash)
             return Effect.as(
               Effect.logWarning(
@@ -238,18 +261,18 @@ export const make = (settings: Settings, options: Options) =>
         const out: Array<Option.Option<Entry>> = requests.map(() => Option.none())
         if (hitsAt.length === 0) return out
         const batch = yield* Effect.either(Effect.gen(function*() {
-          const trees = yield* fetchTrees(hitsAt.flatMap((i) => found[i]!.directories.map((d) => d.tree)))
+          const checked = yield* check(hitsAt.map((i) => found[i]!), hitsAt.map((i) => requests[i]!.process))
+          const trees = checked.trees
           const usable = new Set(hitsAt)
-          for (const i of hitsAt) {
-            const refused = Results.refusedTrees(found[i]!, trees, requests[i]!.process)
+          for (const [n, i] of hitsAt.entries()) {
+            const refused = checked.refused[n]
             if (refused === undefined) continue
             usable.delete(i)
             yield* unusableEntry(requests[i]!.process, requests[i]!.key, refused)
           }
-          const filesOf = new Map([...usable].map((i) => [i, Results.filesOf(found[i]!, trees)]))
-          const all = [...filesOf.values()].flat()
+          const filesOf = new Map(hitsAt.flatMap((i, n) => (usable.has(i) ? [[i, checked.files[n]!] as const] : [])))
           if (options.cacheContent === "validate") {
-            const missing = new Set((yield* transport.findMissing(all)).map((d) => d.hash))
+            const missing = new Set(checked.missing.map((d) => d.hash))
             for (const i of [...usable]) {
               const gone = filesOf.get(i)!.find((d) => missing.has(d.hash))
               if (gone === undefined) continue
@@ -262,6 +285,11 @@ export const make = (settings: Settings, options: Options) =>
           }
           return { trees, usable }
         }))
+        if (Either.isLeft(batch) && batch.left._tag === "RemoteError" && !entryProblem(batch.left)) {
+          // The server, not an entry: asking again hit by hit would only wait again.
+          yield* failed(batch.left)
+          return out
+        }
         if (Either.isLeft(batch)) {
           yield* Effect.logDebug(`a batch of remote hits failed (${batch.left.message}): taking them one by one`)
           yield* Effect.forEach(hitsAt, (i) =>

@@ -7,6 +7,7 @@
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
 import * as Schedule from "effect/Schedule"
 import * as fs from "node:fs"
 import type { StoreError } from "../../domain/StoreErrors.js"
@@ -30,7 +31,11 @@ export const isRetryable = (e: RemoteError): boolean =>
 /** Codes that say the endpoint is in trouble (rather than that this one request was wrong). */
 const OUTAGE = new Set(["UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "UNKNOWN", "CANCELLED"])
 
-/** Consecutive outage failures that open the breaker, and how long it stays open before one call may probe. */
+/**
+ * Consecutive outage failures of one method (or one step) that open the breaker, and how long it stays open before
+ * one call may probe. Consecutive per method: a server whose action cache answers while its CAS hangs is in trouble
+ * all the same, and the answers of the one must not hide the failures of the other.
+ */
 const BREAKER_THRESHOLD = 5
 const BREAKER_OPEN_MS = 15_000
 
@@ -39,6 +44,12 @@ const BREAKER_OPEN_MS = 15_000
  * below any link a build cache is used over, far above a server that keeps a call alive a byte at a time.
  */
 export const MIN_RATE = 100 * 1024
+
+/**
+ * The failures counted in the step (`within`) a fiber runs in, fibers it forks included: a step past its deadline
+ * counts one error only when none of its calls has counted its own.
+ */
+const stepFailures = FiberRef.unsafeMake<{ failed: number } | undefined>(undefined)
 
 /** What a call is about, for its log line: an action or blob, the bytes it moves, or how many digests it asks of. */
 export interface Described {
@@ -75,6 +86,14 @@ export interface Calls {
     describe?: Described
   ) => Effect.Effect<A, E | RemoteError>
   /**
+   * Runs several calls as one step under one total deadline, retries included (checking a hit: its Trees and the
+   * FindMissingBlobs that validates it, which would otherwise each get the retries an upload gets). Past it, the step
+   * fails with DEADLINE_EXCEEDED: logged, and counted and fed to the breaker once, unless a call in it already was.
+   */
+  readonly within: <A, E>(method: string, ms: number, step: Effect.Effect<A, E>) => Effect.Effect<A, E | RemoteError>
+  /** The total deadline of checking a hit whose Trees are `treeBytes` together: an entry's, and the Trees' transfer. */
+  readonly hitCheckMs: (treeBytes: number) => number
+  /**
    * Logs a step of a call already under `call` (a re-attached stream), without a retry or the breaker: its failures
    * are the call's to count.
    */
@@ -95,7 +114,8 @@ export interface CallsOptions {
 
 export const make = (options: CallsOptions): Calls => {
   const counters: Counters = { uploadedBytes: 0, downloadedBytes: 0, errors: {} }
-  let failures = 0
+  /** Consecutive outage failures, by method or step. */
+  const failures = new Map<string, number>()
   let openUntil = 0
   const log = options.logFile !== undefined ? fs.openSync(options.logFile, "a") : undefined
   const deadlineMs = (kind: Kind) =>
@@ -135,16 +155,22 @@ export const make = (options: CallsOptions): Calls => {
     }
   }
 
-  /** A failed attempt, in the run's counters and the breaker. */
-  const count = (e: RemoteError) => {
+  /** A failure of `method` (an attempt, or a step past its deadline), in the breaker. */
+  const fail = (method: string, e: RemoteError) => {
+    // An open breaker stays open for its time, not longer for the calls it turned away.
+    if (!OUTAGE.has(e.code) || Date.now() < openUntil) return
+    const n = (failures.get(method) ?? 0) + 1
+    failures.set(method, n)
+    if (n >= BREAKER_THRESHOLD) openUntil = Date.now() + BREAKER_OPEN_MS
+  }
+
+  /** A failed attempt of `method`, in the run's counters and the breaker. */
+  const count = (method: string, e: RemoteError) => {
     // NOT_FOUND is an answer (a miss), and UNIMPLEMENTED one the transport falls back on (BatchRead).
     if (e.code !== "NOT_FOUND" && e.code !== "UNIMPLEMENTED") {
       counters.errors[e.code] = (counters.errors[e.code] ?? 0) + 1
     }
-    if (OUTAGE.has(e.code)) {
-      failures++
-      if (failures >= BREAKER_THRESHOLD) openUntil = Date.now() + BREAKER_OPEN_MS
-    }
+    fail(method, e)
   }
 
   const call: Calls["call"] = <A, E extends RemoteError | StoreError>(
@@ -171,7 +197,7 @@ export const make = (options: CallsOptions): Calls => {
         Effect.tapBoth({
           onSuccess: () =>
             Effect.sync(() => {
-              failures = 0
+              failures.delete(method)
               record(method, "OK", started, describe)
             }),
           onFailure: (e) =>
@@ -179,8 +205,13 @@ export const make = (options: CallsOptions): Calls => {
               failedAttempts++
               if (e._tag !== "RemoteError") return record(method, "LOCAL_ERROR", started, describe)
               record(method, e.code, started, describe)
-              count(e)
-            })
+              count(method, e)
+            }).pipe(
+              Effect.zipRight(FiberRef.get(stepFailures)),
+              Effect.map((step) => {
+                if (step !== undefined) step.failed++
+              })
+            )
         })
       )
       if (kind === "probe") return logged
@@ -200,9 +231,36 @@ export const make = (options: CallsOptions): Calls => {
             if (e !== overall) return
             record(method, e.code, started, describe)
             // An attempt that failed already counted this call's error; a call cut short in its first one has not.
-            if (failedAttempts === 0) count(e)
+            if (failedAttempts === 0) count(method, e)
           })
         )
+      )
+    })
+
+  const within: Calls["within"] = <A, E>(method: string, ms: number, step: Effect.Effect<A, E>) =>
+    Effect.suspend(() => {
+      const started = Date.now()
+      const region = { failed: 0 }
+      const overall = new RemoteError({
+        endpoint: options.endpoint,
+        method,
+        code: "DEADLINE_EXCEEDED",
+        detail: "no answer in time"
+      })
+      return Effect.locally(step, stepFailures, region).pipe(
+        Effect.timeoutFail({ duration: ms, onTimeout: () => overall }),
+        Effect.tapBoth({
+          onSuccess: () => Effect.sync(() => failures.delete(method)),
+          // The step is one failure for the breaker, however many of its calls failed, and counted once.
+          onFailure: (e: E | RemoteError) =>
+            Effect.sync(() => {
+              if (e === overall) {
+                record(method, overall.code, started)
+                if (region.failed === 0) counters.errors[overall.code] = (counters.errors[overall.code] ?? 0) + 1
+              }
+              if (e instanceof RemoteError) fail(method, e)
+            })
+        })
       )
     })
 
@@ -212,6 +270,8 @@ export const make = (options: CallsOptions): Calls => {
     deadlineMs,
     totalMs,
     call,
+    within,
+    hitCheckMs: (treeBytes) => deadlineMs("entry") + Math.ceil((treeBytes / MIN_RATE) * 1000),
     note: record,
     open: () => Date.now() >= openUntil,
     close: Effect.sync(() => {
