@@ -7,60 +7,16 @@
  * the entry replaced by the honest result.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, type Scope } from "effect"
+import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../../src/domain/Digest.js"
 import * as Directory from "../../src/domain/Directory.js"
 import * as Tree from "../../src/domain/Tree.js"
 import * as Proto from "../../src/remote/internal/proto.js"
-import { hostileGrpc } from "../utils/hostile/grpc.js"
-import { remoteServers } from "../utils/remote.js"
+import { type Remote, rewritableRemote as remoteOf } from "../utils/hostile/rewritable.js"
 import { tempDir } from "../utils/temp.js"
 import { machine, namespace, sources, type Summary } from "./workspace.js"
-
-type Kind = "http" | "grpc"
-
-/**
- * A cache whose stored entries a test rewrites: nginx as Bazel's HTTP cache (its data root on disk), or the hostile
- * REAPI server (`test/utils/hostile/grpc.ts`: an honest cache in memory, whose `UpdateActionResult` replaces).
- */
-interface Remote {
-  readonly flags: ReadonlyArray<string>
-  readonly actionResult: (hash: string) => Record<string, unknown> | undefined
-  readonly setActionResult: (hash: string, bytes: Uint8Array) => void
-  readonly putBlob: (hash: string, bytes: Uint8Array) => void
-}
-
-/** Writes a file nginx serves, whole (a rename), readable as its own files are. */
-const plant = (file: string, bytes: Uint8Array) => {
-  fs.mkdirSync(path.dirname(file), { recursive: true })
-  const tmp = `${file}.planted-${process.pid}`
-  fs.writeFileSync(tmp, bytes, { mode: 0o644 })
-  fs.renameSync(tmp, file)
-}
-
-const remoteOf = (kind: Kind): Effect.Effect<Remote, Error, Scope.Scope> =>
-  kind === "http"
-    ? Effect.sync(() => {
-      const at = (area: "ac" | "cas", hash: string) => path.join(remoteServers().httpDir, area, hash)
-      return {
-        flags: ["--remote-cache", remoteServers().httpUrl],
-        actionResult: (hash) =>
-          fs.existsSync(at("ac", hash)) ? Proto.decode("ActionResult", fs.readFileSync(at("ac", hash))) : undefined,
-        setActionResult: (hash, bytes) => plant(at("ac", hash), bytes),
-        putBlob: (hash, bytes) => plant(at("cas", hash), bytes)
-      }
-    })
-    : Effect.map(hostileGrpc, (server): Remote => ({
-      flags: ["--remote-cache", server.url],
-      actionResult: (hash) => {
-        const r = server.actionResults.get(hash)
-        return r instanceof Uint8Array ? Proto.decode("ActionResult", r) : r
-      },
-      setActionResult: (hash, bytes) => server.actionResults.set(hash, bytes),
-      putBlob: (hash, bytes) => server.blobs.set(hash, bytes)
-    }))
 
 const PATH = { PATH: "/usr/local/bin:/usr/bin:/bin" }
 
