@@ -112,6 +112,33 @@ export interface CallsOptions {
   readonly retries?: number
 }
 
+/** One more error of `code` in the run's counters. */
+const bump = (counters: Counters, code: string) => {
+  counters.errors[code] = (counters.errors[code] ?? 0) + 1
+}
+
+/** What a call or a step that ran out its total deadline fails with. */
+const pastDeadline = (endpoint: string, method: string) =>
+  new RemoteError({ endpoint, method, code: "DEADLINE_EXCEEDED", detail: "no answer in time" })
+
+/** Appends a call's line to the `--remote-log` file, when there is one. */
+const recordTo = (log: number | undefined) => (method: string, status: string, started: number, d?: Described) => {
+  if (log === undefined) return
+  const line = JSON.stringify({
+    method,
+    ...(d?.digest !== undefined ? { digest: d.digest } : {}),
+    ...(d?.bytes !== undefined ? { bytes: d.bytes } : {}),
+    ...(d?.count !== undefined ? { count: d.count } : {}),
+    status,
+    ms: Date.now() - started
+  })
+  try {
+    fs.writeSync(log, `${line}\n`)
+  } catch {
+    // The log is a diagnostic: a full disk under it must not fail the remote call it describes.
+  }
+}
+
 export const make = (options: CallsOptions): Calls => {
   const counters: Counters = { uploadedBytes: 0, downloadedBytes: 0, errors: {} }
   /** Consecutive outage failures, by method or step. */
@@ -138,22 +165,7 @@ export const make = (options: CallsOptions): Calls => {
     )
   )
 
-  const record = (method: string, status: string, started: number, d?: Described) => {
-    if (log === undefined) return
-    const line = JSON.stringify({
-      method,
-      ...(d?.digest !== undefined ? { digest: d.digest } : {}),
-      ...(d?.bytes !== undefined ? { bytes: d.bytes } : {}),
-      ...(d?.count !== undefined ? { count: d.count } : {}),
-      status,
-      ms: Date.now() - started
-    })
-    try {
-      fs.writeSync(log, `${line}\n`)
-    } catch {
-      // The log is a diagnostic: a full disk under it must not fail the remote call it describes.
-    }
-  }
+  const record = recordTo(log)
 
   /** A failure of `method` (an attempt, or a step past its deadline), in the breaker. */
   const fail = (method: string, e: RemoteError) => {
@@ -168,7 +180,7 @@ export const make = (options: CallsOptions): Calls => {
   const count = (method: string, e: RemoteError) => {
     // NOT_FOUND is an answer (a miss), and UNIMPLEMENTED one the transport falls back on (BatchRead).
     if (e.code !== "NOT_FOUND" && e.code !== "UNIMPLEMENTED") {
-      counters.errors[e.code] = (counters.errors[e.code] ?? 0) + 1
+      bump(counters, e.code)
     }
     fail(method, e)
   }
@@ -181,7 +193,7 @@ export const make = (options: CallsOptions): Calls => {
   ): Effect.Effect<A, E | RemoteError> =>
     Effect.suspend((): Effect.Effect<A, E | RemoteError> => {
       if (Date.now() < openUntil) {
-        counters.errors["CIRCUIT_OPEN"] = (counters.errors["CIRCUIT_OPEN"] ?? 0) + 1
+        bump(counters, "CIRCUIT_OPEN")
         return Effect.fail(
           new RemoteError({
             endpoint: options.endpoint,
@@ -218,12 +230,7 @@ export const make = (options: CallsOptions): Calls => {
       const retried = Effect.retry(logged, policy)
       if (kind !== "entry") return retried
       // An action-cache lookup's deadline bounds its retries too: a miss costs a local run, never more waiting.
-      const overall = new RemoteError({
-        endpoint: options.endpoint,
-        method,
-        code: "DEADLINE_EXCEEDED",
-        detail: "no answer in time"
-      })
+      const overall = pastDeadline(options.endpoint, method)
       return retried.pipe(
         Effect.timeoutFail({ duration: deadlineMs(kind), onTimeout: () => overall }),
         Effect.tapError((e: E | RemoteError) =>
@@ -241,12 +248,7 @@ export const make = (options: CallsOptions): Calls => {
     Effect.suspend(() => {
       const started = Date.now()
       const region = { failed: 0 }
-      const overall = new RemoteError({
-        endpoint: options.endpoint,
-        method,
-        code: "DEADLINE_EXCEEDED",
-        detail: "no answer in time"
-      })
+      const overall = pastDeadline(options.endpoint, method)
       return Effect.locally(step, stepFailures, region).pipe(
         Effect.timeoutFail({ duration: ms, onTimeout: () => overall }),
         Effect.tapBoth({
@@ -256,7 +258,7 @@ export const make = (options: CallsOptions): Calls => {
             Effect.sync(() => {
               if (e === overall) {
                 record(method, overall.code, started)
-                if (region.failed === 0) counters.errors[overall.code] = (counters.errors[overall.code] ?? 0) + 1
+                if (region.failed === 0) bump(counters, overall.code)
               }
               if (e instanceof RemoteError) fail(method, e)
             })
