@@ -16,26 +16,9 @@ import { SpawnError } from "../../src/domain/Process.js"
 import * as ProcessGroup from "../../src/runner/internal/processGroup.js"
 import * as Protocol from "../../src/spawner/protocol.js"
 import * as Spawner from "../../src/spawner/Spawner.js"
-import { PROGRAM_ENV } from "../../src/spawner/Warm.js"
 import { eventually, helpersOf } from "../utils/child.js"
+import { programs, withProgram } from "../utils/spawners.js"
 import { tempDir } from "../utils/temp.js"
-
-const programs = [
-  { name: "native", program: path.resolve(".kiln-test/kiln-spawner"), node: false },
-  { name: "Node", program: path.resolve(".kiln-test/spawner.cjs"), node: true }
-] as const
-
-/** Runs `f` with KILN_SPAWNER naming `program`, as the engine would find it. */
-const withProgram = <A, E, R>(program: string, f: Effect.Effect<A, E, R>) =>
-  Effect.acquireUseRelease(
-    Effect.sync(() => {
-      const saved = process.env[PROGRAM_ENV]
-      process.env[PROGRAM_ENV] = program
-      return saved
-    }),
-    () => f,
-    (saved) => Effect.sync(() => void (process.env[PROGRAM_ENV] = saved))
-  )
 
 /** One line to feed the spawner, and the id a reply to it carries when the spawner can read it (else its number). */
 interface Line {

@@ -15,16 +15,11 @@ import * as Protocol from "../../src/spawner/protocol.js"
 import * as Spawner from "../../src/spawner/Spawner.js"
 import { nativeName, PROGRAM_ENV } from "../../src/spawner/Warm.js"
 import { eventually, groupAlive, helpersOf } from "../utils/child.js"
+import { type Program, programs, withProgram } from "../utils/spawners.js"
 import { cli } from "../utils/stack.js"
 import { tempDir } from "../utils/temp.js"
 
 /** The two spawner programs the tests' global setup built: kiln's build makes both, and runs the first it has. */
-const programs = [
-  { name: "native", program: path.resolve(".kiln-test/kiln-spawner"), node: false },
-  { name: "Node", program: path.resolve(".kiln-test/spawner.cjs"), node: true }
-] as const
-
-type Program = (typeof programs)[number]
 
 /** Pipes requests into a spawner started by `sh`, whose engine is `engine` (`$$`: the shell). */
 const pipeInto = (p: Program, engine: string, requests: ReadonlyArray<Protocol.Request>) =>
@@ -45,18 +40,6 @@ const repliesOf = (stdout: string): Array<Protocol.Reply> =>
     if (reply.kind === "malformed") throw new Error(reply.reason)
     return reply
   })
-
-/** Runs `f` with KILN_SPAWNER naming `program`, as the engine would find it. */
-const withProgram = <A, E, R>(program: string, f: Effect.Effect<A, E, R>) =>
-  Effect.acquireUseRelease(
-    Effect.sync(() => {
-      const saved = process.env[PROGRAM_ENV]
-      process.env[PROGRAM_ENV] = program
-      return saved
-    }),
-    () => f,
-    (saved) => Effect.sync(() => void (process.env[PROGRAM_ENV] = saved))
-  )
 
 /** One spawn request. */
 const runSpawner = (p: Program, dir: string, engine: string, argv: ReadonlyArray<string> = ["/bin/true"]) =>
