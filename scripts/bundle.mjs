@@ -33,7 +33,7 @@ const sharedBuiltinNamespaces = {
 }
 
 await build({
-  entryPoints: ["src/cli/main.ts"],
+  entryPoints: ["src/programs/kiln/main.ts"],
   outfile: "dist/kiln.cjs",
   bundle: true,
   platform: "node",
@@ -66,7 +66,7 @@ await build({
 
 // The spawner, its own small program (`node dist/spawner.cjs kiln-spawner <engine-pid>`): every engine starts one.
 await bundleSpawner("dist/spawner.cjs", { minify: process.env.KILN_NO_MINIFY !== "1" })
-// And the same program in C (`dist/kiln-spawner-<platform>-<arch>`, the name src/spawner/Warm.ts looks for), which
+// And the same program in C (`dist/kiln-spawner-<platform>-<arch>`, the name src/layers/spawner/Warm.ts looks for), which
 // engines start instead when it is there: no Node start and 40 MB less per run. Without a C compiler, kiln runs on
 // the Node one, and says why here.
 {
@@ -81,7 +81,7 @@ await bundleSpawner("dist/spawner.cjs", { minify: process.env.KILN_NO_MINIFY !==
 // The loader is CommonJS, as dist/cli.cjs, and dist/cli.js a symlink to it: Node takes a main module's format from its
 // real path, and going through its ES module loader (this package is "type": "module") cost every run ~10 ms.
 await build({
-  entryPoints: ["src/cli/loader.ts"],
+  entryPoints: ["src/programs/kiln/loader.ts"],
   outfile: "dist/cli.cjs",
   bundle: true,
   platform: "node",

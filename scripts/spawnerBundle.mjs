@@ -1,4 +1,4 @@
-// Bundles the spawner (src/spawner/main.ts) into one CommonJS file: `node <file> kiln-spawner <engine-pid>`. Used by
+// Bundles the spawner (src/programs/spawner/main.ts) into one CommonJS file: `node <file> kiln-spawner <engine-pid>`. Used by
 // scripts/bundle.mjs (dist/spawner.cjs) and by the tests' global setup (which run kiln from its sources).
 import { build } from "esbuild"
 import * as path from "node:path"
@@ -31,7 +31,7 @@ const kilnModulesArePure = {
  */
 export const bundleSpawner = async (outfile, { minify = true } = {}) => {
   const result = await build({
-    entryPoints: [path.join(repo, "src/spawner/main.ts")],
+    entryPoints: [path.join(repo, "src/programs/spawner/main.ts")],
     outfile,
     bundle: true,
     platform: "node",

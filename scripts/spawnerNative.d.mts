@@ -1,2 +1,2 @@
-/** Compiles the native spawner (src/spawner/native/*.c) to `outfile`: undefined once built, or why it was not. */
+/** Compiles the native spawner (src/programs/spawner/native/*.c) to `outfile`: undefined once built, or why it was not. */
 export declare const buildNativeSpawner: (outfile: string) => string | undefined

@@ -1,4 +1,4 @@
-// Compiles the native spawner (src/spawner/native/*.c) into one program: `<file> kiln-spawner <engine-pid>`. Used by
+// Compiles the native spawner (src/programs/spawner/native/*.c) into one program: `<file> kiln-spawner <engine-pid>`. Used by
 // scripts/bundle.mjs (dist/kiln-spawner-<platform>-<arch>) and by the tests' global setup. The compiler is the one
 // kiln's install already uses for LMDB (scripts/patch-lmdb.mjs): `$CC`, or `cc`. Linked statically where the C
 // library allows it: a package built on one machine then runs on another whatever its glibc's version.
@@ -8,7 +8,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
-const sources = path.join(repo, "src/spawner/native")
+const sources = path.join(repo, "src/programs/spawner/native")
 
 /**
  * Writes the program to `outfile` (through a rename: a test run or an engine may be starting the one there). Returns

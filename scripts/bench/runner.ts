@@ -16,10 +16,10 @@ import * as os from "node:os"
 import * as path from "node:path"
 import type * as Digest from "../../src/domain/Digest.js"
 import { Process, type ProcessResult } from "../../src/domain/Process.js"
-import * as ProcessRunner from "../../src/runner/ProcessRunner.js"
-import * as Sandboxes from "../../src/sandbox/Sandboxes.js"
-import * as Sandboxer from "../../src/sandboxer/Sandboxer.js"
-import * as Store from "../../src/store/Store.js"
+import * as ProcessRunner from "../../src/layers/runner/ProcessRunner.js"
+import * as Sandboxes from "../../src/layers/sandbox/Sandboxes.js"
+import * as Sandboxer from "../../src/layers/sandboxer/Sandboxer.js"
+import * as Store from "../../src/layers/store/Store.js"
 import {
   argValue,
   cli,

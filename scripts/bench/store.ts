@@ -14,7 +14,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import type * as Digest from "../../src/domain/Digest.js"
-import * as Store from "../../src/store/Store.js"
+import * as Store from "../../src/layers/store/Store.js"
 import {
   argValue,
   cli,

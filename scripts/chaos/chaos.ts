@@ -36,10 +36,10 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
+import * as SandboxDir from "../../src/layers/sandbox/internal/sandboxDir.js"
 import { errnoOf } from "../../src/os/Errno.js"
 import * as Proc from "../../src/os/Proc.js"
 import { removeTree } from "../../src/os/RemoveTree.js"
-import * as SandboxDir from "../../src/sandbox/internal/sandboxDir.js"
 
 // dist/chaos/chaos.mjs → the repository root.
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..")

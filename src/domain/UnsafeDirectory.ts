@@ -4,9 +4,27 @@
  *
  * @since 0.1.0
  */
-import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
-import * as PrivateDir from "../os/PrivateDir.js"
+import * as path from "node:path"
+
+/** What makes a directory unsafe: the directory, its owner and mode, and why. */
+export interface Finding {
+  readonly path: string
+  readonly owner: number
+  readonly mode: number
+  readonly problem: string
+}
+
+/** `0777`, `2770`: a mode as `chmod` takes it. */
+export const octal = (mode: number): string => (mode & 0o7777).toString(8).padStart(4, "0")
+
+/** One line naming the root, the directory at fault with its owner and mode, and why. */
+export const describe = (role: string, root: string, f: Finding): string => {
+  const what = `(owner uid ${f.owner}, mode ${octal(f.mode)})`
+  return path.resolve(root) === f.path
+    ? `refusing the ${role} ${f.path} ${what}: it ${f.problem}`
+    : `refusing the ${role} ${path.resolve(root)}: ${f.path} ${what} ${f.problem}`
+}
 
 /**
  * `role` says which root (`store root`, `sandbox root`, `named caches directory`); `path` is the directory at fault
@@ -24,29 +42,6 @@ export class UnsafeDirectory extends Schema.TaggedError<UnsafeDirectory>("kiln/U
   problem: Schema.String
 }) {
   override get message(): string {
-    return PrivateDir.describe(this.role, this.root, this)
+    return describe(this.role, this.root, this)
   }
 }
-
-/**
- * Checks `root` as {@link PrivateDir.inspect} does, making it (0700) with `create` when it is missing.
- * A failure to look or to make it is left to whoever uses the root next, which reports it in its own terms.
- *
- * @since 0.1.0
- * @category constructors
- */
-export const verify = (
-  role: string,
-  root: string,
-  sharing: PrivateDir.Sharing,
-  options: { readonly create?: boolean } = {}
-): Effect.Effect<void, UnsafeDirectory> =>
-  Effect.suspend(() => {
-    let found: PrivateDir.Finding | undefined
-    try {
-      found = options.create === true ? PrivateDir.ensure(root, sharing) : PrivateDir.inspect(root, sharing)
-    } catch {
-      return Effect.void
-    }
-    return found === undefined ? Effect.void : Effect.fail(new UnsafeDirectory({ role, root, ...found }))
-  })

@@ -8,9 +8,11 @@
  *
  * @internal
  */
+import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import * as UnsafeDirectory from "../domain/UnsafeDirectory.js"
 import { errnoOf } from "./Errno.js"
 import { mkdirp } from "./Mkdirp.js"
 
@@ -24,12 +26,7 @@ import { mkdirp } from "./Mkdirp.js"
 export type Sharing = "own" | "group"
 
 /** What makes a directory unsafe: the directory, its owner and mode, and why. @internal */
-export interface Finding {
-  readonly path: string
-  readonly owner: number
-  readonly mode: number
-  readonly problem: string
-}
+export type Finding = UnsafeDirectory.Finding
 
 const STICKY = 0o1000
 const SETGID = 0o2000
@@ -37,7 +34,7 @@ const GROUP_WRITE = 0o020
 const OTHER_WRITE = 0o002
 
 /** `0777`, `2770`: a mode as `chmod` takes it. @internal */
-export const octal = (mode: number): string => (mode & 0o7777).toString(8).padStart(4, "0")
+export const octal = UnsafeDirectory.octal
 
 interface Account {
   readonly uid: number
@@ -204,12 +201,7 @@ export const ensure = (dir: string, sharing: Sharing): Finding | undefined => {
 }
 
 /** One line naming the root, the directory at fault with its owner and mode, and why. @internal */
-export const describe = (role: string, root: string, f: Finding): string => {
-  const what = `(owner uid ${f.owner}, mode ${octal(f.mode)})`
-  return path.resolve(root) === f.path
-    ? `refusing the ${role} ${f.path} ${what}: it ${f.problem}`
-    : `refusing the ${role} ${path.resolve(root)}: ${f.path} ${what} ${f.problem}`
-}
+export const describe = UnsafeDirectory.describe
 
 /** An unsafe directory, thrown by plain code (`describe` is its message). @internal */
 export class UnsafeDirectoryError extends Error {
@@ -223,3 +215,27 @@ export const ensureOrThrow = (role: string, dir: string, sharing: Sharing): void
   const found = ensure(dir, sharing)
   if (found !== undefined) throw new UnsafeDirectoryError(role, dir, found)
 }
+
+/**
+ * Checks `root` as {@link inspect} does, making it (0700) with `create` when it is missing. A failure to look or to
+ * make it is left to whoever uses the root next, which reports it in its own terms.
+ *
+ * @internal
+ */
+export const verify = (
+  role: string,
+  root: string,
+  sharing: Sharing,
+  options: { readonly create?: boolean } = {}
+): Effect.Effect<void, UnsafeDirectory.UnsafeDirectory> =>
+  Effect.suspend(() => {
+    let found: Finding | undefined
+    try {
+      found = options.create === true ? ensure(root, sharing) : inspect(root, sharing)
+    } catch {
+      return Effect.void
+    }
+    return found === undefined
+      ? Effect.void
+      : Effect.fail(new UnsafeDirectory.UnsafeDirectory({ role, root, ...found }))
+  })

@@ -6,8 +6,9 @@ import * as Command from "@effect/cli/Command"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
 import { Console, Effect, Either, FastCheck } from "effect"
-import { type OptionSpec, RUN_OPTIONS } from "../../src/cli/optionTable.js"
-import { directRunArgs, type RunArgs, runConfig } from "../../src/cli/runCommand.js"
+import { type OptionSpec } from "../../src/programs/common/optionSpec.js"
+import { RUN_OPTIONS } from "../../src/programs/kiln/optionTable.js"
+import { directRunArgs, type RunArgs, runConfig } from "../../src/programs/kiln/runCommand.js"
 
 /** What @effect/cli hands `kiln run`'s handler for these arguments (undefined: it printed help instead). */
 const viaCli = (args: ReadonlyArray<string>) =>

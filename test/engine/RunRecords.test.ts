@@ -7,7 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import * as RunRecords from "../../src/engine/internal/runRecords.js"
+import * as RunRecords from "../../src/layers/engine/internal/runRecords.js"
 import { tempDir } from "../utils/temp.js"
 
 const record = (action: string): RunRecords.RunRecord => ({

@@ -7,7 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Fiber, Logger, Option, Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import * as WorkspaceLock from "../../src/engine/internal/workspaceLock.js"
+import * as WorkspaceLock from "../../src/layers/engine/internal/workspaceLock.js"
 import { tempDir } from "../utils/temp.js"
 
 /** A logger that keeps each message, and completes `first` with the first one. */

@@ -9,7 +9,7 @@ import { Effect, Either, Layer } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { parse } from "../../src/domain/Config.js"
-import * as Engine from "../../src/engine/Engine.js"
+import * as Engine from "../../src/layers/engine/Engine.js"
 import { stack } from "../utils/stack.js"
 import { tempDir } from "../utils/temp.js"
 

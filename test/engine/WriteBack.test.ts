@@ -10,10 +10,10 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import type * as Digest from "../../src/domain/Digest.js"
 import * as Directory from "../../src/domain/Directory.js"
-import * as OutputTemps from "../../src/engine/internal/outputTemps.js"
-import { type Destination, writeBack } from "../../src/engine/internal/writeBack.js"
+import * as OutputTemps from "../../src/layers/engine/internal/outputTemps.js"
+import { type Destination, writeBack } from "../../src/layers/engine/internal/writeBack.js"
+import type * as Store from "../../src/layers/store/Store.js"
 import * as Proc from "../../src/os/Proc.js"
-import type * as Store from "../../src/store/Store.js"
 import { tempDir, tempStore, writeTree } from "../utils/temp.js"
 
 /** An output tree: a string is a file, `{ link }` a symlink, an object a directory. */

@@ -13,7 +13,7 @@ import * as path from "node:path"
 import * as Digest from "../../src/domain/Digest.js"
 import * as Directory from "../../src/domain/Directory.js"
 import * as Tree from "../../src/domain/Tree.js"
-import * as Proto from "../../src/remote/internal/proto.js"
+import * as Proto from "../../src/layers/remote/internal/proto.js"
 import { type Remote, rewritableRemote as remoteOf } from "../utils/hostile/rewritable.js"
 import { machine, namespace, sources } from "./workspace.js"
 

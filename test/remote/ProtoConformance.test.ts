@@ -1,6 +1,6 @@
 /**
  * Holds kiln's wire formats to the `.proto` files REAPI publishes, as Debian's `bazel-bootstrap-source` ships them:
- * the protobufjs descriptor of src/remote/internal/proto.ts field by field, and the bytes of kiln's own canonical
+ * the protobufjs descriptor of src/layers/remote/internal/proto.ts field by field, and the bytes of kiln's own canonical
  * encoders (hashed messages) and of proto.ts (the rest) decoded by the real schema. A server reads kiln's bytes with
  * the real schema, so a wrong field number here is a silent loss of data there.
  */
@@ -14,7 +14,7 @@ import * as Action from "../../src/domain/Action.js"
 import * as Digest from "../../src/domain/Digest.js"
 import * as Directory from "../../src/domain/Directory.js"
 import * as Tree from "../../src/domain/Tree.js"
-import * as Proto from "../../src/remote/internal/proto.js"
+import * as Proto from "../../src/layers/remote/internal/proto.js"
 import { Golden } from "../fixtures/golden.js"
 
 const THIRD_PARTY = "/usr/src/bazel-bootstrap/third_party"

@@ -7,8 +7,8 @@ import { Either } from "effect"
 import * as Digest from "../../src/domain/Digest.js"
 import * as Directory from "../../src/domain/Directory.js"
 import type * as Tree from "../../src/domain/Tree.js"
-import * as Proto from "../../src/remote/internal/proto.js"
-import * as Results from "../../src/remote/internal/results.js"
+import * as Proto from "../../src/layers/remote/internal/proto.js"
+import * as Results from "../../src/layers/remote/internal/results.js"
 
 const outputs = { outputFiles: ["f.txt"], outputDirectories: ["a/", "b/"] }
 const empty = Proto.wire(Digest.empty)

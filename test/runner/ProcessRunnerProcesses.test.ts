@@ -7,9 +7,9 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import * as SandboxDir from "../../src/sandbox/internal/sandboxDir.js"
-import * as Store from "../../src/store/Store.js"
-import * as StoreMaintenance from "../../src/store/StoreMaintenance.js"
+import * as SandboxDir from "../../src/layers/sandbox/internal/sandboxDir.js"
+import * as Store from "../../src/layers/store/Store.js"
+import * as StoreMaintenance from "../../src/layers/store/StoreMaintenance.js"
 import {
   childrenOf,
   eventually,

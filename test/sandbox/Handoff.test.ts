@@ -7,9 +7,9 @@ import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../../src/domain/Digest.js"
+import * as Handoff from "../../src/layers/sandbox/internal/handoff.js"
+import * as SandboxDir from "../../src/layers/sandbox/internal/sandboxDir.js"
 import * as Proc from "../../src/os/Proc.js"
-import * as Handoff from "../../src/sandbox/internal/handoff.js"
-import * as SandboxDir from "../../src/sandbox/internal/sandboxDir.js"
 import { tempDir } from "../utils/temp.js"
 
 const setUp = Effect.gen(function*() {

@@ -7,9 +7,9 @@ import { Effect, Logger } from "effect"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import * as SandboxDir from "../../src/layers/sandbox/internal/sandboxDir.js"
+import * as Sandboxes from "../../src/layers/sandbox/Sandboxes.js"
 import * as Proc from "../../src/os/Proc.js"
-import * as SandboxDir from "../../src/sandbox/internal/sandboxDir.js"
-import * as Sandboxes from "../../src/sandbox/Sandboxes.js"
 import { tempDir } from "../utils/temp.js"
 
 const NOBODY = 65534

@@ -12,10 +12,10 @@ import { Context, Effect, Layer, Option } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../../src/domain/Digest.js"
+import * as Sandboxer from "../../src/layers/sandboxer/Sandboxer.js"
+import * as Store from "../../src/layers/store/Store.js"
+import * as StoreMaintenance from "../../src/layers/store/StoreMaintenance.js"
 import { isAlive } from "../../src/os/Proc.js"
-import * as Sandboxer from "../../src/sandboxer/Sandboxer.js"
-import * as Store from "../../src/store/Store.js"
-import * as StoreMaintenance from "../../src/store/StoreMaintenance.js"
 import { tempDir, writeTree } from "../utils/temp.js"
 
 const cli = path.resolve("dist/cli.js")

@@ -11,9 +11,9 @@ import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { SpawnError } from "../../src/domain/Process.js"
-import * as Protocol from "../../src/spawner/protocol.js"
-import * as Spawner from "../../src/spawner/Spawner.js"
-import { nativeName, PROGRAM_ENV } from "../../src/spawner/Warm.js"
+import * as Protocol from "../../src/layers/spawner/Protocol.js"
+import * as Spawner from "../../src/layers/spawner/Spawner.js"
+import { nativeName, PROGRAM_ENV } from "../../src/layers/spawner/Warm.js"
 import { eventually, groupAlive, helpersOf } from "../utils/child.js"
 import { type Program, programs, withProgram } from "../utils/spawners.js"
 import { cli } from "../utils/stack.js"
@@ -352,7 +352,7 @@ describe("the spawner's program", () => {
     }))
 
   it("the library's build finds it too, beside its own modules", () => {
-    const load = `import { programPath } from ${JSON.stringify(path.resolve("dist/spawner/Warm.js"))}
+    const load = `import { programPath } from ${JSON.stringify(path.resolve("dist/layers/spawner/Warm.js"))}
       process.stdout.write(programPath())`
     const r = spawnSync(process.execPath, ["--input-type=module", "-e", load], { encoding: "utf8", env: ownEnv })
     assert.strictEqual(r.status, 0, r.stderr)
@@ -363,9 +363,9 @@ describe("the spawner's program", () => {
   it.scoped("a build without the native program (no C compiler) runs the Node one with node", () =>
     Effect.gen(function*() {
       const dist = path.join(yield* tempDir(), "dist")
-      fs.mkdirSync(path.join(dist, "spawner"), { recursive: true })
-      fs.copyFileSync("dist/spawner/Warm.js", path.join(dist, "spawner", "Warm.js"))
-      const load = `import { commandFor } from ${JSON.stringify(path.join(dist, "spawner", "Warm.js"))}
+      fs.mkdirSync(path.join(dist, "layers", "spawner"), { recursive: true })
+      fs.copyFileSync("dist/layers/spawner/Warm.js", path.join(dist, "layers", "spawner", "Warm.js"))
+      const load = `import { commandFor } from ${JSON.stringify(path.join(dist, "layers", "spawner", "Warm.js"))}
         process.stdout.write(JSON.stringify(commandFor(42)))`
       const r = spawnSync(process.execPath, ["--input-type=module", "-e", load], { encoding: "utf8", env: ownEnv })
       assert.strictEqual(r.status, 0, r.stderr)

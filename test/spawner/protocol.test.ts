@@ -3,7 +3,7 @@
  * (with the field that is wrong), and lines split across chunks arrive whole.
  */
 import { assert, describe, it } from "@effect/vitest"
-import * as Protocol from "../../src/spawner/protocol.js"
+import * as Protocol from "../../src/layers/spawner/Protocol.js"
 
 const spawn: Protocol.Spawn = {
   kind: "spawn",

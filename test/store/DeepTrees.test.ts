@@ -12,8 +12,8 @@ import * as path from "node:path"
 import * as Digest from "../../src/domain/Digest.js"
 import * as Directory from "../../src/domain/Directory.js"
 import { InputConflict } from "../../src/domain/TreeErrors.js"
-import * as Tree from "../../src/store/internal/tree.js"
-import * as Store from "../../src/store/Store.js"
+import * as Tree from "../../src/layers/store/internal/tree.js"
+import * as Store from "../../src/layers/store/Store.js"
 import { tempDir } from "../utils/temp.js"
 
 // --- The recursive walks as they were (f652123), the oracle. ---

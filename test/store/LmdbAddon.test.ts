@@ -9,7 +9,7 @@ import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as path from "node:path"
-import { loadedAddonIsFixed, preload } from "../../src/store/internal/lmdb/envs.js"
+import { loadedAddonIsFixed, preload } from "../../src/layers/store/internal/lmdb/envs.js"
 import { cli } from "../utils/stack.js"
 import { tempDir } from "../utils/temp.js"
 

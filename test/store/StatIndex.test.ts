@@ -6,7 +6,7 @@ import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../../src/domain/Digest.js"
-import * as StoreMaintenance from "../../src/store/StoreMaintenance.js"
+import * as StoreMaintenance from "../../src/layers/store/StoreMaintenance.js"
 import { tempDir, tempStore, writeTree } from "../utils/temp.js"
 
 const contentOf = (store: Effect.Effect.Success<ReturnType<typeof tempStore>>, root: Digest.Digest, file: string) =>

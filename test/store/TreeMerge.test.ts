@@ -8,7 +8,7 @@ import { Effect, Either, FastCheck as fc, Layer } from "effect"
 import * as Digest from "../../src/domain/Digest.js"
 import * as Directory from "../../src/domain/Directory.js"
 import { InputConflict } from "../../src/domain/TreeErrors.js"
-import * as Store from "../../src/store/Store.js"
+import * as Store from "../../src/layers/store/Store.js"
 import { tempDir } from "../utils/temp.js"
 
 type Leaf =

@@ -8,8 +8,8 @@ import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../../src/domain/Digest.js"
-import type * as Store from "../../src/store/Store.js"
-import * as StoreMaintenance from "../../src/store/StoreMaintenance.js"
+import type * as Store from "../../src/layers/store/Store.js"
+import * as StoreMaintenance from "../../src/layers/store/StoreMaintenance.js"
 import { tempDir, tempStore, writeTree } from "../utils/temp.js"
 
 const GLOBS = ["node_modules/**", "src/**"]

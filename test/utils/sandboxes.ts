@@ -5,7 +5,7 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
-import * as SandboxDir from "../../src/sandbox/internal/sandboxDir.js"
+import * as SandboxDir from "../../src/layers/sandbox/internal/sandboxDir.js"
 
 export const sandboxesLeft = (root: string): Array<string> => {
   const names = fs.readdirSync(root)

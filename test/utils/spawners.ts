@@ -4,7 +4,7 @@
  */
 import { Effect } from "effect"
 import * as path from "node:path"
-import { PROGRAM_ENV } from "../../src/spawner/Warm.js"
+import { PROGRAM_ENV } from "../../src/layers/spawner/Warm.js"
 
 /** Both spawners: `node` says whether the program is started by Node. */
 export const programs = [

@@ -1,9 +1,9 @@
 import { Layer } from "effect"
 import * as path from "node:path"
-import * as ProcessRunner from "../../src/runner/ProcessRunner.js"
-import * as Sandboxes from "../../src/sandbox/Sandboxes.js"
-import * as Sandboxer from "../../src/sandboxer/Sandboxer.js"
-import * as Store from "../../src/store/Store.js"
+import * as ProcessRunner from "../../src/layers/runner/ProcessRunner.js"
+import * as Sandboxes from "../../src/layers/sandbox/Sandboxes.js"
+import * as Sandboxer from "../../src/layers/sandboxer/Sandboxer.js"
+import * as Store from "../../src/layers/store/Store.js"
 
 export const cli = path.resolve("dist/cli.js")
 

@@ -2,8 +2,8 @@ import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import * as Store from "../../src/layers/store/Store.js"
 import { removeTree } from "../../src/os/RemoveTree.js"
-import * as Store from "../../src/store/Store.js"
 
 /** A fresh directory, removed (read-only parts included) when the scope closes. */
 export const tempDir = (prefix = "kiln-test-") =>

@@ -1,6 +1,6 @@
 /**
  * A hostile (or merely broken) REAPI v2 server for tests, on `@grpc/grpc-js` with kiln's own protobuf schema
- * (`src/remote/internal/proto.ts`), on 127.0.0.1 (port 0, the address read back), alive for the test's scope.
+ * (`src/layers/remote/internal/proto.ts`), on 127.0.0.1 (port 0, the address read back), alive for the test's scope.
  *
  * By default it is an honest cache in memory: Capabilities (SHA256, action-cache updates enabled), the action cache,
  * FindMissingBlobs, BatchReadBlobs and BatchUpdateBlobs, ByteStream Read and Write over the same blobs; GetTree and
@@ -11,7 +11,7 @@
  */
 import * as grpc from "@grpc/grpc-js"
 import { Effect } from "effect"
-import * as Proto from "../../../src/remote/internal/proto.js"
+import * as Proto from "../../../src/layers/remote/internal/proto.js"
 
 const V2 = "/build.bazel.remote.execution.v2."
 

@@ -6,7 +6,7 @@
 import * as Digest from "../../../src/domain/Digest.js"
 import * as Directory from "../../../src/domain/Directory.js"
 import { Writer } from "../../../src/domain/internal/protobuf.js"
-import * as Proto from "../../../src/remote/internal/proto.js"
+import * as Proto from "../../../src/layers/remote/internal/proto.js"
 
 /** A digest as REAPI messages carry it (`{hash, size_bytes}`). */
 export const wire = (d: Digest.Digest): Proto.WireDigest => Proto.wire(d)

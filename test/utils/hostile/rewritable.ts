@@ -6,7 +6,7 @@
 import { Effect, type Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import * as Proto from "../../../src/remote/internal/proto.js"
+import * as Proto from "../../../src/layers/remote/internal/proto.js"
 import { remoteServers } from "../remote.js"
 import { hostileGrpc } from "./grpc.js"
 

@@ -1,0 +1,523 @@
+/**
+ * The run memo: for each process of a workspace that last ended well, what its result was and the evidence that
+ * nothing it depends on has changed since: the stat of every file, symlink and directory its input globs read, and
+ * of every output it left in the workspace. A process whose evidence still holds, whose config is the same and
+ * whose deps still hold too would be a cache hit that writes nothing back, so a run takes it as such without
+ * snapshotting, looking up or leasing anything. A run where nothing changed then costs one `lstat` per path.
+ *
+ * What it trusts, and why that is safe:
+ * - a path whose `(dev, ino, mode, size, mtime, ctime)` is unchanged holds what it held (as git's index assumes);
+ *   a stat taken within the timestamp granularity of its last change is "racy" and is only recorded after a second
+ *   look once that window has passed (see {@link confirm});
+ * - a directory whose stat is unchanged lists the same names (creating, removing or renaming an entry moves its
+ *   mtime), so globs match what they matched;
+ * - the store still holds every byte the result refers to while its generation is unchanged (see
+ *   `storeGeneration.ts`), and its LMDB files are the same files, none shorter than they were.
+ *
+ * Plain code without Effect: the CLI runs this check before it loads the engine (see `cli/noop.ts`).
+ *
+ * @internal
+ */
+import * as fs from "node:fs"
+import * as path from "node:path"
+import * as AtomicFile from "../../os/AtomicFile.js"
+import * as Journal from "../../os/Journal.js"
+import { sha256Hex } from "../../os/LazyCrypto.js"
+import * as RawStat from "../../os/RawStat.js"
+import * as Generation from "../store/Generation.js"
+import * as Layout from "../store/Layout.js"
+import { namesOf, type SnapshotObservation, type Stat } from "../store/SnapshotObservation.js"
+
+/** Bump when what a memo means changes. */
+export const FORMAT = 7
+
+/** Something a walk read, with the evidence of what it found: a file's hash, a symlink's target, a listing. */
+export type Seen = SnapshotObservation
+
+/**
+ * `[path relative to the workspace, kind, dev, ino, mode, size, mtimeMs, ctimeMs]`, kind `f` (file), `l` (symlink)
+ * or `d` (directory); `[path, "a"]` for a path that was absent. Number stats (the nanoseconds as a double of
+ * milliseconds, as Node gives them) compared field by field: a check makes one per path, and BigInt stats or
+ * strings built from them cost twice as much.
+ *
+ * A stat taken within a timestamp tick of a change (racy: another change in that tick would leave it as it is)
+ * carries its evidence as a ninth element (a file's hash, a symlink's target, a listing's names), and holds only
+ * if the content still matches, as git checks a racily clean entry: the run that wrote it does not wait for the
+ * tick to pass (an edit run writes its outputs last, so it waited up to 11 ms).
+ */
+export type Obs = readonly [string, string, ...Array<number | string>]
+
+/**
+ * `[path of a directory + "/", "g", key]`: every observation of a directory taken whole, kept once in the memo's
+ * `groups` under `key` however many processes took it (eight processes over one node_modules recorded its 11,000
+ * paths eight times, and a check stat'ed them eight times).
+ */
+export const GROUP = "g"
+
+export interface Entry {
+  /** The process's entry in kiln.json, as JSON. */
+  readonly key: string
+  /** Each dep's output digest (`hash/size`) this result was computed from. */
+  readonly deps: Record<string, string>
+  readonly action: string
+  readonly output: string
+  readonly stdout: string
+  readonly stderr: string
+  readonly inputs: ReadonlyArray<Obs>
+  readonly outputs: ReadonlyArray<Obs>
+}
+
+export interface Memo {
+  readonly v: number
+  readonly build: string
+  /** The workspace's absolute path: the memo's file name is only a hash of it (see {@link fileOf}). */
+  readonly workspace: string
+  /** The store's generation when the run that wrote it began. */
+  readonly generation: string
+  /** sha256 of the config file's bytes when it was written. */
+  readonly config: string
+  /**
+   * The config file's text itself, when it is at most {@link CONFIG_TEXT_MAX_LENGTH}: the no-op check compares it
+   * instead of hashing the file (see {@link configHolds}).
+   */
+  readonly configText?: string
+  /** The store's LMDB data files: `[path relative to the store, dev, ino, size]`. */
+  readonly store: ReadonlyArray<[string, string, string, number]>
+  readonly processes: Record<string, Entry>
+  /** The observations of directories taken whole, by key (see {@link GROUP}). */
+  readonly groups?: Record<string, ReadonlyArray<Obs>>
+}
+
+/** Which kiln wrote it: a rebuilt bundle may snapshot or key differently. */
+export const buildId = (): string => {
+  const cli = process.env.KILN_CLI
+  if (cli === undefined) return `${FORMAT}:lib`
+  try {
+    const st = fs.statSync(path.join(path.dirname(cli), "kiln.cjs"))
+    return `${FORMAT}:${st.size}:${st.mtimeMs}`
+  } catch {
+    return `${FORMAT}:lib`
+  }
+}
+
+/**
+ * 64 bits of two FNV-1a hashes of `text`'s UTF-16 units, in hex: a file name, not a digest. A memo records the
+ * workspace it is of, and one of another workspace under the same name is not used.
+ */
+const nameHash = (text: string): string => {
+  let a = 0x811c9dc5
+  let b = 0x9e3779b9
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    a = Math.imul(a ^ c, 0x01000193)
+    b = Math.imul(b ^ c, 0x5bd1e995)
+  }
+  return (a >>> 0).toString(16).padStart(8, "0") + (b >>> 0).toString(16).padStart(8, "0")
+}
+
+/** The memo file of a workspace, named without hashing it cryptographically (see `os/LazyCrypto.ts`). */
+export const fileOf = (storeRoot: string, workspace: string): string =>
+  path.join(Layout.ownedDirectory(storeRoot, "engine"), "memo", `${nameHash(path.resolve(workspace))}.json`)
+
+/**
+ * The longest config text a memo keeps, in UTF-16 units (bytes, for a config in ASCII); a longer one is compared by
+ * its hash, which costs less than parsing it again from the memo.
+ */
+export const CONFIG_TEXT_MAX_LENGTH = 256 * 1024
+
+/** Whether `text` is the config a memo was written under: compared whole when the memo keeps it, else by hash. */
+export const configHolds = (memo: Memo, text: string): boolean =>
+  memo.configText !== undefined ? memo.configText === text : hashOf(text) === memo.config
+
+/**
+ * Evidence already checked, by process name (why it does not hold, or undefined when it does, and whether only its
+ * outputs changed), kept on the memo object under a symbol (JSON leaves it out).
+ */
+const EVIDENCE = Symbol.for("kiln.memoEvidence")
+
+/**
+ * The last {@link holding} answer for a config object, kept on the memo beside the evidence: the engine asks again,
+ * about the same names of the same config the no-op check handed over, and the answer is the same (it is computed
+ * from the memo, the config and the evidence alone). Comparing 1,000 keys and the deps of every process again was
+ * 3-10 ms of an edit run.
+ */
+const HELD = Symbol.for("kiln.memoHeld")
+interface Held {
+  readonly config: object
+  readonly names: ReadonlyArray<string>
+  readonly answer: Holding
+}
+/** What each path observed held when this memo was checked (see `holdsOnce`). */
+const PATHS = Symbol.for("kiln.memoPaths")
+/** Which groups held when this memo was checked. */
+const GROUPS = Symbol.for("kiln.memoGroups")
+type Checked = Memo & {
+  [EVIDENCE]?: Map<string, Evidence>
+  [HELD]?: Held
+  [PATHS]?: Map<string, readonly [Obs, boolean]>
+  [GROUPS]?: Map<string, string | undefined>
+}
+
+/** Why a process's evidence does not hold (undefined: it holds), and whether its inputs still do. */
+interface Evidence {
+  readonly why: string | undefined
+  readonly inputsHold: boolean
+}
+
+/** What {@link holding} answers. */
+export interface Holding {
+  readonly valid: ReadonlyMap<string, Entry>
+  /**
+   * Entries whose inputs (and deps) hold but whose outputs do not: deleted or changed in the workspace. Their result
+   * is still the one to write back, without looking at their inputs or the action cache again.
+   */
+  readonly restorable: ReadonlyMap<string, Entry>
+  readonly why: ReadonlyMap<string, string>
+}
+
+const sameNames = (a: ReadonlyArray<string>, b: ReadonlyArray<string>): boolean =>
+  a.length === b.length && a.every((n, i) => n === b[i])
+
+/**
+ * The memo the CLI's no-op check read and checked, handed to the engine it then loads (a separate bundle: hence a
+ * global), so that a run where one file changed does not read, parse and check every path a second time. Taken
+ * once, and only while the memo file is the very file that was read.
+ */
+const HANDOVER = Symbol.for("kiln.memoHandover")
+interface Handover {
+  readonly file: string
+  readonly stamp: string
+  readonly memo: Memo
+}
+
+const stampOf = (st: fs.BigIntStats): string => `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`
+
+/**
+ * Beside the memo: the changes of runs that recorded few processes, one JSON line each (see {@link append}), applied
+ * in order over the memo when it is read. An edit run then writes a line of about a kilobyte instead of rewriting
+ * every process's entry (a megabyte for 1,000 processes, and its cost grew with the workspace).
+ */
+export const journalOf = (file: string): string => file.replace(/\.json$/, ".journal")
+
+/** A journal line: entries set and processes dropped by one run, over a memo of the same generation and config. */
+export interface JournalLine {
+  readonly v: number
+  readonly build: string
+  readonly generation: string
+  readonly config: string
+  /** The store's files when the line was written: they replace the memo's (a shard made since is covered too). */
+  readonly store: Memo["store"]
+  readonly set: Record<string, Entry>
+  readonly drop: ReadonlyArray<string>
+  /** Groups the entries set refer to that the memo did not hold. */
+  readonly groups?: Record<string, ReadonlyArray<Obs>>
+}
+
+/** Runs that record at most this many entries append them to the journal. */
+export const APPEND_AT_MOST = 32
+/** A journal that would grow past this size is merged: the memo is rewritten whole. */
+export const JOURNAL_MAX_BYTES = 256 * 1024
+
+/**
+ * Applies a journal's lines over `memo`, in order. A line cut short (a crash while appending) is skipped; so is a
+ * line over another generation, config or build (appended before the memo was rewritten): every entry carries its
+ * own evidence, so a line lost this way costs a check of the store, never a wrong answer.
+ */
+const applyJournal = (memo: Memo, text: string): void =>
+  Journal.replay(text, (value) => {
+    const line = value as unknown as JournalLine
+    if (
+      line.v !== memo.v || line.build !== memo.build || line.generation !== memo.generation ||
+      line.config !== memo.config || typeof line.set !== "object" || !Array.isArray(line.drop) ||
+      !Array.isArray(line.store)
+    ) return
+    for (const name of line.drop) delete memo.processes[name]
+    Object.assign(memo.processes, line.set)
+    if (line.groups !== undefined) {
+      ;(memo as { groups?: Record<string, ReadonlyArray<Obs>> }).groups = { ...memo.groups, ...line.groups }
+    }
+    ;(memo as { store: Memo["store"] }).store = line.store
+  })
+
+/** The journal's text and a stamp of it ("-" when there is none). */
+const readJournal = (file: string): { readonly text: string; readonly stamp: string } => {
+  let fd: number | undefined
+  try {
+    fd = fs.openSync(journalOf(file), "r")
+    return { stamp: stampOf(fs.fstatSync(fd, { bigint: true })), text: fs.readFileSync(fd, "utf8") }
+  } catch {
+    return { stamp: "-", text: "" }
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd)
+  }
+}
+
+/**
+ * The memo of a workspace, if there is one this build can use, with its journal applied. With `handOver`, what its
+ * checks find is kept for the next `read` of the same files in this process (see {@link HANDOVER}).
+ */
+export const read = (storeRoot: string, workspace: string, handOver = false): Memo | undefined => {
+  const file = fileOf(storeRoot, workspace)
+  const g = globalThis as { [HANDOVER]?: Handover }
+  const handed = g[HANDOVER]
+  delete g[HANDOVER]
+  let fd: number | undefined
+  try {
+    fd = fs.openSync(file, "r")
+    const base = stampOf(fs.fstatSync(fd, { bigint: true }))
+    const journal = readJournal(file)
+    const stamp = `${base} ${journal.stamp}`
+    if (handed !== undefined && handed.file === file && handed.stamp === stamp) return handed.memo
+    const memo = JSON.parse(fs.readFileSync(fd, "utf8")) as Memo
+    if (
+      memo.v !== FORMAT || memo.build !== buildId() || memo.workspace !== path.resolve(workspace) ||
+      typeof memo.processes !== "object"
+    ) return undefined
+    applyJournal(memo, journal.text)
+    if (handOver) {
+      ;(memo as Checked)[EVIDENCE] = new Map()
+      g[HANDOVER] = { file, stamp, memo }
+    }
+    return memo
+  } catch {
+    return undefined
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd)
+  }
+}
+
+export const hashOf = (bytes: Uint8Array | string): string => sha256Hex(bytes)
+
+/**
+ * Whether the store is the one the memo saw (see `Generation.holds`).
+ */
+export const storeHolds = (storeRoot: string, memo: Memo): string | undefined =>
+  Generation.holds(storeRoot, { generation: memo.generation, files: memo.store })
+
+/** Node's own conversion of a timespec to milliseconds, so that BigInt and number stats give the same double. */
+
+const fieldsOfBig = (st: Stat): Array<number> => [
+  Number(st.dev),
+  Number(st.ino),
+  Number(st.mode),
+  Number(st.size),
+  RawStat.msOfNs(st.mtimeNs),
+  RawStat.msOfNs(st.ctimeNs)
+]
+
+/** An observation as the memo keeps it; with `racy`, with its evidence (see {@link Obs}). */
+export const obsOf = (workspace: string, seen: Seen, racy = false): Obs =>
+  seen.kind === "a"
+    ? [relativeTo(workspace, seen.abs), "a"]
+    : racy
+    ? [relativeTo(workspace, seen.abs), seen.kind, ...fieldsOfBig(seen), seen.evidence]
+    : [relativeTo(workspace, seen.abs), seen.kind, ...fieldsOfBig(seen)]
+
+/**
+ * `path.relative` for a path under `workspace` (every observation of a snapshot is), without its normalizing: a
+ * run records tens of thousands of them when a tool tree is among the inputs.
+ *
+ * @internal
+ */
+export const relativeTo = (workspace: string, abs: string): string => {
+  if (abs.length > workspace.length && abs.startsWith(workspace) && abs.charCodeAt(workspace.length) === 47) {
+    return abs.slice(workspace.length + 1)
+  }
+  return path.relative(workspace, abs)
+}
+
+/** Whether the content at `abs` is still what the evidence says. */
+const contentIs = (abs: string, kind: string, evidence: string): boolean => {
+  try {
+    switch (kind) {
+      case "f":
+        return hashOf(fs.readFileSync(abs)) === evidence
+      case "l":
+        return fs.readlinkSync(abs) === evidence
+      case "d":
+        return namesOf(fs.readdirSync(abs, { withFileTypes: true })) === evidence
+    }
+  } catch {
+    // Gone, or no longer of its kind.
+  }
+  return false
+}
+
+/** One stat reused by every {@link holds}: a check reads thousands, and each is compared at once. */
+const st: RawStat.RawStat = { dev: 0, ino: 0, mode: 0, size: 0, mtimeMs: 0, ctimeMs: 0 }
+
+/** Whether the path of an observation is as it was. */
+export const holds = (workspace: string, o: Obs): boolean => {
+  let there: boolean
+  try {
+    there = RawStat.lstatInto(`${workspace}/${o[0]}`, st, workspace)
+  } catch {
+    // ENOTDIR: a parent is no longer a directory, so the path is absent.
+    there = false
+  }
+  if (o[1] === "a") return !there
+  // The mode holds the file type too.
+  return there && st.ino === o[3] && st.mtimeMs === o[6] && st.ctimeMs === o[7] && st.size === o[5] &&
+    st.mode === o[4] && st.dev === o[2] && (o.length < 9 || contentIs(`${workspace}/${o[0]}`, o[1], String(o[8])))
+}
+
+/** The names of a listing, as evidence (the store's, which its snapshots record). */
+export { namesOf }
+
+/**
+ * Whether a stat is racy at `atNs`: changed so shortly before that another change in the same timestamp tick would
+ * leave it as it is. File systems with whole-second timestamps get a wider margin.
+ */
+export const isRacy = (st: Pick<Stat, "mtimeNs" | "ctimeNs">, atNs: bigint): boolean => {
+  const margin = st.mtimeNs % 1_000_000_000n === 0n ? 2_000_000_000n : 10_000_000n
+  return st.mtimeNs + margin >= atNs || st.ctimeNs + margin >= atNs
+}
+
+/**
+ * Whether a racy observation still holds at the end of the run: the stat is unchanged and the content is still what
+ * the run used (re-hashed, re-read, re-listed). With `settled`, only once its tick has passed too (a change made
+ * after this look then moves the stat); without, the memo keeps its evidence and checks the content again each time
+ * (see {@link Obs}).
+ */
+export const confirm = (s: Seen, settled = true): boolean => {
+  if (s.kind === "a") return true
+  try {
+    const st = fs.lstatSync(s.abs, { bigint: true })
+    const [before, now] = [fieldsOfBig(s), fieldsOfBig(st)]
+    if (before.some((v, i) => v !== now[i])) return false
+    if (settled && isRacy(st, BigInt(Date.now()) * 1_000_000n)) return false
+  } catch {
+    return false
+  }
+  return contentIs(s.abs, s.kind, s.evidence)
+}
+
+/**
+ * {@link holds}, once per path per check: processes that share a tool tree (`node_modules/**`) each observed its
+ * 11,000 paths, with the same stats; a path observed again with the same fields has the same answer.
+ */
+const holdsOnce = (seen: Map<string, readonly [Obs, boolean]>, workspace: string, o: Obs): boolean => {
+  const before = seen.get(o[0])
+  if (before !== undefined && before[0].length === o.length && before[0].every((v, i) => v === o[i])) {
+    return before[1]
+  }
+  const ok = holds(workspace, o)
+  seen.set(o[0], [o, ok])
+  return ok
+}
+
+/**
+ * The first path of a group that no longer holds ("" when the group itself is gone), or undefined when all hold;
+ * checked once per check (see {@link GROUP}).
+ */
+const groupChange = (
+  memo: Checked,
+  seen: Map<string, readonly [Obs, boolean]>,
+  workspace: string,
+  key: string
+): string | undefined => {
+  const held = (memo[GROUPS] ??= new Map())
+  if (held.has(key)) return held.get(key)
+  const group = memo.groups?.[key]
+  const bad = group === undefined ? "" : group.find((o) => !holdsOnce(seen, workspace, o))?.[0]
+  held.set(key, bad)
+  return bad
+}
+
+const changed = (memo: Checked, name: string, workspace: string, e: Entry): Evidence => {
+  const known = memo[EVIDENCE]
+  const before = known?.get(name)
+  if (before !== undefined) return before
+  const seen = (memo[PATHS] ??= new Map())
+  let path: string | undefined
+  const holdsHere = (o: Obs) => {
+    if (o[1] !== GROUP) return holdsOnce(seen, workspace, o)
+    path = groupChange(memo, seen, workspace, String(o[2]))
+    return path === undefined
+  }
+  const badInput = e.inputs.find((o) => !holdsHere(o))
+  const bad = badInput ?? e.outputs.find((o) => !holdsHere(o))
+  const why = bad === undefined ? undefined : `${bad[1] === GROUP && path !== "" ? path : bad[0]} changed`
+  const evidence = { why, inputsHold: badInput === undefined }
+  known?.set(name, evidence)
+  return evidence
+}
+
+/** The processes of `names` (deps before dependents) whose memo still holds, with why each other one does not. */
+export const holding = (
+  memo: Memo,
+  workspace: string,
+  names: ReadonlyArray<string>,
+  keyOf: (name: string) => string,
+  depsOf: (name: string) => ReadonlyArray<string>,
+  options: {
+    /** Stop at the first process that does not hold (when only "all of them?" matters). */
+    readonly firstOnly?: boolean
+    /**
+     * The config object `keyOf` and `depsOf` read: a second question about the same names of the very same object
+     * is answered from the first answer.
+     */
+    readonly config?: object
+  } = {}
+): Holding => {
+  const held = (memo as Checked)[HELD]
+  if (
+    options.config !== undefined && options.firstOnly !== true && held?.config === options.config &&
+    sameNames(held.names, names)
+  ) {
+    return held.answer
+  }
+  const firstOnly = options.firstOnly === true
+  const valid = new Map<string, Entry>()
+  const restorable = new Map<string, Entry>()
+  const why = new Map<string, string>()
+  // A dep whose outputs are to be written back again still made the output its dependents were computed from.
+  const depOutput = (d: string) => (valid.get(d) ?? restorable.get(d))?.output
+  for (const name of names) {
+    const e = memo.processes[name]
+    const evidence: Evidence = e === undefined
+      ? { why: "not recorded", inputsHold: false }
+      : e.key !== keyOf(name)
+      ? { why: "its config changed", inputsHold: false }
+      : depsOf(name).find((d) => depOutput(d) !== e.deps[d]) !== undefined ||
+          depsOf(name).length !== Object.keys(e.deps).length
+      ? { why: "a dep does not hold", inputsHold: false }
+      : changed(memo, name, workspace, e)
+    if (evidence.why === undefined) valid.set(name, e!)
+    else {
+      why.set(name, evidence.why)
+      if (evidence.inputsHold) restorable.set(name, e!)
+      if (firstOnly) break
+    }
+  }
+  const answer = { valid, restorable, why }
+  if (options.config !== undefined && !firstOnly) {
+    ;(memo as Checked)[HELD] = { config: options.config, names: [...names], answer }
+  }
+  return answer
+}
+
+/**
+ * Writes the memo whole, atomically, and starts its journal afresh (a concurrent run's memo may win: each entry is
+ * checked on its own anyway).
+ */
+export const write = (storeRoot: string, workspace: string, memo: Omit<Memo, "workspace">): void => {
+  const file = fileOf(storeRoot, workspace)
+  fs.mkdirSync(path.dirname(file), { recursive: true })
+  AtomicFile.write(file, JSON.stringify({ ...memo, workspace: path.resolve(workspace) }), {
+    // The journal goes first: a reader in between sees the old memo alone (fewer entries), never the old journal
+    // over the new memo. A line another run appends meanwhile starts a new journal, which applies to this memo.
+    beforeRename: () => fs.rmSync(journalOf(file), { force: true })
+  })
+}
+
+/**
+ * Appends one run's changes to the memo's journal, or says it did not (false: no memo to append to, or the journal
+ * would grow past {@link JOURNAL_MAX_BYTES}), and the caller writes the memo whole.
+ */
+export const append = (storeRoot: string, workspace: string, line: JournalLine): boolean => {
+  const file = fileOf(storeRoot, workspace)
+  if (!fs.existsSync(file)) return false
+  // Other runs' appends land before or after this line, never inside it (see `os/Journal.ts`).
+  return Journal.append(journalOf(file), line, JOURNAL_MAX_BYTES)
+}

@@ -1,0 +1,124 @@
+/**
+ * `Engine.explain`: why a process would run or hit the cache, and what changed since its last recorded run. Its deps
+ * are taken to produce what they did then; a dep that would itself run is named.
+ *
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as path from "node:path"
+import { actionDigest } from "../../../domain/ActionKey.js"
+import type { Config, InvalidConfig } from "../../../domain/Config.js"
+import * as Digest from "../../../domain/Digest.js"
+import type { RemoteTier } from "../../../domain/RemoteTier.js"
+import { StoreError } from "../../../domain/StoreErrors.js"
+import type { InputConflict } from "../../../domain/TreeErrors.js"
+import type { SnapshotSession, Store } from "../../store/Store.js"
+import { mergeInputs, processOf, snapshotOwn } from "./inputs.js"
+import * as RunRecords from "./runRecords.js"
+
+/** @internal */
+export interface ExplainOptions {
+  readonly workspace: string
+  readonly config: Config
+  readonly name: string
+  readonly configName?: string
+  /** The remote cache, if the run would use one: explain says whether it has the action. */
+  readonly remote?: RemoteTier["Type"]
+}
+
+interface Looked {
+  readonly key: Digest.Digest
+  readonly hit: boolean
+  readonly now: RunRecords.RunRecord
+  readonly notes: Array<string>
+}
+
+type LookError = InvalidConfig | StoreError | Digest.MissingDigest | InputConflict
+
+/** What each process of the explanation would be keyed on now, and whether the cache has it. */
+const looker = (
+  store: Store["Type"],
+  options: ExplainOptions,
+  session: SnapshotSession,
+  last: Readonly<Record<string, RunRecords.RunRecord>>
+) => {
+  const { config } = options
+  const workspace = path.resolve(options.workspace)
+  const known = new Map<string, Looked>()
+  const recordedDep = (name: string, dep: string, text: string) =>
+    Either.match(Digest.parse(text), {
+      onRight: Effect.succeed,
+      onLeft: () =>
+        Effect.fail(
+          new StoreError({
+            reason: "Corrupt",
+            detail: `the last run of \`${name}\` records "${text}" as the outputs of dep \`${dep}\`, not a digest`,
+            path: RunRecords.fileOf(store.options.root, workspace)
+          })
+        )
+    })
+  const look = (name: string): Effect.Effect<Looked, LookError> =>
+    Effect.gen(function*() {
+      const cached = known.get(name)
+      if (cached !== undefined) return cached
+      const pc = config.processes[name]!
+      const own = yield* snapshotOwn(store, workspace, name, pc, session, options.configName ?? "kiln.json")
+      const notes: Array<string> = []
+      const deps: Record<string, Digest.Digest> = {}
+      for (const dep of pc.deps ?? []) {
+        const d = yield* look(dep)
+        if (!d.hit) notes.push(`dep ${dep} would run first: if its outputs change, this runs too`)
+        const outputs = last[name]?.deps[dep]
+        if (outputs === undefined) notes.push(`dep ${dep}: never recorded as an input of it`)
+        else deps[dep] = yield* recordedDep(name, dep, outputs)
+      }
+      const p = processOf(name, pc, yield* mergeInputs(store, config, own.digest, deps), config)
+      const key = actionDigest(p)
+      const hit = pc.cache !== "never" && (yield* store.getActionResults([key]))[0]!._tag === "Some"
+      const now: RunRecords.RunRecord = {
+        argv: [...pc.argv],
+        env: { ...pc.env },
+        workingDirectory: pc.workingDirectory ?? "",
+        inputs: own.files,
+        deps: Object.fromEntries(Object.entries(deps).map(([k, v]) => [k, Digest.format(v)])),
+        actionDigest: Digest.format(key)
+      }
+      const found = { key, hit, now, notes }
+      known.set(name, found)
+      return found
+    })
+  return look
+}
+
+/** The lines `kiln explain` prints. @internal */
+export const explain = (store: Store["Type"], options: ExplainOptions) =>
+  Effect.gen(function*() {
+    const { config, name } = options
+    const workspace = path.resolve(options.workspace)
+    const last = RunRecords.read(store.options.root, workspace)
+    const session = yield* store.snapshotSession(workspace)
+    const { hit, key, notes, now } = yield* looker(store, options, session, last)(name)
+    const verdict = hit
+      ? `${name}: would hit the cache (action ${Digest.format(key)})`
+      : `${name}: would run (action ${Digest.format(key)} is ${
+        config.processes[name]!.cache === "never" ? "never cached" : "not in the cache"
+      })`
+    const before = last[name]
+    const changes = before === undefined
+      ? ["no earlier run of it is recorded in this store"]
+      : before.actionDigest !== now.actionDigest
+      ? RunRecords.diff(before, now)
+      : hit
+      ? ["nothing changed since its last run"]
+      : before.failed !== undefined
+      ? [`nothing changed since its last run, which failed (${before.failed}): a failure is not cached`]
+      : ["nothing changed since its last run, whose result the cache no longer holds"]
+    const header = before !== undefined && before.actionDigest !== now.actionDigest
+      ? [`changed since its last run (action ${before.actionDigest}):`]
+      : []
+    const remote = options.remote !== undefined && config.processes[name]!.cache !== "never"
+      ? [yield* options.remote.describe(key)]
+      : []
+    return [verdict, ...header, ...[...changes, ...notes, ...remote].map((l) => `  ${l}`)]
+  })

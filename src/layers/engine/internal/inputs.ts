@@ -1,0 +1,453 @@
+/**
+ * A process's inputs: its own (the snapshot of its globs over the workspace, taken once per run), merged with each
+ * dep's outputs at the dep's workspace path into the input root its action is keyed on.
+ *
+ * @internal
+ */
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { type Config, InvalidConfig, type ProcessConfig } from "../../../domain/Config.js"
+import * as Digest from "../../../domain/Digest.js"
+import * as DurationText from "../../../domain/DurationText.js"
+import * as Glob from "../../../domain/Glob.js"
+import { Process } from "../../../domain/Process.js"
+import type { StoreError } from "../../../domain/StoreErrors.js"
+import type { WorkspaceTree } from "../../runner/ProcessRunner.js"
+import type { WholeDirectory } from "../../store/SnapshotObservation.js"
+import {
+  skippedWriteAt,
+  type Snapshot,
+  type SnapshotObservation,
+  type SnapshotSession,
+  type Store
+} from "../../store/Store.js"
+import { depOutputs, type OwnInputs, type RunState } from "./runState.js"
+
+/** @internal */
+export const segments = (p: string | undefined): Array<string> =>
+  (p ?? "").split("/").filter((s) => s !== "" && s !== ".")
+
+/** Whether globs select anything at all (not only exclude). */
+const selects = (globs: ReadonlyArray<string>) => globs.some((g) => !g.startsWith("!"))
+
+/** A process's own inputs, snapshotted now (`kiln explain`'s, which records nothing). @internal */
+export const snapshotOwn = (
+  store: Store["Type"],
+  workspace: string,
+  name: string,
+  pc: ProcessConfig,
+  session: SnapshotSession,
+  configName: string
+): Effect.Effect<OwnInputs, InvalidConfig | StoreError | Digest.MissingDigest> =>
+  Effect.gen(function*() {
+    const globs = pc.inputs ?? []
+    if (!selects(globs)) return { digest: Digest.empty, files: {} }
+    const [taken] = yield* store.snapshotMany(workspace, [{ globs }], session)
+    const snapshot = yield* taken!
+    return yield* ownFrom(store, workspace, name, pc, snapshot, configName)
+  })
+
+/** {@link snapshotOwn}, with what the snapshot read (for the run memo). */
+const observeOwn = (state: RunState, name: string): Effect.Effect<
+  {
+    readonly own: OwnInputs
+    readonly seen: ReadonlyArray<SnapshotObservation>
+    readonly wholes: ReadonlyArray<WholeDirectory>
+  },
+  InvalidConfig | StoreError | Digest.MissingDigest
+> =>
+  Effect.gen(function*() {
+    const pc = state.config.processes[name]!
+    const globs = pc.inputs ?? []
+    if (!selects(globs)) return { own: { digest: Digest.empty, files: {} }, seen: [], wholes: [] }
+    const [taken] = yield* state.store.snapshotMany(state.workspace, [{ globs, observe: true }], state.session)
+    const snapshot = yield* taken!
+    return {
+      own: yield* ownFrom(state.store, state.workspace, name, pc, snapshot, state.configName),
+      seen: snapshot.observations,
+      wholes: snapshot.wholeDirectories
+    }
+  })
+
+/**
+ * A process's own inputs from the snapshot of its globs: the files they matched (every glob must match one), each
+ * directory taken whole as one entry (`node_modules/` → `tree <digest>`), so that a process's record costs what its
+ * own files cost, not a tool tree's 11,000 paths.
+ */
+const ownFrom = (
+  store: Store["Type"],
+  workspace: string,
+  name: string,
+  pc: ProcessConfig,
+  snapshot: Snapshot,
+  configName: string
+) =>
+  Effect.gen(function*() {
+    const globs = pc.inputs ?? []
+    const trees = new Map<string, Digest.Digest>()
+    for (const w of snapshot.wholeDirectories) {
+      const rel = path.relative(workspace, w.abs).split(path.sep).join("/")
+      if (rel !== "" && !rel.startsWith("..")) trees.set(rel, w.digest)
+    }
+    const { entries, taken } = yield* entriesOutside(store, snapshot.digest, trees)
+    for (const [i, g] of globs.entries()) {
+      if (g.startsWith("!")) continue
+      const matches = Glob.matcher([g])
+      if (entries.some((e) => matches(e.path))) continue
+      if (yield* matchesInTrees(store, g, matches, taken)) continue
+      return yield* new InvalidConfig({
+        file: configName,
+        path: `processes.${name}.inputs[${i}]`,
+        detail: `glob "${g}" matches nothing`
+      })
+    }
+    const files: Record<string, string> = {}
+    for (const e of entries) {
+      files[e.path] = e.type === "symlink"
+        ? `-> ${e.target}`
+        : `${Digest.format(e.digest!)}${e.isExecutable ? " x" : ""}`
+    }
+    for (const [rel, d] of taken) files[`${rel}/`] = `tree ${Digest.format(d)}`
+    return { digest: snapshot.digest, files }
+  })
+
+interface Entry {
+  readonly path: string
+  readonly type: "file" | "symlink"
+  readonly digest?: Digest.Digest
+  readonly isExecutable?: boolean
+  readonly target?: string
+}
+
+/** The files and symlinks of `root` outside the directories of `trees` found there with their digests. */
+const entriesOutside = (store: Store["Type"], root: Digest.Digest, trees: ReadonlyMap<string, Digest.Digest>) =>
+  Effect.gen(function*() {
+    const entries: Array<Entry> = []
+    const taken = new Map<string, Digest.Digest>()
+    const stack: Array<[string, Digest.Digest]> = [["", root]]
+    while (stack.length > 0) {
+      const [rel, digest] = stack.pop()!
+      const dir = yield* store.getDirectory(digest)
+      const at = (n: string) => rel === "" ? n : `${rel}/${n}`
+      for (const f of dir.files) {
+        entries.push({ path: at(f.name), type: "file", digest: f.digest, isExecutable: f.isExecutable })
+      }
+      for (const s of dir.symlinks) entries.push({ path: at(s.name), type: "symlink", target: s.target })
+      for (const d of dir.directories) {
+        const whole = trees.get(at(d.name))
+        if (whole !== undefined && Digest.equals(whole, d.digest)) taken.set(at(d.name), d.digest)
+        else stack.push([at(d.name), d.digest])
+      }
+    }
+    entries.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))
+    return { entries, taken }
+  })
+
+/**
+ * Whether glob `g` matches a file inside one of the trees taken whole: at once for a glob that takes the tree whole
+ * (such a tree holds a file: a walk drops empty directories), else by listing the trees its static base reaches.
+ */
+const matchesInTrees = (
+  store: Store["Type"],
+  g: string,
+  matches: (p: string) => boolean,
+  taken: ReadonlyMap<string, Digest.Digest>
+) =>
+  Effect.gen(function*() {
+    const base = Glob.baseOf(g)
+    for (const [rel, d] of taken) {
+      const takesIt = g === "**" || (g === `${base}/**` && (base === rel || rel.startsWith(`${base}/`)))
+      if (takesIt) return true
+      if (base === "" || base === rel || rel.startsWith(`${base}/`) || base.startsWith(`${rel}/`)) {
+        const inside = yield* store.listTree(d)
+        if (inside.some((e) => e.type !== "directory" && matches(`${rel}/${e.path}`))) return true
+      }
+    }
+    return false
+  })
+
+/**
+ * Own inputs ⊕ each dep's outputs at the dep's workspace path (`rewrite`: every directory made is written). The
+ * directories a merge makes are committed in the background: this engine reads them first (to key, lease and lay out
+ * the process), and a chain of processes would otherwise wait on that commit at every link.
+ *
+ * @internal
+ */
+export const mergeInputs = (
+  store: Store["Type"],
+  config: Config,
+  own: Digest.Digest,
+  deps: Readonly<Record<string, Digest.Digest>>,
+  rewrite = false
+) =>
+  store.mergeTrees([
+    { digest: own, at: [] },
+    ...Object.entries(deps).map(([dep, d]) => ({ digest: d, at: segments(config.processes[dep]!.workingDirectory) }))
+  ], { rewrite, behind: !rewrite })
+
+/** @internal */
+export const processOf = (
+  name: string,
+  pc: ProcessConfig,
+  inputDigest: Digest.Digest,
+  defaults: {
+    readonly cacheNamespace?: string | undefined
+    readonly platform?: Readonly<Record<string, string>> | undefined
+  } = {}
+): Process => {
+  const { cacheNamespace } = defaults
+  const outputs = pc.outputs ?? []
+  return new Process({
+    argv: pc.argv as readonly [string, ...Array<string>],
+    env: { ...pc.env },
+    inputDigest,
+    workingDirectory: segments(pc.workingDirectory).join("/"),
+    outputFiles: outputs.filter((o) => !o.endsWith("/")),
+    outputDirectories: outputs.filter((o) => o.endsWith("/")).map((o) => o.replace(/\/+$/, "")),
+    // kiln.json's schema has validated every field already (the timeout's text too); checking again per attempt
+    // was a visible cost.
+    ...(pc.timeout !== undefined
+      ? { timeoutMs: Duration.toMillis(Either.getOrThrow(DurationText.parse(pc.timeout))) }
+      : {}),
+    description: name,
+    cache: pc.cache ?? "successful",
+    namedCaches: { ...pc.namedCaches },
+    writablePaths: (pc.writableInputs ?? []).map((p) => segments(p).join("/")).filter((p) => p !== ""),
+    ...(cacheNamespace !== undefined ? { cacheNamespace } : {}),
+    platform: { ...defaults.platform, ...pc.platform },
+    outputSymlinks: pc.outputSymlinks ?? "contained",
+    remote: pc.remote ?? true
+  }, true)
+}
+
+/** `name`'s own inputs: snapshotted on first use, then the same for the rest of the run. @internal */
+export const ownOf = (state: RunState, name: string) =>
+  Effect.suspend(() => {
+    const known = state.owned.get(name)
+    if (known !== undefined) return Effect.succeed(known)
+    return Effect.map(
+      observeOwn(state, name),
+      ({ own, seen, wholes }) => {
+        state.owned.set(name, own)
+        state.inputsSeen.set(name, seen)
+        state.wholeSeen.set(name, wholes)
+        return own
+      }
+    )
+  })
+
+/**
+ * {@link ownOf} for many processes, their snapshots stored together (see `Store.snapshotMany`). One whose snapshot
+ * fails here is left to `ownOf`, which takes it again alone and reports its error when the process is reached.
+ *
+ * @internal
+ */
+export const ownOfMany = (state: RunState, names: ReadonlyArray<string>) =>
+  Effect.suspend(() => {
+    const { config, store } = state
+    const todo = names.filter((n) => !state.owned.has(n) && selects(config.processes[n]!.inputs ?? []))
+    const requests = todo.map((n) => ({ globs: config.processes[n]!.inputs ?? [], observe: true }))
+    return store.snapshotMany(state.workspace, requests, state.session).pipe(
+      Effect.flatMap((snapshots) =>
+        Effect.forEach(todo, (name, i) => {
+          const snapshot = snapshots[i]!
+          if (Either.isLeft(snapshot)) return Effect.void
+          return ownFrom(store, state.workspace, name, config.processes[name]!, snapshot.right, state.configName).pipe(
+            Effect.match({
+              onFailure: () => undefined,
+              onSuccess: (own) => {
+                state.owned.set(name, own)
+                state.inputsSeen.set(name, snapshot.right.observations)
+                state.wholeSeen.set(name, snapshot.right.wholeDirectories)
+              }
+            })
+          )
+        }, { discard: true })
+      ),
+      Effect.catchAll((e) =>
+        Effect.logWarning(
+          `could not store the inputs of ${todo.length} processes together (${e.message}): taking each on its own`
+        )
+      )
+    )
+  })
+
+/**
+ * The paths of a process that must be real directories wherever they exist, by kiln.json field: its working
+ * directory, each named cache's place (relative to the sandbox root) and each output's parent (relative to the working
+ * directory). Through a symlink, the process would run, kiln would make a link, or outputs would be written outside
+ * the sandbox or the workspace.
+ */
+const directoryPaths = (name: string, pc: ProcessConfig) => {
+  const wd = segments(pc.workingDirectory)
+  const paths: Array<{ readonly field: string; readonly declared: string; readonly segments: Array<string> }> = [
+    { field: `processes.${name}.workingDirectory`, declared: pc.workingDirectory ?? "", segments: wd }
+  ]
+  for (const [cache, rel] of Object.entries(pc.namedCaches ?? {})) {
+    paths.push({ field: `processes.${name}.namedCaches.${cache}`, declared: rel, segments: segments(rel) })
+  }
+  for (const [i, out] of (pc.outputs ?? []).entries()) {
+    paths.push({
+      field: `processes.${name}.outputs[${i}]`,
+      declared: out,
+      segments: [...wd, ...segments(out).slice(0, -1)]
+    })
+  }
+  return paths
+}
+
+const throughSymlink = (
+  configName: string,
+  path: { readonly field: string; readonly declared: string; readonly segments: Array<string> },
+  depth: number,
+  target: string,
+  where: string
+) =>
+  new InvalidConfig({
+    file: configName,
+    path: path.field,
+    detail: `"${path.declared}" goes through \`${path.segments.slice(0, depth + 1).join("/")}\`, a symlink ` +
+      `(to \`${target}\`) in ${where}: kiln runs and writes a process only inside its sandbox`
+  })
+
+/**
+ * Refuses, before anything runs, a process whose working directory, named cache or output parent goes through a
+ * symlink in the workspace (a committed `pkg -> /elsewhere`): plain `lstat`s, a few per process.
+ *
+ * @internal
+ */
+export const symlinkedPaths = (
+  workspace: string,
+  config: Config,
+  names: ReadonlyArray<string>,
+  configName: string
+): InvalidConfig | undefined => {
+  // Processes share parents (`out`, `packages/a`): each path is looked at once.
+  const kinds = new Map<string, "directory" | "symlink" | "other">()
+  const kindOf = (abs: string) => {
+    let kind = kinds.get(abs)
+    if (kind === undefined) {
+      const st = fs.lstatSync(abs, { throwIfNoEntry: false })
+      kind = st?.isDirectory() ? "directory" : st?.isSymbolicLink() ? "symlink" : "other"
+      kinds.set(abs, kind)
+    }
+    return kind
+  }
+  for (const name of names) {
+    for (const p of directoryPaths(name, config.processes[name]!)) {
+      let abs = workspace
+      for (const [i, segment] of p.segments.entries()) {
+        abs = path.join(abs, segment)
+        const kind = kindOf(abs)
+        if (kind === "other") break
+        if (kind === "symlink") return throughSymlink(configName, p, i, fs.readlinkSync(abs), "the workspace")
+      }
+    }
+  }
+  return undefined
+}
+
+/**
+ * {@link symlinkedPaths} in `name`'s merged input root: a dep's outputs (from a cache, say) may put a symlink where
+ * the process's working directory, named cache or output parent goes.
+ */
+const symlinkedInputs = (state: RunState, name: string, root: Digest.Digest) =>
+  Effect.gen(function*() {
+    for (const p of directoryPaths(name, state.config.processes[name]!)) {
+      let digest = root
+      for (const [i, segment] of p.segments.entries()) {
+        const dir = yield* state.store.getDirectory(digest)
+        const link = dir.symlinks.find((s) => s.name === segment)
+        if (link !== undefined) {
+          return yield* throughSymlink(state.configName, p, i, link.target, "the process's inputs")
+        }
+        const sub = dir.directories.find((d) => d.name === segment)
+        if (sub === undefined) break
+        digest = sub.digest
+      }
+    }
+  })
+
+/** `name`'s merged input root, recorded for `kiln explain` as it is made. @internal */
+export const inputOf = (state: RunState, name: string) =>
+  Effect.gen(function*() {
+    const pc = state.config.processes[name]!
+    const own = yield* ownOf(state, name)
+    const deps = depOutputs(state, name)
+    const digest = yield* mergeInputs(state.store, state.config, own.digest, deps)
+    yield* symlinkedInputs(state, name, digest)
+    state.records.set(name, {
+      argv: [...pc.argv],
+      env: { ...pc.env },
+      workingDirectory: pc.workingDirectory ?? "",
+      inputs: own.files,
+      deps: Object.fromEntries(Object.entries(deps).map(([k, v]) => [k, Digest.format(v)])),
+      actionDigest: ""
+    })
+    return digest
+  })
+
+/**
+ * Makes `name`'s merged input root again, every directory written whatever the store shows, and says whether
+ * `missing` is in the store now. The engine is the producer of the directories a merge makes (the root, and the
+ * folders it lays deps' outputs into), so when one of those is gone it is re-made like any other output. Bytes the
+ * merge itself finds missing mean it cannot (false); a failing store is the process's error.
+ *
+ * @internal
+ */
+export const remake = (state: RunState, name: string, missing: Digest.Digest) =>
+  Effect.suspend(() => {
+    const own = state.owned.get(name)
+    if (own === undefined) return Effect.succeed(false)
+    return Effect.zipRight(
+      mergeInputs(state.store, state.config, own.digest, depOutputs(state, name), true),
+      state.store.hasDirectory(missing)
+    ).pipe(Effect.catchTag("MissingDigest", () => Effect.succeed(false)))
+  })
+
+/**
+ * Stores `name`'s own inputs again from the workspace, and says whether `missing` is in the store now: a blob of a
+ * workspace file can leave the store during a run (one a process changed through its hard link is removed, see
+ * `LinkedInputs`), and the workspace still holds its bytes. False when the workspace no longer gives the same inputs.
+ *
+ * @internal
+ */
+export const restoreOwn = (state: RunState, name: string, missing: Digest.Digest) =>
+  Effect.gen(function*() {
+    const own = state.owned.get(name)
+    const globs = state.config.processes[name]?.inputs ?? []
+    if (own === undefined || !selects(globs)) return false
+    const [taken] = yield* state.store.snapshotMany(state.workspace, [{ globs }], state.session)
+    const snapshot = yield* taken!
+    if (!Digest.equals(snapshot.digest, own.digest)) return false
+    return yield* state.store.hasFile(missing)
+  }).pipe(Effect.orElseSucceed(() => false))
+
+/** What a run says when it made a directory of `name`'s merged inputs again (see {@link remake}). @internal */
+export const remadeWarning = (name: string, digest: Digest.Digest): string => {
+  const skipped = skippedWriteAt(digest)
+  const why = skipped === undefined
+    ? ""
+    : ` (this process had not written it at ${skipped.toISOString()} because the store held it then)`
+  return `${name}: ${Digest.format(digest)}, a directory of its merged inputs, was missing from the store: ` +
+    `made it again${why}`
+}
+
+/**
+ * The workspace directories `name`'s sandbox may mount in place of shared trees: those its snapshot took whole, at
+ * their paths in its input root (its own inputs are laid at the root). The runner mounts one only where the input
+ * root holds exactly its tree there (a dep's outputs laid into it would make another), and checks it still holds
+ * once the process ends.
+ *
+ * @internal
+ */
+export const workspaceTreesOf = (state: RunState, name: string): Array<WorkspaceTree> =>
+  (state.wholeSeen.get(name) ?? []).flatMap((w) => {
+    const rel = path.relative(state.workspace, w.abs)
+    if (rel === "" || rel.startsWith("..")) return []
+    const files = w.observations.reduce((n, o) => o.kind === "f" || o.kind === "l" ? n + 1 : n, 0)
+    return [{ path: rel.split(path.sep).join("/"), abs: w.abs, digest: w.digest, files, unchanged: w.unchanged }]
+  })

@@ -1,0 +1,207 @@
+/**
+ * Writes the run memo at the end of a run (see `runMemo.ts`): an entry for each process that ended well and whose
+ * evidence is complete and still holds (what changed within a timestamp tick is kept with its content's evidence),
+ * the entries of the last memo for processes this run did not look at (while the store's generation is the one
+ * they were made under), and nothing for a process that failed or changed.
+ *
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import * as path from "node:path"
+import type { Config } from "../../../domain/Config.js"
+import * as Digest from "../../../domain/Digest.js"
+import type { ProcessResult } from "../../../domain/Process.js"
+import * as Generation from "../../store/Generation.js"
+import type { WholeDirectory } from "../../store/SnapshotObservation.js"
+import * as RunMemo from "../RunMemo.js"
+
+/**
+ * A racy observation is kept with its evidence, checked by content on every later check (see `RunMemo.Obs`); a file
+ * larger than this is not worth re-hashing each time, and its process is memoized next time instead.
+ */
+const RACY_CONTENT_MAX_BYTES = 1024n * 1024n
+
+/** @internal */
+export interface Candidate {
+  readonly name: string
+  readonly result: ProcessResult
+  /** Its own input files, by path relative to the workspace, as its snapshot found them. */
+  readonly files: Readonly<Record<string, string>>
+  readonly inputs: ReadonlyArray<RunMemo.Seen>
+  /** Directories its snapshot took whole: their observations (among `inputs`) are recorded once, as a group. */
+  readonly wholes: ReadonlyArray<WholeDirectory>
+  readonly outputs: ReadonlyArray<RunMemo.Seen>
+  /** Each dep's output digest its inputs were made of. */
+  readonly deps: Readonly<Record<string, string>> | undefined
+  /**
+   * The last memo's entry, for a result written back again from it: its input observations (which held at the
+   * start of this run) are kept as they were, and `inputs` is empty.
+   */
+  readonly carried?: RunMemo.Entry
+}
+
+/**
+ * Every file and symlink of its inputs was seen: an input nobody observed would go unchecked. A directory taken whole
+ * (`node_modules/`) was seen path by path by the walk that took it, and its listing with it.
+ */
+const complete = (workspace: string, c: Candidate): boolean => {
+  if (c.carried !== undefined) return true
+  if (c.deps === undefined) return false
+  const seen = new Set<string>()
+  for (const s of c.inputs) {
+    if (s.kind !== "a") seen.add(RunMemo.relativeTo(workspace, s.abs) + (s.kind === "d" ? "/" : ""))
+  }
+  return Object.keys(c.files).every((f) => seen.has(f))
+}
+
+/** A candidate's input observations, those under a directory taken whole replaced by a reference to its group. */
+const groupedInputs = (
+  c: Candidate,
+  obsOf: (s: RunMemo.Seen) => RunMemo.Obs,
+  groupOf: (w: WholeDirectory) => string,
+  rel: (abs: string) => string
+): Array<RunMemo.Obs> => {
+  if (c.wholes.length === 0) return c.inputs.map(obsOf)
+  const under = c.wholes.map((w) => `${w.abs}/`)
+  const own = c.inputs.filter((s) => !c.wholes.some((w, i) => s.abs === w.abs || s.abs.startsWith(under[i]!)))
+  const refs = c.wholes.map((w): RunMemo.Obs => [`${rel(w.abs)}/`, RunMemo.GROUP, groupOf(w)])
+  return [...own.map(obsOf), ...refs]
+}
+
+const unique = (obs: Array<RunMemo.Obs>): Array<RunMemo.Obs> => {
+  const byKey = new Map(obs.map((o) => [o.join("\0"), o]))
+  return [...byKey.values()]
+}
+
+/** @internal */
+export const record = (o: {
+  readonly root: string
+  readonly workspace: string
+  readonly config: Config
+  readonly configHash: string
+  readonly configText: string | undefined
+  /** The store's generation when the run began. */
+  readonly generation: string
+  readonly previous: RunMemo.Memo | undefined
+  readonly startedNs: bigint
+  /** Every process of this run. */
+  readonly names: ReadonlySet<string>
+  /** Processes of this run whose memo held. */
+  readonly remembered: ReadonlySet<string>
+  readonly candidates: ReadonlyArray<Candidate>
+  readonly keyOf: (name: string) => string
+}): Effect.Effect<void, Error> =>
+  Effect.gen(function*() {
+    // KILN_NOOP_DEBUG=1: why a process that ended well is left out (the next run's check then says "not recorded").
+    const debug = process.env.KILN_NOOP_DEBUG === "1"
+      ? (name: string, why: string) => process.stderr.write(`kiln: run memo: ${name} not recorded: ${why}\n`)
+      : undefined
+    const candidates = o.candidates.filter((c) => {
+      const ok = complete(o.workspace, c)
+      if (!ok) debug?.(c.name, "not every input file was seen")
+      return ok
+    })
+    const seenOf = (c: Candidate) => [...c.inputs, ...c.outputs]
+    // Racy when seen: changed within a tick of the run's start or during the run. Such an observation must still
+    // hold now, content included, or a change made during the run after it was seen would be vouched for. One whose
+    // tick has passed by now is then safe as a plain stat (a later change moves it); one still inside its tick is
+    // kept with its evidence rather than waited out.
+    const nowNs = BigInt(Date.now()) * 1_000_000n
+    const racy = (s: RunMemo.Seen) => s.kind !== "a" && RunMemo.isRacy(s, nowNs)
+    const holdsNow = (s: RunMemo.Seen) =>
+      !racy(s)
+        ? RunMemo.confirm(s)
+        : !(s.kind === "f" && s.size > RACY_CONTENT_MAX_BYTES) && RunMemo.confirm(s, false)
+    const settled = candidates.filter((c) => {
+      const unsettled = seenOf(c).find((s) => s.kind !== "a" && RunMemo.isRacy(s, o.startedNs) && !holdsNow(s))
+      if (unsettled !== undefined) {
+        debug?.(c.name, `${path.relative(o.workspace, unsettled.abs) || "."} changed while it ran, or is large`)
+      }
+      return unsettled === undefined
+    })
+    // Each directory taken whole is recorded once, under a key of what was seen in it (so that a copy of it
+    // elsewhere, or the same tree made again, is another group).
+    const groups: Record<string, ReadonlyArray<RunMemo.Obs>> = {}
+    // By the observations: every process's snapshot shares them for a directory the session walked once.
+    const keys = new Map<ReadonlyArray<RunMemo.Seen>, string>()
+    const groupOf = (w: WholeDirectory) => {
+      const known = keys.get(w.observations)
+      if (known !== undefined) return known
+      const obs = w.observations.map((s) => RunMemo.obsOf(o.workspace, s, racy(s)))
+      const key = RunMemo.hashOf(JSON.stringify(obs)).slice(0, 32)
+      keys.set(w.observations, key)
+      groups[key] = obs
+      return key
+    }
+    const processes: Record<string, RunMemo.Entry> = {}
+    const set: Record<string, RunMemo.Entry> = {}
+    const drop: Array<string> = []
+    // Over a memo of the same generation and config, this run's changes can go to its journal.
+    const over = o.previous !== undefined && o.previous.generation === o.generation &&
+      o.previous.config === o.configHash
+    // Entries made under another generation may refer to bytes that are gone: only this run's own checks carry over.
+    if (o.previous !== undefined && o.previous.generation === o.generation) {
+      for (const [name, e] of Object.entries(o.previous.processes)) {
+        if (!(name in o.config.processes) || (o.names.has(name) && !o.remembered.has(name))) drop.push(name)
+        else processes[name] = e
+      }
+    }
+    for (const c of settled) {
+      processes[c.name] = set[c.name] = {
+        key: o.keyOf(c.name),
+        deps: { ...c.deps },
+        action: Digest.format(c.result.actionDigest),
+        output: Digest.format(c.result.outputDigest),
+        stdout: Digest.format(c.result.stdoutDigest),
+        stderr: Digest.format(c.result.stderrDigest),
+        inputs: c.carried?.inputs ?? unique(groupedInputs(
+          c,
+          (s) => RunMemo.obsOf(o.workspace, s, racy(s)),
+          groupOf,
+          (abs) => RunMemo.relativeTo(o.workspace, abs)
+        )),
+        outputs: unique(c.outputs.map((s) => RunMemo.obsOf(o.workspace, s, racy(s))))
+      }
+    }
+    const recorded = Object.keys(set).length
+    if (over && recorded === 0 && drop.length === 0) return
+    const known = { ...o.previous?.groups, ...groups }
+    // The groups entries refer to: a journal line carries those the memo lacks, a rewrite those still in use.
+    const referenced = (entries: Record<string, RunMemo.Entry>, skip?: Record<string, unknown>) => {
+      const out: Record<string, ReadonlyArray<RunMemo.Obs>> = {}
+      for (const e of Object.values(entries)) {
+        for (const ob of e.inputs) {
+          const key = String(ob[2])
+          if (ob[1] === RunMemo.GROUP && known[key] !== undefined && skip?.[key] === undefined) out[key] = known[key]
+        }
+      }
+      return out
+    }
+    yield* Effect.try({
+      try: () =>
+        (over && recorded + drop.length <= RunMemo.APPEND_AT_MOST &&
+          RunMemo.append(o.root, o.workspace, {
+            v: RunMemo.FORMAT,
+            build: RunMemo.buildId(),
+            generation: o.generation,
+            config: o.configHash,
+            store: Generation.fingerprint(o.root),
+            set,
+            drop,
+            groups: referenced(set, o.previous?.groups)
+          })) ||
+        RunMemo.write(o.root, o.workspace, {
+          v: RunMemo.FORMAT,
+          build: RunMemo.buildId(),
+          generation: o.generation,
+          config: o.configHash,
+          ...(o.configText !== undefined && o.configText.length <= RunMemo.CONFIG_TEXT_MAX_LENGTH
+            ? { configText: o.configText }
+            : {}),
+          store: Generation.fingerprint(o.root),
+          processes,
+          groups: referenced(processes)
+        }),
+      catch: (e) => e instanceof Error ? e : new Error(String(e))
+    })
+  })

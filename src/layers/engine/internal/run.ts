@@ -1,0 +1,64 @@
+/**
+ * `Engine.run`: the phases in order over one `RunState`. Memo consult → own inputs and cache lookup (waves) →
+ * the graph (execute with backtracking, write-back, reports) → record.
+ *
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import * as path from "node:path"
+import * as GraphOrder from "../../../domain/GraphOrder.js"
+import type { ProcessRunner } from "../../runner/ProcessRunner.js"
+import * as Layout from "../../store/Layout.js"
+import type { Store } from "../../store/Store.js"
+import type { RunOptions, RunReport } from "../Engine.js"
+import { symlinkedPaths } from "./inputs.js"
+import { findHits } from "./lookup.js"
+import { consult } from "./memoConsult.js"
+import { record, reportOf } from "./record.js"
+import * as RunState from "./runState.js"
+import { runGraph } from "./settle.js"
+import * as WorkspaceLock from "./workspaceLock.js"
+
+/** @internal */
+export const run = (store: Store["Type"], runner: ProcessRunner["Type"], options: RunOptions) =>
+  Effect.gen(function*() {
+    const started = Date.now()
+    const { config } = options
+    const workspace = path.resolve(options.workspace)
+    const depsOf = (name: string) => config.processes[name]!.deps ?? []
+    const names = GraphOrder.closure(depsOf, options.targets ?? Object.keys(config.processes))
+    const ordered = GraphOrder.depsFirst(depsOf, names)
+    const symlinked = symlinkedPaths(workspace, config, names, options.configName ?? "kiln.json")
+    if (symlinked !== undefined) return yield* symlinked
+    const memo = consult({
+      root: store.options.root,
+      workspace,
+      config,
+      ordered,
+      depsOf,
+      use: RunState.policyOf(options.cache ?? "read-write").read && options.memo !== false
+    })
+    // What the memo vouches for is not looked at again: the few files of the rest are hashed rather than the whole
+    // workspace's stat index read (and rewritten), unless there turn out to be more than a few.
+    const session = yield* store.snapshotSession(workspace, { lazy: memo.remembered.size + memo.restored.size > 0 })
+    // Released when the run's scope closes; taken only if something is written back.
+    const inStore = path.join(Layout.ownedDirectory(store.options.root, "engine"), "workspace-locks")
+    const lock = yield* WorkspaceLock.make(workspace, options.lockDir ?? inStore, inStore)
+    const state = RunState.make({
+      lock,
+      store,
+      runner,
+      options,
+      config,
+      names,
+      ordered,
+      session,
+      remembered: memo.remembered,
+      restored: memo.restored,
+      started
+    })
+    yield* findHits(state)
+    yield* runGraph(state)
+    yield* record(state, memo)
+    return reportOf(state) satisfies RunReport
+  })

@@ -1,0 +1,143 @@
+/**
+ * What each process of a workspace's last run looked like (argv, env, input files, deps' outputs, action digest),
+ * kept in the store so that `kiln explain` can say what changed since.
+ *
+ * A run that recorded a few processes (an edit run: the one that changed) appends them to a journal beside the
+ * records, one JSON line, instead of reading, merging and rewriting every process's record (7 ms of an edit run of a
+ * 500-process workspace). A run that recorded many, or finds the journal grown, merges everything into the records
+ * and starts the journal afresh. They are advice for `kiln explain`: two engines merging at the same moment may
+ * drop a line one of them appended meanwhile, which costs an explanation, never a build.
+ *
+ * @internal
+ */
+import { createHash, randomBytes } from "node:crypto"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import * as AtomicFile from "../../../os/AtomicFile.js"
+import * as Journal from "../../../os/Journal.js"
+import { mkdirp } from "../../../os/Mkdirp.js"
+import * as Layout from "../../store/Layout.js"
+
+/** @internal */
+export interface RunRecord {
+  argv: Array<string>
+  env: Record<string, string>
+  workingDirectory: string
+  /** Path → `<digest>` (` x` when executable) or `-> <target>` for a symlink. */
+  inputs: Record<string, string>
+  /** Dep name → its output digest. */
+  deps: Record<string, string>
+  actionDigest: string
+  /** How its run failed (`exit 3`, `timed out`, …), when it did: a failure is not cached, so it runs again. */
+  failed?: string
+}
+
+/** The records file of a workspace. @internal */
+export const fileOf = (storeRoot: string, workspace: string): string =>
+  path.join(
+    Layout.ownedDirectory(storeRoot, "engine"),
+    "runs",
+    `${createHash("sha256").update(path.resolve(workspace)).digest("hex").slice(0, 24)}.json`
+  )
+
+const journalOf = (file: string) => file.replace(/\.json$/, ".journal")
+
+/** Runs with at most this many records append them to the journal. */
+const APPEND_AT_MOST = 32
+/** A journal that would grow past this size is merged into the records. */
+const JOURNAL_MAX_BYTES = 256 * 1024
+
+const readJson = (file: string): Record<string, RunRecord> => {
+  try {
+    return JSON.parse(fs.readFileSync(file, "utf8")).processes ?? {}
+  } catch {
+    return {}
+  }
+}
+
+/** Applies a journal's lines in order; a line cut short (a crash while appending) is skipped. */
+const applyJournal = (into: Record<string, RunRecord>, text: string) => {
+  Journal.replay(text, (line) => Object.assign(into, (line as { processes?: Record<string, RunRecord> }).processes))
+  return into
+}
+
+const readText = (file: string): string => {
+  try {
+    return fs.readFileSync(file, "utf8")
+  } catch {
+    return ""
+  }
+}
+
+/** @internal */
+export const read = (storeRoot: string, workspace: string): Record<string, RunRecord> => {
+  const file = fileOf(storeRoot, workspace)
+  return applyJournal(readJson(file), readText(journalOf(file)))
+}
+
+/** This run's records, over the last ones: appended to the journal when few, else all merged and rewritten. @internal */
+export const write = (storeRoot: string, workspace: string, records: ReadonlyMap<string, RunRecord>): void => {
+  const done = [...records].filter(([, r]) => r.actionDigest !== "")
+  if (done.length === 0) return
+  const file = fileOf(storeRoot, workspace)
+  const journal = journalOf(file)
+  mkdirp(path.dirname(file))
+  // Appends of other engines land before or after this line, never inside it (see `os/Journal.ts`).
+  if (
+    done.length <= APPEND_AT_MOST &&
+    Journal.append(journal, { processes: Object.fromEntries(done) }, JOURNAL_MAX_BYTES)
+  ) return
+  // Taken aside first, so that an engine appending meanwhile starts a new journal rather than one about to go.
+  const aside = `${journal}.${process.pid}.${randomBytes(4).toString("hex")}`
+  let journalText = ""
+  try {
+    fs.renameSync(journal, aside)
+    journalText = readText(aside)
+    fs.rmSync(aside, { force: true })
+  } catch {
+    // No journal.
+  }
+  const merged = applyJournal(readJson(file), journalText)
+  let changed = journalText !== ""
+  for (const [name, r] of done) {
+    if (merged[name]?.actionDigest !== r.actionDigest) changed = true
+    merged[name] = r
+  }
+  if (!changed) return
+  try {
+    AtomicFile.write(file, JSON.stringify({ workspace: path.resolve(workspace), processes: merged }))
+  } catch (e) {
+    // What was taken aside goes back, so that nothing of it is lost with the failed rewrite.
+    if (journalText !== "") fs.appendFileSync(journal, journalText)
+    throw e
+  }
+}
+
+/** The differences between the last run of a process and now, one line each. @internal */
+export const diff = (before: RunRecord, now: RunRecord): Array<string> => {
+  const out: Array<string> = []
+  if (JSON.stringify(before.argv) !== JSON.stringify(now.argv)) {
+    out.push(`argv: ${JSON.stringify(before.argv)} -> ${JSON.stringify(now.argv)}`)
+  }
+  if (before.workingDirectory !== now.workingDirectory) {
+    out.push(`working directory: "${before.workingDirectory}" -> "${now.workingDirectory}"`)
+  }
+  for (const k of [...new Set([...Object.keys(before.env), ...Object.keys(now.env)])].sort()) {
+    if (!(k in now.env)) out.push(`env ${k}: removed (was ${JSON.stringify(before.env[k])})`)
+    else if (!(k in before.env)) out.push(`env ${k}: added ${JSON.stringify(now.env[k])}`)
+    else if (before.env[k] !== now.env[k]) {
+      out.push(`env ${k}: ${JSON.stringify(before.env[k])} -> ${JSON.stringify(now.env[k])}`)
+    }
+  }
+  for (const p of [...new Set([...Object.keys(before.inputs), ...Object.keys(now.inputs)])].sort()) {
+    if (!(p in now.inputs)) out.push(`removed ${p}`)
+    else if (!(p in before.inputs)) out.push(`added   ${p}`)
+    else if (before.inputs[p] !== now.inputs[p]) out.push(`changed ${p}`)
+  }
+  for (const d of [...new Set([...Object.keys(before.deps), ...Object.keys(now.deps)])].sort()) {
+    if (!(d in now.deps)) out.push(`dep ${d}: no longer a dependency`)
+    else if (!(d in before.deps)) out.push(`dep ${d}: new dependency`)
+    else if (before.deps[d] !== now.deps[d]) out.push(`dep ${d}: its outputs changed`)
+  }
+  return out
+}

@@ -1,0 +1,306 @@
+/**
+ * The graph: each process waits for its deps, runs (or takes the hit the lookups found), writes its outputs back into
+ * the workspace, and is reported. A hit whose output bytes turn out gone while being written back is re-run.
+ *
+ * @internal
+ */
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as FiberId from "effect/FiberId"
+import * as Queue from "effect/Queue"
+import * as Digest from "../../../domain/Digest.js"
+import type { Process, ProcessResult } from "../../../domain/Process.js"
+import type { NoProducer } from "../../../domain/RunErrors.js"
+import type { ProcessFailure, ProcessReport } from "../Engine.js"
+import { execute, type Executed } from "./execute.js"
+import { REMEMBERED_TIMINGS } from "./memoConsult.js"
+import { emit, type RunState } from "./runState.js"
+import { writeBack } from "./writeBack.js"
+
+type Outcome = "ok" | "failed"
+
+/** A failure as the one line a report shows: a config error names its file and field, anything else the process. */
+const describe = (name: string, e: ProcessFailure): string =>
+  e._tag === "InvalidConfig" ? e.message : `${name}: ${e.message}`
+
+/** How a process failed, for its run record: what `kiln explain` says of its last run. */
+const failureOf = (r: ProcessReport): string =>
+  r.timedOut
+    ? "timed out"
+    : r.error !== undefined
+    ? r.error.message.split("\n")[0]!
+    : r.exitCode === null
+    ? "killed"
+    : r.exitCode !== 0
+    ? `exit ${r.exitCode}`
+    : "its outputs could not be written back"
+
+const quote = (s: string) => /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`
+
+/** A `kiln exec` command that re-runs `p` exactly. */
+const reproduce = (state: RunState, p: Process) =>
+  [
+    "kiln exec",
+    ...(state.options.storeDir !== undefined ? [`--store-dir ${quote(state.options.storeDir)}`] : []),
+    `--input ${Digest.format(p.inputDigest)}`,
+    ...(p.workingDirectory !== "" ? [`--working-directory ${quote(p.workingDirectory)}`] : []),
+    ...Object.entries(p.env).map(([k, v]) => `--env ${quote(`${k}=${v}`)}`),
+    "--cache never --",
+    ...p.argv.map(quote)
+  ].join(" ")
+
+const finish = (state: RunState, report: ProcessReport) =>
+  Effect.zipRight(
+    Effect.sync(() => {
+      state.reports.push(report)
+      const record = state.records.get(report.name)
+      if (record !== undefined && !report.ok && report.source !== "skipped") record.failed = failureOf(report)
+    }),
+    emit(state, { _tag: "Finished", report })
+  )
+
+const blank = (name: string, startMs: number) => ({
+  name,
+  actionDigest: null,
+  exitCode: null,
+  timedOut: false,
+  durationMs: 0,
+  backtracks: 0,
+  startMs,
+  timings: {},
+  ok: false
+})
+
+/** The last lines of a failed tool's stderr; when they cannot be read, the report says so instead. */
+const stderrTail = (state: RunState, result: ProcessResult) =>
+  state.store.getFile(result.stderrDigest).pipe(
+    Effect.map((b) => Buffer.from(b).toString("utf8").split("\n").slice(-20).join("\n").trimEnd()),
+    Effect.catchAll((e) =>
+      Effect.as(
+        Effect.logWarning(`could not read the stderr of a failed process: ${e.message}`),
+        `(its stderr ${Digest.format(result.stderrDigest)} could not be read: ${e.message})`
+      )
+    )
+  )
+
+/**
+ * Writes a result's outputs back into the workspace, recording what it left there for the memo. The workspace lock is
+ * taken first (once per run): another run's write-backs are never interleaved with this one's.
+ */
+const writeOutputs = (state: RunState, name: string, p: Process, r: ProcessResult) =>
+  Effect.either(Effect.gen(function*() {
+    // A process without outputs writes nothing: it needs no lock.
+    if (p.outputFiles.length > 0 || p.outputDirectories.length > 0) {
+      const { previousDied } = yield* state.lock.hold
+      if (previousDied && state.sweep === undefined) state.sweep = new Set()
+    }
+    const seen = yield* writeBack(
+      state.store,
+      r.outputDigest,
+      {
+        workspace: state.workspace,
+        workingDirectory: p.workingDirectory,
+        declaredDirectories: p.outputDirectories,
+        ...(state.sweep !== undefined ? { sweep: state.sweep } : {})
+      },
+      state.session,
+      state.runner.handoff
+    )
+    state.outputsSeen.set(name, { result: r, seen })
+    return seen
+  }))
+
+/**
+ * A successful result written back; a hit whose output bytes are gone (under --cache-content defer) is re-run, as
+ * for a consumer, and so is a hit whose outputs write-back refuses. Says the result written and why the outputs are not in the workspace, if they are not.
+ */
+const settleSuccess = (state: RunState, name: string, executed: Executed) =>
+  Effect.gen(function*() {
+    const node = state.nodes.get(name)!
+    let result = executed.result
+    // An intermediate output left where it is: consumers take it from the store (or the remote) by digest.
+    if (!state.writesBack(name)) return { result, error: undefined, detail: undefined }
+    let back = yield* writeOutputs(state, name, executed.process, result)
+    // A remote hit taken under validate or defer has its files fetched now, when they are needed.
+    if (
+      Either.isLeft(back) && back.left._tag === "MissingDigest" && (yield* state.runner.fetchTree(result.outputDigest))
+    ) {
+      back = yield* writeOutputs(state, name, executed.process, result)
+    }
+    const missing = Either.isLeft(back) && back.left._tag === "MissingDigest" && node.backtracks < state.maxBacktracks
+    // A cached result that cannot be written back (a declared directory as a symlink: a poisoned or old entry) is
+    // replaced by running the process, as a remote entry refused on reading is.
+    const refused = Either.isLeft(back) && back.left._tag === "InvalidOutput" &&
+      (result.source === "cache-hit" || result.source === "remote-cache")
+    if (Either.isLeft(back) && (missing || refused)) {
+      if (back.left._tag === "MissingDigest") {
+        node.backtracks++
+        yield* Effect.logWarning(
+          `${name}: its cached output ${Digest.format(back.left.digest)} is missing from the store: re-running it`
+        )
+      } else {
+        yield* Effect.logWarning(`${name}: its cached result cannot be written back (${back.left.message}): running it`)
+      }
+      const fresh = yield* Effect.either(execute(state, name, { read: false, write: true }))
+      if (Either.isLeft(fresh)) {
+        if (fresh.left._tag === "NoProducer") return yield* Effect.fail(fresh.left)
+        return { result, error: fresh.left, detail: describe(name, fresh.left) }
+      }
+      node.result = result = fresh.right.result
+      state.unindexed.push([name, result])
+      back = yield* writeOutputs(state, name, fresh.right.process, result)
+    }
+    if (Either.isLeft(back)) {
+      return { result, error: back.left, detail: `cannot write outputs back: ${back.left.message}` }
+    }
+    return { result, error: undefined, detail: undefined }
+  })
+
+/** One process of the graph, from its deps' outcomes to its report. */
+const settle = (state: RunState, name: string, deps: ReadonlyArray<Outcome>) =>
+  Effect.gen(function*() {
+    const startMs = Date.now() - state.started
+    const skip = (detail: string) =>
+      Effect.as(finish(state, { ...blank(name, startMs), source: "skipped", detail }), "failed" as Outcome)
+    if (deps.some((o) => o === "failed")) return yield* skip("a dependency failed")
+    if (state.stop) return yield* skip("stopped after a failure (use --keep-going to go on)")
+    yield* emit(state, { _tag: "Started", name })
+    const hit = state.hits.get(name)
+    const attempt = hit !== undefined ? Either.right(hit) : yield* Effect.either(execute(state, name, state.policy))
+    const node = state.nodes.get(name)!
+    if (Either.isLeft(attempt)) {
+      const error = attempt.left
+      if (error._tag === "NoProducer") return yield* Effect.fail(error)
+      if (state.options.keepGoing !== true) state.stop = true
+      yield* finish(state, {
+        ...blank(name, startMs),
+        source: "error",
+        durationMs: Date.now() - state.started - startMs,
+        backtracks: node.backtracks,
+        detail: describe(name, error),
+        error
+      })
+      return "failed" as Outcome
+    }
+    node.result = attempt.right.result
+    state.unindexed.push([name, attempt.right.result])
+    const ran = attempt.right.result.succeeded
+    if (!ran && state.options.keepGoing !== true) state.stop = true
+    const { detail, error, result } = ran
+      ? yield* settleSuccess(state, name, attempt.right)
+      : { result: attempt.right.result, error: undefined, detail: yield* stderrTail(state, attempt.right.result) }
+    const ok = ran && detail === undefined
+    yield* finish(state, {
+      name,
+      actionDigest: Digest.format(result.actionDigest),
+      source: result.source,
+      exitCode: result.exitCode,
+      timedOut: result.timedOut,
+      durationMs: result.durationMs,
+      backtracks: node.backtracks,
+      startMs,
+      timings: result.timings,
+      ...(detail !== undefined ? { detail } : {}),
+      ...(error !== undefined ? { error } : {}),
+      ...(!ran ? { reproduce: reproduce(state, attempt.right.process) } : {}),
+      ok
+    })
+    return ok ? "ok" as Outcome : "failed" as Outcome
+  })
+
+/** Remembered hits are settled at once: there is nothing to wait for, check or write. */
+const settleRemembered = (state: RunState) => {
+  const startMs = Date.now() - state.started
+  return Effect.forEach(state.hitOrder.filter((n) => state.remembered.has(n)), (name) => {
+    state.unindexed.push([name, undefined])
+    return finish(state, {
+      name,
+      actionDigest: state.remembered.get(name)!.action,
+      source: "cache-hit",
+      exitCode: 0,
+      timedOut: false,
+      durationMs: 0,
+      backtracks: 0,
+      startMs,
+      timings: REMEMBERED_TIMINGS,
+      ok: true
+    })
+  }, { discard: true })
+}
+
+/**
+ * Settles every process of the run. The hits are settled (written back, reported) one after another in one fiber,
+ * in the order they were found: a fiber each cost more than settling one. Everything else is settled by the runner's
+ * `inFlight` workers, each taking the next process whose deps are all settled. A process that is not ready yet holds
+ * nothing: no fiber, no lookup, no action lock. (With a fiber per process, all started at once, every ready one waited
+ * at the runner's bound with its half-made run held, and a wide graph's memory grew with its size: report.md, "Issue
+ * #25, session 19".) Settling one process never waits for another's outcome, so the workers cannot all be stuck; a
+ * backtrack re-runs a producer within its consumer's turn.
+ *
+ * @internal
+ */
+export const runGraph = (state: RunState): Effect.Effect<void, NoProducer> =>
+  Effect.gen(function*() {
+    yield* settleRemembered(state)
+    const todo = state.names.filter((n) => !state.remembered.has(n))
+    if (todo.length === 0) return
+    const depsOf = (name: string) => state.config.processes[name]!.deps ?? []
+    const outcomes = new Map(todo.map((n) => [n, Deferred.unsafeMake<Outcome>(FiberId.none)]))
+    const outcomeOf = (name: string): Effect.Effect<Outcome> => {
+      const outcome = outcomes.get(name)
+      return outcome === undefined ? Effect.succeed("ok") : Deferred.await(outcome)
+    }
+    // What each process the workers take still waits for, and who waits for each.
+    const waiting = new Map<string, number>()
+    const dependents = new Map<string, Array<string>>()
+    for (const name of todo) {
+      if (state.hits.has(name)) continue
+      const open = depsOf(name).filter((d) => outcomes.has(d))
+      waiting.set(name, open.length)
+      for (const d of open) {
+        const list = dependents.get(d)
+        if (list === undefined) dependents.set(d, [name])
+        else list.push(name)
+      }
+    }
+    const workers = Math.max(1, Math.min(state.runner.inFlight ?? todo.length, todo.length))
+    // Names to settle; `undefined` tells a worker that everything is settled.
+    const ready = yield* Queue.unbounded<string | undefined>()
+    let left = todo.length
+    const done = new Set<string>()
+    const settled = (name: string, outcome: Outcome) =>
+      Effect.suspend(() => {
+        // Once each: `left` counts processes, not calls.
+        if (done.has(name)) return Effect.void
+        done.add(name)
+        Deferred.unsafeDone(outcomes.get(name)!, Effect.succeed(outcome))
+        const next: Array<string | undefined> = []
+        for (const d of dependents.get(name) ?? []) {
+          const still = waiting.get(d)! - 1
+          waiting.set(d, still)
+          if (still === 0) next.push(d)
+        }
+        if (--left === 0) { for (let i = 0; i < workers; i++) next.push(undefined) }
+        return next.length === 0 ? Effect.void : Queue.offerAll(ready, next)
+      })
+    const settleOne = (name: string) =>
+      Effect.flatMap(
+        // All its deps are needed, so waiting for them one after another takes no longer.
+        Effect.forEach(depsOf(name), outcomeOf),
+        (deps) => Effect.flatMap(settle(state, name, deps), (outcome) => settled(name, outcome))
+      )
+    const worker = Effect.gen(function*() {
+      for (;;) {
+        const name = yield* Queue.take(ready)
+        if (name === undefined) return
+        yield* settleOne(name)
+      }
+    })
+    yield* Queue.offerAll(ready, todo.filter((n) => waiting.get(n) === 0))
+    const hits = [...new Set(state.hitOrder)].filter((n) => !state.remembered.has(n))
+    yield* Effect.all([
+      Effect.forEach(hits, settleOne, { discard: true }),
+      Effect.all(Array.from({ length: workers }, () => worker), { concurrency: "unbounded", discard: true })
+    ], { concurrency: "unbounded", discard: true })
+  })

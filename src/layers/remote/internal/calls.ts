@@ -1,0 +1,283 @@
+/**
+ * Every remote call goes through here: its deadline, its retries (exponential backoff with jitter, the server's
+ * `RetryInfo` honoured, only for codes worth retrying), the endpoint's circuit breaker, the call log
+ * (`--remote-log`: one JSON line per call) and the run's counters.
+ *
+ * @internal
+ */
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
+import * as Schedule from "effect/Schedule"
+import * as fs from "node:fs"
+import type { StoreError } from "../../../domain/StoreErrors.js"
+import { RemoteError } from "../RemoteErrors.js"
+
+/**
+ * What a call is, for its deadline: a lookup is cheap and must be quick, and an action-cache lookup (`entry`), which
+ * the run waits on, is quick retries included; a transfer is bounded by its progress and its size.
+ */
+export type Kind = "probe" | "lookup" | "entry" | "unary" | "transfer"
+
+/**
+ * Codes a retry can help with (Bazel's list). INVALID_ARGUMENT, NOT_FOUND, PERMISSION_DENIED, UNIMPLEMENTED and a
+ * digest mismatch never get better by asking again; neither does an INTERNAL that says the server's bytes are bad.
+ */
+const RETRYABLE = new Set(["UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "ABORTED", "INTERNAL", "UNKNOWN"])
+
+export const isRetryable = (e: RemoteError): boolean =>
+  RETRYABLE.has(e.code) && !(e.code === "INTERNAL" && /digest|hash/i.test(e.detail))
+
+/** Codes that say the endpoint is in trouble (rather than that this one request was wrong). */
+const OUTAGE = new Set(["UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "UNKNOWN", "CANCELLED"])
+
+/**
+ * Consecutive outage failures of one method (or one step) that open the breaker, and how long it stays open before
+ * one call may probe. Consecutive per method: a server whose action cache answers while its CAS hangs is in trouble
+ * all the same, and the answers of the one must not hide the failures of the other.
+ */
+const BREAKER_THRESHOLD = 5
+const BREAKER_OPEN_MS = 15_000
+
+/**
+ * The slowest average rate (bytes per second) a transfer may go at, after its idle deadline's worth of grace: far
+ * below any link a build cache is used over, far above a server that keeps a call alive a byte at a time.
+ */
+export const MIN_RATE = 100 * 1024
+
+/**
+ * The failures counted in the step (`within`) a fiber runs in, fibers it forks included: a step past its deadline
+ * counts one error only when none of its calls has counted its own.
+ */
+const stepFailures = FiberRef.unsafeMake<{ failed: number } | undefined>(undefined)
+
+/** What a call is about, for its log line: an action or blob, the bytes it moves, or how many digests it asks of. */
+export interface Described {
+  readonly digest?: string
+  readonly bytes?: number
+  readonly count?: number
+}
+
+export interface Counters {
+  uploadedBytes: number
+  downloadedBytes: number
+  readonly errors: Record<string, number>
+}
+
+export interface Calls {
+  readonly endpoint: string
+  readonly counters: Counters
+  /** The deadline of one attempt of a call of this kind without progress, in milliseconds. */
+  readonly deadlineMs: (kind: Kind) => number
+  /**
+   * The total deadline of one attempt of a call of this kind moving `bytes`: a lookup's and a probe's are their idle
+   * ones; a transfer's grows with its size, at {@link MIN_RATE}.
+   */
+  readonly totalMs: (kind: Kind, bytes?: number) => number
+  /**
+   * Runs one call (each attempt is `attempt`, which must apply `deadlineMs(kind)` itself: only the transport knows
+   * how to cancel its request), with retries and the breaker; logs it and counts its errors. A `StoreError` (a
+   * download streamed to a file that cannot be written) ends the call: it is this machine's, not the server's.
+   */
+  readonly call: <A, E extends RemoteError | StoreError = RemoteError>(
+    method: string,
+    kind: Kind,
+    attempt: Effect.Effect<A, E>,
+    describe?: Described
+  ) => Effect.Effect<A, E | RemoteError>
+  /**
+   * Runs several calls as one step under one total deadline, retries included (checking a hit: its Trees and the
+   * FindMissingBlobs that validates it, which would otherwise each get the retries an upload gets). Past it, the step
+   * fails with DEADLINE_EXCEEDED: logged, and counted and fed to the breaker once, unless a call in it already was.
+   */
+  readonly within: <A, E>(method: string, ms: number, step: Effect.Effect<A, E>) => Effect.Effect<A, E | RemoteError>
+  /** The total deadline of checking a hit whose Trees are `treeBytes` together: an entry's, and the Trees' transfer. */
+  readonly hitCheckMs: (treeBytes: number) => number
+  /**
+   * Logs a step of a call already under `call` (a re-attached stream), without a retry or the breaker: its failures
+   * are the call's to count.
+   */
+  readonly note: (method: string, status: string, startedMs: number, describe?: Described) => void
+  /** Whether the breaker lets calls through now. */
+  readonly open: () => boolean
+  /** Closes the call log. */
+  readonly close: Effect.Effect<void>
+}
+
+export interface CallsOptions {
+  readonly endpoint: string
+  readonly timeoutMs: number
+  readonly logFile?: string
+  /** Retries after the first attempt (default 3). */
+  readonly retries?: number
+}
+
+/** One more error of `code` in the run's counters. */
+const bump = (counters: Counters, code: string) => {
+  counters.errors[code] = (counters.errors[code] ?? 0) + 1
+}
+
+/** What a call or a step that ran out its total deadline fails with. */
+const pastDeadline = (endpoint: string, method: string) =>
+  new RemoteError({ endpoint, method, code: "DEADLINE_EXCEEDED", detail: "no answer in time" })
+
+/** Appends a call's line to the `--remote-log` file, when there is one. */
+const recordTo = (log: number | undefined) => (method: string, status: string, started: number, d?: Described) => {
+  if (log === undefined) return
+  const line = JSON.stringify({
+    method,
+    ...(d?.digest !== undefined ? { digest: d.digest } : {}),
+    ...(d?.bytes !== undefined ? { bytes: d.bytes } : {}),
+    ...(d?.count !== undefined ? { count: d.count } : {}),
+    status,
+    ms: Date.now() - started
+  })
+  try {
+    fs.writeSync(log, `${line}\n`)
+  } catch {
+    // The log is a diagnostic: a full disk under it must not fail the remote call it describes.
+  }
+}
+
+export const make = (options: CallsOptions): Calls => {
+  const counters: Counters = { uploadedBytes: 0, downloadedBytes: 0, errors: {} }
+  /** Consecutive outage failures, by method or step. */
+  const failures = new Map<string, number>()
+  let openUntil = 0
+  const log = options.logFile !== undefined ? fs.openSync(options.logFile, "a") : undefined
+  const deadlineMs = (kind: Kind) =>
+    kind === "probe" || kind === "lookup" || kind === "entry" ? Math.min(options.timeoutMs, 2_000) : options.timeoutMs
+  const totalMs = (kind: Kind, bytes = 0) =>
+    kind === "probe" || kind === "lookup" || kind === "entry"
+      ? deadlineMs(kind)
+      : options.timeoutMs + Math.ceil((bytes / MIN_RATE) * 1000)
+
+  const policy = Schedule.identity<RemoteError | StoreError>().pipe(
+    Schedule.intersect(Schedule.exponential(Duration.millis(100), 2).pipe(Schedule.jittered)),
+    Schedule.intersect(Schedule.recurs(options.retries ?? 3)),
+    Schedule.whileInput((e: RemoteError | StoreError) =>
+      e._tag === "RemoteError" && isRetryable(e) && Date.now() >= openUntil
+    ),
+    Schedule.modifyDelay(([[e]], delay) =>
+      e._tag === "RemoteError" && e.retryDelayMs !== undefined
+        ? Duration.millis(Math.min(e.retryDelayMs, 10_000))
+        : Duration.min(delay, Duration.seconds(2))
+    )
+  )
+
+  const record = recordTo(log)
+
+  /** A failure of `method` (an attempt, or a step past its deadline), in the breaker. */
+  const fail = (method: string, e: RemoteError) => {
+    // An open breaker stays open for its time, not longer for the calls it turned away.
+    if (!OUTAGE.has(e.code) || Date.now() < openUntil) return
+    const n = (failures.get(method) ?? 0) + 1
+    failures.set(method, n)
+    if (n >= BREAKER_THRESHOLD) openUntil = Date.now() + BREAKER_OPEN_MS
+  }
+
+  /** A failed attempt of `method`, in the run's counters and the breaker. */
+  const count = (method: string, e: RemoteError) => {
+    // NOT_FOUND is an answer (a miss), and UNIMPLEMENTED one the transport falls back on (BatchRead).
+    if (e.code !== "NOT_FOUND" && e.code !== "UNIMPLEMENTED") {
+      bump(counters, e.code)
+    }
+    fail(method, e)
+  }
+
+  const call: Calls["call"] = <A, E extends RemoteError | StoreError>(
+    method: string,
+    kind: Kind,
+    attempt: Effect.Effect<A, E>,
+    describe?: Described
+  ): Effect.Effect<A, E | RemoteError> =>
+    Effect.suspend((): Effect.Effect<A, E | RemoteError> => {
+      if (Date.now() < openUntil) {
+        bump(counters, "CIRCUIT_OPEN")
+        return Effect.fail(
+          new RemoteError({
+            endpoint: options.endpoint,
+            method,
+            code: "UNAVAILABLE",
+            detail: "circuit open after repeated failures"
+          })
+        )
+      }
+      const started = Date.now()
+      let failedAttempts = 0
+      const logged = attempt.pipe(
+        Effect.tapBoth({
+          onSuccess: () =>
+            Effect.sync(() => {
+              failures.delete(method)
+              record(method, "OK", started, describe)
+            }),
+          onFailure: (e) =>
+            Effect.sync(() => {
+              failedAttempts++
+              if (e._tag !== "RemoteError") return record(method, "LOCAL_ERROR", started, describe)
+              record(method, e.code, started, describe)
+              count(method, e)
+            }).pipe(
+              Effect.zipRight(FiberRef.get(stepFailures)),
+              Effect.map((step) => {
+                if (step !== undefined) step.failed++
+              })
+            )
+        })
+      )
+      if (kind === "probe") return logged
+      const retried = Effect.retry(logged, policy)
+      if (kind !== "entry") return retried
+      // An action-cache lookup's deadline bounds its retries too: a miss costs a local run, never more waiting.
+      const overall = pastDeadline(options.endpoint, method)
+      return retried.pipe(
+        Effect.timeoutFail({ duration: deadlineMs(kind), onTimeout: () => overall }),
+        Effect.tapError((e: E | RemoteError) =>
+          Effect.sync(() => {
+            if (e !== overall) return
+            record(method, e.code, started, describe)
+            // An attempt that failed already counted this call's error; a call cut short in its first one has not.
+            if (failedAttempts === 0) count(method, e)
+          })
+        )
+      )
+    })
+
+  const within: Calls["within"] = <A, E>(method: string, ms: number, step: Effect.Effect<A, E>) =>
+    Effect.suspend(() => {
+      const started = Date.now()
+      const region = { failed: 0 }
+      const overall = pastDeadline(options.endpoint, method)
+      return Effect.locally(step, stepFailures, region).pipe(
+        Effect.timeoutFail({ duration: ms, onTimeout: () => overall }),
+        Effect.tapBoth({
+          onSuccess: () => Effect.sync(() => failures.delete(method)),
+          // The step is one failure for the breaker, however many of its calls failed, and counted once.
+          onFailure: (e: E | RemoteError) =>
+            Effect.sync(() => {
+              if (e === overall) {
+                record(method, overall.code, started)
+                if (region.failed === 0) bump(counters, overall.code)
+              }
+              if (e instanceof RemoteError) fail(method, e)
+            })
+        })
+      )
+    })
+
+  return {
+    endpoint: options.endpoint,
+    counters,
+    deadlineMs,
+    totalMs,
+    call,
+    within,
+    hitCheckMs: (treeBytes) => deadlineMs("entry") + Math.ceil((treeBytes / MIN_RATE) * 1000),
+    note: record,
+    open: () => Date.now() >= openUntil,
+    close: Effect.sync(() => {
+      if (log !== undefined) fs.closeSync(log)
+    })
+  }
+}

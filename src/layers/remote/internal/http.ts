@@ -1,0 +1,291 @@
+/**
+ * Bazel's HTTP cache protocol (`GET`/`HEAD`/`PUT` of `/ac/<hash>` and `/cas/<hash>` under a prefix), as nginx with
+ * WebDAV, bazel-remote and others serve it. `/ac/` holds serialized `ActionResult`s, as Bazel writes them, so Bazel
+ * and kiln can share one cache. Such a server checks nothing: every download is verified against its digest. The
+ * same TLS settings as gRPC apply (a CA, and a client certificate for mTLS).
+ *
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as http from "node:http"
+import * as https from "node:https"
+import * as Digest from "../../../domain/Digest.js"
+import { RemoteError } from "../RemoteErrors.js"
+import type { Settings } from "../RemoteSettings.js"
+import type { Calls, Kind } from "./calls.js"
+import {
+  type Capabilities,
+  checkSizes,
+  distinct,
+  intoFile,
+  MAX_ACTION_RESULT_BYTES,
+  type Sink,
+  tooLarge,
+  type Transport,
+  verified,
+  withProgress
+} from "./transport.js"
+
+const CONCURRENCY = 8
+/**
+ * The largest body of an error status (a 404's page) drained to keep its connection, a larger one dropping it; and of
+ * a PUT's answer, an acknowledgement kiln does not read.
+ */
+const ERROR_BODY_BYTES = 64 * 1024
+
+/** HTTP answers as the gRPC codes the rest of kiln reasons with. */
+const codeOf = (status: number): string =>
+  status === 404
+    ? "NOT_FOUND"
+    : status === 401
+    ? "UNAUTHENTICATED"
+    : status === 403
+    ? "PERMISSION_DENIED"
+    : status === 400 || status === 405 || status === 411 || status === 413
+    ? "INVALID_ARGUMENT"
+    : status === 429
+    ? "RESOURCE_EXHAUSTED"
+    : status === 408 || status === 504
+    ? "DEADLINE_EXCEEDED"
+    : status >= 500
+    ? "UNAVAILABLE"
+    : "UNKNOWN"
+
+export const make = (settings: Settings, calls: Calls, version: string): Transport => {
+  const { endpoint } = settings
+  const secure = endpoint.scheme === "https"
+  const agent = secure
+    ? new https.Agent({
+      keepAlive: true,
+      maxSockets: CONCURRENCY * 2,
+      ...(settings.ca !== undefined ? { ca: settings.ca } : {}),
+      ...(settings.clientCert !== undefined ? { cert: settings.clientCert } : {}),
+      ...(settings.clientKey !== undefined ? { key: settings.clientKey } : {})
+    })
+    : new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY * 2 })
+  const headers: Record<string, string> = { "user-agent": `kiln/${version}` }
+  for (const [name, value] of settings.headers) headers[name] = value
+
+  /**
+   * One request: its status and body. A 2xx body over `limit` bytes fails the call the moment it passes it (TOO_LARGE);
+   * other statuses are the answer, their bodies unread. A connection that makes no progress for the kind's deadline,
+   * or that has not finished within its total one (for `bytes` moved), fails.
+   */
+  const request = (
+    method: "GET" | "HEAD" | "PUT",
+    path: string,
+    kind: Kind,
+    { body, bytes, limit, sink }: {
+      /** The most a 2xx body may hold. */
+      readonly limit: number
+      /** What the call moves, for its total deadline. */
+      readonly bytes: number
+      readonly body?: Uint8Array
+      /** Where a 2xx body goes instead of memory (its answer's body is then empty). */
+      readonly sink?: Sink
+    }
+  ): Effect.Effect<{ status: number; body: Buffer }, RemoteError> => {
+    const name = `${method} ${path.split("/")[0]}`
+    const fail = (code: string, detail: string) =>
+      new RemoteError({ endpoint: endpoint.display, method: name, code, detail })
+    return withProgress(
+      calls.deadlineMs(kind),
+      calls.totalMs(kind, bytes),
+      (why) => fail("DEADLINE_EXCEEDED", why),
+      (progress) =>
+        Effect.async<{ status: number; body: Buffer }, RemoteError>((resume) => {
+          let settled = false
+          const settle = (outcome: Effect.Effect<{ status: number; body: Buffer }, RemoteError>) => {
+            if (settled) return
+            settled = true
+            resume(outcome)
+          }
+          const over = () => {
+            req.destroy()
+            settle(Effect.fail(tooLarge(endpoint.display, name, `${path}: the answer is over ${limit} bytes`)))
+          }
+          const req = (secure ? https : http).request({
+            host: endpoint.host,
+            port: endpoint.port,
+            method,
+            path: `${endpoint.prefix}/${path}`,
+            agent,
+            headers: body !== undefined ? { ...headers, "content-length": String(body.length) } : headers
+          }, (res) => {
+            progress()
+            const status = res.statusCode ?? 0
+            const declared = Number(res.headers["content-length"] ?? Number.NaN)
+            if (status < 200 || status >= 300) {
+              // The status is the answer. A small body is drained, keeping the connection; any other goes with it.
+              if (declared <= ERROR_BODY_BYTES) res.resume()
+              else req.destroy()
+              return settle(Effect.succeed({ status, body: Buffer.alloc(0) }))
+            }
+            // A HEAD's length is the resource's, with no body to follow.
+            if (method !== "HEAD" && declared > limit) return over()
+            const chunks: Array<Buffer> = []
+            let size = 0
+            res.on("data", (c: Buffer) => {
+              progress()
+              size += c.length
+              if (size > limit) return over()
+              if (sink === undefined) return void chunks.push(c)
+              if (!sink(c)) {
+                req.destroy()
+                settle(Effect.fail(fail("CANCELLED", `${path}: the download could not be written`)))
+              }
+            })
+            res.on("error", (e) => settle(Effect.fail(fail("UNAVAILABLE", e.message))))
+            res.on("end", () => settle(Effect.succeed({ status, body: Buffer.concat(chunks) })))
+          })
+          req.on("error", (e: NodeJS.ErrnoException) => settle(Effect.fail(fail("UNAVAILABLE", e.code ?? e.message))))
+          if (body !== undefined) {
+            // Written in slices, so that progress is seen while a large blob goes out.
+            let offset = 0
+            const pump = () => {
+              while (offset < body.length) {
+                const end = Math.min(offset + 1024 * 1024, body.length)
+                const ok = req.write(body.subarray(offset, end))
+                offset = end
+                progress()
+                if (!ok) return void req.once("drain", pump)
+              }
+              req.end()
+            }
+            pump()
+          } else {
+            req.end()
+          }
+          return Effect.sync(() => req.destroy())
+        })
+    ).pipe(
+      Effect.flatMap((res) =>
+        res.status >= 200 && res.status < 300
+          ? Effect.succeed(res)
+          : Effect.fail(fail(codeOf(res.status), `HTTP ${res.status}`))
+      )
+    )
+  }
+
+  const described = (d: Digest.Digest) => ({ digest: Digest.format(d), bytes: d.sizeBytes })
+
+  const capabilities: Transport["capabilities"] = calls.call(
+    "HEAD ac",
+    "probe",
+    request("HEAD", `ac/${Digest.empty.hash}`, "probe", { limit: 0, bytes: 0 }).pipe(
+      Effect.asVoid,
+      Effect.catchIf((e) => e.code === "NOT_FOUND", () => Effect.void),
+      Effect.as<Capabilities>({
+        maxBatchBytes: 0,
+        actionCache: "read-write",
+        execution: false,
+        lines: [
+          "Bazel HTTP cache (/ac/ and /cas/)",
+          `action cache: read and write (not validated by the server: kiln checks every download)`,
+          "remote execution: not offered"
+        ]
+      })
+    )
+  )
+
+  const getActionResult: Transport["getActionResult"] = (action) =>
+    calls.call(
+      "GET ac",
+      "entry",
+      request("GET", `ac/${action.hash}`, "entry", { limit: MAX_ACTION_RESULT_BYTES, bytes: 0 }),
+      described(action)
+    ).pipe(
+      Effect.map((res) => Option.some<Uint8Array>(res.body)),
+      Effect.catchIf((e) => e.code === "NOT_FOUND", () => Effect.succeedNone)
+    )
+
+  const updateActionResult: Transport["updateActionResult"] = (action, result) =>
+    Effect.asVoid(
+      calls.call(
+        "PUT ac",
+        "unary",
+        request("PUT", `ac/${action.hash}`, "unary", {
+          limit: ERROR_BODY_BYTES,
+          bytes: result.length,
+          body: result
+        }),
+        described(action)
+      )
+    )
+
+  const has = (d: Digest.Digest) =>
+    calls.call("HEAD cas", "lookup", request("HEAD", `cas/${d.hash}`, "lookup", { limit: 0, bytes: 0 }), described(d))
+      .pipe(
+        Effect.as(true),
+        Effect.catchIf((e) => e.code === "NOT_FOUND", () => Effect.succeed(false))
+      )
+
+  const findMissing: Transport["findMissing"] = (digests) =>
+    Effect.map(
+      Effect.forEach(distinct(digests), (d) => Effect.map(has(d), (present) => (present ? undefined : d)), {
+        concurrency: CONCURRENCY
+      }),
+      (found) => found.filter((d): d is Digest.Digest => d !== undefined)
+    )
+
+  const upload: Transport["upload"] = (blobs) =>
+    Effect.forEach(
+      blobs.filter((b) => b.digest.sizeBytes > 0),
+      (b) =>
+        calls.call(
+          "PUT cas",
+          "transfer",
+          request("PUT", `cas/${b.digest.hash}`, "transfer", {
+            limit: ERROR_BODY_BYTES,
+            bytes: b.bytes.length,
+            body: b.bytes
+          }),
+          described(b.digest)
+        ),
+      { concurrency: CONCURRENCY, discard: true }
+    )
+
+  const download: Transport["download"] = (digests) =>
+    Effect.zipRight(
+      checkSizes(calls, "GET cas", digests),
+      Effect.forEach(
+        distinct(digests),
+        (d) =>
+          calls.call(
+            "GET cas",
+            "transfer",
+            Effect.flatMap(
+              request("GET", `cas/${d.hash}`, "transfer", { limit: d.sizeBytes, bytes: d.sizeBytes }),
+              (res) => verified(endpoint.display, "GET cas", d, res.body)
+            ),
+            described(d)
+          ),
+        { concurrency: CONCURRENCY }
+      )
+    )
+
+  const downloadFile: Transport["downloadFile"] = (d, file) =>
+    Effect.zipRight(
+      checkSizes(calls, "GET cas", [d]),
+      calls.call(
+        "GET cas",
+        "transfer",
+        intoFile(endpoint.display, "GET cas", d, file, (sink) =>
+          Effect.asVoid(request("GET", `cas/${d.hash}`, "transfer", { limit: d.sizeBytes, bytes: d.sizeBytes, sink }))),
+        described(d)
+      )
+    )
+
+  return {
+    calls,
+    downloadFile,
+    capabilities,
+    getActionResult,
+    updateActionResult,
+    findMissing,
+    upload,
+    download,
+    close: Effect.sync(() => agent.destroy())
+  }
+}

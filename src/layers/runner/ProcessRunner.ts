@@ -1,0 +1,261 @@
+/**
+ * Runs processes hermetically: action cache → concurrency limit → a fresh sandbox per process. A tool that exits
+ * non-zero is a `ProcessResult`; the error channel carries kiln's own failures, `MissingDigest` among them.
+ *
+ * @since 0.1.0
+ */
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as os from "node:os"
+import * as path from "node:path"
+import { actionDigest } from "../../domain/ActionKey.js"
+import type { Digest, MissingDigest } from "../../domain/Digest.js"
+import * as Permits from "../../domain/Permits.js"
+import { type Process, ProcessResult, type SpawnError } from "../../domain/Process.js"
+import { RemoteTier } from "../../domain/RemoteTier.js"
+import type { SandboxError, SandboxerUnavailable } from "../../domain/Sandbox.js"
+import type { StoreError } from "../../domain/StoreErrors.js"
+import type { InvalidOutput } from "../../domain/TreeErrors.js"
+import type * as UnsafeDirectory from "../../domain/UnsafeDirectory.js"
+import { cacheDir } from "../../os/CacheDir.js"
+import * as PrivateDir from "../../os/PrivateDir.js"
+import { HelperLifetime } from "../lifetime/HelperLifetime.js"
+import { type Handoff, Sandboxes } from "../sandbox/Sandboxes.js"
+import { Sandboxer } from "../sandboxer/Sandboxer.js"
+import * as Spawner from "../spawner/Spawner.js"
+import * as SharedTrees from "../store/SharedTrees.js"
+import { Store } from "../store/Store.js"
+import * as BoundedRunner from "./internal/bounded.js"
+import * as CachedRunner from "./internal/cached.js"
+import * as LocalRunner from "./internal/local.js"
+import type { Runner } from "./internal/runner.js"
+
+/**
+ * Whether a run may read the action cache and write it. Backtracking re-runs a producer with reads off and writes
+ * on, so its fresh result replaces the stale entry.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface CachePolicy {
+  readonly read: boolean
+  readonly write: boolean
+  /**
+   * The caller has just looked this very process up (`lookup`) and missed: the runner reads the cache again only
+   * under the action's lock, where another engine's result would show.
+   */
+  readonly missed?: boolean
+}
+
+/**
+ * How a cache hit's content is checked: `validate` (the default) and `fetch` make sure every blob of the result is
+ * in the store (kiln has no remote store yet, so the two agree), `defer` trusts the entry and leaves a missing blob
+ * to backtracking.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type CacheContent = "fetch" | "validate" | "defer"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Service {
+  readonly run: (
+    process: Process,
+    options?: {
+      readonly cache?: CachePolicy
+      /** Workspace directories that may stand in for shared trees of the input root (see `WorkspaceTree`). */
+      readonly workspaceTrees?: ReadonlyArray<WorkspaceTree>
+    }
+  ) => Effect.Effect<
+    ProcessResult,
+    MissingDigest | SandboxError | SandboxerUnavailable | SpawnError | StoreError | InvalidOutput
+  >
+  /**
+   * Looks processes up in the action cache without running anything: the entries are read together (one read
+   * transaction per store shard), and each hit's content is checked per `cacheContent`. None for a miss, a process
+   * cached `never`, or a hit whose bytes are gone; a store that cannot be read counts as a miss.
+   */
+  readonly lookup: (processes: ReadonlyArray<Process>) => Effect.Effect<Array<Option.Option<ProcessResult>>>
+  /**
+   * Gets ready to run processes without waiting: starts the spawner (and arms it as the watchdog), so that its
+   * start-up overlaps whatever the caller does before its first run. A failure to start shows at that run.
+   */
+  readonly warmUp: Effect.Effect<void>
+  /** The output files of processes that ran, moved out of their sandboxes for write-back to take (see `Handoff`). */
+  readonly handoff: Handoff
+  /**
+   * Brings the files of a tree whose directories are in the store into it from the remote cache, if there is one
+   * (a remote hit under `validate` or `defer` leaves them there until needed); false when it cannot.
+   */
+  readonly fetchTree: (root: Digest) => Effect.Effect<boolean>
+  /**
+   * How many processes are worth having in progress at once: those it runs at a time, locally and on a remote
+   * executor, and room to look up and lay out the next ones meanwhile. A caller with more ready to run keeps the
+   * rest waiting before they start, holding nothing, so that its memory does not grow with the graph. Absent: no
+   * bound.
+   */
+  readonly inFlight?: number
+}
+
+/**
+ * A directory of the caller's workspace that holds exactly the tree `digest` (its snapshot took it whole): where
+ * the process's input root has that tree at `path`, the sandbox mounts the directory itself, read-only, rather than
+ * the store's copy, and nothing is written. `unchanged` is asked once the process has ended: if anything under it
+ * changed meanwhile, the result is not cached (it may not be the tree's).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface WorkspaceTree {
+  /** Relative to the input root. */
+  readonly path: string
+  readonly abs: string
+  readonly digest: Digest
+  /** How many files and symlinks it holds (the runner's split need not read the tree to know it is large). */
+  readonly files: number
+  readonly unchanged: () => boolean
+}
+
+/**
+ * @since 0.1.0
+ * @category tags
+ */
+export class ProcessRunner extends Context.Tag("kiln/ProcessRunner")<ProcessRunner, Service>() {}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** At most this many processes at once. Default: the CPU count. */
+  readonly concurrency?: number
+  readonly cacheContent?: CacheContent
+  /** Default `$KILN_NAMED_CACHES_DIR`, else `$XDG_CACHE_HOME/kiln/named_caches`, else `~/.cache/kiln/named_caches`. */
+  readonly namedCachesDir?: string
+  /** Between SIGTERM and SIGKILL of a process group that timed out or was interrupted. Default 3 s. */
+  readonly grace?: Duration.DurationInput
+  /**
+   * Input subtrees of at least this many files are shared between sandboxes, mounted read-only, rather than written
+   * into each (see `SharedTrees`); 0 writes every tree. Default `$KILN_SHARED_TREE_MIN_FILES`, else 1,000.
+   */
+  readonly sharedTreeMinFiles?: number
+}
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const defaultNamedCachesDir = (env: NodeJS.ProcessEnv = process.env): string =>
+  cacheDir("named_caches", "KILN_NAMED_CACHES_DIR", env)
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options: Options = {}) =>
+  Effect.gen(function*() {
+    const store = yield* Store
+    const sandboxes = yield* Sandboxes
+    // The spawner is this process's watchdog: with a HelperLifetime beneath the Store, it stays until the Store has
+    // released its environments (see HelperLifetime), not only until this layer closes.
+    const lifetime = yield* Effect.serviceOption(HelperLifetime)
+    const spawner = yield* Spawner.make(Option.isSome(lifetime) ? { endWith: lifetime.value.addFinalizer } : {})
+    const sandboxer = yield* Sandboxer
+    const watched = new Set<string>()
+    // The spawner is the watchdog: it is up before any process runs, and nothing else is started unless this
+    // process dies (then it starts the sandboxer's post-mortem, which removes the sandboxes under these roots).
+    const watch = (root: string) =>
+      watched.has(root) ? Effect.void : Effect.flatMap(sandboxer.postMortem([...watched, root]), (postMortem) => {
+        watched.add(root)
+        return Option.isSome(postMortem) ? spawner.arm(postMortem.value) : Effect.void
+      })
+    const namedCachesDir = path.resolve(options.namedCachesDir ?? defaultNamedCachesDir())
+    // Named caches are inputs no digest vouches for: a directory another user owns or can write is refused, as the
+    // store's root is (and, like it, one a group shares on purpose is not).
+    yield* PrivateDir.verify("named caches directory", namedCachesDir, "group")
+    const concurrency = Math.max(1, options.concurrency ?? os.availableParallelism())
+    const minFiles = options.sharedTreeMinFiles ?? SharedTrees.minFilesFrom()
+    const local = LocalRunner.make(store, sandboxer, sandboxes, spawner, {
+      namedCachesDir,
+      grace: options.grace ?? Duration.seconds(3),
+      watch,
+      running: yield* Permits.make(concurrency),
+      sharedTrees: minFiles > 0 ? yield* SharedTrees.make(store, { minFiles }) : undefined
+    })
+    // As many sandboxes again as processes running: the next ones are filled, and the last ones captured, while
+    // those run. (A sandbox held through its whole run made half of a cold process's time a wait for the store's
+    // commits, with the CPUs idle.)
+    const bounded = yield* BoundedRunner.make(concurrency * 2, local)
+    // A process that runs is a span; a cache hit is not: the span cost a fifth of a hit (0.12-0.16 ms), and a hit is
+    // in the result (`source: "cache-hit"`). No stack trace: capturing one per process cost more than a hit does.
+    const traced: Runner = (process, policy) =>
+      bounded(process, policy).pipe(
+        Effect.withSpan("ProcessRunner.run", {
+          attributes: { description: process.description },
+          captureStackTrace: false
+        })
+      )
+    const remote = yield* Effect.serviceOption(RemoteTier)
+    // A remote executor takes what it may run (at its own bound, not --concurrency's); the rest runs here.
+    const executed: Runner = Option.isNone(remote) ?
+      traced :
+      (process, policy) =>
+        Effect.flatMap(remote.value.execute(process, actionDigest(process), { skipCache: !policy.read }), (ran) =>
+          Option.isNone(ran)
+            ? traced(process, policy)
+            : Effect.succeed(
+              new ProcessResult({
+                ...ran.value,
+                signal: null,
+                actionDigest: actionDigest(process),
+                durationMs: 0,
+                source: "remote",
+                timings: ran.value.timings
+              }, true)
+            ))
+    const cached = CachedRunner.make(store, executed, options.cacheContent ?? "validate", Option.getOrUndefined(remote))
+    let warming = false
+    const service: Service = {
+      lookup: cached.lookup,
+      warmUp: Effect.suspend(() => {
+        if (warming) {
+          return Effect.void
+        }
+        warming = true
+        return Effect.zipRight(
+          spawner.warmUp,
+          watch(sandboxes.root).pipe(
+            Effect.catchAll((e) =>
+              Effect.logDebug(`could not arm the watchdog ahead of time: ${e.message}`)
+            )
+          )
+        )
+      }),
+      run: (process, opts) =>
+        cached.run(process, {
+          ...(opts?.cache ?? { read: true, write: true }),
+          ...(opts?.workspaceTrees !== undefined ? { workspaceTrees: opts.workspaceTrees } : {})
+        }),
+      handoff: sandboxes.handoff,
+      fetchTree: (root) => Option.isSome(remote) ? remote.value.fetchTree(root) : Effect.succeed(false),
+      // Twice what the bounded runner admits (itself twice the local concurrency): enough to have the next processes
+      // looked up and laid out while the others run; the figures barely moved between 4 and 64 (report.md).
+      inFlight: Math.max(8, concurrency * 4) + (Option.isSome(remote) ? remote.value.executorJobs : 0)
+    }
+    return service
+  })
+
+/**
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (
+  options: Options = {}
+): Layer.Layer<ProcessRunner, UnsafeDirectory.UnsafeDirectory, Store | Sandboxer | Sandboxes> =>
+  Layer.scoped(ProcessRunner, make(options))

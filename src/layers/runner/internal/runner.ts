@@ -1,0 +1,23 @@
+/**
+ * The one interface every runner decorator implements (Pants's `CommandRunner`): cached(bounded(local)).
+ *
+ * @internal
+ */
+import type * as Effect from "effect/Effect"
+import type { MissingDigest } from "../../../domain/Digest.js"
+import type { Process, ProcessResult, SpawnError } from "../../../domain/Process.js"
+import type { SandboxError, SandboxerUnavailable } from "../../../domain/Sandbox.js"
+import type { StoreError } from "../../../domain/StoreErrors.js"
+import type { InvalidOutput } from "../../../domain/TreeErrors.js"
+import type { CachePolicy, WorkspaceTree } from "../ProcessRunner.js"
+
+/** The cache policy of one run, and what the caller's workspace offers its sandbox. @internal */
+export interface RunPolicy extends CachePolicy {
+  readonly workspaceTrees?: ReadonlyArray<WorkspaceTree>
+}
+
+/** @internal */
+export type RunError = MissingDigest | SandboxError | SandboxerUnavailable | SpawnError | StoreError | InvalidOutput
+
+/** @internal */
+export type Runner = (process: Process, policy: RunPolicy) => Effect.Effect<ProcessResult, RunError>

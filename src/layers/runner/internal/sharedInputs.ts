@@ -1,0 +1,112 @@
+/**
+ * A process's large input subtrees, shared rather than written: its input root is split into those (each mounted
+ * read-only from the store's shared tree) and the rest (written into the sandbox as before). Where this machine
+ * cannot mount (no root, no user namespaces), every tree is written, as before, with one warning per engine.
+ *
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import * as path from "node:path"
+import * as Digest from "../../../domain/Digest.js"
+import { outputSegments, type Process } from "../../../domain/Process.js"
+import type { StoreError } from "../../../domain/StoreErrors.js"
+import * as MountNamespace from "../../../os/MountNamespace.js"
+import type * as SharedTrees from "../../store/SharedTrees.js"
+import type { WorkspaceTree } from "../ProcessRunner.js"
+
+/** @internal */
+export interface Layout {
+  /** What is written into the sandbox: the input root, less the shared subtrees (empty directories there). */
+  readonly rest: Digest.Digest
+  readonly shared: ReadonlyArray<{ readonly path: string; readonly digest: Digest.Digest }>
+  readonly mode: MountNamespace.Mode | undefined
+}
+
+/** Where the sandbox or the process writes, relative to the sandbox root: no shared subtree may be there. */
+const reservedOf = (process: Process): SharedTrees.Reserved => {
+  const wd = outputSegments(process.workingDirectory) ?? []
+  const within: Array<string> = []
+  for (const out of [...process.outputFiles, ...process.outputDirectories]) {
+    const s = outputSegments(out)
+    if (s !== undefined) within.push([...wd, ...s].join("/"))
+  }
+  for (const rel of [...Object.values(process.namedCaches), ...process.writablePaths]) {
+    const s = outputSegments(rel)
+    if (s !== undefined) within.push(s.join("/"))
+  }
+  return { at: [wd.join("/")].filter((r) => r !== ""), within: within.filter((r) => r !== "") }
+}
+
+/** @internal */
+export interface Planner {
+  readonly layoutOf: (
+    process: Process,
+    workspace: ReadonlyArray<WorkspaceTree>
+  ) => Effect.Effect<Layout, Digest.MissingDigest | StoreError>
+}
+
+/** @internal */
+export const planner = (shared: SharedTrees.Service | undefined): Planner => {
+  let warned = false
+  return {
+    layoutOf: (process, workspace) =>
+      Effect.gen(function*() {
+        const whole: Layout = { rest: process.inputDigest, shared: [], mode: undefined }
+        if (shared === undefined) return whole
+        const known = new Map(workspace.map((w) => [w.digest.hash, w.files]))
+        const split = yield* shared.split(process.inputDigest, reservedOf(process), known)
+        if (split.shared.length === 0) return whole
+        const probe = MountNamespace.probe()
+        if (probe.mode === undefined) {
+          if (!warned) {
+            warned = true
+            yield* Effect.logWarning(
+              `large input trees are written into every sandbox: this machine cannot mount them read-only (${probe.why})`
+            )
+          }
+          return whole
+        }
+        return { rest: split.rest, shared: split.shared, mode: probe.mode }
+      })
+  }
+}
+
+/** No mounts. @internal */
+export const none: Mounts = { mounts: [], fromWorkspace: [] }
+
+/** @internal */
+export interface Mounts {
+  readonly mounts: ReadonlyArray<MountNamespace.Mount>
+  /** The workspace directories mounted, to be checked once the process has ended. */
+  readonly fromWorkspace: ReadonlyArray<WorkspaceTree>
+}
+
+/**
+ * A mount at its place in `sandbox` for each shared subtree: the caller's workspace directory where it holds exactly
+ * that tree (nothing is written: a cold run's tool tree costs no copy), else the store's read-only copy, made once
+ * per digest by `write`.
+ *
+ * @internal
+ */
+export const mountsOf = <E>(
+  shared: SharedTrees.Service,
+  layout: Layout,
+  sandbox: string,
+  workspace: ReadonlyArray<WorkspaceTree>,
+  write: SharedTrees.Write<E>
+): Effect.Effect<Mounts, E | StoreError> =>
+  Effect.gen(function*() {
+    const mounts: Array<MountNamespace.Mount> = []
+    const fromWorkspace: Array<WorkspaceTree> = []
+    for (const s of layout.shared) {
+      const target = path.join(sandbox, ...s.path.split("/"))
+      const own = workspace.find((w) => w.path === s.path && Digest.equals(w.digest, s.digest))
+      if (own !== undefined) {
+        fromWorkspace.push(own)
+        mounts.push({ source: own.abs, target })
+      } else {
+        mounts.push({ source: yield* shared.place(s.digest, write), target })
+      }
+    }
+    return { mounts, fromWorkspace }
+  })

@@ -1,0 +1,141 @@
+/**
+ * Shared trees: a large subtree of an input root (a `node_modules`, a Go module cache, a virtualenv) is written once
+ * per digest into a read-only directory the store owns, and every sandbox that needs it mounts that directory
+ * instead of receiving a copy of each file. A sandbox then costs O(1) in the size of the trees it shares.
+ *
+ * A subtree is shared when it holds at least {@link DEFAULT_MIN_FILES} files and symlinks and none of the paths the
+ * process writes into (its working directory, outputs, named caches and writable inputs). Below that, writing the
+ * files costs about as much as the mount, and a source tree stays writable as tools expect.
+ *
+ * The directories live under `<store>/immutable/trees/`: each appears complete by a rename (several engines racing
+ * to make one agree on the first), is leased like a large file and recorded as used by every live process using it,
+ * so `kiln store gc` never takes one a sandbox mounts, and `kiln store check` hashes each against its name.
+ *
+ * @since 0.1.0
+ */
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type * as Scope from "effect/Scope"
+import type * as Digest from "../../domain/Digest.js"
+import type { StoreError } from "../../domain/StoreErrors.js"
+import * as Internal from "./internal/sharedTrees.js"
+import { Store } from "./Store.js"
+import type * as StoreModule from "./Store.js"
+
+/**
+ * Subtrees of at least this many files and symlinks are shared (`KILN_SHARED_TREE_MIN_FILES` overrides it).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const DEFAULT_MIN_FILES = 1000
+
+/**
+ * An input root split into its shared subtrees and the rest.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Split {
+  /** The input root with each shared subtree replaced by an empty directory, where it is mounted. */
+  readonly rest: Digest.Digest
+  /** Each shared subtree, by its path in the input root. */
+  readonly shared: ReadonlyArray<{ readonly path: string; readonly digest: Digest.Digest }>
+}
+
+/**
+ * Where a sandbox writes, relative to its root.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Reserved {
+  /** No shared subtree may hold one of these (the working directory: its parents and children may be shared). */
+  readonly at: ReadonlyArray<string>
+  /** No shared subtree may hold one of these or lie inside one (outputs, named caches, writable inputs). */
+  readonly within: ReadonlyArray<string>
+}
+
+/**
+ * Writes the tree `digest` into the empty directory `into` (the sandboxer's `materialize`, or the store's).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Write<E> = (digest: Digest.Digest, into: string) => Effect.Effect<void, E>
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Service {
+  /** Subtrees of at least this many files and symlinks are shared. */
+  readonly minFiles: number
+  /**
+   * Splits `root` at its large subtrees clear of `reserved` (paths relative to the root that the sandbox writes
+   * into). Counting is memoized by digest: a tree shared by every process is walked once per engine.
+   */
+  readonly split: (
+    root: Digest.Digest,
+    reserved: Reserved,
+    /** Trees whose sizes the caller knows (by hash: files and symlinks), which the split then need not read. */
+    known?: ReadonlyMap<string, number>
+  ) => Effect.Effect<Split, Digest.MissingDigest | StoreError>
+  /**
+   * The read-only directory holding the tree `digest`, made with `write` unless one stands complete already, and
+   * leased while this process lives. MissingDigest when the store lacks some of its bytes.
+   */
+  readonly place: <E>(digest: Digest.Digest, write: Write<E>) => Effect.Effect<string, E | StoreError>
+}
+
+/**
+ * @since 0.1.0
+ * @category tags
+ */
+export class SharedTrees extends Context.Tag("kiln/SharedTrees")<SharedTrees, Service>() {}
+
+/**
+ * The threshold from `KILN_SHARED_TREE_MIN_FILES` (0: share nothing), else the default.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const minFilesFrom = (env: NodeJS.ProcessEnv = process.env): number => {
+  const text = env.KILN_SHARED_TREE_MIN_FILES
+  const n = Number(text)
+  return text !== undefined && text !== "" && Number.isInteger(n) && n >= 0 ? n : DEFAULT_MIN_FILES
+}
+
+/**
+ * Shared trees of an open store. Its uses are forgotten when the scope closes, so the
+ * trees may be collected once their leases end.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (
+  store: StoreModule.Service,
+  options: { readonly minFiles?: number } = {}
+): Effect.Effect<Service, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const state = Internal.make(store)
+    const minFiles = options.minFiles ?? minFilesFrom()
+    yield* Effect.addFinalizer(() =>
+      Effect.try(() => Internal.release(state)).pipe(
+        Effect.catchAll((e) => Effect.logWarning(`could not release this process's shared trees: ${String(e.error)}`))
+      )
+    )
+    return {
+      minFiles,
+      split: (root, reserved, known) => Internal.split(state, root, reserved, minFiles, known),
+      place: (digest, write) => Internal.place(state, digest, write)
+    }
+  })
+
+/**
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options: { readonly minFiles?: number } = {}): Layer.Layer<SharedTrees, never, Store> =>
+  Layer.scoped(SharedTrees, Effect.flatMap(Store, (store) => make(store, options)))

@@ -1,0 +1,395 @@
+/**
+ * The process-wide registry of LMDB environments. LMDB forbids opening one environment twice in a process: closing
+ * either copy drops the process's POSIX locks on `lock.mdb`, and another process can then write the same shard at
+ * the same time (Pants shipped that corruption). lmdb-js shares the native environment by inode, but two JS handles
+ * see each other's writes only a turn later and it does not refuse conflicting options, so kiln hands out one
+ * handle per environment, counted, keyed by the lock file's `(dev, ino)` so that symlinked and relative paths to the
+ * same store meet in one entry.
+ *
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
+import type * as Lmdb from "lmdb"
+import type { Database, RootDatabase } from "lmdb"
+import * as fs from "node:fs"
+import Module from "node:module"
+import * as path from "node:path"
+import { StoreConfigConflict, StoreError } from "../../../../domain/StoreErrors.js"
+import { describeErrno, errnoOf } from "../../../../os/Errno.js"
+import { mkdirp } from "../../../../os/Mkdirp.js"
+import * as Proc from "../../../../os/Proc.js"
+import * as LmdbCommit from "./commit.js"
+import * as LmdbFile from "./dataFile.js"
+import * as Unsynced from "./unsynced.js"
+
+/** @internal */
+export interface EnvSettings {
+  readonly mapSize: number
+  readonly maxReaders: number
+}
+
+/** @internal */
+export interface SharedEnv {
+  readonly key: string
+  readonly path: string
+  readonly env: RootDatabase<Buffer, Buffer>
+  /** Digest hash (32 bytes) → the entry's bytes. */
+  readonly content: Database<Buffer, Buffer>
+  /** Digest hash (32 bytes) → `[leasedUntilMs: f64, size: f64]`. Written in the same transaction as the content. */
+  readonly leases: Database<Buffer, Buffer>
+  /** Action digest hash → the owner (`{ pid, startTime }` JSON) running that action; action-cache shards only. */
+  readonly locks: Database<Buffer, Buffer>
+  readonly settings: EnvSettings
+  refs: number
+}
+
+/** @internal */
+export const MDB_READERS_FULL = -30790
+
+type Registry = Map<string, SharedEnv>
+const registryKey = Symbol.for("kiln/lmdbEnvs")
+// On globalThis, so that two copies of this module in one process (a bundle beside the tsc build) still share it.
+const registry: Registry = ((globalThis as any)[registryKey] ??= new Map()) as Registry
+
+let lmdb: typeof Lmdb | undefined
+
+/**
+ * Beside an addon that `scripts/patch-lmdb.mjs` built (at install) from LMDB's source with kiln's fixes: the source's
+ * hash, then the id of each fix, one a line.
+ */
+const FIXES_STAMP = "kiln-lmdb-fixes"
+
+/**
+ * What an addon kiln runs must have been built with: lost commits, locks destroyed under another opener, and the heap
+ * overflow of a page write failed by a full disk.
+ */
+const REQUIRED_FIXES = ["open-txnid", "close-keeps-mutexes", "write-error-message"]
+
+const stampHasFixes = (file: string): boolean => {
+  try {
+    const ids = new Set(fs.readFileSync(file, "utf8").split("\n").slice(1))
+    return REQUIRED_FIXES.every((id) => ids.has(id))
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Whether the native addon lmdb loaded is the one built with kiln's fixes (see `scripts/patch-lmdb.mjs`): its file,
+ * found among the modules Node has loaded, has a stamp beside it that names every fix.
+ */
+const addonIsFixed = (addon: unknown): { fixed: boolean; file?: string } => {
+  const cache = (Module as unknown as { _cache: Record<string, { exports: unknown; filename: string } | undefined> })
+    ._cache
+  for (const m of Object.values(cache)) {
+    if (m !== undefined && m.exports === addon) {
+      return { fixed: stampHasFixes(path.join(path.dirname(m.filename), FIXES_STAMP)), file: m.filename }
+    }
+  }
+  return { fixed: false }
+}
+
+/** Whether the lmdb this process loaded runs the addon built with the fix (undefined before lmdb is loaded). @internal */
+export const loadedAddonIsFixed = (): boolean | undefined =>
+  lmdb === undefined ? undefined : addonIsFixed((lmdb as { readonly nativeAddon?: unknown }).nativeAddon).fixed
+
+const loadLmdb = Effect.tap(
+  Effect.promise(async () => (lmdb ??= await import("lmdb"))),
+  (loaded) => {
+    const { file, fixed } = addonIsFixed((loaded as { readonly nativeAddon?: unknown }).nativeAddon)
+    return fixed ? Effect.void : Effect.logWarning(
+      `lmdb's native addon${file === undefined ? "" : ` (${file})`} is not the one built with kiln's LMDB fixes ` +
+        "(run `node scripts/patch-lmdb.mjs` in kiln's directory): with several kiln processes on one store, " +
+        "entries written can be lost and writes can fail with EINVAL; a full disk can crash kiln"
+    )
+  }
+)
+
+const lockKey = (dir: string): string | undefined => {
+  try {
+    // stat, never open: closing any descriptor of lock.mdb would drop this process's LMDB locks on it.
+    const st = fs.statSync(path.join(dir, "lock.mdb"), { bigint: true })
+    return `${st.dev}:${st.ino}`
+  } catch (e) {
+    if (errnoOf(e) === "ENOENT") return undefined
+    throw e
+  }
+}
+
+/** @internal */
+export const registrySize = (): number => registry.size
+
+const lmdbError = (dir: string, action: string) => (e: unknown) =>
+  new StoreError({ reason: "Lmdb", detail: `${action}: ${describeErrno(e)}`, path: dir })
+
+const optionsOf = (dir: string, settings: EnvSettings) => ({
+  path: dir,
+  noSubdir: false,
+  mapSize: settings.mapSize,
+  // Synced when closed instead, with a marker for a crash in between: see `unsynced.ts`.
+  noSync: true,
+  maxReaders: settings.maxReaders,
+  maxDbs: 4,
+  encoding: "binary" as const,
+  keyEncoding: "binary" as const,
+  compression: false,
+  cache: false
+})
+
+const DATABASES = ["content", "leases", "locks"] as const
+
+/**
+ * Opens (creating them if need be) the named databases in one write transaction: lmdb-js commits one per `openDB`
+ * otherwise, and in a new environment each of those commits took several milliseconds, paid once per shard.
+ */
+const openDatabases = (env: RootDatabase<Buffer, Buffer>) =>
+  env.transactionSync(() =>
+    DATABASES.map((name) => env.openDB<Buffer, Buffer>({ name, encoding: "binary", keyEncoding: "binary" }))
+  )
+
+/** The environment's handle as kiln shares it, registered under its lock file's identity. */
+const register = (
+  dir: string,
+  env: RootDatabase<Buffer, Buffer>,
+  settings: EnvSettings,
+  databases = openDatabases(env)
+): SharedEnv => {
+  // lmdb-js checks at open too; kiln does it explicitly because it is the promise users rely on.
+  env.readerCheck()
+  const [content, leases, locks] = databases
+  const key = lockKey(dir)!
+  const shared: SharedEnv = {
+    key,
+    path: dir,
+    env,
+    content: content!,
+    leases: leases!,
+    locks: locks!,
+    settings,
+    refs: 1
+  }
+  LmdbCommit.watch(shared)
+  registry.set(key, shared)
+  return shared
+}
+
+/** New environments that processes killed while making them left beside `dir`. */
+const removeAbandoned = (dir: string) => {
+  const prefix = `${path.basename(dir)}.new-`
+  for (const name of fs.readdirSync(path.dirname(dir))) {
+    if (!name.startsWith(prefix)) continue
+    const pid = Number(name.slice(prefix.length).split("-")[0])
+    if (!Proc.isAlive(pid)) fs.rmSync(path.join(path.dirname(dir), name), { recursive: true, force: true })
+  }
+}
+
+/**
+ * Makes a new environment whole (its named databases included) in a directory of its own beside `dir`, renames it
+ * into place and keeps it open: its handle is this process's handle on `dir`. Processes that created one
+ * environment at once (six engines starting on a fresh store) made LMDB fail with `MDB_PROBLEM: mdb_page_touch no
+ * parent` while each created the named databases; a rename is all or nothing, so no process opens an environment
+ * another is still making. When another process got there first (`dir` is no longer empty), this one is discarded
+ * and undefined returned: the caller opens theirs. (Closing the new handle and opening `dir` again instead made
+ * every later fork of this process several times slower: lmdb-js keeps something of a closed environment.)
+ */
+const createInPlace = (
+  open: typeof Lmdb.open,
+  dir: string,
+  settings: EnvSettings
+): StoreError | SharedEnv | undefined => {
+  // Room first, before anything is made: LMDB writes a new environment through its map, and a full disk is SIGBUS.
+  const room = LmdbFile.check(dir, settings.maxReaders)
+  if (room !== undefined) return room
+  const fresh = `${dir}.new-${process.pid}-${Math.random().toString(36).slice(2, 10)}`
+  const unmarked = Unsynced.mark(dir)
+  if (unmarked !== undefined) return lmdbError(dir, "cannot create the LMDB environment")(unmarked)
+  let env: RootDatabase<Buffer, Buffer> | undefined
+  try {
+    removeAbandoned(dir)
+    fs.mkdirSync(fresh)
+    env = open<Buffer, Buffer>(optionsOf(fresh, settings))
+    const databases = openDatabases(env)
+    try {
+      // Replaces `dir` only while it is empty (as the store's layout leaves it): never an environment in use.
+      fs.renameSync(fresh, dir)
+    } catch (e) {
+      if (errnoOf(e) !== "ENOTEMPTY" && errnoOf(e) !== "EEXIST") throw e
+      void env.close()
+      fs.rmSync(fresh, { recursive: true, force: true })
+      return undefined
+    }
+    return register(dir, env, settings, databases)
+  } catch (e) {
+    if (env !== undefined) void env.close()
+    fs.rmSync(fresh, { recursive: true, force: true })
+    return lmdbError(dir, "cannot create the LMDB environment")(e)
+  }
+}
+
+/**
+ * Loads lmdb-js (once per process): {@link openSync} needs it loaded.
+ *
+ * @internal
+ */
+export const preload: Effect.Effect<void> = Effect.suspend(() =>
+  lmdb !== undefined ? Effect.void : Effect.asVoid(loadLmdb)
+)
+
+/**
+ * Opens the shared environment for `dir` (creating it when there is none), or takes another reference to it when this
+ * process has it open already; {@link release} gives the reference back. Synchronous, so that a store can open a shard
+ * on first use in the middle of a read; lmdb-js must be loaded first ({@link preload}). A second opener that asks for
+ * other settings gets `StoreConfigConflict`.
+ *
+ * @internal
+ */
+export const openSync = (dir: string, settings: EnvSettings): SharedEnv | StoreError | StoreConfigConflict => {
+  if (lmdb === undefined) throw new Error("lmdbEnvs.openSync before preload")
+  let existingKey: string | undefined
+  try {
+    mkdirp(dir)
+    existingKey = lockKey(dir)
+  } catch (e) {
+    return lmdbError(dir, "cannot prepare the LMDB directory")(e)
+  }
+  const existing = existingKey === undefined ? undefined : registry.get(existingKey)
+  if (existing !== undefined) {
+    for (const setting of ["mapSize", "maxReaders"] as const) {
+      if (existing.settings[setting] !== settings[setting]) {
+        return new StoreConfigConflict({
+          path: dir,
+          setting,
+          existing: String(existing.settings[setting]),
+          requested: String(settings[setting])
+        })
+      }
+    }
+    existing.refs++
+    return existing
+  }
+  if (!fs.existsSync(path.join(dir, "data.mdb"))) {
+    const created = createInPlace(lmdb.open, dir, settings)
+    if (created !== undefined) return created
+  }
+  // LMDB crashes the process on a truncated data file, or when it creates one on a full disk: refuse those first.
+  const unsafe = LmdbFile.check(dir, settings.maxReaders)
+  if (unsafe !== undefined) return unsafe
+  try {
+    return register(dir, lmdb.open<Buffer, Buffer>(optionsOf(dir, settings)), settings)
+  } catch (e) {
+    return lmdbError(dir, "cannot open the LMDB environment")(e)
+  }
+}
+
+/** Gives back a reference taken by {@link openSync}; the last one closes the environment. @internal */
+export const release = (shared: SharedEnv): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    shared.refs--
+    if (shared.refs > 0) {
+      return Effect.void
+    }
+    registry.delete(shared.key)
+    // Synced once its last commit is in, and before it is closed (the sync needs the open environment).
+    const synced = Unsynced.settle(shared.path, syncOf(shared))
+    if (LmdbCommit.hasFailed(shared)) return LmdbCommit.closeAfterFailure(shared, synced)
+    return Effect.promise(async () => {
+      await shared.env.flushed
+    }).pipe(
+      Effect.zipRight(synced),
+      Effect.zipRight(Effect.promise(() => shared.env.close()))
+    )
+  })
+
+/** LMDB's `mdb_env_sync` of the environment, on lmdb-js's thread pool. */
+const syncOf = (shared: SharedEnv) => (done: (error?: unknown) => void): void =>
+  (shared.env as unknown as { readonly env: { sync(done: (error?: unknown) => void): void } }).env.sync(done)
+
+/**
+ * Notes that this process is about to commit to these shards (see `unsynced.ts`); the error says why it must not.
+ *
+ * @internal
+ */
+export const markWritten = (shards: Iterable<SharedEnv>, action: string): StoreError | undefined => {
+  for (const shard of shards) {
+    const e = Unsynced.mark(shard.path)
+    if (e !== undefined) return new StoreError({ reason: "Io", detail: `${action}: ${e.message}`, path: shard.path })
+  }
+  return undefined
+}
+
+/**
+ * {@link openSync} as a scoped resource, retried briefly when {@link LmdbFile.check} refused the data file (see
+ * {@link LmdbFile.settling}).
+ *
+ * @internal
+ */
+export const acquire = (
+  dir: string,
+  settings: EnvSettings
+): Effect.Effect<SharedEnv, StoreError | StoreConfigConflict, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.zipRight(
+      preload,
+      Effect.suspend(() => {
+        const opened = openSync(dir, settings)
+        return opened instanceof StoreError || opened instanceof StoreConfigConflict
+          ? Effect.fail(opened)
+          : Effect.succeed(opened)
+      }).pipe(LmdbFile.settling)
+    ),
+    release
+  )
+
+/**
+ * Runs a read, and when LMDB's reader table is full, clears stale slots (readers whose process died) and tries
+ * once more. A table still full after that is a typed error that says how to clear it.
+ *
+ * @internal
+ */
+export const read = <A>(shared: SharedEnv, f: () => A): Effect.Effect<A, StoreError> =>
+  Effect.suspend(() => {
+    const a = readSync(shared, f)
+    return a instanceof StoreError ? Effect.fail(a) : Effect.succeed(a)
+  })
+
+/**
+ * {@link read} for callers that batch many reads in plain code: the error is returned, not thrown, so that it still
+ * reaches the Effect error channel as a value.
+ *
+ * @internal
+ */
+export const readSync = <A>(shared: SharedEnv, f: () => A): A | StoreError => {
+  try {
+    return f()
+  } catch (e) {
+    if (!isReadersFull(e)) return lmdbError(shared.path, "read failed")(e)
+  }
+  try {
+    shared.env.readerCheck()
+    return f()
+  } catch (e) {
+    if (!isReadersFull(e)) return lmdbError(shared.path, "read failed")(e)
+    return readersFull(shared)
+  }
+}
+
+/** @internal */
+export const isReadersFull = (e: unknown): boolean =>
+  typeof e === "object" && e !== null && "code" in e && e.code === MDB_READERS_FULL
+
+/** @internal */
+export const readersFull = (shared: SharedEnv): StoreError =>
+  new StoreError({
+    reason: "ReadersFull",
+    detail: `the LMDB reader table (${shared.settings.maxReaders} slots) is full even after clearing stale readers: ` +
+      `too many live processes read this store at once. Stop some kiln processes, or once none is running, ` +
+      `raise --store-max-readers (every process must pass the same value: the first opener fixes it)`,
+    path: shared.path
+  })
+
+/** Live readers as LMDB's reader table lists them: `[pid, txnid]` per slot in use. @internal */
+export const readerPids = (shared: SharedEnv): Array<number> =>
+  shared.env.readerList().split("\n").slice(1).map((line) => line.trim().split(/\s+/)[0]).filter((p) =>
+    p !== undefined && /^\d+$/.test(p)
+  ).map(Number)

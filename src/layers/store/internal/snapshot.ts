@@ -1,0 +1,532 @@
+/**
+ * Reads a directory on disk into the store: files (executable bit kept), symlinks (kept as symlinks, never
+ * followed) and directories, optionally filtered by globs.
+ *
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import * as Digest from "../../../domain/Digest.js"
+import { StoreError } from "../../../domain/StoreErrors.js"
+import { describeErrno, errnoOf } from "../../../os/Errno.js"
+import { ioError } from "../../../os/IoError.js"
+import * as Observation from "../SnapshotObservation.js"
+import type { Snapshot, SnapshotRequest } from "../Store.js"
+import * as Core from "./core.js"
+import { putHashedSmallFiles } from "./core.js"
+import * as LargeFiles from "./largeFiles.js"
+import * as Sharded from "./lmdb/shards.js"
+import { type Filter, filterOf } from "./snapshotFilter.js"
+import * as StatIndex from "./statIndex.js"
+import * as Tree from "./tree.js"
+import * as WholeDirs from "./wholeDirs.js"
+
+const FLUSH_BYTES = 32 * 1024 * 1024
+
+interface Walk {
+  readonly core: Core.Core
+  readonly filter: Filter | undefined
+  readonly index?: StatIndex.StatIndex | undefined
+  /** Collects every path the walk read, with what it found there (for the run memo). */
+  readonly observe?: Array<Observation.SnapshotObservation> | undefined
+  /** Collects every file the walk read, with its digest (a capture's, for `Handoff`). */
+  readonly read?: Array<readonly [string, Digest.Digest]> | undefined
+  /** File contents read and not yet stored: shared by the walks of one `snapshotMany`, stored together. */
+  readonly batch: Batch
+  /** Inside a directory taken whole: its subdirectories are part of its walk, not shared on their own. */
+  readonly inWhole?: boolean
+  /** The directories taken whole that this walk used (see `wholeDirs`). */
+  readonly wholes?: Set<string>
+  /** Empty directories the filter dropped (inside a directory taken whole: its tree is then not what is on disk). */
+  readonly dropped?: { n: number }
+}
+
+interface Batch {
+  entries: Array<Sharded.Entry>
+  bytes: number
+}
+
+const newBatch = (): Batch => ({ entries: [], bytes: 0 })
+
+interface FileNode {
+  readonly digest: Digest.Digest
+  readonly isExecutable: boolean
+}
+
+/**
+ * What reading a file gives: the node at once when no I/O beyond a stat and a read is needed (every file of a run
+ * where nothing changed), else an Effect (a store write, a large file). A walk visits thousands of files, and an
+ * Effect per file was most of a no-op run's cost.
+ */
+type Step<A> = A | Effect.Effect<A, StoreError>
+
+const run = <A>(step: Step<A>): Effect.Effect<A, StoreError> => Effect.isEffect(step) ? step : Effect.succeed(step)
+
+const readFileNode = (w: Walk, abs: string, useIndex = true): Step<FileNode | undefined> => {
+  if (w.index !== undefined && useIndex && StatIndex.mayKnow(w.index, abs)) {
+    let st: fs.BigIntStats | undefined
+    try {
+      st = fs.lstatSync(abs, { bigint: true })
+    } catch (e) {
+      if (errnoOf(e) === "ENOENT") return undefined
+    }
+    const hash = st === undefined || !st.isFile() ? undefined : StatIndex.lookup(w.index, abs, st)
+    if (st !== undefined && hash !== undefined) {
+      const digest = { hash, sizeBytes: Number(st.size) }
+      // The index vouches for the bytes on disk, not for the store: a collected blob is read again.
+      const present = Core.hasFileSync(w.core, digest)
+      if (typeof present !== "boolean") return Effect.fail(present)
+      if (present) {
+        w.observe?.push(Observation.present("f", abs, st, hash))
+        return { digest, isExecutable: (Number(st.mode) & 0o111) !== 0 }
+      }
+    }
+  }
+  let fd: number
+  try {
+    fd = fs.openSync(abs, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW)
+  } catch (e) {
+    // Deleted between readdir and open: the tree is what is there now.
+    if (errnoOf(e) === "ENOENT") return undefined
+    return Effect.fail(ioError(abs, "cannot read")(e))
+  }
+  let size: number
+  let isExecutable: boolean
+  let bytes: Buffer | undefined
+  let st: fs.BigIntStats
+  try {
+    st = fs.fstatSync(fd, { bigint: true })
+    if (!st.isFile()) {
+      return Effect.fail(new StoreError({ reason: "Unsupported", detail: "not a regular file", path: abs }))
+    }
+    size = Number(st.size)
+    isExecutable = (Number(st.mode) & 0o111) !== 0
+    if (size < LargeFiles.THRESHOLD) bytes = fs.readFileSync(fd)
+  } catch (e) {
+    return Effect.fail(ioError(abs, "cannot read")(e))
+  } finally {
+    fs.closeSync(fd)
+  }
+  if (w.index !== undefined) StatIndex.countHashed(w.index)
+  const remember = <A extends { digest: Digest.Digest }>(r: A): A => {
+    if (w.index !== undefined && r.digest.sizeBytes === size) StatIndex.record(w.index, abs, st, r.digest.hash)
+    w.observe?.push(Observation.present("f", abs, st, r.digest.hash))
+    w.read?.push([abs, r.digest])
+    return r
+  }
+  if (bytes === undefined) {
+    return Effect.map(
+      LargeFiles.putFromPath(w.core.large, abs, Date.now() + w.core.leaseTimeMs, w.core.leaseTimeMs),
+      (digest) => remember({ digest, isExecutable })
+    )
+  }
+  const digest = Digest.ofBytes(bytes)
+  if (digest.sizeBytes >= LargeFiles.THRESHOLD) {
+    // It grew between fstat and read: store it as the large file it now is.
+    return Effect.map(
+      LargeFiles.putBytes(w.core.large, digest, bytes, Date.now() + w.core.leaseTimeMs, w.core.leaseTimeMs),
+      () => ({ digest, isExecutable })
+    )
+  }
+  if (bytes.length > 0) {
+    w.batch.entries.push({ hash: digest.hash, value: bytes })
+    w.batch.bytes += bytes.length
+  }
+  if (w.batch.bytes < FLUSH_BYTES) return remember({ digest, isExecutable })
+  return Effect.as(flush(w), remember({ digest, isExecutable }))
+}
+
+const flush = (w: Walk): Effect.Effect<void, StoreError> =>
+  Effect.suspend(() => {
+    const entries = w.batch.entries
+    w.batch.entries = []
+    w.batch.bytes = 0
+    return putHashedSmallFiles(w.core, entries)
+  })
+
+/** A socket, FIFO or device where a snapshot expects a file: one cannot be stored. */
+const unsnapshottable = (abs: string) => (): StoreError =>
+  new StoreError({
+    reason: "Unsupported",
+    detail: "not a regular file, directory or symlink (sockets, FIFOs and devices cannot be snapshotted)",
+    path: abs
+  })
+
+/**
+ * Reads the directory `abs` (relative path `rel` under the snapshot root) into `into`, depth first. Plain code with
+ * an explicit stack, leaving it only for what needs an Effect (a store write, a large file): a run where nothing
+ * changed walks thousands of files, and an Effect per directory and per file was most of its cost. Under a filter,
+ * directories left empty are dropped.
+ */
+const walkDir = (w: Walk, abs: string, rel: string, into: Tree.Node): Effect.Effect<void, StoreError> =>
+  Effect.suspend(() => {
+    const stack: Array<{ abs: string; rel: string; node: Tree.Node }> = [{ abs, rel, node: into }]
+    const visited: Array<Tree.Node> = []
+    let current: { entries: Array<fs.Dirent>; i: number; abs: string; rel: string; node: Tree.Node } | undefined
+    const step = (): Effect.Effect<void, StoreError> => {
+      for (;;) {
+        if (current === undefined || current.i >= current.entries.length) {
+          const next = stack.pop()
+          if (next === undefined) break
+          let entries: Array<fs.Dirent>
+          try {
+            if (w.index === undefined) {
+              entries = fs.readdirSync(next.abs, { withFileTypes: true })
+            } else {
+              const listing = StatIndex.readdir(w.index, next.abs)
+              entries = listing.entries
+              w.observe?.push(Observation.present("d", next.abs, listing.st, Observation.namesOf(entries)))
+            }
+          } catch (e) {
+            return Effect.fail(ioError(next.abs, "cannot read directory")(e))
+          }
+          visited.push(next.node)
+          current = { entries, i: 0, ...next }
+          continue
+        }
+        const entry = current.entries[current.i++]!
+        const childRel = current.rel === "" ? entry.name : `${current.rel}/${entry.name}`
+        let kind = entry.isDirectory() ? "dir" : entry.isSymbolicLink() ? "link" : entry.isFile() ? "file" : "other"
+        const childAbs = path.join(current.abs, entry.name)
+        if (kind === "other" && !entry.isFIFO() && !entry.isSocket() && !entry.isBlockDevice()) {
+          // Some file systems report DT_UNKNOWN: ask lstat.
+          try {
+            const st = fs.lstatSync(childAbs)
+            kind = st.isDirectory() ? "dir" : st.isSymbolicLink() ? "link" : st.isFile() ? "file" : "other"
+          } catch (e) {
+            return Effect.fail(ioError(childAbs, "cannot stat")(e))
+          }
+        }
+        if (kind === "dir") {
+          if (w.filter?.prunes(childRel)) continue
+          if (w.index !== undefined && w.inWhole !== true && w.filter?.takesAll(childRel) === true) {
+            // Walked on its own, once per session, for every snapshot that takes it whole to share.
+            const [parent, name] = [current.node, entry.name]
+            return Effect.flatMap(walkWhole(w, childAbs, childRel), (node) => {
+              parent.dirs.set(name, node)
+              return step()
+            })
+          }
+          const child = Tree.node()
+          current.node.dirs.set(entry.name, child)
+          stack.push({ abs: childAbs, rel: childRel, node: child })
+          continue
+        }
+        if (w.filter !== undefined && !w.filter.includes(childRel)) continue
+        if (kind === "link") {
+          try {
+            const st = w.observe !== undefined ? fs.lstatSync(childAbs, { bigint: true }) : undefined
+            const target = fs.readlinkSync(childAbs)
+            current.node.symlinks.set(entry.name, target)
+            if (st !== undefined) w.observe!.push(Observation.present("l", childAbs, st, target))
+          } catch (e) {
+            return Effect.fail(ioError(childAbs, "cannot read symlink")(e))
+          }
+        } else if (kind === "file") {
+          const node = current.node
+          const read = readFileNode(w, childAbs)
+          if (Effect.isEffect(read)) {
+            return Effect.flatMap(read, (file) => {
+              if (file !== undefined) node.files.set(entry.name, file)
+              return step()
+            })
+          }
+          if (read !== undefined) node.files.set(entry.name, read)
+        } else {
+          return Effect.fail(unsnapshottable(childAbs)())
+        }
+      }
+      // Children were visited after their parents: dropping empty ones from the last up leaves no empty directory.
+      if (w.filter !== undefined) {
+        for (let k = visited.length - 1; k >= 0; k--) {
+          const n = visited[k]!
+          for (const [name, child] of n.dirs) {
+            if ("dirs" in child && Tree.isEmpty(child)) {
+              n.dirs.delete(name)
+              if (w.dropped !== undefined) w.dropped.n++
+            }
+          }
+        }
+      }
+      return Effect.void
+    }
+    return step()
+  })
+
+/** Walks from one static glob base: a directory is walked, a file or symlink (a literal path) is read. */
+const walkFrom = (w: Walk, root: string, start: string, tree: Tree.Node): Effect.Effect<void, StoreError> =>
+  Effect.gen(function*() {
+    const segments = start.split("/")
+    const abs = path.join(root, ...segments)
+    let st: fs.Stats
+    try {
+      st = fs.lstatSync(abs)
+    } catch (e) {
+      if (errnoOf(e) === "ENOENT" || errnoOf(e) === "ENOTDIR") {
+        w.observe?.push({ kind: "a", abs })
+        return
+      }
+      return yield* Effect.fail(ioError(abs, "cannot stat")(e))
+    }
+    const name = segments[segments.length - 1]!
+    const holder = Tree.node()
+    if (st.isDirectory()) {
+      if (w.filter?.prunes(start)) return
+      const child = yield* walkWhole(w, abs, start)
+      if ("dirs" in child ? Tree.isEmpty(child) : Digest.isEmpty(child)) return
+      holder.dirs.set(name, child)
+    } else {
+      if (!w.filter!.includes(start)) return
+      if (!(yield* readEntry(w, abs, holder, name, "file", unsnapshottable(abs)))) return
+    }
+    const parent = Tree.dirAt(tree, segments.slice(0, -1))
+    if (parent === undefined) return
+    for (const [k, v] of holder.files) parent.files.set(k, v)
+    for (const [k, v] of holder.dirs) parent.dirs.set(k, v)
+    for (const [k, v] of holder.symlinks) parent.symlinks.set(k, v)
+  })
+
+/**
+ * The node of the directory `abs` (a glob's base), walked once per session when the filter takes it whole, as
+ * `walkDir` does for the directories it meets.
+ */
+const walkWhole = (w: Walk, abs: string, rel: string): Effect.Effect<Tree.Node | Digest.Digest, StoreError> =>
+  Effect.suspend(() => {
+    const whole = w.index?.wholeDirs
+    const child = Tree.node()
+    if (whole === undefined || w.inWhole === true || w.filter?.takesAll(rel) !== true) {
+      return Effect.as(walkDir(w, abs, rel, child), child)
+    }
+    w.wholes?.add(abs)
+    const known = whole.get(abs)
+    if (known !== undefined) {
+      if (w.observe !== undefined) { for (const o of known.observations) w.observe.push(o) }
+      return Effect.succeed(known.node)
+    }
+    const reused = WholeDirs.reuse(w.index!, abs)
+    if (reused !== undefined) {
+      whole.set(abs, { node: reused.digest, observations: reused.observations, standsIn: true })
+      if (w.observe !== undefined) { for (const o of reused.observations) w.observe.push(o) }
+      return Effect.succeed(reused.digest)
+    }
+    w.index!.wholesWalked = true
+    const observations: Array<Observation.SnapshotObservation> = []
+    const dropped = { n: 0 }
+    const walkedNs = BigInt(Date.now()) * 1_000_000n
+    return Effect.map(walkDir({ ...w, observe: observations, inWhole: true, dropped }, abs, rel, child), () => {
+      const settled = observations.every((o) => o.kind === "a" || !StatIndex.racyAt(o, walkedNs))
+      whole.set(abs, { node: child, observations, standsIn: dropped.n === 0 && settled })
+      if (w.observe !== undefined) { for (const o of observations) w.observe.push(o) }
+      return child
+    })
+  })
+
+/**
+ * Snapshots the directory `root` (optionally filtered by globs) into the store and returns its digest.
+ *
+ * @internal
+ */
+export const snapshot = (
+  core: Core.Core,
+  root: string,
+  globs: ReadonlyArray<string> = [],
+  index?: StatIndex.StatIndex
+): Effect.Effect<Digest.Digest, StoreError> =>
+  Effect.gen(function*() {
+    const abs = path.resolve(root)
+    const st = yield* Effect.try({ try: () => fs.statSync(abs), catch: ioError(abs, "cannot snapshot") })
+    if (!st.isDirectory()) {
+      return yield* new StoreError({ reason: "Io", detail: "cannot snapshot: not a directory", path: abs })
+    }
+    const w: Walk = { core, filter: filterOf(globs), index, batch: newBatch() }
+    const tree = Tree.node()
+    yield* walkRoot(w, abs, tree)
+    return yield* flushAndFinish(w, tree)
+  })
+
+const walkRoot = (w: Walk, abs: string, tree: Tree.Node): Effect.Effect<void, StoreError> => {
+  const starts = w.filter?.starts
+  return starts === undefined
+    ? walkDir(w, abs, "", tree)
+    : Effect.forEach(starts, (start) => walkFrom(w, abs, start, tree), { discard: true })
+}
+
+/** What a request that does not observe is given: one empty array for all of them. */
+const NONE: Array<Observation.SnapshotObservation> = []
+
+/**
+ * {@link snapshot} of the directory `root` for each of many glob sets (every process's own inputs, at the start of a
+ * run), storing what they read together: one commit per shard for all of them, where a snapshot each cost its own
+ * commit in every shard it touched (seven a process, in a cold run of small processes), and the engine's thread
+ * waited on them. Each snapshot succeeds or fails on its own; a failure to store fails them all.
+ *
+ * @internal
+ */
+export const snapshotMany = (
+  core: Core.Core,
+  root: string,
+  requests: ReadonlyArray<SnapshotRequest>,
+  index?: StatIndex.StatIndex
+): Effect.Effect<Array<Either.Either<Snapshot, StoreError>>, StoreError> =>
+  Effect.gen(function*() {
+    const abs = path.resolve(root)
+    const st = yield* Effect.try({ try: () => fs.statSync(abs), catch: ioError(abs, "cannot snapshot") })
+    if (!st.isDirectory()) {
+      return yield* new StoreError({ reason: "Io", detail: "cannot snapshot: not a directory", path: abs })
+    }
+    const batch = newBatch()
+    const observed = requests.map((r) => r.observe === true ? [] : NONE)
+    const wholes = requests.map(() => new Set<string>())
+    const trees = yield* Effect.forEach(requests, (r, i) => {
+      const tree = Tree.node()
+      const observe = observed[i] === NONE ? undefined : observed[i]
+      const w: Walk = { core, filter: filterOf(r.globs), index, observe, batch, wholes: wholes[i]! }
+      return Effect.either(Effect.as(walkRoot(w, abs, tree), tree))
+    })
+    // Directories taken whole are the same nodes in many trees: each is encoded once (see `Tree.Known`).
+    const known = index === undefined ? undefined : { stored: index.encoded, pending: new Map() }
+    const encoded = trees.map((t) => Either.flatMap(t, (tree) => Tree.encode(tree, known)))
+    const seen = new Set<string>()
+    const directories: Array<Sharded.Entry> = []
+    for (const e of encoded) {
+      if (Either.isLeft(e)) continue
+      for (const d of e.right.pending) {
+        if (seen.has(d.hash)) continue
+        seen.add(d.hash)
+        directories.push(d)
+      }
+    }
+    yield* Sharded.putBatches(
+      [{ shards: core.files, entries: batch.entries }, { shards: core.directories, entries: directories }],
+      Core.leaseUntil(core),
+      core.leaseTimeMs
+    )
+    if (known !== undefined) { for (const [n, d] of known.pending) index!.encoded.set(n, d) }
+    return encoded.map((e, i) => {
+      if (Either.isRight(e)) Tree.remember(core, e.right)
+      return Either.map(e, (x): Snapshot => ({
+        digest: x.digest,
+        observations: observed[i]!,
+        wholeDirectories: index === undefined ? [] : WholeDirs.standingIn(index, wholes[i]!)
+      }))
+    })
+  })
+
+/**
+ * Reads one entry (file, symlink or whole directory) at `abs` into a tree node's slot `name`. Returns false when the
+ * path does not exist; fails with `wrong(stat)` when it is of another kind than `expect` (capture says which output
+ * it is).
+ *
+ * @internal
+ */
+export const readEntry = <E>(
+  w: Walk,
+  abs: string,
+  into: Tree.Node,
+  name: string,
+  expect: "file" | "directory",
+  wrong: (st: fs.Stats) => E
+): Effect.Effect<boolean, StoreError | E> =>
+  Effect.gen(function*() {
+    let st: fs.Stats
+    try {
+      st = fs.lstatSync(abs)
+    } catch (e) {
+      if (errnoOf(e) === "ENOENT" || errnoOf(e) === "ENOTDIR") return false
+      return yield* Effect.fail(new StoreError({ reason: "Io", detail: `cannot stat: ${describeErrno(e)}`, path: abs }))
+    }
+    if (st.isSymbolicLink()) {
+      const seen = w.observe !== undefined
+        ? yield* Effect.try({ try: () => fs.lstatSync(abs, { bigint: true }), catch: ioError(abs, "cannot stat") })
+        : undefined
+      const target = yield* Effect.try({ try: () => fs.readlinkSync(abs), catch: ioError(abs, "cannot read symlink") })
+      into.symlinks.set(name, target)
+      if (seen !== undefined) w.observe!.push(Observation.present("l", abs, seen, target))
+      return true
+    }
+    if (expect === "file" ? !st.isFile() : !st.isDirectory()) return yield* Effect.fail(wrong(st))
+    if (expect === "file") {
+      const file = yield* run(readFileNode(w, abs))
+      if (file === undefined) return false
+      into.files.set(name, file)
+      return true
+    }
+    const child = Tree.node()
+    yield* walkDir(w, abs, "", child)
+    into.dirs.set(name, child)
+    return true
+  })
+
+/** @internal */
+export const readDirectoryInto = (w: Walk, abs: string, into: Tree.Node): Effect.Effect<void, StoreError> =>
+  walkDir(w, abs, "", into)
+
+/** @internal */
+export const newWalk = (core: Core.Core, read?: Array<readonly [string, Digest.Digest]>): Walk => ({
+  core,
+  filter: undefined,
+  read,
+  batch: newBatch()
+})
+
+/**
+ * Stores the walk's last files and the tree's directories, and returns the root digest. The two go to different
+ * LMDB environments; their commits are waited for together, in one wait rather than a fiber each (forking and
+ * joining two fibers cost the engine's thread more than the writes, for every process's inputs and outputs).
+ *
+ * @internal
+ */
+export const flushAndFinish = (w: Walk, tree: Tree.Node): Effect.Effect<Digest.Digest, StoreError> =>
+  Effect.suspend(() => {
+    const encoded = Tree.encode(tree)
+    if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
+    const files = w.batch.entries
+    w.batch.entries = []
+    w.batch.bytes = 0
+    return Effect.as(
+      Effect.zipRight(
+        Sharded.putBatches(
+          [
+            { shards: w.core.files, entries: files },
+            { shards: w.core.directories, entries: encoded.right.pending }
+          ],
+          Core.leaseUntil(w.core),
+          w.core.leaseTimeMs
+        ),
+        Effect.sync(() => Tree.remember(w.core, encoded.right))
+      ),
+      encoded.right.digest
+    )
+  })
+
+/**
+ * Adds blobs to what the walk stores when it finishes (a process's logs, stored with its outputs); says their
+ * digests. Large ones go to the large-file folder first.
+ *
+ * @internal
+ */
+export const addBlobs = (w: Walk, blobs: ReadonlyArray<Uint8Array>): Effect.Effect<Array<Digest.Digest>, StoreError> =>
+  Effect.suspend(() => {
+    const digests = blobs.map(Digest.ofBytes)
+    const large: Array<readonly [Digest.Digest, Uint8Array]> = []
+    blobs.forEach((value, i) => {
+      const digest = digests[i]!
+      if (Digest.isEmpty(digest)) return
+      if (value.length >= LargeFiles.THRESHOLD) {
+        large.push([digest, value])
+      } else {
+        w.batch.entries.push({ hash: digest.hash, value })
+        w.batch.bytes += value.length
+      }
+    })
+    return large.length === 0 ? Effect.succeed(digests) : Effect.as(
+      Effect.forEach(
+        large,
+        ([d, v]) => LargeFiles.putBytes(w.core.large, d, v, Core.leaseUntil(w.core), w.core.leaseTimeMs),
+        { discard: true }
+      ),
+      digests
+    )
+  })

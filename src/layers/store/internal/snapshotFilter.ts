@@ -1,0 +1,76 @@
+/**
+ * What a snapshot's globs take, compiled once per glob list: where a walk may start, which paths it includes, which
+ * directories it may skip, and which it takes whole.
+ *
+ * @internal
+ */
+import * as Glob from "../../../domain/Glob.js"
+
+/** @internal */
+export interface Filter {
+  /**
+   * Where a walk can start instead of the root: the static bases of the include globs, none under another. Absent
+   * when some glob can match anywhere. Walking from the bases keeps a snapshot's cost to what its globs can match,
+   * not the size of the workspace.
+   */
+  readonly starts: ReadonlyArray<string> | undefined
+  readonly includes: (relPath: string) => boolean
+  /** Whether the walk may skip a directory: nothing under it can be included. */
+  readonly prunes: (relDir: string) => boolean
+  /**
+   * Whether everything under a directory is included (a glob like `node_modules/**` takes it, and no exclude can
+   * reach into it): its walk is then the same for every filter that takes it whole, and is shared (see `wholeDirs`).
+   */
+  readonly takesAll: (relDir: string) => boolean
+}
+
+/**
+ * Globs relative to the snapshot root; a leading `!` excludes. With no include glob, everything is included.
+ *
+ * @internal
+ */
+const filters = new Map<string, Filter | undefined>()
+
+/**
+ * The filter of a glob list, compiled once per process: a run snapshots hundreds of processes, often with the
+ * same globs, and compiling a matcher costs more than walking a small directory.
+ *
+ * @internal
+ */
+export const filterOf = (globs: ReadonlyArray<string>): Filter | undefined => {
+  const key = JSON.stringify(globs)
+  if (filters.has(key)) return filters.get(key)
+  const filter = compileFilter(globs)
+  if (filters.size > 10_000) filters.clear()
+  filters.set(key, filter)
+  return filter
+}
+
+const compileFilter = (globs: ReadonlyArray<string>): Filter | undefined => {
+  const include = globs.filter((g) => !g.startsWith("!"))
+  const exclude = globs.filter((g) => g.startsWith("!")).map((g) => g.slice(1))
+  if (include.length === 0 && exclude.length === 0) return undefined
+  const inc = include.length === 0 ? () => true : Glob.matcher(include)
+  const exc = exclude.length === 0 ? () => false : Glob.matcher(exclude)
+  const bases = include.length === 0 ? undefined : include.map(Glob.baseOf)
+  const starts: Array<string> = []
+  if (bases !== undefined && !bases.some((b) => b === "")) {
+    for (const b of [...new Set(bases)].sort((x, y) => x.length - y.length)) {
+      if (!starts.some((k) => b.startsWith(`${k}/`))) starts.push(b)
+    }
+  }
+  // The bases of include globs that take all under them (`b/**`, or `**`), and of the excludes.
+  const wholeBases = include.filter((g) => g === `${Glob.baseOf(g)}/**` || g === "**").map(Glob.baseOf)
+  const excludeBases = exclude.map(Glob.baseOf)
+  const within = (d: string, b: string) => b === "" || d === b || d.startsWith(`${b}/`)
+  return {
+    takesAll: (d) =>
+      wholeBases.some((b) => within(d, b)) && !excludeBases.some((b) => within(d, b) || b.startsWith(`${d}/`)),
+    starts: bases !== undefined && !bases.some((b) => b === "") ? starts : undefined,
+    includes: (p) => inc(p) && !exc(p),
+    prunes: (d) =>
+      exc(d) ||
+      (bases !== undefined &&
+        !bases.some((b) => b === "" || b === d || b.startsWith(`${d}/`) || d.startsWith(`${b}/`)))
+  }
+}

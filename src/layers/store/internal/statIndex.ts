@@ -1,0 +1,228 @@
+/**
+ * The stat index: a file's digest is reused while its `(dev, ino, size, mtime, ctime, mode)` is unchanged since it
+ * was hashed, as git's index does, so a run where nothing changed reads no file content. A file modified within
+ * the timestamp granularity of the moment the index was saved is "racily clean" (a write in the same tick would
+ * not change its mtime) and is hashed again. Persisted per workspace in the store; a lost or stale index only costs
+ * hashing.
+ *
+ * @internal
+ */
+import { createHash } from "node:crypto"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import type * as Digest from "../../../domain/Digest.js"
+import * as AtomicFile from "../../../os/AtomicFile.js"
+import { mkdirp } from "../../../os/Mkdirp.js"
+import * as Generation from "../Generation.js"
+import type { SnapshotObservation } from "../SnapshotObservation.js"
+import type * as Tree from "./tree.js"
+import * as WholeDirs from "./wholeDirs.js"
+
+type Entry = [dev: string, ino: string, size: number, mtimeNs: string, ctimeNs: string, mode: number, hash: string]
+
+/** @internal */
+export interface Listing {
+  readonly entries: Array<fs.Dirent>
+  readonly st: fs.BigIntStats
+}
+
+/** What is read from disk, once it is needed. */
+interface Loaded {
+  /** When the loaded index was saved (ns since the epoch), or 0. */
+  readonly savedAtNs: bigint
+  readonly entries: Map<string, Entry>
+}
+
+/**
+ * Files a session hashes before it reads the index from disk. A run the run memo vouched for reads few files (an
+ * edit run: the inputs of what changed), and hashing a handful of small files costs less than reading and
+ * rewriting an index of every input of the workspace; past this many, the index is read.
+ */
+const UNLOADED_HASHES = 16
+
+/** @internal */
+export interface StatIndex {
+  readonly file: string
+  /** Undefined until a lookup needs it (see UNLOADED_HASHES). */
+  loaded: Loaded | undefined
+  /** Hashes taken before the index was loaded: recorded if it is loaded after all, else left to the run memo. */
+  readonly unrecorded: Array<[abs: string, st: fs.BigIntStats, hash: string]>
+  /** Lookups answered "hash it" because the index was not loaded (not a sign of a change). */
+  unloadedMisses: number
+  dirty: boolean
+  /** Files hashed during this session (absent from the index, or changed): a sign that something will run. */
+  hashed: number
+  /**
+   * Directory listings read during this session (one walk of a directory per run, however many snapshots), each
+   * with the directory's stat taken just before it was read: the run memo's evidence that the listing is unchanged.
+   */
+  readonly dirs: Map<string, Listing>
+  /**
+   * Directories a snapshot took whole (every entry under them, by a glob like `node_modules/**`), read once per
+   * session: every process whose globs take the same directory whole shares the walk, its node and what it observed.
+   */
+  readonly wholeDirs: Map<string, WholeDir>
+  /** Tree nodes of this session already encoded and stored, with their digests (see `Tree.encode`). */
+  readonly encoded: WeakMap<Tree.Node, Digest.Digest>
+  /** Whether a directory was walked whole afresh this session (the saved ones then change). */
+  wholesWalked: boolean
+  /** The store's generation when the session began (see `wholeDirs.ts`). */
+  readonly generation: string
+}
+
+/** A directory a session walked whole (see `StatIndex.wholeDirs`). @internal */
+export interface WholeDir {
+  /** Its node, walked this session, or its digest, taken from the last session's (see `wholeDirs.ts`). */
+  readonly node: Tree.Node | Digest.Digest
+  readonly observations: ReadonlyArray<SnapshotObservation>
+  /**
+   * Whether its tree is exactly what is on disk (no empty directory was dropped) and no path of it had changed within
+   * a timestamp tick of its walk (a change in the same tick would not move its stat): then the directory itself may
+   * stand in for its tree while its paths still hold.
+   */
+  readonly standsIn: boolean
+}
+
+/**
+ * A session over the workspace's index. With `lazy`, the index is read only once a few files had to be hashed
+ * without it (see UNLOADED_HASHES): for a run whose other processes the run memo vouches for.
+ *
+ * @internal
+ */
+export const open = (storeRoot: string, workspace: string, options?: { readonly lazy?: boolean }): StatIndex => {
+  const file = path.join(
+    storeRoot,
+    "stat-index",
+    `${createHash("sha256").update(path.resolve(workspace)).digest("hex").slice(0, 24)}.json`
+  )
+  const index: StatIndex = {
+    file,
+    loaded: undefined,
+    unrecorded: [],
+    unloadedMisses: 0,
+    dirty: false,
+    hashed: 0,
+    dirs: new Map(),
+    wholeDirs: new Map(),
+    encoded: new WeakMap(),
+    wholesWalked: false,
+    generation: Generation.read(storeRoot)
+  }
+  if (options?.lazy !== true) load(index)
+  return index
+}
+
+const load = (index: StatIndex): Loaded => {
+  if (index.loaded !== undefined) return index.loaded
+  let savedAtNs = 0n
+  const entries = new Map<string, Entry>()
+  try {
+    const json = JSON.parse(fs.readFileSync(index.file, "utf8")) as {
+      savedAtNs: string
+      entries: Record<string, Entry>
+    }
+    savedAtNs = BigInt(json.savedAtNs)
+    for (const [k, v] of Object.entries(json.entries)) entries.set(k, v)
+  } catch {
+    // No index yet, or a damaged one: everything is hashed and the index rebuilt.
+  }
+  index.loaded = { savedAtNs, entries }
+  for (const [abs, st, hash] of index.unrecorded.splice(0)) record(index, abs, st, hash)
+  return index.loaded
+}
+
+const RACY_MARGIN_NS = 10_000_000n
+const COARSE_MARGIN_NS = 2_000_000_000n
+
+const key = (
+  st: fs.BigIntStats
+): [string, string, number, string, string, number] => [
+  String(st.dev),
+  String(st.ino),
+  Number(st.size),
+  String(st.mtimeNs),
+  String(st.ctimeNs),
+  Number(st.mode)
+]
+
+/**
+ * Whether {@link lookup} could vouch for `abs`: false once the index is read and has no entry for it (every file of a
+ * first run), when the stat it would need is a system call for nothing.
+ *
+ * @internal
+ */
+export const mayKnow = (index: StatIndex, abs: string): boolean =>
+  index.loaded === undefined || index.loaded.entries.has(abs)
+
+/** The digest hash of the file at `abs` if its stat is unchanged and not racily clean, else undefined. @internal */
+export const lookup = (index: StatIndex, abs: string, st: fs.BigIntStats): string | undefined => {
+  if (index.loaded === undefined && index.unloadedMisses < UNLOADED_HASHES) {
+    index.unloadedMisses++
+    return undefined
+  }
+  const { entries, savedAtNs } = load(index)
+  const e = entries.get(abs)
+  if (e === undefined) return undefined
+  const k = key(st)
+  for (let i = 0; i < 6; i++) if (e[i] !== k[i]) return undefined
+  if (racyAt(st, savedAtNs)) {
+    // Saved again (with a later save time), the entry stops being racy; left as it is, it would be hashed on every
+    // run, because a file that did not change never makes the index dirty.
+    index.dirty = true
+    return undefined
+  }
+  return e[6]
+}
+
+/**
+ * Whether a stat changed so shortly before `atNs` that another change in the same timestamp tick would not move it.
+ * File systems with whole-second timestamps need a wider margin than nanosecond ones.
+ *
+ * @internal
+ */
+export const racyAt = (st: { readonly mtimeNs: bigint; readonly ctimeNs: bigint }, atNs: bigint): boolean => {
+  const margin = st.mtimeNs % 1_000_000_000n === 0n ? COARSE_MARGIN_NS : RACY_MARGIN_NS
+  return st.mtimeNs + margin >= atNs || st.ctimeNs + margin >= atNs
+}
+
+/** @internal */
+export const record = (index: StatIndex, abs: string, st: fs.BigIntStats, hash: string): void => {
+  if (index.loaded === undefined) {
+    index.unrecorded.push([abs, st, hash])
+    return
+  }
+  const prev = index.loaded.entries.get(abs)
+  const next = [...key(st), hash] as Entry
+  if (prev !== undefined && prev.every((v, i) => v === next[i])) return
+  index.loaded.entries.set(abs, next)
+  index.dirty = true
+}
+
+/** Whether a file had to be hashed because it is new or changed, as far as the index can tell. @internal */
+export const countHashed = (index: StatIndex): void => {
+  if (index.loaded !== undefined) index.hashed++
+}
+
+/** Lists a directory once per session. @internal */
+export const readdir = (index: StatIndex, abs: string): Listing => {
+  const cached = index.dirs.get(abs)
+  if (cached !== undefined) return cached
+  // Stat first: a change made while the listing is read then shows as a changed stat the next time.
+  const st = fs.lstatSync(abs, { bigint: true })
+  const listing = { st, entries: fs.readdirSync(abs, { withFileTypes: true }) }
+  index.dirs.set(abs, listing)
+  return listing
+}
+
+/** Saves the index atomically if anything changed; the save time makes later lookups race-safe. @internal */
+export const save = (index: StatIndex): void => {
+  WholeDirs.save(index, index.generation)
+  // Never read: nothing it holds changed (what was hashed meanwhile is in the run memo).
+  if (index.loaded === undefined) return
+  const { entries } = index.loaded
+  if (!index.dirty && index.loaded.savedAtNs !== 0n) return
+  mkdirp(path.dirname(index.file))
+  const savedAtNs = BigInt(Date.now()) * 1_000_000n
+  AtomicFile.write(index.file, JSON.stringify({ savedAtNs: String(savedAtNs), entries: Object.fromEntries(entries) }))
+  index.dirty = false
+}

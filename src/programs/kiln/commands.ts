@@ -1,0 +1,18 @@
+/**
+ * The `kiln` command tree.
+ */
+import * as Command from "@effect/cli/Command"
+import { sandboxer } from "../sandboxer.js"
+import { clean } from "./cleanCommand.js"
+import { exec } from "./execCommand.js"
+import { remote } from "./remoteCommands.js"
+import { explain, run as runCommand, schema } from "./runCommand.js"
+import { store } from "./storeCommands.js"
+import { VERSION } from "./version.js"
+
+const kiln = Command.make("kiln").pipe(
+  Command.withDescription("a hermetic process-execution engine for build tools"),
+  Command.withSubcommands([runCommand, explain, exec, store, remote, schema, clean, sandboxer])
+)
+
+export const run = Command.run(kiln, { name: "kiln", version: VERSION })

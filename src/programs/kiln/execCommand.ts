@@ -1,0 +1,140 @@
+/**
+ * `kiln exec`: runs one process through the whole stack (cache, sandboxer, sandbox, process group), as Pants's
+ * `process_executor` does, and exits with its exit code.
+ */
+import * as Args from "@effect/cli/Args"
+import * as Command from "@effect/cli/Command"
+import * as HelpDoc from "@effect/cli/HelpDoc"
+import * as Options from "@effect/cli/Options"
+import * as ValidationError from "@effect/cli/ValidationError"
+import * as Console from "effect/Console"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as Digest from "../../domain/Digest.js"
+import { Process } from "../../domain/Process.js"
+import * as RemoteCache from "../../layers/remote/RemoteCache.js"
+import * as ProcessRunner from "../../layers/runner/ProcessRunner.js"
+import * as Store from "../../layers/store/Store.js"
+import { cliOptions, durationOption, storeOptions } from "../common/cliOptions.js"
+import { toStoreOptions } from "../common/storeSettings.js"
+import { sandboxOptions } from "./globalOptions.js"
+import { COMMANDS } from "./help.js"
+import { REMOTE_OPTIONS } from "./optionTable.js"
+import { UPLOAD_WAIT_MS } from "./runDirect.js"
+import { exitOnInvalidRemote, remoteSettings } from "./settings.js"
+import { runnerStack } from "./stack.js"
+
+const invalid = (message: string) => ValidationError.invalidValue(HelpDoc.p(message))
+
+const writeOut = (bytes: Uint8Array, stream: NodeJS.WriteStream) =>
+  Effect.async<void>((resume) => {
+    stream.write(bytes, () => resume(Effect.void))
+  })
+
+export const exec = Command.make(
+  "exec",
+  {
+    input: Options.text("input").pipe(
+      Options.withDescription("the input tree, as a digest"),
+      Options.mapEffect((s) => Either.mapLeft(Digest.parse(s), (e) => invalid(e.message))),
+      Options.optional
+    ),
+    inputDir: Options.directory("input-dir", { exists: "yes" }).pipe(
+      Options.withDescription("the input tree, snapshotted from a directory"),
+      Options.optional
+    ),
+    output: Options.text("output").pipe(
+      Options.withDescription("a declared output path; a trailing `/` makes it a directory"),
+      Options.repeated
+    ),
+    env: Options.keyValueMap("env").pipe(
+      Options.withDescription("an environment variable K=V (the process sees only these; PATH too)"),
+      Options.optional
+    ),
+    timeout: durationOption("timeout", "kill the process group after this long, e.g. 90s, 5m"),
+    workingDirectory: Options.text("working-directory").pipe(
+      Options.withDescription("relative to the sandbox root"),
+      Options.withDefault("")
+    ),
+    cache: Options.choice("cache", ["successful", "always", "never"] as const).pipe(
+      Options.withDefault("successful" as const)
+    ),
+    ...sandboxOptions,
+    json: Options.boolean("json").pipe(Options.withDescription("print the result as one JSON object")),
+    argv: Args.text({ name: "argv" }).pipe(Args.atLeast(1)),
+    ...cliOptions(REMOTE_OPTIONS),
+    ...storeOptions
+  },
+  (o) =>
+    Effect.flatMap(remoteSettings(o), (remote) =>
+      Effect.gen(function*() {
+        if (Option.isSome(o.input) && Option.isSome(o.inputDir)) {
+          return yield* Effect.fail(invalid("--input and --input-dir are exclusive"))
+        }
+        const store = yield* Store.Store
+        const inputDigest = Option.isSome(o.input)
+          ? o.input.value
+          : Option.isSome(o.inputDir)
+          ? yield* store.snapshot(o.inputDir.value)
+          : Digest.empty
+        const process_ = new Process({
+          argv: o.argv as [string, ...Array<string>],
+          env: Option.match(o.env, { onNone: () => ({}), onSome: (m) => Object.fromEntries(m) }),
+          inputDigest,
+          workingDirectory: o.workingDirectory,
+          outputFiles: o.output.filter((p) => !p.endsWith("/")),
+          outputDirectories: o.output.filter((p) => p.endsWith("/")).map((p) => p.replace(/\/+$/, "")),
+          ...(Option.isSome(o.timeout) ? { timeoutMs: Duration.toMillis(o.timeout.value) } : {}),
+          description: o.argv.join(" "),
+          cache: o.cache,
+          ...(Option.isSome(o.cacheNamespace) ? { cacheNamespace: o.cacheNamespace.value } : {})
+        })
+        const result = yield* Effect.flatMap(ProcessRunner.ProcessRunner, (r) => r.run(process_))
+        if (o.json) {
+          yield* Console.log(JSON.stringify({
+            exitCode: result.exitCode,
+            signal: result.signal,
+            timedOut: result.timedOut,
+            source: result.source,
+            outputDigest: Digest.format(result.outputDigest),
+            stdoutDigest: Digest.format(result.stdoutDigest),
+            stderrDigest: Digest.format(result.stderrDigest),
+            actionDigest: Digest.format(result.actionDigest),
+            durationMs: result.durationMs
+          }))
+        } else {
+          yield* writeOut(yield* store.getFile(result.stdoutDigest), process.stdout)
+          yield* writeOut(yield* store.getFile(result.stderrDigest), process.stderr)
+          const how = result.timedOut
+            ? "timed out"
+            : result.exitCode === null
+            ? `killed by ${result.signal}`
+            : `exit ${result.exitCode}`
+          yield* Effect.sync(() =>
+            process.stderr.write(
+              `kiln: ${how} (${result.source}, ${result.durationMs} ms); outputs ${
+                Digest.format(result.outputDigest)
+              }\n`
+            )
+          )
+        }
+        process.exitCode = result.timedOut ? 124 : result.exitCode ?? 128
+        const cache = yield* Effect.serviceOption(RemoteCache.RemoteCache)
+        if (Option.isSome(cache)) {
+          const left = yield* cache.value.flush(UPLOAD_WAIT_MS)
+          if (left > 0) {
+            process.stderr.write(`kiln: ${left} uploads are pending: \`kiln remote flush\` takes them up\n`)
+          }
+        }
+      }).pipe(
+        Effect.provide(runnerStack({
+          store: toStoreOptions(o),
+          sandboxRoot: o.sandboxRoot,
+          namedCachesDir: o.namedCachesDir,
+          keepSandboxes: o.keepSandboxes,
+          ...(remote !== undefined ? { remote } : {})
+        }))
+      )).pipe(exitOnInvalidRemote)
+).pipe(Command.withDescription(COMMANDS.exec))

@@ -1,0 +1,8 @@
+/**
+ * The sandbox options `run`, `exec` and `clean` share, as @effect/cli options.
+ */
+import { cliOptions } from "../common/cliOptions.js"
+import { SANDBOX_OPTIONS } from "./optionTable.js"
+
+/** `--keep-sandboxes`, `--sandbox-root`, `--named-caches-dir`. */
+export const sandboxOptions = cliOptions(SANDBOX_OPTIONS)

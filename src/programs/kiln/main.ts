@@ -1,0 +1,118 @@
+/**
+ * The `kiln` executable. Errors are printed as one line naming what failed; exit codes: 0 success, 1 failure,
+ * 2 usage error, 130 interrupted.
+ */
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import * as Cause from "effect/Cause"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Logger from "effect/Logger"
+import * as LogLevel from "effect/LogLevel"
+import { onInterrupt } from "../common/exitCode.js"
+import { cliLogger } from "../common/logging.js"
+import { shortHelp } from "./help.js"
+import { directRunArgs, runParsed } from "./runDirect.js"
+import { VERSION } from "./version.js"
+
+const describe = (error: unknown): string =>
+  typeof error === "object" && error !== null && "message" in error && typeof error.message === "string"
+    ? error.message
+    : String(error)
+
+const isUnsafeDirectory = (error: unknown): boolean =>
+  typeof error === "object" && error !== null && "_tag" in error && error._tag === "UnsafeDirectory"
+
+// A plain `kiln run` skips @effect/cli's parser (see directRunArgs) and the platform services only the parser uses;
+// anything else goes through both, loaded only then: evaluating their modules is a visible part of every run's start.
+const direct = directRunArgs(process.argv.slice(2))
+
+const loadCli = Effect.promise(() =>
+  Promise.all([
+    import("./commands.js"),
+    import("@effect/platform-node/NodeContext"),
+    import("@effect/cli/ValidationError")
+  ])
+)
+
+// The code cache is written by a `kiln run` (scripts/bundle.mjs), which would leave the other commands' modules out
+// of it: that run loads them too, so that `kiln sandboxer` and the rest start from compiled code as well.
+const trainsCodeCache = (globalThis as Record<symbol, unknown>)[Symbol.for("kiln.writeCodeCache")] === true
+
+const STYLES = new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, "g")
+
+/**
+ * @effect/cli renders help and usage errors with terminal styles wherever they go: they stay only on a terminal,
+ * and not under NO_COLOR (`kiln --help > file`, or `| less`, otherwise got escape codes).
+ */
+const stylesOnlyOnTerminals = <A, E, R>(effect: Effect.Effect<A, E, R>) => {
+  const plain = (stream: NodeJS.WriteStream) => !stream.isTTY || (process.env.NO_COLOR ?? "") !== ""
+  const strip = (args: ReadonlyArray<unknown>) => args.map((a) => typeof a === "string" ? a.replace(STYLES, "") : a)
+  return Console.consoleWith((console) =>
+    Console.withConsole(effect, {
+      ...console,
+      log: (...args) => console.log(...(plain(process.stdout) ? strip(args) : args)),
+      error: (...args) => console.error(...(plain(process.stderr) ? strip(args) : args))
+    })
+  )
+}
+
+const viaCli = Effect.flatMap(
+  loadCli,
+  ([{ run }, NodeContext, ValidationError]) =>
+    Effect.provide(stylesOnlyOnTerminals(run(process.argv)), NodeContext.layer).pipe(
+      Effect.catchIf(ValidationError.isValidationError, () =>
+        Effect.sync(() => {
+          process.exitCode = 2
+        }))
+    )
+)
+
+// `kiln --version` needs no parser either (@effect/cli printed it as a paragraph, with a blank line after it).
+const versionOnly = process.argv.length === 3 && process.argv[2] === "--version"
+
+// The short help (`kiln --help`, a bare `kiln`) is kiln's own: @effect/cli's listed every option of every command.
+const help = shortHelp(process.argv.slice(2), process.stdout.isTTY === true && (process.env.NO_COLOR ?? "") === "")
+
+const main = () =>
+  (direct !== undefined
+    ? Effect.zipLeft(runParsed(direct), trainsCodeCache ? loadCli : Effect.void)
+    : versionOnly
+    ? Console.log(VERSION)
+    : help !== undefined
+    ? Effect.sync(() => {
+      process.stdout.write(help.text)
+      process.exitCode = help.code
+    })
+    : viaCli).pipe(
+      Effect.catchAllCause((cause) =>
+        Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.sync(() => {
+          const failure = Cause.failureOption(cause)
+          const message = failure._tag === "Some" ? describe(failure.value) : Cause.pretty(cause)
+          process.stderr.write(`kiln: ${message}\n`)
+          // A root another user owns or can write is a setting to change, as a bad kiln.json is.
+          process.exitCode = failure._tag === "Some" && isUnsafeDirectory(failure.value) ? 2 : 1
+        })
+      ),
+      Effect.provide(Logger.replace(Logger.defaultLogger, cliLogger)),
+      Logger.withMinimumLogLevel(LogLevel.Info)
+    )
+
+/**
+ * Whether this process can end now without losing output: on Linux, writes to files, pipes and terminals are
+ * synchronous, so these are empty unless stdout or stderr is something slower (a socket).
+ */
+const nothingQueued = () => process.stdout.writableLength === 0 && process.stderr.writableLength === 0
+
+NodeRuntime.runMain(main(), {
+  disableErrorReporting: true,
+  disablePrettyLogger: true,
+  teardown: (exit, onExit) => {
+    const code = Exit.isInterrupted(exit) ? onInterrupt.code : Exit.isFailure(exit) ? 1 : Number(process.exitCode ?? 0)
+    // Everything kiln started has been ended and waited for by now (the store closed and flushed, the sandboxer
+    // drained, the spawner disarmed). Leaving the event loop to drain would add Node's teardown of the whole heap,
+    // page by page: 20-40 ms of an edit run on a VM, where every unmapping is a TLB shootdown.
+    if (code === 0 && nothingQueued()) process.exit(0)
+    onExit(code)
+  }
+})

@@ -1,0 +1,267 @@
+/**
+ * The no-op check: before `dist/cli.js` loads the engine (Effect, LMDB, the CLI parser: more than Node's own start-up
+ * again), a `kiln run` looks at the workspace's run memo (see `engine/RunMemo.ts`). When every process it
+ * would run is remembered and its evidence holds, the run is answered from the memo (the same lines, `--summary`
+ * and exit code a run that found every process cached would give) and nothing else is loaded. Anything it does not
+ * fully understand (an option it does not know, a memo that is missing, stale or from another build, a config that
+ * changed, a store that changed) falls through to the full run, which decides.
+ *
+ * `KILN_NOOP_DEBUG=1` says on stderr why the check fell through (or that it answered).
+ *
+ * Plain code without Effect, by design: loading Effect is what it saves.
+ */
+import * as fs from "node:fs"
+import * as path from "node:path"
+import * as GraphOrder from "../../domain/GraphOrder.js"
+import * as RunMemo from "../../layers/engine/RunMemo.js"
+import * as Layout from "../../layers/store/Layout.js"
+import { cacheDir } from "../../os/CacheDir.js"
+import * as PrivateDir from "../../os/PrivateDir.js"
+import { type OptionSpec } from "../common/optionSpec.js"
+import { RUN_OPTIONS } from "./optionTable.js"
+
+const CONFIG_HANDOVER = Symbol.for("kiln.configHandover")
+
+/**
+ * The config file as the check read it, when its bytes are those a run of this build validated (the memo's hash):
+ * the engine takes it instead of reading, hashing and checking it again.
+ */
+export interface ValidatedConfig {
+  readonly file: string
+  readonly hash: string
+  /** The file's text, which the engine records in the run memo it writes. */
+  readonly text: string
+  /** The file's JSON, as parsed: the engine takes it as the config only if it is valid as it stands (no decoding). */
+  readonly json: unknown
+}
+
+/** The config the check handed over for `file`, once (see {@link ValidatedConfig}). */
+export const takeValidatedConfig = (file: string): ValidatedConfig | undefined => {
+  const g = globalThis as { [CONFIG_HANDOVER]?: ValidatedConfig }
+  const handed = g[CONFIG_HANDOVER]
+  delete g[CONFIG_HANDOVER]
+  return handed?.file === file ? handed : undefined
+}
+
+export interface Parsed {
+  readonly names: Array<string>
+  readonly options: Map<string, string>
+}
+
+/**
+ * Options of `kiln run` the check reads (the rest fall through): those that take a value, with the values it accepts
+ * ("int": a positive integer; undefined: any), and those that take none.
+ */
+const VALUED = new Map<string, ReadonlyArray<string> | "int" | undefined>()
+const FLAGS = new Set<string>()
+for (const spec of Object.values(RUN_OPTIONS) as ReadonlyArray<OptionSpec>) {
+  if (spec.kind === "choice") {
+    if (spec.fast.length > 0) VALUED.set(spec.flag, spec.fast)
+  } else if (spec.fast) {
+    if (spec.kind === "boolean") FLAGS.add(spec.flag)
+    else VALUED.set(spec.flag, spec.kind === "integer" ? "int" : undefined)
+  }
+}
+
+const BOOLEAN_WORDS = /^(true|false|yes|no|on|off|y|n|1|0)$/i
+
+/**
+ * `run [NAME…] [--option value | --option=value]… [--keep-going] [-- NAME…]`, or why not (anything else). The CLI
+ * also runs a `kiln run` that parses here without @effect/cli (`runCommand.ts`, `directRunArgs`).
+ */
+export const parse = (args: ReadonlyArray<string>): Parsed | string => {
+  if (args[0] !== "run") return "not `kiln run`"
+  const names: Array<string> = []
+  const options = new Map<string, string>()
+  for (let i = 1; i < args.length; i++) {
+    const arg = args[i]!
+    if (arg === "--") {
+      const rest = args.slice(i + 1)
+      // @effect/cli still reads `--help` there; a process named like an option is rare enough to leave to it.
+      if (rest.some((name) => name.startsWith("-"))) return "a name like an option after --"
+      names.push(...rest)
+      break
+    }
+    if (!arg.startsWith("-")) {
+      names.push(arg)
+      continue
+    }
+    const eq = arg.indexOf("=")
+    const name = arg.slice(2, eq === -1 ? undefined : eq)
+    if (!arg.startsWith("--") || options.has(name)) return `option ${arg}`
+    if (FLAGS.has(name)) {
+      if (eq !== -1 || BOOLEAN_WORDS.test(args[i + 1] ?? "")) return `option ${arg}`
+      options.set(name, "true")
+      continue
+    }
+    if (!VALUED.has(name)) return `option ${arg}`
+    const value = eq === -1 ? args[++i] : arg.slice(eq + 1)
+    if (value === undefined || value === "") return `option ${arg}`
+    const allowed = VALUED.get(name)
+    if (allowed === "int" ? !/^[1-9][0-9]{0,8}$/.test(value) : allowed !== undefined && !allowed.includes(value)) {
+      return `option --${name} ${value}`
+    }
+    options.set(name, value)
+  }
+  return { names, options }
+}
+
+/** "1 process", "5 processes": how a run's last line counts (the full run's report says it the same way). */
+export const countOf = (n: number): string => `${n} process${n === 1 ? "" : "es"}`
+
+interface ProcessJson {
+  readonly deps?: ReadonlyArray<string>
+  readonly cache?: string
+}
+
+/** Why the memo cannot answer, and whether that means a process will run (so the sandboxer is worth starting). */
+class Falls {
+  constructor(readonly reason: string, readonly runs: boolean) {}
+}
+
+/** Why the memo cannot answer this run, or the answer. */
+const check = (
+  args: ReadonlyArray<string>,
+  env: NodeJS.ProcessEnv,
+  started: number
+): Falls | { readonly lines: Array<string>; readonly summary?: string; readonly summaryText: string } => {
+  const parsed = parse(args)
+  if (typeof parsed === "string") return new Falls(parsed, false)
+  const o = parsed.options
+  const storeRoot = o.has("store-dir") ? path.resolve(o.get("store-dir")!) : cacheDir("store", "KILN_STORE_DIR", env)
+  const configFile = path.resolve(o.get("config") ?? "kiln.json")
+  const workspace = path.dirname(configFile)
+  // A store another user can write could hold any memo: the full run refuses it, with the reason.
+  if (PrivateDir.inspect(storeRoot, "group") !== undefined) return new Falls("the store root is not safe", false)
+  // Handed over: when the check falls through, the engine takes what it found instead of looking again.
+  const memo = RunMemo.read(storeRoot, workspace, true)
+  if (memo === undefined) return new Falls("no run memo of this workspace (from this build of kiln)", true)
+  let text: string
+  try {
+    text = fs.readFileSync(configFile, "utf8")
+  } catch {
+    return new Falls(`cannot read ${configFile}`, false)
+  }
+  if (!RunMemo.configHolds(memo, text)) return new Falls(`${path.basename(configFile)} changed`, true)
+  const json = JSON.parse(text) as { processes: Record<string, ProcessJson>; remote?: { cache?: unknown } }
+  ;(globalThis as { [CONFIG_HANDOVER]?: ValidatedConfig })[CONFIG_HANDOVER] = {
+    file: configFile,
+    hash: memo.config,
+    text,
+    json
+  }
+  const processes = json.processes
+  const targets = parsed.names.length > 0 ? parsed.names : Object.keys(processes)
+  const unknown = targets.find((n) => !Object.hasOwn(processes, n))
+  if (unknown !== undefined) return new Falls(`unknown process "${unknown}"`, false)
+  const depsOf = (n: string) => processes[n]!.deps ?? []
+  const listed = GraphOrder.closure(depsOf, targets)
+  const depsFirst = GraphOrder.depsFirst(depsOf, listed)
+  const never = depsFirst.find((n) => processes[n]!.cache === "never")
+  if (never !== undefined) return new Falls(`${never} is never cached`, true)
+  const store = RunMemo.storeHolds(storeRoot, memo)
+  if (store !== undefined) return new Falls(store, true)
+  // Uploads an earlier run left are taken up by the next run that has a remote: this one, then.
+  if ((env.KILN_REMOTE_CACHE ?? "") !== "" || json.remote?.cache !== undefined) {
+    if (uploadsPending(storeRoot)) return new Falls("uploads to the remote cache are pending", false)
+  }
+  // Every process, not only up to the first that does not hold: the engine would look at the rest anyway.
+  const { restorable, valid, why } = RunMemo.holding(
+    memo,
+    workspace,
+    depsFirst,
+    (n) => JSON.stringify(processes[n]),
+    depsOf,
+    { config: json }
+  )
+  if (valid.size !== depsFirst.length) {
+    const [name, reason] = [...why][0]!
+    // Only outputs to write back again (a restore): nothing will run, so no spawner is started for it.
+    return new Falls(`${name}: ${reason}`, valid.size + restorable.size !== depsFirst.length)
+  }
+  const progress = o.get("progress") ?? "auto"
+  const mode = progress === "auto" ? (process.stderr.isTTY ? "tty" : "plain") : progress
+  const wallMs = Date.now() - started
+  const lines = mode === "none" ? [] : [
+    ...depsFirst.map((n) => `✓ ${n} (cached)`),
+    `kiln: ${countOf(depsFirst.length)}: 0 ran, ${depsFirst.length} cached, 0 failed in ${(wallMs / 1000).toFixed(2)}s`
+  ]
+  const summary = {
+    processes: listed.map((name) => ({
+      name,
+      actionDigest: valid.get(name)!.action,
+      source: "cache-hit",
+      exitCode: 0,
+      durationMs: 0,
+      backtracks: 0
+    })),
+    ran: 0,
+    cacheHits: listed.length,
+    failed: 0,
+    backtracks: 0,
+    wallMs,
+    remoteCacheHits: 0,
+    remoteExecuted: 0,
+    remoteFallbacks: 0,
+    uploadedBytes: 0,
+    downloadedBytes: 0,
+    pendingUploads: 0,
+    remoteErrors: {}
+  }
+  return {
+    lines,
+    ...(o.has("summary") ? { summary: path.resolve(o.get("summary")!) } : {}),
+    summaryText: JSON.stringify(summary, null, 2) + "\n"
+  }
+}
+
+/** Whether any remote's upload journal in the store holds an entry (see `remote/internal/journal.ts`). */
+const uploadsPending = (storeRoot: string): boolean => {
+  const root = Layout.ownedDirectory(storeRoot, "remote")
+  let endpoints: Array<string>
+  try {
+    endpoints = fs.readdirSync(root)
+  } catch {
+    return false
+  }
+  return endpoints.some((e) => {
+    try {
+      return fs.readdirSync(path.join(root, e, "pending")).some((n) => n.endsWith(".json"))
+    } catch {
+      return false
+    }
+  })
+}
+
+/**
+ * Answers `kiln run` from the run memo when nothing changed: "answered" when it did (the exit code is 0); else the
+ * full CLI must run, and "runs" says that it will most likely run a process.
+ */
+export const answer = (
+  args: ReadonlyArray<string>,
+  env: NodeJS.ProcessEnv = process.env
+): "answered" | "runs" | "other" => {
+  const started = Date.now()
+  let result: ReturnType<typeof check>
+  try {
+    result = check(args, env, started)
+  } catch (e) {
+    result = new Falls(`the check failed: ${e instanceof Error ? e.message : String(e)}`, false)
+  }
+  const debug = env.KILN_NOOP_DEBUG === "1"
+  if (result instanceof Falls) {
+    if (debug) process.stderr.write(`kiln: no-op check: ${result.reason}\n`)
+    return result.runs ? "runs" : "other"
+  }
+  if (result.summary !== undefined) {
+    try {
+      fs.writeFileSync(result.summary, result.summaryText)
+    } catch {
+      // The full run says why, as it would have.
+      return "other"
+    }
+  }
+  if (debug) process.stderr.write("kiln: no-op check: nothing changed\n")
+  if (result.lines.length > 0) process.stderr.write(result.lines.join("\n") + "\n")
+  return "answered"
+}

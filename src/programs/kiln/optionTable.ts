@@ -1,0 +1,201 @@
+/**
+ * The options of `kiln run` (and the store and sandbox options other commands share), declared once, as plain data:
+ * the run memo's check and the direct reader of a plain `kiln run` (`noop.ts`, `runDirect.ts`) read arguments with
+ * it before anything else is loaded, and `globalOptions.ts` turns it into @effect/cli's options, whose help is
+ * `kiln run --help`. Nothing here may import @effect/cli or Effect's runtime: the no-op check loads this module.
+ */
+import { type OptionSpec } from "../common/optionSpec.js"
+import { STORE_OPTIONS } from "../common/storeFlags.js"
+
+/** Where sandboxes are made and what is kept of them: `run`, `exec` and `clean`. */
+export const SANDBOX_OPTIONS = {
+  keepSandboxes: {
+    kind: "choice",
+    flag: "keep-sandboxes",
+    choices: ["never", "on-failure", "always"],
+    default: "never",
+    description: "keep sandboxes for debugging (each holds a __run.sh that re-runs its process)",
+    fast: ["never", "on-failure", "always"]
+  },
+  sandboxRoot: {
+    kind: "directory",
+    flag: "sandbox-root",
+    description: "where sandboxes are made (default: $KILN_SANDBOX_ROOT, else ~/.cache/kiln/sandboxes, made 0700)",
+    fast: true
+  },
+  namedCachesDir: {
+    kind: "directory",
+    flag: "named-caches-dir",
+    description: "where named caches live (default: $XDG_CACHE_HOME/kiln/named_caches)",
+    fast: true
+  }
+} as const satisfies Record<string, OptionSpec>
+
+/**
+ * The remote cache's options: `run`, `exec` and `kiln remote`. None is read by the direct reader (a run with one goes
+ * through @effect/cli); `KILN_REMOTE_CACHE` and kiln.json's `"remote"` give the same settings, these winning.
+ */
+export const REMOTE_OPTIONS = {
+  remoteCache: {
+    kind: "text",
+    flag: "remote-cache",
+    description: "a remote cache: grpc://host:port, grpcs://host:port (TLS), or http(s)://host:port[/prefix] " +
+      "(Bazel's HTTP cache); default $KILN_REMOTE_CACHE, else kiln.json's remote.cache",
+    fast: false
+  },
+  remoteExecutor: {
+    kind: "text",
+    flag: "remote-executor",
+    description:
+      "a REAPI executor to run processes on (grpc:// or grpcs://; its CAS and action cache are the cache); " +
+      "default $KILN_REMOTE_EXECUTOR, else kiln.json's remote.executor",
+    fast: false
+  },
+  remoteJobs: {
+    kind: "integer",
+    flag: "remote-jobs",
+    description: "processes in flight on the executor at once (default 50; --concurrency bounds local ones)",
+    fast: false
+  },
+  remoteFallback: {
+    kind: "text",
+    flag: "remote-fallback",
+    description: "on (the default): a process the executor cannot take runs locally; off: it fails",
+    fast: false
+  },
+  remoteInstanceName: {
+    kind: "text",
+    flag: "remote-instance-name",
+    description: "the REAPI instance name",
+    fast: false
+  },
+  remoteHeader: {
+    kind: "list",
+    flag: "remote-header",
+    description: "NAME=VALUE sent with every remote call (repeatable); a VALUE $VAR is read from the environment",
+    fast: false
+  },
+  remoteCa: { kind: "file", flag: "remote-ca", description: "a CA certificate (PEM) for grpcs/https", fast: false },
+  remoteClientCert: {
+    kind: "file",
+    flag: "remote-client-cert",
+    description: "a client certificate (PEM), for mTLS",
+    fast: false
+  },
+  remoteClientKey: {
+    kind: "file",
+    flag: "remote-client-key",
+    description: "the client certificate's key (PEM)",
+    fast: false
+  },
+  remoteCacheMode: {
+    kind: "text",
+    flag: "remote-cache-mode",
+    description: "read-write (the default), read or write",
+    fast: false
+  },
+  remoteRequired: {
+    kind: "boolean",
+    flag: "remote-required",
+    description: "an unreachable or failing remote fails the run (exit 1), instead of a warning and a local run",
+    fast: false
+  },
+  remoteTimeout: {
+    kind: "duration",
+    flag: "remote-timeout",
+    description:
+      "the longest a remote transfer, or a remote execution's stream, may go without news (default 60s; lookups get at most 2s)",
+    fast: false
+  },
+  remoteLog: {
+    kind: "file",
+    flag: "remote-log",
+    description: "append one JSON line per remote call (method, digest, bytes, status, ms) to this file",
+    fast: false
+  },
+  cacheNamespace: {
+    kind: "text",
+    flag: "cache-namespace",
+    description: "a namespace for cached results (REAPI Action.salt; default kiln.json's cacheNamespace)",
+    fast: false
+  }
+} as const satisfies Record<string, OptionSpec>
+
+/** `kiln run`'s options, in the order its help lists them. */
+export const RUN_OPTIONS = {
+  config: {
+    kind: "file",
+    flag: "config",
+    default: "kiln.json",
+    description: "the workspace's kiln.json (default: ./kiln.json); the workspace is its directory",
+    fast: true
+  },
+  concurrency: {
+    kind: "integer",
+    flag: "concurrency",
+    default: "cpus",
+    description: "processes at once (default: the CPU count)",
+    fast: true
+  },
+  cache: {
+    kind: "choice",
+    flag: "cache",
+    choices: ["read-write", "read", "write", "off"],
+    default: "read-write",
+    description: "use the action cache to read hits, write results, both (the default) or neither",
+    // `write` and `off` mean every process runs: the run memo cannot answer them.
+    fast: ["read-write", "read"]
+  },
+  cacheContent: {
+    kind: "choice",
+    flag: "cache-content",
+    choices: ["fetch", "validate", "defer"],
+    default: "validate",
+    description:
+      "how a cache hit's bytes are checked (defer leaves missing bytes to backtracking; with an executor that is the cache, only the requested processes' outputs come back)",
+    // `fetch` asks for the bytes of every hit.
+    fast: ["validate", "defer"]
+  },
+  keepGoing: {
+    kind: "boolean",
+    flag: "keep-going",
+    description: "after a failure, go on with everything that does not depend on it",
+    fast: true
+  },
+  maxBacktracks: {
+    kind: "integer",
+    flag: "max-backtracks",
+    default: 3,
+    description: "how many times a run re-runs producers of bytes gone from the store (default 3)",
+    fast: true
+  },
+  trace: {
+    kind: "file",
+    flag: "trace",
+    description: "write a Chrome trace-event JSON (for Perfetto)",
+    fast: false
+  },
+  summary: { kind: "file", flag: "summary", description: "write a JSON summary of the run", fast: true },
+  progress: {
+    kind: "choice",
+    flag: "progress",
+    choices: ["auto", "tty", "plain", "none"],
+    default: "auto",
+    description: "a status line (tty), a line per process (plain), or nothing but failures (none); auto: by stderr",
+    fast: ["auto", "tty", "plain", "none"]
+  },
+  keepSandboxes: SANDBOX_OPTIONS.keepSandboxes,
+  reuseSandboxes: {
+    kind: "choice",
+    flag: "reuse-sandboxes",
+    choices: ["on", "off"],
+    default: "on",
+    description: "on: a finished sandbox is refilled for the next process, made to hold exactly its inputs; off: " +
+      "every process gets an empty one",
+    fast: ["on", "off"]
+  },
+  sandboxRoot: SANDBOX_OPTIONS.sandboxRoot,
+  namedCachesDir: SANDBOX_OPTIONS.namedCachesDir,
+  ...REMOTE_OPTIONS,
+  ...STORE_OPTIONS
+} as const satisfies Record<string, OptionSpec>

@@ -1,0 +1,113 @@
+/**
+ * `kiln remote status` (what the endpoint supports, probed) and `kiln remote flush` (uploads earlier runs left in
+ * the journal). Both read the remote settings as `kiln run` does: the command line, `KILN_REMOTE_CACHE`, then the
+ * workspace's kiln.json.
+ */
+import * as Command from "@effect/cli/Command"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { type Config, parse as parseConfig } from "../../domain/Config.js"
+import * as RemoteCache from "../../layers/remote/RemoteCache.js"
+import { InvalidRemoteSettings } from "../../layers/remote/RemoteErrors.js"
+import * as Store from "../../layers/store/Store.js"
+import { cliOptions, storeOptions } from "../common/cliOptions.js"
+import { toStoreOptions } from "../common/storeSettings.js"
+import { COMMANDS, REMOTE_COMMANDS } from "./help.js"
+import { REMOTE_OPTIONS, RUN_OPTIONS } from "./optionTable.js"
+import { exitOnInvalidRemote, type RemoteArgs, remoteSettings } from "./settings.js"
+import { remoteLayer } from "./stack.js"
+
+/** How long `kiln remote flush` gives the journal: it is what the command is for, so longer than a run's wait. */
+const FLUSH_WAIT_MS = 10 * 60_000
+
+const options = { ...cliOptions({ config: RUN_OPTIONS.config, ...REMOTE_OPTIONS }), ...storeOptions }
+
+/** kiln.json's remote settings, when the workspace has one (a remote command works without it). */
+const configOf = (file: string): Config | undefined => {
+  let text: string
+  try {
+    text = fs.readFileSync(file, "utf8")
+  } catch {
+    return undefined
+  }
+  return Either.getOrUndefined(parseConfig(path.basename(file), text))
+}
+
+const withRemote = <A, E>(
+  o: RemoteArgs & { readonly config: string },
+  use: (remote: RemoteCache.Service) => Effect.Effect<A, E, RemoteCache.RemoteCache>,
+  store: Parameters<typeof toStoreOptions>[0],
+  drain: boolean
+) =>
+  Effect.gen(function*() {
+    const file = path.resolve(o.config)
+    const settings = yield* remoteSettings(o, configOf(file), path.dirname(file))
+    if (settings === undefined) {
+      return yield* new InvalidRemoteSettings({
+        source: "--remote-cache",
+        detail:
+          "no remote cache: pass --remote-cache URL, set KILN_REMOTE_CACHE, or name one in kiln.json's remote.cache"
+      })
+    }
+    return yield* Effect.flatMap(RemoteCache.RemoteCache, use).pipe(
+      Effect.provide(remoteLayer(settings, undefined, { drain })),
+      Effect.provide(Store.layer(toStoreOptions(store)))
+    )
+  }).pipe(exitOnInvalidRemote)
+
+export const status = Command.make("status", options, (o) =>
+  withRemote(
+    o,
+    (remote) =>
+      Effect.gen(function*() {
+        const started = Date.now()
+        const caps = yield* Effect.either(remote.capabilities)
+        const endpoint = remote.settings.endpoint.display
+        if (Either.isLeft(caps)) {
+          process.stderr.write(
+            `kiln: remote cache ${endpoint} ${RemoteCache.probeFailure(caps.left)}\n`
+          )
+          process.exitCode = 1
+          return
+        }
+        const stats = yield* remote.stats
+        const lines = [
+          `${endpoint}${remote.settings.instanceName !== "" ? ` (instance ${remote.settings.instanceName})` : ""}: ` +
+          `reachable in ${Date.now() - started} ms`,
+          ...caps.right.lines.map((l) => `  ${l}`),
+          `  pending uploads in this store: ${stats.pendingUploads}`
+        ]
+        process.stdout.write(`${lines.join("\n")}\n`)
+      }),
+    o,
+    false
+  )).pipe(Command.withDescription(REMOTE_COMMANDS.status))
+
+export const flush = Command.make("flush", options, (o) =>
+  withRemote(
+    o,
+    (remote) =>
+      Effect.gen(function*() {
+        const left = yield* remote.flush(FLUSH_WAIT_MS)
+        const stats = yield* remote.stats
+        const endpoint = remote.settings.endpoint.display
+        if (left === 0) {
+          process.stderr.write(`kiln: ${stats.uploadedActions} results uploaded to ${endpoint}; nothing is pending\n`)
+          return
+        }
+        const why = stats.unusable !== undefined
+          ? `the remote ${stats.unusable}`
+          : Object.entries(stats.remoteErrors).map(([c, n]) => `${c} ×${n}`).join(", ")
+        process.stderr.write(`kiln: ${left} uploads to ${endpoint} are still pending${why ? ` (${why})` : ""}\n`)
+        process.exitCode = 1
+      }),
+    o,
+    true
+  )).pipe(Command.withDescription(REMOTE_COMMANDS.flush))
+
+export const remote = Command.make("remote").pipe(
+  Command.withDescription(COMMANDS.remote),
+  Command.withSubcommands([status, flush])
+)

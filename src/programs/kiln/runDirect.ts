@@ -1,0 +1,300 @@
+/**
+ * A plain `kiln run`: its arguments read without @effect/cli (`directRunArgs`), and the run itself (`runParsed`),
+ * which `runCommand.ts` also hands @effect/cli. Nothing here loads @effect/cli: the CLI loads it only for other
+ * commands, and for arguments the direct reader leaves to it (evaluating @effect/cli and the platform modules it
+ * brings was ~10 ms of every edit run).
+ */
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { InvalidConfig, isPlainConfig, parse as parseConfig } from "../../domain/Config.js"
+import type { Config } from "../../domain/Config.js"
+import * as GraphOrder from "../../domain/GraphOrder.js"
+import * as Engine from "../../layers/engine/Engine.js"
+import * as RunMemo from "../../layers/engine/RunMemo.js"
+import * as RemoteCache from "../../layers/remote/RemoteCache.js"
+import * as Store from "../../layers/store/Store.js"
+import { cacheDir } from "../../os/CacheDir.js"
+import * as PrivateDir from "../../os/PrivateDir.js"
+import { type OptionSpec, type ValuesOf } from "../common/optionSpec.js"
+import { toStoreOptions } from "../common/storeSettings.js"
+import * as Noop from "./noop.js"
+import { RUN_OPTIONS } from "./optionTable.js"
+import * as Progress from "./progress.js"
+import { exitOnInvalidRemote, remoteSettings } from "./settings.js"
+import { engineStack, exitOnInvalidConfig } from "./stack.js"
+import { traceEvents } from "./trace.js"
+
+export const loadConfig = (file: string) =>
+  Effect.suspend(() => {
+    // Bytes a run of this build has validated (the memo says so) need no second look, only the fast shape check
+    // that tells a config valid as it stands from one the schema transforms.
+    const handed = Noop.takeValidatedConfig(file)
+    if (handed !== undefined && isPlainConfig(handed.json)) {
+      return Effect.succeed({ config: handed.json, hash: handed.hash, text: handed.text })
+    }
+    let text: string
+    try {
+      text = fs.readFileSync(file, "utf8")
+    } catch (e) {
+      return Effect.fail(
+        new InvalidConfig({ file, path: "", detail: `cannot read: ${(e as NodeJS.ErrnoException).code ?? String(e)}` })
+      )
+    }
+    return Either.match(parseConfig(path.basename(file), text), {
+      onLeft: Effect.fail,
+      onRight: (config) => Effect.succeed({ config, hash: RunMemo.hashOf(text), text })
+    })
+  })
+
+/** `kiln run`'s arguments, parsed: its names, and a value for every option of its table. */
+export type RunArgs = { readonly names: Array<string> } & ValuesOf<typeof RUN_OPTIONS>
+
+/** What an option gives when a plain `kiln run` was read directly (see {@link directRunArgs}). */
+const directValue = (spec: OptionSpec, given: string | undefined): unknown => {
+  switch (spec.kind) {
+    case "boolean":
+      return given !== undefined
+    case "choice":
+      return given ?? spec.default
+    case "integer":
+      if (given !== undefined) return spec.default === undefined ? Option.some(Number(given)) : Number(given)
+      return spec.default === undefined
+        ? Option.none()
+        : spec.default === "cpus"
+        ? os.availableParallelism()
+        : spec.default
+    case "size":
+    case "duration":
+      return Option.none()
+    case "list":
+      return []
+    default:
+      return spec.default !== undefined ? given ?? spec.default : Option.fromNullable(given)
+  }
+}
+
+/**
+ * `kiln run`'s arguments read without @effect/cli, when they are of the plain kind the run memo's check reads
+ * (`noop.ts`: names, and options it knows with values it accepts); undefined for anything else (`--help`, another
+ * option, a bad value), which goes through @effect/cli, which also reports errors. Its parsing and help machinery
+ * were 10-15 ms of an edit run. Both read the same table (`optionTable.ts`), and a property test holds the two to the
+ * same results.
+ */
+export const directRunArgs = (args: ReadonlyArray<string>): RunArgs | undefined => {
+  const parsed = Noop.parse(args)
+  if (typeof parsed === "string") return undefined
+  const values: Record<string, unknown> = { names: parsed.names }
+  for (const [key, spec] of Object.entries(RUN_OPTIONS) as ReadonlyArray<[string, OptionSpec]>) {
+    values[key] = directValue(spec, parsed.options.get(spec.flag))
+  }
+  return values as RunArgs
+}
+
+/** The options @effect/cli gives every command, read only before the command's name. */
+const GLOBAL_OPTIONS: ReadonlyArray<string> = ["--log-level", "--completions", "--wizard", "--version"]
+
+/**
+ * How long a run waits for its uploads before it ends, leaving the rest in the journal for the next run or
+ * `kiln remote flush`.
+ */
+export const UPLOAD_WAIT_MS = 10_000
+
+/** `kiln run` with its arguments parsed (by @effect/cli, or by {@link directRunArgs}). */
+export const runParsed = (o: RunArgs) =>
+  Effect.gen(function*() {
+    const configFile = path.resolve(o.config)
+    const loaded = yield* loadConfig(configFile)
+    const namespace = Option.getOrUndefined(o.cacheNamespace)
+    const config = namespace !== undefined ? { ...loaded.config, cacheNamespace: namespace } : loaded.config
+    const remote = yield* remoteSettings(o, config, path.dirname(configFile))
+    yield* runLoaded(o, configFile, config, loaded).pipe(
+      Effect.scoped,
+      Effect.provide(engineStack({
+        store: toStoreOptions(o),
+        sandboxRoot: o.sandboxRoot,
+        namedCachesDir: o.namedCachesDir,
+        keepSandboxes: o.keepSandboxes,
+        reuseSandboxes: o.reuseSandboxes === "on",
+        runner: { concurrency: o.concurrency, cacheContent: o.cacheContent },
+        ...(remote !== undefined ? { remote } : {})
+      }))
+    )
+  }).pipe(exitOnInvalidConfig, exitOnInvalidRemote)
+
+/** The remote's totals for the summary: zeros without a remote, so scripts read one shape. */
+const remoteTotals = (stats: RemoteCache.Stats | undefined) => ({
+  remoteCacheHits: stats?.remoteCacheHits ?? 0,
+  remoteExecuted: stats?.remoteExecuted ?? 0,
+  remoteFallbacks: stats?.remoteFallbacks ?? 0,
+  uploadedBytes: stats?.uploadedBytes ?? 0,
+  downloadedBytes: stats?.downloadedBytes ?? 0,
+  pendingUploads: stats?.pendingUploads ?? 0,
+  remoteErrors: stats?.remoteErrors ?? {}
+})
+
+/** With `--remote-required`, a remote that cannot be used ends the run before anything runs. */
+const requireRemote = Effect.gen(function*() {
+  const remote = yield* Effect.serviceOption(RemoteCache.RemoteCache)
+  if (Option.isNone(remote) || !remote.value.settings.required) return true
+  const caps = yield* Effect.either(remote.value.capabilities)
+  const endpoint = remote.value.settings.endpoint.display
+  const why = Either.isLeft(caps)
+    ? RemoteCache.probeFailure(caps.left)
+    : caps.right.actionCache === "none"
+    ? "has no action cache (a CAS-only server)"
+    : undefined
+  if (why === undefined) return true
+  process.stderr.write(`kiln: remote cache ${endpoint} ${why} (--remote-required)\n`)
+  process.exitCode = 1
+  return false
+})
+
+const runLoaded = (
+  o: RunArgs,
+  configFile: string,
+  config: Config,
+  loaded: { readonly hash: string; readonly text: string }
+) =>
+  Effect.gen(function*() {
+    for (const name of o.names) {
+      if (!Object.hasOwn(config.processes, name) && name.startsWith("-")) {
+        // @effect/cli reads the options of every command (--log-level) only before the command's name.
+        const option = name.split("=")[0]!
+        return yield* Effect.sync(() => {
+          process.stderr.write(
+            option === "--help" || option === "-h"
+              ? `kiln: ${option} goes right after the command: \`kiln run --help\`\n`
+              : GLOBAL_OPTIONS.includes(option)
+              ? `kiln: ${option} goes before the command: \`kiln ${option} … run\`\n`
+              : `kiln: unknown option ${option} of \`kiln run\` (\`kiln run --help\` lists them)\n`
+          )
+          process.exitCode = 2
+        })
+      }
+      if (!Object.hasOwn(config.processes, name)) {
+        return yield* new InvalidConfig({
+          file: path.basename(configFile),
+          path: "",
+          detail: `unknown process "${name}"`
+        })
+      }
+    }
+    if (!(yield* requireRemote)) return
+    const store = yield* Store.Store
+    const engine = yield* Engine.Engine
+    // Not the store's: runs on two stores write the same workspace, and must exclude each other too. Judged as the
+    // store's root is: a lock directory others can write is a lock they can forge (a run then waits on their planted
+    // holder) or break (their removal lets two runs write one workspace at once).
+    const lockDir = cacheDir("locks", "KILN_LOCK_DIR", process.env)
+    yield* PrivateDir.verify("workspace lock directory", lockDir, "own")
+    const mode: Progress.Mode = o.progress === "auto" ? (process.stderr.isTTY ? "tty" : "plain") : o.progress
+    const targets = o.names.length > 0 ? o.names : Object.keys(config.processes)
+    // Under defer, an executor that is the cache keeps the intermediate outputs only its own processes read.
+    const remoteSettings = Option.map(yield* Effect.serviceOption(RemoteCache.RemoteCache), (r) => r.settings)
+    const requestedOnly = o.cacheContent === "defer" &&
+      Option.exists(remoteSettings, (s) => s.executor && s.executorEndpoint === undefined)
+    // What the run will count: the targets and everything they depend on.
+    const total = GraphOrder.closure((n) => config.processes[n]?.deps ?? [], targets).length
+    // The status line has its own scope, closed (the line cleared, its redraws stopped) before the report is printed.
+    const report = yield* Effect.scoped(Effect.flatMap(Progress.make(mode, total), (progress) =>
+      engine.run({
+        workspace: path.dirname(configFile),
+        config,
+        ...(o.names.length > 0 ? { targets: o.names } : {}),
+        ...(requestedOnly ? { writeBack: "requested" as const } : {}),
+        cache: o.cache,
+        keepGoing: o.keepGoing,
+        maxBacktracks: o.maxBacktracks,
+        onEvent: progress.onEvent,
+        storeDir: store.options.root,
+        lockDir,
+        configName: path.basename(configFile),
+        configHash: loaded.hash,
+        configText: loaded.text
+      })))
+    const remote = yield* remoteEnd(report)
+    if (Option.isSome(o.summary)) {
+      const summary = {
+        processes: report.processes.map((p) => ({
+          name: p.name,
+          actionDigest: p.actionDigest,
+          source: p.source,
+          exitCode: p.exitCode,
+          durationMs: p.durationMs,
+          backtracks: p.backtracks
+        })),
+        ran: report.ran,
+        cacheHits: report.cacheHits,
+        failed: report.failed,
+        backtracks: report.backtracks,
+        wallMs: report.wallMs,
+        ...remoteTotals(remote?.stats)
+      }
+      fs.writeFileSync(o.summary.value, JSON.stringify(summary, null, 2) + "\n")
+    }
+    if (Option.isSome(o.trace)) fs.writeFileSync(o.trace.value, JSON.stringify(traceEvents(report)) + "\n")
+    for (const p of report.processes) {
+      if (p.reproduce === undefined) {
+        // Progress has shown it; with --progress none, a failure is still said, once.
+        if (mode === "none" && !p.ok && p.source !== "skipped") process.stderr.write(`${Progress.line(p)}\n`)
+        continue
+      }
+      process.stderr.write(`\n${Progress.line(p)}\n`)
+      if (p.detail !== undefined && p.detail !== "") process.stderr.write(`${p.detail}\n`)
+      process.stderr.write(`re-run it with: ${p.reproduce}\n`)
+    }
+    if (mode !== "none") {
+      process.stderr.write(
+        `kiln: ${Noop.countOf(report.processes.length)}: ${report.ran} ran${
+          report.remoteExecuted > 0 ? ` (${report.remoteExecuted} remotely)` : ""
+        }, ${report.cacheHits} cached${
+          remote !== undefined ? ` (${report.remoteCacheHits} from the remote)` : ""
+        }, ${report.failed} failed` +
+          `${report.backtracks > 0 ? `, ${report.backtracks} backtracks` : ""} in ${
+            (report.wallMs / 1000).toFixed(2)
+          }s\n`
+      )
+    }
+    if (remote?.failure !== undefined) {
+      process.stderr.write(`kiln: ${remote.failure.message} (--remote-required)\n`)
+      process.exitCode = 1
+    }
+    if (report.failed > 0 || report.processes.some((p) => p.source === "skipped")) process.exitCode = 1
+  })
+
+/**
+ * The remote's end of a run: its uploads waited for (at most {@link UPLOAD_WAIT_MS}), and what it cost when it could
+ * not be used, or left uploads behind, said in a line each.
+ */
+const remoteEnd = (report: Engine.RunReport) =>
+  Effect.gen(function*() {
+    const found = yield* Effect.serviceOption(RemoteCache.RemoteCache)
+    if (Option.isNone(found)) return undefined
+    const remote = found.value
+    const endpoint = remote.settings.endpoint.display
+    yield* remote.flush(UPLOAD_WAIT_MS)
+    const stats = yield* remote.stats
+    // What it cost, when it cost anything (the warning at the start said why).
+    if (stats.unusable !== undefined && report.ran > 0) {
+      process.stderr.write(
+        `kiln: remote cache ${endpoint} ${stats.unusable}: ${Noop.countOf(report.ran)} ran locally, ` +
+          `${stats.uploadedActions} uploaded\n`
+      )
+    }
+    if (stats.remoteFallbacks > 0) {
+      process.stderr.write(
+        `kiln: ${Noop.countOf(stats.remoteFallbacks)} the executor ${endpoint} could not take ran locally\n`
+      )
+    }
+    if (stats.pendingUploads > 0) {
+      process.stderr.write(
+        `kiln: ${stats.pendingUploads} uploads to ${endpoint} are pending: the next run, or \`kiln remote flush\`, ` +
+          "takes them up\n"
+      )
+    }
+    return { stats, failure: Option.getOrUndefined(yield* remote.failure) }
+  })
