@@ -80,7 +80,7 @@ await bundleSpawner("dist/spawner.cjs", { minify: process.env.KILN_NO_MINIFY !==
 
 // The loader is CommonJS, as dist/cli.cjs, and dist/cli.js a symlink to it: Node takes a main module's format from its
 // real path, and going through its ES module loader (this package is "type": "module") cost every run ~10 ms.
-await build({
+const loader = await build({
   entryPoints: ["src/programs/kiln/loader.ts"],
   outfile: "dist/cli.cjs",
   bundle: true,
@@ -93,8 +93,17 @@ await build({
   plugins: [sharedBuiltinNamespaces],
   // Its `import.meta.url` is for the library's (ESM) build of the file; this one knows `__dirname`.
   logOverride: { "empty-import-meta": "silent" },
-  logLevel: "warning"
+  logLevel: "warning",
+  metafile: true
 })
+// The loader runs the no-op check before anything else loads: a module of src/ it reaches that imports Effect (or any
+// package) would put it into every run's start-up. The build fails instead, naming what came in.
+const loaderForeign = Object.entries(loader.metafile.outputs["dist/cli.cjs"].inputs)
+  .filter(([file, { bytesInOutput }]) => bytesInOutput > 0 && file.includes("node_modules/"))
+  .map(([file]) => file)
+if (loaderForeign.length > 0) {
+  throw new Error(`bundle: dist/cli.cjs (the loader) would load packages: ${loaderForeign.slice(0, 5).join(", ")}`)
+}
 rmSync("dist/cli.js", { force: true })
 symlinkSync("cli.cjs", "dist/cli.js")
 chmodSync("dist/cli.cjs", 0o755)

@@ -8,11 +8,10 @@
  *
  * @internal
  */
-import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import * as UnsafeDirectory from "../domain/UnsafeDirectory.js"
+import * as DirectoryFinding from "../domain/DirectoryFinding.js"
 import { errnoOf } from "./Errno.js"
 import { mkdirp } from "./Mkdirp.js"
 
@@ -26,7 +25,7 @@ import { mkdirp } from "./Mkdirp.js"
 export type Sharing = "own" | "group"
 
 /** What makes a directory unsafe: the directory, its owner and mode, and why. @internal */
-export type Finding = UnsafeDirectory.Finding
+export type Finding = DirectoryFinding.Finding
 
 const STICKY = 0o1000
 const SETGID = 0o2000
@@ -34,7 +33,7 @@ const GROUP_WRITE = 0o020
 const OTHER_WRITE = 0o002
 
 /** `0777`, `2770`: a mode as `chmod` takes it. @internal */
-export const octal = UnsafeDirectory.octal
+export const octal = DirectoryFinding.octal
 
 interface Account {
   readonly uid: number
@@ -201,7 +200,7 @@ export const ensure = (dir: string, sharing: Sharing): Finding | undefined => {
 }
 
 /** One line naming the root, the directory at fault with its owner and mode, and why. @internal */
-export const describe = UnsafeDirectory.describe
+export const describe = DirectoryFinding.describe
 
 /** An unsafe directory, thrown by plain code (`describe` is its message). @internal */
 export class UnsafeDirectoryError extends Error {
@@ -215,27 +214,3 @@ export const ensureOrThrow = (role: string, dir: string, sharing: Sharing): void
   const found = ensure(dir, sharing)
   if (found !== undefined) throw new UnsafeDirectoryError(role, dir, found)
 }
-
-/**
- * Checks `root` as {@link inspect} does, making it (0700) with `create` when it is missing. A failure to look or to
- * make it is left to whoever uses the root next, which reports it in its own terms.
- *
- * @internal
- */
-export const verify = (
-  role: string,
-  root: string,
-  sharing: Sharing,
-  options: { readonly create?: boolean } = {}
-): Effect.Effect<void, UnsafeDirectory.UnsafeDirectory> =>
-  Effect.suspend(() => {
-    let found: Finding | undefined
-    try {
-      found = options.create === true ? ensure(root, sharing) : inspect(root, sharing)
-    } catch {
-      return Effect.void
-    }
-    return found === undefined
-      ? Effect.void
-      : Effect.fail(new UnsafeDirectory.UnsafeDirectory({ role, root, ...found }))
-  })

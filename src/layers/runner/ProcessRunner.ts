@@ -21,7 +21,7 @@ import type { StoreError } from "../../domain/StoreErrors.js"
 import type { InvalidOutput } from "../../domain/TreeErrors.js"
 import type * as UnsafeDirectory from "../../domain/UnsafeDirectory.js"
 import { cacheDir } from "../../os/CacheDir.js"
-import * as PrivateDir from "../../os/PrivateDir.js"
+import * as PrivateRoot from "../../os/PrivateRoot.js"
 import { HelperLifetime } from "../lifetime/HelperLifetime.js"
 import { type Handoff, Sandboxes } from "../sandbox/Sandboxes.js"
 import { Sandboxer } from "../sandboxer/Sandboxer.js"
@@ -178,7 +178,7 @@ export const make = (options: Options = {}) =>
     const namedCachesDir = path.resolve(options.namedCachesDir ?? defaultNamedCachesDir())
     // Named caches are inputs no digest vouches for: a directory another user owns or can write is refused, as the
     // store's root is (and, like it, one a group shares on purpose is not).
-    yield* PrivateDir.verify("named caches directory", namedCachesDir, "group")
+    yield* PrivateRoot.verify("named caches directory", namedCachesDir, "group")
     const concurrency = Math.max(1, options.concurrency ?? os.availableParallelism())
     const minFiles = options.sharedTreeMinFiles ?? SharedTrees.minFilesFrom()
     const local = LocalRunner.make(store, sandboxer, sandboxes, spawner, {

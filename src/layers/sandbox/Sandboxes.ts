@@ -18,7 +18,7 @@ import { type KeepSandboxes, SandboxError } from "../../domain/Sandbox.js"
 import type * as UnsafeDirectory from "../../domain/UnsafeDirectory.js"
 import { cacheDir } from "../../os/CacheDir.js"
 import { describeErrno, errnoOf } from "../../os/Errno.js"
-import * as PrivateDir from "../../os/PrivateDir.js"
+import * as PrivateRoot from "../../os/PrivateRoot.js"
 import * as Proc from "../../os/Proc.js"
 import * as Handoffs from "./internal/handoff.js"
 import * as SandboxDir from "./internal/sandboxDir.js"
@@ -176,7 +176,7 @@ export const make = (
     // A root another user made first (`/dev/shm/kiln`), or one others can write or swap, would let them read every
     // process's inputs and replace a running sandbox: refused before any sandbox is made or swept there. A missing
     // one is made on first need (see `SandboxDir.create`), where only this user can make it: the check says so.
-    yield* PrivateDir.verify("sandbox root", root, "own")
+    yield* PrivateRoot.verify("sandbox root", root, "own")
     const keep = options.keep ?? "never"
     const owner = Proc.self()
     const failures = yield* Ref.make(0)

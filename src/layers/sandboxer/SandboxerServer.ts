@@ -18,10 +18,11 @@ import { describeErrno, errnoOf } from "../../os/Errno.js"
 import * as Proc from "../../os/Proc.js"
 import * as Sandboxes from "../sandbox/Sandboxes.js"
 import type * as Store from "../store/Store.js"
+import * as Paths from "./internal/paths.js"
 import { FailedPrecondition, NotFound } from "./Rpc.js"
 
 /** Where the sandboxer listening on a socket writes its log: its program removes it when it ends cleanly. */
-export { logPathOf } from "./internal/paths.js"
+export const logPathOf = (socket: string): string => Paths.logPathOf(socket)
 
 /** @internal */
 export interface State {

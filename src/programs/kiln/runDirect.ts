@@ -2,7 +2,7 @@
  * A plain `kiln run`: its arguments read without @effect/cli (`directRunArgs`), and the run itself (`runParsed`),
  * which `runCommand.ts` also hands @effect/cli. Nothing here loads @effect/cli: the CLI loads it only for other
  * commands, and for arguments the direct reader leaves to it (evaluating @effect/cli and the platform modules it
- * brings was ~10 ms of every edit run).
+ * brings is a measurable share of an edit run: docs/bench-log.md).
  */
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -18,7 +18,7 @@ import * as RunMemo from "../../layers/engine/RunMemo.js"
 import * as RemoteCache from "../../layers/remote/RemoteCache.js"
 import * as Store from "../../layers/store/Store.js"
 import { cacheDir } from "../../os/CacheDir.js"
-import * as PrivateDir from "../../os/PrivateDir.js"
+import * as PrivateRoot from "../../os/PrivateRoot.js"
 import { type OptionSpec, type ValuesOf } from "../common/optionSpec.js"
 import { toStoreOptions } from "../common/storeSettings.js"
 import * as Noop from "./noop.js"
@@ -80,8 +80,8 @@ const directValue = (spec: OptionSpec, given: string | undefined): unknown => {
 /**
  * `kiln run`'s arguments read without @effect/cli, when they are of the plain kind the run memo's check reads
  * (`noop.ts`: names, and options it knows with values it accepts); undefined for anything else (`--help`, another
- * option, a bad value), which goes through @effect/cli, which also reports errors. Its parsing and help machinery
- * were 10-15 ms of an edit run. Both read the same table (`optionTable.ts`), and a property test holds the two to the
+ * option, a bad value), which goes through @effect/cli, which also reports errors (its parsing and help machinery
+ * are not worth loading for a plain run). Both read the same table (`optionTable.ts`), and a property test holds the two to the
  * same results.
  */
 export const directRunArgs = (args: ReadonlyArray<string>): RunArgs | undefined => {
@@ -190,7 +190,7 @@ const runLoaded = (
     // store's root is: a lock directory others can write is a lock they can forge (a run then waits on their planted
     // holder) or break (their removal lets two runs write one workspace at once).
     const lockDir = cacheDir("locks", "KILN_LOCK_DIR", process.env)
-    yield* PrivateDir.verify("workspace lock directory", lockDir, "own")
+    yield* PrivateRoot.verify("workspace lock directory", lockDir, "own")
     const mode: Progress.Mode = o.progress === "auto" ? (process.stderr.isTTY ? "tty" : "plain") : o.progress
     const targets = o.names.length > 0 ? o.names : Object.keys(config.processes)
     // Under defer, an executor that is the cache keeps the intermediate outputs only its own processes read.
