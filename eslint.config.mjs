@@ -50,7 +50,16 @@ const layering = [
 ]
 
 export default tseslint.config(
-  { ignores: ["dist/**", "node_modules/**", ".kiln-test/**"] },
+  // What builds write (kiln's and the example workspace's outputs, as .gitignore lists them): not sources.
+  {
+    ignores: [
+      "dist/**",
+      "node_modules/**",
+      ".kiln-test/**",
+      ".kiln-store/**",
+      "examples/workspace/{gen,build,dist}/**"
+    ]
+  },
   ...tseslint.configs.recommended,
   ...effect.configs.dprint,
   {

@@ -14,7 +14,7 @@
 #     limit, UUID-v4 upload names. Started through a launcher of our own that binds 127.0.0.1 (its CLI binds [::]).
 # Background: shared/reference/distributed.md §1, §3 and §5, remote-clients.md §1.
 #
-#   servers.sh start            install what is missing (apt), build the worker if its inputs changed, start what is
+#   servers.sh start            install what is missing (apt; Go too, for the suite), build the worker if its inputs changed, start what is
 #                               not running, write $KILN_REMOTE_DIR/env (KILN_TEST_* lines, read by the tests)
 #   servers.sh stop             stop, by pid, only the processes this instance started
 #   servers.sh status           exit 0 when all are running
@@ -85,6 +85,9 @@ install_packages() {
   command -v openssl >/dev/null || want+=(openssl)
   command -v ss >/dev/null || want+=(iproute2)
   [ -x "$SANDBOX_BIN" ] || want+=(bazel-bootstrap) # ~40 packages (a JDK's worth), for linux-sandbox only
+  # Not a server: test/runner/GoModCache.test.ts runs a real `go mod download`. Installed here, with the servers,
+  # so that the README's `npm test` installs everything the suite needs in one place.
+  command -v go >/dev/null || want+=(golang-go)
   for p in "${want[@]}"; do
     [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ] || missing+=("$p")
   done
