@@ -174,8 +174,8 @@ const PROCESS_FIELDS = new Set(Object.keys(ProcessConfig.fields))
 const CACHE_POLICIES = new Set<unknown>(CachePolicy.literals)
 
 /**
- * Whether `json` is a valid config as it stands, checked directly. The schema decoder took 30-60 µs per process (a
- * big workspace's no-op run spent ~15% of its time there), and decoding a valid config gives back the same data;
+ * Whether `json` is a valid config as it stands, checked directly. The schema decoder is dear per process (a big
+ * workspace's no-op run spent a sizeable share of its time there), and decoding a valid config gives back the same data;
  * anything this does not accept goes through the schema, which then says what is wrong. Kept equal to the schema by
  * a property test (test/domain/Config.test.ts).
  */

@@ -2,8 +2,8 @@
  * Glob matching for workspace-relative POSIX paths, with picomatch's semantics (`dot: true`). The common globs
  * (`src/**`, `lib/*.ts`, `**\/*.json`, literal paths) are matched segment by segment with string operations;
  * anything else (`?`, classes, braces, extglobs, escapes) by picomatch's regular expression. Compiling a glob into a
- * regular expression, and V8 compiling that on its first test, cost about 60 µs per glob: a run of a thousand
- * processes, each with its own globs, spent more on that than on walking the files.
+ * regular expression, and V8 compiling that on its first test, is dear per glob: a run of a thousand processes, each
+ * with its own globs, spent more on that than on walking the files.
  *
  * @internal
  */

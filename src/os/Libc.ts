@@ -8,8 +8,8 @@ import * as fs from "node:fs"
 
 /**
  * The libc this executable runs on, from its ELF interpreter (`/lib64/ld-linux-x86-64.so.2`, or a musl one), or
- * undefined when unsure. lmdb picks its native addon by it and asks detect-libc, which costs 2-4 ms of a run's
- * start-up (three more modules) to read the same thing; with LIBC set it does not ask.
+ * undefined when unsure. lmdb picks its native addon by it and asks detect-libc, which loads three more modules at
+ * every start-up to read the same thing; with LIBC set it does not ask.
  */
 export const libcOfSelf = (): string | undefined => {
   try {

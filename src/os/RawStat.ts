@@ -1,7 +1,7 @@
 /**
- * `lstat` as raw numbers, for the run memo's check of thousands of paths (see `runMemo.ts`). Node 20's
- * `fs.lstatSync` builds a `Stats` object and four `Date`s for every call: in a no-op of 500 processes (3,500 paths)
- * that was 15-25 ms of a ~200 ms run, and most of its garbage. Node's own fs binding returns the same numbers in
+ * `lstat` as raw numbers, for the run memo's check of thousands of paths (see `layers/engine/RunMemo.ts`). Node 20's
+ * `fs.lstatSync` builds a `Stats` object and four `Date`s for every call: in a no-op run that is a large share of
+ * its time and most of its garbage. Node's own fs binding returns the same numbers in
  * one shared `Float64Array`, without allocating.
  *
  * That binding is internal (reached through `process.binding`, deprecated as DEP0111), so it is used only when it

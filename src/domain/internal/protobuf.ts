@@ -33,8 +33,8 @@ const utf8Length = (s: string): number => {
 
 /**
  * Writers for nested messages, one per depth, reused: a message is written into the one of its depth, then copied
- * into its parent. (A writer each, with its own buffer, made encoding a small directory cost ~30 µs, most of it
- * allocation; every process encodes several.)
+ * into its parent. (A writer each, with its own buffer, made encoding a small directory mostly allocation, and every
+ * process encodes several.)
  */
 const nested: Array<Writer> = []
 let depth = 0

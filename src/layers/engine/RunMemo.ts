@@ -12,7 +12,7 @@
  * - a directory whose stat is unchanged lists the same names (creating, removing or renaming an entry moves its
  *   mtime), so globs match what they matched;
  * - the store still holds every byte the result refers to while its generation is unchanged (see
- *   `storeGeneration.ts`), and its LMDB files are the same files, none shorter than they were.
+ *   `store/Generation.ts`), and its LMDB files are the same files, none shorter than they were.
  *
  * Plain code without Effect: the CLI runs this check before it loads the engine (see `cli/noop.ts`).
  *
@@ -43,7 +43,7 @@ export type Seen = SnapshotObservation
  * A stat taken within a timestamp tick of a change (racy: another change in that tick would leave it as it is)
  * carries its evidence as a ninth element (a file's hash, a symlink's target, a listing's names), and holds only
  * if the content still matches, as git checks a racily clean entry: the run that wrote it does not wait for the
- * tick to pass (an edit run writes its outputs last, so it waited up to 11 ms).
+ * tick to pass (an edit run writes its outputs last, so it would wait at the end of every run).
  */
 export type Obs = readonly [string, string, ...Array<number | string>]
 
@@ -138,8 +138,8 @@ const EVIDENCE = Symbol.for("kiln.memoEvidence")
 /**
  * The last {@link holding} answer for a config object, kept on the memo beside the evidence: the engine asks again,
  * about the same names of the same config the no-op check handed over, and the answer is the same (it is computed
- * from the memo, the config and the evidence alone). Comparing 1,000 keys and the deps of every process again was
- * 3-10 ms of an edit run.
+ * from the memo, the config and the evidence alone), and comparing every key and every process's deps again is
+ * work proportional to the workspace on every edit run.
  */
 const HELD = Symbol.for("kiln.memoHeld")
 interface Held {

@@ -1,5 +1,5 @@
 /**
- * The engine's side of the spawner (`main.ts`, speaking `protocol.ts`): taken over from the CLI's loader (`Warm.ts`)
+ * The engine's side of the spawner (`programs/spawner/main.ts`, speaking `Protocol.ts`): taken over from the CLI's loader (`Warm.ts`)
  * or started on warm-up or the first spawn, ended with the scope, started again if it ever dies. A spawn request
  * resolves once the child runs (its pid, which is also its process group) and its exit arrives later on `exited`.
  * Should the spawner die while children run, their exits are lost: those fail with a `SpawnError` rather than

@@ -29,8 +29,8 @@ const bundle = path.join(here, "kiln.cjs")
 // How kiln runs itself (the sandboxer is `kiln sandboxer`), whatever name or symlink it was started through: the
 // loader's real file, since a package installed from npm has no `cli.js` (npm packs no symlinks).
 process.env.KILN_CLI = path.join(here, "cli.cjs")
-// lmdb loads msgpackr, which looks for and loads a native msgpack decoder at start-up (10-15 ms); kiln stores only
-// binary values and never decodes msgpack.
+// lmdb loads msgpackr, which looks for and loads a native msgpack decoder at start-up; kiln stores only binary
+// values and never decodes msgpack, so that is start-up time for nothing.
 process.env.MSGPACKR_NATIVE_ACCELERATION_DISABLED ??= "true"
 
 if (process.platform === "linux" && process.env.LIBC === undefined) {
@@ -46,8 +46,8 @@ if (writeCodeCache) (globalThis as Record<symbol, unknown>)[Symbol.for("kiln.wri
 
 /**
  * lmdb's JavaScript and what it loads (msgpackr, ordered-binary, …) are required from node_modules, outside the
- * bundle and its cache: Node 20 compiled them from source on every run that opens the store (4 of the 14 ms that
- * loading lmdb took). Their compiled code is cached at build time too, beside the bundle's, and used for exactly
+ * bundle and its cache: Node 20 compiled them from source on every run that opens the store (most of what loading
+ * lmdb cost). Their compiled code is cached at build time too, beside the bundle's, and used for exactly
  * those files, through the `_compile` hook v8-compile-cache uses on Node versions without a compile cache of their
  * own. A cache V8 rejects (another version of a file) only costs the compile it would have saved.
  */

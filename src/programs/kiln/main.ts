@@ -111,7 +111,7 @@ NodeRuntime.runMain(main(), {
     const code = Exit.isInterrupted(exit) ? onInterrupt.code : Exit.isFailure(exit) ? 1 : Number(process.exitCode ?? 0)
     // Everything kiln started has been ended and waited for by now (the store closed and flushed, the sandboxer
     // drained, the spawner disarmed). Leaving the event loop to drain would add Node's teardown of the whole heap,
-    // page by page: 20-40 ms of an edit run on a VM, where every unmapping is a TLB shootdown.
+    // page by page, which on a VM (every unmapping a TLB shootdown) is a large share of an edit run.
     if (code === 0 && nothingQueued()) process.exit(0)
     onExit(code)
   }

@@ -2,14 +2,15 @@
  * The spawner (`node dist/spawner.cjs kiln-spawner <engine-pid>`; `native/` is the same program in C, which engines
  * run instead when the build compiled it): a small Node process, one per engine, that forks
  * every process the engine runs, and is the engine's watchdog. `fork()` copies the page tables of the process that
- * calls it and write-protects its heap, so the engine (a large heap, dozens of LMDB maps) paid ~2–3 ms of blocked
- * main thread per spawn plus copy-on-write faults afterwards, where this process pays ~1 ms on the other core. It
+ * calls it and write-protects its heap, so the engine (a large heap, dozens of LMDB maps) would block its main
+ * thread on every spawn and take copy-on-write faults afterwards, where this small process pays less, on another
+ * core. It
  * never writes a file that a process could exec (it only opens the output files), so forking here cannot make a
  * sandbox's binary busy (ETXTBSY). It also removes sandboxes whose group is gone, beside the engine's one thread,
  * which is what bounds a cold run.
  *
  * It starts on a hot path (the first process of a cold run waits for it), so it loads nothing but Node's built-ins,
- * its protocol (`protocol.ts`) and kiln's small os modules (RemoveTree, Mounts), and never Effect:
+ * its protocol (`layers/spawner/Protocol.ts`) and kiln's small os modules (RemoveTree, Mounts), and never Effect:
  * `scripts/bundle.mjs` fails a build whose `dist/spawner.cjs` took in a package.
  *
  * Its last argument is the engine's pid. It ignores SIGINT, SIGTERM and SIGHUP (the engine ends the groups it

@@ -1,5 +1,5 @@
 /**
- * Writes the run memo at the end of a run (see `runMemo.ts`): an entry for each process that ended well and whose
+ * Writes the run memo at the end of a run (see `../RunMemo.ts`): an entry for each process that ended well and whose
  * evidence is complete and still holds (what changed within a timestamp tick is kept with its content's evidence),
  * the entries of the last memo for processes this run did not look at (while the store's generation is the one
  * they were made under), and nothing for a process that failed or changed.

@@ -3,8 +3,8 @@
  * kept in the store so that `kiln explain` can say what changed since.
  *
  * A run that recorded a few processes (an edit run: the one that changed) appends them to a journal beside the
- * records, one JSON line, instead of reading, merging and rewriting every process's record (7 ms of an edit run of a
- * 500-process workspace). A run that recorded many, or finds the journal grown, merges everything into the records
+ * records, one JSON line, instead of reading, merging and rewriting every process's record (work proportional to the
+ * workspace, for a run that changed one process). A run that recorded many, or finds the journal grown, merges everything into the records
  * and starts the journal afresh. They are advice for `kiln explain`: two engines merging at the same moment may
  * drop a line one of them appended meanwhile, which costs an explanation, never a build.
  *

@@ -1,7 +1,7 @@
 /**
  * Output files handed from a finished sandbox to write-back by rename, not copy. Creating a file was most of what
- * writing an output back cost: on a file system a build has churned, ext4 spent 0.3–2 ms finding a free inode for
- * each new file (wide 1,000, cold: 2.2 s of the engine's thread), where a rename allocates none. Bazel moves its
+ * writing an output back cost: on a file system a build has churned, ext4 is slow to find a free inode for each new
+ * file, on the engine's one thread, where a rename allocates none (docs/bench-log.md has the profile). Bazel moves its
  * outputs out of the sandbox for the same reason.
  *
  * A runner offers the small files it captured, moving them, before their sandbox is refilled or removed, into a

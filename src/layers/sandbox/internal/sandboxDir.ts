@@ -131,10 +131,9 @@ const HELD_MAX_ENTRIES = 4096
 
 /**
  * Idle sandboxes of one owner, reused instead of made and removed for every process (as Bazel reuses sandbox
- * directories): on a file system mounted with `discard` (as this project's VMs mount theirs), a profile of trivial
- * processes put a sandbox's `mkdir` at 0.35 ms and its `rmdir` at 0.46 ms, of about 4 ms per process; and after heavy
- * churn, making and freeing a file's inode costs 0.45 ms where renaming it and rewriting it costs 0.07 (see
- * `Refill`). A finished sandbox is renamed at once to a fresh name of the same owner: the finished process's path is
+ * directories): on a file system mounted with `discard`, making and removing a sandbox's directory is a large share
+ * of a trivial process's cost, and after heavy churn making and freeing a file's inode costs several times what
+ * renaming it and rewriting it does (see `refill.ts`; the profiles are in docs/bench-log.md). A finished sandbox is renamed at once to a fresh name of the same owner: the finished process's path is
  * gone when its result returns, as a removed sandbox's is (a straggler writing there fails), and the next process
  * gets a path nobody has used. Its name still says whose it is, so an engine's death leaves nothing sweeps miss.
  *

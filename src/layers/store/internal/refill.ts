@@ -2,9 +2,8 @@
  * Materializing a tree into a directory that holds something already (a used sandbox). What is there and wanted stays; what is there and not wanted is reused
  * (a directory renamed to where a wanted one goes, a file renamed to a wanted path and rewritten in place) or removed;
  * so the sandbox ends up holding exactly what a fresh one would, with few inodes made or freed. On a file system
- * whose inode allocation is slow that is most of a small process's sandbox cost: on an ext4 after heavy
- * churn, creating a file and unlinking another took 0.45 ms, renaming one and rewriting it 0.07 ms; a `mkdir` and
- * an `rmdir` 0.24 ms, a directory's rename 0.02 ms. Bazel reuses sandbox directories likewise
+ * whose inode allocation is slow (an ext4 after heavy churn) that is most of a small process's sandbox cost: making
+ * and freeing inodes costs several times what renaming and rewriting does (docs/bench-log.md). Bazel reuses sandbox directories likewise
  * (`--reuse_sandbox_directories`, on by default since Bazel 7).
  *
  * Nothing a process left is trusted. The sandbox is listed afresh when it is refilled (never from a listing made
@@ -149,7 +148,7 @@ const writeInPlace = (p: string, st: fs.Stats, bytes: Uint8Array, mode: number) 
   try {
     if (st.size !== bytes.length || !sameBytes(fd, bytes)) {
       // Written over, then cut to length: truncating to zero first frees the file's blocks only for the write to
-      // allocate them again (0.1 ms a file on ext4).
+      // allocate them again.
       writeAll(fd, bytes, bytes.length, 0)
       if (st.size > bytes.length) fs.ftruncateSync(fd, bytes.length)
     } else {
