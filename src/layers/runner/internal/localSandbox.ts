@@ -9,7 +9,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import type * as Digest from "../../../domain/Digest.js"
 import { outputSegments as segmentsOf, type Process } from "../../../domain/Process.js"
-import { SandboxError } from "../../../domain/Sandbox.js"
+import { materializeFailed, SandboxError } from "../../../domain/Sandbox.js"
 import type { StoreError } from "../../../domain/StoreErrors.js"
 import { describeErrno } from "../../../os/Errno.js"
 import { mkdirp } from "../../../os/Mkdirp.js"
@@ -163,7 +163,7 @@ export interface Filled {
 
 /**
  * Writes the inputs into the sandbox (or has the sandboxer write them), mounts the shared trees and prepares the
- * sandbox's directories.
+ * sandbox's directories. A store that fails to write them fails the run with a `SandboxError` that keeps its error.
  *
  * @internal
  */
@@ -176,7 +176,7 @@ export const fill = (run: LocalRun, opened: Opened) =>
       Effect.catchIf(
         effect,
         (e): e is StoreError => (e as { _tag?: string })._tag === "StoreError",
-        (e) => Effect.fail(new SandboxError({ reason: "Materialize", path: sandbox.path, detail: e.message }))
+        (e) => Effect.fail(materializeFailed(sandbox.path, e))
       )
     const mounts = yield* timed(
       run,
