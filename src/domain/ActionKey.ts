@@ -19,16 +19,16 @@ export const CACHE_VERSION = "kiln-action-cache-v1"
 const known = new WeakMap<Process, Digest.Digest>()
 
 /** @internal */
-export const actionDigest = (process: Process): Digest.Digest => {
-  let digest = known.get(process)
+export const actionDigest = (proc: Process): Digest.Digest => {
+  let digest = known.get(proc)
   if (digest === undefined) {
-    digest = compute(process)
-    known.set(process, digest)
+    digest = compute(proc)
+    known.set(proc, digest)
   }
   return digest
 }
 
-const compute = (process: Process): Digest.Digest => Digest.ofBytes(actionMessages(process).action)
+const compute = (proc: Process): Digest.Digest => Digest.ofBytes(actionMessages(proc).action)
 
 /**
  * The serialized `Command` and `Action` whose digest is the process's key: a remote cache stores them beside the
@@ -36,33 +36,33 @@ const compute = (process: Process): Digest.Digest => Digest.ofBytes(actionMessag
  *
  * @internal
  */
-export const actionMessages = (process: Process): { readonly command: Uint8Array; readonly action: Uint8Array } => {
+export const actionMessages = (proc: Process): { readonly command: Uint8Array; readonly action: Uint8Array } => {
   // In the Command (REAPI 2.0 servers read it there) and the Action (2.2 and later); absent when there is none.
-  const properties = Object.entries(process.platform).map(([name, value]) => ({ name, value }))
+  const properties = Object.entries(proc.platform).map(([name, value]) => ({ name, value }))
   const platform = properties.length > 0 ? { properties } : undefined
   const command = Action.encodeCommand({
-    arguments: process.argv,
-    environmentVariables: process.env,
-    outputFiles: process.outputFiles,
-    outputDirectories: process.outputDirectories,
-    workingDirectory: process.workingDirectory,
+    arguments: proc.argv,
+    environmentVariables: proc.env,
+    outputFiles: proc.outputFiles,
+    outputDirectories: proc.outputDirectories,
+    workingDirectory: proc.workingDirectory,
     ...(platform !== undefined ? { platform } : {})
   })
-  const named = Object.keys(process.namedCaches).sort().map((k) => `${k}=${process.namedCaches[k]}`)
+  const named = Object.keys(proc.namedCaches).sort().map((k) => `${k}=${proc.namedCaches[k]}`)
   const action = Action.encodeAction({
     commandDigest: Digest.ofBytes(command),
-    inputRootDigest: process.inputDigest,
-    ...(process.timeoutMs !== undefined ? { timeoutMs: process.timeoutMs } : {}),
-    ...(process.cache === "never" ? { doNotCache: true } : {}),
+    inputRootDigest: proc.inputDigest,
+    ...(proc.timeoutMs !== undefined ? { timeoutMs: proc.timeoutMs } : {}),
+    ...(proc.cache === "never" ? { doNotCache: true } : {}),
     ...(platform !== undefined ? { platform } : {}),
     salt: Buffer.from(
       JSON.stringify([
         CACHE_VERSION,
         named,
-        ...(process.cacheNamespace !== undefined && process.cacheNamespace !== "" ? [process.cacheNamespace] : []),
+        ...(proc.cacheNamespace !== undefined && proc.cacheNamespace !== "" ? [proc.cacheNamespace] : []),
         // Only when allowed, so that every other key stays as it was: an entry whose links may point anywhere is
         // never one a `contained` process looks up.
-        ...(process.outputSymlinks === "any" ? [{ outputSymlinks: "any" }] : [])
+        ...(proc.outputSymlinks === "any" ? [{ outputSymlinks: "any" }] : [])
       ])
     )
   })

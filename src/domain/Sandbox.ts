@@ -5,6 +5,7 @@
  * @since 0.1.0
  */
 import * as Schema from "effect/Schema"
+import { StoreError } from "./StoreErrors.js"
 
 /**
  * When a sandbox is kept after its process instead of removed.
@@ -22,6 +23,8 @@ export type KeepSandboxes = typeof KeepSandboxes.Type
 
 /**
  * A sandbox could not be created, filled or removed. `path` names it; `errno` is the system's code when there is one.
+ * A store that failed to fill it (`Materialize`) is its `cause`, whose `reason` says why: a full disk stays
+ * `NoSpace`, which a caller may act on (free space) where other failures are bugs or broken stores.
  *
  * @since 0.1.0
  * @category errors
@@ -30,7 +33,8 @@ export class SandboxError extends Schema.TaggedError<SandboxError>("kiln/Sandbox
   reason: Schema.Literal("Create", "Materialize", "Remove", "Sweep"),
   path: Schema.String,
   detail: Schema.String,
-  errno: Schema.optional(Schema.String)
+  errno: Schema.optional(Schema.String),
+  cause: Schema.optional(StoreError)
 }) {
   override get message(): string {
     // A detail that names a path inside the sandbox (a store error while materializing) names the sandbox already.
@@ -56,3 +60,12 @@ export class SandboxerUnavailable
       : `sandboxer unavailable: ${this.reason} (log: ${this.log})`
   }
 }
+
+/**
+ * The store could not fill the sandbox at `path`: its error is kept as the cause, its message as the detail.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const materializeFailed = (path: string, cause: StoreError): SandboxError =>
+  new SandboxError({ reason: "Materialize", path, detail: cause.message, cause })

@@ -13,7 +13,7 @@ import {
   encodeEntry,
   encodeEntrySchema,
   EntryFields
-} from "../../src/layers/runner/internal/cached.js"
+} from "../../src/layers/runner/internal/cacheEntry.js"
 
 // JSON has no Infinity or NaN: such a duration encodes as null, which is no valid encoding (nor one kiln writes).
 const entryArb = Arbitrary.make(EntryFields).filter((e) => Number.isFinite(e.durationMs))

@@ -431,3 +431,56 @@ describe("ProcessRunner (a store that cannot lease)", () => {
       assert.isFalse(fs.existsSync(marker), "the process ran although its inputs could not be leased")
     }))
 })
+
+describe("ProcessRunner (a store that cannot fill a sandbox)", () => {
+  it.scopedLive("a full disk while the inputs are written is a SandboxError that keeps the store's NoSpace", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kiln-full-sandbox-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true })))
+      const full = (destination: string) =>
+        new StoreError({
+          reason: "NoSpace",
+          detail: "cannot materialize: no space left on device (ENOSPC)",
+          path: path.join(destination, "data.txt")
+        })
+      // A real store whose sandbox writes fail, as they do on a full disk: the runner's own (a small tree) and the
+      // sandboxer's (in process, here: a tree with an executable is never written by the runner).
+      const store = Layer.effect(
+        Store,
+        Effect.map(Store, (s): Store["Type"] => ({
+          ...s,
+          materialize: (digest, destination, options) =>
+            destination.startsWith(path.join(dir, "sandboxes"))
+              ? Effect.fail(full(destination))
+              : s.materialize(digest, destination, options)
+        }))
+      ).pipe(Layer.provide(StoreLayer.layer({ root: path.join(dir, "store") })))
+      const runner = ProcessRunnerLayer.layer({ namedCachesDir: path.join(dir, "named") }).pipe(
+        Layer.provideMerge(Layer.mergeAll(
+          Sandboxer.layerInProcess,
+          SandboxesLayer.layer({ root: path.join(dir, "sandboxes"), sweepOnStart: false })
+        )),
+        Layer.provideMerge(store)
+      )
+      const context = yield* Layer.build(runner)
+      const work = path.join(dir, "work")
+      fs.mkdirSync(work)
+      fs.writeFileSync(path.join(work, "data.txt"), "data\n")
+      const small = yield* Effect.provide(Effect.flatMap(Store, (s) => s.snapshot(work)), context)
+      fs.writeFileSync(path.join(work, "tool.sh"), "#!/bin/sh\ncat data.txt\n", { mode: 0o755 })
+      const executable = yield* Effect.provide(Effect.flatMap(Store, (s) => s.snapshot(work)), context)
+      for (const input of [small, executable]) {
+        const marker = path.join(dir, `ran-${input.hash}`)
+        const error = yield* Effect.flip(
+          run(sh(`touch ${marker}`, { cache: "never", inputDigest: input })).pipe(Effect.provide(context))
+        )
+        assert.strictEqual(error._tag, "SandboxError")
+        if (error._tag !== "SandboxError") return
+        assert.strictEqual(error.reason, "Materialize")
+        assert.strictEqual(error.cause?.reason, "NoSpace", error.message)
+        // What the CLI prints of it is the store's message, as before.
+        assert.strictEqual(error.message, error.cause?.message)
+        assert.isFalse(fs.existsSync(marker), "the process ran although its inputs could not be written")
+      }
+    }))
+})

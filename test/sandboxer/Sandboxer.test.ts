@@ -4,11 +4,13 @@
  *
  * Promised and asserted: materialize writes the tree; a missing blob is a typed MissingDigest and never restarts the
  * sandboxer; a sandboxer killed between requests is respawned once and the request succeeds; every engine process
- * gets its own socket; the sandboxer is gone when the layer's scope closes.
+ * gets its own socket; the sandboxer is gone when the layer's scope closes; a full disk (a tmpfs, as root) stays
+ * `NoSpace`, across the sandboxer's protocol too.
  * Not promised: how fast a respawn is.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Layer, Option } from "effect"
+import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../../src/domain/Digest.js"
@@ -19,6 +21,19 @@ import { isAlive } from "../../src/os/Proc.js"
 import { tempDir, writeTree } from "../utils/temp.js"
 
 const cli = path.resolve("dist/cli.js")
+
+const isRoot = process.getuid?.() === 0
+
+/** A tmpfs of `size` at `dir` (root only), unmounted when the scope closes. */
+const tmpfs = (dir: string, size: string) =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      fs.mkdirSync(dir, { recursive: true })
+      execFileSync("mount", ["-t", "tmpfs", "-o", `size=${size}`, "tmpfs", dir])
+      return dir
+    }),
+    () => Effect.sync(() => execFileSync("umount", [dir]))
+  )
 
 const layers = {
   process: (socketDir: string) => Sandboxer.layer({ command: [process.execPath, cli], socketDir }),
@@ -67,6 +82,24 @@ for (const kind of ["process", "inProcess"] as const) {
         assert.strictEqual(Digest.format((err as Digest.MissingDigest).digest), Digest.format(gone))
         assert.deepStrictEqual(yield* sandboxer.pid, before)
       }))
+
+    it.scoped.skipIf(!isRoot)(
+      "a full disk is a SandboxError that keeps the store's NoSpace",
+      () =>
+        Effect.gen(function*() {
+          const { root, sandboxer, store } = yield* setup(kind)
+          const work = path.join(root, "work")
+          writeTree(work, { "big.bin": Buffer.alloc(1024 * 1024, "x") })
+          const d = yield* store.snapshot(work)
+          const disk = yield* tmpfs(path.join(root, "disk"), "256k")
+          const err = yield* Effect.flip(sandboxer.materialize(d, path.join(disk, "sandbox")))
+          assert.strictEqual(err._tag, "SandboxError")
+          if (err._tag !== "SandboxError") return
+          assert.strictEqual(err.reason, "Materialize")
+          assert.strictEqual(err.cause?.reason, "NoSpace", err.message)
+          assert.include(err.message, "ENOSPC")
+        })
+    )
   })
 }
 

@@ -8,6 +8,7 @@ import * as Rpc from "@effect/rpc/Rpc"
 import * as RpcGroup from "@effect/rpc/RpcGroup"
 import * as Schema from "effect/Schema"
 import { Digest } from "../../domain/Digest.js"
+import { StoreError } from "../../domain/StoreErrors.js"
 
 /**
  * A blob of the tree is absent from the store. The client turns it into the typed `MissingDigest` that backtracking
@@ -21,14 +22,16 @@ export class NotFound extends Schema.TaggedError<NotFound>("kiln/SandboxerRpc/No
 }) {}
 
 /**
- * Anything else the sandboxer could not do (I/O, a store failure, shutting down), with its one-line reason.
+ * Anything else the sandboxer could not do (I/O, a store failure, shutting down), with its one-line reason; a store
+ * failure also whole, as its `cause`, so that the engine keeps its reason (a full disk is `NoSpace`).
  *
  * @since 0.1.0
  * @category errors
  */
 export class FailedPrecondition
   extends Schema.TaggedError<FailedPrecondition>("kiln/SandboxerRpc/FailedPrecondition")("FailedPrecondition", {
-    reason: Schema.String
+    reason: Schema.String,
+    cause: Schema.optional(StoreError)
   })
 {
   override get message(): string {

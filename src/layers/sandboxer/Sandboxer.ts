@@ -16,7 +16,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 import type * as Digest from "../../domain/Digest.js"
-import { SandboxError, SandboxerUnavailable } from "../../domain/Sandbox.js"
+import { materializeFailed, SandboxError, SandboxerUnavailable } from "../../domain/Sandbox.js"
 import { describeErrno } from "../../os/Errno.js"
 import * as HelperLifetime from "../lifetime/HelperLifetime.js"
 import * as Store from "../store/Store.js"
@@ -149,13 +149,15 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Store
             const e = r.left
             if (e._tag === "SandboxerUnavailable") return yield* Effect.fail(e)
             if (e._tag === "FailedPrecondition") {
-              return yield* new SandboxError({ reason: "Materialize", path: destination, detail: e.reason })
+              // The sandboxer's store error, when that is what failed, comes across whole: a full disk stays NoSpace.
+              return yield* e.cause === undefined
+                ? new SandboxError({ reason: "Materialize", path: destination, detail: e.reason })
+                : materializeFailed(destination, e.cause)
             }
             // NotFound: never a reason to restart the sandboxer. Ask the store which blob is missing, for the typed
             // error backtracking needs; if none is (another process stored it meanwhile), try once more.
             yield* missingAfterNotFound(store, digest).pipe(
-              Effect.catchTag("StoreError", (se) =>
-                Effect.fail(new SandboxError({ reason: "Materialize", path: destination, detail: se.message })))
+              Effect.catchTag("StoreError", (se) => Effect.fail(materializeFailed(destination, se)))
             )
             if (attempt >= 1) {
               return yield* new SandboxError({
@@ -208,10 +210,7 @@ export const layerInProcess: Layer.Layer<Sandboxer, never, Store.Store> = Layer.
         mutablePaths: opts?.mutablePaths ?? [],
         createDestination: opts?.createDestination !== false
       }).pipe(
-        Effect.catchTag(
-          "StoreError",
-          (e) => Effect.fail(new SandboxError({ reason: "Materialize", path: destination, detail: e.message }))
-        )
+        Effect.catchTag("StoreError", (e) => Effect.fail(materializeFailed(destination, e)))
       ),
     watch: () => Effect.void,
     postMortem: () => Effect.succeed(Option.none()),

@@ -75,7 +75,7 @@ export const handlers = (
           }))),
         Effect.catchTags({
           MissingDigest: (e) => Effect.fail(new NotFound({ digest: e.digest })),
-          StoreError: (e) => Effect.fail(new FailedPrecondition({ reason: e.message })),
+          StoreError: (e) => Effect.fail(new FailedPrecondition({ reason: e.message, cause: e })),
           StoreConfigConflict: (e) => Effect.fail(new FailedPrecondition({ reason: e.message })),
           UnsafeDirectory: (e) => Effect.fail(new FailedPrecondition({ reason: e.message }))
         }),

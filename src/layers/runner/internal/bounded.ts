@@ -11,13 +11,13 @@ import type { Runner } from "./runner.js"
 
 /** @internal */
 export const make = (concurrency: number, inner: Runner): Effect.Effect<Runner> =>
-  Effect.map(Permits.make(concurrency), (permits) => (process, policy) =>
+  Effect.map(Permits.make(concurrency), (permits) => (proc, policy) =>
     Effect.suspend(() => {
       const queued = Date.now()
       return permits.withPermit(
         Effect.suspend(() => {
           const waited = Date.now() - queued
-          return Effect.map(inner(process, policy), (r) =>
+          return Effect.map(inner(proc, policy), (r) =>
             new ProcessResult({ ...r, timings: { ...r.timings, queue: waited + (r.timings.queue ?? 0) } }, true))
         })
       )

@@ -20,4 +20,4 @@ export interface RunPolicy extends CachePolicy {
 export type RunError = MissingDigest | SandboxError | SandboxerUnavailable | SpawnError | StoreError | InvalidOutput
 
 /** @internal */
-export type Runner = (process: Process, policy: RunPolicy) => Effect.Effect<ProcessResult, RunError>
+export type Runner = (proc: Process, policy: RunPolicy) => Effect.Effect<ProcessResult, RunError>

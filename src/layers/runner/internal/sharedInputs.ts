@@ -23,14 +23,14 @@ export interface Layout {
 }
 
 /** Where the sandbox or the process writes, relative to the sandbox root: no shared subtree may be there. */
-const reservedOf = (process: Process): SharedTrees.Reserved => {
-  const wd = outputSegments(process.workingDirectory) ?? []
+const reservedOf = (proc: Process): SharedTrees.Reserved => {
+  const wd = outputSegments(proc.workingDirectory) ?? []
   const within: Array<string> = []
-  for (const out of [...process.outputFiles, ...process.outputDirectories]) {
+  for (const out of [...proc.outputFiles, ...proc.outputDirectories]) {
     const s = outputSegments(out)
     if (s !== undefined) within.push([...wd, ...s].join("/"))
   }
-  for (const rel of [...Object.values(process.namedCaches), ...process.writablePaths]) {
+  for (const rel of [...Object.values(proc.namedCaches), ...proc.writablePaths]) {
     const s = outputSegments(rel)
     if (s !== undefined) within.push(s.join("/"))
   }
@@ -40,7 +40,7 @@ const reservedOf = (process: Process): SharedTrees.Reserved => {
 /** @internal */
 export interface Planner {
   readonly layoutOf: (
-    process: Process,
+    proc: Process,
     workspace: ReadonlyArray<WorkspaceTree>
   ) => Effect.Effect<Layout, Digest.MissingDigest | StoreError>
 }
@@ -49,12 +49,12 @@ export interface Planner {
 export const planner = (shared: SharedTrees.Service | undefined): Planner => {
   let warned = false
   return {
-    layoutOf: (process, workspace) =>
+    layoutOf: (proc, workspace) =>
       Effect.gen(function*() {
-        const whole: Layout = { rest: process.inputDigest, shared: [], mode: undefined }
+        const whole: Layout = { rest: proc.inputDigest, shared: [], mode: undefined }
         if (shared === undefined) return whole
         const known = new Map(workspace.map((w) => [w.digest.hash, w.files]))
-        const split = yield* shared.split(process.inputDigest, reservedOf(process), known)
+        const split = yield* shared.split(proc.inputDigest, reservedOf(proc), known)
         if (split.shared.length === 0) return whole
         const probe = MountNamespace.probe()
         if (probe.mode === undefined) {

@@ -1,0 +1,185 @@
+/**
+ * A local run's middle phases: its linked inputs watched, its command written out (in a mount namespace when it
+ * mounts anything), and its process group spawned and waited for under a permit, ended whole before its outputs
+ * are read.
+ *
+ * @internal
+ */
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { CHROOT } from "../../../domain/Process.js"
+import { ioError } from "../../../os/IoError.js"
+import * as MountNamespace from "../../../os/MountNamespace.js"
+import type * as Sandboxes from "../../sandbox/Sandboxes.js"
+import * as LinkedInputs from "../../store/LinkedInputs.js"
+import type * as Store from "../../store/Store.js"
+import type { LocalRun } from "./localRun.js"
+import type { Filled, Opened } from "./localSandbox.js"
+import * as ProcessGroup from "./processGroup.js"
+
+/** The files of a tree that may be hard links to the store's blobs (see `LinkedInputs`): executables are copies. */
+const linkable = (entries: ReadonlyArray<Store.TreeEntry> | undefined) =>
+  (entries ?? []).flatMap((e) =>
+    e.type === "file" && e.isExecutable !== true && e.digest!.sizeBytes >= LinkedInputs.THRESHOLD
+      ? [{ path: e.path, digest: e.digest! }]
+      : []
+  )
+
+/** @internal */
+export interface Guard {
+  /** Its large inputs that are the store's own blobs; undefined when it has none. */
+  readonly watched: LinkedInputs.Watched | undefined
+  /** Checks them once its group is gone: what changed, each removed from the store. */
+  readonly checkAfter: Effect.Effect<Array<LinkedInputs.Changed>>
+}
+
+const unguarded: Guard = { watched: undefined, checkAfter: Effect.succeed([]) }
+
+/**
+ * Watches the process's large inputs that are the store's own blobs: looked at again once it is gone (`checkAfter`),
+ * or, when it is interrupted, as its scope closes (its group is ended first): a blob it changed must not stay in the
+ * store for the next run to link unnoticed.
+ *
+ * @internal
+ */
+export const guardLinked = (run: LocalRun, opened: Opened) => {
+  const { linked, store } = run.engine
+  const large = linkable(opened.entries)
+  if (large.length === 0) return Effect.succeed(unguarded)
+  let checkedAfter = false
+  return Effect.map(
+    Effect.acquireRelease(
+      Effect.sync(() => LinkedInputs.watch(linked, store, opened.sandbox.path, large)),
+      (w) =>
+        Effect.zipRight(
+          checkedAfter ?
+            Effect.void :
+            Effect.tap(LinkedInputs.check(store, w), (changed) =>
+              Effect.forEach(changed, (c) =>
+                Effect.logWarning(LinkedInputs.describe(run.proc.description, c)), {
+                discard: true
+              })),
+          Effect.sync(() =>
+            LinkedInputs.release(linked, w)
+          )
+        )
+    ),
+    (watched): Guard => ({
+      watched,
+      checkAfter: Effect.suspend(() => {
+        checkedAfter = true
+        return LinkedInputs.check(store, watched)
+      })
+    })
+  )
+}
+
+/**
+ * At most this many linked inputs are bound read-only in a process's mount namespace: each bind is an exec of
+ * mount(8), 1.5-2 ms apiece here (1,000 of them added 1.5-2.5 s to a process), where the check after the process
+ * costs about 16 µs per input.
+ */
+const READ_ONLY_LINKS_MAX = 16
+
+const substitute = (s: string, sandbox: string) => s.split(CHROOT).join(sandbox)
+
+/** @internal */
+export interface Command {
+  readonly argv: ReadonlyArray<string>
+  readonly env: Record<string, string>
+}
+
+/**
+ * The command as it is spawned, the sandbox's path put in for `CHROOT`, and recorded in the sandbox.
+ *
+ * @internal
+ */
+export const commandOf = (run: LocalRun, opened: Opened, filled: Filled, guard: Guard) =>
+  Effect.suspend(() => {
+    const { proc } = run
+    const { layout, sandbox } = opened
+    const { mounts } = filled.mounts
+    const env = Object.fromEntries(Object.entries(proc.env).map(([k, v]) => [k, substitute(v, sandbox.path)]))
+    const command = proc.argv.map((a) => substitute(a, sandbox.path))
+    // The mounts are the process's own: they vanish with it, whatever ends it. Where it has a mount namespace
+    // anyway, each input that is a store blob's hard link is bound read-only over itself: a write in place, or a
+    // chmod, fails there, instead of being noticed after. Up to a few: each is a mount(8) of its own (see
+    // READ_ONLY_LINKS_MAX); the check after the process covers the rest.
+    const { watched } = guard
+    const protect = mounts.length > 0 && watched !== undefined && watched.linked.length <= READ_ONLY_LINKS_MAX
+    const readOnly = !protect ? [] : watched.linked.map((l) => {
+      const file = path.join(sandbox.path, ...l.rel.split("/"))
+      return { source: file, target: file }
+    })
+    const argv = mounts.length === 0
+      ? command
+      : MountNamespace.wrap(layout.mode!, [...mounts, ...readOnly], command, env)
+    return Effect.as(
+      sandbox.setCommand({ argv, env, workingDirectory: proc.workingDirectory }),
+      { argv, env } satisfies Command
+    )
+  })
+
+/** @internal */
+export interface Waited {
+  readonly exit: ProcessGroup.Exit
+  readonly timedOut: boolean
+}
+
+/**
+ * Spawns the process group and waits for its leader (up to its timeout), then ends the rest of the group. stdout and
+ * stderr go to `logs`, files beside the sandbox (outside it: the process sees only its inputs), read once the group
+ * is gone: no pipe for the engine to service while the process runs, and memory stays bounded.
+ *
+ * @internal
+ */
+export const spawnAndWait = (
+  run: LocalRun,
+  filled: Filled,
+  command: Command,
+  logs: ReturnType<typeof Sandboxes.logsOf>
+) =>
+  Effect.gen(function*() {
+    const { options, spawner } = run.engine
+    const { proc, timings } = run
+    const queued = Date.now()
+    // The permit is held while the process group lives, and only then: its sandbox is filled before and captured
+    // after while other processes run (what a permit bounds is the tools running at once). The group is ended
+    // before the permit goes, except when interrupted: then the scope's finalizer ends it, a moment later. (A scope
+    // of its own would cost every process another change of its fiber's context.)
+    const waited = yield* options.running.withPermit(Effect.gen(function*() {
+      const runStarted = Date.now()
+      timings.queue = runStarted - queued
+      const group = yield* ProcessGroup.spawnGroup(
+        spawner,
+        { argv: command.argv, cwd: filled.cwd, env: command.env, ...logs },
+        options.grace
+      )
+      const exited: Option.Option<ProcessGroup.Exit> = proc.timeoutMs === undefined
+        ? Option.some(yield* Deferred.await(group.exited))
+        : yield* Effect.timeoutOption(Deferred.await(group.exited), Duration.millis(proc.timeoutMs))
+      const timedOut = Option.isNone(exited)
+      if (Option.isSome(exited)) ProcessGroup.exitSeen(group, exited.value)
+      // The leader exited (or timed out): end whatever is left of its group before reading outputs, so no straggler
+      // writes into the sandbox while it is captured or removed.
+      yield* ProcessGroup.terminate(group, timedOut ? options.grace : Duration.zero)
+      const exit = Option.isSome(exited) ? exited.value : yield* Deferred.await(group.exited)
+      timings.run = Date.now() - runStarted
+      return { exit, timedOut } satisfies Waited
+    }))
+    if (waited.timedOut) {
+      yield* Effect.try({
+        try: () =>
+          fs.appendFileSync(
+            logs.stderr,
+            `\nkiln: ${proc.description} timed out after ${Duration.format(Duration.millis(proc.timeoutMs!))}\n`
+          ),
+        catch: ioError(logs.stderr, `cannot note the timeout of ${proc.description}`)
+      })
+    }
+    return waited
+  })
