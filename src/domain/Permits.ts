@@ -3,7 +3,8 @@
  * directly. Effect's own `Semaphore` (3.22) wakes every waiter on each release; all but one find the permit gone and
  * wait again, nested inside the wait they woke from. With hundreds of processes queued for two permits (a cold run of
  * a wide graph), each release cost a wake-up of every waiter, and each waiter's fiber stack grew by three frames per
- * release: a cold run of 500 processes held ~150 MB of such frames, and the work grew with the square of the queue.
+ * release: a cold run of hundreds of processes held a great deal of memory in such frames, and the work grew with
+ * the square of the queue.
  *
  * Waiting stays interruptible; a waiter interrupted after its permit was handed over passes it on.
  *

@@ -104,7 +104,7 @@ export const probeFailure = (e: RemoteError): string =>
 
 /**
  * The remote cache, and the runner's `RemoteTier` over it. Its clients (grpc-js, protobufjs) load only here, when a
- * run names a remote: evaluating them cost every edit run without one ~20 ms.
+ * run names a remote: evaluating them is a sizeable share of an edit run, which most runs would pay for nothing.
  *
  * @since 0.1.0
  * @category layers

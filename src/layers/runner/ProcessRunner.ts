@@ -192,7 +192,7 @@ export const make = (options: Options = {}) =>
     // those run. (A sandbox held through its whole run made half of a cold process's time a wait for the store's
     // commits, with the CPUs idle.)
     const bounded = yield* BoundedRunner.make(concurrency * 2, local)
-    // A process that runs is a span; a cache hit is not: the span cost a fifth of a hit (0.12-0.16 ms), and a hit is
+    // A process that runs is a span; a cache hit is not: the span cost a large share of a hit, and a hit is
     // in the result (`source: "cache-hit"`). No stack trace: capturing one per process cost more than a hit does.
     const traced: Runner = (process, policy) =>
       bounded(process, policy).pipe(

@@ -42,7 +42,7 @@ const isEntry = (json: any): boolean =>
   typeof json.durationMs === "number" && Number.isFinite(json.durationMs)
 
 /**
- * Decodes an entry. A run reads hundreds of them, and the schema decoder cost 40–70 µs each; entries kiln wrote
+ * Decodes an entry. A run reads hundreds of them, and the schema decoder is dear for each; entries kiln wrote
  * have exactly this shape, so it is checked directly and the schema only decides what does not fit it.
  *
  * @internal

@@ -80,8 +80,8 @@ export const guardLinked = (run: LocalRun, opened: Opened) => {
 
 /**
  * At most this many linked inputs are bound read-only in a process's mount namespace: each bind is an exec of
- * mount(8), 1.5-2 ms apiece here (1,000 of them added 1.5-2.5 s to a process), where the check after the process
- * costs about 16 µs per input.
+ * mount(8), so a thousand of them would add seconds to a process, where the check after the process costs a hash
+ * comparison per input.
  */
 const READ_ONLY_LINKS_MAX = 16
 
