@@ -178,7 +178,7 @@ export const make = (settings: Settings, options: Options) =>
           })
         }
         // The trees' directories are in the store from here on; their files now, or when something needs them.
-        if ((options.cacheContent ?? "fetch") === "fetch") yield* downloadFiles(files)
+        if (options.cacheContent === "fetch") yield* downloadFiles(files)
         const outputDigest = yield* Results.layOut(store, down.right, trees)
         hits++
         return Option.some<Entry>({
@@ -280,7 +280,7 @@ export const make = (settings: Settings, options: Options) =>
               yield* unusableEntry(requests[i]!.process, requests[i]!.key, `NOT_FOUND: ${Digest.format(gone)}`)
             }
           }
-          if ((options.cacheContent ?? "fetch") === "fetch") {
+          if (options.cacheContent === "fetch") {
             yield* downloadFiles([...usable].flatMap((i) => filesOf.get(i)!))
           }
           return { trees, usable }
