@@ -48,7 +48,11 @@ describe("the layering of src/", () => {
   for (const [file, specifier, message] of violations) {
     it(`${file} may not import ${specifier}`, async () => {
       const messages = await restrictedIn(file, importOf(specifier))
-      assert.strictEqual(messages.length, 1, `expected one no-restricted-imports error, got ${JSON.stringify(messages)}`)
+      assert.strictEqual(
+        messages.length,
+        1,
+        `expected one no-restricted-imports error, got ${JSON.stringify(messages)}`
+      )
       assert.match(messages[0]!, message)
     })
   }
