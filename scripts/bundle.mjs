@@ -12,6 +12,10 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { bundleSpawner } from "./spawnerBundle.mjs"
 import { buildNativeSpawner } from "./spawnerNative.mjs"
+import { unusedProtoLoader, vendorLibraryDependencies } from "./vendor.mjs"
+
+// The library's build (tsc's dist/) with the two dependencies it uses a small part of vendored (see vendor.mjs).
+await vendorLibraryDependencies()
 
 const sharedBuiltinNamespaces = {
   // Each `import * as fs from "node:fs"` became its own `__toESM(require("node:fs"))`: a fresh namespace object
@@ -44,13 +48,17 @@ await build({
   // effect's Schema imports for arbitraries, and ws, which @effect/platform-node imports for WebSockets (kiln's
   // sockets are Unix sockets through `net`). Evaluating them cost about 4 ms of every start (`kiln --version`, CPU
   // time, 20 interleaved runs each) and they were a tenth of the bundle.
-  plugins: [{
-    name: "unused-packages",
-    setup(b) {
-      b.onResolve({ filter: /^(fast-check|ws)$/ }, (args) => ({ path: args.path, namespace: "unused" }))
-      b.onLoad({ filter: /.*/, namespace: "unused" }, () => ({ contents: "export {}", loader: "js" }))
-    }
-  }, sharedBuiltinNamespaces],
+  plugins: [
+    {
+      name: "unused-packages",
+      setup(b) {
+        b.onResolve({ filter: /^(fast-check|ws)$/ }, (args) => ({ path: args.path, namespace: "unused" }))
+        b.onLoad({ filter: /.*/, namespace: "unused" }, () => ({ contents: "export {}", loader: "js" }))
+      }
+    },
+    unusedProtoLoader,
+    sharedBuiltinNamespaces
+  ],
   // The bundle runs in a vm.Script, which has no ESM loader: `import("lmdb")` becomes a lazy require.
   supported: { "dynamic-import": false },
   // The library finds the CLI through import.meta.url; the bundled CLI sets KILN_CLI instead, so empty is right.

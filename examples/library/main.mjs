@@ -1,18 +1,20 @@
-// kiln as a library: compose the Store, the Sandboxer, Sandboxes and the ProcessRunner into a small Effect program
-// that runs two processes and prints their results. Run it with `node examples/library/main.mjs` after `npm run
-// build` (it imports the package by name, so it also works as `import ... from "kiln"` in another project).
-import { Effect, Layer } from "effect"
-import { Digest, Process, ProcessRunner, Sandboxer, Sandboxes, Store } from "kiln"
+// kiln as a library: kiln's stack as the CLI composes it (`Kiln.layer`: the Store, the Sandboxer, Sandboxes, the
+// ProcessRunner and the Engine, with the helpers' lifetime beneath them) in a small Effect program that runs two
+// processes and prints their results. Run it with `node examples/library/main.mjs` after `npm run build` (it imports
+// the package by name, so it also works as `import ... from "kiln"` in another project).
+import { Effect } from "effect"
+import { Digest, Kiln, Process, ProcessRunner, Store } from "kiln"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), "kiln-library-"))
 
-const Kiln = ProcessRunner.layer({ namedCachesDir: path.join(root, "named_caches") }).pipe(
-  Layer.provideMerge(Layer.mergeAll(Sandboxer.layer(), Sandboxes.layer({ root: path.join(root, "sandboxes") }))),
-  Layer.provideMerge(Store.layer({ root: path.join(root, "store") }))
-)
+const KilnLive = Kiln.layer({
+  store: { root: path.join(root, "store") },
+  sandboxes: { root: path.join(root, "sandboxes") },
+  runner: { namedCachesDir: path.join(root, "named_caches") }
+})
 
 const program = Effect.gen(function*() {
   const store = yield* Store.Store
@@ -29,7 +31,7 @@ const program = Effect.gen(function*() {
 })
 
 await Effect.runPromise(program.pipe(
-  Effect.provide(Kiln),
+  Effect.provide(KilnLive),
   Effect.ensuring(Effect.sync(() => {
     fs.rmSync(root, { recursive: true, force: true })
   }))

@@ -1,16 +1,10 @@
 /**
  * Byte sizes as users write them: `1024`, `512K`, `20GiB`, `1.5G` (binary units; `B` and `iB` optional).
- *
- * @since 0.1.0
  */
 import * as Either from "effect/Either"
 
 const UNITS: Record<string, number> = { "": 1, k: 2 ** 10, m: 2 ** 20, g: 2 ** 30, t: 2 ** 40 }
 
-/**
- * @since 0.1.0
- * @category parsing
- */
 export const parse = (input: string): Either.Either<number, string> => {
   const m = /^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$/i.exec(input)
   if (m === null) {
@@ -20,10 +14,6 @@ export const parse = (input: string): Either.Either<number, string> => {
   return Number.isSafeInteger(bytes) ? Either.right(bytes) : Either.left(`invalid size \`${input}\`: too large`)
 }
 
-/**
- * @since 0.1.0
- * @category formatting
- */
 export const format = (bytes: number): string => {
   const units = ["B", "KiB", "MiB", "GiB", "TiB"]
   let n = bytes

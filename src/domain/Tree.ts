@@ -2,18 +2,12 @@
  * The REAPI `Tree` message: a directory and every directory beneath it, as an `ActionResult` names an output
  * directory. It is hashed (its digest is the `tree_digest`), so it is encoded canonically: the root, then each
  * distinct child once, in the order of their digests.
- *
- * @since 0.1.0
  */
 import * as Either from "effect/Either"
 import * as Digest from "./Digest.js"
 import * as Directory from "./Directory.js"
 import { asBytes, readFields, WireError, Writer } from "./internal/protobuf.js"
 
-/**
- * @since 0.1.0
- * @category models
- */
 export interface Tree {
   readonly root: Directory.Directory
   /** Every directory beneath the root, by the hash of its canonical bytes. */
@@ -22,9 +16,6 @@ export interface Tree {
 
 /**
  * Canonical bytes of a `Tree`: children deduplicated and ordered by digest, so one tree has one digest.
- *
- * @since 0.1.0
- * @category encoding
  */
 export const encode = (tree: Tree): Uint8Array => {
   const w = new Writer()
@@ -37,9 +28,6 @@ export const encode = (tree: Tree): Uint8Array => {
 /**
  * Decodes a `Tree` another client may have written: each directory must be canonical (kiln would give it another
  * digest otherwise), and every directory the root reaches must be among the children.
- *
- * @since 0.1.0
- * @category encoding
  */
 export const decode = (bytes: Uint8Array): Either.Either<Tree, Directory.InvalidDirectory> => {
   try {
@@ -82,9 +70,6 @@ const missingChild = (tree: Tree): string | undefined => {
 
 /**
  * Every file of the tree (each digest once), the empty file left out: what must be present for the tree to be whole.
- *
- * @since 0.1.0
- * @category accessors
  */
 export const files = (tree: Tree): Array<Digest.Digest> => {
   const out = new Map<string, Digest.Digest>()
@@ -98,9 +83,6 @@ export const files = (tree: Tree): Array<Digest.Digest> => {
  * What a tree holds once expanded, every path that reaches a directory counted: the entries at every level beneath
  * the root (files, directories and symlinks), the sum of their paths' lengths relative to the root, the longest of
  * those paths (each in UTF-8 bytes), and the levels of entries beneath the root (its height: 0 when it is empty).
- *
- * @since 0.1.0
- * @category models
  */
 export interface Size {
   readonly entries: number
@@ -117,9 +99,6 @@ const noSize: Size = { entries: 0, pathBytes: 0, longestPath: 0, height: 0 }
  * (children before parents, memoized by digest, without recursion) from its children's sizes: a subdirectory `c`
  * holding `n` entries of `b` path bytes adds itself (1 entry, `|c|` bytes) and its entries, each under `c/`
  * (`n` entries, `n * (|c| + 1) + b` bytes). Counts past 2^53 lose precision but only grow, so a limit still holds.
- *
- * @since 0.1.0
- * @category accessors
  */
 export const sizeOf = (tree: Tree): Size => {
   const memo = new Map<string, Size>()

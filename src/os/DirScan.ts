@@ -1,24 +1,15 @@
 /**
  * A bounded listing of a directory tree, for deciding whether what a directory holds is small enough to reuse.
  * Linux and macOS alike (plain `readdir`/`lstat`).
- *
- * @since 0.1.0
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
 
-/**
- * @since 0.1.0
- * @category models
- */
 export type Kind = "file" | "dir" | "other"
 
 /**
  * Every entry under `root`, by path relative to it (`a/b`), without following symlinks; undefined when there are
  * more than `max` (too big to be worth reusing), a directory cannot be read, or one is another file system's.
- *
- * @since 0.1.0
- * @category constructors
  */
 export const scan = (root: string, max: number): Map<string, Kind> | undefined => {
   const found = new Map<string, Kind>()

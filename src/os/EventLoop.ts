@@ -4,8 +4,6 @@
  * with synchronous calls keeps a process deaf for as long as it runs. That is how a sandboxer writing a
  * `node_modules` tree missed its client's RPC pings (a 10 s window) and was declared unreachable, killed and
  * restarted while it worked, failing every process that waited on it.
- *
- * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
 
@@ -15,9 +13,6 @@ const DEFAULT_SLICE_MS = 20
 /**
  * An effect to run between steps of a long loop: it gives the event loop one turn (a timer of 0 ms, after which Node
  * has polled its sockets) once `sliceMs` have passed since the last turn, and does nothing otherwise.
- *
- * @since 0.1.0
- * @category constructors
  */
 export const pacer = (sliceMs: number = DEFAULT_SLICE_MS): Effect.Effect<void> => {
   let last = Date.now()

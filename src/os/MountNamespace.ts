@@ -10,8 +10,6 @@
  * one, are locked for the inner one.
  *
  * Plain Node, no Effect.
- *
- * @since 0.1.0
  */
 import * as childProcess from "node:child_process"
 import * as fs from "node:fs"
@@ -20,9 +18,6 @@ import * as path from "node:path"
 
 /**
  * A bind mount: `source` (a directory) shown read-only at `target` (an existing directory).
- *
- * @since 0.1.0
- * @category models
  */
 export interface Mount {
   readonly source: string
@@ -32,9 +27,6 @@ export interface Mount {
 /**
  * How this process can make mounts for its children: as root, or through user namespaces; `undefined` when neither
  * works here (then shared trees are written into each sandbox, as other trees are).
- *
- * @since 0.1.0
- * @category models
  */
 export type Mode = "root" | "user"
 
@@ -62,9 +54,6 @@ const script = (mount: string) =>
  * `argv` run with `mounts` in a mount namespace of its own, for `mode`. The pid stays the same through every exec, so
  * the process's group and signals are as if it were spawned directly. `env` is the process's environment, of which
  * only `PWD` is looked at.
- *
- * @since 0.1.0
- * @category wrapping
  */
 export const wrap = (
   mode: Mode,
@@ -117,9 +106,6 @@ let probed: { readonly mode: Mode | undefined; readonly why: string } | undefine
 /**
  * Whether mounts work here, tried once per process with a real mount of a scratch directory (a kernel or a security
  * module may refuse what the user id allows): the mode that works, or `undefined` and why not.
- *
- * @since 0.1.0
- * @category probing
  */
 export const probe = (): { readonly mode: Mode | undefined; readonly why: string } => {
   if (probed !== undefined) return probed

@@ -37,6 +37,8 @@ describe("the layering of src/", () => {
     // Imports point down: layers never import programs; os never imports layers; domain imports neither.
     ["src/layers/sandboxer/Sandboxer.ts", "../../programs/common/logging.js", /Programs import layers/],
     ["src/layers/store/internal/core.ts", "../../../programs/kiln/settings.js", /Programs import layers/],
+    ["src/layers/kiln/Kiln.ts", "../../programs/kiln/stack.js", /Programs import layers/],
+    ["src/layers/kiln/Kiln.ts", "../store/internal/core.js", /internal\/ is private/],
     ["src/os/Proc.ts", "../layers/store/Store.js", /src\/os imports only src\/domain/],
     ["src/domain/Tree.ts", "../os/Proc.js", /src\/domain is pure data/],
     ["src/domain/Tree.ts", "../layers/store/Store.js", /src\/domain is pure data/],

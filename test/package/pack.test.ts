@@ -1,56 +1,44 @@
 /**
  * kiln as npm ships it: `npm pack` of this checkout (its dist/, built by `npm test` first), installed the ways users
  * install it, into temp prefixes: globally, then `kiln run` on the example workspace; and as a dependency of
- * another project, whose TypeScript imports kiln with its types.
- *
- * The installs take what they can from npm's cache (`--prefer-offline`: every tarball, after the checkout's `npm ci`);
- * only package metadata npm has not cached yet (the first time on a machine) comes from the registry.
+ * another project, whose TypeScript imports kiln with its types. The tarball holds what runs: no large source map,
+ * and an install brings one protobufjs and no file watcher (see scripts/vendor.mjs).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { execFile } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import {
+  checkout,
+  cleanEnv,
+  consumerProject,
+  consumerTsconfig,
+  installedPackages,
+  npm,
+  pack,
+  sh,
+  tsc
+} from "../utils/pack.js"
 import { tempDir } from "../utils/temp.js"
 
-const checkout = path.resolve(".")
-
-/** The environment without what `npm test` and the developer's shell set for npm and kiln. */
-const cleanEnv = (): NodeJS.ProcessEnv =>
-  Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(npm_|KILN_)/i.test(k)))
-
-/** Runs a command to its end without blocking the test worker (an install takes a minute; vitest's RPC must not wait). */
-const sh = (command: string, args: ReadonlyArray<string>, cwd: string, env: NodeJS.ProcessEnv = cleanEnv()) =>
-  Effect.async<{ code: number | null; stdout: string; stderr: string; both: string }>((resume) => {
-    const child = execFile(
-      command,
-      args,
-      { cwd, env, encoding: "utf8", maxBuffer: 64 << 20 },
-      (error, stdout, stderr) =>
-        resume(Effect.succeed({
-          code: error === null ? 0 : typeof error.code === "number" ? error.code : null,
-          stdout,
-          stderr,
-          both: `${stdout}\n${stderr}`
-        }))
-    )
-    return Effect.sync(() => child.kill("SIGKILL"))
-  })
-
-const npm = (args: ReadonlyArray<string>, cwd: string, env?: NodeJS.ProcessEnv) =>
-  sh("npm", [...args, "--prefer-offline", "--no-audit", "--no-fund"], cwd, env)
-
-/** The tarball `npm pack` makes of this checkout, in `dir`. */
-const pack = (dir: string) =>
-  Effect.gen(function*() {
-    const r = yield* sh("npm", ["pack", "--pack-destination", dir], checkout)
-    assert.strictEqual(r.code, 0, r.both)
-    const tarball = path.join(dir, r.stdout.trim().split("\n").at(-1)!)
-    assert.isTrue(fs.existsSync(tarball), tarball)
-    return tarball
-  })
-
 describe("the npm package", () => {
+  it.scoped(
+    "ships no source map over 1 MB (the CLI bundle's is for this checkout, not for users)",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* tempDir("kiln-pack-")
+        const tarball = yield* pack(dir)
+        const list = yield* sh("tar", ["-tzvf", tarball], dir)
+        assert.strictEqual(list.code, 0, list.both)
+        // `-rw-r--r-- 0/0 1234 2026-01-01 00:00 package/dist/kiln.cjs`: the size is the third field.
+        const files = list.stdout.trim().split("\n").map((line) => line.trim().split(/\s+/))
+        assert.isTrue(files.some((f) => f.at(-1) === "package/dist/kiln.cjs"), list.stdout)
+        const bigMaps = files.filter((f) => f.at(-1)!.endsWith(".map") && Number(f[2]) > 1 << 20).map((f) => f.at(-1))
+        assert.deepStrictEqual(bigMaps, [])
+      }),
+    120_000
+  )
+
   it.scoped("installs globally, and its kiln runs the example workspace", () =>
     Effect.gen(function*() {
       const dir = yield* tempDir("kiln-pack-")
@@ -99,15 +87,18 @@ describe("the npm package", () => {
       Effect.gen(function*() {
         const dir = yield* tempDir("kiln-pack-")
         const tarball = yield* pack(dir)
-        const project = path.join(dir, "consumer")
-        fs.mkdirSync(project)
-        fs.writeFileSync(
-          path.join(project, "package.json"),
-          JSON.stringify({ name: "consumer", private: true, type: "module" })
-        )
+        const project = consumerProject(path.join(dir, "consumer"))
         // Only types and imports are looked at here: lmdb's prebuilt addon saves the build the global install makes.
         const install = yield* npm(["install", tarball], project, { ...cleanEnv(), KILN_LMDB_PREBUILT: "1" })
         assert.strictEqual(install.code, 0, install.both)
+        // What the install brought: one protobufjs (grpc-js's proto-loader, with protobufjs 7, is not among kiln's
+        // dependencies), no native file watcher (platform-node's), and effect as the project's own, once.
+        const installed = installedPackages(project)
+        assert.deepStrictEqual(installed.get("protobufjs")?.length, 1, JSON.stringify(installed.get("protobufjs")))
+        for (const absent of ["@parcel/watcher", "@grpc/proto-loader", "@grpc/grpc-js", "@effect/platform-node"]) {
+          assert.isFalse(installed.has(absent), `${absent} was installed`)
+        }
+        assert.deepStrictEqual(installed.get("effect")?.length, 1, JSON.stringify(installed.get("effect")))
         fs.writeFileSync(
           path.join(project, "main.ts"),
           [
@@ -127,29 +118,9 @@ describe("the npm package", () => {
             ``
           ].join("\n")
         )
-        fs.writeFileSync(
-          path.join(project, "tsconfig.json"),
-          JSON.stringify({
-            compilerOptions: {
-              module: "NodeNext",
-              moduleResolution: "NodeNext",
-              target: "ES2022",
-              strict: true,
-              noEmit: true,
-              skipLibCheck: true,
-              // kiln's types use Node's (Buffer, NodeJS.ProcessEnv), as any Node library's do.
-              typeRoots: [path.join(checkout, "node_modules/@types")],
-              types: ["node"]
-            },
-            files: ["main.ts"]
-          })
-        )
-        const tsc = yield* sh(
-          process.execPath,
-          [path.join(checkout, "node_modules/typescript/bin/tsc"), "-p", "."],
-          project
-        )
-        assert.strictEqual(tsc.code, 0, tsc.both)
+        consumerTsconfig(project, ["main.ts"])
+        const typecheck = yield* tsc(project)
+        assert.strictEqual(typecheck.code, 0, typecheck.both)
         // And the same names at run time, from the package's ES modules.
         const load = yield* sh(
           process.execPath,

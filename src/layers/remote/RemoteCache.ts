@@ -12,6 +12,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Option from "effect/Option"
 import { RemoteTier } from "../../domain/RemoteTier.js"
+import { type CacheContent, defaultCacheContent } from "../runner/ProcessRunner.js"
 import type { Store } from "../store/Store.js"
 import type { Capabilities } from "./Capabilities.js"
 import type { RemoteError } from "./RemoteErrors.js"
@@ -74,11 +75,10 @@ export class RemoteCache extends Context.Tag("kiln/RemoteCache")<RemoteCache, Se
 export interface Options {
   readonly version: string
   /**
-   * `fetch` (the default): a hit's outputs are downloaded before it is one; `validate`: they are checked present
-   * remotely (FindMissingBlobs over every file, trees included) and downloaded when needed; `defer`: downloaded when
-   * needed, a blob gone by then re-running its producer.
+   * How a remote hit's content is checked: the runner's `ProcessRunner.CacheContent`, whose default
+   * (`ProcessRunner.defaultCacheContent`) is this one's too.
    */
-  readonly cacheContent?: "fetch" | "validate" | "defer"
+  readonly cacheContent?: CacheContent
   /** Uploads in flight at once (actions). Default 4. */
   readonly uploadConcurrency?: number
   /** Lookups in flight at once. Default 16. */
@@ -115,7 +115,7 @@ export const layer = (settings: Settings, options: Options): Layer.Layer<RemoteC
       Effect.promise(() => import("./internal/cache.js")),
       (impl) =>
         Effect.map(
-          impl.make(settings, options),
+          impl.make(settings, { ...options, cacheContent: options.cacheContent ?? defaultCacheContent }),
           ({ service, tier }) => Context.make(RemoteCache, service).pipe(Context.add(RemoteTier, tier))
         )
     )

@@ -51,14 +51,28 @@ export interface CachePolicy {
 }
 
 /**
- * How a cache hit's content is checked: `validate` (the default) and `fetch` make sure every blob of the result is
- * in the store (kiln has no remote store yet, so the two agree), `defer` trusts the entry and leaves a missing blob
- * to backtracking.
+ * How a cache hit's content is checked, in the local action cache and in the remote cache (the runner's option is
+ * the remote's too; `kiln --cache-content`). The default is {@link defaultCacheContent}.
+ *
+ * - `validate`: a local hit's blobs are all in the store; a remote hit's are checked present on the server
+ *   (FindMissingBlobs over every file, trees included) and downloaded when something needs them.
+ * - `fetch`: as `validate` locally; a remote hit's outputs are downloaded before it counts as a hit.
+ * - `defer`: the entry is trusted, local or remote; a blob gone when something needs it re-runs its producer
+ *   (backtracking).
  *
  * @since 0.1.0
  * @category models
  */
 export type CacheContent = "fetch" | "validate" | "defer"
+
+/**
+ * The one default of `cacheContent`, for the runner and the remote cache alike: a hit is checked, and its bytes
+ * come when needed.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const defaultCacheContent: CacheContent = "validate"
 
 /**
  * @since 0.1.0
@@ -135,6 +149,7 @@ export class ProcessRunner extends Context.Tag("kiln/ProcessRunner")<ProcessRunn
 export interface Options {
   /** At most this many processes at once. Default: the CPU count. */
   readonly concurrency?: number
+  /** How a cache hit's content is checked (see {@link CacheContent}). Default {@link defaultCacheContent}. */
   readonly cacheContent?: CacheContent
   /** Default `$KILN_NAMED_CACHES_DIR`, else `$XDG_CACHE_HOME/kiln/named_caches`, else `~/.cache/kiln/named_caches`. */
   readonly namedCachesDir?: string
@@ -219,7 +234,12 @@ export const make = (options: Options = {}) =>
                 timings: ran.value.timings
               }, true)
             ))
-    const cached = CachedRunner.make(store, executed, options.cacheContent ?? "validate", Option.getOrUndefined(remote))
+    const cached = CachedRunner.make(
+      store,
+      executed,
+      options.cacheContent ?? defaultCacheContent,
+      Option.getOrUndefined(remote)
+    )
     let warming = false
     const service: Service = {
       lookup: cached.lookup,

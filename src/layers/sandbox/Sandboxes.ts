@@ -318,7 +318,11 @@ export const layer = (options: Options = {}): Layer.Layer<Sandboxes, UnsafeDirec
  * @since 0.1.0
  * @category models
  */
-export interface Owner extends Proc.Owner {
+export interface Owner {
+  // Proc.Owner's fields, spelled out: a public module's declarations name only modules the package exports.
+  readonly pid: number
+  /** Start time in clock ticks since boot; empty where it could not be read. */
+  readonly startTime: string
   /** A kept sandbox is the user's to inspect: sweeps leave it to `kiln clean --kept`. */
   readonly kept?: boolean
 }

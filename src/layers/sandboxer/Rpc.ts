@@ -1,8 +1,6 @@
 /**
  * The sandboxer's protocol, shared by both ends. Only control data crosses the socket (digests, paths, typed
  * errors): the sandboxer opens the same store and reads the bytes itself.
- *
- * @since 0.1.0
  */
 import * as Rpc from "@effect/rpc/Rpc"
 import * as RpcGroup from "@effect/rpc/RpcGroup"
@@ -13,9 +11,6 @@ import { StoreError } from "../../domain/StoreErrors.js"
 /**
  * A blob of the tree is absent from the store. The client turns it into the typed `MissingDigest` that backtracking
  * needs, and never restarts the sandboxer for it.
- *
- * @since 0.1.0
- * @category errors
  */
 export class NotFound extends Schema.TaggedError<NotFound>("kiln/SandboxerRpc/NotFound")("NotFound", {
   digest: Digest
@@ -24,9 +19,6 @@ export class NotFound extends Schema.TaggedError<NotFound>("kiln/SandboxerRpc/No
 /**
  * Anything else the sandboxer could not do (I/O, a store failure, shutting down), with its one-line reason; a store
  * failure also whole, as its `cause`, so that the engine keeps its reason (a full disk is `NoSpace`).
- *
- * @since 0.1.0
- * @category errors
  */
 export class FailedPrecondition
   extends Schema.TaggedError<FailedPrecondition>("kiln/SandboxerRpc/FailedPrecondition")("FailedPrecondition", {
@@ -39,10 +31,6 @@ export class FailedPrecondition
   }
 }
 
-/**
- * @since 0.1.0
- * @category rpcs
- */
 export class SandboxerRpcs extends RpcGroup.make(
   /** Writes the tree `digest` into `destination` (mutable paths get writable copies). */
   Rpc.make("Materialize", {

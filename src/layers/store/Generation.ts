@@ -9,8 +9,6 @@
  *
  * The no-op check also needs to know that the store's LMDB files are the ones it saw, which `fingerprint` and `holds`
  * say, so that the engine does not know how the store lays them out.
- *
- * @since 0.1.0
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -21,9 +19,6 @@ const fileOf = (storeRoot: string) => path.join(storeRoot, "generation")
 
 /**
  * The current token; "" when the store has none yet (nothing was ever removed), or it cannot be read.
- *
- * @since 0.1.0
- * @category getters
  */
 export const read = (storeRoot: string): string => {
   try {
@@ -48,16 +43,9 @@ const KINDS = ["files", "directories", "actions"] as const
 
 /**
  * The store's LMDB data files, each as `[path under the root, dev, ino, size]`: what `holds` compares later.
- *
- * @since 0.1.0
- * @category models
  */
 export type Fingerprint = Array<[string, string, string, number]>
 
-/**
- * @since 0.1.0
- * @category constructors
- */
 export const fingerprint = (storeRoot: string): Fingerprint => {
   const out: Fingerprint = []
   for (const kind of KINDS) {
@@ -80,9 +68,6 @@ export const fingerprint = (storeRoot: string): Fingerprint => {
  * Whether the store is the one seen under `seen.generation` with `seen.files`: the same generation, and the same
  * LMDB files, none shorter (LMDB files only grow; a truncated or replaced one is damage a full run must see and
  * report), all writable. Undefined when it holds, else why not.
- *
- * @since 0.1.0
- * @category predicates
  */
 export const holds = (
   storeRoot: string,

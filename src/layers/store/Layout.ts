@@ -2,25 +2,17 @@
  * Where other concerns keep files of their own under a store's root: the store owns its root and says where each may
  * write, instead of each building paths into it. Plain code without Effect: the no-op check reads the engine's
  * directory before anything else is loaded. The store's own maintenance (gc, check, rm) leaves these alone.
- *
- * @since 0.1.0
  */
 import * as path from "node:path"
 
 /**
  * Who keeps files of their own in a store: the engine (its run memo and run records) and the remote cache (its
  * upload journal).
- *
- * @since 0.1.0
- * @category models
  */
 export type Owner = "engine" | "remote"
 
 /**
  * The directory under `storeRoot` that `owner` keeps its files in (it may not exist yet: its owner makes it).
- *
- * @since 0.1.0
- * @category constructors
  */
 export const ownedDirectory = (storeRoot: string, owner: Owner): string => path.join(storeRoot, owner)
 
@@ -28,7 +20,5 @@ export const ownedDirectory = (storeRoot: string, owner: Owner): string => path.
  * Where the store keeps large files (one file per blob, named by its hash): a blob another concern streams in (a
  * remote download) is written to a temporary file here first, on the same file system, so that the store can take
  * it by a rename.
- *
- * @category constructors
  */
 export const largeFilesDirectory = (storeRoot: string): string => path.join(storeRoot, "immutable", "files")

@@ -19,8 +19,6 @@
  * hashes it too, and is refused, even if it ends before the writer does. A process that deliberately writes and then
  * restores the mtime, or writes to the store by its absolute path, is not caught here: only a read-only mount stops
  * those (shared trees are mounted so; `kiln store check` finds what is left).
- *
- * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
@@ -33,9 +31,6 @@ import type { Service } from "./Store.js"
 
 /**
  * Files of this size and more are hard-linked from the store.
- *
- * @since 0.1.0
- * @category constants
  */
 export const THRESHOLD = LargeFiles.THRESHOLD
 
@@ -65,18 +60,11 @@ const asStored = (s: Seen, digest: Digest.Digest) =>
 
 /**
  * The blobs linked into this engine's running sandboxes: how each was when the first process now running linked it.
- *
- * @since 0.1.0
- * @category models
  */
 export interface Registry {
   readonly byHash: Map<string, { users: number; readonly first: Seen }>
 }
 
-/**
- * @since 0.1.0
- * @category constructors
- */
 export const registry = (): Registry => ({ byHash: new Map() })
 
 interface Linked {
@@ -93,9 +81,6 @@ interface Linked {
 
 /**
  * The inputs of one process that are links to the store's blobs.
- *
- * @since 0.1.0
- * @category models
  */
 export interface Watched {
   readonly sandbox: string
@@ -105,9 +90,6 @@ export interface Watched {
 /**
  * An input whose blob changed while its process ran: `removed` when this removed the blob from the store (it may
  * have gone already), `verified` false when its bytes could not be read back to be hashed.
- *
- * @since 0.1.0
- * @category models
  */
 export interface Changed {
   readonly rel: string
@@ -138,9 +120,6 @@ const lstat = (p: string): fs.BigIntStats | undefined => {
  * Records which of `files` (paths relative to `sandbox`, with their digests) are links to the store's blobs, before
  * the process runs. Release it with {@link release} however the process ends. A file that cannot be looked at is
  * not recorded: the process has its own copy or nothing.
- *
- * @since 0.1.0
- * @category watching
  */
 export const watch = (
   registry: Registry,
@@ -175,9 +154,6 @@ export const watch = (
 
 /**
  * Ends what {@link watch} recorded in the registry.
- *
- * @since 0.1.0
- * @category watching
  */
 export const release = (registry: Registry, watched: Watched): void => {
   for (const l of watched.linked) {
@@ -197,9 +173,6 @@ const holds = (p: string, l: Linked): boolean | undefined => {
 /**
  * After the process (its group gone): the linked inputs whose blob changed. Each blob that no longer holds its
  * digest's bytes is removed from the store; one whose bytes are intact but whose mode was changed gets its mode back.
- *
- * @since 0.1.0
- * @category watching
  */
 export const check = (store: Service, watched: Watched): Effect.Effect<Array<Changed>> =>
   Effect.sync(() => {
@@ -243,9 +216,6 @@ export const check = (store: Service, watched: Watched): Effect.Effect<Array<Cha
 
 /**
  * One line for a changed input, naming the path and the digest.
- *
- * @since 0.1.0
- * @category formatting
  */
 export const describe = (description: string, c: Changed): string =>
   `${description}: its input ${c.rel}, a hard link to the store's ${Digest.format(c.digest)}, ${
@@ -255,9 +225,6 @@ export const describe = (description: string, c: Changed): string =>
 /**
  * Why a process whose linked inputs changed while it ran has no result: one line naming the first input and its
  * digest, saying that a process wrote into it, and how a process that means to is declared.
- *
- * @since 0.1.0
- * @category formatting
  */
 export const refusal = (changed: ReadonlyArray<Changed>): string => {
   const c = changed[0]!

@@ -10,8 +10,6 @@
  * The directories live under `<store>/immutable/trees/`: each appears complete by a rename (several engines racing
  * to make one agree on the first), is leased like a large file and recorded as used by every live process using it,
  * so `kiln store gc` never takes one a sandbox mounts, and `kiln store check` hashes each against its name.
- *
- * @since 0.1.0
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -25,17 +23,11 @@ import type * as StoreModule from "./Store.js"
 
 /**
  * Subtrees of at least this many files and symlinks are shared (`KILN_SHARED_TREE_MIN_FILES` overrides it).
- *
- * @since 0.1.0
- * @category constants
  */
 export const DEFAULT_MIN_FILES = 1000
 
 /**
  * An input root split into its shared subtrees and the rest.
- *
- * @since 0.1.0
- * @category models
  */
 export interface Split {
   /** The input root with each shared subtree replaced by an empty directory, where it is mounted. */
@@ -46,9 +38,6 @@ export interface Split {
 
 /**
  * Where a sandbox writes, relative to its root.
- *
- * @since 0.1.0
- * @category models
  */
 export interface Reserved {
   /** No shared subtree may hold one of these (the working directory: its parents and children may be shared). */
@@ -59,16 +48,9 @@ export interface Reserved {
 
 /**
  * Writes the tree `digest` into the empty directory `into` (the sandboxer's `materialize`, or the store's).
- *
- * @since 0.1.0
- * @category models
  */
 export type Write<E> = (digest: Digest.Digest, into: string) => Effect.Effect<void, E>
 
-/**
- * @since 0.1.0
- * @category models
- */
 export interface Service {
   /** Subtrees of at least this many files and symlinks are shared. */
   readonly minFiles: number
@@ -89,17 +71,10 @@ export interface Service {
   readonly place: <E>(digest: Digest.Digest, write: Write<E>) => Effect.Effect<string, E | StoreError>
 }
 
-/**
- * @since 0.1.0
- * @category tags
- */
 export class SharedTrees extends Context.Tag("kiln/SharedTrees")<SharedTrees, Service>() {}
 
 /**
  * The threshold from `KILN_SHARED_TREE_MIN_FILES` (0: share nothing), else the default.
- *
- * @since 0.1.0
- * @category constructors
  */
 export const minFilesFrom = (env: NodeJS.ProcessEnv = process.env): number => {
   const text = env.KILN_SHARED_TREE_MIN_FILES
@@ -110,9 +85,6 @@ export const minFilesFrom = (env: NodeJS.ProcessEnv = process.env): number => {
 /**
  * Shared trees of an open store. Its uses are forgotten when the scope closes, so the
  * trees may be collected once their leases end.
- *
- * @since 0.1.0
- * @category constructors
  */
 export const make = (
   store: StoreModule.Service,
@@ -133,9 +105,5 @@ export const make = (
     }
   })
 
-/**
- * @since 0.1.0
- * @category layers
- */
 export const layer = (options: { readonly minFiles?: number } = {}): Layer.Layer<SharedTrees, never, Store> =>
   Layer.scoped(SharedTrees, Effect.flatMap(Store, (store) => make(store, options)))

@@ -134,6 +134,8 @@ export const exec = Command.make(
           sandboxRoot: o.sandboxRoot,
           namedCachesDir: o.namedCachesDir,
           keepSandboxes: o.keepSandboxes,
+          // A remote hit's bytes come with it: exec prints the process's stdout and stderr from the store.
+          runner: { cacheContent: "fetch" },
           ...(remote !== undefined ? { remote } : {})
         }))
       )).pipe(exitOnInvalidRemote)

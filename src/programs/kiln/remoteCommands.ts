@@ -52,7 +52,7 @@ const withRemote = <A, E>(
       })
     }
     return yield* Effect.flatMap(RemoteCache.RemoteCache, use).pipe(
-      Effect.provide(remoteLayer(settings, undefined, { drain })),
+      Effect.provide(remoteLayer(settings, { drain })),
       Effect.provide(Store.layer(toStoreOptions(store)))
     )
   }).pipe(exitOnInvalidRemote)

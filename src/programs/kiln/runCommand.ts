@@ -79,6 +79,8 @@ export const explain = Command.make(
           sandboxRoot: Option.none(),
           namedCachesDir: Option.none(),
           sweepOnStart: false,
+          // As explain has always looked a process up remotely: a hit's bytes downloaded before it counts as one.
+          runner: { cacheContent: "fetch" },
           ...(remote !== undefined ? { remote } : {})
         }))
       )

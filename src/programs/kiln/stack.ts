@@ -1,20 +1,15 @@
 /**
- * The execution stack the commands share: Store → Sandboxer and Sandboxes → ProcessRunner (→ Engine).
+ * The execution stack the commands share, the library's own (`Kiln.layer`): Store → Sandboxer and Sandboxes →
+ * ProcessRunner (→ Engine), with the helpers' lifetime beneath.
  */
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type { InvalidConfig } from "../../domain/Config.js"
 import type { KeepSandboxes } from "../../domain/Sandbox.js"
-import * as Engine from "../../layers/engine/Engine.js"
-import * as HelperLifetime from "../../layers/lifetime/HelperLifetime.js"
-import * as RemoteCache from "../../layers/remote/RemoteCache.js"
+import * as Kiln from "../../layers/kiln/Kiln.js"
 import type { Settings as RemoteSettings } from "../../layers/remote/RemoteSettings.js"
-import * as ProcessRunner from "../../layers/runner/ProcessRunner.js"
-import * as Sandboxes from "../../layers/sandbox/Sandboxes.js"
-import * as Sandboxer from "../../layers/sandboxer/Sandboxer.js"
-import * as Store from "../../layers/store/Store.js"
-import { VERSION } from "./version.js"
+import type * as ProcessRunner from "../../layers/runner/ProcessRunner.js"
+import type * as Store from "../../layers/store/Store.js"
 
 export interface StackOptions {
   readonly store: Partial<Store.Options>
@@ -32,37 +27,24 @@ const some = <K extends string, A>(key: K, o: Option.Option<A>) =>
   Option.match(o, { onNone: () => ({}), onSome: (value) => ({ [key]: value }) as Record<K, A> })
 
 /** The remote cache over the store, for the runner (its `RemoteTier`) and the command (its stats and flush). */
-export const remoteLayer = (
-  settings: RemoteSettings,
-  cacheContent?: ProcessRunner.CacheContent,
-  options: { readonly drain?: boolean } = {}
-) =>
-  RemoteCache.layer(settings, {
-    version: VERSION,
-    ...options,
-    ...(cacheContent !== undefined ? { cacheContent } : {})
-  })
+export const remoteLayer = Kiln.remoteLayer
 
-/** The helpers' lifetime is beneath the Store: they end after it has released its environments. */
-export const runnerStack = (o: StackOptions) =>
-  ProcessRunner.layer({ ...o.runner, ...some("namedCachesDir", o.namedCachesDir) }).pipe(
-    Layer.provideMerge(
-      Layer.mergeAll(
-        Sandboxer.layer(),
-        Sandboxes.layer({
-          keep: o.keepSandboxes ?? "never",
-          reuse: o.reuseSandboxes ?? true,
-          sweepOnStart: o.sweepOnStart ?? true,
-          ...some("root", o.sandboxRoot)
-        }),
-        o.remote !== undefined ? remoteLayer(o.remote, o.runner?.cacheContent) : Layer.empty
-      )
-    ),
-    Layer.provideMerge(Store.layer(o.store)),
-    Layer.provideMerge(HelperLifetime.layer)
-  )
+/** The command line's options as the library's (`Kiln.Options`): the CLI runs the stack a library user gets. */
+const kilnOptions = (o: StackOptions): Kiln.Options => ({
+  store: o.store,
+  sandboxes: {
+    keep: o.keepSandboxes ?? "never",
+    reuse: o.reuseSandboxes ?? true,
+    sweepOnStart: o.sweepOnStart ?? true,
+    ...some("root", o.sandboxRoot)
+  },
+  runner: { ...o.runner, ...some("namedCachesDir", o.namedCachesDir) },
+  ...(o.remote !== undefined ? { remote: o.remote } : {})
+})
 
-export const engineStack = (o: StackOptions) => Engine.layer.pipe(Layer.provideMerge(runnerStack(o)))
+export const runnerStack = (o: StackOptions) => Kiln.runnerLayer(kilnOptions(o))
+
+export const engineStack = (o: StackOptions) => Kiln.layer(kilnOptions(o))
 
 /** A config error: its one line on stderr, exit code 2. */
 export const exitOnInvalidConfig = <A, E, R>(effect: Effect.Effect<A, E | InvalidConfig, R>) =>

@@ -1,2 +1,2 @@
-/** kiln's version, as `kiln --version` prints it. */
-export const VERSION = "0.1.0"
+/** kiln's version, as `kiln --version` prints it (one constant, which the library's remote cache names too). */
+export { VERSION } from "../../domain/Version.js"

@@ -136,7 +136,7 @@ const lookupOne = (state: CacheState, process: Process, key: Digest.Digest) =>
       })
     }
     // The trees' directories are in the store from here on; their files now, or when something needs them.
-    if ((state.options.cacheContent ?? "fetch") === "fetch") yield* state.downloadFiles(checked.files[0]!)
+    if (state.options.cacheContent === "fetch") yield* state.downloadFiles(checked.files[0]!)
     return Option.some(yield* entryOf(state, down, checked.trees))
   }).pipe(
     Effect.tapErrorTag("RemoteError", (e) => noteCorrupt(state, e)),
@@ -194,7 +194,7 @@ const checkBatch = (
         yield* unusableEntry(state, requests[i]!.process, requests[i]!.key, `NOT_FOUND: ${Digest.format(gone)}`)
       }
     }
-    if ((state.options.cacheContent ?? "fetch") === "fetch") {
+    if (state.options.cacheContent === "fetch") {
       yield* state.downloadFiles([...usable].flatMap((i) => filesOf.get(i)!))
     }
     return { trees, usable }
