@@ -23,7 +23,8 @@ import { tempDir } from "../utils/temp.js"
 
 describe("the npm package", () => {
   it.scoped(
-    "ships no source map over 1 MB (the CLI bundle's is for this checkout, not for users)",
+    "ships what runs: no source map over 1 MB (the CLI bundle's is for this checkout), no link to one it leaves out, " +
+      "no unbundled program",
     () =>
       Effect.gen(function*() {
         const dir = yield* tempDir("kiln-pack-")
@@ -35,6 +36,14 @@ describe("the npm package", () => {
         assert.isTrue(files.some((f) => f.at(-1) === "package/dist/kiln.cjs"), list.stdout)
         const bigMaps = files.filter((f) => f.at(-1)!.endsWith(".map") && Number(f[2]) > 1 << 20).map((f) => f.at(-1))
         assert.deepStrictEqual(bigMaps, [])
+        // The programs run from the bundles (kiln.cjs, spawner.cjs, the native spawner), never from dist/programs/.
+        assert.deepStrictEqual(files.map((f) => f.at(-1)!).filter((f) => f.startsWith("package/dist/programs/")), [])
+        const unpacked = yield* sh("tar", ["-xzf", tarball, "-C", dir, "package/dist/kiln.cjs"], dir)
+        assert.strictEqual(unpacked.code, 0, unpacked.both)
+        assert.notInclude(
+          fs.readFileSync(path.join(dir, "package/dist/kiln.cjs"), "utf8").slice(-4096),
+          "sourceMappingURL"
+        )
       }),
     120_000
   )
