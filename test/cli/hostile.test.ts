@@ -18,6 +18,7 @@ import { startTimeOf } from "../../src/os/Proc.js"
 import { eventually } from "../utils/child.js"
 import { type CliResult, failsWith, runCli } from "../utils/cliRun.js"
 import { tempDir } from "../utils/temp.js"
+import { isRoot, tmpfs } from "../utils/tmpfs.js"
 
 const NOBODY = 65534
 
@@ -37,19 +38,6 @@ const canMount = (() => {
     fs.rmSync(dir, { recursive: true, force: true })
   }
 })()
-
-const isRoot = process.getuid?.() === 0
-
-/** A tmpfs of `size` at `dir`, its user's alone (kiln refuses a root others can write), unmounted when the scope closes. */
-const tmpfs = (dir: string, size: string, readOnly = false) =>
-  Effect.acquireRelease(
-    Effect.sync(() => {
-      fs.mkdirSync(dir, { recursive: true })
-      execFileSync("mount", ["-t", "tmpfs", "-o", `size=${size},mode=0700${readOnly ? ",ro" : ""}`, "tmpfs", dir])
-      return dir
-    }),
-    () => Effect.sync(() => execFileSync("umount", [dir]))
-  )
 
 /** `dir` bind-mounted read-only over itself, until the scope closes. */
 const readOnlyBind = (dir: string) =>
@@ -240,7 +228,7 @@ describe.skipIf(!canMount)("a sandbox root or a store kiln cannot write", () => 
   it.scoped("a sandbox root on a read-only file system: the root and EROFS", () =>
     Effect.gen(function*() {
       const dirs = yield* setup({ processes: { a: { ...writes("a.txt", "a"), outputs: ["a.txt"] } } })
-      const ro = yield* tmpfs(path.join(dirs.root, "ro"), "1m", true)
+      const ro = yield* tmpfs(path.join(dirs.root, "ro"), "1m", { mode: "0700", readOnly: true })
       failsWith(
         yield* run(dirs, ["--sandbox-root", ro]),
         1,
@@ -253,7 +241,7 @@ describe.skipIf(!canMount)("a sandbox root or a store kiln cannot write", () => 
   it.scoped("a store on a read-only file system, fresh or already full of entries: the path and EROFS", () =>
     Effect.gen(function*() {
       const dirs = yield* setup({ processes: { a: { ...writes("a.txt", "a"), outputs: ["a.txt"] } } })
-      const ro = yield* tmpfs(path.join(dirs.root, "ro"), "1m", true)
+      const ro = yield* tmpfs(path.join(dirs.root, "ro"), "1m", { mode: "0700", readOnly: true })
       const fresh = path.join(ro, "store")
       failsWith(
         yield* run(dirs, [], { store: fresh }),
@@ -380,7 +368,7 @@ describe.skipIf(!canMount)("a disk that fills up during a run", () => {
   it.scoped("the store's disk, by small outputs (LMDB): the shard and how much room it needed", () =>
     Effect.gen(function*() {
       const dirs = yield* setup({ processes: { gen: many(300, 30_000) } })
-      yield* tmpfs(dirs.store, "8m")
+      yield* tmpfs(dirs.store, "8m", { mode: "0700" })
       failsWith(
         yield* run(dirs),
         1,
@@ -400,7 +388,7 @@ describe.skipIf(!canMount)("a disk that fills up during a run", () => {
   it.scoped("the store's disk, by a large output: the store's large-file folder", () =>
     Effect.gen(function*() {
       const dirs = yield* setup({ processes: { big } })
-      yield* tmpfs(dirs.store, "8m")
+      yield* tmpfs(dirs.store, "8m", { mode: "0700" })
       failsWith(
         yield* run(dirs),
         1,
@@ -416,7 +404,7 @@ describe.skipIf(!canMount)("a disk that fills up during a run", () => {
   it.scoped("a store made on a disk with no room for it: the shard it could not create", () =>
     Effect.gen(function*() {
       const dirs = yield* setup({ processes: { a: { ...writes("a.txt", "a"), outputs: ["a.txt"] } } })
-      yield* tmpfs(dirs.store, "200k")
+      yield* tmpfs(dirs.store, "200k", { mode: "0700" })
       failsWith(
         yield* run(dirs),
         1,
@@ -434,7 +422,7 @@ describe.skipIf(!canMount)("a disk that fills up during a run", () => {
     Effect.gen(function*() {
       const dirs = yield* setup({ processes: { big } })
       const ws = path.join(dirs.root, "small-ws")
-      yield* tmpfs(ws, "4m")
+      yield* tmpfs(ws, "4m", { mode: "0700" })
       fs.copyFileSync(path.join(dirs.ws, "kiln.json"), path.join(ws, "kiln.json"))
       const line = new RegExp(
         `^✗ big: cannot write outputs back: ${
@@ -452,7 +440,7 @@ describe.skipIf(!canMount)("a disk that fills up during a run", () => {
     Effect.gen(function*() {
       const dirs = yield* setup({ processes: { a: { argv: ["/bin/cat", "in.bin"], inputs: ["in.bin"] } } })
       fs.writeFileSync(path.join(dirs.ws, "in.bin"), Buffer.alloc(3_000_000, 7))
-      const sandboxes = yield* tmpfs(path.join(dirs.root, "small-sandboxes"), "1m")
+      const sandboxes = yield* tmpfs(path.join(dirs.root, "small-sandboxes"), "1m", { mode: "0700" })
       failsWith(
         yield* run(dirs, ["--sandbox-root", sandboxes]),
         1,

@@ -10,7 +10,6 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Layer, Option } from "effect"
-import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../../src/domain/Digest.js"
@@ -19,21 +18,9 @@ import * as Store from "../../src/layers/store/Store.js"
 import * as StoreMaintenance from "../../src/layers/store/StoreMaintenance.js"
 import { isAlive } from "../../src/os/Proc.js"
 import { tempDir, writeTree } from "../utils/temp.js"
+import { isRoot, tmpfs } from "../utils/tmpfs.js"
 
 const cli = path.resolve("dist/cli.js")
-
-const isRoot = process.getuid?.() === 0
-
-/** A tmpfs of `size` at `dir` (root only), unmounted when the scope closes. */
-const tmpfs = (dir: string, size: string) =>
-  Effect.acquireRelease(
-    Effect.sync(() => {
-      fs.mkdirSync(dir, { recursive: true })
-      execFileSync("mount", ["-t", "tmpfs", "-o", `size=${size}`, "tmpfs", dir])
-      return dir
-    }),
-    () => Effect.sync(() => execFileSync("umount", [dir]))
-  )
 
 const layers = {
   process: (socketDir: string) => Sandboxer.layer({ command: [process.execPath, cli], socketDir }),

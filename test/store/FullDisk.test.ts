@@ -5,11 +5,11 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { execFileSync, spawn } from "node:child_process"
-import * as fs from "node:fs"
+import { spawn } from "node:child_process"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { tempDir } from "../utils/temp.js"
+import { isRoot, tmpfs } from "../utils/tmpfs.js"
 
 const worker = path.resolve(
   path.dirname(fileURLToPath(import.meta.url)),
@@ -19,19 +19,6 @@ const worker = path.resolve(
   "fixtures",
   "fullDiskWorker.mjs"
 )
-
-const isRoot = process.getuid?.() === 0
-
-/** A tmpfs of `size` at `dir`, unmounted when the scope closes. */
-const tmpfs = (dir: string, size: string) =>
-  Effect.acquireRelease(
-    Effect.sync(() => {
-      fs.mkdirSync(dir, { recursive: true })
-      execFileSync("mount", ["-t", "tmpfs", "-o", `size=${size}`, "tmpfs", dir])
-      return dir
-    }),
-    () => Effect.sync(() => execFileSync("umount", [dir]))
-  )
 
 const runToEnd = (args: ReadonlyArray<string>) =>
   Effect.scoped(Effect.gen(function*() {

@@ -7,12 +7,11 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { execFileSync, spawn } from "node:child_process"
-import * as fs from "node:fs"
-import * as os from "node:os"
+import { spawn } from "node:child_process"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { tempDir } from "../utils/temp.js"
+import { isRoot, tmpfs } from "../utils/tmpfs.js"
 
 const worker = path.resolve(
   path.dirname(fileURLToPath(import.meta.url)),
@@ -22,25 +21,6 @@ const worker = path.resolve(
   "fixtures",
   "fullDiskCloseWorker.mjs"
 )
-
-const isRoot = process.getuid?.() === 0
-
-/** A tmpfs of `size` at `name` inside `parent` (a directory of the system's temp dir), unmounted with the scope. */
-const tmpfs = (parent: string, name: string, size: string) =>
-  Effect.acquireRelease(
-    Effect.sync(() => {
-      const dir = path.join(parent, name)
-      // Never mount over anything but a directory this test made.
-      const inside = path.relative(fs.realpathSync(os.tmpdir()), fs.realpathSync(parent))
-      if (inside === "" || inside.startsWith("..") || path.isAbsolute(inside) || path.dirname(dir) !== parent) {
-        throw new Error(`refusing to mount a tmpfs at ${dir}: not inside a temp dir of this test`)
-      }
-      fs.mkdirSync(dir)
-      execFileSync("mount", ["-t", "tmpfs", "-o", `size=${size}`, "tmpfs", dir])
-      return dir
-    }),
-    (dir) => Effect.sync(() => execFileSync("umount", [dir]))
-  )
 
 const runToEnd = (args: ReadonlyArray<string>) =>
   Effect.scoped(Effect.gen(function*() {
@@ -72,7 +52,7 @@ describe("Store on a full disk, closing", () => {
     "an LMDB page write failed by a full disk leaves the heap intact: the environment closes, the process lives on",
     () =>
       Effect.gen(function*() {
-        const disk = yield* tmpfs(yield* tempDir("kiln-fullclose-"), "disk", "64m")
+        const disk = yield* tmpfs(path.join(yield* tempDir("kiln-fullclose-"), "disk"), "64m")
         const r = yield* runToEnd([disk, String(ROUNDS)])
         const output = `${r.stdout}\n${r.stderr}`
         // Unfixed: SIGABRT from glibc's heap checks, in the first round.

@@ -1,0 +1,46 @@
+/**
+ * A tmpfs mounted for a test (root only): the full-disk tests' small file systems. It is mounted only at a directory
+ * inside the system's temp dir (never over anything a test did not make: a test once chmodded /etc as root), and
+ * unmounted when the scope closes.
+ */
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
+import { execFileSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+
+/** Whether this process may mount (the tests that need a tmpfs skip otherwise). */
+export const isRoot = process.getuid?.() === 0
+
+/** Throws unless `dir` is strictly inside the system's temp dir (made here if missing). */
+const insideTempDir = (dir: string): void => {
+  fs.mkdirSync(dir, { recursive: true })
+  const inside = path.relative(fs.realpathSync(os.tmpdir()), fs.realpathSync(dir))
+  if (inside === "" || inside.startsWith("..") || path.isAbsolute(inside)) {
+    throw new Error(`refusing to mount a tmpfs at ${dir}: not inside the system's temp dir`)
+  }
+}
+
+/**
+ * A tmpfs of `size` (`256k`, `4m`) at `dir`; `mode` its root's mode (e.g. `0700`: kiln refuses a root others can
+ * write), `readOnly` mounted read-only.
+ */
+export const tmpfs = (
+  dir: string,
+  size: string,
+  options: { readonly mode?: string; readonly readOnly?: boolean } = {}
+): Effect.Effect<string, never, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      insideTempDir(dir)
+      const flags = [
+        `size=${size}`,
+        ...(options.mode ? [`mode=${options.mode}`] : []),
+        ...(options.readOnly ? ["ro"] : [])
+      ]
+      execFileSync("mount", ["-t", "tmpfs", "-o", flags.join(","), "tmpfs", dir])
+      return dir
+    }),
+    () => Effect.sync(() => execFileSync("umount", [dir]))
+  )
