@@ -140,6 +140,11 @@ export interface Snapshot {
   readonly observations: ReadonlyArray<SnapshotObservation>
   /** Directories taken whole that may stand in for their trees (in a session; see `WholeDirectory`). */
   readonly wholeDirectories: ReadonlyArray<Observation.WholeDirectory>
+  /**
+   * The request's include globs that match no file or symlink of the tree, in their order (a glob matching only a
+   * directory, or only what an exclude took out, is among them).
+   */
+  readonly unmatched: ReadonlyArray<string>
 }
 
 /**
@@ -265,8 +270,9 @@ export interface Service {
   ) => Effect.Effect<Digest.Digest, StoreError>
   /**
    * `snapshot` of one directory for each of many glob sets, their contents stored together (one commit per shard
-   * for all), each with what it read if asked: the engine snapshots every process's own inputs so, for its run
-   * memo. Each succeeds or fails on its own; the outer error is a failure to store.
+   * for all), each with what it read if asked and the include globs that matched nothing: the engine snapshots every
+   * process's own inputs so, for its run memo. Each succeeds or fails on its own; the outer error is a failure to
+   * store.
    */
   readonly snapshotMany: (
     dir: string,
