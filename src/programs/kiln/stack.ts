@@ -1,5 +1,5 @@
 /**
- * The execution stack the commands share: Store → Sandboxer and Sandboxes → ProcessRunner (→ Engine).
+ * The execution stack the commands share: Store → Sandboxer and Sandboxes → ProcessRunner (→ Workspace → Engine).
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -14,6 +14,7 @@ import * as ProcessRunner from "../../layers/runner/ProcessRunner.js"
 import * as Sandboxes from "../../layers/sandbox/Sandboxes.js"
 import * as Sandboxer from "../../layers/sandboxer/Sandboxer.js"
 import * as Store from "../../layers/store/Store.js"
+import * as Workspace from "../../layers/workspace/Workspace.js"
 import { VERSION } from "./version.js"
 
 export interface StackOptions {
@@ -62,7 +63,8 @@ export const runnerStack = (o: StackOptions) =>
     Layer.provideMerge(HelperLifetime.layer)
   )
 
-export const engineStack = (o: StackOptions) => Engine.layer.pipe(Layer.provideMerge(runnerStack(o)))
+export const engineStack = (o: StackOptions) =>
+  Engine.layer.pipe(Layer.provideMerge(Workspace.layer), Layer.provideMerge(runnerStack(o)))
 
 /** A config error: its one line on stderr, exit code 2. */
 export const exitOnInvalidConfig = <A, E, R>(effect: Effect.Effect<A, E | InvalidConfig, R>) =>
