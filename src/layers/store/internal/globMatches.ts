@@ -27,20 +27,26 @@ export const make = (filter: Filter): GlobMatches => ({
   left: filter.includeGlobs.length
 })
 
-/** A file or symlink at `rel` went into the snapshot's tree. @internal */
+/** Whether `rel` is `base` or lies under it. */
+const within = (rel: string, base: string) => base === "" || rel === base || rel.startsWith(`${base}/`)
+
+/**
+ * A file or symlink at `rel` went into the snapshot's tree. A glob matches only under its base (the walk starts
+ * there), so most globs are passed over by a prefix test, not a match.
+ *
+ * @internal
+ */
 export const notePath = (m: GlobMatches, rel: string): void => {
   if (m.left === 0) return
   const globs = m.filter.includeGlobs
   for (let i = 0; i < globs.length; i++) {
-    if (!m.hit[i] && globs[i]!.matches(rel)) {
+    const g = globs[i]!
+    if (!m.hit[i] && within(rel, g.base) && g.matches(rel)) {
       m.hit[i] = true
       m.left--
     }
   }
 }
-
-/** Whether the directory `rel` is `base` or lies under it. */
-const within = (rel: string, base: string) => base === "" || rel === base || rel.startsWith(`${base}/`)
 
 /**
  * A directory taken whole (`abs`, at `rel`) went into the snapshot's tree. A glob that takes it whole (`dir/**`)
