@@ -28,14 +28,15 @@ import type { Options } from "../Sandboxer.js"
 import * as SandboxerProcess from "./process.js"
 
 /**
- * `kiln`'s own CLI: `$KILN_CLI` (the CLI sets it), else `dist/cli.cjs` beside the library build's `sandboxer/` (an
- * installed package has no `cli.js`: npm packs no symlinks).
+ * `kiln`'s own CLI: `$KILN_CLI` (the CLI sets it), else `dist/cli.cjs`, three levels above this module
+ * (`dist/layers/sandboxer/internal/`) in the library build (an installed package has no `cli.js`: npm packs no
+ * symlinks).
  */
 const defaultCommand = (): ReadonlyArray<string> | undefined => {
   if (process.env.KILN_CLI !== undefined) return [process.execPath, process.env.KILN_CLI]
   const url = (import.meta as { url?: string }).url
   if (url !== undefined) {
-    const cli = fileURLToPath(new URL("../../cli.cjs", url))
+    const cli = fileURLToPath(new URL("../../../cli.cjs", url))
     if (fs.existsSync(cli)) return [process.execPath, cli]
   }
   return undefined
