@@ -17,7 +17,18 @@ const barrels = [
 // The layering of src/ (docs/architecture.md, "Layout and visibility"): domain ← os ← layers ← programs, each
 // importing only those before it, and a folder's `internal/` imported only from inside that folder. A relative
 // import climbs `../` and then names a folder; these patterns match where it lands.
-const CONCERNS = ["store", "sandbox", "sandboxer", "spawner", "runner", "remote", "engine", "lifetime", "kiln"]
+const CONCERNS = [
+  "store",
+  "sandbox",
+  "sandboxer",
+  "spawner",
+  "runner",
+  "remote",
+  "workspace",
+  "engine",
+  "lifetime",
+  "kiln"
+]
 const above = (folders, message) => ({ regex: `^(\\.\\./)+(${folders.join("|")})(/|$)`, message })
 const internalOf = (except, message) => ({
   regex: `^(\\.\\./)+(layers/)?${except === undefined ? "" : `(?!${except}/)`}[A-Za-z]+/internal(/|$)`,

@@ -11,8 +11,10 @@ import * as Digest from "../../src/domain/Digest.js"
 import { ProcessResult } from "../../src/domain/Process.js"
 import * as Engine from "../../src/layers/engine/Engine.js"
 import * as ProcessRunner from "../../src/layers/runner/ProcessRunner.js"
+import * as Sandboxes from "../../src/layers/sandbox/Sandboxes.js"
 import * as Store from "../../src/layers/store/Store.js"
 import * as StoreMaintenance from "../../src/layers/store/StoreMaintenance.js"
+import * as Workspace from "../../src/layers/workspace/Workspace.js"
 import { stack } from "../utils/stack.js"
 import { tempDir, writeTree } from "../utils/temp.js"
 
@@ -305,12 +307,15 @@ describe("Engine.run: a failed tool's report", () => {
           ),
         lookup: (ps) => Effect.succeed(ps.map(() => Option.none())),
         warmUp: Effect.void,
-        handoff: { offer: () => undefined, take: () => false, held: () => 0 },
         fetchTree: () => Effect.succeed(false)
       })
       const report = yield* Effect.flatMap(Engine.Engine, (engine) => engine.run({ workspace: root, config })).pipe(
         Effect.provide(
-          Engine.layer.pipe(Layer.provide(Layer.merge(runner, Store.layer({ root: path.join(root, "store") }))))
+          Engine.layer.pipe(
+            Layer.provideMerge(Workspace.layer),
+            Layer.provide(Sandboxes.layer({ root: path.join(root, "sandboxes"), sweepOnStart: false })),
+            Layer.provideMerge(Layer.merge(runner, Store.layer({ root: path.join(root, "store") })))
+          )
         )
       )
       const fails = report.processes.find((p) => p.name === "fails")!

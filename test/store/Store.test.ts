@@ -579,7 +579,7 @@ describe("snapshot, materialize, capture", () => {
         const alone = yield* one.snapshot(ws, globs)
         assert.deepStrictEqual(
           results[i],
-          Either.right({ digest: alone, observations: [], wholeDirectories: [] }),
+          Either.right({ digest: alone, observations: [], wholeDirectories: [], unmatched: [] }),
           `globs ${globs.join(" ")}`
         )
         // Everything each tree holds was stored.

@@ -4,6 +4,7 @@ import * as ProcessRunner from "../../src/layers/runner/ProcessRunner.js"
 import * as Sandboxes from "../../src/layers/sandbox/Sandboxes.js"
 import * as Sandboxer from "../../src/layers/sandboxer/Sandboxer.js"
 import * as Store from "../../src/layers/store/Store.js"
+import * as Workspace from "../../src/layers/workspace/Workspace.js"
 
 export const cli = path.resolve("dist/cli.js")
 
@@ -14,9 +15,12 @@ export interface StackOptions {
   readonly runner?: ProcessRunner.Options
 }
 
-/** The whole execution stack on a store, sandbox root and named-caches dir under `root`. */
+/** The whole execution stack (what `Engine.layer` needs) on a store, sandbox root and named-caches dir under `root`. */
 export const stack = (o: StackOptions) =>
-  ProcessRunner.layer({ namedCachesDir: path.join(o.root, "named_caches"), grace: "1 second", ...o.runner }).pipe(
+  Layer.merge(
+    ProcessRunner.layer({ namedCachesDir: path.join(o.root, "named_caches"), grace: "1 second", ...o.runner }),
+    Workspace.layer
+  ).pipe(
     Layer.provideMerge(
       Layer.mergeAll(
         o.inProcess === true

@@ -20,6 +20,7 @@ import type { StoreError } from "../../domain/StoreErrors.js"
 import type { InputConflict, InvalidOutput } from "../../domain/TreeErrors.js"
 import { ProcessRunner } from "../runner/ProcessRunner.js"
 import { Store } from "../store/Store.js"
+import { Workspace } from "../workspace/Workspace.js"
 import * as Explain from "./internal/explain.js"
 import * as Run from "./internal/run.js"
 
@@ -190,12 +191,13 @@ export class Engine extends Context.Tag("kiln/Engine")<Engine, Service>() {}
  * @since 0.1.0
  * @category constructors
  */
-export const make: Effect.Effect<Service, never, Store | ProcessRunner> = Effect.gen(function*() {
+export const make: Effect.Effect<Service, never, Store | ProcessRunner | Workspace> = Effect.gen(function*() {
   const store = yield* Store
   const runner = yield* ProcessRunner
+  const workspaceWriter = yield* Workspace
   const remote = Option.getOrUndefined(yield* Effect.serviceOption(RemoteTier))
   return {
-    run: (options) => Effect.scoped(Run.run(store, runner, options)),
+    run: (options) => Effect.scoped(Run.run(store, runner, workspaceWriter, options)),
     explain: (options) =>
       Effect.scoped(Explain.explain(store, { ...options, ...(remote !== undefined ? { remote } : {}) }))
   }
@@ -205,4 +207,4 @@ export const make: Effect.Effect<Service, never, Store | ProcessRunner> = Effect
  * @since 0.1.0
  * @category layers
  */
-export const layer: Layer.Layer<Engine, never, Store | ProcessRunner> = Layer.effect(Engine, make)
+export const layer: Layer.Layer<Engine, never, Store | ProcessRunner | Workspace> = Layer.effect(Engine, make)

@@ -1,6 +1,7 @@
 /**
  * kiln's whole execution stack as one layer, composed as the `kiln` CLI composes it: the Store, then the Sandboxer,
- * Sandboxes and (when asked) the remote cache over it, then the ProcessRunner, then the Engine, with the helpers'
+ * Sandboxes and (when asked) the remote cache over it, then the ProcessRunner, then the Workspace and the Engine,
+ * with the helpers'
  * lifetime (`HelperLifetime`) beneath them all. An embedding app gets the CLI's teardown order with it: the Store
  * releases its LMDB environments before the spawner and the sandboxer (the watchdogs of what this process holds
  * open) are stopped.
@@ -19,6 +20,7 @@ import * as ProcessRunner from "../runner/ProcessRunner.js"
 import * as Sandboxes from "../sandbox/Sandboxes.js"
 import * as Sandboxer from "../sandboxer/Sandboxer.js"
 import * as Store from "../store/Store.js"
+import * as Workspace from "../workspace/Workspace.js"
 
 /**
  * Each service's options, as its own `layer` takes them; every one may be left out.
@@ -99,11 +101,13 @@ export const runnerLayer = (options: Options = {}): Layer.Layer<Services, BuildE
   )
 
 /**
- * The whole stack: {@link runnerLayer} and the Engine on it, to run a `kiln.json` graph (`Engine.run`) as well as
- * single processes (`ProcessRunner.run`).
+ * The whole stack: {@link runnerLayer}, the Workspace (which writes results into the workspace) and the Engine on
+ * them, to run a `kiln.json` graph (`Engine.run`) as well as single processes (`ProcessRunner.run`).
  *
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options: Options = {}): Layer.Layer<Services | Engine.Engine, BuildError> =>
-  Engine.layer.pipe(Layer.provideMerge(runnerLayer(options)))
+export const layer = (
+  options: Options = {}
+): Layer.Layer<Services | Workspace.Workspace | Engine.Engine, BuildError> =>
+  Engine.layer.pipe(Layer.provideMerge(Workspace.layer), Layer.provideMerge(runnerLayer(options)))

@@ -23,7 +23,7 @@ import type * as UnsafeDirectory from "../../domain/UnsafeDirectory.js"
 import { cacheDir } from "../../os/CacheDir.js"
 import * as PrivateRoot from "../../os/PrivateRoot.js"
 import { HelperLifetime } from "../lifetime/HelperLifetime.js"
-import { type Handoff, Sandboxes } from "../sandbox/Sandboxes.js"
+import { Sandboxes } from "../sandbox/Sandboxes.js"
 import { Sandboxer } from "../sandboxer/Sandboxer.js"
 import * as Spawner from "../spawner/Spawner.js"
 import * as SharedTrees from "../store/SharedTrees.js"
@@ -101,8 +101,6 @@ export interface Service {
    * start-up overlaps whatever the caller does before its first run. A failure to start shows at that run.
    */
   readonly warmUp: Effect.Effect<void>
-  /** The output files of processes that ran, moved out of their sandboxes for write-back to take (see `Handoff`). */
-  readonly handoff: Handoff
   /**
    * Brings the files of a tree whose directories are in the store into it from the remote cache, if there is one
    * (a remote hit under `validate` or `defer` leaves them there until needed); false when it cannot.
@@ -262,7 +260,6 @@ export const make = (options: Options = {}) =>
           ...(opts?.cache ?? { read: true, write: true }),
           ...(opts?.workspaceTrees !== undefined ? { workspaceTrees: opts.workspaceTrees } : {})
         }),
-      handoff: sandboxes.handoff,
       fetchTree: (root) => Option.isSome(remote) ? remote.value.fetchTree(root) : Effect.succeed(false),
       // Twice what the bounded runner admits (itself twice the local concurrency): enough to have the next processes
       // looked up and laid out while the others run; the figures barely moved between 4 and 64 (report.md).

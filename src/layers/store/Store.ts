@@ -12,7 +12,6 @@ import type * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
-import type * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../../domain/Digest.js"
 import type * as Directory from "../../domain/Directory.js"
@@ -34,6 +33,7 @@ import { ensureLayout } from "./internal/storeFile.js"
 import * as Tree from "./internal/tree.js"
 import * as TreeMerge from "./internal/treeMerge.js"
 import type * as Observation from "./SnapshotObservation.js"
+import * as Session from "./SnapshotSession.js"
 
 const GiB = 1024 * 1024 * 1024
 
@@ -106,16 +106,12 @@ export interface TreeEntry {
 export type SnapshotObservation = Observation.SnapshotObservation
 
 /**
- * An open stat index for one workspace (see `snapshotSession`).
+ * An open stat index for one workspace (see `snapshotSession`, and the `SnapshotSession` module).
  *
  * @since 0.1.0
  * @category models
  */
-export interface SnapshotSession {
-  readonly file: string
-  /** Files whose content this session had to read: new, or changed since the index last saw them. */
-  readonly hashed: number
-}
+export type SnapshotSession = Session.SnapshotSession
 
 /**
  * One of the snapshots `snapshotMany` takes: globs relative to the directory (`!` excludes; none: everything).
@@ -140,6 +136,11 @@ export interface Snapshot {
   readonly observations: ReadonlyArray<SnapshotObservation>
   /** Directories taken whole that may stand in for their trees (in a session; see `WholeDirectory`). */
   readonly wholeDirectories: ReadonlyArray<Observation.WholeDirectory>
+  /**
+   * The request's include globs that match no file or symlink of the tree, in their order (a glob matching only a
+   * directory, or only what an exclude took out, is among them).
+   */
+  readonly unmatched: ReadonlyArray<string>
 }
 
 /**
@@ -265,8 +266,9 @@ export interface Service {
   ) => Effect.Effect<Digest.Digest, StoreError>
   /**
    * `snapshot` of one directory for each of many glob sets, their contents stored together (one commit per shard
-   * for all), each with what it read if asked: the engine snapshots every process's own inputs so, for its run
-   * memo. Each succeeds or fails on its own; the outer error is a failure to store.
+   * for all), each with what it read if asked and the include globs that matched nothing: the engine snapshots every
+   * process's own inputs so, for its run memo. Each succeeds or fails on its own; the outer error is a failure to
+   * store.
    */
   readonly snapshotMany: (
     dir: string,
@@ -453,14 +455,14 @@ const treeMembers = (core: Core.Core, bg: Background): Pick<Service, TreeMembers
   let merges = 0
   return {
     snapshot: (dir, globs, session) =>
-      Snapshotting.snapshot(core, dir, globs, session as StatIndex.StatIndex | undefined),
+      Snapshotting.snapshot(core, dir, globs, session === undefined ? undefined : StatIndex.of(session)),
     snapshotMany: (dir, requests, session) =>
-      Snapshotting.snapshotMany(core, dir, requests, session as StatIndex.StatIndex | undefined),
+      Snapshotting.snapshotMany(core, dir, requests, session === undefined ? undefined : StatIndex.of(session)),
     snapshotSession: (workspace, options) =>
       Effect.acquireRelease(
-        Effect.sync(() => StatIndex.open(core.root, workspace, options) as SnapshotSession),
-        (index) =>
-          Effect.try(() => StatIndex.save(index as StatIndex.StatIndex)).pipe(
+        Effect.sync(() => Session.open(core.root, workspace, options)),
+        (session) =>
+          Effect.try(() => Session.save(session)).pipe(
             Effect.catchAll((e) => Effect.logWarning(`could not save the stat index: ${e.error}`))
           )
       ),
@@ -537,23 +539,3 @@ export const REUSE_MAX_ENTRIES: number = Refill.MAX_ENTRIES
  * @category constants
  */
 export const LARGE_FILE_BYTES: number = LargeFiles.THRESHOLD
-
-/**
- * The hash a snapshot session knows for the file at `abs` with this stat, if its index has one: what writing a
- * file into a workspace checks before it writes the same bytes again.
- *
- * @since 0.1.0
- * @category snapshots
- */
-export const knownHash = (session: SnapshotSession, abs: string, st: fs.BigIntStats): string | undefined =>
-  StatIndex.lookup(session as StatIndex.StatIndex, abs, st)
-
-/**
- * Tells a snapshot session that the file at `abs`, with this stat, holds `hash`: the next snapshot of the workspace
- * does not read it again.
- *
- * @since 0.1.0
- * @category snapshots
- */
-export const recordHash = (session: SnapshotSession, abs: string, st: fs.BigIntStats, hash: string): void =>
-  StatIndex.record(session as StatIndex.StatIndex, abs, st, hash)

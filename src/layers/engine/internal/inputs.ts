@@ -12,7 +12,6 @@ import * as path from "node:path"
 import { type Config, InvalidConfig, type ProcessConfig } from "../../../domain/Config.js"
 import * as Digest from "../../../domain/Digest.js"
 import * as DurationText from "../../../domain/DurationText.js"
-import * as Glob from "../../../domain/Glob.js"
 import { Process } from "../../../domain/Process.js"
 import type { StoreError } from "../../../domain/StoreErrors.js"
 import type { WorkspaceTree } from "../../runner/ProcessRunner.js"
@@ -73,9 +72,9 @@ const observeOwn = (state: RunState, name: string): Effect.Effect<
   })
 
 /**
- * A process's own inputs from the snapshot of its globs: the files they matched (every glob must match one), each
- * directory taken whole as one entry (`node_modules/` → `tree <digest>`), so that a process's record costs what its
- * own files cost, not a tool tree's 11,000 paths.
+ * A process's own inputs from the snapshot of its globs: the files they matched (every glob must match one: the
+ * snapshot says which did not), each directory taken whole as one entry (`node_modules/` → `tree <digest>`), so that a
+ * process's record costs what its own files cost, not a tool tree's 11,000 paths.
  */
 const ownFrom = (
   store: Store["Type"],
@@ -87,23 +86,21 @@ const ownFrom = (
 ) =>
   Effect.gen(function*() {
     const globs = pc.inputs ?? []
+    const unmatched = new Set(snapshot.unmatched)
+    const i = globs.findIndex((g) => !g.startsWith("!") && unmatched.has(g))
+    if (i !== -1) {
+      return yield* new InvalidConfig({
+        file: configName,
+        path: `processes.${name}.inputs[${i}]`,
+        detail: `glob "${globs[i]}" matches nothing`
+      })
+    }
     const trees = new Map<string, Digest.Digest>()
     for (const w of snapshot.wholeDirectories) {
       const rel = path.relative(workspace, w.abs).split(path.sep).join("/")
       if (rel !== "" && !rel.startsWith("..")) trees.set(rel, w.digest)
     }
     const { entries, taken } = yield* entriesOutside(store, snapshot.digest, trees)
-    for (const [i, g] of globs.entries()) {
-      if (g.startsWith("!")) continue
-      const matches = Glob.matcher([g])
-      if (entries.some((e) => matches(e.path))) continue
-      if (yield* matchesInTrees(store, g, matches, taken)) continue
-      return yield* new InvalidConfig({
-        file: configName,
-        path: `processes.${name}.inputs[${i}]`,
-        detail: `glob "${g}" matches nothing`
-      })
-    }
     const files: Record<string, string> = {}
     for (const e of entries) {
       files[e.path] = e.type === "symlink"
@@ -144,29 +141,6 @@ const entriesOutside = (store: Store["Type"], root: Digest.Digest, trees: Readon
     }
     entries.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))
     return { entries, taken }
-  })
-
-/**
- * Whether glob `g` matches a file inside one of the trees taken whole: at once for a glob that takes the tree whole
- * (such a tree holds a file: a walk drops empty directories), else by listing the trees its static base reaches.
- */
-const matchesInTrees = (
-  store: Store["Type"],
-  g: string,
-  matches: (p: string) => boolean,
-  taken: ReadonlyMap<string, Digest.Digest>
-) =>
-  Effect.gen(function*() {
-    const base = Glob.baseOf(g)
-    for (const [rel, d] of taken) {
-      const takesIt = g === "**" || (g === `${base}/**` && (base === rel || rel.startsWith(`${base}/`)))
-      if (takesIt) return true
-      if (base === "" || base === rel || rel.startsWith(`${base}/`) || base.startsWith(`${rel}/`)) {
-        const inside = yield* store.listTree(d)
-        if (inside.some((e) => e.type !== "directory" && matches(`${rel}/${e.path}`))) return true
-      }
-    }
-    return false
   })
 
 /**

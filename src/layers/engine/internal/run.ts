@@ -10,6 +10,7 @@ import * as GraphOrder from "../../../domain/GraphOrder.js"
 import type { ProcessRunner } from "../../runner/ProcessRunner.js"
 import * as Layout from "../../store/Layout.js"
 import type { Store } from "../../store/Store.js"
+import type { Workspace } from "../../workspace/Workspace.js"
 import type { RunOptions, RunReport } from "../Engine.js"
 import { symlinkedPaths } from "./inputs.js"
 import { findHits } from "./lookup.js"
@@ -20,7 +21,12 @@ import { runGraph } from "./settle.js"
 import * as WorkspaceLock from "./workspaceLock.js"
 
 /** @internal */
-export const run = (store: Store["Type"], runner: ProcessRunner["Type"], options: RunOptions) =>
+export const run = (
+  store: Store["Type"],
+  runner: ProcessRunner["Type"],
+  workspaceWriter: Workspace["Type"],
+  options: RunOptions
+) =>
   Effect.gen(function*() {
     const started = Date.now()
     const { config } = options
@@ -48,6 +54,7 @@ export const run = (store: Store["Type"], runner: ProcessRunner["Type"], options
       lock,
       store,
       runner,
+      workspaceWriter,
       options,
       config,
       names,

@@ -13,6 +13,7 @@ import type { Process, ProcessResult } from "../../../domain/Process.js"
 import type { ProcessRunner } from "../../runner/ProcessRunner.js"
 import type { WholeDirectory } from "../../store/SnapshotObservation.js"
 import type { SnapshotObservation, SnapshotSession, Store } from "../../store/Store.js"
+import type { Workspace } from "../../workspace/Workspace.js"
 import type { Event, ProcessReport, RunOptions } from "../Engine.js"
 import type * as RunMemo from "../RunMemo.js"
 import { rememberedResult } from "./memoConsult.js"
@@ -42,6 +43,8 @@ export interface OwnInputs {
 export interface RunState {
   readonly store: Store["Type"]
   readonly runner: ProcessRunner["Type"]
+  /** Writes results' outputs into the workspace (with the files their sandboxes hand off). */
+  readonly workspaceWriter: Workspace["Type"]
   readonly options: RunOptions
   readonly config: Config
   readonly workspace: string
@@ -115,6 +118,7 @@ export const make = (
       RunState,
       | "store"
       | "runner"
+      | "workspaceWriter"
       | "options"
       | "config"
       | "names"

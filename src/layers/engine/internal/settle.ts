@@ -16,7 +16,6 @@ import type { ProcessFailure, ProcessReport } from "../Engine.js"
 import { execute, type Executed } from "./execute.js"
 import { REMEMBERED_TIMINGS } from "./memoConsult.js"
 import { emit, type RunState } from "./runState.js"
-import { writeBack } from "./writeBack.js"
 
 type Outcome = "ok" | "failed"
 
@@ -95,8 +94,7 @@ const writeOutputs = (state: RunState, name: string, p: Process, r: ProcessResul
       const { previousDied } = yield* state.lock.hold
       if (previousDied && state.sweep === undefined) state.sweep = new Set()
     }
-    const seen = yield* writeBack(
-      state.store,
+    const seen = yield* state.workspaceWriter.writeBack(
       r.outputDigest,
       {
         workspace: state.workspace,
@@ -104,8 +102,7 @@ const writeOutputs = (state: RunState, name: string, p: Process, r: ProcessResul
         declaredDirectories: p.outputDirectories,
         ...(state.sweep !== undefined ? { sweep: state.sweep } : {})
       },
-      state.session,
-      state.runner.handoff
+      state.session
     )
     state.outputsSeen.set(name, { result: r, seen })
     return seen

@@ -16,6 +16,7 @@ import * as Observation from "../SnapshotObservation.js"
 import type { Snapshot, SnapshotRequest } from "../Store.js"
 import * as Core from "./core.js"
 import { putHashedSmallFiles } from "./core.js"
+import * as GlobMatches from "./globMatches.js"
 import * as LargeFiles from "./largeFiles.js"
 import * as Sharded from "./lmdb/shards.js"
 import { type Filter, filterOf } from "./snapshotFilter.js"
@@ -41,6 +42,8 @@ interface Walk {
   readonly wholes?: Set<string>
   /** Empty directories the filter dropped (inside a directory taken whole: its tree is then not what is on disk). */
   readonly dropped?: { n: number }
+  /** Which include globs matched a path the tree holds (`snapshotMany`'s `unmatched`). */
+  readonly matched?: GlobMatches.GlobMatches | undefined
 }
 
 interface Batch {
@@ -154,6 +157,12 @@ const unsnapshottable = (abs: string) => (): StoreError =>
     path: abs
   })
 
+/** Puts a file read at `rel` into its directory's node. */
+const added = (w: Walk, node: Tree.Node, name: string, rel: string, file: FileNode) => {
+  node.files.set(name, file)
+  if (w.matched !== undefined) GlobMatches.notePath(w.matched, rel)
+}
+
 /**
  * Reads the directory `abs` (relative path `rel` under the snapshot root) into `into`, depth first. Plain code with
  * an explicit stack, leaving it only for what needs an Effect (a store write, a large file): a run where nothing
@@ -220,6 +229,7 @@ const walkDir = (w: Walk, abs: string, rel: string, into: Tree.Node): Effect.Eff
             const st = w.observe !== undefined ? fs.lstatSync(childAbs, { bigint: true }) : undefined
             const target = fs.readlinkSync(childAbs)
             current.node.symlinks.set(entry.name, target)
+            if (w.matched !== undefined) GlobMatches.notePath(w.matched, childRel)
             if (st !== undefined) w.observe!.push(Observation.present("l", childAbs, st, target))
           } catch (e) {
             return Effect.fail(ioError(childAbs, "cannot read symlink")(e))
@@ -229,11 +239,11 @@ const walkDir = (w: Walk, abs: string, rel: string, into: Tree.Node): Effect.Eff
           const read = readFileNode(w, childAbs)
           if (Effect.isEffect(read)) {
             return Effect.flatMap(read, (file) => {
-              if (file !== undefined) node.files.set(entry.name, file)
+              if (file !== undefined) added(w, node, entry.name, childRel, file)
               return step()
             })
           }
-          if (read !== undefined) node.files.set(entry.name, read)
+          if (read !== undefined) added(w, node, entry.name, childRel, read)
         } else {
           return Effect.fail(unsnapshottable(childAbs)())
         }
@@ -272,20 +282,24 @@ const walkFrom = (w: Walk, root: string, start: string, tree: Tree.Node): Effect
     }
     const name = segments[segments.length - 1]!
     const holder = Tree.node()
+    // What the holder matched counts once it is in the tree.
+    const matched = w.matched === undefined ? undefined : GlobMatches.fork(w.matched)
     if (st.isDirectory()) {
       if (w.filter?.prunes(start)) return
-      const child = yield* walkWhole(w, abs, start)
+      const child = yield* walkWhole({ ...w, matched }, abs, start)
       if ("dirs" in child ? Tree.isEmpty(child) : Digest.isEmpty(child)) return
       holder.dirs.set(name, child)
     } else {
       if (!w.filter!.includes(start)) return
       if (!(yield* readEntry(w, abs, holder, name, "file", unsnapshottable(abs)))) return
+      if (matched !== undefined) GlobMatches.notePath(matched, start)
     }
     const parent = Tree.dirAt(tree, segments.slice(0, -1))
     if (parent === undefined) return
     for (const [k, v] of holder.files) parent.files.set(k, v)
     for (const [k, v] of holder.dirs) parent.dirs.set(k, v)
     for (const [k, v] of holder.symlinks) parent.symlinks.set(k, v)
+    if (matched !== undefined) GlobMatches.merge(w.matched!, matched)
   })
 
 /**
@@ -300,26 +314,30 @@ const walkWhole = (w: Walk, abs: string, rel: string): Effect.Effect<Tree.Node |
       return Effect.as(walkDir(w, abs, rel, child), child)
     }
     w.wholes?.add(abs)
-    const known = whole.get(abs)
-    if (known !== undefined) {
-      if (w.observe !== undefined) { for (const o of known.observations) w.observe.push(o) }
-      return Effect.succeed(known.node)
+    /** This walk took `entry`: what it observed and which globs match in it are this walk's too. */
+    const took = (entry: StatIndex.WholeDir) => {
+      if (w.observe !== undefined) { for (const o of entry.observations) w.observe.push(o) }
+      if (w.matched !== undefined) GlobMatches.noteWhole(w.matched, rel, abs, entry)
+      return entry.node
     }
+    const known = whole.get(abs)
+    if (known !== undefined) return Effect.succeed(took(known))
     const reused = WholeDirs.reuse(w.index!, abs)
     if (reused !== undefined) {
-      whole.set(abs, { node: reused.digest, observations: reused.observations, standsIn: true })
-      if (w.observe !== undefined) { for (const o of reused.observations) w.observe.push(o) }
-      return Effect.succeed(reused.digest)
+      const entry = { node: reused.digest, observations: reused.observations, standsIn: true }
+      whole.set(abs, entry)
+      return Effect.succeed(took(entry))
     }
     w.index!.wholesWalked = true
     const observations: Array<Observation.SnapshotObservation> = []
     const dropped = { n: 0 }
     const walkedNs = BigInt(Date.now()) * 1_000_000n
-    return Effect.map(walkDir({ ...w, observe: observations, inWhole: true, dropped }, abs, rel, child), () => {
+    const inner: Walk = { ...w, observe: observations, inWhole: true, dropped, matched: undefined }
+    return Effect.map(walkDir(inner, abs, rel, child), () => {
       const settled = observations.every((o) => o.kind === "a" || !StatIndex.racyAt(o, walkedNs))
-      whole.set(abs, { node: child, observations, standsIn: dropped.n === 0 && settled })
-      if (w.observe !== undefined) { for (const o of observations) w.observe.push(o) }
-      return child
+      const entry = { node: child, observations, standsIn: dropped.n === 0 && settled }
+      whole.set(abs, entry)
+      return took(entry)
     })
   })
 
@@ -379,10 +397,12 @@ export const snapshotMany = (
     const batch = newBatch()
     const observed = requests.map((r) => r.observe === true ? [] : NONE)
     const wholes = requests.map(() => new Set<string>())
-    const trees = yield* Effect.forEach(requests, (r, i) => {
+    const filters = requests.map((r) => filterOf(r.globs))
+    const matched = filters.map((f) => f === undefined ? undefined : GlobMatches.make(f))
+    const trees = yield* Effect.forEach(requests, (_, i) => {
       const tree = Tree.node()
       const observe = observed[i] === NONE ? undefined : observed[i]
-      const w: Walk = { core, filter: filterOf(r.globs), index, observe, batch, wholes: wholes[i]! }
+      const w: Walk = { core, filter: filters[i], index, observe, batch, wholes: wholes[i]!, matched: matched[i] }
       return Effect.either(Effect.as(walkRoot(w, abs, tree), tree))
     })
     // Directories taken whole are the same nodes in many trees: each is encoded once (see `Tree.Known`).
@@ -409,7 +429,8 @@ export const snapshotMany = (
       return Either.map(e, (x): Snapshot => ({
         digest: x.digest,
         observations: observed[i]!,
-        wholeDirectories: index === undefined ? [] : WholeDirs.standingIn(index, wholes[i]!)
+        wholeDirectories: index === undefined ? [] : WholeDirs.standingIn(index, wholes[i]!),
+        unmatched: matched[i] === undefined ? [] : GlobMatches.unmatched(matched[i]!)
       }))
     })
   })

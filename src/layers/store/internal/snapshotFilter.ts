@@ -22,6 +22,16 @@ export interface Filter {
    * reach into it): its walk is then the same for every filter that takes it whole, and is shared (see `wholeDirs`).
    */
   readonly takesAll: (relDir: string) => boolean
+  /** The include globs, each on its own: a snapshot says which of them matched nothing (see `Matched`). */
+  readonly includeGlobs: ReadonlyArray<IncludeGlob>
+}
+
+/** One include glob of a filter. @internal */
+export interface IncludeGlob {
+  readonly glob: string
+  readonly matches: (relPath: string) => boolean
+  /** Its static base (see `Glob.baseOf`): the directories where it can match anything. */
+  readonly base: string
 }
 
 /**
@@ -67,6 +77,7 @@ const compileFilter = (globs: ReadonlyArray<string>): Filter | undefined => {
     takesAll: (d) =>
       wholeBases.some((b) => within(d, b)) && !excludeBases.some((b) => within(d, b) || b.startsWith(`${d}/`)),
     starts: bases !== undefined && !bases.some((b) => b === "") ? starts : undefined,
+    includeGlobs: include.map((glob) => ({ glob, matches: Glob.matcher([glob]), base: Glob.baseOf(glob) })),
     includes: (p) => inc(p) && !exc(p),
     prunes: (d) =>
       exc(d) ||

@@ -15,6 +15,7 @@ import * as AtomicFile from "../../../os/AtomicFile.js"
 import { mkdirp } from "../../../os/Mkdirp.js"
 import * as Generation from "../Generation.js"
 import type { SnapshotObservation } from "../SnapshotObservation.js"
+import type { SnapshotSession } from "../SnapshotSession.js"
 import type * as Tree from "./tree.js"
 import * as WholeDirs from "./wholeDirs.js"
 
@@ -109,6 +110,25 @@ export const open = (storeRoot: string, workspace: string, options?: { readonly 
     generation: Generation.read(storeRoot)
   }
   if (options?.lazy !== true) load(index)
+  return index
+}
+
+/** The index behind each session handed out (`SnapshotSession.open`): a session is a handle, not the index. */
+const indexes = new WeakMap<SnapshotSession, StatIndex>()
+
+/** @internal */
+export const bind = (session: SnapshotSession, index: StatIndex): void => {
+  indexes.set(session, index)
+}
+
+/**
+ * The index behind a session. A session is made only by `SnapshotSession.open`; any other object is a defect.
+ *
+ * @internal
+ */
+export const of = (session: SnapshotSession): StatIndex => {
+  const index = indexes.get(session)
+  if (index === undefined) throw new Error("not a snapshot session a store opened")
   return index
 }
 

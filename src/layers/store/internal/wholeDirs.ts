@@ -15,6 +15,7 @@ import { mkdirp } from "../../../os/Mkdirp.js"
 import * as Generation from "../Generation.js"
 import * as Observation from "../SnapshotObservation.js"
 import type * as StatIndex from "./statIndex.js"
+import type * as Tree from "./tree.js"
 
 const FORMAT = 1
 
@@ -118,3 +119,34 @@ export const standingIn = (index: StatIndex.StatIndex, abs: ReadonlySet<string>)
       unchanged: () => Observation.stillHold(whole.observations)
     }]
   })
+
+const pathsKnown = new WeakMap<StatIndex.WholeDir, ReadonlyArray<string>>()
+
+/**
+ * The files and symlinks of the directory `abs` taken whole, relative to it: from its node when this session walked
+ * it, else (its digest taken from the last session's) from what that walk observed, which is what vouched for the
+ * digest. Listed once per session, for every snapshot whose globs reach into it.
+ *
+ * @internal
+ */
+export const pathsIn = (whole: StatIndex.WholeDir, abs: string): ReadonlyArray<string> => {
+  const known = pathsKnown.get(whole)
+  if (known !== undefined) return known
+  const paths: Array<string> = []
+  if ("dirs" in whole.node) {
+    const stack: Array<[string, Tree.Node]> = [["", whole.node]]
+    for (let top = stack.pop(); top !== undefined; top = stack.pop()) {
+      const [rel, n] = top
+      const at = (name: string) => rel === "" ? name : `${rel}/${name}`
+      for (const name of n.files.keys()) paths.push(at(name))
+      for (const name of n.symlinks.keys()) paths.push(at(name))
+      for (const [name, child] of n.dirs) if ("dirs" in child) stack.push([at(name), child])
+    }
+  } else {
+    for (const o of whole.observations) {
+      if (o.kind === "f" || o.kind === "l") paths.push(path.relative(abs, o.abs).split(path.sep).join("/"))
+    }
+  }
+  pathsKnown.set(whole, paths)
+  return paths
+}

@@ -19,8 +19,9 @@ import { sha256Hex } from "../../../os/LazyCrypto.js"
 import { removeTree } from "../../../os/RemoveTree.js"
 import type { Handoff } from "../../sandbox/Sandboxes.js"
 import * as Observation from "../../store/SnapshotObservation.js"
-import { knownHash, recordHash, type SnapshotSession } from "../../store/Store.js"
+import { knownHash, recordHash, type SnapshotSession } from "../../store/SnapshotSession.js"
 import type * as Store from "../../store/Store.js"
+import type { Destination } from "../Workspace.js"
 import * as OutputDirs from "./outputDirs.js"
 import { parentOf } from "./outputDirs.js"
 import * as OutputTemps from "./outputTemps.js"
@@ -78,21 +79,6 @@ const check = (
   return same
 }
 
-/** Where a write-back writes, and what it may do there. @internal */
-export interface Destination {
-  /** The workspace: the user's, trusted as a path. */
-  readonly workspace: string
-  /** The process's working directory in it, which the output tree's paths are relative to ("" for the top). */
-  readonly workingDirectory: string
-  /** The declared output directories (relative to the working directory): each made to hold exactly the output's. */
-  readonly declaredDirectories: ReadonlyArray<string>
-  /**
-   * Directories to rid of the temp files of dead kilns beside outputs (a kiln died during its write-back): each is
-   * listed once, then added here. Absent: none is listed (declared directories are rid of them by their prune).
-   */
-  readonly sweep?: Set<string>
-}
-
 const refuse = (e: unknown, target: string, action: string): InvalidOutput | StoreError =>
   e instanceof InvalidOutput
     ? e
@@ -128,7 +114,7 @@ export const writeBack = (
   store: Store.Service,
   outputDigest: Digest.Digest,
   destination: Destination,
-  session?: Store.SnapshotSession,
+  session?: SnapshotSession,
   /** Where a file that ran may be waiting, to be renamed into place rather than written. */
   handoff?: Handoff
 ): Effect.Effect<Array<Observation.SnapshotObservation>, StoreError | Digest.MissingDigest | InvalidOutput> =>
