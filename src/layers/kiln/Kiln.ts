@@ -1,10 +1,9 @@
 /**
  * kiln's whole execution stack as one layer, composed as the `kiln` CLI composes it: the Store, then the Sandboxer,
  * Sandboxes and (when asked) the remote cache over it, then the ProcessRunner, then the Workspace and the Engine,
- * with the helpers'
- * lifetime (`HelperLifetime`) beneath them all. An embedding app gets the CLI's teardown order with it: the Store
- * releases its LMDB environments before the spawner and the sandboxer (the watchdogs of what this process holds
- * open) are stopped.
+ * with the helpers' lifetime (`HelperLifetime`) beneath them all. An embedding app gets the CLI's teardown order with
+ * it: the Store releases its LMDB environments before the spawner and the sandboxer (the watchdogs of what this
+ * process holds open) are stopped.
  *
  * @since 0.1.0
  */
