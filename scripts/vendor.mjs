@@ -53,8 +53,9 @@ const vendored = [
 export const vendorLibraryDependencies = async (dist = "dist") => {
   const vendor = path.join(dist, "vendor")
   fs.rmSync(vendor, { recursive: true, force: true })
+  const packages = new Set()
   for (const v of vendored) {
-    await build({
+    const result = await build({
       stdin: { contents: v.entry(), resolveDir: process.cwd(), loader: "js" },
       outfile: path.join(vendor, v.file),
       bundle: true,
@@ -70,12 +71,26 @@ export const vendorLibraryDependencies = async (dist = "dist") => {
           `import { createRequire as __kilnRequire } from "node:module"; const require = __kilnRequire(import.meta.url);`
       },
       legalComments: "inline",
-      logLevel: "warning"
+      logLevel: "warning",
+      metafile: true
     })
+    for (const input of Object.keys(result.metafile.inputs)) {
+      const m = /(?:^|\/)node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(input)
+      if (m !== null) packages.add(input.slice(0, m.index + m[0].length))
+    }
     // Loaded once here: a name the bundle does not export (an interop slip) fails the build, not a user's call.
     const loaded = await import(pathToFileURL(path.resolve(vendor, v.file)).href)
     const missing = v.names().filter((name) => loaded[name] === undefined)
     if (missing.length > 0) throw new Error(`vendor: ${v.file} does not export ${missing.join(", ")}`)
+  }
+  // What is bundled is redistributed: each package's license goes with it (grpc-js's Apache-2.0 asks for it).
+  const licenses = path.join(vendor, "licenses")
+  fs.mkdirSync(licenses, { recursive: true })
+  for (const dir of packages) {
+    const name = JSON.parse(fs.readFileSync(path.join(dir, "package.json"), "utf8")).name
+    const file = fs.readdirSync(dir).find((f) => /^(licen[cs]e|copying)(\.(md|txt))?$/i.test(f))
+    if (file === undefined) throw new Error(`vendor: ${name} is bundled into dist/vendor/ but has no license file`)
+    fs.copyFileSync(path.join(dir, file), path.join(licenses, `${name.replace("/", "__")}.txt`))
   }
   const rewritten = new Set()
   const visit = (dir) => {
