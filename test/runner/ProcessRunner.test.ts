@@ -403,6 +403,16 @@ describe("ProcessRunner (concurrency)", () => {
     }))
 })
 
+/** A runner (in-process sandboxer) over `store`, a real store whose one operation a test makes fail. */
+const runnerOver = <E>(store: Layer.Layer<Store, E>, dir: string) =>
+  ProcessRunnerLayer.layer({ namedCachesDir: path.join(dir, "named") }).pipe(
+    Layer.provideMerge(Layer.mergeAll(
+      Sandboxer.layerInProcess,
+      SandboxesLayer.layer({ root: path.join(dir, "sandboxes"), sweepOnStart: false })
+    )),
+    Layer.provideMerge(store)
+  )
+
 describe("ProcessRunner (a store that cannot lease)", () => {
   it.scopedLive("a failed lease of the inputs fails the run with the store's error, before the process starts", () =>
     Effect.gen(function*() {
@@ -417,13 +427,7 @@ describe("ProcessRunner (a store that cannot lease)", () => {
           ensureTree: (root, options) => options.lease === true ? Effect.fail(full) : s.ensureTree(root, options)
         }))
       ).pipe(Layer.provide(StoreLayer.layer({ root: path.join(dir, "store") })))
-      const runner = ProcessRunnerLayer.layer({ namedCachesDir: path.join(dir, "named") }).pipe(
-        Layer.provideMerge(Layer.mergeAll(
-          Sandboxer.layerInProcess,
-          SandboxesLayer.layer({ root: path.join(dir, "sandboxes"), sweepOnStart: false })
-        )),
-        Layer.provideMerge(store)
-      )
+      const runner = runnerOver(store, dir)
       const marker = path.join(dir, "ran")
       const error = yield* Effect.flip(run(sh(`touch ${marker}`, { cache: "never" })).pipe(Effect.provide(runner)))
       assert.strictEqual(error.message, full.message)
@@ -455,13 +459,7 @@ describe("ProcessRunner (a store that cannot fill a sandbox)", () => {
               : s.materialize(digest, destination, options)
         }))
       ).pipe(Layer.provide(StoreLayer.layer({ root: path.join(dir, "store") })))
-      const runner = ProcessRunnerLayer.layer({ namedCachesDir: path.join(dir, "named") }).pipe(
-        Layer.provideMerge(Layer.mergeAll(
-          Sandboxer.layerInProcess,
-          SandboxesLayer.layer({ root: path.join(dir, "sandboxes"), sweepOnStart: false })
-        )),
-        Layer.provideMerge(store)
-      )
+      const runner = runnerOver(store, dir)
       const context = yield* Layer.build(runner)
       const work = path.join(dir, "work")
       fs.mkdirSync(work)
