@@ -19,6 +19,7 @@ import { Process, type ProcessResult } from "../../src/domain/Process.js"
 import * as ProcessRunner from "../../src/layers/runner/ProcessRunner.js"
 import * as Sandboxes from "../../src/layers/sandbox/Sandboxes.js"
 import * as Sandboxer from "../../src/layers/sandboxer/Sandboxer.js"
+import { nativeName, PROGRAM_ENV } from "../../src/layers/spawner/Warm.js"
 import * as Store from "../../src/layers/store/Store.js"
 import {
   argValue,
@@ -57,6 +58,12 @@ const sandboxerCommand = [
   ...(sandboxerProfDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${path.resolve(sandboxerProfDir)}`]),
   cli
 ]
+// The spawner program beside the CLI's bundles (dist/), as the CLI runs it: the library's modules look for it
+// relative to where they are built, and bundled into this benchmark they are in dist/bench/.
+const dist = path.dirname(fs.realpathSync(cli))
+process.env[PROGRAM_ENV] ??= fs.existsSync(path.join(dist, nativeName))
+  ? path.join(dist, nativeName)
+  : path.join(dist, "spawner.cjs")
 
 // ---------------------------------------------------------------------------------------------------------------
 // Measurements
