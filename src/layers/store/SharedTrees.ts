@@ -33,7 +33,20 @@ export interface Split {
   /** The input root with each shared subtree replaced by an empty directory, where it is mounted. */
   readonly rest: Digest.Digest
   /** Each shared subtree, by its path in the input root. */
-  readonly shared: ReadonlyArray<{ readonly path: string; readonly digest: Digest.Digest }>
+  readonly shared: ReadonlyArray<Shared>
+}
+
+/**
+ * A shared subtree of an input root.
+ */
+export interface Shared {
+  readonly path: string
+  readonly digest: Digest.Digest
+  /**
+   * The path of the anchor it lies in or is (see `Service.split`): a directory whose tree is exactly what it is at
+   * that path in the input root, so that the same path under it holds this subtree.
+   */
+  readonly within?: string
 }
 
 /**
@@ -62,7 +75,12 @@ export interface Service {
     root: Digest.Digest,
     reserved: Reserved,
     /** Trees whose sizes the caller knows (by hash: files and symlinks), which the split then need not read. */
-    known?: ReadonlyMap<string, number>
+    known?: ReadonlyMap<string, number>,
+    /**
+     * Directories the caller has whose trees it knows (hash by path in the input root): each shared subtree at or
+     * under one the input root holds exactly says so (`Shared.within`), for the caller to mount from there.
+     */
+    anchors?: ReadonlyMap<string, string>
   ) => Effect.Effect<Split, Digest.MissingDigest | StoreError>
   /**
    * The read-only directory holding the tree `digest`, made with `write` unless one stands complete already, and
@@ -100,7 +118,7 @@ export const make = (
     )
     return {
       minFiles,
-      split: (root, reserved, known) => Internal.split(state, root, reserved, minFiles, known),
+      split: (root, reserved, known, anchors) => Internal.split(state, root, reserved, minFiles, known, anchors),
       place: (digest, write) => Internal.place(state, digest, write)
     }
   })

@@ -18,7 +18,7 @@ import type { WorkspaceTree } from "../ProcessRunner.js"
 export interface Layout {
   /** What is written into the sandbox: the input root, less the shared subtrees (empty directories there). */
   readonly rest: Digest.Digest
-  readonly shared: ReadonlyArray<{ readonly path: string; readonly digest: Digest.Digest }>
+  readonly shared: ReadonlyArray<SharedTrees.Shared>
   readonly mode: MountNamespace.Mode | undefined
 }
 
@@ -54,7 +54,8 @@ export const planner = (shared: SharedTrees.Service | undefined): Planner => {
         const whole: Layout = { rest: proc.inputDigest, shared: [], mode: undefined }
         if (shared === undefined) return whole
         const known = new Map(workspace.map((w) => [w.digest.hash, w.files]))
-        const split = yield* shared.split(proc.inputDigest, reservedOf(proc), known)
+        const anchors = new Map(workspace.map((w) => [w.path, w.digest.hash]))
+        const split = yield* shared.split(proc.inputDigest, reservedOf(proc), known, anchors)
         if (split.shared.length === 0) return whole
         const probe = MountNamespace.probe()
         if (probe.mode === undefined) {
@@ -84,7 +85,8 @@ export interface Mounts {
 /**
  * A mount at its place in `sandbox` for each shared subtree: the caller's workspace directory where it holds exactly
  * that tree (nothing is written: a cold run's tool tree costs no copy), else the store's read-only copy, made once
- * per digest by `write`.
+ * per digest by `write`. A subtree under a workspace directory the input root holds exactly (`within`: a
+ * `node_modules` whose `.cache` the process may write, which is then not shared) is that directory's own too.
  *
  * @internal
  */
@@ -101,9 +103,11 @@ export const mountsOf = <E>(
     for (const s of layout.shared) {
       const target = path.join(sandbox, ...s.path.split("/"))
       const own = workspace.find((w) => w.path === s.path && Digest.equals(w.digest, s.digest))
-      if (own !== undefined) {
-        fromWorkspace.push(own)
-        mounts.push({ source: own.abs, target })
+      const holder = own ?? (s.within === undefined ? undefined : workspace.find((w) => w.path === s.within))
+      if (holder !== undefined) {
+        if (!fromWorkspace.includes(holder)) fromWorkspace.push(holder)
+        const under = s.path === holder.path ? [] : s.path.slice(holder.path.length + 1).split("/")
+        mounts.push({ source: path.join(holder.abs, ...under), target })
       } else {
         mounts.push({ source: yield* shared.place(s.digest, write), target })
       }

@@ -5,10 +5,8 @@
  *
  * @internal
  */
-import * as Digest from "../../../domain/Digest.js"
 import type { Filter } from "./snapshotFilter.js"
 import type { WholeDir } from "./statIndex.js"
-import * as Tree from "./tree.js"
 import * as WholeDirs from "./wholeDirs.js"
 
 /** @internal */
@@ -50,15 +48,16 @@ export const notePath = (m: GlobMatches, rel: string): void => {
 
 /**
  * A directory taken whole (`abs`, at `rel`) went into the snapshot's tree. A glob that takes it whole (`dir/**`)
- * matched if it holds anything: a walk drops empty directories, so a tree taken whole that holds anything holds a file
- * or symlink. A glob whose base reaches into it is tried on its paths, listed only then.
+ * matched if it holds a file or symlink: its tree keeps its empty directories (it is the directory as it is on disk),
+ * and a directory holding only empty ones matches nothing, as it does where the walk drops them. A glob whose base
+ * reaches into it is tried on its paths, listed only then.
  *
  * @internal
  */
 export const noteWhole = (m: GlobMatches, rel: string, abs: string, whole: WholeDir): void => {
   if (m.left === 0) return
-  const empty = "dirs" in whole.node ? Tree.isEmpty(whole.node) : Digest.isEmpty(whole.node)
-  if (empty) return
+  // Its walk observed every path under it: the first file or symlink ends the search.
+  if (!whole.observations.some((o) => o.kind === "f" || o.kind === "l")) return
   const globs = m.filter.includeGlobs
   let inside: ReadonlyArray<string> | undefined
   for (let i = 0; i < globs.length; i++) {

@@ -28,7 +28,7 @@ import { ioError } from "../../../os/IoError.js"
 import { mkdirp } from "../../../os/Mkdirp.js"
 import * as Proc from "../../../os/Proc.js"
 import { removeTree } from "../../../os/RemoveTree.js"
-import type { Reserved, Split, Write } from "../SharedTrees.js"
+import type { Reserved, Shared, Split, Write } from "../SharedTrees.js"
 import type * as Store from "../Store.js"
 
 /** @internal */
@@ -85,7 +85,8 @@ const holds = (subtree: string, reserved: Reserved) =>
   reserved.within.some((r) => r === subtree || r.startsWith(`${subtree}/`) || subtree.startsWith(`${r}/`))
 
 /**
- * Splits `root` into its largest subtrees of at least `threshold` files clear of `reserved`, and the rest.
+ * Splits `root` into its largest subtrees of at least `threshold` files clear of `reserved`, and the rest. A shared
+ * subtree at or under a directory of `anchors` (path → hash) that the root holds exactly names it (`within`).
  *
  * @internal
  */
@@ -94,15 +95,17 @@ export const split = (
   root: Digest.Digest,
   reserved: Reserved,
   threshold: number,
-  known: ReadonlyMap<string, number> = new Map()
+  known: ReadonlyMap<string, number> = new Map(),
+  anchors: ReadonlyMap<string, string> = new Map()
 ): Effect.Effect<Split, Digest.MissingDigest | StoreError> =>
   Effect.gen(function*() {
     for (const [hash, n] of known) state.counts.set(hash, n)
-    const shared: Array<{ path: string; digest: Digest.Digest }> = []
+    const shared: Array<Shared> = []
     const made: Array<Directory.Directory> = []
     const visit = (
       dir: Directory.Directory,
-      rel: string
+      rel: string,
+      anchor: string | undefined
     ): Effect.Effect<Directory.Directory | undefined, Digest.MissingDigest | StoreError> =>
       Effect.gen(function*() {
         let changed = false
@@ -113,13 +116,14 @@ export const split = (
             directories.push(d)
             continue
           }
+          const within = anchor ?? (anchors.get(p) === d.digest.hash ? p : undefined)
           if (!holds(p, reserved)) {
-            shared.push({ path: p, digest: d.digest })
+            shared.push(within === undefined ? { path: p, digest: d.digest } : { path: p, digest: d.digest, within })
             directories.push({ name: d.name, digest: Digest.empty })
             changed = true
             continue
           }
-          const inner = yield* visit(yield* state.store.getDirectory(d.digest), p)
+          const inner = yield* visit(yield* state.store.getDirectory(d.digest), p, within)
           if (inner === undefined) {
             directories.push(d)
             continue
@@ -130,7 +134,7 @@ export const split = (
         }
         return changed ? { ...dir, directories } : undefined
       })
-    const top = yield* visit(yield* state.store.getDirectory(root), "")
+    const top = yield* visit(yield* state.store.getDirectory(root), "", undefined)
     if (top === undefined || shared.length === 0) return { rest: root, shared: [] }
     made.push(top)
     // Children first: a directory is stored after those it names.

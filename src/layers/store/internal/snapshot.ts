@@ -40,8 +40,6 @@ interface Walk {
   readonly inWhole?: boolean
   /** The directories taken whole that this walk used (see `wholeDirs`). */
   readonly wholes?: Set<string>
-  /** Empty directories the filter dropped (inside a directory taken whole: its tree is then not what is on disk). */
-  readonly dropped?: { n: number }
   /** Which include globs matched a path the tree holds (`snapshotMany`'s `unmatched`). */
   readonly matched?: GlobMatches.GlobMatches | undefined
 }
@@ -167,12 +165,14 @@ const added = (w: Walk, node: Tree.Node, name: string, rel: string, file: FileNo
  * Reads the directory `abs` (relative path `rel` under the snapshot root) into `into`, depth first. Plain code with
  * an explicit stack, leaving it only for what needs an Effect (a store write, a large file): a run where nothing
  * changed walks thousands of files, and an Effect per directory and per file was most of its cost. Under a filter,
- * directories left empty are dropped.
+ * directories left empty are dropped, except inside a directory the filter takes whole (`node_modules/**`): that
+ * directory is an input as it is on disk, as a Bazel directory input or tree artifact is, empty directories (pnpm's
+ * `node_modules/.tmp`) included, so that its tree is the directory and it may stand in for it (see `walkWhole`).
  */
 const walkDir = (w: Walk, abs: string, rel: string, into: Tree.Node): Effect.Effect<void, StoreError> =>
   Effect.suspend(() => {
     const stack: Array<{ abs: string; rel: string; node: Tree.Node }> = [{ abs, rel, node: into }]
-    const visited: Array<Tree.Node> = []
+    const visited: Array<{ readonly rel: string; readonly node: Tree.Node }> = []
     let current: { entries: Array<fs.Dirent>; i: number; abs: string; rel: string; node: Tree.Node } | undefined
     const step = (): Effect.Effect<void, StoreError> => {
       for (;;) {
@@ -191,7 +191,7 @@ const walkDir = (w: Walk, abs: string, rel: string, into: Tree.Node): Effect.Eff
           } catch (e) {
             return Effect.fail(ioError(next.abs, "cannot read directory")(e))
           }
-          visited.push(next.node)
+          visited.push(next)
           current = { entries, i: 0, ...next }
           continue
         }
@@ -251,12 +251,10 @@ const walkDir = (w: Walk, abs: string, rel: string, into: Tree.Node): Effect.Eff
       // Children were visited after their parents: dropping empty ones from the last up leaves no empty directory.
       if (w.filter !== undefined) {
         for (let k = visited.length - 1; k >= 0; k--) {
-          const n = visited[k]!
+          const { node: n, rel: at } = visited[k]!
+          if (w.inWhole === true || w.filter.takesAll(at)) continue
           for (const [name, child] of n.dirs) {
-            if ("dirs" in child && Tree.isEmpty(child)) {
-              n.dirs.delete(name)
-              if (w.dropped !== undefined) w.dropped.n++
-            }
+            if ("dirs" in child && Tree.isEmpty(child)) n.dirs.delete(name)
           }
         }
       }
@@ -330,12 +328,13 @@ const walkWhole = (w: Walk, abs: string, rel: string): Effect.Effect<Tree.Node |
     }
     w.index!.wholesWalked = true
     const observations: Array<Observation.SnapshotObservation> = []
-    const dropped = { n: 0 }
     const walkedNs = BigInt(Date.now()) * 1_000_000n
-    const inner: Walk = { ...w, observe: observations, inWhole: true, dropped, matched: undefined }
+    const inner: Walk = { ...w, observe: observations, inWhole: true, matched: undefined }
     return Effect.map(walkDir(inner, abs, rel, child), () => {
+      // Its tree is the directory on disk, empty directories included (see `walkDir`): it may stand in for its tree
+      // unless a path changed so recently that another change could leave its stat as it is.
       const settled = observations.every((o) => o.kind === "a" || !StatIndex.racyAt(o, walkedNs))
-      const entry = { node: child, observations, standsIn: dropped.n === 0 && settled }
+      const entry = { node: child, observations, standsIn: settled }
       whole.set(abs, entry)
       return took(entry)
     })

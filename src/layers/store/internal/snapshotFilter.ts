@@ -19,7 +19,8 @@ export interface Filter {
   readonly prunes: (relDir: string) => boolean
   /**
    * Whether everything under a directory is included (a glob like `node_modules/**` takes it, and no exclude can
-   * reach into it): its walk is then the same for every filter that takes it whole, and is shared (see `wholeDirs`).
+   * reach into it): its walk is then the same for every filter that takes it whole, and is shared (see `wholeDirs`),
+   * and its tree holds its empty directories too (see `snapshot.walkDir`). `""` is the snapshot's root.
    */
   readonly takesAll: (relDir: string) => boolean
   /** The include globs, each on its own: a snapshot says which of them matched nothing (see `Matched`). */
@@ -75,7 +76,8 @@ const compileFilter = (globs: ReadonlyArray<string>): Filter | undefined => {
   const within = (d: string, b: string) => b === "" || d === b || d.startsWith(`${b}/`)
   return {
     takesAll: (d) =>
-      wholeBases.some((b) => within(d, b)) && !excludeBases.some((b) => within(d, b) || b.startsWith(`${d}/`)),
+      wholeBases.some((b) => within(d, b)) &&
+      !excludeBases.some((b) => within(d, b) || d === "" || b.startsWith(`${d}/`)),
     starts: bases !== undefined && !bases.some((b) => b === "") ? starts : undefined,
     includeGlobs: include.map((glob) => ({ glob, matches: Glob.matcher([glob]), base: Glob.baseOf(glob) })),
     includes: (p) => inc(p) && !exc(p),

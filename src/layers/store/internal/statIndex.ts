@@ -77,9 +77,9 @@ export interface WholeDir {
   readonly node: Tree.Node | Digest.Digest
   readonly observations: ReadonlyArray<SnapshotObservation>
   /**
-   * Whether its tree is exactly what is on disk (no empty directory was dropped) and no path of it had changed within
-   * a timestamp tick of its walk (a change in the same tick would not move its stat): then the directory itself may
-   * stand in for its tree while its paths still hold.
+   * Whether no path of it had changed within a timestamp tick of its walk (a change in the same tick would not move
+   * its stat). Its tree is what is on disk, empty directories included (see `snapshot.walkDir`): the directory itself
+   * may then stand in for its tree while its paths still hold.
    */
   readonly standsIn: boolean
 }

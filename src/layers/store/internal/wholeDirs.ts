@@ -3,7 +3,7 @@
  * (`<index>.wholes.json`): the digest of each and every path it held with its stat. A later session whose store is
  * of the same generation (nothing removed since: every blob of the tree is still there) takes such a directory from
  * one `lstat` per path, without reading the index, asking the store about each file or encoding its `Directory`
- * messages again. Only directories that could stand in for their trees are kept (none dropped, none racy).
+ * messages again. Only directories that could stand in for their trees are kept (none racy).
  *
  * @internal
  */
