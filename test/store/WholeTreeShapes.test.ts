@@ -33,7 +33,8 @@ const SHAPES: Record<string, (nm: string) => void> = {
 
 /** Moves every time under `dir` away from "just now", so that no stat of it is racy when a session walks it. */
 const settle = (dir: string) => {
-  const past = new Date(Date.now() - 60_000)
+  // Half past a second: a whole-second mtime would be judged with the coarse file systems' wider racy margin.
+  const past = new Date(Math.floor(Date.now() / 1000) * 1000 - 60_000 + 500)
   const visit = (p: string) => {
     const st = fs.lstatSync(p)
     if (st.isSymbolicLink()) return
@@ -41,6 +42,10 @@ const settle = (dir: string) => {
     fs.utimesSync(p, past, past)
   }
   visit(dir)
+  // Setting the times made every ctime "now": a walk within the racy margin (10 ms) of them would find them racy.
+  // The condition is the clock itself, so it is waited out on the clock.
+  const clear = Date.now() + 25
+  while (Date.now() < clear) continue
 }
 
 const workspaceWith = (shape: (nm: string) => void) =>
