@@ -19,7 +19,7 @@ import type { SandboxError, SandboxerUnavailable } from "../../domain/Sandbox.js
 import type { StoreError } from "../../domain/StoreErrors.js"
 import type { InputConflict, InvalidOutput } from "../../domain/TreeErrors.js"
 import { ProcessRunner } from "../runner/ProcessRunner.js"
-import { Store } from "../store/Store.js"
+import { type HashProgress, Store } from "../store/Store.js"
 import { Workspace } from "../workspace/Workspace.js"
 import * as Explain from "./internal/explain.js"
 import * as Run from "./internal/run.js"
@@ -107,6 +107,8 @@ export interface RunOptions {
   readonly keepGoing?: boolean
   readonly maxBacktracks?: number
   readonly onEvent?: (event: Event) => Effect.Effect<void>
+  /** Told of every input file the run's snapshots hash (new, or changed since the stat index saw it). */
+  readonly onHashing?: HashProgress
   /**
    * Runs before each attempt of a process, once its input tree is known, with the results so far (tests use it to
    * delete bytes at a precise moment: after a producer finished, before its consumer materializes).

@@ -34,11 +34,37 @@ export interface SnapshotSession {
 }
 
 /**
+ * What a session's snapshots tell as they hash files (new, or changed since the index last saw them), for a caller to
+ * show: a first run hashes every input once, which takes a while on a large tree. Plain calls rather than Effects,
+ * made from inside the walk: a snapshot reads its files in plain code (see `snapshot.ts`), and these are its only
+ * cost where nothing needs hashing (none are made).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface HashProgress {
+  /** A file was hashed: its path relative to the workspace, and its size. */
+  readonly hashed: (rel: string, bytes: number) => void
+  /** A snapshot finished (its files hashed, or it failed). */
+  readonly settled: () => void
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface SessionOptions {
+  /** Read the index only once a few files had to be hashed without it (see `Store.snapshotSession`). */
+  readonly lazy?: boolean
+  readonly progress?: HashProgress
+}
+
+/**
  * Opens the stat index of `workspace` in the store at `storeRoot` (see `Store.snapshotSession`).
  *
  * @internal
  */
-export const open = (storeRoot: string, workspace: string, options?: { readonly lazy?: boolean }): SnapshotSession => {
+export const open = (storeRoot: string, workspace: string, options?: SessionOptions): SnapshotSession => {
   const index = StatIndex.open(storeRoot, workspace, options)
   const session: SnapshotSession = {
     [TypeId]: TypeId,

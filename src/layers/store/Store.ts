@@ -114,6 +114,14 @@ export type SnapshotObservation = Observation.SnapshotObservation
 export type SnapshotSession = Session.SnapshotSession
 
 /**
+ * What a session's snapshots tell as they hash files (see the `SnapshotSession` module).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type HashProgress = Session.HashProgress
+
+/**
  * One of the snapshots `snapshotMany` takes: globs relative to the directory (`!` excludes; none: everything).
  *
  * @since 0.1.0
@@ -277,11 +285,12 @@ export interface Service {
   ) => Effect.Effect<Array<Either.Either<Snapshot, StoreError>>, StoreError>
   /**
    * A snapshot session for a workspace: its persisted stat index, saved when the scope closes. With `lazy`, the index
-   * is read only once a few files had to be hashed without it (a run that expects to look at few files).
+   * is read only once a few files had to be hashed without it (a run that expects to look at few files). With
+   * `progress`, its snapshots tell each file they hash, and when they finish.
    */
   readonly snapshotSession: (
     workspace: string,
-    options?: { readonly lazy?: boolean }
+    options?: Session.SessionOptions
   ) => Effect.Effect<SnapshotSession, never, Scope.Scope>
   /** Writes a tree onto disk. */
   readonly materialize: (

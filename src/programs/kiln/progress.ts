@@ -1,13 +1,19 @@
 /**
  * What `kiln run` shows while it runs: on a TTY a live status line (running processes with their elapsed time, and
- * the tally) redrawn at a calm rate under the finished lines; elsewhere plain lines only.
+ * the tally) redrawn at a calm rate under the finished lines; elsewhere plain lines only. While input files are
+ * hashed for longer than a moment (a first run over a large tree), the status line says so, and off a TTY a line
+ * says when it starts and another when it ends.
  */
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import type * as Engine from "../../layers/engine/Engine.js"
+import type { HashProgress } from "../../layers/store/Store.js"
 
 export type Mode = "tty" | "plain" | "none"
+
+/** How often the status line is redrawn (ms). */
+const REDRAW_MS = 150
 
 const seconds = (ms: number) => `${(ms / 1000).toFixed(ms < 10_000 ? 1 : 0)}s`
 
@@ -52,16 +58,73 @@ export const line = (r: Engine.ProcessReport): string => {
 
 export interface Progress {
   readonly onEvent: (e: Engine.Event) => Effect.Effect<void>
+  readonly onHashing: HashProgress
 }
 
-/** A progress display for `total` processes, its redraw fiber scoped; the status line is cleared at the end. */
-export const make = (mode: Mode, total: number): Effect.Effect<Progress, never, Scope.Scope> =>
+/** How long hashing goes on before it is shown, unless `KILN_HASHING_NOTICE_MS` says (tests set 0). */
+const HASHING_NOTICE_MS = 1000
+
+/** The threshold from `KILN_HASHING_NOTICE_MS`, else the default. */
+export const hashingNoticeFrom = (env: NodeJS.ProcessEnv = process.env): number => {
+  const text = env.KILN_HASHING_NOTICE_MS
+  const n = Number(text)
+  return text !== undefined && text !== "" && Number.isInteger(n) && n >= 0 ? n : HASHING_NOTICE_MS
+}
+
+/** Why it takes a while, and that it will not again: the stat index vouches for these files from now on. */
+const ONCE = "(once: later runs read the stat index)"
+
+/** Files hashed since the last snapshot finished, by the workspace's top-level directory they are under. */
+interface Hashing {
+  readonly startedAt: number
+  files: number
+  bytes: number
+  readonly byDir: Map<string, number>
+  /** The directory of the last file hashed. */
+  dir: string
+  announced: boolean
+}
+
+const count = (n: number) => n.toLocaleString("en-US")
+
+const megabytes = (bytes: number) => `${(bytes / 1e6).toFixed(bytes < 10e6 ? 1 : 0)} MB`
+
+/** The top-level directory a workspace-relative path is under (`./` for a file at the top). */
+const topDir = (rel: string) => {
+  const slash = rel.indexOf("/")
+  return slash < 0 ? "./" : rel.slice(0, slash + 1)
+}
+
+const hashingStatus = (h: Hashing) => `hashing inputs: ${h.dir} ${count(h.files)} files, ${megabytes(h.bytes)} ${ONCE}`
+
+const hashingStarted = (h: Hashing) => `kiln: hashing inputs: ${h.dir} ${ONCE}`
+
+/** Its totals, naming the directories that held the most of the files. */
+const hashingEnded = (h: Hashing, now: number) => {
+  const dirs = [...h.byDir].sort((a, b) => b[1] - a[1])
+  const named = dirs.slice(0, 3).map(([d, n]) => `${d} ${count(n)}`).join(", ")
+  const more = dirs.length > 3 ? `, ${dirs.length - 3} more` : ""
+  return `kiln: hashed ${count(h.files)} input files, ${megabytes(h.bytes)} in ${seconds(now - h.startedAt)}: ` +
+    `${named}${more} ${ONCE}`
+}
+
+/**
+ * A progress display for `total` processes, its redraw fiber scoped; the status line is cleared at the end. Hashing
+ * is shown once it has gone on for `hashingNoticeMs`.
+ */
+export const make = (
+  mode: Mode,
+  total: number,
+  hashingNoticeMs: number = HASHING_NOTICE_MS
+): Effect.Effect<Progress, never, Scope.Scope> =>
   Effect.gen(function*() {
     const running = new Map<string, number>()
     let done = 0
     let cached = 0
     let failed = 0
     let drawn = false
+    let drawnAt = 0
+    let hashing: Hashing | undefined
     const out = process.stderr
     const clear = () => {
       if (drawn) out.write("\r\x1b[2K")
@@ -73,18 +136,47 @@ export const make = (mode: Mode, total: number): Effect.Effect<Progress, never, 
       const names = [...running].slice(0, 4).map(([n, t]) => `${n} ${seconds(now - t)}`).join(", ")
       const more = running.size > 4 ? ` +${running.size - 4}` : ""
       const queued = total - done - running.size
-      const status =
+      const status = hashing?.announced === true ?
+        hashingStatus(hashing) :
         `${done}/${total} done, ${cached} cached, ${running.size} running, ${queued} queued, ${failed} failed` +
         (names === "" ? "" : ` | ${names}${more}`)
       const width = out.columns ?? 120
       out.write(`\r\x1b[2K${status.slice(0, width - 1)}`)
       drawn = true
+      drawnAt = now
+    }
+    // Told from inside a snapshot's walk, which holds the thread while it hashes: the redraw fiber does not run
+    // then, so the status line is redrawn from here, at the fiber's rate.
+    const onHashing: HashProgress = {
+      hashed: (rel, bytes) => {
+        if (mode === "none") return
+        const now = Date.now()
+        const h = hashing ??= { startedAt: now, files: 0, bytes: 0, byDir: new Map(), dir: "./", announced: false }
+        h.files++
+        h.bytes += bytes
+        h.dir = topDir(rel)
+        h.byDir.set(h.dir, (h.byDir.get(h.dir) ?? 0) + 1)
+        if (!h.announced && now - h.startedAt >= hashingNoticeMs) {
+          h.announced = true
+          if (mode === "plain") out.write(`${hashingStarted(h)}\n`)
+        }
+        if (h.announced && now - drawnAt >= REDRAW_MS) draw()
+      },
+      settled: () => {
+        const h = hashing
+        hashing = undefined
+        if (h === undefined || !h.announced) return
+        clear()
+        out.write(`${hashingEnded(h, Date.now())}\n`)
+        draw()
+      }
     }
     if (mode === "tty") {
-      yield* Effect.forkScoped(Effect.repeat(Effect.sync(draw), Schedule.spaced("150 millis")))
+      yield* Effect.forkScoped(Effect.repeat(Effect.sync(draw), Schedule.spaced(REDRAW_MS)))
       yield* Effect.addFinalizer(() => Effect.sync(clear))
     }
     return {
+      onHashing,
       onEvent: (e) =>
         Effect.sync(() => {
           if (mode === "none") return

@@ -200,7 +200,8 @@ const runLoaded = (
     // What the run will count: the targets and everything they depend on.
     const total = GraphOrder.closure((n) => config.processes[n]?.deps ?? [], targets).length
     // The status line has its own scope, closed (the line cleared, its redraws stopped) before the report is printed.
-    const report = yield* Effect.scoped(Effect.flatMap(Progress.make(mode, total), (progress) =>
+    const hashingNoticeMs = Progress.hashingNoticeFrom()
+    const report = yield* Effect.scoped(Effect.flatMap(Progress.make(mode, total, hashingNoticeMs), (progress) =>
       engine.run({
         workspace: path.dirname(configFile),
         config,
@@ -210,6 +211,7 @@ const runLoaded = (
         keepGoing: o.keepGoing,
         maxBacktracks: o.maxBacktracks,
         onEvent: progress.onEvent,
+        onHashing: progress.onHashing,
         storeDir: store.options.root,
         lockDir,
         configName: path.basename(configFile),
@@ -236,15 +238,21 @@ const runLoaded = (
       }
       fs.writeFileSync(o.summary.value, JSON.stringify(summary, null, 2) + "\n")
     }
-    if (Option.isSome(o.trace)) fs.writeFileSync(o.trace.value, JSON.stringify(traceEvents(report)) + "\n")
+    if (Option.isSome(o.trace)) {
+      fs.writeFileSync(o.trace.value, JSON.stringify(traceEvents(report)) + "\n")
+    }
     for (const p of report.processes) {
       if (p.reproduce === undefined) {
         // Progress has shown it; with --progress none, a failure is still said, once.
-        if (mode === "none" && !p.ok && p.source !== "skipped") process.stderr.write(`${Progress.line(p)}\n`)
+        if (mode === "none" && !p.ok && p.source !== "skipped") {
+          process.stderr.write(`${Progress.line(p)}\n`)
+        }
         continue
       }
       process.stderr.write(`\n${Progress.line(p)}\n`)
-      if (p.detail !== undefined && p.detail !== "") process.stderr.write(`${p.detail}\n`)
+      if (p.detail !== undefined && p.detail !== "") {
+        process.stderr.write(`${p.detail}\n`)
+      }
       process.stderr.write(`re-run it with: ${p.reproduce}\n`)
     }
     if (mode !== "none") {

@@ -46,7 +46,10 @@ export const run = (
     })
     // What the memo vouches for is not looked at again: the few files of the rest are hashed rather than the whole
     // workspace's stat index read (and rewritten), unless there turn out to be more than a few.
-    const session = yield* store.snapshotSession(workspace, { lazy: memo.remembered.size + memo.restored.size > 0 })
+    const session = yield* store.snapshotSession(workspace, {
+      lazy: memo.remembered.size + memo.restored.size > 0,
+      ...(options.onHashing !== undefined ? { progress: options.onHashing } : {})
+    })
     // Released when the run's scope closes; taken only if something is written back.
     const inStore = path.join(Layout.ownedDirectory(store.options.root, "engine"), "workspace-locks")
     const lock = yield* WorkspaceLock.make(workspace, options.lockDir ?? inStore, inStore)

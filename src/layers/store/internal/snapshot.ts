@@ -110,7 +110,7 @@ const readFileNode = (w: Walk, abs: string, useIndex = true): Step<FileNode | un
   } finally {
     fs.closeSync(fd)
   }
-  if (w.index !== undefined) StatIndex.countHashed(w.index)
+  if (w.index !== undefined) StatIndex.countHashed(w.index, abs, size)
   const remember = <A extends { digest: Digest.Digest }>(r: A): A => {
     if (w.index !== undefined && r.digest.sizeBytes === size) StatIndex.record(w.index, abs, st, r.digest.hash)
     w.observe?.push(Observation.present("f", abs, st, r.digest.hash))
@@ -361,7 +361,7 @@ export const snapshot = (
     const tree = Tree.node()
     yield* walkRoot(w, abs, tree)
     return yield* flushAndFinish(w, tree)
-  })
+  }).pipe(Effect.ensuring(Effect.sync(() => StatIndex.settled(index))))
 
 const walkRoot = (w: Walk, abs: string, tree: Tree.Node): Effect.Effect<void, StoreError> => {
   const starts = w.filter?.starts
@@ -432,7 +432,7 @@ export const snapshotMany = (
         unmatched: matched[i] === undefined ? [] : GlobMatches.unmatched(matched[i]!)
       }))
     })
-  })
+  }).pipe(Effect.ensuring(Effect.sync(() => StatIndex.settled(index))))
 
 /**
  * Reads one entry (file, symlink or whole directory) at `abs` into a tree node's slot `name`. Returns false when the

@@ -15,7 +15,7 @@ import * as AtomicFile from "../../../os/AtomicFile.js"
 import { mkdirp } from "../../../os/Mkdirp.js"
 import * as Generation from "../Generation.js"
 import type { SnapshotObservation } from "../SnapshotObservation.js"
-import type { SnapshotSession } from "../SnapshotSession.js"
+import type { HashProgress, SessionOptions, SnapshotSession } from "../SnapshotSession.js"
 import type * as Tree from "./tree.js"
 import * as WholeDirs from "./wholeDirs.js"
 
@@ -69,6 +69,9 @@ export interface StatIndex {
   wholesWalked: boolean
   /** The store's generation when the session began (see `wholeDirs.ts`). */
   readonly generation: string
+  /** The workspace, resolved: what the paths given to `progress` are relative to. */
+  readonly workspace: string
+  readonly progress: HashProgress | undefined
 }
 
 /** A directory a session walked whole (see `StatIndex.wholeDirs`). @internal */
@@ -90,7 +93,7 @@ export interface WholeDir {
  *
  * @internal
  */
-export const open = (storeRoot: string, workspace: string, options?: { readonly lazy?: boolean }): StatIndex => {
+export const open = (storeRoot: string, workspace: string, options?: SessionOptions): StatIndex => {
   const file = path.join(
     storeRoot,
     "stat-index",
@@ -107,7 +110,9 @@ export const open = (storeRoot: string, workspace: string, options?: { readonly 
     wholeDirs: new Map(),
     encoded: new WeakMap(),
     wholesWalked: false,
-    generation: Generation.read(storeRoot)
+    generation: Generation.read(storeRoot),
+    workspace: path.resolve(workspace),
+    progress: options?.progress
   }
   if (options?.lazy !== true) load(index)
   return index
@@ -219,9 +224,15 @@ export const record = (index: StatIndex, abs: string, st: fs.BigIntStats, hash: 
 }
 
 /** Whether a file had to be hashed because it is new or changed, as far as the index can tell. @internal */
-export const countHashed = (index: StatIndex): void => {
+export const countHashed = (index: StatIndex, abs: string, bytes: number): void => {
   if (index.loaded !== undefined) index.hashed++
+  if (index.progress === undefined) return
+  const under = abs.startsWith(index.workspace + path.sep)
+  index.progress.hashed(under ? abs.slice(index.workspace.length + 1) : abs, bytes)
 }
+
+/** A snapshot over the index finished: its progress is told. @internal */
+export const settled = (index: StatIndex | undefined): void => index?.progress?.settled()
 
 /** Lists a directory once per session. @internal */
 export const readdir = (index: StatIndex, abs: string): Listing => {
