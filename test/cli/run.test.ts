@@ -354,8 +354,12 @@ describe("kiln run", () => {
         stdio: "ignore"
       })
       yield* Effect.addFinalizer(() => Effect.sync(() => child.exitCode === null && child.kill("SIGKILL")))
-      yield* eventually("three processes started", () => fs.readdirSync(marks).length === 3, "30 seconds")
-      const pids = fs.readdirSync(marks).map((f) => Number(fs.readFileSync(path.join(marks, f), "utf8")))
+      // A marker exists from the shell's `>` on, before `echo` has written the pid (an empty one read as pid 0, and
+      // kill(0) is this test's own group): each is waited for until it holds a whole line.
+      const written = () =>
+        fs.readdirSync(marks).map((f) => fs.readFileSync(path.join(marks, f), "utf8")).filter((t) => /^\d+\n$/.test(t))
+      yield* eventually("three processes started", () => written().length === 3, "30 seconds")
+      const pids = written().map(Number)
       const helpers = (marker: string) => helpersOf(marker, child.pid!)
       const spawners = helpers("kiln-spawner")
       assert.strictEqual(spawners.length, 1, "one spawner")
