@@ -20,7 +20,8 @@ export interface Filter {
   /**
    * Whether everything under a directory is included (a glob like `node_modules/**` takes it, and no exclude can
    * reach into it): its walk is then the same for every filter that takes it whole, and is shared (see `wholeDirs`),
-   * and its tree holds its empty directories too (see `snapshot.walkDir`). `""` is the snapshot's root.
+   * and its tree holds its empty directories too (see `snapshot.walkDir`), and all but a package manager's bookkeeping
+   * files (see {@link BOOKKEEPING}). `""` is the snapshot's root.
    */
   readonly takesAll: (relDir: string) => boolean
   /** The include globs, each on its own: a snapshot says which of them matched nothing (see `Matched`). */
