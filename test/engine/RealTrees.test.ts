@@ -189,7 +189,11 @@ describe("real trees take the whole-directory path as they are", () => {
             "--store-dir",
             path.join(caches, "pnpm-store"),
             "--cache-dir",
-            path.join(caches, "pnpm-cache")
+            path.join(caches, "pnpm-cache"),
+            // Not hard links into the shared store: a concurrent test's install or `settle` would move their stats
+            // while this one's processes run, and a result whose inputs changed meanwhile is not cached.
+            "--package-import-method",
+            "copy"
           ], ws)
           const install = yield* pnpmInstall
           assert.strictEqual(install.code, 0, install.both)
