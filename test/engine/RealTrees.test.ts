@@ -6,6 +6,9 @@
  * its large subdirectories are where the process may write into part of it (`writableInputs`), and it is one group in
  * the run memo, however many processes take it, rather than a record of each of its paths per process.
  *
+ * A no-op install rewrites package managers' bookkeeping files in `node_modules` (pnpm 10's workspace state, with a
+ * timestamp): they are not inputs, and the next run finds every process a cache hit.
+ *
  * The installs fetch pnpm and two small packages (`is-odd` and its `is-number`) from the npm registry the first time
  * on a machine, into caches under the system's temp directory kept for the next run.
  */
@@ -83,6 +86,29 @@ const assertGrouped = (root: string, ws: string, wholes: Record<string, Readonly
   }
 }
 
+/**
+ * After a no-op install: a run finds every process a cache hit, and with `memoHolds` the run memo of `ws` still
+ * holds for every process before it (nothing it observed changed, so the run is the memo's no-op).
+ */
+const assertNoChange = (
+  root: string,
+  ws: string,
+  processes: Record<string, unknown>,
+  minFiles: number,
+  memoHolds: boolean
+) =>
+  Effect.gen(function*() {
+    const names = Object.keys(processes)
+    if (memoHolds) {
+      const memo = RunMemo.read(path.join(root, "store"), ws)
+      assert.isDefined(memo, "no run memo")
+      const held = RunMemo.holding(memo!, ws, names, (n) => memo!.processes[n]!.key, () => [])
+      assert.deepStrictEqual(Object.fromEntries(held.why), {})
+    }
+    const again = yield* runOn(root, ws, processes, minFiles)
+    assert.strictEqual(again.cacheHits, names.length, JSON.stringify(again.processes))
+  })
+
 describe("real trees take the whole-directory path as they are", () => {
   it.scopedLive("generated: an empty directory, only empty ones, a dangling link, a pnpm symlink farm, a .cache", () =>
     Effect.gen(function*() {
@@ -135,79 +161,92 @@ describe("real trees take the whole-directory path as they are", () => {
       assert.strictEqual(again.cacheHits, 3)
     }))
 
-  it.scopedLive(
-    "a real pnpm workspace install: its two node_modules are mounted as they are, one group each",
-    () =>
-      Effect.gen(function*() {
-        const root = yield* tempDir("kiln-real-pnpm-")
-        const ws = path.join(root, "ws")
-        writeTree(ws, {
-          "package.json": JSON.stringify({ name: "root", private: true }),
-          "pnpm-workspace.yaml": "packages:\n  - packages/*\n",
-          "packages/a/package.json": JSON.stringify({
-            name: "a",
-            version: "1.0.0",
-            dependencies: { "is-odd": "3.0.1", b: "workspace:*" }
-          }),
-          "packages/a/index.js": "module.exports = require('b')\n",
-          "packages/b/package.json": JSON.stringify({ name: "b", version: "1.0.0" }),
-          "packages/b/index.js": "module.exports = 'b'\n"
-        })
-        fs.mkdirSync(path.join(root, "sandboxes"))
-        const install = yield* sh("npm", [
-          "exec",
-          "--yes",
-          "--cache",
-          path.join(caches, "npm"),
-          "pnpm@9",
-          "--",
-          "install",
-          "--prefer-offline",
-          "--store-dir",
-          path.join(caches, "pnpm-store"),
-          "--cache-dir",
-          path.join(caches, "pnpm-cache"),
-          // Copies, not hard links into the store this machine's test runs share: another run's install (or its
-          // `settle`) would change their ctime under this one's walk, which then finds them racy.
-          "--package-import-method",
-          "copy"
-        ], ws)
-        assert.strictEqual(install.code, 0, install.both)
-        assert.isTrue(fs.lstatSync(path.join(ws, "packages/a/node_modules/is-odd")).isSymbolicLink())
-        assert.isTrue(fs.existsSync(path.join(ws, "node_modules/.pnpm")))
-        settle(ws)
-        const processes = {
-          a: {
-            argv: [
-              "/bin/sh",
-              "-c",
-              "cat node_modules/is-odd/package.json node_modules/is-odd/../is-number/package.json " +
-              "node_modules/b/index.js > out.txt"
-            ],
-            env: { PATH },
-            workingDirectory: "packages/a",
-            inputs: [
-              "node_modules/**",
-              "packages/a/node_modules/**",
-              "packages/a/package.json",
-              "packages/a/index.js",
-              "packages/b/index.js"
-            ],
-            outputs: ["out.txt"]
+  for (const pnpm of ["9", "10"]) {
+    it.scopedLive(
+      `a real pnpm ${pnpm} workspace install: its two node_modules are mounted as they are, one group each, and a ` +
+        "no-op install changes nothing",
+      () =>
+        Effect.gen(function*() {
+          const root = yield* tempDir("kiln-real-pnpm-")
+          const ws = path.join(root, "ws")
+          writeTree(ws, {
+            "package.json": JSON.stringify({ name: "root", private: true }),
+            "pnpm-workspace.yaml": "packages:\n  - packages/*\n",
+            "packages/a/package.json": JSON.stringify({
+              name: "a",
+              version: "1.0.0",
+              dependencies: { "is-odd": "3.0.1", b: "workspace:*" }
+            }),
+            "packages/a/index.js": "module.exports = require('b')\n",
+            "packages/b/package.json": JSON.stringify({ name: "b", version: "1.0.0" }),
+            "packages/b/index.js": "module.exports = 'b'\n"
+          })
+          fs.mkdirSync(path.join(root, "sandboxes"))
+          const pnpmInstall = sh("npm", [
+            "exec",
+            "--yes",
+            "--cache",
+            path.join(caches, "npm"),
+            `pnpm@${pnpm}`,
+            "--",
+            "install",
+            "--prefer-offline",
+            "--store-dir",
+            path.join(caches, "pnpm-store"),
+            "--cache-dir",
+            path.join(caches, "pnpm-cache"),
+            // Not hard links into the shared store: a concurrent test's install or `settle` would move their stats
+            // while this one's processes run, and a result whose inputs changed meanwhile is not cached.
+            "--package-import-method",
+            "copy"
+          ], ws)
+          const install = yield* pnpmInstall
+          assert.strictEqual(install.code, 0, install.both)
+          assert.isTrue(fs.lstatSync(path.join(ws, "packages/a/node_modules/is-odd")).isSymbolicLink())
+          assert.isTrue(fs.existsSync(path.join(ws, "node_modules/.pnpm")))
+          settle(ws)
+          const processes = {
+            a: {
+              argv: [
+                "/bin/sh",
+                "-c",
+                "cat node_modules/is-odd/package.json node_modules/is-odd/../is-number/package.json " +
+                "node_modules/b/index.js > out.txt"
+              ],
+              env: { PATH },
+              workingDirectory: "packages/a",
+              inputs: [
+                "node_modules/**",
+                "packages/a/node_modules/**",
+                "packages/a/package.json",
+                "packages/a/index.js",
+                "packages/b/index.js"
+              ],
+              outputs: ["out.txt"]
+            }
           }
-        }
-        // packages/a/node_modules holds two symlinks (is-odd, b): shared, as the root's is; packages/b, 1: written.
-        const report = yield* runOn(root, ws, processes, 2)
-        assert.strictEqual(report.failed, 0, JSON.stringify(report.processes))
-        const said = fs.readFileSync(path.join(ws, "packages/a/out.txt"), "utf8")
-        assert.match(said, /"name": "is-odd"/)
-        assert.match(said, /"name": "is-number"/)
-        assert.match(said, /module\.exports = 'b'\n$/)
-        assert.deepStrictEqual(treesIn(root), [])
-        assertGrouped(root, ws, { a: ["node_modules", "packages/a/node_modules"] })
-      }),
-    300_000
-  )
+          // packages/a/node_modules holds two symlinks (is-odd, b): shared, as the root's is; packages/b, 1: written.
+          const report = yield* runOn(root, ws, processes, 2)
+          assert.strictEqual(report.failed, 0, JSON.stringify(report.processes))
+          const said = fs.readFileSync(path.join(ws, "packages/a/out.txt"), "utf8")
+          assert.match(said, /"name": "is-odd"/)
+          assert.match(said, /"name": "is-number"/)
+          assert.match(said, /module\.exports = 'b'\n$/)
+          assert.deepStrictEqual(treesIn(root), [])
+          assertGrouped(root, ws, { a: ["node_modules", "packages/a/node_modules"] })
+          // pnpm 10 rewrites its workspace state with a new timestamp, and both rewrite `.modules.yaml`.
+          const state = path.join(ws, "node_modules/.pnpm-workspace-state-v1.json")
+          const stateBefore = pnpm === "10" ? fs.readFileSync(state, "utf8") : undefined
+          const noop = yield* pnpmInstall
+          assert.strictEqual(noop.code, 0, noop.both)
+          if (stateBefore !== undefined) assert.notStrictEqual(fs.readFileSync(state, "utf8"), stateBefore)
+          // pnpm writes `.modules.yaml` (9) or `.pnpm/lock.yaml` (10) anew and renames it into place, with the same
+          // bytes: the directory holding it has a new stat, so the memo walks again, and finds every key as it was.
+          yield* assertNoChange(root, ws, processes, 2, false)
+        }),
+      300_000
+    )
+  }
 
   it.scopedLive(
     "a real npm-workspaces install: its node_modules, with links to the workspace's packages",
@@ -227,15 +266,11 @@ describe("real trees take the whole-directory path as they are", () => {
           "packages/b/index.js": "module.exports = 'b'\n"
         })
         fs.mkdirSync(path.join(root, "sandboxes"))
-        const install = yield* sh("npm", [
-          "install",
-          "--prefer-offline",
-          "--no-audit",
-          "--no-fund",
-          "--cache",
-          path.join(caches, "npm")
-        ], ws)
-        assert.strictEqual(install.code, 0, install.both)
+        const install = {
+          args: ["install", "--prefer-offline", "--no-audit", "--no-fund", "--cache", path.join(caches, "npm")]
+        }
+        const first = yield* sh("npm", install.args, ws)
+        assert.strictEqual(first.code, 0, first.both)
         assert.isTrue(fs.lstatSync(path.join(ws, "node_modules/b")).isSymbolicLink())
         settle(ws)
         const processes = {
@@ -260,6 +295,14 @@ describe("real trees take the whole-directory path as they are", () => {
         assert.match(said, /module\.exports = 'b'\n$/)
         assert.deepStrictEqual(treesIn(root), [])
         assertGrouped(root, ws, { a: ["node_modules"] })
+        const noop = yield* sh("npm", install.args, ws)
+        assert.strictEqual(noop.code, 0, noop.both)
+        yield* assertNoChange(root, ws, processes, 3, true)
+        // `npm ci` installs everything afresh: nothing is as the memo saw it, and every key is as it was.
+        const ci = yield* sh("npm", ["ci", ...install.args.slice(1)], ws)
+        assert.strictEqual(ci.code, 0, ci.both)
+        const afresh = yield* runOn(root, ws, processes, 3)
+        assert.strictEqual(afresh.cacheHits, Object.keys(processes).length, JSON.stringify(afresh.processes))
       }),
     300_000
   )

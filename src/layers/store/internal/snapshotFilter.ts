@@ -20,7 +20,8 @@ export interface Filter {
   /**
    * Whether everything under a directory is included (a glob like `node_modules/**` takes it, and no exclude can
    * reach into it): its walk is then the same for every filter that takes it whole, and is shared (see `wholeDirs`),
-   * and its tree holds its empty directories too (see `snapshot.walkDir`). `""` is the snapshot's root.
+   * and its tree holds its empty directories too (see `snapshot.walkDir`), and all but a package manager's bookkeeping
+   * files (see {@link BOOKKEEPING}). `""` is the snapshot's root.
    */
   readonly takesAll: (relDir: string) => boolean
   /** The include globs, each on its own: a snapshot says which of them matched nothing (see `Matched`). */
@@ -36,7 +37,43 @@ export interface IncludeGlob {
 }
 
 /**
+ * Files package managers keep directly inside a `node_modules` directory for their own bookkeeping, never inputs of a
+ * process that takes them (issue #36): installs rewrite them when nothing changed, and as inputs every key that takes
+ * `node_modules/**` would change with them, so that a no-op install rebuilt everything. None holds anything a build
+ * reads: what they record about the install is the tree beside them. A file of the same name elsewhere is an input.
+ *
+ * @internal
+ */
+export const BOOKKEEPING: ReadonlySet<string> = new Set([
+  // pnpm 10's record of when it last checked the workspace: a no-op `pnpm install` rewrites its timestamp.
+  ".pnpm-workspace-state-v1.json",
+  // The same record under its name in earlier pnpm 10 releases.
+  ".pnpm-workspace-state.json",
+  // pnpm's layout record: every install rewrites it (new stat, same bytes), and it holds `prunedAt`, a timestamp.
+  ".modules.yaml",
+  // npm's hidden lockfile: its own cache of the tree it describes, rewritten by installs.
+  ".package-lock.json",
+  // yarn's install state (yarn 2+ with the node-modules linker) and yarn 1's integrity record.
+  ".yarn-state.yml",
+  ".yarn-integrity"
+])
+
+/**
+ * Whether `relPath` is a package manager's bookkeeping file (see {@link BOOKKEEPING}): one of those names, directly
+ * inside a directory named `node_modules`.
+ *
+ * @internal
+ */
+export const isBookkeeping = (relPath: string): boolean => {
+  const slash = relPath.lastIndexOf("/")
+  if (slash < 0 || !BOOKKEEPING.has(relPath.slice(slash + 1))) return false
+  const parent = relPath.slice(0, slash)
+  return parent === "node_modules" || parent.endsWith("/node_modules")
+}
+
+/**
  * Globs relative to the snapshot root; a leading `!` excludes. With no include glob, everything is included.
+ * A package manager's bookkeeping files ({@link BOOKKEEPING}) are excluded under any glob: they are not inputs.
  *
  * @internal
  */
@@ -80,7 +117,7 @@ const compileFilter = (globs: ReadonlyArray<string>): Filter | undefined => {
       !excludeBases.some((b) => within(d, b) || d === "" || b.startsWith(`${d}/`)),
     starts: bases !== undefined && !bases.some((b) => b === "") ? starts : undefined,
     includeGlobs: include.map((glob) => ({ glob, matches: Glob.matcher([glob]), base: Glob.baseOf(glob) })),
-    includes: (p) => inc(p) && !exc(p),
+    includes: (p) => inc(p) && !exc(p) && !isBookkeeping(p),
     prunes: (d) =>
       exc(d) ||
       (bases !== undefined &&
