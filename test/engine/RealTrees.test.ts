@@ -22,12 +22,20 @@ import * as Engine from "../../src/layers/engine/Engine.js"
 import * as RunMemo from "../../src/layers/engine/RunMemo.js"
 import { sh } from "../utils/pack.js"
 import { stack } from "../utils/stack.js"
-import { tempDir, writeTree } from "../utils/temp.js"
+import { settleTimes, tempDir, writeTree } from "../utils/temp.js"
 
 const PATH = "/usr/bin:/bin"
 
 /** npm's and pnpm's caches and pnpm's package store, kept across runs so that only the first one downloads. */
 const caches = path.join(os.tmpdir(), "kiln-test-installs")
+
+/** `a` read is-odd and is-number through its node_modules, and b, its workspace dependency. */
+const assertReadAll = (ws: string) => {
+  const said = fs.readFileSync(path.join(ws, "packages/a/out.txt"), "utf8")
+  assert.match(said, /"name": "is-odd"/)
+  assert.match(said, /"name": "is-number"/)
+  assert.match(said, /module\.exports = 'b'\n$/)
+}
 
 const runOn = (root: string, ws: string, processes: Record<string, unknown>, minFiles: number) =>
   Effect.flatMap(Engine.Engine, (engine) =>
@@ -46,26 +54,6 @@ const runOn = (root: string, ws: string, processes: Record<string, unknown>, min
 const treesIn = (root: string) => {
   const dir = path.join(root, "store", "immutable", "trees")
   return fs.existsSync(dir) ? fs.readdirSync(dir).filter((n) => /^[0-9a-f]{64}$/.test(n)) : []
-}
-
-/**
- * Moves the times of everything under `dir` but symlinks away from "just now": a snapshot within a timestamp tick of
- * the install would find its stats racy, and a racy directory does not stand in for its session.
- */
-const settle = (dir: string) => {
-  // Half past a second: a whole-second mtime would be judged with the coarse file systems' wider racy margin.
-  const past = new Date(Math.floor(Date.now() / 1000) * 1000 - 60_000 + 500)
-  const visit = (p: string) => {
-    const st = fs.lstatSync(p)
-    if (st.isSymbolicLink()) return
-    if (st.isDirectory()) { for (const n of fs.readdirSync(p)) visit(path.join(p, n)) }
-    fs.utimesSync(p, past, past)
-  }
-  visit(dir)
-  // Setting the times made every ctime "now": a walk within the racy margin (10 ms) of them would find them racy.
-  // The condition is the clock itself, so it is waited out on the clock.
-  const clear = Date.now() + 25
-  while (Date.now() < clear) continue
 }
 
 /**
@@ -128,7 +116,7 @@ describe("real trees take the whole-directory path as they are", () => {
       fs.mkdirSync(path.join(ws, "node_modules/.tmp"))
       fs.mkdirSync(path.join(ws, "node_modules/hollow/a/b"), { recursive: true })
       fs.mkdirSync(path.join(root, "sandboxes"))
-      settle(ws)
+      settleTimes(ws)
       const look = "test -d node_modules/.tmp && test -d node_modules/hollow/a/b && test -L node_modules/dangling && " +
         "cat node_modules/left-pad/index.js node_modules/left-pad/../dep/index.js"
       const processOf = (out: string, extra: Record<string, unknown> = {}) => ({
@@ -204,7 +192,7 @@ describe("real trees take the whole-directory path as they are", () => {
           assert.strictEqual(install.code, 0, install.both)
           assert.isTrue(fs.lstatSync(path.join(ws, "packages/a/node_modules/is-odd")).isSymbolicLink())
           assert.isTrue(fs.existsSync(path.join(ws, "node_modules/.pnpm")))
-          settle(ws)
+          settleTimes(ws)
           const processes = {
             a: {
               argv: [
@@ -228,10 +216,7 @@ describe("real trees take the whole-directory path as they are", () => {
           // packages/a/node_modules holds two symlinks (is-odd, b): shared, as the root's is; packages/b, 1: written.
           const report = yield* runOn(root, ws, processes, 2)
           assert.strictEqual(report.failed, 0, JSON.stringify(report.processes))
-          const said = fs.readFileSync(path.join(ws, "packages/a/out.txt"), "utf8")
-          assert.match(said, /"name": "is-odd"/)
-          assert.match(said, /"name": "is-number"/)
-          assert.match(said, /module\.exports = 'b'\n$/)
+          assertReadAll(ws)
           assert.deepStrictEqual(treesIn(root), [])
           assertGrouped(root, ws, { a: ["node_modules", "packages/a/node_modules"] })
           // pnpm 10 rewrites its workspace state with a new timestamp, and both rewrite `.modules.yaml`.
@@ -272,7 +257,7 @@ describe("real trees take the whole-directory path as they are", () => {
         const first = yield* sh("npm", install.args, ws)
         assert.strictEqual(first.code, 0, first.both)
         assert.isTrue(fs.lstatSync(path.join(ws, "node_modules/b")).isSymbolicLink())
-        settle(ws)
+        settleTimes(ws)
         const processes = {
           a: {
             argv: [
@@ -289,10 +274,7 @@ describe("real trees take the whole-directory path as they are", () => {
         }
         const report = yield* runOn(root, ws, processes, 3)
         assert.strictEqual(report.failed, 0, JSON.stringify(report.processes))
-        const said = fs.readFileSync(path.join(ws, "packages/a/out.txt"), "utf8")
-        assert.match(said, /"name": "is-odd"/)
-        assert.match(said, /"name": "is-number"/)
-        assert.match(said, /module\.exports = 'b'\n$/)
+        assertReadAll(ws)
         assert.deepStrictEqual(treesIn(root), [])
         assertGrouped(root, ws, { a: ["node_modules"] })
         const noop = yield* sh("npm", install.args, ws)

@@ -12,7 +12,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import type * as Digest from "../../src/domain/Digest.js"
 import type * as Store from "../../src/layers/store/Store.js"
-import { tempDir, tempStore, writeTree } from "../utils/temp.js"
+import { settleTimes, tempDir, tempStore, writeTree } from "../utils/temp.js"
 
 const GLOBS = ["src/**", "node_modules/**"]
 
@@ -31,29 +31,12 @@ const SHAPES: Record<string, (nm: string) => void> = {
     })
 }
 
-/** Moves every time under `dir` away from "just now", so that no stat of it is racy when a session walks it. */
-const settle = (dir: string) => {
-  // Half past a second: a whole-second mtime would be judged with the coarse file systems' wider racy margin.
-  const past = new Date(Math.floor(Date.now() / 1000) * 1000 - 60_000 + 500)
-  const visit = (p: string) => {
-    const st = fs.lstatSync(p)
-    if (st.isSymbolicLink()) return
-    if (st.isDirectory()) { for (const n of fs.readdirSync(p)) visit(path.join(p, n)) }
-    fs.utimesSync(p, past, past)
-  }
-  visit(dir)
-  // Setting the times made every ctime "now": a walk within the racy margin (10 ms) of them would find them racy.
-  // The condition is the clock itself, so it is waited out on the clock.
-  const clear = Date.now() + 25
-  while (Date.now() < clear) continue
-}
-
 const workspaceWith = (shape: (nm: string) => void) =>
   Effect.gen(function*() {
     const ws = yield* tempDir("kiln-whole-shapes-")
     writeTree(ws, { "src/a.txt": "a\n", "node_modules/p/index.js": "module.exports = 1\n" })
     shape(path.join(ws, "node_modules"))
-    settle(ws)
+    settleTimes(ws)
     return ws
   })
 
@@ -127,7 +110,7 @@ describe("a directory taken whole, of each shape a real node_modules has", () =>
     Effect.gen(function*() {
       const ws = yield* workspaceWith(() => {})
       fs.mkdirSync(path.join(ws, "hollow/a/b"), { recursive: true })
-      settle(ws)
+      settleTimes(ws)
       const store = yield* tempStore()
       const globs = ["src/**", "hollow/**"]
       const [alone] = yield* store.snapshotMany(ws, [{ globs }])
