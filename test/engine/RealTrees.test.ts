@@ -37,6 +37,18 @@ const assertReadAll = (ws: string) => {
   assert.match(said, /module\.exports = 'b'\n$/)
 }
 
+/** The workspace's two packages: `a` depends on is-odd (from the registry) and on `b` (the workspace's, as `bSpec`). */
+const twoPackages = (bSpec: string) => ({
+  "packages/a/package.json": JSON.stringify({
+    name: "a",
+    version: "1.0.0",
+    dependencies: { "is-odd": "3.0.1", b: bSpec }
+  }),
+  "packages/a/index.js": "module.exports = require('b')\n",
+  "packages/b/package.json": JSON.stringify({ name: "b", version: "1.0.0" }),
+  "packages/b/index.js": "module.exports = 'b'\n"
+})
+
 const runOn = (root: string, ws: string, processes: Record<string, unknown>, minFiles: number) =>
   Effect.flatMap(Engine.Engine, (engine) =>
     engine.run({
@@ -160,14 +172,7 @@ describe("real trees take the whole-directory path as they are", () => {
           writeTree(ws, {
             "package.json": JSON.stringify({ name: "root", private: true }),
             "pnpm-workspace.yaml": "packages:\n  - packages/*\n",
-            "packages/a/package.json": JSON.stringify({
-              name: "a",
-              version: "1.0.0",
-              dependencies: { "is-odd": "3.0.1", b: "workspace:*" }
-            }),
-            "packages/a/index.js": "module.exports = require('b')\n",
-            "packages/b/package.json": JSON.stringify({ name: "b", version: "1.0.0" }),
-            "packages/b/index.js": "module.exports = 'b'\n"
+            ...twoPackages("workspace:*")
           })
           fs.mkdirSync(path.join(root, "sandboxes"))
           const pnpmInstall = sh("npm", [
@@ -241,14 +246,7 @@ describe("real trees take the whole-directory path as they are", () => {
         const ws = path.join(root, "ws")
         writeTree(ws, {
           "package.json": JSON.stringify({ name: "root", private: true, workspaces: ["packages/*"] }),
-          "packages/a/package.json": JSON.stringify({
-            name: "a",
-            version: "1.0.0",
-            dependencies: { "is-odd": "3.0.1", b: "1.0.0" }
-          }),
-          "packages/a/index.js": "module.exports = require('b')\n",
-          "packages/b/package.json": JSON.stringify({ name: "b", version: "1.0.0" }),
-          "packages/b/index.js": "module.exports = 'b'\n"
+          ...twoPackages("1.0.0")
         })
         fs.mkdirSync(path.join(root, "sandboxes"))
         const install = {
