@@ -8,7 +8,7 @@ import * as Effect from "effect/Effect"
 import { randomUUID } from "node:crypto"
 import type { Settings } from "../RemoteSettings.js"
 import * as Calls from "./calls.js"
-import * as Grpc from "./grpc.js"
+import * as Grpc from "./grpc/transport.js"
 import * as Http from "./http.js"
 import type { Transport } from "./transport.js"
 

@@ -1,5 +1,5 @@
 /**
- * What the remote cache needs of a server, whichever protocol it speaks: REAPI over gRPC (`grpc.ts`) or Bazel's
+ * What the remote cache needs of a server, whichever protocol it speaks: REAPI over gRPC (`grpc/`) or Bazel's
  * HTTP cache (`http.ts`). Every download is checked against its digest here, in the transport, before anyone sees
  * it: an HTTP cache serves whatever was PUT.
  *
@@ -16,7 +16,7 @@ import { writeAll } from "../../../os/WriteAll.js"
 import type { Capabilities } from "../Capabilities.js"
 import { RemoteError } from "../RemoteErrors.js"
 import type { Calls } from "./calls.js"
-import type { Executed } from "./grpcExecute.js"
+import type { Executed } from "./grpc/execute.js"
 
 export type { Capabilities }
 

@@ -7,12 +7,12 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
-import * as Digest from "../../../domain/Digest.js"
-import type { RemoteError } from "../RemoteErrors.js"
-import { read, write } from "./grpcByteStream.js"
-import { codeName, type Connection, digestArg, fail, unary, V2 } from "./grpcConnection.js"
-import * as Proto from "./proto.js"
-import { type Blob, checkSizes, distinct, verified } from "./transport.js"
+import * as Digest from "../../../../domain/Digest.js"
+import type { RemoteError } from "../../RemoteErrors.js"
+import * as Proto from "../proto.js"
+import { type Blob, checkSizes, distinct, verified } from "../transport.js"
+import { read, write } from "./byteStream.js"
+import { codeName, type Connection, digestArg, fail, unary, V2 } from "./connection.js"
 
 const FIND_MISSING_CHUNK = 10_000
 

@@ -11,12 +11,12 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
-import * as Digest from "../../../domain/Digest.js"
-import type { RemoteError } from "../RemoteErrors.js"
-import { getActionResult } from "./grpcActionCache.js"
-import { codeName, type Connection, de, fail, fromGrpc, metadata, ser } from "./grpcConnection.js"
-import * as Proto from "./proto.js"
-import { withProgress } from "./transport.js"
+import * as Digest from "../../../../domain/Digest.js"
+import type { RemoteError } from "../../RemoteErrors.js"
+import * as Proto from "../proto.js"
+import { withProgress } from "../transport.js"
+import { getActionResult } from "./actionCache.js"
+import { codeName, type Connection, de, fail, fromGrpc, metadata, ser } from "./connection.js"
 
 /** What an execution ended with. */
 export interface Executed {

@@ -8,11 +8,11 @@
 import type * as grpc from "@grpc/grpc-js"
 import * as Effect from "effect/Effect"
 import { randomUUID } from "node:crypto"
-import * as Digest from "../../../domain/Digest.js"
-import type { StoreError } from "../../../domain/StoreErrors.js"
-import { RemoteError } from "../RemoteErrors.js"
-import { type Connection, de, fail, fromGrpc, metadata, resource, ser, unary } from "./grpcConnection.js"
-import { type Blob, checkSizes, intoFile, type Sink, verified, withProgress } from "./transport.js"
+import * as Digest from "../../../../domain/Digest.js"
+import type { StoreError } from "../../../../domain/StoreErrors.js"
+import { RemoteError } from "../../RemoteErrors.js"
+import { type Blob, checkSizes, intoFile, type Sink, verified, withProgress } from "../transport.js"
+import { type Connection, de, fail, fromGrpc, metadata, resource, ser, unary } from "./connection.js"
 
 /** ByteStream chunks: Pants' 1 MiB (Bazel's 16 KiB cost a round of framing per 16 KiB). */
 const CHUNK = 1024 * 1024

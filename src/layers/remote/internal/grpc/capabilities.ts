@@ -5,10 +5,10 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
-import * as Digest from "../../../domain/Digest.js"
-import type { RemoteError } from "../RemoteErrors.js"
-import { BATCH_FRAMING, type Connection, digestArg, GRPC_MESSAGE_LIMIT, unary, V2 } from "./grpcConnection.js"
-import type { Capabilities } from "./transport.js"
+import * as Digest from "../../../../domain/Digest.js"
+import type { RemoteError } from "../../RemoteErrors.js"
+import type { Capabilities } from "../transport.js"
+import { BATCH_FRAMING, type Connection, digestArg, GRPC_MESSAGE_LIMIT, unary, V2 } from "./connection.js"
 
 /**
  * A server that disables action-cache updates may have no action cache at all (bst-artifact-server registers none):

@@ -1,19 +1,19 @@
 /**
  * One gRPC channel to a REAPI server and what every call over it needs: the settings, the call log, the tool's
  * identity for `RequestMetadata` (Bazel's worker refuses calls without it), and what kiln learns of the server as the
- * run goes (its batch limit, whether it reads batches). The call kinds (`grpcCapabilities.ts`, `grpcActionCache.ts`,
- * `grpcCas.ts`, `grpcByteStream.ts`, `grpcExecute.ts`) are functions over this record.
+ * run goes (its batch limit, whether it reads batches). The call kinds (`capabilities.ts`, `actionCache.ts`,
+ * `cas.ts`, `byteStream.ts`, `execute.ts`) are functions over this record.
  *
  * @internal
  */
 import * as grpc from "@grpc/grpc-js"
 import * as Effect from "effect/Effect"
-import type * as Digest from "../../../domain/Digest.js"
-import { RemoteError } from "../RemoteErrors.js"
-import type { Settings } from "../RemoteSettings.js"
-import type { Calls, Described, Kind } from "./calls.js"
-import * as Proto from "./proto.js"
-import { MAX_ACTION_RESULT_BYTES } from "./transport.js"
+import type * as Digest from "../../../../domain/Digest.js"
+import { RemoteError } from "../../RemoteErrors.js"
+import type { Settings } from "../../RemoteSettings.js"
+import type { Calls, Described, Kind } from "../calls.js"
+import * as Proto from "../proto.js"
+import { MAX_ACTION_RESULT_BYTES } from "../transport.js"
 
 export const V2 = "/build.bazel.remote.execution.v2."
 /** gRPC's default message limit, which servers apply to what they receive whatever they advertise. */

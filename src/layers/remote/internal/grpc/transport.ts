@@ -1,20 +1,20 @@
 /**
- * REAPI v2 over gRPC (`@grpc/grpc-js`) as a `Transport`: one connection (`grpcConnection.ts`) and the call kinds
- * over it, Capabilities (`grpcCapabilities.ts`), the action cache (`grpcActionCache.ts`), the CAS's FindMissing and
- * batches (`grpcCas.ts`), ByteStream for large blobs (`grpcByteStream.ts`) and `Execute` (`grpcExecute.ts`).
+ * REAPI v2 over gRPC (`@grpc/grpc-js`) as a `Transport`: one connection (`connection.ts`) and the call kinds
+ * over it, Capabilities (`capabilities.ts`), the action cache (`actionCache.ts`), the CAS's FindMissing and
+ * batches (`cas.ts`), ByteStream for large blobs (`byteStream.ts`) and `Execute` (`execute.ts`).
  *
  * @internal
  */
 import * as Effect from "effect/Effect"
-import type { Settings } from "../RemoteSettings.js"
-import type { Calls } from "./calls.js"
-import * as ActionCache from "./grpcActionCache.js"
-import * as ByteStream from "./grpcByteStream.js"
-import * as Capabilities from "./grpcCapabilities.js"
-import * as Cas from "./grpcCas.js"
-import { connect, type ToolInfo } from "./grpcConnection.js"
-import * as Execute from "./grpcExecute.js"
-import type { Transport } from "./transport.js"
+import type { Settings } from "../../RemoteSettings.js"
+import type { Calls } from "../calls.js"
+import type { Transport } from "../transport.js"
+import * as ActionCache from "./actionCache.js"
+import * as ByteStream from "./byteStream.js"
+import * as Capabilities from "./capabilities.js"
+import * as Cas from "./cas.js"
+import { connect, type ToolInfo } from "./connection.js"
+import * as Execute from "./execute.js"
 
 export type { ToolInfo }
 

@@ -5,10 +5,10 @@
  */
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import * as Digest from "../../../domain/Digest.js"
-import type { RemoteError } from "../RemoteErrors.js"
-import { type Connection, digestArg, unary, V2 } from "./grpcConnection.js"
-import * as Proto from "./proto.js"
+import * as Digest from "../../../../domain/Digest.js"
+import type { RemoteError } from "../../RemoteErrors.js"
+import * as Proto from "../proto.js"
+import { type Connection, digestArg, unary, V2 } from "./connection.js"
 
 export const getActionResult = (
   conn: Connection,
