@@ -109,11 +109,13 @@ const compileFilter = (globs: ReadonlyArray<string>): Filter | undefined => {
   }
   // The bases of include globs that take all under them (`b/**`, or `**`), and of the excludes.
   const wholeBases = include.filter((g) => g === `${Glob.baseOf(g)}/**` || g === "**").map(Glob.baseOf)
+  const wholeUnder = wholePrefixes(include)
   const excludeBases = exclude.map(Glob.baseOf)
   const within = (d: string, b: string) => b === "" || d === b || d.startsWith(`${b}/`)
   return {
     takesAll: (d) =>
-      wholeBases.some((b) => within(d, b)) &&
+      (wholeBases.some((b) => within(d, b)) ||
+        (wholeUnder !== undefined && d !== "" && selfOrAncestor(d, wholeUnder))) &&
       !excludeBases.some((b) => within(d, b) || d === "" || b.startsWith(`${d}/`)),
     starts: bases !== undefined && !bases.some((b) => b === "") ? starts : undefined,
     includeGlobs: include.map((glob) => ({ glob, matches: Glob.matcher([glob]), base: Glob.baseOf(glob) })),
@@ -123,4 +125,23 @@ const compileFilter = (globs: ReadonlyArray<string>): Filter | undefined => {
       (bases !== undefined &&
         !bases.some((b) => b === "" || b === d || b.startsWith(`${d}/`) || d.startsWith(`${b}/`)))
   }
+}
+
+// The directories that include globs of the form `P/**` take whole when `P` has magic in it (`**/node_modules/**`,
+// `packages/*/node_modules/**`): those matching `P`, each with everything under it. As users write the globs of a
+// workspace with a `node_modules` per package, each of those trees is then an input as it is on disk, and is walked,
+// recorded and mounted once, as `node_modules/**` is. `undefined` when no glob has that form.
+const wholePrefixes = (include: ReadonlyArray<string>): ((relDir: string) => boolean) | undefined => {
+  const prefixes = include
+    .filter((g) => g.endsWith("/**") && Glob.baseOf(g.slice(0, -3)) !== g.slice(0, -3))
+    .map((g) => g.slice(0, -3))
+  return prefixes.length === 0 ? undefined : Glob.matcher(prefixes)
+}
+
+/** Whether `relDir` or a directory above it matches. */
+const selfOrAncestor = (relDir: string, matches: (relDir: string) => boolean): boolean => {
+  for (let end = relDir.indexOf("/"); end >= 0; end = relDir.indexOf("/", end + 1)) {
+    if (matches(relDir.slice(0, end))) return true
+  }
+  return matches(relDir)
 }
