@@ -19,6 +19,7 @@ import { type StoreConfigConflict, StoreError } from "../../domain/StoreErrors.j
 import type { InputConflict, InvalidOutput } from "../../domain/TreeErrors.js"
 import type { UnsafeDirectory } from "../../domain/UnsafeDirectory.js"
 import { cacheDir } from "../../os/CacheDir.js"
+import { ioError } from "../../os/IoError.js"
 import * as ActionLock from "./internal/actionLock.js"
 import * as BlobMembers from "./internal/blobMembers.js"
 import * as Capture from "./internal/capture.js"
@@ -32,6 +33,7 @@ import * as StatIndex from "./internal/statIndex.js"
 import { ensureLayout } from "./internal/storeFile.js"
 import * as Tree from "./internal/tree.js"
 import * as TreeMerge from "./internal/treeMerge.js"
+import * as Usage from "./internal/usage.js"
 import type * as Observation from "./SnapshotObservation.js"
 import * as Session from "./SnapshotSession.js"
 
@@ -60,8 +62,12 @@ export interface Options {
   readonly actionsMapSize: number
   /** How long an entry stored or used by a run is protected from GC. Default 2 h. */
   readonly leaseTimeMs: number
-  /** The size `gc` shrinks the store to when no target is given. Default 20 GiB. */
-  readonly maxSizeBytes: number
+  /**
+   * The store's cap: what `gc` shrinks it to when no target is given, and past which the `kiln` CLI collects after a
+   * run (see `StoreCap`). Absent: the store's own (`kiln store cap`), else the smaller of 20 GiB and a tenth of its
+   * disk. The open store's `options` hold the cap in force.
+   */
+  readonly maxSizeBytes?: number | undefined
 }
 
 /**
@@ -81,7 +87,6 @@ export const defaultOptions = (overrides: Partial<Options> = {}): Options => ({
   directoriesMapSize: 4 * GiB,
   actionsMapSize: 4 * GiB,
   leaseTimeMs: 2 * 60 * 60 * 1000,
-  maxSizeBytes: 20 * GiB,
   ...overrides
 })
 
@@ -504,9 +509,26 @@ export const make = (
     const opts = defaultOptions(options)
     const root = path.resolve(opts.root)
     const core = yield* openCore(opts, root)
+    const cap = yield* Effect.try({
+      try: () => Usage.capOf(root, opts.maxSizeBytes),
+      catch: (e) =>
+        e instanceof Usage.CapFileError
+          ? new StoreError({ reason: "Unsupported", detail: e.problem, path: e.file })
+          : ioError(root, "cannot read the store's cap")(e)
+    })
+    // After the background writes (closed first), before the environments: what this process added is counted.
+    yield* Effect.addFinalizer(() =>
+      Effect.try({
+        try: () => Usage.noteAdded(root, Core.addedBytes(core)),
+        catch: ioError(root, "cannot note what this process added to the store")
+      }).pipe(
+        // Only the estimate suffers (the next collection measures the store): no reason to fail the closing.
+        Effect.catchAll((e) => Effect.logDebug(e.message))
+      )
+    )
     const bg = yield* background()
     const service: Service = {
-      options: { ...opts, root, shardCount: core.files.count },
+      options: { ...opts, root, shardCount: core.files.count, maxSizeBytes: cap.bytes },
       ...BlobMembers.make(core),
       ...actionMembers(core, bg),
       ...treeMembers(core, bg)

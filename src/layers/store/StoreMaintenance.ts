@@ -14,10 +14,12 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Digest from "../../domain/Digest.js"
-import type { StoreError } from "../../domain/StoreErrors.js"
+import { StoreError } from "../../domain/StoreErrors.js"
+import { ioError } from "../../os/IoError.js"
 import * as Core from "./internal/core.js"
 import * as LmdbFile from "./internal/lmdb/dataFile.js"
 import * as Maintenance from "./internal/maintenance.js"
+import * as UsageFile from "./internal/usage.js"
 import { Store } from "./Store.js"
 import type * as StoreModule from "./Store.js"
 
@@ -98,6 +100,37 @@ export interface Stats {
 }
 
 /**
+ * The store's cap, and where it came from: the one asked for (`--store-max-size`, `Store.Options.maxSizeBytes`), the
+ * store's own ({@link setCap}), else the smaller of 20 GiB and a tenth of the disk the store is on.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Cap {
+  readonly bytes: number
+  readonly source: "option" | "store" | "default"
+}
+
+/**
+ * What the store holds, known without scanning it: the last collection's measure plus what processes added since
+ * (an estimate that only over-counts; see {@link usageOf}).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Usage {
+  /** The last collection's measure, or undefined when none was taken. */
+  readonly measuredBytes: number | undefined
+  readonly measuredAtMs: number | undefined
+  /** What processes added since. */
+  readonly addedBytes: number
+  /** The measure plus what was added since. */
+  readonly estimateBytes: number
+  /** The length of the record of additions: past a bound, a collection is due and starts it again. */
+  readonly journalBytes: number
+}
+
+/**
  * A shard `setAsideUnsafe` moved out of the store, and why.
  *
  * @since 0.1.0
@@ -154,7 +187,16 @@ export const make = (store: StoreModule.Service): Service => {
   const { maxSizeBytes, shardCount } = store.options
   return {
     check: (options) => Maintenance.check(core, options?.repair ?? false),
-    gc: (options) => Maintenance.gc(core, options?.targetSizeBytes ?? maxSizeBytes),
+    gc: (options) =>
+      Effect.tap(
+        Maintenance.gc(core, options?.targetSizeBytes ?? maxSizeBytes ?? UsageFile.DEFAULT_CAP_BYTES),
+        // A collection is the only measure of the whole store: what decides the next one starts from it.
+        (report) =>
+          Effect.try({
+            try: () => UsageFile.noteMeasured(core.root, report.afterBytes, Date.now()),
+            catch: ioError(core.root, "cannot record the store's size")
+          })
+      ),
     stats: Maintenance.stats(core, shardCount),
     remove: (digest) =>
       Effect.map(
@@ -184,3 +226,54 @@ export const layer: Layer.Layer<StoreMaintenance, never, Store> = Layer.effect(
  * @category maintenance
  */
 export const setAsideUnsafe: (root: string) => Effect.Effect<Array<SetAside>, StoreError> = LmdbFile.setAsideUnsafe
+
+const storeRootError = (root: string, what: string) => (e: unknown): StoreError =>
+  e instanceof UsageFile.CapFileError
+    ? new StoreError({ reason: "Unsupported", detail: e.problem, path: e.file })
+    : ioError(root, what)(e)
+
+/**
+ * The cap of the store under `root`: `explicit` when given, else the store's own, else the default (see {@link Cap}).
+ *
+ * @since 0.1.0
+ * @category cap
+ */
+export const capOf = (root: string, explicit?: number): Effect.Effect<Cap, StoreError> =>
+  Effect.try({ try: () => UsageFile.capOf(root, explicit), catch: storeRootError(root, "cannot read the store's cap") })
+
+/**
+ * Sets the cap of the store under `root` (kept in the store, for every process that opens it without asking for
+ * one), or with `undefined` removes it, so that the default applies again.
+ *
+ * @since 0.1.0
+ * @category cap
+ */
+export const setCap = (root: string, bytes: number | undefined): Effect.Effect<void, StoreError> =>
+  Effect.try({ try: () => UsageFile.setCap(root, bytes), catch: storeRootError(root, "cannot set the store's cap") })
+
+/**
+ * What the store under `root` holds, as far as its record of collections and additions says (see {@link Usage}).
+ *
+ * @since 0.1.0
+ * @category cap
+ */
+export const usageOf = (root: string): Effect.Effect<Usage, StoreError> =>
+  Effect.try({ try: () => UsageFile.usageOf(root), catch: storeRootError(root, "cannot read the store's usage") })
+
+/**
+ * Whether a collection is due: the store is over its cap by its estimate, or its record of additions has grown long,
+ * or it was never measured and a process added to it.
+ *
+ * @since 0.1.0
+ * @category cap
+ */
+export const collectionDue: (usage: Usage, cap: Cap) => boolean = UsageFile.collectionDue
+
+/**
+ * What a collection started because the store is over its cap shrinks it to: below the cap, so that the runs after
+ * it do not each start one.
+ *
+ * @since 0.1.0
+ * @category cap
+ */
+export const collectionTarget: (cap: Cap) => number = UsageFile.collectionTarget

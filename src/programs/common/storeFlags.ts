@@ -32,7 +32,8 @@ export const STORE_OPTIONS = {
   storeMaxSize: {
     kind: "size",
     flag: "store-max-size",
-    description: "the size `gc` shrinks the store to by default (default 20G)",
+    description:
+      "the store's cap: `gc` shrinks it to this, and kiln collects after a run that took it past (default: the store's own, `kiln store cap`, else the smaller of 20G and 10% of its disk)",
     fast: false
   },
   storeFilesMapSize: {

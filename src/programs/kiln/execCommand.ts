@@ -19,6 +19,7 @@ import * as ProcessRunner from "../../layers/runner/ProcessRunner.js"
 import * as Store from "../../layers/store/Store.js"
 import { cliOptions, durationOption, storeOptions } from "../common/cliOptions.js"
 import { toStoreOptions } from "../common/storeSettings.js"
+import * as AutoGc from "./autoGc.js"
 import { sandboxOptions } from "./globalOptions.js"
 import { COMMANDS } from "./help.js"
 import { REMOTE_OPTIONS } from "./optionTable.js"
@@ -138,5 +139,5 @@ export const exec = Command.make(
           runner: { cacheContent: "fetch" },
           ...(remote !== undefined ? { remote } : {})
         }))
-      )).pipe(exitOnInvalidRemote)
+      ).pipe(Effect.zipRight(AutoGc.startIfDue(o)))).pipe(exitOnInvalidRemote)
 ).pipe(Command.withDescription(COMMANDS.exec))

@@ -36,7 +36,8 @@ export const STORE_COMMANDS = {
   rm: "remove a blob (file or directory entry) from the store",
   check: "re-hash every entry; exit 1 when any is corrupt",
   gc: "remove the least recently used unleased entries until the store fits a size",
-  stats: "print entry counts, sizes and reader-table use"
+  stats: "print entry counts, sizes, the cap and reader-table use",
+  cap: "print the store's cap, or set it (SIZE, e.g. 50G) or go back to the default (`default`)"
 } as const
 
 const METAVAR: Record<OptionSpec["kind"], string> = {

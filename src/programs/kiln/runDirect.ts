@@ -21,6 +21,7 @@ import { cacheDir } from "../../os/CacheDir.js"
 import * as PrivateRoot from "../../os/PrivateRoot.js"
 import { type OptionSpec, type ValuesOf } from "../common/optionSpec.js"
 import { toStoreOptions } from "../common/storeSettings.js"
+import * as AutoGc from "./autoGc.js"
 import * as Noop from "./noop.js"
 import { RUN_OPTIONS } from "./optionTable.js"
 import * as Progress from "./progress.js"
@@ -123,6 +124,8 @@ export const runParsed = (o: RunArgs) =>
         ...(remote !== undefined ? { remote } : {})
       }))
     )
+    // The store is closed (what this run added is recorded): now it can be told whether to collect.
+    yield* AutoGc.startIfDue(o)
   }).pipe(exitOnInvalidConfig, exitOnInvalidRemote)
 
 /** The remote's totals for the summary: zeros without a remote, so scripts read one shape. */

@@ -17,6 +17,7 @@ import * as Store from "../../layers/store/Store.js"
 import * as StoreMaintenance from "../../layers/store/StoreMaintenance.js"
 import { sizeOption, storeLayer, storeOptions } from "../common/cliOptions.js"
 import { toStoreOptions } from "../common/storeSettings.js"
+import * as AutoGc from "./autoGc.js"
 import { COMMANDS, STORE_COMMANDS } from "./help.js"
 
 const digestArg = Args.text({ name: "digest" }).pipe(
@@ -168,13 +169,24 @@ const check = Command.make(
 const gc = Command.make(
   "gc",
   {
-    targetSize: sizeOption("target-size", "shrink the store to this size (e.g. 10G); default: --store-max-size"),
+    targetSize: sizeOption("target-size", "shrink the store to this size (e.g. 10G); default: the store's cap"),
+    auto: Options.boolean("auto").pipe(
+      Options.withDescription(
+        "what kiln runs after a run that took the store over its cap: nothing if another collection is running, " +
+          "else shrink the store to 90% of its cap when it is over it (and measure it in any case)"
+      )
+    ),
     json,
     ...storeOptions
   },
-  ({ json, targetSize, ...global }) =>
+  ({ auto, json, targetSize, ...global }) =>
     withMaintenance(global, (maintenance) =>
       Effect.gen(function*() {
+        if (auto) {
+          const report = yield* AutoGc.collect(maintenance, global)
+          if (json && report !== undefined) yield* Console.log(JSON.stringify(report, null, 2))
+          return
+        }
         const report = yield* maintenance.gc(Option.isSome(targetSize) ? { targetSizeBytes: targetSize.value } : {})
         if (json) return yield* Console.log(JSON.stringify(report, null, 2))
         yield* Console.log(
@@ -198,13 +210,17 @@ const stats = Command.make(
     withMaintenance(global, (maintenance) =>
       Effect.gen(function*() {
         const s = yield* maintenance.stats
-        if (json) return yield* Console.log(JSON.stringify(s, null, 2))
         const line = (name: string, k: StoreMaintenance.KindStats) =>
           `${name.padEnd(12)} ${String(k.entries).padStart(9)} entries ${
             Size.format(k.bytes).padStart(10)
           }  ${k.leased} leased`
+        const cap = yield* StoreMaintenance.capOf(s.root, Option.getOrUndefined(global.storeMaxSize))
+        const usage = yield* StoreMaintenance.usageOf(s.root)
+        if (json) return yield* Console.log(JSON.stringify({ ...s, cap, usage }, null, 2))
         yield* Console.log([
           `store        ${s.root} (${s.shardCount} shards)`,
+          `cap          ${Size.format(cap.bytes)} (${CAP_SOURCES[cap.source]}); ` +
+          `holds about ${Size.format(s.files.bytes + s.largeFiles.bytes + s.directories.bytes + s.actions.bytes)}`,
           line("files", s.files),
           line("large files", s.largeFiles),
           line("directories", s.directories),
@@ -215,8 +231,41 @@ const stats = Command.make(
       }))
 ).pipe(Command.withDescription(STORE_COMMANDS.stats))
 
+const CAP_SOURCES: Record<StoreMaintenance.Cap["source"], string> = {
+  option: "--store-max-size",
+  store: "the store's own, `kiln store cap`",
+  default: "the default: the smaller of 20G and 10% of its disk"
+}
+
+const cap = Command.make(
+  "cap",
+  {
+    size: Args.text({ name: "size" }).pipe(
+      Args.withDescription("the new cap, e.g. 50G, or `default`"),
+      Args.optional
+    ),
+    ...storeOptions
+  },
+  ({ size, ...global }) =>
+    Effect.gen(function*() {
+      const root = path.resolve(Store.defaultOptions(toStoreOptions(global)).root)
+      if (Option.isSome(size)) {
+        const bytes = size.value === "default" ? undefined : Size.parse(size.value)
+        if (bytes !== undefined && Either.isLeft(bytes)) {
+          yield* Console.error(`kiln store cap: ${bytes.left} (a size such as 50G, or \`default\`)`)
+          process.exitCode = 2
+          return
+        }
+        // The store is opened first: its root is then one kiln made (or checked), before anything is written there.
+        yield* withStore(global, () => StoreMaintenance.setCap(root, bytes === undefined ? undefined : bytes.right))
+      }
+      const now = yield* StoreMaintenance.capOf(root)
+      yield* Console.log(`${Size.format(now.bytes)} (${CAP_SOURCES[now.source]})`)
+    })
+).pipe(Command.withDescription(STORE_COMMANDS.cap))
+
 /** `kiln store`. */
 export const store = Command.make("store").pipe(
   Command.withDescription(COMMANDS.store),
-  Command.withSubcommands([snapshot, materialize, cat, ls, rm, check, gc, stats])
+  Command.withSubcommands([snapshot, materialize, cat, ls, rm, check, gc, stats, cap])
 )

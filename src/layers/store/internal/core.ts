@@ -36,6 +36,10 @@ export interface Core {
   readonly committing: Map<string, number>
 }
 
+/** Bytes of the entries this process added to the store (see `usage.ts`). @internal */
+export const addedBytes = (core: Core): number =>
+  core.files.added.bytes + core.directories.added.bytes + core.actions.added.bytes + core.large.added.bytes
+
 /** The core of each open store, by its service: what `StoreMaintenance` works on. */
 const cores = new WeakMap<object, Core>()
 

@@ -27,10 +27,16 @@ export const THRESHOLD = 512 * 1024
 export interface LargeFiles {
   readonly root: string
   readonly storeRoot: string
+  /** Bytes of the files this process added (not those it found stored): what the store's cap counts (see `usage`). */
+  readonly added: { bytes: number }
 }
 
 /** @internal */
-export const make = (storeRoot: string): LargeFiles => ({ root: largeFilesDirectory(storeRoot), storeRoot })
+export const make = (storeRoot: string): LargeFiles => ({
+  root: largeFilesDirectory(storeRoot),
+  storeRoot,
+  added: { bytes: 0 }
+})
 
 /** @internal */
 export const pathOf = (large: LargeFiles, hash: string): string => path.join(large.root, hash.slice(0, 2), hash)
@@ -143,6 +149,7 @@ export const putBytes = (
         fsync: true,
         beforeRename: (tmp) => fs.utimesSync(tmp, new Date(), new Date(until))
       })
+      large.added.bytes += bytes.length
     },
     catch: ioError(final, "cannot store a large file")
   })
@@ -208,6 +215,7 @@ export const putFromPath = (
           if (!kept) {
             mkdirp(path.dirname(final))
             install(tmp, final, until)
+            large.added.bytes += size
           }
           return digest
         } catch (e) {

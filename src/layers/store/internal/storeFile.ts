@@ -11,6 +11,7 @@ import { UnsafeDirectory } from "../../../domain/UnsafeDirectory.js"
 import { errnoOf } from "../../../os/Errno.js"
 import { ioError } from "../../../os/IoError.js"
 import * as PrivateDir from "../../../os/PrivateDir.js"
+import * as Usage from "./usage.js"
 
 const LAYOUT = "kiln-store.json"
 const FORMAT = 1
@@ -62,13 +63,17 @@ export const ensureLayout = (
         const tmp = `${file}.${process.pid}.${Date.now()}.tmp`
         const made = shardCount ?? DEFAULT_SHARD_COUNT
         fs.writeFileSync(tmp, JSON.stringify({ format: FORMAT, shardCount: made }) + "\n", { mode: 0o644 })
+        let created = false
         try {
           fs.linkSync(tmp, file)
+          created = true
         } catch (e) {
           if (errnoOf(e) !== "EEXIST") throw e
         } finally {
           fs.unlinkSync(tmp)
         }
+        // A new store holds nothing: its record of what it holds starts from that measure (see `usage.ts`).
+        if (created) Usage.startRecord(root)
         layout = read()!
       }
       if (layout.format !== FORMAT) {

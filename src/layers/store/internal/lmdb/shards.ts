@@ -26,6 +26,8 @@ export interface Shards {
   readonly opened: Array<LmdbEnvs.SharedEnv | undefined>
   /** Set when the scope closed and the environments were released: nothing is opened after that. */
   closed: boolean
+  /** Bytes of the entries this process added (not those it found stored): what the store's cap counts. */
+  readonly added: { bytes: number }
 }
 
 /** @internal */
@@ -73,7 +75,8 @@ export const open = (
       shift: 8 - Math.log2(shardCount),
       settings,
       opened: Array.from({ length: shardCount }, () => undefined),
-      closed: false
+      closed: false,
+      added: { bytes: 0 }
     }
     yield* Effect.addFinalizer(() =>
       Effect.suspend(() => {
@@ -282,6 +285,7 @@ export const putBatches = (
         if (plan instanceof StoreError) return Effect.fail(plan)
         if (plan.every((p) => p === "none")) continue
         group.forEach((e, i) => plan[i] !== "none" && sizes.push(e.value.length))
+        group.forEach((e, i) => plan[i] === "both" && (shards.added.bytes += e.value.length))
         shardsWritten.push(shard)
         writes.push(() => {
           const out: Array<Promise<unknown>> = []
