@@ -32,7 +32,7 @@
  *    clears) on whichever thread reports an error. kiln's store has several environments (its shards), whose
  *    commits fail together when the disk fills: kiln's first version of fix 3, formatting into `last_error` itself,
  *    found it taken (NULL) by the JS thread between two `snprintf`s and wrote at address 0x4e (SIGSEGV, exit 139,
- *    in `mdb_page_flush`; about one run of test/store/FullDisk.test.ts's worker in 200 with 8 at once); lmdb-js's own
+ *    in `mdb_page_flush`; 2 of 600 runs of test/store/FullDisk.test.ts's worker, 8 at once); lmdb-js's own
  *    code let `mdb_strerror` copy a message still being formatted. Now a message is formatted in a local buffer and
  *    published with one atomic store, and `mdb_strerror` takes it once with an atomic exchange.
  *    scripts/stress/lmdbErrorRace.mjs runs that pattern.
