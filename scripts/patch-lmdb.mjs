@@ -1,5 +1,5 @@
 /**
- * Run by `npm install`/`npm ci` (postinstall): fixes three bugs in the LMDB that lmdb-js bundles and builds lmdb's
+ * Run by `npm install`/`npm ci` (postinstall): fixes four bugs in the LMDB that lmdb-js bundles and builds lmdb's
  * native addon from that source, which lmdb then loads instead of its prebuilt one (`build/Release` comes first).
  *
  * 1. Lost commits (`open-txnid`): `mdb_env_open2` in lmdb-js's LMDB fork stores the transaction id it read from the
@@ -26,7 +26,16 @@
  *    so its length varies from run to run. The overflow overwrites the size of the next heap chunk, and glibc later
  *    aborts the process (`corrupted size vs. prev_size`, `free(): invalid pointer`, exit 134) in the failed commit or
  *    in `mdb_env_close`. The fix formats the same message with `snprintf` into a buffer sized for it, with only the
- *    blocks the write has (test/store/FullDiskClose.test.ts).
+ *    blocks the write has (test/store/FullDiskClose.test.ts), in a buffer of its own, and publishes it whole (4.).
+ * 4. A crash on a full disk (`error-message-handoff`): that message goes to the JS thread through `last_error`, one
+ *    pointer for the whole process, which the write thread of every environment sets and `mdb_strerror` takes (and
+ *    clears) on whichever thread reports an error. kiln's store has several environments (its shards), whose
+ *    commits fail together when the disk fills: kiln's first version of fix 3, formatting into `last_error` itself,
+ *    found it taken (NULL) by the JS thread between two `snprintf`s and wrote at address 0x4e (SIGSEGV, exit 139,
+ *    in `mdb_page_flush`; 2 of 600 runs of test/store/FullDisk.test.ts's worker, 8 at once); lmdb-js's own
+ *    code let `mdb_strerror` copy a message still being formatted. Now a message is formatted in a local buffer and
+ *    published with one atomic store, and `mdb_strerror` takes it once with an atomic exchange.
+ *    scripts/stress/lmdbErrorRace.mjs runs that pattern.
  *
  * Set KILN_LMDB_PREBUILT=1 to keep the prebuilt addon (kiln then warns at start-up that its store is exposed). When
  * the build cannot be done (no compiler), the install still succeeds, with that warning.
@@ -68,7 +77,10 @@ const lmdbDir = (() => {
 })()
 const version = JSON.parse(fs.readFileSync(path.join(lmdbDir, "package.json"), "utf8")).version
 const source = path.join(lmdbDir, "dependencies/lmdb/libraries/liblmdb/mdb.c")
-/** Each fix replaces exactly one text of `mdb.c`; kiln checks that the addon it loads was built with every one. */
+/**
+ * Each fix replaces exactly one text of `mdb.c` (`buggy`: lmdb's, or a list: lmdb's, then an earlier version of the
+ * fix, which a source fixed by an older kiln holds); kiln checks that the addon it loads was built with every one.
+ */
 const FIXES = [
   {
     id: "open-txnid",
@@ -105,23 +117,64 @@ const FIXES = [
   {
     id: "write-error-message",
     buggy: [
-      "\t\t\t\t\t\tlast_error = malloc(100);",
-      "\t\t\t\t\t\tsprintf(last_error, \"Attempting to write page at position %u, size %u, blocks %u, buffer sizes %i %i %i\", " +
-      "wpos, wsize, n, iov[0].iov_len, iov[1].iov_len, iov[2].iov_len);",
-      ""
-    ].join("\n"),
+      [
+        "\t\t\t\t\t\tlast_error = malloc(100);",
+        "\t\t\t\t\t\tsprintf(last_error, \"Attempting to write page at position %u, size %u, blocks %u, buffer sizes %i %i %i\", " +
+        "wpos, wsize, n, iov[0].iov_len, iov[1].iov_len, iov[2].iov_len);",
+        ""
+      ].join("\n"),
+      // kiln's first version of this fix, which formatted into `last_error` itself (see `error-message-handoff`).
+      [
+        "\t\t\t\t\t\t/* kiln: sprintf into malloc(100) overran it once the numbers grew (and printed iov[1] and iov[2]",
+        "\t\t\t\t\t\t * unset when fewer blocks were written), corrupting the heap: glibc then aborted the process.",
+        "\t\t\t\t\t\t * Bounded now; 200 bytes also keep mdb_strerror's 300 (strerror, \": \", this) in bounds.",
+        "\t\t\t\t\t\t */",
+        "\t\t\t\t\t\tlast_error = malloc(200);",
+        "\t\t\t\t\t\tif (last_error) {",
+        "\t\t\t\t\t\t\tint at = snprintf(last_error, 200, \"Attempting to write page at position %llu, size %llu, blocks %d, " +
+        "buffer sizes\", (unsigned long long) wpos, (unsigned long long) wsize, n);",
+        "\t\t\t\t\t\t\tfor (int b = 0; b < n && b < 3 && at >= 0 && at < 200; b++)",
+        "\t\t\t\t\t\t\t\tat += snprintf(last_error + at, 200 - at, \" %llu\", (unsigned long long) iov[b].iov_len);",
+        "\t\t\t\t\t\t}",
+        ""
+      ].join("\n")
+    ],
     fixed: [
       "\t\t\t\t\t\t/* kiln: sprintf into malloc(100) overran it once the numbers grew (and printed iov[1] and iov[2]",
       "\t\t\t\t\t\t * unset when fewer blocks were written), corrupting the heap: glibc then aborted the process.",
-      "\t\t\t\t\t\t * Bounded now; 200 bytes also keep mdb_strerror's 300 (strerror, \": \", this) in bounds.",
+      "\t\t\t\t\t\t * Bounded now; 200 bytes also keep mdb_strerror's 300 (strerror, \": \", this) in bounds. Formatted",
+      "\t\t\t\t\t\t * here and published whole, with one store: last_error belongs to every thread (see mdb_strerror).",
       "\t\t\t\t\t\t */",
-      "\t\t\t\t\t\tlast_error = malloc(200);",
-      "\t\t\t\t\t\tif (last_error) {",
-      "\t\t\t\t\t\t\tint at = snprintf(last_error, 200, \"Attempting to write page at position %llu, size %llu, blocks %d, " +
-      "buffer sizes\", (unsigned long long) wpos, (unsigned long long) wsize, n);",
-      "\t\t\t\t\t\t\tfor (int b = 0; b < n && b < 3 && at >= 0 && at < 200; b++)",
-      "\t\t\t\t\t\t\t\tat += snprintf(last_error + at, 200 - at, \" %llu\", (unsigned long long) iov[b].iov_len);",
+      "\t\t\t\t\t\t{",
+      "\t\t\t\t\t\t\tchar message[200];",
+      "\t\t\t\t\t\t\tint at = snprintf(message, sizeof message, \"Attempting to write page at position %llu, size %llu, " +
+      "blocks %d, buffer sizes\", (unsigned long long) wpos, (unsigned long long) wsize, n);",
+      "\t\t\t\t\t\t\tfor (int b = 0; b < n && b < 3 && at >= 0 && at < (int) sizeof message; b++)",
+      "\t\t\t\t\t\t\t\tat += snprintf(message + at, sizeof message - at, \" %llu\", (unsigned long long) iov[b].iov_len);",
+      "\t\t\t\t\t\t\tsize_t length = strlen(message) + 1;",
+      "\t\t\t\t\t\t\tchar *published = malloc(length);",
+      "\t\t\t\t\t\t\tif (published) {",
+      "\t\t\t\t\t\t\t\tmemcpy(published, message, length);",
+      "\t\t\t\t\t\t\t\t__atomic_store_n(&last_error, published, __ATOMIC_RELEASE);",
+      "\t\t\t\t\t\t\t}",
       "\t\t\t\t\t\t}",
+      ""
+    ].join("\n")
+  },
+  {
+    id: "error-message-handoff",
+    buggy: "\tint i;\n\tif (!err)\n\t\treturn (\"Successful return: 0\");\n",
+    fixed: [
+      "\tint i;",
+      "\tif (!err)",
+      "\t\treturn (\"Successful return: 0\");",
+      "\t/* kiln: last_error is one pointer for the whole process: every environment's write thread sets it, and any",
+      "\t * thread reporting an error takes it here. Read again below (is there one, copy it, clear it), it could be",
+      "\t * taken or replaced by another thread in between: so it is taken once, atomically, into a local that",
+      "\t * shadows it for the rest of this function.",
+      "\t */",
+      "\tchar *taken_error = __atomic_exchange_n(&last_error, NULL, __ATOMIC_ACQ_REL);",
+      "\tchar *last_error = taken_error;",
       ""
     ].join("\n")
   }
@@ -137,10 +190,11 @@ const original = fs.readFileSync(source, "utf8")
 let text = original
 for (const fix of FIXES) {
   if (text.includes(fix.fixed)) continue
-  if (!text.includes(fix.buggy)) {
+  const buggy = [fix.buggy].flat().find((b) => text.includes(b))
+  if (buggy === undefined) {
     fail(`${source} has neither the text fix ${fix.id} replaces nor the fix (another lmdb version?)`)
   }
-  text = text.replace(fix.buggy, fix.fixed)
+  text = text.replace(buggy, fix.fixed)
 }
 if (text !== original) fs.writeFileSync(source, text)
 const stampText = [createHash("sha256").update(text).digest("hex"), ...FIXES.map((f) => f.id)].join("\n") + "\n"

@@ -1,7 +1,8 @@
 /**
  * The LMDB addon kiln runs: built at install (scripts/patch-lmdb.mjs) from lmdb's source with kiln's fixes (commits
  * that a concurrent opener made other processes lose; locks a closing process destroyed under an opener; a heap
- * overflow when a full disk fails a page write), and a warning when a process runs without them.
+ * overflow, and a crash of threads sharing its message, when a full disk fails a page write), and a warning when a
+ * process runs without them.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -27,9 +28,14 @@ describe("lmdb's native addon", () => {
       // No process destroys the robust mutexes of lock.mdb on close any more (LMDB ITS#10095).
       assert.notInclude(source, "pthread_mutex_destroy(env->me_txns->mti_wmutex)")
       assert.include(source, "kiln: robust mutexes are left as they are (LMDB ITS#10095)")
-      // The message for a page write that failed is bounded (it overran its heap buffer on a full disk).
+      // The message for a page write that failed is bounded (it overran its heap buffer on a full disk), and formatted
+      // in a buffer of its own, not in the process-wide `last_error` that other threads take meanwhile (SIGSEGV).
       assert.notInclude(source, "sprintf(last_error, \"Attempting to write page")
-      assert.include(source, "snprintf(last_error, 200, \"Attempting to write page")
+      assert.notInclude(source, "snprintf(last_error + at")
+      assert.include(source, "snprintf(message, sizeof message, \"Attempting to write page")
+      assert.include(source, "__atomic_store_n(&last_error, published, __ATOMIC_RELEASE);")
+      // ... and mdb_strerror takes it once, atomically.
+      assert.include(source, "char *taken_error = __atomic_exchange_n(&last_error, NULL, __ATOMIC_ACQ_REL);")
     }))
 
   it.scoped("a kiln process running the prebuilt addon says so on stderr; with the fixed one it says nothing", () =>

@@ -62,9 +62,10 @@ const FIXES_STAMP = "kiln-lmdb-fixes"
 
 /**
  * What an addon kiln runs must have been built with: lost commits, locks destroyed under another opener, and the heap
- * overflow of a page write failed by a full disk.
+ * overflow and the crash (its message formatted into a pointer other threads take) of a page write failed by a full
+ * disk.
  */
-const REQUIRED_FIXES = ["open-txnid", "close-keeps-mutexes", "write-error-message"]
+const REQUIRED_FIXES = ["open-txnid", "close-keeps-mutexes", "write-error-message", "error-message-handoff"]
 
 const stampHasFixes = (file: string): boolean => {
   try {
