@@ -9,6 +9,14 @@
  * second one inside it, so that the process runs as the user it is rather than as root: the mounts, made by the outer
  * one, are locked for the inner one.
  *
+ * The same namespace pins where the process runs: its sandbox is bound (with the mounts made inside it) over
+ * {@link EXEC_ROOT}, the one path every process of every run on every machine sees its sandbox at, and it starts in
+ * its working directory there. A tool that writes its own path into what it makes (a source map's absolute paths, a
+ * Go binary built without `-trimpath`, a Jest snapshot) then writes the same bytes wherever the sandbox really is.
+ *
+ * `KILN_MOUNT_NAMESPACES=0` turns all of it off (then `probe` says so): shared trees are written, and processes run
+ * at their sandbox's own path.
+ *
  * Plain Node, no Effect.
  */
 import * as childProcess from "node:child_process"
@@ -30,6 +38,18 @@ export interface Mount {
  */
 export type Mode = "root" | "user"
 
+/**
+ * Where a process sees its sandbox, when this machine can show it there (see {@link execRoot}). `/mnt` because a
+ * directory must already be there to bind over, kiln makes none outside its own directories, and `/mnt` is on every
+ * Linux (the filesystem hierarchy standard has it, for mounting something temporarily: this). Its own contents are
+ * hidden from the process, which has no business with them. `/tmp` is on every Linux too, but a tool's temporary
+ * files would then land among its inputs.
+ */
+export const EXEC_ROOT = "/mnt"
+
+/** Set to `0`, nothing is mounted: shared trees are written into each sandbox, and processes run where it is. */
+export const KNOB = "KILN_MOUNT_NAMESPACES"
+
 const UNSHARE = ["/usr/bin/unshare", "/bin/unshare"]
 const MOUNT = ["/usr/bin/mount", "/bin/mount"]
 const SH = "/bin/sh"
@@ -37,29 +57,42 @@ const SH = "/bin/sh"
 const firstExisting = (candidates: ReadonlyArray<string>) => candidates.find((c) => fs.existsSync(c))
 
 /**
- * The script the wrapper runs: `$1` mounts, then their `source target` pairs, then `PWD=` or `PWD=value` (dash sets
- * `PWD` in the environment it hands on; the process must see exactly its declared variables), then the command. A
- * mount that fails ends it with 125 before the command starts. The last line execs the command, or the inner
- * `unshare` that drops back to the user.
+ * The script the wrapper runs: `$1` mounts, then their `source target` pairs, then the sandbox to bind over
+ * `EXEC_ROOT` and the directory to start in there (both empty: neither), then `PWD=` or `PWD=value` (dash sets `PWD`
+ * in the environment it hands on; the process must see exactly its declared variables), then the command. A mount
+ * (or `cd`) that fails ends it with 125 before the command starts. The sandbox is bound last, recursively, so that
+ * the mounts made inside it come along. The last line execs the command, or the inner `unshare` that drops back to
+ * the user.
  */
 const script = (mount: string) =>
   [
     `n=$1; shift`,
     `while [ "$n" -gt 0 ]; do ${mount} --bind -o ro -- "$1" "$2" || exit 125; shift 2; n=$((n - 1)); done`,
+    `if [ -n "$1" ]; then ${mount} --rbind -- "$1" ${EXEC_ROOT} && cd -- "$2" || exit 125; fi; shift 2`,
     `case "$1" in PWD=) unset PWD ;; *) export PWD="\${1#PWD=}" ;; esac; shift`,
     `exec "$@"`
   ].join("\n")
 
 /**
- * `argv` run with `mounts` in a mount namespace of its own, for `mode`. The pid stays the same through every exec, so
- * the process's group and signals are as if it were spawned directly. `env` is the process's environment, of which
- * only `PWD` is looked at.
+ * Where the process runs: its sandbox (a host path), shown at `EXEC_ROOT`, and its working directory there (under
+ * `EXEC_ROOT`).
+ */
+export interface Pinned {
+  readonly sandbox: string
+  readonly cwd: string
+}
+
+/**
+ * `argv` run with `mounts` in a mount namespace of its own, for `mode`, and with its sandbox at `EXEC_ROOT` when
+ * `pinned`. The pid stays the same through every exec, so the process's group and signals are as if it were spawned
+ * directly. `env` is the process's environment, of which only `PWD` is looked at.
  */
 export const wrap = (
   mode: Mode,
   mounts: ReadonlyArray<Mount>,
   argv: ReadonlyArray<string>,
-  env: Readonly<Record<string, string>>
+  env: Readonly<Record<string, string>>,
+  pinned?: Pinned
 ): Array<string> => {
   const tools = toolsOrThrow()
   const pwd = env.PWD === undefined ? "PWD=" : `PWD=${env.PWD}`
@@ -78,6 +111,8 @@ export const wrap = (
     "kiln-mounts",
     String(mounts.length),
     ...pairs,
+    pinned?.sandbox ?? "",
+    pinned?.cwd ?? "",
     pwd,
     ...back,
     ...argv
@@ -115,6 +150,7 @@ export const probe = (): { readonly mode: Mode | undefined; readonly why: string
 
 const probeOnce = (): { readonly mode: Mode | undefined; readonly why: string } => {
   if (process.platform !== "linux") return { mode: undefined, why: "mount namespaces are Linux's" }
+  if (process.env[KNOB] === "0") return { mode: undefined, why: `${KNOB}=0` }
   try {
     toolsOrThrow()
   } catch (e) {
@@ -134,10 +170,61 @@ const probeOnce = (): { readonly mode: Mode | undefined; readonly why: string } 
       `test -e "$0/marker" && ! touch "$0/new" 2>/dev/null`,
       target
     ], {})
-    const r = childProcess.spawnSync(argv[0]!, argv.slice(1), { encoding: "utf8", env: {}, timeout: 10_000 })
-    if (r.status === 0) return { mode, why: "" }
-    const said = `${r.stderr ?? ""}`.trim().split("\n")[0] ?? ""
-    return { mode: undefined, why: said !== "" ? said : `the probe exited with ${r.status ?? r.signal}` }
+    return ran(argv) ?? { mode, why: "" }
+  } finally {
+    fs.rmSync(scratch, { recursive: true, force: true })
+  }
+}
+
+/** Runs a probe: undefined when it passed, else why not. */
+const ran = (argv: ReadonlyArray<string>): { readonly mode: undefined; readonly why: string } | undefined => {
+  const r = childProcess.spawnSync(argv[0]!, argv.slice(1), { encoding: "utf8", env: {}, timeout: 10_000 })
+  if (r.status === 0) return undefined
+  const said = `${r.stderr ?? ""}`.trim().split("\n")[0] ?? ""
+  return { mode: undefined, why: said !== "" ? said : `the probe exited with ${r.status ?? r.signal}` }
+}
+
+let pinnedHere: { readonly root: string | undefined; readonly why: string } | undefined
+
+/**
+ * `EXEC_ROOT` where this machine can show a sandbox there (tried once per process, with a real sandbox-like
+ * directory and a read-only mount inside it), else `undefined` and why not: then processes run at their sandbox's
+ * own path, and their keys say so (see `Process.execRoot`).
+ */
+export const execRoot = (): { readonly root: string | undefined; readonly why: string } => {
+  if (pinnedHere !== undefined) return pinnedHere
+  pinnedHere = execRootOnce()
+  return pinnedHere
+}
+
+const execRootOnce = (): { readonly root: string | undefined; readonly why: string } => {
+  const { mode, why } = probe()
+  if (mode === undefined) return { root: undefined, why }
+  if (!fs.statSync(EXEC_ROOT, { throwIfNoEntry: false })?.isDirectory()) {
+    return { root: undefined, why: `${EXEC_ROOT} is not a directory here` }
+  }
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "kiln-exec-root-probe-"))
+  try {
+    const source = path.join(scratch, "source")
+    const sandbox = path.join(scratch, "sandbox")
+    fs.mkdirSync(path.join(source, "wd"), { recursive: true })
+    fs.mkdirSync(path.join(sandbox, "shared"), { recursive: true })
+    fs.writeFileSync(path.join(source, "marker"), "")
+    const cwd = `${EXEC_ROOT}/shared/wd`
+    const argv = wrap(
+      mode,
+      [{ source, target: path.join(sandbox, "shared") }],
+      [
+        SH,
+        "-c",
+        `[ "$(pwd -P)" = "$0" ] && test -e ../marker && ! touch ../new 2>/dev/null`,
+        cwd
+      ],
+      {},
+      { sandbox, cwd }
+    )
+    const failed = ran(argv)
+    return failed === undefined ? { root: EXEC_ROOT, why: "" } : { root: undefined, why: failed.why }
   } finally {
     fs.rmSync(scratch, { recursive: true, force: true })
   }

@@ -1,6 +1,6 @@
 /**
  * A local run's middle phases: its linked inputs watched, its command written out (in a mount namespace when it
- * mounts anything), and its process group spawned and waited for under a permit, ended whole before its outputs
+ * mounts anything or is pinned to its exec root), and its process group spawned and waited for under a permit, ended whole before its outputs
  * are read.
  *
  * @internal
@@ -12,6 +12,7 @@ import * as Option from "effect/Option"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { CHROOT } from "../../../domain/Process.js"
+import { SandboxError } from "../../../domain/Sandbox.js"
 import { ioError } from "../../../os/IoError.js"
 import * as MountNamespace from "../../../os/MountNamespace.js"
 import type * as Sandboxes from "../../sandbox/Sandboxes.js"
@@ -94,34 +95,66 @@ export interface Command {
 }
 
 /**
- * The command as it is spawned, the sandbox's path put in for `CHROOT`, and recorded in the sandbox.
+ * Where the process sees its sandbox (`proc.execRoot`, when it is pinned) and the mode of the namespace that shows it
+ * there. A process pinned to a path this machine cannot show it at fails: run at its random path, its result would
+ * be stored under a key that says otherwise.
+ */
+const pinnedOf = (run: LocalRun, opened: Opened) => {
+  const { execRoot } = run.proc
+  if (execRoot === undefined) return Effect.succeed(undefined)
+  const here = MountNamespace.execRoot()
+  return here.root === execRoot
+    ? Effect.succeed({ root: execRoot, mode: MountNamespace.probe().mode! })
+    : Effect.fail(
+      new SandboxError({
+        reason: "Create",
+        path: opened.sandbox.path,
+        detail: `${run.proc.description} is to run at ${execRoot}, which this machine cannot show its sandbox at (${
+          here.root !== undefined ? `it shows it at ${here.root}` : here.why
+        })`
+      })
+    )
+}
+
+/**
+ * The command as it is spawned, the path the process sees its sandbox at put in for `CHROOT` (`proc.execRoot`, else
+ * the sandbox's own), and recorded in the sandbox.
  *
  * @internal
  */
 export const commandOf = (run: LocalRun, opened: Opened, filled: Filled, guard: Guard) =>
-  Effect.suspend(() => {
+  Effect.gen(function*() {
     const { proc } = run
     const { layout, sandbox } = opened
     const { mounts } = filled.mounts
-    const env = Object.fromEntries(Object.entries(proc.env).map(([k, v]) => [k, substitute(v, sandbox.path)]))
-    const command = proc.argv.map((a) => substitute(a, sandbox.path))
+    const pinned = yield* pinnedOf(run, opened)
+    const seen = pinned?.root ?? sandbox.path
+    const env = Object.fromEntries(Object.entries(proc.env).map(([k, v]) => [k, substitute(v, seen)]))
+    const command = proc.argv.map((a) => substitute(a, seen))
     // The mounts are the process's own: they vanish with it, whatever ends it. Where it has a mount namespace
     // anyway, each input that is a store blob's hard link is bound read-only over itself: a write in place, or a
     // chmod, fails there, instead of being noticed after. Up to a few: each is a mount(8) of its own (see
     // READ_ONLY_LINKS_MAX); the check after the process covers the rest.
     const { watched } = guard
-    const protect = mounts.length > 0 && watched !== undefined && watched.linked.length <= READ_ONLY_LINKS_MAX
+    const namespace = pinned !== undefined || mounts.length > 0
+    const protect = namespace && watched !== undefined && watched.linked.length <= READ_ONLY_LINKS_MAX
     const readOnly = !protect ? [] : watched.linked.map((l) => {
       const file = path.join(sandbox.path, ...l.rel.split("/"))
       return { source: file, target: file }
     })
-    const argv = mounts.length === 0
+    // Pinned, the sandbox (the mounts inside it included) is bound over the exec root and the process starts in its
+    // working directory there: what it sees of its own path is the same in every run.
+    const at = pinned === undefined
+      ? undefined
+      : {
+        sandbox: sandbox.path,
+        cwd: path.posix.join(pinned.root, ...path.relative(sandbox.path, filled.cwd).split(path.sep))
+      }
+    const argv = !namespace
       ? command
-      : MountNamespace.wrap(layout.mode!, [...mounts, ...readOnly], command, env)
-    return Effect.as(
-      sandbox.setCommand({ argv, env, workingDirectory: proc.workingDirectory }),
-      { argv, env } satisfies Command
-    )
+      : MountNamespace.wrap(pinned?.mode ?? layout.mode!, [...mounts, ...readOnly], command, env, at)
+    yield* sandbox.setCommand({ argv, env, workingDirectory: proc.workingDirectory })
+    return { argv, env } satisfies Command
   })
 
 /** @internal */
