@@ -82,6 +82,38 @@ export interface Pinned {
   readonly cwd: string
 }
 
+/** A mount namespace of a process's own: how it is made, what is mounted in it, and where the process runs. */
+export interface Namespace {
+  readonly mode: Mode
+  readonly mounts: ReadonlyArray<Mount>
+  readonly pinned?: Pinned | undefined
+}
+
+/**
+ * `namespace` as a spawn request carries it to the spawner, which makes it itself (the native one, with the system
+ * calls: `native/ns.c`) or through {@link wrap} (the Node one): `[mode, sandbox, EXEC_ROOT, cwd, source, target, …]`,
+ * the sandbox, root and cwd empty where it is not pinned.
+ */
+export const toWire = (namespace: Namespace): Array<string> => [
+  namespace.mode,
+  namespace.pinned?.sandbox ?? "",
+  namespace.pinned === undefined ? "" : EXEC_ROOT,
+  namespace.pinned?.cwd ?? "",
+  ...namespace.mounts.flatMap((m) => [m.source, m.target])
+]
+
+/** The namespace {@link toWire} wrote. */
+export const fromWire = (wire: ReadonlyArray<string>): Namespace => {
+  const [mode, sandbox, , cwd, ...pairs] = wire
+  const mounts: Array<Mount> = []
+  for (let i = 0; i + 1 < pairs.length; i += 2) mounts.push({ source: pairs[i]!, target: pairs[i + 1]! })
+  return {
+    mode: mode === "root" ? "root" : "user",
+    mounts,
+    pinned: sandbox === undefined || sandbox === "" ? undefined : { sandbox, cwd: cwd ?? "" }
+  }
+}
+
 /**
  * `argv` run with `mounts` in a mount namespace of its own, for `mode`, and with its sandbox at `EXEC_ROOT` when
  * `pinned`. The pid stays the same through every exec, so the process's group and signals are as if it were spawned

@@ -92,6 +92,8 @@ const substitute = (s: string, sandbox: string) => s.split(CHROOT).join(sandbox)
 export interface Command {
   readonly argv: ReadonlyArray<string>
   readonly env: Record<string, string>
+  /** The mount namespace the spawner makes for it (see `MountNamespace.toWire`); undefined: none. */
+  readonly namespace: ReadonlyArray<string> | undefined
 }
 
 /**
@@ -150,11 +152,19 @@ export const commandOf = (run: LocalRun, opened: Opened, filled: Filled, guard: 
         sandbox: sandbox.path,
         cwd: path.posix.join(pinned.root, ...path.relative(sandbox.path, filled.cwd).split(path.sep))
       }
-    const argv = !namespace
+    const made: MountNamespace.Namespace | undefined = !namespace
+      ? undefined
+      : { mode: pinned?.mode ?? layout.mode!, mounts: [...mounts, ...readOnly], pinned: at }
+    // A kept sandbox's `__run.sh` makes the namespace with unshare(1) and mount(8), as the Node spawner does.
+    const recorded = made === undefined
       ? command
-      : MountNamespace.wrap(pinned?.mode ?? layout.mode!, [...mounts, ...readOnly], command, env, at)
-    yield* sandbox.setCommand({ argv, env, workingDirectory: proc.workingDirectory })
-    return { argv, env } satisfies Command
+      : MountNamespace.wrap(made.mode, made.mounts, command, env, made.pinned)
+    yield* sandbox.setCommand({ argv: recorded, env, workingDirectory: proc.workingDirectory })
+    return {
+      argv: command,
+      env,
+      namespace: made === undefined ? undefined : MountNamespace.toWire(made)
+    } satisfies Command
   })
 
 /** @internal */
@@ -189,7 +199,13 @@ export const spawnAndWait = (
       timings.queue = runStarted - queued
       const group = yield* ProcessGroup.spawnGroup(
         spawner,
-        { argv: command.argv, cwd: filled.cwd, env: command.env, ...logs },
+        {
+          argv: command.argv,
+          cwd: filled.cwd,
+          env: command.env,
+          ...(command.namespace !== undefined ? { namespace: command.namespace } : {}),
+          ...logs
+        },
         options.grace
       )
       const exited: Option.Option<ProcessGroup.Exit> = proc.timeoutMs === undefined
