@@ -122,13 +122,10 @@ describe("the exec root", () => {
 
   it.scopedLive("KILN_MOUNT_NAMESPACES=0: the process runs at its sandbox's own path, under another key", () =>
     Effect.gen(function*() {
-      /** `kiln run` in a checkout of its own, with `env`: the summary's one process, and its working directory. */
-      const run = (root: string, env: Record<string, string>) => {
-        const workspace = checkout(root)
-        fs.writeFileSync(path.join(workspace, "kiln.json"), JSON.stringify({ processes: { build } }))
-        const summary = path.join(root, "summary.json")
-        const r = childProcess.spawnSync(process.execPath, [cli, "run", "--summary", summary], {
-          cwd: workspace,
+      /** The CLI in the checkout under `root`, with its own store there, and `env`. */
+      const kiln = (root: string, args: ReadonlyArray<string>, env: Record<string, string>) => {
+        const r = childProcess.spawnSync(process.execPath, [cli, ...args], {
+          cwd: path.join(root, "ws"),
           encoding: "utf8",
           env: {
             ...process.env,
@@ -139,6 +136,14 @@ describe("the exec root", () => {
           }
         })
         assert.strictEqual(r.status, 0, r.stderr)
+        return r.stdout
+      }
+      /** `kiln run` in a checkout of its own, with `env`: the summary's one process, and its outputs. */
+      const run = (root: string, env: Record<string, string>) => {
+        const workspace = checkout(root)
+        fs.writeFileSync(path.join(workspace, "kiln.json"), JSON.stringify({ processes: { build } }))
+        const summary = path.join(root, "summary.json")
+        kiln(root, ["run", "--summary", summary], env)
         const { processes } = JSON.parse(fs.readFileSync(summary, "utf8")) as {
           processes: ReadonlyArray<{ actionDigest: string; source: string }>
         }
@@ -153,5 +158,7 @@ describe("the exec root", () => {
       const on = run(yield* tempDir("kiln-exec-root-on-"), {})
       assert.strictEqual(on.outputs["pwd.txt"], `${pinned}/packages/p\n`)
       assert.notStrictEqual(on.process.actionDigest, off.process.actionDigest)
+      // What explain says of the checkout that ran without, once namespaces are on again.
+      assert.include(kiln(offRoot, ["explain", "build"], {}), `  runs at: its sandbox's own path -> ${pinned}\n`)
     }))
 })

@@ -357,10 +357,12 @@ export const inputOf = (state: RunState, name: string) =>
     const deps = depOutputs(state, name)
     const digest = yield* mergeInputs(state.store, state.config, own.digest, deps)
     yield* symlinkedInputs(state, name, digest)
+    const pinnedAt = execRoot()
     state.records.set(name, {
       argv: [...pc.argv],
       env: { ...pc.env },
       workingDirectory: pc.workingDirectory ?? "",
+      ...(pinnedAt !== undefined ? { execRoot: pinnedAt } : {}),
       inputs: own.files,
       deps: Object.fromEntries(Object.entries(deps).map(([k, v]) => [k, Digest.format(v)])),
       actionDigest: ""
