@@ -4,6 +4,9 @@
  * what tools print and key on), cannot write into it (EROFS, root included), and the mounts vanish with the process:
  * nothing is left mounted when it dies, however it dies.
  *
+ * The native spawner makes the same namespace itself between fork and exec (`programs/spawner/native/ns.c`, from
+ * {@link toWire}); what follows is how the Node spawner and a kept sandbox's `__run.sh` make it ({@link wrap}).
+ *
  * Nothing here needs a compiler or a setuid helper: `unshare` and `mount` are util-linux's, on every Linux. As root,
  * `unshare --mount` is enough. Another user needs a user namespace to mount in (most distributions allow them), and a
  * second one inside it, so that the process runs as the user it is rather than as root: the mounts, made by the outer

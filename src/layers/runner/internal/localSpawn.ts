@@ -80,9 +80,9 @@ export const guardLinked = (run: LocalRun, opened: Opened) => {
 }
 
 /**
- * At most this many linked inputs are bound read-only in a process's mount namespace: each bind is an exec of
- * mount(8), so a thousand of them would add seconds to a process, where the check after the process costs a hash
- * comparison per input.
+ * At most this many linked inputs are bound read-only in a process's mount namespace: each bind is two system calls
+ * in the native spawner but an exec of mount(8) in the Node one (and in a kept sandbox's `__run.sh`), so a thousand
+ * of them would add seconds to a process there, where the check after the process costs a hash comparison per input.
  */
 const READ_ONLY_LINKS_MAX = 16
 
@@ -135,8 +135,8 @@ export const commandOf = (run: LocalRun, opened: Opened, filled: Filled, guard: 
     const command = proc.argv.map((a) => substitute(a, seen))
     // The mounts are the process's own: they vanish with it, whatever ends it. Where it has a mount namespace
     // anyway, each input that is a store blob's hard link is bound read-only over itself: a write in place, or a
-    // chmod, fails there, instead of being noticed after. Up to a few: each is a mount(8) of its own (see
-    // READ_ONLY_LINKS_MAX); the check after the process covers the rest.
+    // chmod, fails there, instead of being noticed after. Up to a few (see READ_ONLY_LINKS_MAX); the check after the
+    // process covers the rest.
     const { watched } = guard
     const namespace = pinned !== undefined || mounts.length > 0
     const protect = namespace && watched !== undefined && watched.linked.length <= READ_ONLY_LINKS_MAX
