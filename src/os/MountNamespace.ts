@@ -171,55 +171,29 @@ const toolsOrThrow = (): Tools => {
   return tools
 }
 
-let probed: { readonly mode: Mode | undefined; readonly why: string } | undefined
+interface Probed {
+  readonly mode: Mode | undefined
+  readonly why: string
+  /** `EXEC_ROOT` where a sandbox can be shown there, else undefined and why not. */
+  readonly root: string | undefined
+  readonly rootWhy: string
+}
+
+let probed: Probed | undefined
+
+const probedHere = (): Probed => {
+  if (probed === undefined) probed = probeOnce()
+  return probed
+}
 
 /**
  * Whether mounts work here, tried once per process with a real mount of a scratch directory (a kernel or a security
  * module may refuse what the user id allows): the mode that works, or `undefined` and why not.
  */
 export const probe = (): { readonly mode: Mode | undefined; readonly why: string } => {
-  if (probed !== undefined) return probed
-  probed = probeOnce()
-  return probed
+  const { mode, why } = probedHere()
+  return { mode, why }
 }
-
-const probeOnce = (): { readonly mode: Mode | undefined; readonly why: string } => {
-  if (process.platform !== "linux") return { mode: undefined, why: "mount namespaces are Linux's" }
-  if (process.env[KNOB] === "0") return { mode: undefined, why: `${KNOB}=0` }
-  try {
-    toolsOrThrow()
-  } catch (e) {
-    return { mode: undefined, why: (e as Error).message }
-  }
-  const mode: Mode = process.getuid!() === 0 ? "root" : "user"
-  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "kiln-mount-probe-"))
-  try {
-    const source = path.join(scratch, "source")
-    const target = path.join(scratch, "target")
-    fs.mkdirSync(source)
-    fs.mkdirSync(target)
-    fs.writeFileSync(path.join(source, "marker"), "")
-    const argv = wrap(mode, [{ source, target }], [
-      SH,
-      "-c",
-      `test -e "$0/marker" && ! touch "$0/new" 2>/dev/null`,
-      target
-    ], {})
-    return ran(argv) ?? { mode, why: "" }
-  } finally {
-    fs.rmSync(scratch, { recursive: true, force: true })
-  }
-}
-
-/** Runs a probe: undefined when it passed, else why not. */
-const ran = (argv: ReadonlyArray<string>): { readonly mode: undefined; readonly why: string } | undefined => {
-  const r = childProcess.spawnSync(argv[0]!, argv.slice(1), { encoding: "utf8", env: {}, timeout: 10_000 })
-  if (r.status === 0) return undefined
-  const said = `${r.stderr ?? ""}`.trim().split("\n")[0] ?? ""
-  return { mode: undefined, why: said !== "" ? said : `the probe exited with ${r.status ?? r.signal}` }
-}
-
-let pinnedHere: { readonly root: string | undefined; readonly why: string } | undefined
 
 /**
  * `EXEC_ROOT` where this machine can show a sandbox there (tried once per process, with a real sandbox-like
@@ -227,40 +201,59 @@ let pinnedHere: { readonly root: string | undefined; readonly why: string } | un
  * own path, and their keys say so (see `Process.execRoot`).
  */
 export const execRoot = (): { readonly root: string | undefined; readonly why: string } => {
-  if (pinnedHere !== undefined) return pinnedHere
-  pinnedHere = execRootOnce()
-  return pinnedHere
+  const { root, rootWhy } = probedHere()
+  return { root, why: rootWhy }
 }
 
-const execRootOnce = (): { readonly root: string | undefined; readonly why: string } => {
-  const { mode, why } = probe()
-  if (mode === undefined) return { root: undefined, why }
-  if (!fs.statSync(EXEC_ROOT, { throwIfNoEntry: false })?.isDirectory()) {
-    return { root: undefined, why: `${EXEC_ROOT} is not a directory here` }
+const off = (why: string): Probed => ({ mode: undefined, why, root: undefined, rootWhy: why })
+
+/**
+ * One program run in the common case (a probe costs an engine's start as much as its first process): a sandbox
+ * shown at `EXEC_ROOT` with a read-only mount inside it, which shows that both work. Only where that fails is a
+ * mount alone tried, for shared trees.
+ */
+const probeOnce = (): Probed => {
+  if (process.platform !== "linux") return off("mount namespaces are Linux's")
+  if (process.env[KNOB] === "0") return off(`${KNOB}=0`)
+  try {
+    toolsOrThrow()
+  } catch (e) {
+    return off((e as Error).message)
   }
-  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "kiln-exec-root-probe-"))
+  const mode: Mode = process.getuid!() === 0 ? "root" : "user"
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "kiln-mount-probe-"))
   try {
     const source = path.join(scratch, "source")
     const sandbox = path.join(scratch, "sandbox")
+    const target = path.join(sandbox, "shared")
     fs.mkdirSync(path.join(source, "wd"), { recursive: true })
-    fs.mkdirSync(path.join(sandbox, "shared"), { recursive: true })
+    fs.mkdirSync(target, { recursive: true })
     fs.writeFileSync(path.join(source, "marker"), "")
-    const cwd = `${EXEC_ROOT}/shared/wd`
-    const argv = wrap(
-      mode,
-      [{ source, target: path.join(sandbox, "shared") }],
-      [
-        SH,
-        "-c",
-        `[ "$(pwd -P)" = "$0" ] && test -e ../marker && ! touch ../new 2>/dev/null`,
-        cwd
-      ],
-      {},
-      { sandbox, cwd }
-    )
-    const failed = ran(argv)
-    return failed === undefined ? { root: EXEC_ROOT, why: "" } : { root: undefined, why: failed.why }
+    // Builtins and a subshell only: `touch` would be another program to start.
+    const readOnly = `test -e "$0/marker" && ! ( : > "$0/new" ) 2>/dev/null`
+    let rootWhy = `${EXEC_ROOT} is not a directory here`
+    if (fs.statSync(EXEC_ROOT, { throwIfNoEntry: false })?.isDirectory()) {
+      const cwd = `${EXEC_ROOT}/shared/wd`
+      const pinned = ran(
+        wrap(mode, [{ source, target }], [SH, "-c", `[ "$(pwd -P)" = "$1" ] && ${readOnly}`, `..`, cwd], {}, {
+          sandbox,
+          cwd
+        })
+      )
+      if (pinned === undefined) return { mode, why: "", root: EXEC_ROOT, rootWhy: "" }
+      rootWhy = pinned.why
+    }
+    const plain = ran(wrap(mode, [{ source, target }], [SH, "-c", readOnly, target], {}))
+    return plain === undefined ? { mode, why: "", root: undefined, rootWhy } : off(plain.why)
   } finally {
     fs.rmSync(scratch, { recursive: true, force: true })
   }
+}
+
+/** Runs a probe: undefined when it passed, else why not. */
+const ran = (argv: ReadonlyArray<string>): { readonly why: string } | undefined => {
+  const r = childProcess.spawnSync(argv[0]!, argv.slice(1), { encoding: "utf8", env: {}, timeout: 10_000 })
+  if (r.status === 0) return undefined
+  const said = `${r.stderr ?? ""}`.trim().split("\n")[0] ?? ""
+  return { why: said !== "" ? said : `the probe exited with ${r.status ?? r.signal}` }
 }
