@@ -280,9 +280,13 @@ static pid_t start_child(const Program *p, int out, int err, pid_t *reaper, bool
     ssize_t n = read(report[0], &m, sizeof m);
     if (n < 0 && errno == EINTR) continue;
     if (n != (ssize_t)sizeof m) break;
-    if (m.kind == REPORT_PID) child = m.value;
-    else e = m.value;
-    if (in_namespace != NULL) *in_namespace = m.kind == REPORT_NAMESPACE_ERRNO;
+    if (m.kind == REPORT_PID) {
+      child = m.value;
+    } else {
+      // The reaper's pid may come after the process's errno: only the errno says where it failed.
+      e = m.value;
+      if (in_namespace != NULL) *in_namespace = m.kind == REPORT_NAMESPACE_ERRNO;
+    }
   }
   close(report[0]);
   if (e != 0 || child <= 0) {
