@@ -1,7 +1,9 @@
 /**
  * The action cache key of a process: the REAPI `Action` digest over its `Command` (argv, sorted env, sorted output
  * paths, working directory), its input root, its timeout and a salt (kiln's cache version, the named caches' layout,
- * the cache namespace and an `outputSymlinks: "any"` allowance). Argv and env keep the `{chroot}` placeholder, so the key does not depend on where the sandbox is.
+ * the cache namespace, an `outputSymlinks: "any"` allowance and the exec root). Argv and env keep the `{chroot}`
+ * placeholder, so the key does not depend on where the sandbox is, only on the path the process sees it at: the
+ * exec root where it is pinned, else none (a random path).
  *
  * @internal
  */
@@ -62,7 +64,9 @@ export const actionMessages = (proc: Process): { readonly command: Uint8Array; r
         ...(proc.cacheNamespace !== undefined && proc.cacheNamespace !== "" ? [proc.cacheNamespace] : []),
         // Only when allowed, so that every other key stays as it was: an entry whose links may point anywhere is
         // never one a `contained` process looks up.
-        ...(proc.outputSymlinks === "any" ? [{ outputSymlinks: "any" }] : [])
+        ...(proc.outputSymlinks === "any" ? [{ outputSymlinks: "any" }] : []),
+        // Only when pinned: a process with no exec root keeps the key it had before there was one.
+        ...(proc.execRoot !== undefined ? [{ execRoot: proc.execRoot }] : [])
       ])
     )
   })

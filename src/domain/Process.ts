@@ -66,6 +66,13 @@ export class Process extends Schema.Class<Process>("kiln/Process")({
    * `Directory.escapingTargetReason`), from a cache as from the process itself; `any`: anywhere. Part of the key.
    */
   outputSymlinks: Schema.optionalWith(Schema.Literal("contained", "any"), { default: () => "contained" as const }),
+  /**
+   * The absolute path the process sees its sandbox at (put in for `{chroot}`, its working directory under it), the
+   * same on every run and machine (see `MountNamespace.EXEC_ROOT`); absent: wherever its sandbox is, a path that
+   * differs for every process. Part of the key (its salt): a result made at one path is not one made at another, and
+   * a machine that cannot pin the path never shares keys with one that does.
+   */
+  execRoot: Schema.optional(Schema.String),
   /** False: never executed remotely. Not part of the key. */
   remote: Schema.optionalWith(Schema.Boolean, { default: () => true })
 }) {}

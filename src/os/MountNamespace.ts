@@ -4,10 +4,21 @@
  * what tools print and key on), cannot write into it (EROFS, root included), and the mounts vanish with the process:
  * nothing is left mounted when it dies, however it dies.
  *
+ * The native spawner makes the same namespace itself between fork and exec (`programs/spawner/native/ns.c`, from
+ * {@link toWire}); what follows is how the Node spawner and a kept sandbox's `__run.sh` make it ({@link wrap}).
+ *
  * Nothing here needs a compiler or a setuid helper: `unshare` and `mount` are util-linux's, on every Linux. As root,
  * `unshare --mount` is enough. Another user needs a user namespace to mount in (most distributions allow them), and a
  * second one inside it, so that the process runs as the user it is rather than as root: the mounts, made by the outer
  * one, are locked for the inner one.
+ *
+ * The same namespace pins where the process runs: its sandbox is bound (with the mounts made inside it) over
+ * {@link EXEC_ROOT}, the one path every process of every run on every machine sees its sandbox at, and it starts in
+ * its working directory there. A tool that writes its own path into what it makes (a source map's absolute paths, a
+ * Go binary built without `-trimpath`, a Jest snapshot) then writes the same bytes wherever the sandbox really is.
+ *
+ * `KILN_MOUNT_NAMESPACES=0` turns all of it off (then `probe` says so): shared trees are written, and processes run
+ * at their sandbox's own path.
  *
  * Plain Node, no Effect.
  */
@@ -30,6 +41,18 @@ export interface Mount {
  */
 export type Mode = "root" | "user"
 
+/**
+ * Where a process sees its sandbox, when this machine can show it there (see {@link execRoot}). `/mnt` because a
+ * directory must already be there to bind over, kiln makes none outside its own directories, and `/mnt` is on every
+ * Linux (the filesystem hierarchy standard has it, for mounting something temporarily: this). Its own contents are
+ * hidden from the process, which has no business with them. `/tmp` is on every Linux too, but a tool's temporary
+ * files would then land among its inputs.
+ */
+export const EXEC_ROOT = "/mnt"
+
+/** Set to `0`, nothing is mounted: shared trees are written into each sandbox, and processes run where it is. */
+export const KNOB = "KILN_MOUNT_NAMESPACES"
+
 const UNSHARE = ["/usr/bin/unshare", "/bin/unshare"]
 const MOUNT = ["/usr/bin/mount", "/bin/mount"]
 const SH = "/bin/sh"
@@ -37,29 +60,74 @@ const SH = "/bin/sh"
 const firstExisting = (candidates: ReadonlyArray<string>) => candidates.find((c) => fs.existsSync(c))
 
 /**
- * The script the wrapper runs: `$1` mounts, then their `source target` pairs, then `PWD=` or `PWD=value` (dash sets
- * `PWD` in the environment it hands on; the process must see exactly its declared variables), then the command. A
- * mount that fails ends it with 125 before the command starts. The last line execs the command, or the inner
- * `unshare` that drops back to the user.
+ * The script the wrapper runs: `$1` mounts, then their `source target` pairs, then the sandbox to bind over
+ * `EXEC_ROOT` and the directory to start in there (both empty: neither), then `PWD=` or `PWD=value` (dash sets `PWD`
+ * in the environment it hands on; the process must see exactly its declared variables), then the command. A mount
+ * (or `cd`) that fails ends it with 125 before the command starts. The sandbox is bound last, recursively, so that
+ * the mounts made inside it come along. The last line execs the command, or the inner `unshare` that drops back to
+ * the user.
  */
 const script = (mount: string) =>
   [
     `n=$1; shift`,
     `while [ "$n" -gt 0 ]; do ${mount} --bind -o ro -- "$1" "$2" || exit 125; shift 2; n=$((n - 1)); done`,
+    `if [ -n "$1" ]; then ${mount} --rbind -- "$1" ${EXEC_ROOT} && cd -- "$2" || exit 125; fi; shift 2`,
     `case "$1" in PWD=) unset PWD ;; *) export PWD="\${1#PWD=}" ;; esac; shift`,
     `exec "$@"`
   ].join("\n")
 
 /**
- * `argv` run with `mounts` in a mount namespace of its own, for `mode`. The pid stays the same through every exec, so
- * the process's group and signals are as if it were spawned directly. `env` is the process's environment, of which
- * only `PWD` is looked at.
+ * Where the process runs: its sandbox (a host path), shown at `EXEC_ROOT`, and its working directory there (under
+ * `EXEC_ROOT`).
+ */
+export interface Pinned {
+  readonly sandbox: string
+  readonly cwd: string
+}
+
+/** A mount namespace of a process's own: how it is made, what is mounted in it, and where the process runs. */
+export interface Namespace {
+  readonly mode: Mode
+  readonly mounts: ReadonlyArray<Mount>
+  readonly pinned?: Pinned | undefined
+}
+
+/**
+ * `namespace` as a spawn request carries it to the spawner, which makes it itself (the native one, with the system
+ * calls: `native/ns.c`) or through {@link wrap} (the Node one): `[mode, sandbox, EXEC_ROOT, cwd, source, target, …]`,
+ * the sandbox, root and cwd empty where it is not pinned.
+ */
+export const toWire = (namespace: Namespace): Array<string> => [
+  namespace.mode,
+  namespace.pinned?.sandbox ?? "",
+  namespace.pinned === undefined ? "" : EXEC_ROOT,
+  namespace.pinned?.cwd ?? "",
+  ...namespace.mounts.flatMap((m) => [m.source, m.target])
+]
+
+/** The namespace {@link toWire} wrote. */
+export const fromWire = (wire: ReadonlyArray<string>): Namespace => {
+  const [mode, sandbox, , cwd, ...pairs] = wire
+  const mounts: Array<Mount> = []
+  for (let i = 0; i + 1 < pairs.length; i += 2) mounts.push({ source: pairs[i]!, target: pairs[i + 1]! })
+  return {
+    mode: mode === "root" ? "root" : "user",
+    mounts,
+    pinned: sandbox === undefined || sandbox === "" ? undefined : { sandbox, cwd: cwd ?? "" }
+  }
+}
+
+/**
+ * `argv` run with `mounts` in a mount namespace of its own, for `mode`, and with its sandbox at `EXEC_ROOT` when
+ * `pinned`. The pid stays the same through every exec, so the process's group and signals are as if it were spawned
+ * directly. `env` is the process's environment, of which only `PWD` is looked at.
  */
 export const wrap = (
   mode: Mode,
   mounts: ReadonlyArray<Mount>,
   argv: ReadonlyArray<string>,
-  env: Readonly<Record<string, string>>
+  env: Readonly<Record<string, string>>,
+  pinned?: Pinned
 ): Array<string> => {
   const tools = toolsOrThrow()
   const pwd = env.PWD === undefined ? "PWD=" : `PWD=${env.PWD}`
@@ -78,6 +146,8 @@ export const wrap = (
     "kiln-mounts",
     String(mounts.length),
     ...pairs,
+    pinned?.sandbox ?? "",
+    pinned?.cwd ?? "",
     pwd,
     ...back,
     ...argv
@@ -101,44 +171,89 @@ const toolsOrThrow = (): Tools => {
   return tools
 }
 
-let probed: { readonly mode: Mode | undefined; readonly why: string } | undefined
+interface Probed {
+  readonly mode: Mode | undefined
+  readonly why: string
+  /** `EXEC_ROOT` where a sandbox can be shown there, else undefined and why not. */
+  readonly root: string | undefined
+  readonly rootWhy: string
+}
+
+let probed: Probed | undefined
+
+const probedHere = (): Probed => {
+  if (probed === undefined) probed = probeOnce()
+  return probed
+}
 
 /**
  * Whether mounts work here, tried once per process with a real mount of a scratch directory (a kernel or a security
  * module may refuse what the user id allows): the mode that works, or `undefined` and why not.
  */
 export const probe = (): { readonly mode: Mode | undefined; readonly why: string } => {
-  if (probed !== undefined) return probed
-  probed = probeOnce()
-  return probed
+  const { mode, why } = probedHere()
+  return { mode, why }
 }
 
-const probeOnce = (): { readonly mode: Mode | undefined; readonly why: string } => {
-  if (process.platform !== "linux") return { mode: undefined, why: "mount namespaces are Linux's" }
+/**
+ * `EXEC_ROOT` where this machine can show a sandbox there (tried once per process, with a real sandbox-like
+ * directory and a read-only mount inside it), else `undefined` and why not: then processes run at their sandbox's
+ * own path, and their keys say so (see `Process.execRoot`).
+ */
+export const execRoot = (): { readonly root: string | undefined; readonly why: string } => {
+  const { root, rootWhy } = probedHere()
+  return { root, why: rootWhy }
+}
+
+const off = (why: string): Probed => ({ mode: undefined, why, root: undefined, rootWhy: why })
+
+/**
+ * One program run in the common case (a probe costs an engine's start as much as its first process): a sandbox
+ * shown at `EXEC_ROOT` with a read-only mount inside it, which shows that both work. Only where that fails is a
+ * mount alone tried, for shared trees.
+ */
+const probeOnce = (): Probed => {
+  if (process.platform !== "linux") return off("mount namespaces are Linux's")
+  if (process.env[KNOB] === "0") return off(`${KNOB}=0`)
   try {
     toolsOrThrow()
   } catch (e) {
-    return { mode: undefined, why: (e as Error).message }
+    return off((e as Error).message)
   }
   const mode: Mode = process.getuid!() === 0 ? "root" : "user"
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "kiln-mount-probe-"))
   try {
     const source = path.join(scratch, "source")
-    const target = path.join(scratch, "target")
-    fs.mkdirSync(source)
-    fs.mkdirSync(target)
+    const sandbox = path.join(scratch, "sandbox")
+    const target = path.join(sandbox, "shared")
+    fs.mkdirSync(path.join(source, "wd"), { recursive: true })
+    fs.mkdirSync(target, { recursive: true })
     fs.writeFileSync(path.join(source, "marker"), "")
-    const argv = wrap(mode, [{ source, target }], [
-      SH,
-      "-c",
-      `test -e "$0/marker" && ! touch "$0/new" 2>/dev/null`,
-      target
-    ], {})
-    const r = childProcess.spawnSync(argv[0]!, argv.slice(1), { encoding: "utf8", env: {}, timeout: 10_000 })
-    if (r.status === 0) return { mode, why: "" }
-    const said = `${r.stderr ?? ""}`.trim().split("\n")[0] ?? ""
-    return { mode: undefined, why: said !== "" ? said : `the probe exited with ${r.status ?? r.signal}` }
+    // Builtins and a subshell only: `touch` would be another program to start.
+    const readOnly = `test -e "$0/marker" && ! ( : > "$0/new" ) 2>/dev/null`
+    let rootWhy = `${EXEC_ROOT} is not a directory here`
+    if (fs.statSync(EXEC_ROOT, { throwIfNoEntry: false })?.isDirectory()) {
+      const cwd = `${EXEC_ROOT}/shared/wd`
+      const pinned = ran(
+        wrap(mode, [{ source, target }], [SH, "-c", `[ "$(pwd -P)" = "$1" ] && ${readOnly}`, `..`, cwd], {}, {
+          sandbox,
+          cwd
+        })
+      )
+      if (pinned === undefined) return { mode, why: "", root: EXEC_ROOT, rootWhy: "" }
+      rootWhy = pinned.why
+    }
+    const plain = ran(wrap(mode, [{ source, target }], [SH, "-c", readOnly, target], {}))
+    return plain === undefined ? { mode, why: "", root: undefined, rootWhy } : off(plain.why)
   } finally {
     fs.rmSync(scratch, { recursive: true, force: true })
   }
+}
+
+/** Runs a probe: undefined when it passed, else why not. */
+const ran = (argv: ReadonlyArray<string>): { readonly why: string } | undefined => {
+  const r = childProcess.spawnSync(argv[0]!, argv.slice(1), { encoding: "utf8", env: {}, timeout: 10_000 })
+  if (r.status === 0) return undefined
+  const said = `${r.stderr ?? ""}`.trim().split("\n")[0] ?? ""
+  return { why: said !== "" ? said : `the probe exited with ${r.status ?? r.signal}` }
 }

@@ -120,22 +120,39 @@ export const groupAlive = (pgid: number): boolean => {
   return false
 }
 
+const idOf = (p: string): string | undefined => {
+  const st = fs.statSync(p, { throwIfNoEntry: false })
+  return st === undefined ? undefined : `${st.dev}:${st.ino}`
+}
+
 /**
  * The process groups of processes whose working directory is one of `dirs` or inside one, except groups `exclude`
  * says no to. Empty without `/proc`.
+ *
+ * A process that sees one of `dirs` at `boundAt` (its sandbox bound there in a mount namespace of its own, see
+ * `MountNamespace.EXEC_ROOT`) names its working directory by that path: it is in `dirs` when the directory it sees
+ * there (through `/proc/<pid>/root`, which resolves in its namespace) is one of them.
  */
-export const groupsWorkingIn = (dirs: ReadonlyArray<string>, exclude: (pgid: number) => boolean): Set<number> => {
+export const groupsWorkingIn = (
+  dirs: ReadonlyArray<string>,
+  exclude: (pgid: number) => boolean,
+  boundAt?: string
+): Set<number> => {
   const found = new Set<number>()
   if (dirs.length === 0) return found
+  let ids: Set<string> | undefined
+  const bound = (pid: string, cwd: string) => {
+    if (boundAt === undefined || !(cwd === boundAt || cwd.startsWith(`${boundAt}/`))) return false
+    ids ??= new Set(dirs.flatMap((d) => idOf(d) ?? []))
+    const seen = idOf(`/proc/${pid}/root${boundAt}`)
+    return seen !== undefined && ids.has(seen)
+  }
   for (const pid of pids() ?? []) {
     const cwd = cwdOf(pid)
     if (cwd === undefined) continue
-    for (const d of dirs) {
-      if (cwd === d || cwd.startsWith(`${d}/`)) {
-        const pgid = statOf(pid)?.pgid
-        if (pgid !== undefined && !exclude(pgid)) found.add(pgid)
-        break
-      }
+    if (dirs.some((d) => cwd === d || cwd.startsWith(`${d}/`)) || bound(pid, cwd)) {
+      const pgid = statOf(pid)?.pgid
+      if (pgid !== undefined && !exclude(pgid)) found.add(pgid)
     }
   }
   return found

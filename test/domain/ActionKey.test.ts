@@ -1,6 +1,6 @@
 /**
- * The action key's platform properties and do_not_cache: what a remote executor matches workers by is in the key,
- * sorted, and a process cached `never` says so in its Action.
+ * The action key's platform properties, do_not_cache and exec root: what a remote executor matches workers by is in
+ * the key, sorted, a process cached `never` says so in its Action, and where it runs is in the salt.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { actionDigest, actionMessages } from "../../src/domain/ActionKey.js"
@@ -38,5 +38,18 @@ describe("ActionKey", () => {
     const never = new Process({ ...base, cache: "never" })
     assert.isDefined(readFields(actionMessages(never).action).find((x) => x.field === 7))
     assert.deepStrictEqual(actionDigest(new Process({ ...base, remote: false })), actionDigest(new Process(base)))
+  })
+
+  it("the exec root is in the salt; without one, the salt is what it was before there was one", () => {
+    const plain = new Process(base)
+    const pinned = new Process({ ...base, execRoot: "/mnt" })
+    assert.notStrictEqual(actionDigest(pinned).hash, actionDigest(plain).hash)
+    assert.deepStrictEqual(actionDigest(new Process({ ...base, execRoot: "/mnt" })), actionDigest(pinned))
+    const saltOf = (proc: Process) =>
+      Buffer.from(
+        (readFields(actionMessages(proc).action).find((x) => x.field === 9) as { bytes: Uint8Array }).bytes
+      ).toString()
+    assert.strictEqual(saltOf(plain), `["kiln-action-cache-v1",[]]`)
+    assert.strictEqual(saltOf(pinned), `["kiln-action-cache-v1",[],{"execRoot":"/mnt"}]`)
   })
 })

@@ -6,6 +6,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import * as MountNamespace from "../../src/os/MountNamespace.js"
 import * as Proc from "../../src/os/Proc.js"
 import { eventually, firstLine, spawnScoped } from "../utils/child.js"
 import { tempDir } from "../utils/temp.js"
@@ -107,4 +108,22 @@ describe("Proc scans", () => {
       child.kill("SIGKILL")
       yield* eventually("the group is gone", () => !Proc.groupAlive(pgid))
     }))
+  it.scopedLive.skipIf(MountNamespace.execRoot().root === undefined)(
+    "groupsWorkingIn finds a process that sees its directory at the exec root, by what it sees there",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* tempDir("kiln-proc-pinned-")
+        fs.mkdirSync(path.join(dir, "sub"))
+        const { mode } = MountNamespace.probe()
+        const root = MountNamespace.EXEC_ROOT
+        const argv = MountNamespace.wrap(mode!, [], ["sleep", "60"], {}, { sandbox: dir, cwd: `${root}/sub` })
+        const child = yield* spawnScoped(argv[0]!, argv.slice(1), { cwd: dir, detached: true })
+        const pgid = child.pid!
+        yield* eventually("sleep runs at the exec root", () => Proc.cwdOf(pgid) === `${root}/sub`)
+        assert.deepStrictEqual([...Proc.groupsWorkingIn([dir], () => false, root)], [pgid])
+        assert.deepStrictEqual([...Proc.groupsWorkingIn([dir], () => false)], [])
+        const other = yield* tempDir("kiln-proc-pinned-other-")
+        assert.deepStrictEqual([...Proc.groupsWorkingIn([other], () => false, root)], [])
+      })
+  )
 })

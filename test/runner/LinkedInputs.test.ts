@@ -147,6 +147,9 @@ const kiln = (
           env: {
             PATH: process.env.PATH ?? "/usr/bin:/bin",
             KILN_SPAWNER: process.env.KILN_SPAWNER ?? "",
+            // The check after the process is what is tested: with a mount namespace (every process, where the exec
+            // root is pinned) the input is bound read-only and the write fails before it (EROFS).
+            KILN_MOUNT_NAMESPACES: "0",
             HOME: home,
             ...env
           }
@@ -247,7 +250,8 @@ describe("a process that writes into its hard-linked large input (through the CL
         const store = path.join(root, "store")
         // lib/ (3 files) is a shared tree, mounted: the process has a mount namespace.
         const r = yield* kiln(ws, ["run", "--store-dir", store, "--progress", "plain"], root, {
-          KILN_SHARED_TREE_MIN_FILES: "2"
+          KILN_SHARED_TREE_MIN_FILES: "2",
+          KILN_MOUNT_NAMESPACES: "1"
         })
         assert.strictEqual(r.code, 0, r.stderr)
         assert.notInclude(r.stderr, "warning", r.stderr)
@@ -292,7 +296,12 @@ describe("a process that writes into its hard-linked large input (through the CL
           spawn(process.execPath, [cli, "run", "--store-dir", store, "--progress", "plain"], {
             cwd: ws,
             stdio: ["ignore", "ignore", "pipe"],
-            env: { PATH: process.env.PATH ?? "/usr/bin:/bin", KILN_SPAWNER: process.env.KILN_SPAWNER ?? "", HOME: root }
+            env: {
+              PATH: process.env.PATH ?? "/usr/bin:/bin",
+              KILN_SPAWNER: process.env.KILN_SPAWNER ?? "",
+              KILN_MOUNT_NAMESPACES: "0",
+              HOME: root
+            }
           })
         ),
         (c) => Effect.sync(() => c.exitCode === null && c.signalCode === null && c.kill("SIGKILL"))

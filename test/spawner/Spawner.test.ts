@@ -14,6 +14,7 @@ import { SpawnError } from "../../src/domain/Process.js"
 import * as Protocol from "../../src/layers/spawner/Protocol.js"
 import * as Spawner from "../../src/layers/spawner/Spawner.js"
 import { nativeName, PROGRAM_ENV } from "../../src/layers/spawner/Warm.js"
+import * as MountNamespace from "../../src/os/MountNamespace.js"
 import { eventually, groupAlive, helpersOf } from "../utils/child.js"
 import { type Program, programs, withProgram } from "../utils/spawners.js"
 import { cli } from "../utils/stack.js"
@@ -313,6 +314,62 @@ describe.each(programs)("the spawner ($name)", (p) => {
         assert.strictEqual((gone as Spawner.StartFailure).code, "ENOENT")
       })
     ))
+
+  it.scoped.skipIf(MountNamespace.execRoot().root === undefined)(
+    "with a namespace, the process sees its sandbox at the exec root, a read-only mount inside it, and starts there",
+    () =>
+      withProgram(
+        p.program,
+        Effect.gen(function*() {
+          const dir = yield* tempDir()
+          const sandbox = path.join(dir, "sandbox")
+          const shared = path.join(dir, "shared")
+          fs.mkdirSync(path.join(sandbox, "wd"), { recursive: true })
+          fs.mkdirSync(path.join(sandbox, "tools"))
+          fs.mkdirSync(shared)
+          fs.writeFileSync(path.join(shared, "tool.txt"), "a tool\n")
+          const spawner = yield* Spawner.make()
+          const run = (mounts: ReadonlyArray<MountNamespace.Mount>) =>
+            spawner.spawn({
+              argv: [
+                "/bin/sh",
+                "-c",
+                "{ pwd; cat ../tools/tool.txt; ( : > ../tools/new ) 2>/dev/null || echo read-only; } > out.txt"
+              ],
+              cwd: path.join(sandbox, "wd"),
+              env: {},
+              stdout: path.join(dir, "out"),
+              stderr: path.join(dir, "err"),
+              namespace: MountNamespace.toWire({
+                mode: MountNamespace.probe().mode!,
+                mounts,
+                pinned: { sandbox, cwd: `${MountNamespace.EXEC_ROOT}/wd` }
+              })
+            }).pipe(Effect.flatMap((s) => Deferred.await(s.exited)))
+          const exited = yield* run([{ source: shared, target: path.join(sandbox, "tools") }])
+          assert.deepStrictEqual(
+            exited,
+            { code: 0, signal: null, alone: true },
+            fs.readFileSync(path.join(dir, "err"), "utf8")
+          )
+          assert.strictEqual(
+            fs.readFileSync(path.join(sandbox, "wd", "out.txt"), "utf8"),
+            `${MountNamespace.EXEC_ROOT}/wd\na tool\nread-only\n`
+          )
+          // A mount that cannot be made: the native spawner fails the start, naming the namespace; the Node one's
+          // wrapper exits 125 before the command.
+          const gone = [{ source: path.join(dir, "no-such-dir"), target: path.join(sandbox, "tools") }]
+          if (p.node) {
+            assert.strictEqual((yield* run(gone)).code, 125)
+          } else {
+            const failed = yield* Effect.flip(run(gone))
+            assert(!(failed instanceof SpawnError), String(failed))
+            assert.strictEqual(failed.code, "ENOENT")
+            assert.include(failed.message, "enter the mount namespace of '/bin/sh'")
+          }
+        })
+      )
+  )
 })
 
 describe("the spawner's program", () => {

@@ -21,6 +21,7 @@ import type { StoreError } from "../../domain/StoreErrors.js"
 import type { InvalidOutput } from "../../domain/TreeErrors.js"
 import type * as UnsafeDirectory from "../../domain/UnsafeDirectory.js"
 import { cacheDir } from "../../os/CacheDir.js"
+import * as MountNamespace from "../../os/MountNamespace.js"
 import * as PrivateRoot from "../../os/PrivateRoot.js"
 import { HelperLifetime } from "../lifetime/HelperLifetime.js"
 import { Sandboxes } from "../sandbox/Sandboxes.js"
@@ -159,6 +160,16 @@ export interface Options {
    */
   readonly sharedTreeMinFiles?: number
 }
+
+/**
+ * The path every local process sees its sandbox at on this machine (its `Process.execRoot`), or `undefined` where
+ * the path cannot be pinned (no mount namespaces, or `KILN_MOUNT_NAMESPACES=0`): then each runs at its sandbox's own
+ * path. Tried once per process.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const execRoot = (): string | undefined => MountNamespace.execRoot().root
 
 /**
  * @since 0.1.0

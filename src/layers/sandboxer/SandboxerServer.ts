@@ -15,6 +15,7 @@ import * as Digest from "../../domain/Digest.js"
 import type { StoreConfigConflict, StoreError } from "../../domain/StoreErrors.js"
 import type { UnsafeDirectory } from "../../domain/UnsafeDirectory.js"
 import { describeErrno, errnoOf } from "../../os/Errno.js"
+import * as MountNamespace from "../../os/MountNamespace.js"
 import * as Proc from "../../os/Proc.js"
 import * as Sandboxes from "../sandbox/Sandboxes.js"
 import type * as Store from "../store/Store.js"
@@ -114,13 +115,13 @@ export const drain = (state: State, grace: Duration.DurationInput) =>
   })
 
 /**
- * The process groups of processes whose working directory is inside one of the sandboxes: every process a sandbox
- * runs starts there, and the engine's spawner (which also kills the groups it started when the engine dies) may be
- * gone too.
+ * The process groups of processes whose working directory is inside one of the sandboxes (where they see it, at the
+ * exec root or at its own path): every process a sandbox runs starts there, and the engine's spawner (which also
+ * kills the groups it started when the engine dies) may be gone too.
  */
 const groupsWorkingIn = (sandboxes: ReadonlyArray<string>): Set<number> =>
   // Never the sandboxer's own group, nor init's.
-  Proc.groupsWorkingIn(sandboxes, (pgid) => pgid <= 1 || pgid === process.pid)
+  Proc.groupsWorkingIn(sandboxes, (pgid) => pgid <= 1 || pgid === process.pid, MountNamespace.EXEC_ROOT)
 
 /** SIGKILLs every process group working in a sandbox of `owner`, then removes those sandboxes. @internal */
 export const destroyOwned = (state: State, owner: Sandboxes.Owner) =>

@@ -27,6 +27,11 @@ export interface Spawn {
   readonly env: Readonly<Record<string, string>>
   readonly stdout: string
   readonly stderr: string
+  /**
+   * The mount namespace it runs in (see `MountNamespace.toWire`): its mounts, its sandbox bound at the exec root, and
+   * its working directory there, which it starts in rather than `cwd` (`cwd` is checked to exist all the same).
+   */
+  readonly namespace?: ReadonlyArray<string>
 }
 
 /** @internal */
@@ -112,6 +117,7 @@ const isString: Check = (v) => typeof v === "string"
 const isId: Check = (v) => Number.isSafeInteger(v) && (v as number) >= 0
 const isPid: Check = (v) => Number.isSafeInteger(v) && (v as number) > 0
 const isStrings: Check = (v) => Array.isArray(v) && v.every(isString)
+const isOptionalStrings: Check = (v) => v === undefined || isStrings(v)
 const isArgv: Check = (v) => isStrings(v) && (v as Array<string>).length > 0
 const isEnv: Check = (v) => typeof v === "object" && v !== null && !Array.isArray(v) && Object.values(v).every(isString)
 const isExitCode: Check = (v) => v === null || Number.isInteger(v)
@@ -119,7 +125,15 @@ const isSignal: Check = (v) => v === null || typeof v === "string"
 const isBoolean: Check = (v) => typeof v === "boolean"
 
 const requestChecks: Checks<Request> = {
-  spawn: { id: isId, argv: isArgv, cwd: isString, env: isEnv, stdout: isString, stderr: isString },
+  spawn: {
+    id: isId,
+    argv: isArgv,
+    cwd: isString,
+    env: isEnv,
+    stdout: isString,
+    stderr: isString,
+    namespace: isOptionalStrings
+  },
   remove: { id: isId, paths: isStrings },
   arm: { argv: isArgv, log: isString },
   disarm: {}

@@ -80,6 +80,7 @@ export const exec = Command.make(
           : Option.isSome(o.inputDir)
           ? yield* store.snapshot(o.inputDir.value)
           : Digest.empty
+        const pinnedAt = ProcessRunner.execRoot()
         const process_ = new Process({
           argv: o.argv as [string, ...Array<string>],
           env: Option.match(o.env, { onNone: () => ({}), onSome: (m) => Object.fromEntries(m) }),
@@ -90,7 +91,8 @@ export const exec = Command.make(
           ...(Option.isSome(o.timeout) ? { timeoutMs: Duration.toMillis(o.timeout.value) } : {}),
           description: o.argv.join(" "),
           cache: o.cache,
-          ...(Option.isSome(o.cacheNamespace) ? { cacheNamespace: o.cacheNamespace.value } : {})
+          ...(Option.isSome(o.cacheNamespace) ? { cacheNamespace: o.cacheNamespace.value } : {}),
+          ...(pinnedAt !== undefined ? { execRoot: pinnedAt } : {})
         })
         const result = yield* Effect.flatMap(ProcessRunner.ProcessRunner, (r) => r.run(process_))
         if (o.json) {

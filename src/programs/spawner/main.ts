@@ -31,6 +31,7 @@ import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as Protocol from "../../layers/spawner/Protocol.js"
 import { errnoOf } from "../../os/Errno.js"
+import * as MountNamespace from "../../os/MountNamespace.js"
 import { mountUnder } from "../../os/Mounts.js"
 import { removeTree } from "../../os/RemoveTree.js"
 
@@ -122,8 +123,11 @@ const start = (r: Protocol.Spawn) => {
     return send(failed(r.id, e, "EIO"))
   }
   let child: ReturnType<typeof spawn>
+  // Node cannot make a namespace between fork and exec: unshare(1), sh and mount(8) make it (see MountNamespace).
+  const ns = r.namespace === undefined ? undefined : MountNamespace.fromWire(r.namespace)
+  const argv = ns === undefined ? r.argv : MountNamespace.wrap(ns.mode, ns.mounts, r.argv, r.env, ns.pinned)
   try {
-    child = spawn(r.argv[0]!, r.argv.slice(1), {
+    child = spawn(argv[0]!, argv.slice(1), {
       cwd: r.cwd,
       env: r.env,
       detached: true,

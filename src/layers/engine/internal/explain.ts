@@ -80,6 +80,7 @@ const looker = (
         argv: [...pc.argv],
         env: { ...pc.env },
         workingDirectory: pc.workingDirectory ?? "",
+        ...(p.execRoot !== undefined ? { execRoot: p.execRoot } : {}),
         inputs: own.files,
         deps: Object.fromEntries(Object.entries(deps).map(([k, v]) => [k, Digest.format(v)])),
         actionDigest: Digest.format(key)

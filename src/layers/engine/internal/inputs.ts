@@ -14,7 +14,7 @@ import * as Digest from "../../../domain/Digest.js"
 import * as DurationText from "../../../domain/DurationText.js"
 import { Process } from "../../../domain/Process.js"
 import type { StoreError } from "../../../domain/StoreErrors.js"
-import type { WorkspaceTree } from "../../runner/ProcessRunner.js"
+import { execRoot, type WorkspaceTree } from "../../runner/ProcessRunner.js"
 import type { WholeDirectory } from "../../store/SnapshotObservation.js"
 import {
   skippedWriteAt,
@@ -174,6 +174,9 @@ export const processOf = (
 ): Process => {
   const { cacheNamespace } = defaults
   const outputs = pc.outputs ?? []
+  // Where this machine can, every process runs at one path, the same on every machine: what a tool writes of its own
+  // path is the same in every run, and so are the keys of what depends on it.
+  const pinnedAt = execRoot()
   return new Process({
     argv: pc.argv as readonly [string, ...Array<string>],
     env: { ...pc.env },
@@ -193,6 +196,7 @@ export const processOf = (
     ...(cacheNamespace !== undefined ? { cacheNamespace } : {}),
     platform: { ...defaults.platform, ...pc.platform },
     outputSymlinks: pc.outputSymlinks ?? "contained",
+    ...(pinnedAt !== undefined ? { execRoot: pinnedAt } : {}),
     remote: pc.remote ?? true
   }, true)
 }
@@ -353,10 +357,12 @@ export const inputOf = (state: RunState, name: string) =>
     const deps = depOutputs(state, name)
     const digest = yield* mergeInputs(state.store, state.config, own.digest, deps)
     yield* symlinkedInputs(state, name, digest)
+    const pinnedAt = execRoot()
     state.records.set(name, {
       argv: [...pc.argv],
       env: { ...pc.env },
       workingDirectory: pc.workingDirectory ?? "",
+      ...(pinnedAt !== undefined ? { execRoot: pinnedAt } : {}),
       inputs: own.files,
       deps: Object.fromEntries(Object.entries(deps).map(([k, v]) => [k, Digest.format(v)])),
       actionDigest: ""

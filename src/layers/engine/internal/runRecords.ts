@@ -23,6 +23,8 @@ export interface RunRecord {
   argv: Array<string>
   env: Record<string, string>
   workingDirectory: string
+  /** The path it ran at (its `Process.execRoot`); absent: its sandbox's own. */
+  execRoot?: string
   /** Path → `<digest>` (` x` when executable) or `-> <target>` for a symlink. */
   inputs: Record<string, string>
   /** Dep name → its output digest. */
@@ -121,6 +123,10 @@ export const diff = (before: RunRecord, now: RunRecord): Array<string> => {
   }
   if (before.workingDirectory !== now.workingDirectory) {
     out.push(`working directory: "${before.workingDirectory}" -> "${now.workingDirectory}"`)
+  }
+  if (before.execRoot !== now.execRoot) {
+    const at = (r: string | undefined) => (r === undefined ? "its sandbox's own path" : r)
+    out.push(`runs at: ${at(before.execRoot)} -> ${at(now.execRoot)}`)
   }
   for (const k of [...new Set([...Object.keys(before.env), ...Object.keys(now.env)])].sort()) {
     if (!(k in now.env)) out.push(`env ${k}: removed (was ${JSON.stringify(before.env[k])})`)

@@ -1,6 +1,6 @@
 /**
  * A local run's middle phases: its linked inputs watched, its command written out (in a mount namespace when it
- * mounts anything), and its process group spawned and waited for under a permit, ended whole before its outputs
+ * mounts anything or is pinned to its exec root), and its process group spawned and waited for under a permit, ended whole before its outputs
  * are read.
  *
  * @internal
@@ -12,6 +12,7 @@ import * as Option from "effect/Option"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { CHROOT } from "../../../domain/Process.js"
+import { SandboxError } from "../../../domain/Sandbox.js"
 import { ioError } from "../../../os/IoError.js"
 import * as MountNamespace from "../../../os/MountNamespace.js"
 import type * as Sandboxes from "../../sandbox/Sandboxes.js"
@@ -79,9 +80,9 @@ export const guardLinked = (run: LocalRun, opened: Opened) => {
 }
 
 /**
- * At most this many linked inputs are bound read-only in a process's mount namespace: each bind is an exec of
- * mount(8), so a thousand of them would add seconds to a process, where the check after the process costs a hash
- * comparison per input.
+ * At most this many linked inputs are bound read-only in a process's mount namespace: each bind is two system calls
+ * in the native spawner but an exec of mount(8) in the Node one (and in a kept sandbox's `__run.sh`), so a thousand
+ * of them would add seconds to a process there, where the check after the process costs a hash comparison per input.
  */
 const READ_ONLY_LINKS_MAX = 16
 
@@ -91,37 +92,79 @@ const substitute = (s: string, sandbox: string) => s.split(CHROOT).join(sandbox)
 export interface Command {
   readonly argv: ReadonlyArray<string>
   readonly env: Record<string, string>
+  /** The mount namespace the spawner makes for it (see `MountNamespace.toWire`); undefined: none. */
+  readonly namespace: ReadonlyArray<string> | undefined
 }
 
 /**
- * The command as it is spawned, the sandbox's path put in for `CHROOT`, and recorded in the sandbox.
+ * Where the process sees its sandbox (`proc.execRoot`, when it is pinned) and the mode of the namespace that shows it
+ * there. A process pinned to a path this machine cannot show it at fails: run at its random path, its result would
+ * be stored under a key that says otherwise.
+ */
+const pinnedOf = (run: LocalRun, opened: Opened) => {
+  const { execRoot } = run.proc
+  if (execRoot === undefined) return Effect.succeed(undefined)
+  const here = MountNamespace.execRoot()
+  return here.root === execRoot
+    ? Effect.succeed({ root: execRoot, mode: MountNamespace.probe().mode! })
+    : Effect.fail(
+      new SandboxError({
+        reason: "Create",
+        path: opened.sandbox.path,
+        detail: `${run.proc.description} is to run at ${execRoot}, which this machine cannot show its sandbox at (${
+          here.root !== undefined ? `it shows it at ${here.root}` : here.why
+        })`
+      })
+    )
+}
+
+/**
+ * The command as it is spawned, the path the process sees its sandbox at put in for `CHROOT` (`proc.execRoot`, else
+ * the sandbox's own), and recorded in the sandbox.
  *
  * @internal
  */
 export const commandOf = (run: LocalRun, opened: Opened, filled: Filled, guard: Guard) =>
-  Effect.suspend(() => {
+  Effect.gen(function*() {
     const { proc } = run
     const { layout, sandbox } = opened
     const { mounts } = filled.mounts
-    const env = Object.fromEntries(Object.entries(proc.env).map(([k, v]) => [k, substitute(v, sandbox.path)]))
-    const command = proc.argv.map((a) => substitute(a, sandbox.path))
+    const pinned = yield* pinnedOf(run, opened)
+    const seen = pinned?.root ?? sandbox.path
+    const env = Object.fromEntries(Object.entries(proc.env).map(([k, v]) => [k, substitute(v, seen)]))
+    const command = proc.argv.map((a) => substitute(a, seen))
     // The mounts are the process's own: they vanish with it, whatever ends it. Where it has a mount namespace
     // anyway, each input that is a store blob's hard link is bound read-only over itself: a write in place, or a
-    // chmod, fails there, instead of being noticed after. Up to a few: each is a mount(8) of its own (see
-    // READ_ONLY_LINKS_MAX); the check after the process covers the rest.
+    // chmod, fails there, instead of being noticed after. Up to a few (see READ_ONLY_LINKS_MAX); the check after the
+    // process covers the rest.
     const { watched } = guard
-    const protect = mounts.length > 0 && watched !== undefined && watched.linked.length <= READ_ONLY_LINKS_MAX
+    const namespace = pinned !== undefined || mounts.length > 0
+    const protect = namespace && watched !== undefined && watched.linked.length <= READ_ONLY_LINKS_MAX
     const readOnly = !protect ? [] : watched.linked.map((l) => {
       const file = path.join(sandbox.path, ...l.rel.split("/"))
       return { source: file, target: file }
     })
-    const argv = mounts.length === 0
+    // Pinned, the sandbox (the mounts inside it included) is bound over the exec root and the process starts in its
+    // working directory there: what it sees of its own path is the same in every run.
+    const at = pinned === undefined
+      ? undefined
+      : {
+        sandbox: sandbox.path,
+        cwd: path.posix.join(pinned.root, ...path.relative(sandbox.path, filled.cwd).split(path.sep))
+      }
+    const made: MountNamespace.Namespace | undefined = !namespace
+      ? undefined
+      : { mode: pinned?.mode ?? layout.mode!, mounts: [...mounts, ...readOnly], pinned: at }
+    // A kept sandbox's `__run.sh` makes the namespace with unshare(1) and mount(8), as the Node spawner does.
+    const recorded = made === undefined
       ? command
-      : MountNamespace.wrap(layout.mode!, [...mounts, ...readOnly], command, env)
-    return Effect.as(
-      sandbox.setCommand({ argv, env, workingDirectory: proc.workingDirectory }),
-      { argv, env } satisfies Command
-    )
+      : MountNamespace.wrap(made.mode, made.mounts, command, env, made.pinned)
+    yield* sandbox.setCommand({ argv: recorded, env, workingDirectory: proc.workingDirectory })
+    return {
+      argv: command,
+      env,
+      namespace: made === undefined ? undefined : MountNamespace.toWire(made)
+    } satisfies Command
   })
 
 /** @internal */
@@ -156,7 +199,13 @@ export const spawnAndWait = (
       timings.queue = runStarted - queued
       const group = yield* ProcessGroup.spawnGroup(
         spawner,
-        { argv: command.argv, cwd: filled.cwd, env: command.env, ...logs },
+        {
+          argv: command.argv,
+          cwd: filled.cwd,
+          env: command.env,
+          ...(command.namespace !== undefined ? { namespace: command.namespace } : {}),
+          ...logs
+        },
         options.grace
       )
       const exited: Option.Option<ProcessGroup.Exit> = proc.timeoutMs === undefined

@@ -34,6 +34,7 @@ void request_free(Request *r) {
   strings_free(&r->argv);
   strings_free(&r->env);
   strings_free(&r->paths);
+  strings_free(&r->namespace);
   free(r->cwd);
   free(r->out);
   free(r->err);
@@ -234,6 +235,8 @@ const char *parse(const char *line, size_t n, Request *r) {
       ok = r->has_argv = read_strings(&j, &r->argv) && r->argv.n > 0;
     } else if (strcmp(key, "paths") == 0) {
       ok = r->has_paths = read_strings(&j, &r->paths);
+    } else if (strcmp(key, "namespace") == 0) {
+      ok = r->has_namespace = read_strings(&j, &r->namespace);
     } else if (strcmp(key, "env") == 0) {
       ok = r->has_env = read_env(&j, &r->env);
     } else if (strcmp(key, "cwd") == 0) {

@@ -184,17 +184,32 @@ static int open_outputs(const Request *r, int fds[2], const char **failed) {
   return 0;
 }
 
+/** What a child is to become: its program, environment, directory, and the mount namespace it runs in (or NULL). */
+typedef struct {
+  char *const *argv;
+  char *const *env;
+  const char *cwd;
+  const Strings *namespace;
+} Program;
+
 /** In the forked child: becomes the process, or reports why it could not over `report` and exits 127. */
-static void become(char *const *argv, char *const *env, const char *cwd, int out, int err, int report) {
+static void become(const Program *p, int out, int err, int report) {
   setsid();
   reset_signals();
   int null = open("/dev/null", O_RDWR | O_CLOEXEC);
   int e = 0;
+  const char *cwd = p->cwd;
   if (null < 0 || dup2(null, STDIN_FILENO) < 0) e = errno;
   if (e == 0 && dup2(out < 0 ? null : out, STDOUT_FILENO) < 0) e = errno;
   if (e == 0 && dup2(err, STDERR_FILENO) < 0) e = errno;
+  if (e == 0 && p->namespace != NULL && (e = enter_namespace(p->namespace, &cwd)) != 0) {
+    Report m = {REPORT_NAMESPACE_ERRNO, e};
+    ssize_t ignored = write(report, &m, sizeof m);
+    (void)ignored;
+    _exit(127);
+  }
   if (e == 0 && cwd != NULL && chdir(cwd) != 0) e = errno;
-  if (e == 0) e = exec_in(argv, env);
+  if (e == 0) e = exec_in(p->argv, p->env);
   Report m = {REPORT_ERRNO, e};
   ssize_t ignored = write(report, &m, sizeof m);
   (void)ignored;
@@ -212,7 +227,7 @@ static char *marker;
  * (a daemon that called setsid, a double fork) becomes its child, and dies once the process has exited. It holds
  * nothing of the engine's: not its pipes, nor this program's descriptors.
  */
-static void become_reaper(char *const *argv, char *const *env, const char *cwd, int out, int err, int report) {
+static void become_reaper(const Program *p, int out, int err, int report) {
   // Told apart from the spawner in ps (and by whoever looks for the engine's spawner by its arguments).
   if (marker != NULL && strlen(marker) == strlen("kiln-reaper") + 1) memcpy(marker, "kiln-reaper", sizeof "kiln-reaper");
   int null = open("/dev/null", O_RDWR);
@@ -222,7 +237,7 @@ static void become_reaper(char *const *argv, char *const *env, const char *cwd, 
   // A kernel without it (before 3.4) still runs the process: only what leaves its group outlives it there.
   (void)subreaper();
   pid_t pid = fork();
-  if (pid == 0) become(argv, env, cwd, out, err, report);
+  if (pid == 0) become(p, out, err, report);
   int e = pid < 0 ? errno : 0;
   Report m = e != 0 ? (Report){REPORT_ERRNO, e} : (Report){REPORT_PID, pid};
   ssize_t ignored = write(report, &m, sizeof m);
@@ -238,9 +253,10 @@ static void become_reaper(char *const *argv, char *const *env, const char *cwd, 
  * Forks `argv` in a session of its own (its pid is its group), stdin /dev/null and stdout, stderr on `out`, `err`,
  * in `cwd` (or here, if NULL), with exactly `env`. Returns its pid once it runs its program, or -errno if it could
  * not: the child reports a failed chdir or exec over a close-on-exec pipe that exec itself closes. With `reaper`,
- * it is forked by a reaper of its own (see reaper.c), this program's child, whose pid is put there.
+ * it is forked by a reaper of its own (see reaper.c), this program's child, whose pid is put there. `*in_namespace`
+ * (when given) says whether what failed was entering its mount namespace.
  */
-static pid_t start_child(char *const *argv, char *const *env, const char *cwd, int out, int err, pid_t *reaper) {
+static pid_t start_child(const Program *p, int out, int err, pid_t *reaper, bool *in_namespace) {
   int report[2];
   if (pipe2(report, O_CLOEXEC) != 0) return -errno;
   pid_t pid = fork();
@@ -252,8 +268,8 @@ static pid_t start_child(char *const *argv, char *const *env, const char *cwd, i
   }
   if (pid == 0) {
     close(report[0]);
-    if (reaper != NULL) become_reaper(argv, env, cwd, out, err, report[1]);
-    become(argv, env, cwd, out, err, report[1]);
+    if (reaper != NULL) become_reaper(p, out, err, report[1]);
+    become(p, out, err, report[1]);
   }
   close(report[1]);
   // Until every writer is gone: the reaper names the process; the process closes its end by exec, or says why not.
@@ -264,8 +280,13 @@ static pid_t start_child(char *const *argv, char *const *env, const char *cwd, i
     ssize_t n = read(report[0], &m, sizeof m);
     if (n < 0 && errno == EINTR) continue;
     if (n != (ssize_t)sizeof m) break;
-    if (m.kind == REPORT_PID) child = m.value;
-    else e = m.value;
+    if (m.kind == REPORT_PID) {
+      child = m.value;
+    } else {
+      // The reaper's pid may come after the process's errno: only the errno says where it failed.
+      e = m.value;
+      if (in_namespace != NULL) *in_namespace = m.kind == REPORT_NAMESPACE_ERRNO;
+    }
   }
   close(report[0]);
   if (e != 0 || child <= 0) {
@@ -280,7 +301,8 @@ static void start_post_mortem(void) {
   int log = open(armed.log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
   if (log < 0) log = open("/dev/null", O_WRONLY | O_CLOEXEC);
   // Nothing is left to tell if it fails: the engine is gone, and this process's stderr with it.
-  start_child(armed.argv.items, environ, NULL, -1, log, NULL);
+  Program p = {armed.argv.items, environ, NULL, NULL};
+  start_child(&p, -1, log, NULL, NULL);
 }
 
 /** The engine is gone: what it started dies with it, and its post-mortem cleans up after it. */
@@ -312,9 +334,12 @@ static void spawn_request(const Request *r) {
   if (e != 0) return send_failed(r->id, e, "open", which);
   static char *no_env[] = {NULL};
   pid_t reaper = 0;
-  pid_t pid = start_child(r->argv.items, r->env.n == 0 ? no_env : r->env.items, r->cwd, fds[0], fds[1], &reaper);
+  Program p = {r->argv.items, r->env.n == 0 ? no_env : r->env.items, r->cwd, r->has_namespace ? &r->namespace : NULL};
+  bool in_namespace = false;
+  pid_t pid = start_child(&p, fds[0], fds[1], &reaper, &in_namespace);
   close(fds[0]);
   close(fds[1]);
+  if (pid < 0 && in_namespace) return send_failed(r->id, (int)-pid, "enter the mount namespace of", r->argv.items[0]);
   if (pid < 0) return send_failed(r->id, (int)-pid, "spawn", r->argv.items[0]);
   if (running_n == running_cap) {
     running_cap = running_cap == 0 ? 16 : running_cap * 2;

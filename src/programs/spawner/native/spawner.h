@@ -31,8 +31,8 @@ typedef struct {
 typedef struct {
   char kind[16];
   long long id;
-  bool has_id, has_argv, has_cwd, has_env, has_stdout, has_stderr, has_paths, has_log;
-  Strings argv, env, paths;
+  bool has_id, has_argv, has_cwd, has_env, has_stdout, has_stderr, has_paths, has_log, has_namespace;
+  Strings argv, env, paths, namespace;
   char *cwd, *out, *err, *log;
 } Request;
 
@@ -51,9 +51,15 @@ bool mount_under(const char *dir, Buf *out);
 /** Removes `target` (file, symlink or tree), read-only directories included; an absent target is not an error. */
 bool remove_tree(const char *target, Failure *f);
 
+/**
+ * In the forked child: enters the mount namespace `namespace` describes (see ns.c), and points `cwd` at the directory
+ * to start in there when it names one; 0, or the errno.
+ */
+int enter_namespace(const Strings *namespace, const char **cwd);
+
 /** What a process's reaper (reaper.c) and the process itself tell the spawner as it starts. */
 typedef struct {
-  enum { REPORT_PID, REPORT_ERRNO } kind;
+  enum { REPORT_PID, REPORT_ERRNO, REPORT_NAMESPACE_ERRNO } kind;
   int value;
 } Report;
 
