@@ -118,9 +118,10 @@ export const readPackages = (text: string): Packages | YamlProblem => {
     if (value.startsWith("[")) {
       // A flow sequence, perhaps over several lines.
       let flow = value
+      const opened = i + 1
       while (!flow.trimEnd().endsWith("]")) {
         i++
-        if (i >= lines.length) return { line: i, detail: "`packages: [` is never closed with `]`" }
+        if (i >= lines.length) return { line: opened, detail: "`packages: [` is never closed with `]`" }
         flow += " " + uncommented(lines[i]!).trim()
       }
       const items = flowItems(flow.trim().slice(1, -1), i + 1)
