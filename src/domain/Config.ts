@@ -107,6 +107,10 @@ export const TaskConfig = Schema.Struct({
   outputs: Schema.optional(Schema.Array(Schema.String)).annotations({
     description: "output files, and directories with a trailing `/`, relative to the package"
   }),
+  env: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })).annotations({
+    description: "variables the script gets besides its PATH (every node_modules/.bin from the package up, then the " +
+      "system's); a PATH here replaces that one"
+  }),
   namedCaches: Schema.optional(
     Schema.Record({
       key: Schema.String.pipe(Schema.pattern(/^[a-z0-9_]+$/, { message: () => "a named cache's name is [a-z0-9_]+" })),
@@ -152,11 +156,7 @@ export const RemoteConfig = Schema.Struct({
   timeout: Schema.optional(Duration)
 })
 
-/**
- * @since 0.1.0
- * @category schemas
- */
-export const Config = Schema.Struct({
+const configFields = {
   $schema: Schema.optional(Schema.String),
   /** Goes into every action's salt: a new namespace disowns every result cached under the old one. */
   cacheNamespace: Schema.optional(Schema.String).annotations({
@@ -166,14 +166,36 @@ export const Config = Schema.Struct({
   platform: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })).annotations({
     description: "the default platform properties of every process (a process's own win, name by name)"
   }),
-  processes: Schema.optionalWith(Schema.Record({ key: Schema.String, value: ProcessConfig }), {
-    default: () => ({})
-  }).annotations({ description: "processes by name" }),
   tasks: Schema.optional(Schema.Record({ key: Schema.String, value: TaskConfig })).annotations({
     description: "tasks of the workspace's packages, declared once: `build` gives `build:<package>` for every " +
       "package with a `build` script; `pkg#build` declares it for that package alone"
   })
+}
+
+const processesField = Schema.Record({ key: Schema.String, value: ProcessConfig }).annotations({
+  description: "processes by name"
+})
+
+/**
+ * kiln.json as decoded: `processes` is there (empty for a config of tasks alone).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Config = Schema.Struct({
+  ...configFields,
+  processes: Schema.optionalWith(processesField, { default: () => ({}) })
 }).annotations({ identifier: "KilnConfig", title: "kiln.json" })
+
+/**
+ * kiln.json as written, which `kiln schema` prints: `Config`'s fields, `processes` optional (a default in the schema
+ * would make its JSON Schema that of the encoded side, without the fields' descriptions).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ConfigFile = Schema.Struct({ ...configFields, processes: Schema.optional(processesField) })
+  .annotations({ identifier: "KilnConfig", title: "kiln.json" })
 
 /**
  * @since 0.1.0
@@ -307,6 +329,12 @@ export const decode = (file: string, text: string): Either.Either<Config, Invali
         path: pathText(issue?.path ?? []),
         detail: issue === undefined ? "invalid" : issueText(issue)
       })
+    )
+  }
+  if (!plain && !Object.hasOwn(json as object, "processes") && !Object.hasOwn(json as object, "tasks")) {
+    // `{}` would be a config of nothing to run: more likely a file that is not yet what it should be.
+    return Either.left(
+      new InvalidConfig({ file, path: "processes", detail: "is required (or tasks, which give processes)" })
     )
   }
   return Either.right(decoded.right)

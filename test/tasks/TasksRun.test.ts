@@ -3,7 +3,8 @@
  * `is-odd` (from the registry: pnpm links it into `packages/core/node_modules` only), `app` builds one that imports
  * `core`, and `app`'s test runs it. Every process runs from tasks declared once; `test:app` resolves core's `dist/`
  * (its build's outputs) and, from there, `is-odd` through core's own `node_modules`, which the tasks make inputs of
- * core's consumers. A run where nothing changed is all cache hits, answered by the run memo; a changed script runs its package's processes again.
+ * core's consumers. A run where nothing changed is all cache hits, answered by the run memo; a changed script runs
+ * its package's processes again.
  *
  * The install fetches pnpm and two small packages the first time on a machine, into caches under the system's temp
  * directory kept for the next run (as test/engine/RealTrees.test.ts does).
