@@ -1,7 +1,7 @@
 /**
  * `kiln ls [--json]`: the processes of kiln.json, those its tasks give included (see `layers/tasks/Tasks.ts`), each
- * with its deps and where it comes from. `--json` prints them as kiln.json would hold them written out (a valid
- * kiln.json, `processes` only), with `origins`: for each inferred process, its task, package and directory.
+ * with its deps and where it comes from. `--json` prints `processes`, as kiln.json would hold them written out, and
+ * `origins`: for each process a task gave, its task's key, the task, the package and its directory.
  */
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
