@@ -118,6 +118,25 @@ describe("tasks: kiln run on a real pnpm workspace", () => {
           "test:app"
         ])
         assert.match(listed.stdout, /test:app\s+packages\/app: node test\.mjs {2}<- build:app, build:core\n/)
+        const json = spawnSync(process.execPath, [cli, "ls", "--json"], { cwd: ws, encoding: "utf8", env })
+        const written = JSON.parse(json.stdout) as {
+          processes: Record<string, { argv: Array<string>; deps?: Array<string>; inputs: Array<string> }>
+          origins: Record<string, { task: string; package: string; directory: string }>
+        }
+        assert.deepStrictEqual(written.processes["test:app"]!.argv, ["/bin/sh", "-c", "node test.mjs"])
+        assert.includeMembers(written.processes["test:app"]!.inputs, [
+          "packages/core/package.json",
+          "packages/core/node_modules/**"
+        ])
+        assert.deepStrictEqual(
+          written.origins["build:core"],
+          {
+            key: "build",
+            task: "build",
+            package: "core",
+            directory: "packages/core"
+          } as unknown as typeof written.origins[string]
+        )
 
         const first = kiln(["run"])
         assert.strictEqual(first.code, 0, first.both)
