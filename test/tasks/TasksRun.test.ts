@@ -121,7 +121,7 @@ describe("tasks: kiln run on a real pnpm workspace", () => {
         const json = spawnSync(process.execPath, [cli, "ls", "--json"], { cwd: ws, encoding: "utf8", env })
         const written = JSON.parse(json.stdout) as {
           processes: Record<string, { argv: Array<string>; deps?: Array<string>; inputs: Array<string> }>
-          origins: Record<string, { task: string; package: string; directory: string }>
+          origins: Record<string, { key: string; task: string; package: string; directory: string }>
         }
         assert.deepStrictEqual(written.processes["test:app"]!.argv, ["/bin/sh", "-c", "node test.mjs"])
         assert.includeMembers(written.processes["test:app"]!.inputs, [
@@ -135,7 +135,7 @@ describe("tasks: kiln run on a real pnpm workspace", () => {
             task: "build",
             package: "core",
             directory: "packages/core"
-          } as unknown as typeof written.origins[string]
+          }
         )
 
         const first = kiln(["run"])
