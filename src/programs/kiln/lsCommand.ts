@@ -39,7 +39,7 @@ export const lines = (expanded: Tasks.Expanded): Array<string> => {
     const pc = expanded.config.processes[name]!
     const origin = expanded.origins[name]
     const what = origin !== undefined
-      ? `${origin.directory === "" ? "." : origin.directory}: ${pc.argv.at(-1)}`
+      ? `${origin.directory === "" ? "." : origin.directory}: ${pc.argv.at(-1)!.replace(/\s*\n\s*/g, " ")}`
       : pc.argv.join(" ")
     const deps = (pc.deps ?? []).length > 0 ? `  <- ${pc.deps!.join(", ")}` : ""
     return `${name.padEnd(width)}  ${what}${deps}`

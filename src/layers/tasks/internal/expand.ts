@@ -340,6 +340,18 @@ const pathOf = (ctx: Context, dir: string) => {
   return [...bins, ...(SYSTEM_PATH.includes(node) ? [] : [node]), ...SYSTEM_PATH].join(":")
 }
 
+/**
+ * The shell command of task `task` of `p`: its script, between its `pre` and `post` scripts where the package manager
+ * runs those. Each in a subshell of its own, on lines of their own (a comment in one ends with its line), as the
+ * package manager runs each in a shell of its own, and each only if the one before succeeded.
+ */
+const scriptOf = (ctx: Context, task: string, p: Package): string => {
+  const script = p.scripts[task]!
+  if (!ctx.workspace.prePostScripts) return script
+  const around = [p.scripts[`pre${task}`], script, p.scripts[`post${task}`]].filter((s) => s !== undefined)
+  return around.length === 1 ? script : around.map((s) => `(\n${s}\n)`).join(" && ")
+}
+
 /** The process task `task` gives package `p`, or the first problem with the task. */
 const processOf = (ctx: Context, task: string, p: Package, key: string, tc: TaskConfig): ProcessConfig | Problem => {
   const found = depsOf(ctx, task, p, key, tc)
@@ -349,7 +361,7 @@ const processOf = (ctx: Context, task: string, p: Package, key: string, tc: Task
   const dir = p.directory
   const outputs = tc.outputs ?? []
   const pc: Record<string, unknown> = {
-    argv: ["/bin/sh", "-c", p.scripts[task]!],
+    argv: ["/bin/sh", "-c", scriptOf(ctx, task, p)],
     inputs: inputsOf(ctx, p, tc, found.built),
     ...(found.deps.length > 0 ? { deps: found.deps } : {}),
     ...(outputs.length > 0 ? { outputs } : {}),

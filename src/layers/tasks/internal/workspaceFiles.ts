@@ -41,6 +41,11 @@ export interface Workspace {
   readonly rootNodeModules: boolean
   /** The directory of the `node` that runs kiln: scripts run `node` from there unless it is on the default PATH. */
   readonly nodeDirectory: string
+  /**
+   * Whether the workspace's package manager runs a script's `pre` and `post` scripts around it: npm and yarn 1 do;
+   * pnpm (since 7), yarn 2+ and bun do not.
+   */
+  readonly prePostScripts: boolean
 }
 
 export const isProblem = (u: unknown): u is Problem =>
@@ -144,6 +149,28 @@ const readPackage = (root: string, directory: string): Package | Problem => {
 }
 
 /**
+ * Whether the workspace's package manager runs `pre`/`post` scripts: by package.json's `packageManager` when it names
+ * one, else by the lockfile or workspace file there is (npm's when there is none).
+ */
+const runsPrePost = (root: string, rootJson: Record<string, unknown>, rootFiles: ReadonlyArray<string>): boolean => {
+  const declared = typeof rootJson.packageManager === "string"
+    ? /^(npm|pnpm|yarn|bun)@(\d+)/.exec(rootJson.packageManager)
+    : null
+  if (declared !== null) return declared[1] === "npm" || (declared[1] === "yarn" && declared[2] === "1")
+  const has = (f: string) => rootFiles.includes(f)
+  if (has("pnpm-lock.yaml") || has("pnpm-workspace.yaml") || has("bun.lock") || has("bun.lockb")) return false
+  if (has("yarn.lock")) {
+    try {
+      // yarn 1's lockfile says so in its header; yarn 2+ writes YAML with a `__metadata` entry.
+      return fs.readFileSync(path.join(root, "yarn.lock"), "utf8").slice(0, 200).includes("yarn lockfile v1")
+    } catch {
+      return false
+    }
+  }
+  return true
+}
+
+/**
  * The workspace at `root`, or the first problem with its files. Without member globs, the root package is the only
  * package.
  */
@@ -197,5 +224,11 @@ export const read = (root: string, nodeDirectory: string = path.dirname(process.
   } catch (e) {
     return { file: ".", path: "", detail: `cannot read: ${(e as NodeJS.ErrnoException).code ?? String(e)}` }
   }
-  return { packages, rootFiles, rootNodeModules: hasModules(path.join(root, "node_modules")), nodeDirectory }
+  return {
+    packages,
+    rootFiles,
+    rootNodeModules: hasModules(path.join(root, "node_modules")),
+    nodeDirectory,
+    prePostScripts: runsPrePost(root, rootJson, rootFiles)
+  }
 }
