@@ -31,7 +31,7 @@ export interface Expanded {
   readonly origins: Readonly<Record<string, Origin>>
 }
 
-/** kiln.json as the expansion reads it: decoded, or the JSON the no-op check parsed (then `processes` may be absent). */
+/** kiln.json as the expansion reads it: decoded, or as the no-op check parsed it (then `processes` may be absent). */
 export type ConfigInput = Omit<Config, "processes"> & { readonly processes?: Config["processes"] | undefined }
 
 /**
@@ -57,8 +57,8 @@ const taskPath = (key: string, ...at: ReadonlyArray<string | number>) =>
   ].join("")
 
 /**
- * The sandbox's root in a process's env (`Process.CHROOT`, which this plain module cannot import): the PATH is absolute,
- * so that a script that changes directory keeps it.
+ * The sandbox's root in a process's env (`Process.CHROOT`, which this plain module cannot import): the PATH is
+ * absolute, so that a script that changes directory keeps it.
  */
 const CHROOT = "{chroot}"
 
