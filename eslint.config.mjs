@@ -25,6 +25,7 @@ const CONCERNS = [
   "runner",
   "remote",
   "workspace",
+  "tasks",
   "engine",
   "lifetime",
   "kiln"

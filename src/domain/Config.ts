@@ -82,6 +82,52 @@ export const ProcessConfig = Schema.Struct({
  */
 export type ProcessConfig = typeof ProcessConfig.Type
 
+const { argv: _argv, workingDirectory: _workingDirectory, ...sharedProcessFields } = ProcessConfig.fields
+
+/**
+ * A task: what every workspace package with a script of the task's name runs (see `layers/tasks/Tasks.ts`). Its
+ * paths are relative to the package's directory, except `rootInputs`; the rest is a process's.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const TaskConfig = Schema.Struct({
+  ...sharedProcessFields,
+  deps: Schema.optional(Schema.Array(Schema.String)).annotations({
+    description: "`build`: the package's own build; `^build`: the builds of its workspace dependencies (transitive); " +
+      "`pkg#build`: that package's; any other name: that process"
+  }),
+  inputs: Schema.optional(Schema.Array(Schema.String)).annotations({
+    description: "globs relative to the package, instead of all its files (the workspace's files a package " +
+      "resolves from stay inputs); a leading `!` excludes"
+  }),
+  rootInputs: Schema.optional(Schema.Array(Schema.String)).annotations({
+    description: "more inputs: globs relative to the workspace root"
+  }),
+  outputs: Schema.optional(Schema.Array(Schema.String)).annotations({
+    description: "output files, and directories with a trailing `/`, relative to the package"
+  }),
+  env: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })).annotations({
+    description: "variables the script gets besides its PATH (every node_modules/.bin from the package up, then the " +
+      "system's); a PATH here replaces that one"
+  }),
+  namedCaches: Schema.optional(
+    Schema.Record({
+      key: Schema.String.pipe(Schema.pattern(/^[a-z0-9_]+$/, { message: () => "a named cache's name is [a-z0-9_]+" })),
+      value: Schema.String
+    })
+  ).annotations({ description: "directories kept across runs, relative to the package" }),
+  writableInputs: Schema.optional(Schema.Array(Schema.String)).annotations({
+    description: "input paths, relative to the package, the process writes into (a private writable copy of each)"
+  })
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type TaskConfig = typeof TaskConfig.Type
+
 /**
  * The remote cache, as kiln.json may name it (the command line and `KILN_REMOTE_CACHE` win over it).
  *
@@ -110,11 +156,7 @@ export const RemoteConfig = Schema.Struct({
   timeout: Schema.optional(Duration)
 })
 
-/**
- * @since 0.1.0
- * @category schemas
- */
-export const Config = Schema.Struct({
+const configFields = {
   $schema: Schema.optional(Schema.String),
   /** Goes into every action's salt: a new namespace disowns every result cached under the old one. */
   cacheNamespace: Schema.optional(Schema.String).annotations({
@@ -124,8 +166,36 @@ export const Config = Schema.Struct({
   platform: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })).annotations({
     description: "the default platform properties of every process (a process's own win, name by name)"
   }),
-  processes: Schema.Record({ key: Schema.String, value: ProcessConfig })
+  tasks: Schema.optional(Schema.Record({ key: Schema.String, value: TaskConfig })).annotations({
+    description: "tasks of the workspace's packages, declared once: `build` gives `build:<package>` for every " +
+      "package with a `build` script; `pkg#build` declares it for that package alone"
+  })
+}
+
+const processesField = Schema.Record({ key: Schema.String, value: ProcessConfig }).annotations({
+  description: "processes by name"
+})
+
+/**
+ * kiln.json as decoded: `processes` is there (empty for a config of tasks alone).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Config = Schema.Struct({
+  ...configFields,
+  processes: Schema.optionalWith(processesField, { default: () => ({}) })
 }).annotations({ identifier: "KilnConfig", title: "kiln.json" })
+
+/**
+ * kiln.json as written, which `kiln schema` prints: `Config`'s fields, `processes` optional (a default in the schema
+ * would make its JSON Schema that of the encoded side, without the fields' descriptions).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ConfigFile = Schema.Struct({ ...configFields, processes: Schema.optional(processesField) })
+  .annotations({ identifier: "KilnConfig", title: "kiln.json" })
 
 /**
  * @since 0.1.0
@@ -209,12 +279,26 @@ export const isPlainConfig = (json: unknown): json is Config => {
 }
 
 /**
- * Parses and validates the text of a config file, including the graph: unknown deps and cycles are errors too.
+ * Parses and validates the text of a config file, including the graph: unknown deps and cycles are errors too. A
+ * config that declares `tasks` is only decoded here: its processes' deps may name processes its tasks give, so the
+ * graph is checked ({@link check}) once the tasks are expanded (`layers/tasks/Tasks.ts`).
  *
  * @since 0.1.0
  * @category parsing
  */
-export const parse = (file: string, text: string): Either.Either<Config, InvalidConfig> => {
+export const parse = (file: string, text: string): Either.Either<Config, InvalidConfig> =>
+  Either.flatMap(
+    decode(file, text),
+    (config) => config.tasks === undefined ? check(file, config) : Either.right(config)
+  )
+
+/**
+ * The text of a config file as a config, its fields valid, the graph unchecked (see {@link check}).
+ *
+ * @since 0.1.0
+ * @category parsing
+ */
+export const decode = (file: string, text: string): Either.Either<Config, InvalidConfig> => {
   let json: unknown
   try {
     json = JSON.parse(text)
@@ -247,12 +331,33 @@ export const parse = (file: string, text: string): Either.Either<Config, Invalid
       })
     )
   }
-  const config = decoded.right
+  if (!plain && !Object.hasOwn(json as object, "processes") && !Object.hasOwn(json as object, "tasks")) {
+    // `{}` would be a config of nothing to run: more likely a file that is not yet what it should be.
+    return Either.left(
+      new InvalidConfig({ file, path: "processes", detail: "is required (or tasks, which give processes)" })
+    )
+  }
+  return Either.right(decoded.right)
+}
+
+/**
+ * The checks of a config's processes that the schema cannot make: their names, the fields it cannot judge alone
+ * (paths, NULs, variable names), deps that name no process, and cycles. `declaredAt` says where the file declares a
+ * process (default `processes.NAME`): a process a task gave is reported at the task.
+ *
+ * @since 0.1.0
+ * @category parsing
+ */
+export const check = (
+  file: string,
+  config: Config,
+  declaredAt: (name: string) => ReadonlyArray<PropertyKey> = (name) => ["processes", name]
+): Either.Either<Config, InvalidConfig> => {
   for (const name of Object.keys(config.processes)) {
     const badName = nameProblem(name)
     if (badName !== undefined) {
       return Either.left(
-        new InvalidConfig({ file, path: pathText(["processes", name]), detail: `is not a process name: ${badName}` })
+        new InvalidConfig({ file, path: pathText(declaredAt(name)), detail: `is not a process name: ${badName}` })
       )
     }
   }
@@ -260,14 +365,15 @@ export const parse = (file: string, text: string): Either.Either<Config, Invalid
     const refused = refusedIn(config, name)
     if (refused !== undefined) {
       return Either.left(
-        new InvalidConfig({ file, path: pathText(["processes", name, ...refused.at]), detail: refused.detail })
+        new InvalidConfig({ file, path: pathText([...declaredAt(name), ...refused.at]), detail: refused.detail })
       )
     }
   }
   const cycle = findCycle(config)
   if (cycle !== undefined) {
+    const at = cycle.some((name) => declaredAt(name)[0] === "tasks") ? "tasks" : "processes"
     return Either.left(
-      new InvalidConfig({ file, path: "processes", detail: `dependency cycle: ${cycle.join(" -> ")}` })
+      new InvalidConfig({ file, path: at, detail: `dependency cycle: ${cycle.join(" -> ")}` })
     )
   }
   return Either.right(config)

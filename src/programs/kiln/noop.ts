@@ -15,6 +15,7 @@ import * as path from "node:path"
 import * as GraphOrder from "../../domain/GraphOrder.js"
 import * as RunMemo from "../../layers/engine/RunMemo.js"
 import * as Layout from "../../layers/store/Layout.js"
+import * as Tasks from "../../layers/tasks/Tasks.js"
 import { cacheDir } from "../../os/CacheDir.js"
 import * as PrivateDir from "../../os/PrivateDir.js"
 import { type OptionSpec } from "../common/optionSpec.js"
@@ -142,8 +143,25 @@ const check = (
   } catch {
     return new Falls(`cannot read ${configFile}`, false)
   }
-  if (!RunMemo.configHolds(memo, text)) return new Falls(`${path.basename(configFile)} changed`, true)
-  const json = JSON.parse(text) as { processes: Record<string, ProcessJson>; remote?: { cache?: unknown } }
+  // A config with tasks is remembered by the processes they gave (see `runDirect.loadConfig`): they are given again
+  // from the workspace as it is now, and compared.
+  let expanded: Tasks.Expanded["config"] | undefined
+  if (text.includes("\"tasks\"")) {
+    const raw: unknown = JSON.parse(text)
+    if (Tasks.declares(raw)) {
+      const found = Tasks.expandAt(workspace, path.basename(configFile), raw)
+      if (Tasks.isProblem(found)) return new Falls(`${found.file}: ${found.path}: ${found.detail}`, false)
+      expanded = found.config
+      text = Tasks.canonicalText(expanded)
+    }
+  }
+  if (!RunMemo.configHolds(memo, text)) {
+    return new Falls(`${path.basename(configFile)}${expanded !== undefined ? "'s tasks" : ""} changed`, true)
+  }
+  const json = (expanded ?? JSON.parse(text)) as {
+    processes: Record<string, ProcessJson>
+    remote?: { cache?: unknown }
+  }
   ;(globalThis as { [CONFIG_HANDOVER]?: ValidatedConfig })[CONFIG_HANDOVER] = {
     file: configFile,
     hash: memo.config,

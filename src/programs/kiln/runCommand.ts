@@ -10,7 +10,7 @@ import * as Either from "effect/Either"
 import * as JSONSchema from "effect/JSONSchema"
 import * as Option from "effect/Option"
 import * as path from "node:path"
-import { Config, InvalidConfig } from "../../domain/Config.js"
+import { ConfigFile, InvalidConfig } from "../../domain/Config.js"
 import * as Engine from "../../layers/engine/Engine.js"
 import { cliOptions, storeOptions } from "../common/cliOptions.js"
 import { toStoreOptions } from "../common/storeSettings.js"
@@ -87,7 +87,11 @@ export const explain = Command.make(
     }).pipe(exitOnInvalidRemote)
 ).pipe(Command.withDescription(COMMANDS.explain))
 
-export const schema = Command.make("schema", {}, () => Console.log(JSON.stringify(JSONSchema.make(Config), null, 2)))
+export const schema = Command.make(
+  "schema",
+  {},
+  () => Console.log(JSON.stringify(JSONSchema.make(ConfigFile), null, 2))
+)
   .pipe(
     Command.withDescription(COMMANDS.schema)
   )

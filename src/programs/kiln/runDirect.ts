@@ -17,6 +17,8 @@ import * as Engine from "../../layers/engine/Engine.js"
 import * as RunMemo from "../../layers/engine/RunMemo.js"
 import * as RemoteCache from "../../layers/remote/RemoteCache.js"
 import * as Store from "../../layers/store/Store.js"
+import * as TaskExpansion from "../../layers/tasks/TaskExpansion.js"
+import * as Tasks from "../../layers/tasks/Tasks.js"
 import { cacheDir } from "../../os/CacheDir.js"
 import * as PrivateRoot from "../../os/PrivateRoot.js"
 import { type OptionSpec, type ValuesOf } from "../common/optionSpec.js"
@@ -47,7 +49,15 @@ export const loadConfig = (file: string) =>
     }
     return Either.match(parseConfig(path.basename(file), text), {
       onLeft: Effect.fail,
-      onRight: (config) => Effect.succeed({ config, hash: RunMemo.hashOf(text), text })
+      onRight: (config) =>
+        config.tasks === undefined
+          ? Effect.succeed({ config, hash: RunMemo.hashOf(text), text })
+          : Effect.map(TaskExpansion.expand(path.dirname(file), path.basename(file), config), (expanded) => {
+            // The memo remembers the processes the tasks gave, not kiln.json's text: a new script, package or
+            // dependency changes them without changing kiln.json.
+            const canonical = Tasks.canonicalText(expanded.config)
+            return { config: expanded.config, hash: RunMemo.hashOf(canonical), text: canonical }
+          })
     })
   })
 

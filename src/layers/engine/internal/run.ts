@@ -6,6 +6,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as path from "node:path"
+import { InvalidConfig } from "../../../domain/Config.js"
 import * as GraphOrder from "../../../domain/GraphOrder.js"
 import type { ProcessRunner } from "../../runner/ProcessRunner.js"
 import * as Layout from "../../store/Layout.js"
@@ -30,6 +31,14 @@ export const run = (
   Effect.gen(function*() {
     const started = Date.now()
     const { config } = options
+    if (config.tasks !== undefined) {
+      // A library caller's config as parsed: its processes' deps may name processes only the tasks give.
+      return yield* new InvalidConfig({
+        file: options.configName ?? "kiln.json",
+        path: "tasks",
+        detail: "the engine runs processes: expand the tasks first (TaskExpansion.expand)"
+      })
+    }
     const workspace = path.resolve(options.workspace)
     const depsOf = (name: string) => config.processes[name]!.deps ?? []
     const names = GraphOrder.closure(depsOf, options.targets ?? Object.keys(config.processes))

@@ -1,0 +1,381 @@
+/**
+ * The expansion of kiln.json's `tasks` over a workspace, as read (`workspaceFiles.ts`): pure, and the processes it
+ * gives are those kiln.json would hold written out by hand (`kiln ls --json` prints them so).
+ *
+ * A task `T` gives the process `T:<package>` for every package with a script `T`, which runs that script directly
+ * (`/bin/sh -c`, as npm, pnpm, yarn and bun run it; see docs/architecture.md for why not through them) in the
+ * package's directory. Its inputs are the package's files (but the outputs of its tasks) with its `node_modules`, the
+ * root's `package.json`, lockfile, workspace file and the configs packages extend, the root's `node_modules`, and for
+ * each workspace package it depends on (transitively): its `package.json` and `node_modules`, and either its files
+ * or, when the task depends on that package's task `^B`, the outputs of `B:<dependency>`.
+ *
+ * @internal
+ */
+import type { Config, ProcessConfig, TaskConfig } from "../../../domain/Config.js"
+import { staysInside } from "./packageGlobs.js"
+import { satisfies } from "./semver.js"
+import type { Package, Problem, Workspace } from "./workspaceFiles.js"
+
+/** Where an inferred process comes from. */
+export interface Origin {
+  /** Its key in `tasks`: `build`, or `web#build`. */
+  readonly key: string
+  readonly task: string
+  readonly package: string
+  readonly directory: string
+}
+
+/** The config with its tasks written out as processes, and where each inferred process comes from. */
+export interface Expanded {
+  readonly config: Config
+  readonly origins: Readonly<Record<string, Origin>>
+}
+
+/** kiln.json as the expansion reads it: decoded, or as the no-op check parsed it (then `processes` may be absent). */
+export type ConfigInput = Omit<Config, "processes"> & { readonly processes?: Config["processes"] | undefined }
+
+/**
+ * Files at the root that a package's processes read besides its own: the package manager's (the lockfile says which
+ * versions `node_modules` holds; the workspace file, which packages there are), and the configs packages extend or
+ * that compilers look for up the tree (`tsconfig.base.json`, Babel's and SWC's, browserslist's). Lint and format
+ * configs are not: a change to one would run every build again; a task that reads one says so (`rootInputs`).
+ */
+const ROOT_FILES: ReadonlyArray<RegExp> = [
+  /^package\.json$/,
+  /^(package-lock\.json|npm-shrinkwrap\.json|pnpm-lock\.yaml|yarn\.lock|bun\.lockb?|pnpm-workspace\.yaml)$/,
+  /^tsconfig.*\.json$/,
+  /^(babel\.config\.(js|cjs|mjs|cts|mts|json)|\.babelrc(\.(js|cjs|mjs|json))?|\.swcrc|\.browserslistrc)$/
+]
+
+/** Where scripts find the system's commands (and `node`, when it is in one of these). */
+const SYSTEM_PATH = ["/usr/local/bin", "/usr/bin", "/bin"]
+
+const taskPath = (key: string, ...at: ReadonlyArray<string | number>) =>
+  [
+    `tasks${/^[A-Za-z_$][\w$]*$/.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`}`,
+    ...at.map((a) => typeof a === "number" ? `[${a}]` : `.${a}`)
+  ].join("")
+
+/**
+ * The sandbox's root in a process's env (`Process.CHROOT`, which this plain module cannot import): the PATH is
+ * absolute, so that a script that changes directory keeps it.
+ */
+const CHROOT = "{chroot}"
+
+/** `rel` under the package's directory. */
+const under = (directory: string, rel: string) => directory === "" ? rel : `${directory}/${rel}`
+
+/** The glob excluding an output (`dist/`: its tree; `out.txt`: the file) of a package. */
+const outputExclusion = (directory: string, output: string) =>
+  output.endsWith("/") ? `!${under(directory, output.replace(/\/+$/, ""))}/**` : `!${under(directory, output)}`
+
+/** Whether a dependency's spec names the workspace's package `target` (see the module's comment in Tasks.ts). */
+const namesWorkspacePackage = (from: Package, spec: string, target: Package): boolean => {
+  if (spec.startsWith("workspace:")) return true
+  const local = /^(file|link):(.*)$/.exec(spec)
+  if (local !== null) {
+    const parts: Array<string> = from.directory === "" ? [] : from.directory.split("/")
+    for (const s of local[2]!.split("/")) {
+      if (s === "..") parts.pop()
+      else if (s !== "." && s !== "") parts.push(s)
+    }
+    return parts.join("/") === target.directory
+  }
+  if (spec === "*" || spec === "" || spec === "x") return true
+  return target.version !== undefined && satisfies(target.version, spec)
+}
+
+/** What the expansion of one config over one workspace knows, for each process it writes out. */
+interface Context {
+  readonly file: string
+  readonly tasks: Readonly<Record<string, TaskConfig>>
+  readonly explicit: Readonly<Record<string, ProcessConfig>>
+  readonly workspace: Workspace
+  readonly byName: ReadonlyMap<string, Package>
+  /** Each task's name, in the order kiln.json declares them; `pkg#task` keys declare the task for one package. */
+  readonly taskNames: ReadonlyArray<string>
+  /** Each package's workspace dependencies, transitive, in the order of their directories. */
+  readonly dependencies: ReadonlyMap<Package, ReadonlyArray<Package>>
+}
+
+const fail = (ctx: Context, path: string, detail: string): Problem => ({ file: ctx.file, path, detail })
+
+/** The task `task` of package `p` as kiln.json declares it, when `p` has the script. */
+const declared = (ctx: Context, task: string, p: Package): { key: string; tc: TaskConfig } | undefined => {
+  if (p.scripts[task] === undefined) return undefined
+  const own = `${p.name}#${task}`
+  if (Object.hasOwn(ctx.tasks, own)) return { key: own, tc: ctx.tasks[own]! }
+  return Object.hasOwn(ctx.tasks, task) ? { key: task, tc: ctx.tasks[task]! } : undefined
+}
+
+const nameOf = (task: string, p: Package) => `${task}:${p.name}`
+
+/** Each package's workspace dependencies, direct and then transitive. */
+const dependenciesOf = (workspace: Workspace, byName: ReadonlyMap<string, Package>) => {
+  const direct = new Map<Package, Array<Package>>()
+  for (const p of workspace.packages) {
+    const deps = new Set<Package>()
+    for (const [name, spec] of p.dependencies) {
+      const target = byName.get(name)
+      if (target !== undefined && target !== p && namesWorkspacePackage(p, spec, target)) deps.add(target)
+    }
+    direct.set(p, [...deps])
+  }
+  const all = new Map<Package, ReadonlyArray<Package>>()
+  for (const p of workspace.packages) {
+    const seen = new Set<Package>()
+    const stack = [...direct.get(p)!]
+    while (stack.length > 0) {
+      const d = stack.pop()!
+      if (d === p || seen.has(d)) continue
+      seen.add(d)
+      stack.push(...direct.get(d)!)
+    }
+    all.set(p, workspace.packages.filter((q) => seen.has(q)))
+  }
+  return all
+}
+
+/** The context of an expansion, or the first problem with the packages' names or the tasks' keys. */
+const contextOf = (file: string, config: ConfigInput, workspace: Workspace): Context | Problem => {
+  const tasks = config.tasks ?? {}
+  const explicit = config.processes ?? {}
+  const byName = new Map<string, Package>()
+  for (const p of workspace.packages) {
+    const other = byName.get(p.name)
+    if (other !== undefined) {
+      return {
+        file: under(p.directory, "package.json"),
+        path: "name",
+        detail: `${JSON.stringify(p.name)} is also the name of ${under(other.directory, "package.json")}`
+      }
+    }
+    byName.set(p.name, p)
+  }
+  const problem = (path: string, detail: string): Problem => ({ file, path, detail })
+  const taskNames: Array<string> = []
+  for (const key of Object.keys(tasks)) {
+    const hash = key.indexOf("#")
+    const task = hash < 0 ? key : key.slice(hash + 1)
+    const pkg = hash < 0 ? undefined : byName.get(key.slice(0, hash))
+    if (hash >= 0 && pkg === undefined) {
+      return problem(taskPath(key), `no workspace package is named ${JSON.stringify(key.slice(0, hash))}`)
+    }
+    if (task === "" || task.startsWith("^") || task.includes("#")) {
+      return problem(taskPath(key), "a task's name is a script's name, without `^` or `#`")
+    }
+    if (pkg !== undefined && pkg.scripts[task] === undefined) {
+      return problem(taskPath(key), `package ${pkg.name} has no script ${JSON.stringify(task)}`)
+    }
+    if (Object.hasOwn(explicit, task)) {
+      return problem(
+        taskPath(key),
+        `${JSON.stringify(task)} is also a process in processes: a dep of that name would name either, so rename one`
+      )
+    }
+    if (!taskNames.includes(task)) taskNames.push(task)
+  }
+  return { file, tasks, explicit, workspace, byName, taskNames, dependencies: dependenciesOf(workspace, byName) }
+}
+
+/** The expansion of `config`'s tasks over `workspace`, or the first problem (its file is `file`, kiln.json). */
+export const expand = (file: string, config: ConfigInput, workspace: Workspace): Expanded | Problem => {
+  const ctx = contextOf(file, config, workspace)
+  if ("detail" in ctx) return ctx
+  const { processes: _processes, tasks: _tasks, ...rest } = config
+  const inferred: Record<string, ProcessConfig> = {}
+  const origins: Record<string, Origin> = {}
+  for (const task of ctx.taskNames) {
+    for (const p of workspace.packages) {
+      const found = declared(ctx, task, p)
+      if (found === undefined) continue
+      const name = nameOf(task, p)
+      if (Object.hasOwn(ctx.explicit, name)) {
+        return fail(ctx, taskPath(found.key), `gives the process ${JSON.stringify(name)}, which processes declares too`)
+      }
+      const made = processOf(ctx, task, p, found.key, found.tc)
+      if ("detail" in made) return made
+      inferred[name] = made
+      origins[name] = { key: found.key, task, package: p.name, directory: p.directory }
+    }
+  }
+  return { config: { ...rest, processes: { ...ctx.explicit, ...inferred } } as Config, origins }
+}
+
+/**
+ * The deps of task `task` of package `p`, and the workspace dependencies whose outputs they bring (their `^B`): the
+ * files of those are not inputs then.
+ */
+const depsOf = (
+  ctx: Context,
+  task: string,
+  p: Package,
+  key: string,
+  tc: TaskConfig
+): { readonly deps: Array<string>; readonly built: Set<Package> } | Problem => {
+  const deps: Array<string> = []
+  const add = (name: string) => {
+    if (!deps.includes(name)) deps.push(name)
+  }
+  const built = new Set<Package>()
+  for (const [i, dep] of (tc.deps ?? []).entries()) {
+    const at = taskPath(key, "deps", i)
+    if (dep.startsWith("^")) {
+      const t = dep.slice(1)
+      if (!ctx.taskNames.includes(t)) {
+        return fail(ctx, at, `unknown task ${JSON.stringify(t)}: tasks declares no such task`)
+      }
+      for (const d of ctx.dependencies.get(p)!) {
+        if (declared(ctx, t, d) === undefined) continue
+        add(nameOf(t, d))
+        built.add(d)
+      }
+    } else if (dep.includes("#")) {
+      const [pkg, t] = [dep.slice(0, dep.indexOf("#")), dep.slice(dep.indexOf("#") + 1)]
+      const target = ctx.byName.get(pkg)
+      if (target === undefined) return fail(ctx, at, `no workspace package is named ${JSON.stringify(pkg)}`)
+      if (declared(ctx, t, target) === undefined) {
+        return fail(ctx, at, `${pkg} has no task ${JSON.stringify(t)} (no such script, or no such task in tasks)`)
+      }
+      if (target === p && t === task) return fail(ctx, at, "a task cannot depend on itself")
+      add(nameOf(t, target))
+    } else if (ctx.taskNames.includes(dep)) {
+      if (dep === task) {
+        return fail(ctx, at, `a task cannot depend on itself ("^${dep}" is ${dep} of the package's dependencies)`)
+      }
+      // As turbo does: a package without the script has no such task, and nothing to wait for.
+      if (declared(ctx, dep, p) !== undefined) add(nameOf(dep, p))
+    } else if (Object.hasOwn(ctx.explicit, dep)) {
+      add(dep)
+    } else {
+      return fail(ctx, at, `unknown task or process ${JSON.stringify(dep)}`)
+    }
+  }
+  return { deps, built }
+}
+
+/** The task's own paths, or the first that is not a path kiln takes. */
+const pathProblem = (ctx: Context, key: string, tc: TaskConfig): Problem | undefined => {
+  for (const [i, out] of (tc.outputs ?? []).entries()) {
+    if (/[*?[\]{}]/.test(out)) {
+      return fail(
+        ctx,
+        taskPath(key, "outputs", i),
+        `${JSON.stringify(out)} is a glob: outputs are paths, and a directory ends with / ` +
+          `(${JSON.stringify(out.replace(/\/?\*\*?.*$/, "/"))})`
+      )
+    }
+  }
+  for (const field of ["inputs", "rootInputs", "writableInputs"] as const) {
+    for (const [i, g] of (tc[field] ?? []).entries()) {
+      if (!staysInside(g.replace(/^!/, ""))) {
+        return fail(
+          ctx,
+          taskPath(key, field, i),
+          `${JSON.stringify(g)} must be relative and stay inside the ${
+            field === "rootInputs" ? "workspace" : "package"
+          }`
+        )
+      }
+    }
+  }
+  return undefined
+}
+
+/** The package's files but the outputs of its tasks (which their processes give, fresh, where they are deps). */
+const filesOf = (ctx: Context, q: Package) => {
+  const excluded = new Set<string>()
+  for (const t of ctx.taskNames) {
+    for (const out of declared(ctx, t, q)?.tc.outputs ?? []) excluded.add(outputExclusion(q.directory, out))
+  }
+  if (q.directory === "") excluded.add("!.git/**")
+  return { include: [under(q.directory, "**")], exclude: [...excluded] }
+}
+
+/** The inputs of a task of package `p` (see the module's comment). */
+const inputsOf = (ctx: Context, p: Package, tc: TaskConfig, built: ReadonlySet<Package>): Array<string> => {
+  const dir = p.directory
+  const include: Array<string> = []
+  const exclude: Array<string> = []
+  const take = (globs: ReadonlyArray<string>, at: (g: string) => string) => {
+    for (const g of globs) {
+      if (g.startsWith("!")) exclude.push(`!${at(g.slice(1))}`)
+      else include.push(at(g))
+    }
+  }
+  if (tc.inputs === undefined) {
+    const own = filesOf(ctx, p)
+    take([...own.include, ...own.exclude], (g) => g)
+  } else {
+    take(tc.inputs, (g) => under(dir, g))
+    include.push(under(dir, "package.json"))
+    if (p.nodeModules) include.push(under(dir, "node_modules/**"))
+  }
+  include.push(...ctx.workspace.rootFiles.filter((f) => ROOT_FILES.some((re) => re.test(f))))
+  if (ctx.workspace.rootNodeModules) include.push("node_modules/**")
+  for (const d of ctx.dependencies.get(p)!) {
+    if (built.has(d)) {
+      include.push(under(d.directory, "package.json"))
+      if (d.nodeModules) include.push(under(d.directory, "node_modules/**"))
+    } else {
+      const files = filesOf(ctx, d)
+      take([...files.include, ...files.exclude], (g) => g)
+    }
+  }
+  take(tc.rootInputs ?? [], (g) => g)
+  return [...new Set(include), ...new Set(exclude)]
+}
+
+/**
+ * The PATH of a package's scripts: each `node_modules/.bin` from its directory up to the root (as npm gives a
+ * script), then the system's, behind the directory of the `node` that runs kiln when that is elsewhere.
+ */
+const pathOf = (ctx: Context, dir: string) => {
+  const bins: Array<string> = []
+  for (let d = dir;; d = d.includes("/") ? d.slice(0, d.lastIndexOf("/")) : "") {
+    bins.push(`${CHROOT}/${under(d, "node_modules/.bin")}`)
+    if (d === "") break
+  }
+  const node = ctx.workspace.nodeDirectory
+  return [...bins, ...(SYSTEM_PATH.includes(node) ? [] : [node]), ...SYSTEM_PATH].join(":")
+}
+
+/**
+ * The shell command of task `task` of `p`: its script, between its `pre` and `post` scripts where the package manager
+ * runs those. Each in a subshell of its own, on lines of their own (a comment in one ends with its line), as the
+ * package manager runs each in a shell of its own, and each only if the one before succeeded.
+ */
+const scriptOf = (ctx: Context, task: string, p: Package): string => {
+  const script = p.scripts[task]!
+  if (!ctx.workspace.prePostScripts) return script
+  const around = [p.scripts[`pre${task}`], script, p.scripts[`post${task}`]].filter((s) => s !== undefined)
+  return around.length === 1 ? script : around.map((s) => `(\n${s}\n)`).join(" && ")
+}
+
+/** The process task `task` gives package `p`, or the first problem with the task. */
+const processOf = (ctx: Context, task: string, p: Package, key: string, tc: TaskConfig): ProcessConfig | Problem => {
+  const found = depsOf(ctx, task, p, key, tc)
+  if ("detail" in found) return found
+  const bad = pathProblem(ctx, key, tc)
+  if (bad !== undefined) return bad
+  const dir = p.directory
+  const outputs = tc.outputs ?? []
+  const pc: Record<string, unknown> = {
+    argv: ["/bin/sh", "-c", scriptOf(ctx, task, p)],
+    inputs: inputsOf(ctx, p, tc, found.built),
+    ...(found.deps.length > 0 ? { deps: found.deps } : {}),
+    ...(outputs.length > 0 ? { outputs } : {}),
+    env: { PATH: pathOf(ctx, dir), ...tc.env },
+    ...(dir !== "" ? { workingDirectory: dir } : {})
+  }
+  if (tc.timeout !== undefined) pc.timeout = tc.timeout
+  if (tc.cache !== undefined) pc.cache = tc.cache
+  if (tc.namedCaches !== undefined) {
+    pc.namedCaches = Object.fromEntries(Object.entries(tc.namedCaches).map(([k, v]) => [k, under(dir, v)]))
+  }
+  if (tc.platform !== undefined) pc.platform = tc.platform
+  if (tc.remote !== undefined) pc.remote = tc.remote
+  if (tc.outputSymlinks !== undefined) pc.outputSymlinks = tc.outputSymlinks
+  if (tc.writableInputs !== undefined) pc.writableInputs = tc.writableInputs.map((w) => under(dir, w))
+  return pc as ProcessConfig
+}
