@@ -16,6 +16,7 @@ import type { InputConflict } from "../../../domain/TreeErrors.js"
 import type { SnapshotSession, Store } from "../../store/Store.js"
 import { mergeInputs, processOf, snapshotOwn } from "./inputs.js"
 import * as RunRecords from "./runRecords.js"
+import { treeChanges } from "./treeChanges.js"
 
 /** @internal */
 export interface ExplainOptions {
@@ -35,6 +36,61 @@ interface Looked {
 }
 
 type LookError = InvalidConfig | StoreError | Digest.MissingDigest | InputConflict
+
+/** The digest of the directory at `rel` (ending in `/`) in the tree `root`, if there is one. */
+const treeAt = (store: Store["Type"], root: Digest.Digest, rel: string) =>
+  Effect.gen(function*() {
+    let digest = root
+    for (const name of rel.split("/").filter((n) => n !== "")) {
+      const sub = (yield* store.getDirectory(digest)).directories.find((d) => d.name === name)
+      if (sub === undefined) return undefined
+      digest = sub.digest
+    }
+    return digest
+  })
+
+/**
+ * `files` with the directories `last` took whole as one entry each (`rel/` → `tree <digest>`), as the last run
+ * recorded them: a directory this snapshot did not take whole (a path in it changed within a timestamp tick of the
+ * walk) is compared tree with tree, not path by path (every path of it otherwise "added", all 40,000 of them).
+ */
+const asLastTook = (
+  store: Store["Type"],
+  root: Digest.Digest,
+  files: Readonly<Record<string, string>>,
+  last: RunRecords.RunRecord | undefined
+) =>
+  Effect.gen(function*() {
+    const wholes = Object.keys(last?.inputs ?? {}).filter((p) =>
+      p.endsWith("/") && last!.inputs[p]!.startsWith("tree ") && !(p in files)
+    )
+    if (wholes.length === 0) return files
+    const out: Record<string, string> = {}
+    const taken: Array<string> = []
+    for (const rel of wholes) {
+      const digest = yield* treeAt(store, root, rel)
+      if (digest === undefined) continue
+      out[rel] = `tree ${Digest.format(digest)}`
+      taken.push(rel)
+    }
+    for (const [p, v] of Object.entries(files)) if (!taken.some((rel) => p.startsWith(rel))) out[p] = v
+    return out
+  })
+
+/** What changed inside each directory taken whole whose tree changed since the last run (see `treeChanges`). */
+const changesInTrees = (store: Store["Type"], before: RunRecords.RunRecord, now: RunRecords.RunRecord) =>
+  Effect.map(
+    Effect.forEach(RunRecords.changedTrees(before, now), ([rel, was, is]): Effect.Effect<
+      readonly [string, ReadonlyArray<string>],
+      StoreError
+    > => {
+      const [a, b] = [Digest.parse(was), Digest.parse(is)]
+      return Either.isRight(a) && Either.isRight(b)
+        ? Effect.map(treeChanges(store, rel, a.right, b.right), (lines) => [rel, lines] as const)
+        : Effect.succeed([rel, [`changed ${rel}`]] as const)
+    }),
+    (entries) => new Map<string, ReadonlyArray<string>>(entries)
+  )
 
 /** What each process of the explanation would be keyed on now, and whether the cache has it. */
 const looker = (
@@ -80,7 +136,7 @@ const looker = (
         argv: [...pc.argv],
         env: { ...pc.env },
         workingDirectory: pc.workingDirectory ?? "",
-        inputs: own.files,
+        inputs: yield* asLastTook(store, own.digest, own.files, last[name]),
         deps: Object.fromEntries(Object.entries(deps).map(([k, v]) => [k, Digest.format(v)])),
         actionDigest: Digest.format(key)
       }
@@ -108,7 +164,7 @@ export const explain = (store: Store["Type"], options: ExplainOptions) =>
     const changes = before === undefined
       ? ["no earlier run of it is recorded in this store"]
       : before.actionDigest !== now.actionDigest
-      ? RunRecords.diff(before, now)
+      ? RunRecords.diff(before, now, yield* changesInTrees(store, before, now))
       : hit
       ? ["nothing changed since its last run"]
       : before.failed !== undefined
