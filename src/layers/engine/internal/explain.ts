@@ -10,11 +10,13 @@ import * as path from "node:path"
 import { actionDigest } from "../../../domain/ActionKey.js"
 import type { Config, InvalidConfig } from "../../../domain/Config.js"
 import * as Digest from "../../../domain/Digest.js"
+import * as GraphOrder from "../../../domain/GraphOrder.js"
 import type { RemoteTier } from "../../../domain/RemoteTier.js"
 import { StoreError } from "../../../domain/StoreErrors.js"
 import type { InputConflict } from "../../../domain/TreeErrors.js"
 import type { SnapshotSession, Store } from "../../store/Store.js"
 import { mergeInputs, processOf, snapshotOwn } from "./inputs.js"
+import { consult } from "./memoConsult.js"
 import * as RunRecords from "./runRecords.js"
 import { treeChanges } from "./treeChanges.js"
 
@@ -147,14 +149,46 @@ const looker = (
   return look
 }
 
+/**
+ * The action of `name` when the run memo vouches for it (and its deps) and its last run recorded the same action from
+ * the same deps' outputs: nothing changed since, and it is a hit, found at the cost of a no-op run (one `lstat` a
+ * path) rather than of snapshotting its inputs (reading the stat index and the saved walks of its trees).
+ */
+const remembered = (
+  store: Store["Type"],
+  options: ExplainOptions,
+  before: RunRecords.RunRecord | undefined
+): Digest.Digest | undefined => {
+  const { config, name } = options
+  if (before === undefined || before.failed !== undefined) return undefined
+  const depsOf = (n: string) => config.processes[n]!.deps ?? []
+  const { remembered } = consult({
+    root: store.options.root,
+    workspace: path.resolve(options.workspace),
+    config,
+    ordered: GraphOrder.depsFirst(depsOf, GraphOrder.closure(depsOf, [name])),
+    depsOf,
+    use: true
+  })
+  const entry = remembered.get(name)
+  const sameDeps = (a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>) =>
+    Object.keys(a).length === Object.keys(b).length && Object.entries(a).every(([d, v]) => b[d] === v)
+  // The record must say what the memo says (a record damaged since is the slow path's to report).
+  return entry !== undefined && entry.action === before.actionDigest && sameDeps(entry.deps, before.deps)
+    ? Either.getOrUndefined(Digest.parse(entry.action))
+    : undefined
+}
+
 /** The lines `kiln explain` prints. @internal */
 export const explain = (store: Store["Type"], options: ExplainOptions) =>
   Effect.gen(function*() {
     const { config, name } = options
     const workspace = path.resolve(options.workspace)
     const last = RunRecords.read(store.options.root, workspace)
-    const session = yield* store.snapshotSession(workspace)
-    const { hit, key, notes, now } = yield* looker(store, options, session, last)(name)
+    const held = remembered(store, options, last[name])
+    const { hit, key, notes, now } = held !== undefined
+      ? { hit: true, key: held, notes: [], now: last[name]! }
+      : yield* looker(store, options, yield* store.snapshotSession(workspace), last)(name)
     const verdict = hit
       ? `${name}: would hit the cache (action ${Digest.format(key)})`
       : `${name}: would run (action ${Digest.format(key)} is ${
