@@ -7,7 +7,9 @@
  * the run memo, however many processes take it, rather than a record of each of its paths per process.
  *
  * A no-op install rewrites package managers' bookkeeping files in `node_modules` (pnpm 10's workspace state, with a
- * timestamp): they are not inputs, and the next run finds every process a cache hit.
+ * timestamp): they are not inputs, and the next run finds every process a cache hit. It renames a file of the same bytes
+ * into place too (pnpm 10's `.pnpm/lock.yaml`), moving its directory's stat: the run memo reads those few paths again
+ * and still holds, so the next run is its no-op. `kiln explain` then names the paths that changed inside a tree.
  *
  * The installs fetch pnpm and two small packages (`is-odd` and its `is-number`) from the npm registry the first time
  * on a machine, into caches under the system's temp directory kept for the next run.
@@ -19,6 +21,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { parse } from "../../src/domain/Config.js"
 import * as Engine from "../../src/layers/engine/Engine.js"
+import { REMEMBERED_TIMINGS } from "../../src/layers/engine/internal/memoConsult.js"
 import * as RunMemo from "../../src/layers/engine/RunMemo.js"
 import { sh } from "../utils/pack.js"
 import { stack } from "../utils/stack.js"
@@ -88,7 +91,8 @@ const assertGrouped = (root: string, ws: string, wholes: Record<string, Readonly
 
 /**
  * After a no-op install: a run finds every process a cache hit, and with `memoHolds` the run memo of `ws` still
- * holds for every process before it (nothing it observed changed, so the run is the memo's no-op).
+ * holds for every process before it (what it observed holds the same names and bytes, so the run is the memo's
+ * no-op: every process a hit it remembered, which took no time and looked nothing up).
  */
 const assertNoChange = (
   root: string,
@@ -107,7 +111,20 @@ const assertNoChange = (
     }
     const again = yield* runOn(root, ws, processes, minFiles)
     assert.strictEqual(again.cacheHits, names.length, JSON.stringify(again.processes))
+    if (memoHolds) {
+      for (const p of again.processes) assert.deepStrictEqual(p.timings, REMEMBERED_TIMINGS, p.name)
+    }
+    return again
   })
+
+/** What `kiln explain` says of `name` in `ws`. */
+const explainOn = (root: string, ws: string, processes: Record<string, unknown>, name: string) =>
+  Effect.flatMap(Engine.Engine, (engine) =>
+    engine.explain({
+      workspace: ws,
+      config: Either.getOrThrow(parse("kiln.json", JSON.stringify({ processes }))),
+      name
+    })).pipe(Effect.provide(Engine.layer.pipe(Layer.provideMerge(stack({ root, inProcess: true })))))
 
 describe("real trees take the whole-directory path as they are", () => {
   it.scopedLive("generated: an empty directory, only empty ones, a dangling link, a pnpm symlink farm, a .cache", () =>
@@ -231,8 +248,33 @@ describe("real trees take the whole-directory path as they are", () => {
           assert.strictEqual(noop.code, 0, noop.both)
           if (stateBefore !== undefined) assert.notStrictEqual(fs.readFileSync(state, "utf8"), stateBefore)
           // pnpm writes `.modules.yaml` (9) or `.pnpm/lock.yaml` (10) anew and renames it into place, with the same
-          // bytes: the directory holding it has a new stat, so the memo walks again, and finds every key as it was.
-          yield* assertNoChange(root, ws, processes, 2, false)
+          // bytes: the directory holding it has a new stat and the same names, and the memo still holds.
+          const again = yield* assertNoChange(root, ws, processes, 2, true)
+          assert.deepStrictEqual(yield* explainOn(root, ws, processes, "a"), [
+            `a: would hit the cache (action ${again.processes[0]!.actionDigest})`,
+            "  nothing changed since its last run"
+          ])
+          // A file of a package changed, and another package added: explain names those paths inside node_modules,
+          // at most 20 of them, and counts the rest, rather than the directory alone or every path of it.
+          const isOdd = path.join(ws, "node_modules/.pnpm/is-odd@3.0.1/node_modules/is-odd/index.js")
+          fs.appendFileSync(isOdd, "// changed\n")
+          writeTree(
+            ws,
+            Object.fromEntries(
+              Array.from(
+                { length: 25 },
+                (_, i) => [`node_modules/.pnpm/zz@1.0.0/lib/f${String(i).padStart(2, "0")}.js`, ""]
+              )
+            )
+          )
+          const said = yield* explainOn(root, ws, processes, "a")
+          assert.match(said[0]!, /^a: would run /)
+          assert.deepStrictEqual(said.slice(2), [
+            "  changed node_modules/.pnpm/is-odd@3.0.1/node_modules/is-odd/index.js",
+            ...Array.from({ length: 19 }, (_, i) =>
+              `  added   node_modules/.pnpm/zz@1.0.0/lib/f${String(i).padStart(2, "0")}.js`),
+            "  … and 6 more paths changed under node_modules/"
+          ])
         }),
       300_000
     )

@@ -10,7 +10,7 @@ import * as path from "node:path"
 import * as Digest from "../../src/domain/Digest.js"
 import type * as Store from "../../src/layers/store/Store.js"
 import * as StoreMaintenance from "../../src/layers/store/StoreMaintenance.js"
-import { tempDir, tempStore, writeTree } from "../utils/temp.js"
+import { settleTimes, tempDir, tempStore, writeTree } from "../utils/temp.js"
 
 const GLOBS = ["node_modules/**", "src/**"]
 
@@ -76,6 +76,51 @@ describe("whole directories across sessions", () => {
       settle(ws)
       assert.deepStrictEqual((yield* snapshotInSession(store, ws)).digest, edited.digest)
     }))
+
+  it.scoped(
+    "a file renamed into place with the same bytes (a no-op install) moves stats, not the tree: the next " +
+      "session reads those paths again, not the directory",
+    () =>
+      Effect.gen(function*() {
+        const ws = yield* tempDir("kiln-wholes-renamed-")
+        const files: Record<string, string> = { "src/a.txt": "a\n" }
+        for (let i = 0; i < 40; i++) files[`node_modules/p${i % 4}/f${i}.js`] = `${i}\n`
+        writeTree(ws, files)
+        settle(ws)
+        const store = yield* tempStore()
+        const first = yield* snapshotInSession(store, ws)
+        const lock = path.join(ws, "node_modules/p1/f5.js")
+        const inoOf = (s: Store.Snapshot) => s.observations.find((o) => o.abs === lock && o.kind === "f")
+        fs.writeFileSync(`${lock}.tmp`, fs.readFileSync(lock))
+        fs.renameSync(`${lock}.tmp`, lock)
+        // Its directory and it, no longer racy; nothing else is touched.
+        settleTimes(path.join(ws, "node_modules/p1"))
+        const sessionOf = (hashed: Array<number>) =>
+          Effect.scoped(Effect.gen(function*() {
+            const session = yield* store.snapshotSession(ws)
+            const [taken] = yield* store.snapshotMany(ws, [{ globs: GLOBS, observe: true }], session)
+            const snapshot = yield* taken!
+            hashed.push(session.hashed)
+            return snapshot
+          }))
+        const hashed: Array<number> = []
+        const again = yield* sessionOf(hashed)
+        assert.deepStrictEqual(again.digest, first.digest)
+        assert.strictEqual(again.wholeDirectories.length, 2)
+        const seen = inoOf(again)
+        assert.isDefined(seen)
+        assert.strictEqual(seen!.kind === "f" && seen!.ino, BigInt(fs.statSync(lock).ino))
+        // Saved anew with its new stat: the session after takes it as it is.
+        const third = yield* sessionOf(hashed)
+        assert.deepStrictEqual(third.digest, first.digest)
+        assert.deepStrictEqual(hashed, [0, 0])
+        // Another byte renamed into place is a change, however it came.
+        fs.writeFileSync(`${lock}.tmp`, "x\n")
+        fs.renameSync(`${lock}.tmp`, lock)
+        settleTimes(path.join(ws, "node_modules/p1"))
+        assert.notDeepEqual((yield* sessionOf(hashed)).digest, first.digest)
+      })
+  )
 
   it.scoped("a store that removed anything since the directory was saved makes the next session walk it again", () =>
     Effect.gen(function*() {

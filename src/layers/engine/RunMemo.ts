@@ -29,7 +29,7 @@ import * as Layout from "../store/Layout.js"
 import { namesOf, type SnapshotObservation, type Stat } from "../store/SnapshotObservation.js"
 
 /** Bump when what a memo means changes. */
-export const FORMAT = 7
+export const FORMAT = 8
 
 /** Something a walk read, with the evidence of what it found: a file's hash, a symlink's target, a listing. */
 export type Seen = SnapshotObservation
@@ -51,8 +51,27 @@ export type Obs = readonly [string, string, ...Array<number | string>]
  * `[path of a directory + "/", "g", key]`: every observation of a directory taken whole, kept once in the memo's
  * `groups` under `key` however many processes took it (eight processes over one node_modules recorded its 11,000
  * paths eight times, and a check stat'ed them eight times).
+ *
+ * A group's observations (`[path, kind, dev, ino, mode, size, mtimeMs, ctimeMs, evidence]`, `1` after it when racy,
+ * `[path, "a"]` for an absent one) each carry what was found there: the first {@link GROUP_EVIDENCE_LENGTH} hex digits
+ * of a file's hash or of the hash of a directory's names (see {@link namesOf}), or a symlink's target. A no-op `pnpm install`
+ * renames a file of the same bytes into `node_modules/.pnpm`, which moves its stat and its directory's: a path whose
+ * stat moved holds while it holds the same content (else every run after an install walked the whole tree again).
  */
 export const GROUP = "g"
+
+/**
+ * Hex digits of a hash a group keeps as evidence: 128 bits tell content apart as well as the whole hash does here,
+ * at half the size (a group holds one per path of a tree of tens of thousands).
+ */
+export const GROUP_EVIDENCE_LENGTH = 32
+
+/**
+ * Paths of groups whose stat moved that a check reads again, and the largest file it hashes again: past either, the
+ * check says the group changed, and the run snapshots it (which costs what reading them would).
+ */
+const REREAD_AT_MOST = 256
+const REREAD_MAX_BYTES = 1024 * 1024
 
 export interface Entry {
   /** The process's entry in kiln.json, as JSON. */
@@ -147,6 +166,8 @@ interface Held {
   readonly names: ReadonlyArray<string>
   readonly answer: Holding
 }
+/** Paths of groups read again during this check (see {@link REREAD_AT_MOST}). */
+const REREAD = Symbol.for("kiln.memoReread")
 /** What each path observed held when this memo was checked (see `holdsOnce`). */
 const PATHS = Symbol.for("kiln.memoPaths")
 /** Which groups held when this memo was checked. */
@@ -156,6 +177,7 @@ type Checked = Memo & {
   [HELD]?: Held
   [PATHS]?: Map<string, readonly [Obs, boolean]>
   [GROUPS]?: Map<string, string | undefined>
+  [REREAD]?: number
 }
 
 /** Why a process's evidence does not hold (undefined: it holds), and whether its inputs still do. */
@@ -305,13 +327,23 @@ const fieldsOfBig = (st: Stat): Array<number> => [
   RawStat.msOfNs(st.ctimeNs)
 ]
 
-/** An observation as the memo keeps it; with `racy`, with its evidence (see {@link Obs}). */
+/** An observation as the memo keeps it; with `racy`, with its evidence (see {@link GROUP}). */
 export const obsOf = (workspace: string, seen: Seen, racy = false): Obs =>
   seen.kind === "a"
     ? [relativeTo(workspace, seen.abs), "a"]
     : racy
     ? [relativeTo(workspace, seen.abs), seen.kind, ...fieldsOfBig(seen), seen.evidence]
     : [relativeTo(workspace, seen.abs), seen.kind, ...fieldsOfBig(seen)]
+
+/** An observation as a group keeps it (see {@link GROUP}). */
+export const groupObsOf = (workspace: string, seen: Seen, racy: boolean): Obs => {
+  if (seen.kind === "a") return [relativeTo(workspace, seen.abs), "a"]
+  const evidence = seen.kind === "l"
+    ? seen.evidence
+    : (seen.kind === "d" ? hashOf(seen.evidence) : seen.evidence).slice(0, GROUP_EVIDENCE_LENGTH)
+  const obs: Obs = [relativeTo(workspace, seen.abs), seen.kind, ...fieldsOfBig(seen), evidence]
+  return racy ? [...obs, 1] : obs
+}
 
 /**
  * `path.relative` for a path under `workspace` (every observation of a snapshot is), without its normalizing: a
@@ -346,19 +378,57 @@ const contentIs = (abs: string, kind: string, evidence: string): boolean => {
 /** One stat reused by every {@link holds}: a check reads thousands, and each is compared at once. */
 const st: RawStat.RawStat = { dev: 0, ino: 0, mode: 0, size: 0, mtimeMs: 0, ctimeMs: 0 }
 
-/** Whether the path of an observation is as it was. */
-export const holds = (workspace: string, o: Obs): boolean => {
-  let there: boolean
+/** Stats the path of an observation into {@link st}: whether it is there. */
+const statOf = (workspace: string, o: Obs): boolean => {
   try {
-    there = RawStat.lstatInto(`${workspace}/${o[0]}`, st, workspace)
+    return RawStat.lstatInto(`${workspace}/${o[0]}`, st, workspace)
   } catch {
     // ENOTDIR: a parent is no longer a directory, so the path is absent.
-    there = false
+    return false
   }
+}
+
+/** Whether {@link st} is the stat an observation of a present path recorded. The mode holds the file type too. */
+const statIs = (o: Obs): boolean =>
+  st.ino === o[3] && st.mtimeMs === o[6] && st.ctimeMs === o[7] && st.size === o[5] && st.mode === o[4] &&
+  st.dev === o[2]
+
+/** Whether the path of an observation is as it was. */
+export const holds = (workspace: string, o: Obs): boolean => {
+  const there = statOf(workspace, o)
   if (o[1] === "a") return !there
-  // The mode holds the file type too.
-  return there && st.ino === o[3] && st.mtimeMs === o[6] && st.ctimeMs === o[7] && st.size === o[5] &&
-    st.mode === o[4] && st.dev === o[2] && (o.length < 9 || contentIs(`${workspace}/${o[0]}`, o[1], String(o[8])))
+  return there && statIs(o) && (o.length < 9 || contentIs(`${workspace}/${o[0]}`, o[1], String(o[8])))
+}
+
+/** Whether the content at `abs` is still what a group's evidence says (see {@link GROUP}). */
+const groupContentIs = (abs: string, kind: string, evidence: string): boolean => {
+  try {
+    switch (kind) {
+      case "f":
+        return st.size <= REREAD_MAX_BYTES && hashOf(fs.readFileSync(abs)).startsWith(evidence)
+      case "l":
+        return fs.readlinkSync(abs) === evidence
+      case "d":
+        return hashOf(namesOf(fs.readdirSync(abs, { withFileTypes: true }))).startsWith(evidence)
+    }
+  } catch {
+    // Gone, or no longer of its kind.
+  }
+  return false
+}
+
+/**
+ * Whether the path of a group's observation holds what it held: its stat unchanged (and not racy), or else, of the
+ * same kind and mode, the same content read again, within the check's {@link REREAD_AT_MOST}.
+ */
+const groupHolds = (memo: Checked, workspace: string, o: Obs): boolean => {
+  const there = statOf(workspace, o)
+  if (o[1] === "a") return !there
+  if (!there) return false
+  if (statIs(o) && o.length < 10) return true
+  // The kind and the executable bits are in the tree: those must not have changed whatever the content.
+  if (st.mode !== o[4] || (memo[REREAD] = (memo[REREAD] ?? 0) + 1) > REREAD_AT_MOST) return false
+  return groupContentIs(`${workspace}/${o[0]}`, o[1], String(o[8]))
 }
 
 /** The names of a listing, as evidence (the store's, which its snapshots record). */
@@ -377,7 +447,7 @@ export const isRacy = (st: Pick<Stat, "mtimeNs" | "ctimeNs">, atNs: bigint): boo
  * Whether a racy observation still holds at the end of the run: the stat is unchanged and the content is still what
  * the run used (re-hashed, re-read, re-listed). With `settled`, only once its tick has passed too (a change made
  * after this look then moves the stat); without, the memo keeps its evidence and checks the content again each time
- * (see {@link Obs}).
+ * (see {@link GROUP}).
  */
 export const confirm = (s: Seen, settled = true): boolean => {
   if (s.kind === "a") return true
@@ -396,12 +466,17 @@ export const confirm = (s: Seen, settled = true): boolean => {
  * {@link holds}, once per path per check: processes that share a tool tree (`node_modules/**`) each observed its
  * 11,000 paths, with the same stats; a path observed again with the same fields has the same answer.
  */
-const holdsOnce = (seen: Map<string, readonly [Obs, boolean]>, workspace: string, o: Obs): boolean => {
+const holdsOnce = (
+  seen: Map<string, readonly [Obs, boolean]>,
+  workspace: string,
+  o: Obs,
+  check: (workspace: string, o: Obs) => boolean = holds
+): boolean => {
   const before = seen.get(o[0])
   if (before !== undefined && before[0].length === o.length && before[0].every((v, i) => v === o[i])) {
     return before[1]
   }
-  const ok = holds(workspace, o)
+  const ok = check(workspace, o)
   seen.set(o[0], [o, ok])
   return ok
 }
@@ -419,7 +494,8 @@ const groupChange = (
   const held = (memo[GROUPS] ??= new Map())
   if (held.has(key)) return held.get(key)
   const group = memo.groups?.[key]
-  const bad = group === undefined ? "" : group.find((o) => !holdsOnce(seen, workspace, o))?.[0]
+  const check = (w: string, o: Obs) => groupHolds(memo, w, o)
+  const bad = group === undefined ? "" : group.find((o) => !holdsOnce(seen, workspace, o, check))?.[0]
   held.set(key, bad)
   return bad
 }

@@ -10,12 +10,15 @@ import * as path from "node:path"
 import { actionDigest } from "../../../domain/ActionKey.js"
 import type { Config, InvalidConfig } from "../../../domain/Config.js"
 import * as Digest from "../../../domain/Digest.js"
+import * as GraphOrder from "../../../domain/GraphOrder.js"
 import type { RemoteTier } from "../../../domain/RemoteTier.js"
 import { StoreError } from "../../../domain/StoreErrors.js"
 import type { InputConflict } from "../../../domain/TreeErrors.js"
 import type { SnapshotSession, Store } from "../../store/Store.js"
 import { mergeInputs, processOf, snapshotOwn } from "./inputs.js"
+import { consult } from "./memoConsult.js"
 import * as RunRecords from "./runRecords.js"
+import { treeChanges } from "./treeChanges.js"
 
 /** @internal */
 export interface ExplainOptions {
@@ -35,6 +38,61 @@ interface Looked {
 }
 
 type LookError = InvalidConfig | StoreError | Digest.MissingDigest | InputConflict
+
+/** The digest of the directory at `rel` (ending in `/`) in the tree `root`, if there is one. */
+const treeAt = (store: Store["Type"], root: Digest.Digest, rel: string) =>
+  Effect.gen(function*() {
+    let digest = root
+    for (const name of rel.split("/").filter((n) => n !== "")) {
+      const sub = (yield* store.getDirectory(digest)).directories.find((d) => d.name === name)
+      if (sub === undefined) return undefined
+      digest = sub.digest
+    }
+    return digest
+  })
+
+/**
+ * `files` with the directories `last` took whole as one entry each (`rel/` → `tree <digest>`), as the last run
+ * recorded them: a directory this snapshot did not take whole (a path in it changed within a timestamp tick of the
+ * walk) is compared tree with tree, not path by path (every path of it otherwise "added", all 40,000 of them).
+ */
+const asLastTook = (
+  store: Store["Type"],
+  root: Digest.Digest,
+  files: Readonly<Record<string, string>>,
+  last: RunRecords.RunRecord | undefined
+) =>
+  Effect.gen(function*() {
+    const wholes = Object.keys(last?.inputs ?? {}).filter((p) =>
+      p.endsWith("/") && last!.inputs[p]!.startsWith("tree ") && !(p in files)
+    )
+    if (wholes.length === 0) return files
+    const out: Record<string, string> = {}
+    const taken: Array<string> = []
+    for (const rel of wholes) {
+      const digest = yield* treeAt(store, root, rel)
+      if (digest === undefined) continue
+      out[rel] = `tree ${Digest.format(digest)}`
+      taken.push(rel)
+    }
+    for (const [p, v] of Object.entries(files)) if (!taken.some((rel) => p.startsWith(rel))) out[p] = v
+    return out
+  })
+
+/** What changed inside each directory taken whole whose tree changed since the last run (see `treeChanges`). */
+const changesInTrees = (store: Store["Type"], before: RunRecords.RunRecord, now: RunRecords.RunRecord) =>
+  Effect.map(
+    Effect.forEach(RunRecords.changedTrees(before, now), ([rel, was, is]): Effect.Effect<
+      readonly [string, ReadonlyArray<string>],
+      StoreError
+    > => {
+      const [a, b] = [Digest.parse(was), Digest.parse(is)]
+      return Either.isRight(a) && Either.isRight(b)
+        ? Effect.map(treeChanges(store, rel, a.right, b.right), (lines) => [rel, lines] as const)
+        : Effect.succeed([rel, [`changed ${rel}`]] as const)
+    }),
+    (entries) => new Map<string, ReadonlyArray<string>>(entries)
+  )
 
 /** What each process of the explanation would be keyed on now, and whether the cache has it. */
 const looker = (
@@ -81,7 +139,7 @@ const looker = (
         env: { ...pc.env },
         workingDirectory: pc.workingDirectory ?? "",
         ...(p.execRoot !== undefined ? { execRoot: p.execRoot } : {}),
-        inputs: own.files,
+        inputs: yield* asLastTook(store, own.digest, own.files, last[name]),
         deps: Object.fromEntries(Object.entries(deps).map(([k, v]) => [k, Digest.format(v)])),
         actionDigest: Digest.format(key)
       }
@@ -92,14 +150,46 @@ const looker = (
   return look
 }
 
+/**
+ * The action of `name` when the run memo vouches for it (and its deps) and its last run recorded the same action from
+ * the same deps' outputs: nothing changed since, and it is a hit, found at the cost of a no-op run (one `lstat` a
+ * path) rather than of snapshotting its inputs (reading the stat index and the saved walks of its trees).
+ */
+const remembered = (
+  store: Store["Type"],
+  options: ExplainOptions,
+  before: RunRecords.RunRecord | undefined
+): Digest.Digest | undefined => {
+  const { config, name } = options
+  if (before === undefined || before.failed !== undefined) return undefined
+  const depsOf = (n: string) => config.processes[n]!.deps ?? []
+  const { remembered } = consult({
+    root: store.options.root,
+    workspace: path.resolve(options.workspace),
+    config,
+    ordered: GraphOrder.depsFirst(depsOf, GraphOrder.closure(depsOf, [name])),
+    depsOf,
+    use: true
+  })
+  const entry = remembered.get(name)
+  const sameDeps = (a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>) =>
+    Object.keys(a).length === Object.keys(b).length && Object.entries(a).every(([d, v]) => b[d] === v)
+  // The record must say what the memo says (a record damaged since is the slow path's to report).
+  return entry !== undefined && entry.action === before.actionDigest && sameDeps(entry.deps, before.deps)
+    ? Either.getOrUndefined(Digest.parse(entry.action))
+    : undefined
+}
+
 /** The lines `kiln explain` prints. @internal */
 export const explain = (store: Store["Type"], options: ExplainOptions) =>
   Effect.gen(function*() {
     const { config, name } = options
     const workspace = path.resolve(options.workspace)
     const last = RunRecords.read(store.options.root, workspace)
-    const session = yield* store.snapshotSession(workspace)
-    const { hit, key, notes, now } = yield* looker(store, options, session, last)(name)
+    const held = remembered(store, options, last[name])
+    const { hit, key, notes, now } = held !== undefined
+      ? { hit: true, key: held, notes: [], now: last[name]! }
+      : yield* looker(store, options, yield* store.snapshotSession(workspace), last)(name)
     const verdict = hit
       ? `${name}: would hit the cache (action ${Digest.format(key)})`
       : `${name}: would run (action ${Digest.format(key)} is ${
@@ -109,7 +199,7 @@ export const explain = (store: Store["Type"], options: ExplainOptions) =>
     const changes = before === undefined
       ? ["no earlier run of it is recorded in this store"]
       : before.actionDigest !== now.actionDigest
-      ? RunRecords.diff(before, now)
+      ? RunRecords.diff(before, now, yield* changesInTrees(store, before, now))
       : hit
       ? ["nothing changed since its last run"]
       : before.failed !== undefined

@@ -127,7 +127,7 @@ export const record = (o: {
     const groupOf = (w: WholeDirectory) => {
       const known = keys.get(w.observations)
       if (known !== undefined) return known
-      const obs = w.observations.map((s) => RunMemo.obsOf(o.workspace, s, racy(s)))
+      const obs = w.observations.map((s) => RunMemo.groupObsOf(o.workspace, s, racy(s)))
       const key = RunMemo.hashOf(JSON.stringify(obs)).slice(0, 32)
       keys.set(w.observations, key)
       groups[key] = obs

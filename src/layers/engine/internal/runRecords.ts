@@ -115,8 +115,37 @@ export const write = (storeRoot: string, workspace: string, records: ReadonlyMap
   }
 }
 
-/** The differences between the last run of a process and now, one line each. @internal */
-export const diff = (before: RunRecord, now: RunRecord): Array<string> => {
+/** Inputs named, outside directories taken whole (which name their own, see {@link diff}); the rest are counted. */
+const PATHS_NAMED_AT_MOST = 40
+
+/** The digest of the tree a record's input `p` is (a directory taken whole: `tree <digest>`), if it is one. */
+const treeOf = (record: RunRecord, p: string): string | undefined => {
+  const value = record.inputs[p]
+  return p.endsWith("/") && value?.startsWith("tree ") === true ? value.slice(5) : undefined
+}
+
+/**
+ * The directories taken whole in both records whose trees differ: `[path, before, now]`, each digest as text.
+ *
+ * @internal
+ */
+export const changedTrees = (before: RunRecord, now: RunRecord): Array<readonly [string, string, string]> =>
+  Object.keys(now.inputs).flatMap((p) => {
+    const [was, is] = [treeOf(before, p), treeOf(now, p)]
+    return was !== undefined && is !== undefined && was !== is ? [[p, was, is] as const] : []
+  })
+
+/**
+ * The differences between the last run of a process and now, one line each; `trees` gives the lines of a directory
+ * taken whole that changed (what changed in it, see {@link changedTrees}), which is otherwise named alone.
+ *
+ * @internal
+ */
+export const diff = (
+  before: RunRecord,
+  now: RunRecord,
+  trees: ReadonlyMap<string, ReadonlyArray<string>> = new Map()
+): Array<string> => {
   const out: Array<string> = []
   if (JSON.stringify(before.argv) !== JSON.stringify(now.argv)) {
     out.push(`argv: ${JSON.stringify(before.argv)} -> ${JSON.stringify(now.argv)}`)
@@ -135,11 +164,24 @@ export const diff = (before: RunRecord, now: RunRecord): Array<string> => {
       out.push(`env ${k}: ${JSON.stringify(before.env[k])} -> ${JSON.stringify(now.env[k])}`)
     }
   }
-  for (const p of [...new Set([...Object.keys(before.inputs), ...Object.keys(now.inputs)])].sort()) {
-    if (!(p in now.inputs)) out.push(`removed ${p}`)
-    else if (!(p in before.inputs)) out.push(`added   ${p}`)
-    else if (before.inputs[p] !== now.inputs[p]) out.push(`changed ${p}`)
+  let named = 0
+  let unnamed = 0
+  const name = (line: string) => {
+    if (named < PATHS_NAMED_AT_MOST) {
+      named++
+      out.push(line)
+    } else unnamed++
   }
+  for (const p of [...new Set([...Object.keys(before.inputs), ...Object.keys(now.inputs)])].sort()) {
+    if (!(p in now.inputs)) name(`removed ${p}`)
+    else if (!(p in before.inputs)) name(`added   ${p}`)
+    else if (before.inputs[p] !== now.inputs[p]) {
+      const lines = trees.get(p)
+      if (lines !== undefined) out.push(...lines)
+      else name(`changed ${p}`)
+    }
+  }
+  if (unnamed > 0) out.push(`… and ${unnamed} more inputs changed`)
   for (const d of [...new Set([...Object.keys(before.deps), ...Object.keys(now.deps)])].sort()) {
     if (!(d in now.deps)) out.push(`dep ${d}: no longer a dependency`)
     else if (!(d in before.deps)) out.push(`dep ${d}: new dependency`)

@@ -11,10 +11,11 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../../../domain/Digest.js"
 import * as AtomicFile from "../../../os/AtomicFile.js"
+import { sha256Hex } from "../../../os/LazyCrypto.js"
 import { mkdirp } from "../../../os/Mkdirp.js"
 import * as Generation from "../Generation.js"
 import * as Observation from "../SnapshotObservation.js"
-import type * as StatIndex from "./statIndex.js"
+import * as StatIndex from "./statIndex.js"
 import type * as Tree from "./tree.js"
 
 const FORMAT = 1
@@ -66,8 +67,64 @@ const savedOf = (index: StatIndex.StatIndex): Saved | null => {
 }
 
 /**
+ * Paths of a directory whose stat moved that a reuse reads again (see {@link refreshed}), and the largest file it
+ * hashes again: past either, the directory is walked, which costs what re-reading them would.
+ */
+const REREAD_AT_MOST = 256
+const REREAD_MAX_BYTES = 1024 * 1024
+
+/** Whether `abs`, now with the stat `st`, holds what `o` found there: the same hash, target or names. */
+const sameContent = (o: Observation.Present, abs: string, st: fs.BigIntStats): boolean => {
+  try {
+    if (o.kind === "d") {
+      return st.isDirectory() && Observation.namesOf(fs.readdirSync(abs, { withFileTypes: true })) === o.evidence
+    }
+    if (o.kind === "l") return st.isSymbolicLink() && fs.readlinkSync(abs) === o.evidence
+    return st.isFile() && st.size <= REREAD_MAX_BYTES && sha256Hex(fs.readFileSync(abs)) === o.evidence
+  } catch {
+    return false
+  }
+}
+
+/**
+ * The observations of a directory as they are now, when every path still holds what it held: those whose stat is
+ * unchanged as they were, and those whose stat moved (a no-op `pnpm install` renames a file of the same bytes into
+ * `.pnpm`, which moves the directory's times too) read again and found with the same names, target or bytes, with
+ * their new stat. Undefined when a path changed, is gone, was changed too recently to be told by its stat (see
+ * `StatIndex.racyAt`), or more than {@link REREAD_AT_MOST} moved. A file read again is recorded in the index.
+ */
+const refreshed = (
+  index: StatIndex.StatIndex,
+  observations: ReadonlyArray<Observation.SnapshotObservation>
+): Array<Observation.SnapshotObservation> | undefined => {
+  if (Observation.stillHold(observations)) return [...observations]
+  const nowNs = BigInt(Date.now()) * 1_000_000n
+  let reread = 0
+  const out: Array<Observation.SnapshotObservation> = []
+  for (const o of observations) {
+    if (o.kind === "a" || Observation.stillHold([o])) {
+      out.push(o)
+      continue
+    }
+    if (++reread > REREAD_AT_MOST) return undefined
+    let st: fs.BigIntStats
+    try {
+      st = fs.lstatSync(o.abs, { bigint: true })
+    } catch {
+      return undefined
+    }
+    if (StatIndex.racyAt(st, nowNs) || !sameContent(o, o.abs, st)) return undefined
+    // The index learns the file's new stat: a later walk does not hash it again.
+    if (o.kind === "f") StatIndex.record(index, o.abs, st, o.evidence)
+    out.push(Observation.present(o.kind, o.abs, st, o.evidence))
+  }
+  return out
+}
+
+/**
  * The digest and observations of `abs` as the last session saw it, if its store has removed nothing since and every
- * path of it is still as it was.
+ * path of it still holds what it held (see {@link refreshed}). Paths read again make the session save the directory
+ * anew, with their new stats.
  *
  * @internal
  */
@@ -79,8 +136,11 @@ export const reuse = (
   if (entry === undefined) return undefined
   const digest = Digest.parse(entry.digest)
   if (digest._tag === "Left") return undefined
-  const observations = entry.paths.map(observationOf)
-  return Observation.stillHold(observations) ? { digest: digest.right, observations } : undefined
+  const saved = entry.paths.map(observationOf)
+  const observations = refreshed(index, saved)
+  if (observations === undefined) return undefined
+  if (observations.some((o, i) => o !== saved[i])) index.wholesWalked = true
+  return { digest: digest.right, observations }
 }
 
 /**
