@@ -48,7 +48,7 @@ export const make = (settings: Settings, options: Options) =>
       present: state.present,
       fetchTrees: state.fetchTrees,
       downloadFiles: state.downloadFiles,
-      usable: Probe.usable(state),
+      usable: Probe.usable(state, "transfer"),
       counters: state.execCounters
     })
 
@@ -66,7 +66,8 @@ export const make = (settings: Settings, options: Options) =>
         remoteExecuted: state.execCounters.executed,
         remoteFallbacks: state.execCounters.fallbacks,
         remoteErrors: sumErrors(calls.counters.errors, executor.ownCalls?.counters.errors ?? {}),
-        ...(state.unusable !== undefined ? { unusable: state.unusable } : {})
+        ...(state.unusable !== undefined ? { unusable: state.unusable } : {}),
+        ...(Object.keys(calls.breakers()).length > 0 ? { breakers: calls.breakers() } : {})
       })),
       failure: Effect.sync(() => Option.fromNullable(state.firstFailure))
     }

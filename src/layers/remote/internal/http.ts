@@ -237,11 +237,11 @@ export const updateActionResult = (
     )
   )
 
-const has = (conn: Connection, d: Digest.Digest): Effect.Effect<boolean, RemoteError> =>
+const has = (conn: Connection, d: Digest.Digest, kind: "lookup" | "query"): Effect.Effect<boolean, RemoteError> =>
   conn.calls.call(
     "HEAD cas",
-    "lookup",
-    request(conn, "HEAD", `cas/${d.hash}`, "lookup", { limit: 0, bytes: 0 }),
+    kind,
+    request(conn, "HEAD", `cas/${d.hash}`, kind, { limit: 0, bytes: 0 }),
     described(d)
   ).pipe(
     Effect.as(true),
@@ -250,10 +250,11 @@ const has = (conn: Connection, d: Digest.Digest): Effect.Effect<boolean, RemoteE
 
 export const findMissing = (
   conn: Connection,
-  digests: ReadonlyArray<Digest.Digest>
+  digests: ReadonlyArray<Digest.Digest>,
+  kind: "lookup" | "query" = "lookup"
 ): Effect.Effect<Array<Digest.Digest>, RemoteError> =>
   Effect.map(
-    Effect.forEach(distinct(digests), (d) => Effect.map(has(conn, d), (present) => (present ? undefined : d)), {
+    Effect.forEach(distinct(digests), (d) => Effect.map(has(conn, d, kind), (present) => (present ? undefined : d)), {
       concurrency: CONCURRENCY
     }),
     (found) => found.filter((d): d is Digest.Digest => d !== undefined)
@@ -324,7 +325,7 @@ export const make = (settings: Settings, calls: Calls, version: string): Transpo
     capabilities: capabilities(conn),
     getActionResult: (action) => getActionResult(conn, action),
     updateActionResult: (action, result) => updateActionResult(conn, action, result),
-    findMissing: (digests) => findMissing(conn, digests),
+    findMissing: (digests, kind) => findMissing(conn, digests, kind),
     upload: (blobs) => upload(conn, blobs),
     download: (digests) => download(conn, digests),
     close: Effect.sync(() => conn.agent.destroy())
