@@ -46,6 +46,7 @@ export const make = (settings: Settings, options: Options) =>
       calls,
       endpoint: state.endpoint,
       present: state.present,
+      inFlight: state.inFlightBlobs,
       fetchTrees: state.fetchTrees,
       downloadFiles: state.downloadFiles,
       usable: Probe.usable(state, "transfer"),

@@ -54,6 +54,7 @@ const ownSide = (settings: Settings, options: Options, cacheSide: Side) =>
       calls,
       endpoint: endpoint.display,
       present: new Set<string>(),
+      inFlight: new Map(),
       usable
     } satisfies Side
   })
