@@ -2,14 +2,20 @@
  * The breaker against half-working servers of the suite's own (test/utils/hostile/grpc.ts), through the built CLI,
  * over a chain of processes (each one's key waits for the one before, so lookups come one at a time, in order):
  * lookups that stall while uploads go through, a `RetryInfo` longer than a lookup's budget, and failures scattered
- * among answers. Nothing here waits on a clock: each test counts the calls the server received and reads what kiln
+ * among answers; a server without SHA-256; and the probe answered before the run hashes its workspace. Nothing here waits on a clock: each test counts the calls the server received and reads what kiln
  * printed.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as grpc from "@grpc/grpc-js"
-import { Effect } from "effect"
+import { Context, Deferred, Effect, Exit, Fiber, Layer, Option } from "effect"
+import * as path from "node:path"
+import * as RemoteCache from "../../src/layers/remote/RemoteCache.js"
+import * as RemoteSettings from "../../src/layers/remote/RemoteSettings.js"
+import * as Store from "../../src/layers/store/Store.js"
 import { hostileGrpc } from "../utils/hostile/grpc.js"
+import { Answer, hostileHttp } from "../utils/hostile/http.js"
 import { hostileWorkspace } from "../utils/hostile/workspace.js"
+import { tempDir } from "../utils/temp.js"
 
 /** `n` processes, each copying the one before's output (the first copies `a.txt`, unique to the workspace). */
 const chain = (n: number) => ({
@@ -144,4 +150,61 @@ describe("a server that does not offer SHA-256", () => {
       }),
     { timeout: 120_000 }
   )
+})
+
+describe("the probe measures the server, not kiln", () => {
+  it.scoped("the remote layer is ready only once the probe is answered: the run hashes its workspace after it", () =>
+    Effect.gen(function*() {
+      const server = yield* hostileGrpc
+      const arrived = yield* Deferred.make<() => void>()
+      server.faults.set("GetCapabilities", { hold: (release) => Deferred.unsafeDone(arrived, Exit.succeed(release)) })
+      const root = yield* tempDir("kiln-probe-first-")
+      const settings: RemoteSettings.Settings = {
+        endpoint: yield* RemoteSettings.parseEndpoint(server.url, "test"),
+        instanceName: "",
+        headers: [],
+        mode: "read-write",
+        required: false,
+        timeoutMs: RemoteSettings.DEFAULT_TIMEOUT_MS,
+        executor: false,
+        remoteJobs: RemoteSettings.DEFAULT_REMOTE_JOBS,
+        fallback: true
+      }
+      const building = yield* Effect.fork(
+        Layer.build(
+          RemoteCache.layer(settings, { version: "test" }).pipe(
+            Layer.provide(Store.layer({ root: path.join(root, "store") }))
+          )
+        )
+      )
+      const release = yield* Deferred.await(arrived)
+      // The probe's call is at the server, unanswered: nothing that needs the layer (the run's snapshot) has begun.
+      assert.isTrue(Option.isNone(yield* Fiber.poll(building)))
+      release()
+      const context = yield* Fiber.join(building)
+      const caps = yield* Context.get(context, RemoteCache.RemoteCache).capabilities
+      assert.strictEqual(caps.actionCache, "read-write")
+    }))
+})
+
+describe("an HTTP cache that answers 409 (Apache, when a directory of the prefix is missing)", () => {
+  it.scoped("a configuration error: said once, naming the endpoint; never retried, never an outage", () =>
+    Effect.gen(function*() {
+      const server = yield* hostileHttp
+      server.answer("cas/*", Answer.status(409))
+      const w = yield* hostileWorkspace()
+      const ran = yield* w.kiln(["run", "--remote-cache", server.url])
+      assert.strictEqual(ran.code, 0, ran.stderr)
+      const line = new RegExp(
+        `remote cache ${
+          escape(server.url)
+        } refused an upload \\(.*FAILED_PRECONDITION: HTTP 409: .*prefix is missing\\)`
+      )
+      assert.strictEqual(linesOf(ran.stderr, line).length, 1, ran.stderr)
+      assert.strictEqual(ran.summary!.pendingUploads, 1, ran.stderr)
+      const cas = server.received.filter((r) => r.path.startsWith("cas/")).map((r) => `${r.method} ${r.path}`)
+      assert.isAbove(cas.length, 0)
+      assert.strictEqual(new Set(cas).size, cas.length, `no request is retried: ${cas.join(", ")}`)
+      assert.deepStrictEqual(Object.keys(ran.summary!.remoteErrors), ["FAILED_PRECONDITION"], ran.stderr)
+    }))
 })

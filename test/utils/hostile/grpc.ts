@@ -43,7 +43,12 @@ export const ReadAnswer = {
  * A unary method's fault: this status, no answer ever, or a status whose details carry a `RetryInfo` asking the
  * client to wait `retryDelayMs`.
  */
-export type Fault = grpc.status | "hang" | { readonly code: grpc.status; readonly retryDelayMs: number }
+export type Fault =
+  | grpc.status
+  | "hang"
+  | { readonly code: grpc.status; readonly retryDelayMs: number }
+  /** The call held until the test calls `release`, then answered honestly. */
+  | { readonly hold: (release: () => void) => void }
 
 /** A fault for every call of a method, or one chosen by the call's index among that method's calls (from 0). */
 export type Faults = Fault | ((n: number) => Fault | undefined)
@@ -219,13 +224,17 @@ export const hostileGrpc = Effect.acquireRelease(
       note(m, call, call.request)
       const fault = faultOf(m)
       if (fault === "hang") return
+      const respond = () => {
+        const out = answer(call.request)
+        if (out instanceof Error) callback(out)
+        else callback(null, out)
+      }
+      if (typeof fault === "object" && "hold" in fault) return fault.hold(respond)
       if (typeof fault === "object") {
         return callback(statusError(fault.code, `${m}: a fault the test set`, fault.retryDelayMs))
       }
       if (fault !== undefined) return callback(statusError(fault, `${m}: a fault the test set`))
-      const out = answer(call.request)
-      if (out instanceof Error) callback(out)
-      else callback(null, out)
+      respond()
     }
 
     const implementation: Record<keyof typeof definitions, Handler> = {

@@ -46,6 +46,8 @@ const codeOf = (status: number): string =>
     ? "PERMISSION_DENIED"
     : status === 400 || status === 405 || status === 411 || status === 413
     ? "INVALID_ARGUMENT"
+    : status === 409
+    ? "FAILED_PRECONDITION"
     : status === 429
     ? "RESOURCE_EXHAUSTED"
     : status === 408 || status === 504
@@ -53,6 +55,15 @@ const codeOf = (status: number): string =>
     : status >= 500
     ? "UNAVAILABLE"
     : "UNKNOWN"
+
+/**
+ * What a status says, for its error: a 409 is the server's configuration, not an outage (Apache's WebDAV answers it
+ * when a directory of the prefix is missing), and retrying it helps nothing.
+ */
+const detailOf = (status: number): string =>
+  status === 409
+    ? "HTTP 409: the server cannot store under this path (Apache answers so when a directory of the prefix is missing)"
+    : `HTTP ${status}`
 
 /** One endpoint's connections (a keep-alive agent) and what every request to it carries. */
 export interface Connection {
@@ -178,7 +189,7 @@ const request = (
     Effect.flatMap((res) =>
       res.status >= 200 && res.status < 300
         ? Effect.succeed(res)
-        : Effect.fail(fail(codeOf(res.status), `HTTP ${res.status}`))
+        : Effect.fail(fail(codeOf(res.status), detailOf(res.status)))
     )
   )
 }

@@ -12,7 +12,7 @@ import { probeFailure, withoutSha256 } from "../RemoteCache.js"
 import { type CacheState, failed } from "./cacheState.js"
 import type { BreakerClass } from "./calls.js"
 
-/** Starts the probe in the layer's scope: nothing waits for it until a call needs the remote. @internal */
+/** Starts the probe in the layer's scope (the layer then waits for its answer, see `cache.ts`). @internal */
 export const start = (state: CacheState) =>
   Effect.forkScoped(Effect.intoDeferred(state.transport.capabilities, state.probed))
 

@@ -145,9 +145,21 @@ const prepare = (state: CacheState, action: Digest.Digest) =>
     return { action, pending, up } satisfies Ready
   }).pipe(Effect.catchAll((e) => Effect.as(uploadFailed(state, action, e), undefined)))
 
+/** Answers that say the server is set up so that it cannot take kiln's uploads: waiting will not change them. */
+const REFUSALS = new Set(["FAILED_PRECONDITION", "PERMISSION_DENIED", "UNAUTHENTICATED", "INVALID_ARGUMENT"])
+
 const uploadFailed = (state: CacheState, action: Digest.Digest, e: UploadError) =>
   e._tag === "RemoteError"
-    ? failed(state, e)
+    ? Effect.zipRight(
+      failed(state, e),
+      Effect.suspend(() => {
+        if (!REFUSALS.has(e.code) || state.refusalSaid) return Effect.void
+        state.refusalSaid = true
+        return Effect.logWarning(
+          `remote cache ${state.endpoint} refused an upload (${e.method}: ${e.code}: ${e.detail}): uploads stay pending`
+        )
+      })
+    )
     : e._tag === "MissingDigest"
     ? Effect.zipRight(
       Effect.logWarning(`upload of ${Digest.format(action)} dropped: ${e.message} is gone from the local store`),
