@@ -8,6 +8,7 @@ import { Effect } from "effect"
 import { randomUUID } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import * as Proto from "../../src/layers/remote/internal/proto.js"
 import { MAX_ACTION_RESULT_BYTES } from "../../src/layers/remote/internal/transport.js"
 import { hostileGrpc, ReadAnswer } from "../utils/hostile/grpc.js"
 import { Answer, hostileHttp } from "../utils/hostile/http.js"
@@ -36,6 +37,34 @@ describe("hostile servers, answering honestly", () => {
         assert.deepStrictEqual(served.summary!.remoteErrors, {})
       }))
   }
+})
+
+describe("RequestMetadata ties a run to others", () => {
+  it.scoped("--remote-correlation-id, else $KILN_CORRELATION_ID, is every call's correlated_invocations_id", () =>
+    Effect.gen(function*() {
+      const server = yield* hostileGrpc
+      const w = yield* hostileWorkspace()
+      let seen = 0
+      /** The ids of the calls since the last look. */
+      const correlated = () =>
+        new Set(
+          server.received.slice(seen, seen = server.received.length).map((r) => {
+            const raw = r.metadata["build.bazel.remote.execution.v2.requestmetadata-bin"] as Buffer
+            return Proto.decode<{ correlated_invocations_id?: string }>("RequestMetadata", raw)
+              .correlated_invocations_id
+          })
+        )
+      const flag = yield* w.kiln(["run", "--remote-cache", server.url, "--remote-correlation-id", "ci-job-7"], {
+        KILN_CORRELATION_ID: "from-env"
+      })
+      assert.strictEqual(flag.code, 0, flag.stderr)
+      assert.deepStrictEqual(correlated(), new Set(["ci-job-7"]))
+      // A fresh machine: it asks the server again.
+      const other = yield* hostileWorkspace(oneProcess(), fs.readFileSync(path.join(w.ws, "a.txt"), "utf8"))
+      const env = yield* other.kiln(["run", "--remote-cache", server.url], { KILN_CORRELATION_ID: "from-env" })
+      assert.strictEqual(env.code, 0, env.stderr)
+      assert.deepStrictEqual(correlated(), new Set(["from-env"]))
+    }))
 })
 
 describe("large blobs go through a file, not memory", () => {

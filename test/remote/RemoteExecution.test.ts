@@ -7,11 +7,12 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { createHash } from "node:crypto"
+import { createHash, randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { eventually } from "../utils/child.js"
+import { hostileWorkspace } from "../utils/hostile/workspace.js"
 import { deadPort, evictBlob, killVictim, remoteServers, restartVictim, tcpProxy } from "../utils/remote.js"
 import { tempDir } from "../utils/temp.js"
 import { machine, namespace, outputsOf, sources } from "./workspace.js"
@@ -42,6 +43,31 @@ describe("remote execution", () => {
       const again = yield* next.run(executor())
       assert.deepStrictEqual(sources(again.summary), { gen: "remote-cache", use: "remote-cache", big: "remote-cache" })
       assert.deepStrictEqual(outputsOf(next.ws), outputsOf(local.ws))
+    }))
+
+  it.scoped("four processes sharing an input tree send it once between them", () =>
+    Effect.gen(function*() {
+      const n = 4
+      const config = {
+        processes: Object.fromEntries(Array.from({ length: n }, (_, i) => [`p${i}`, {
+          argv: ["/bin/sh", "-c", `cat shared/* a.txt | wc -c > o${i}.txt`],
+          inputs: ["shared/**", "a.txt"],
+          outputs: [`o${i}.txt`],
+          env: PATH
+        }]))
+      }
+      const w = yield* hostileWorkspace(config)
+      // Bytes no earlier run has sent the worker: every one of them goes up in this run.
+      const files = 8
+      const size = 512 * 1024
+      fs.mkdirSync(path.join(w.ws, "shared"))
+      for (let i = 0; i < files; i++) fs.writeFileSync(path.join(w.ws, "shared", `f${i}`), randomBytes(size))
+      const r = yield* w.kiln(["run", ...executor(), "--remote-jobs", String(n)])
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.strictEqual(r.summary!.remoteExecuted, n, r.stderr)
+      // Once, plus a few KiB of directories and messages: four times over without the in-flight map.
+      assert.isAtLeast(r.summary!.uploadedBytes, files * size)
+      assert.isBelow(r.summary!.uploadedBytes, files * size * 1.5, r.stderr)
     }))
 
   it.scoped("an executor apart from the cache: it runs the graph, and the results are kept in the cache", () =>

@@ -42,6 +42,13 @@ export interface Stats {
    * cache (a CAS-only server)".
    */
   readonly unusable?: string
+  /**
+   * The breakers that opened in the run (the lookups', the transfers'): what opened each first, how many times, and
+   * how many calls and lookups it turned away.
+   */
+  readonly breakers?: Readonly<
+    Partial<Record<"lookup" | "transfer", { readonly opened: number; readonly why: string; readonly refused: number }>>
+  >
 }
 
 /**
@@ -101,6 +108,15 @@ export const probeFailure = (e: RemoteError): string =>
   e.code === "UNAVAILABLE" || e.code === "DEADLINE_EXCEEDED"
     ? `is unreachable (${describe(e)})`
     : `refused kiln's probe (${describe(e)})`
+
+/**
+ * What a server that does not offer SHA-256 is said to do, to follow its name.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const withoutSha256 = (offered: ReadonlyArray<string>): string =>
+  `does not offer SHA-256 (only ${offered.join(", ") || "none"})`
 
 /**
  * The remote cache, and the runner's `RemoteTier` over it. Its clients (grpc-js, protobufjs) load only here, when a

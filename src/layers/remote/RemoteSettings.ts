@@ -51,6 +51,8 @@ export interface Settings {
   readonly required: boolean
   /** The bound on a transfer that makes no progress, and on a unary call; lookups and the probe get less. */
   readonly timeoutMs: number
+  /** Sent with every REAPI call as `RequestMetadata.correlated_invocations_id` (a CI job's id). */
+  readonly correlationId?: string
   readonly logFile?: string
   /** Processes may run on an executor (REAPI `Execution`): `executorEndpoint`, else `endpoint` itself. */
   readonly executor: boolean
@@ -82,6 +84,7 @@ export interface Given {
   readonly mode?: Mode
   readonly required?: boolean
   readonly timeoutMs?: number
+  readonly correlationId?: string
   readonly logFile?: string
   readonly executorUrl?: string
   readonly remoteJobs?: number
@@ -422,6 +425,7 @@ export const resolve = (
       required: given.required ?? false,
       timeoutMs: given.timeoutMs ?? DEFAULT_TIMEOUT_MS,
       ...(given.logFile !== undefined ? { logFile: given.logFile } : {}),
+      ...(given.correlationId !== undefined ? { correlationId: given.correlationId } : {}),
       executor: false,
       remoteJobs: given.remoteJobs ?? DEFAULT_REMOTE_JOBS,
       fallback: given.fallback ?? true

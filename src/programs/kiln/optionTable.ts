@@ -107,6 +107,14 @@ export const REMOTE_OPTIONS = {
       "the longest a remote transfer, or a remote execution's stream, may go without news (default 60s; lookups get at most 2s)",
     fast: false
   },
+  remoteCorrelationId: {
+    kind: "text",
+    flag: "remote-correlation-id",
+    description:
+      "an id sent with every REAPI call as correlated_invocations_id, tying this run to others (a CI job's); " +
+      "default $KILN_CORRELATION_ID",
+    fast: false
+  },
   remoteLog: {
     kind: "file",
     flag: "remote-log",

@@ -157,6 +157,8 @@ const requireRemote = Effect.gen(function*() {
   const endpoint = remote.value.settings.endpoint.display
   const why = Either.isLeft(caps)
     ? RemoteCache.probeFailure(caps.left)
+    : caps.right.withoutSha256 !== undefined
+    ? RemoteCache.withoutSha256(caps.right.withoutSha256)
     : caps.right.actionCache === "none"
     ? "has no action cache (a CAS-only server)"
     : undefined
@@ -303,6 +305,13 @@ const remoteEnd = (report: Engine.RunReport) =>
     if (stats.unusable !== undefined && report.ran > 0) {
       process.stderr.write(
         `kiln: remote cache ${endpoint} ${stats.unusable}: ${Noop.countOf(report.ran)} ran locally, ` +
+          `${stats.uploadedActions} uploaded\n`
+      )
+    }
+    for (const [cls, b] of Object.entries(stats.breakers ?? {})) {
+      process.stderr.write(
+        `kiln: remote cache ${endpoint}: ${b.why}; its ${cls} breaker opened ${b.opened}× and turned ${b.refused} ` +
+          `${cls === "lookup" ? "lookups" : "calls"} away; ${Noop.countOf(report.ran)} ran locally, ` +
           `${stats.uploadedActions} uploaded\n`
       )
     }

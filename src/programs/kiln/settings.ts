@@ -99,7 +99,8 @@ const fromArgs = (o: RemoteArgs): Effect.Effect<RemoteSettings.Given, InvalidRem
       ...(mode !== undefined ? { mode: mode as RemoteSettings.Mode } : {}),
       ...(o.remoteRequired ? { required: true } : {}),
       ...(timeout !== undefined ? { timeoutMs: Duration.toMillis(timeout) } : {}),
-      ...(some(o.remoteLog) !== undefined ? { logFile: path.resolve(some(o.remoteLog)!) } : {})
+      ...(some(o.remoteLog) !== undefined ? { logFile: path.resolve(some(o.remoteLog)!) } : {}),
+      ...(some(o.remoteCorrelationId) !== undefined ? { correlationId: some(o.remoteCorrelationId)! } : {})
     }
   })
 
@@ -154,6 +155,9 @@ export const remoteSettings = (
         env.KILN_REMOTE_CACHE !== undefined && env.KILN_REMOTE_CACHE !== "" ? { url: env.KILN_REMOTE_CACHE } : {},
         env.KILN_REMOTE_EXECUTOR !== undefined && env.KILN_REMOTE_EXECUTOR !== ""
           ? { executorUrl: env.KILN_REMOTE_EXECUTOR }
+          : {},
+        env.KILN_CORRELATION_ID !== undefined && env.KILN_CORRELATION_ID !== ""
+          ? { correlationId: env.KILN_CORRELATION_ID }
           : {},
         args
       ),

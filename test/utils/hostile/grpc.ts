@@ -39,8 +39,19 @@ export const ReadAnswer = {
   status: (code: grpc.status): ReadAnswer => ({ _tag: "Status", code })
 }
 
-/** A unary method's fault: this status, or no answer ever. */
-export type Fault = grpc.status | "hang"
+/**
+ * A unary method's fault: this status, no answer ever, or a status whose details carry a `RetryInfo` asking the
+ * client to wait `retryDelayMs`.
+ */
+export type Fault =
+  | grpc.status
+  | "hang"
+  | { readonly code: grpc.status; readonly retryDelayMs: number }
+  /** The call held until the test calls `release`, then answered honestly. */
+  | { readonly hold: (release: () => void) => void }
+
+/** A fault for every call of a method, or one chosen by the call's index among that method's calls (from 0). */
+export type Faults = Fault | ((n: number) => Fault | undefined)
 
 /** The methods by their short names, as `received` and `faults` name them. */
 export type Method =
@@ -72,7 +83,7 @@ export interface HostileGrpc {
   /** ByteStream reads by hash, or for every blob (`"*"`), instead of `blobs`. */
   readonly reads: Map<string, ReadAnswer>
   /** Faults of unary methods. */
-  readonly faults: Map<Method, Fault>
+  readonly faults: Map<Method, Faults>
   /** The `ServerCapabilities` answered (protobufjs's shape); the default allows updates with SHA256. */
   capabilities: Record<string, unknown>
   /** FindMissingBlobs: `honest` (what `blobs` lacks) or `none` (whatever is asked). */
@@ -151,8 +162,23 @@ const defaultCapabilities = {
   high_api_version: { major: 2, minor: 3 }
 }
 
-const statusError = (code: grpc.status, details: string): grpc.ServiceError =>
-  Object.assign(new Error(details), { code, details, metadata: new grpc.Metadata() })
+const statusError = (code: grpc.status, details: string, retryDelayMs?: number): grpc.ServiceError => {
+  const metadata = new grpc.Metadata()
+  if (retryDelayMs !== undefined) {
+    const retryInfo = Proto.encode("google.rpc.RetryInfo", {
+      retry_delay: { seconds: Math.floor(retryDelayMs / 1000), nanos: (retryDelayMs % 1000) * 1e6 }
+    })
+    metadata.set(
+      "grpc-status-details-bin",
+      Buffer.from(Proto.encode("google.rpc.Status", {
+        code,
+        message: details,
+        details: [{ type_url: "type.googleapis.com/google.rpc.RetryInfo", value: retryInfo }]
+      }))
+    )
+  }
+  return Object.assign(new Error(details), { code, details, metadata })
+}
 
 /** A resource name's digest: `[instance/]blobs/<hash>/<size>`. */
 const blobOf = (resource: string): { hash: string; size: number } | undefined => {
@@ -180,6 +206,14 @@ export const hostileGrpc = Effect.acquireRelease(
     }
     const note = (m: Method, call: { metadata: grpc.Metadata }, request: Record<string, unknown>) =>
       received.push({ method: m, metadata: call.metadata.getMap(), request })
+    const calls = new Map<Method, number>()
+    /** The fault set for this call of `m`, if any. */
+    const faultOf = (m: Method): Fault | undefined => {
+      const n = calls.get(m) ?? 0
+      calls.set(m, n + 1)
+      const set = handle.faults.get(m)
+      return typeof set === "function" ? set(n) : set
+    }
 
     /** A unary handler, unless the test set a fault for it. */
     const unary = (
@@ -188,12 +222,19 @@ export const hostileGrpc = Effect.acquireRelease(
     ): Handler =>
     (call: grpc.ServerUnaryCall<any, any>, callback: grpc.sendUnaryData<any>) => {
       note(m, call, call.request)
-      const fault = handle.faults.get(m)
+      const fault = faultOf(m)
       if (fault === "hang") return
+      const respond = () => {
+        const out = answer(call.request)
+        if (out instanceof Error) callback(out)
+        else callback(null, out)
+      }
+      if (typeof fault === "object" && "hold" in fault) return fault.hold(respond)
+      if (typeof fault === "object") {
+        return callback(statusError(fault.code, `${m}: a fault the test set`, fault.retryDelayMs))
+      }
       if (fault !== undefined) return callback(statusError(fault, `${m}: a fault the test set`))
-      const out = answer(call.request)
-      if (out instanceof Error) callback(out)
-      else callback(null, out)
+      respond()
     }
 
     const implementation: Record<keyof typeof definitions, Handler> = {

@@ -37,7 +37,6 @@ export const make = (settings: Settings, options: Options) =>
     const state = yield* CacheState.make({ settings, options, store, calls, transport })
     // zstd would need Node's native codec (22.15 and later) and a server that lists it; kiln ships no other codec.
     yield* Effect.logDebug(`remote transfers are uncompressed (Node ${process.versions.node}; zstd needs native zlib)`)
-    // The probe runs while the run starts; the first call that needs the remote waits for it.
     yield* Probe.start(state)
     yield* Uploads.start(state)
     const executor = yield* Executor.make(settings, options, {
@@ -46,11 +45,17 @@ export const make = (settings: Settings, options: Options) =>
       calls,
       endpoint: state.endpoint,
       present: state.present,
+      inFlight: state.inFlightBlobs,
       fetchTrees: state.fetchTrees,
       downloadFiles: state.downloadFiles,
-      usable: Probe.usable(state),
+      usable: Probe.usable(state, "transfer"),
       counters: state.execCounters
     })
+    // The probe is answered before the layer is ready, so before the run hashes its workspace: hashing a large tree
+    // keeps this thread and libuv's pool busy (name resolution waits behind file reads), and the probe's deadline
+    // must measure the server, never kiln. A healthy server costs a round trip; an unreachable one its 2 s, which
+    // the first lookup waited for anyway.
+    yield* Effect.exit(Deferred.await(state.probed))
 
     const service: Service = {
       settings,
@@ -66,7 +71,8 @@ export const make = (settings: Settings, options: Options) =>
         remoteExecuted: state.execCounters.executed,
         remoteFallbacks: state.execCounters.fallbacks,
         remoteErrors: sumErrors(calls.counters.errors, executor.ownCalls?.counters.errors ?? {}),
-        ...(state.unusable !== undefined ? { unusable: state.unusable } : {})
+        ...(state.unusable !== undefined ? { unusable: state.unusable } : {}),
+        ...(Object.keys(calls.breakers()).length > 0 ? { breakers: calls.breakers() } : {})
       })),
       failure: Effect.sync(() => Option.fromNullable(state.firstFailure))
     }

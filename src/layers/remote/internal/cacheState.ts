@@ -48,6 +48,8 @@ export interface CacheState {
   unusable: string | undefined
   /** With `required`, the first remote failure of the run. */
   firstFailure: RemoteError | undefined
+  /** Whether an upload the server refused for its configuration (not an outage) was said: once a run. */
+  refusalSaid: boolean
   /** Action keys whose entries were found unusable: never looked up again this run; their producers replace them. */
   readonly stale: Set<string>
   /** Blobs the server gave wrong bytes for: uploaded again whatever FindMissingBlobs says. */
@@ -88,6 +90,7 @@ export const make = (
       probed: yield* Deferred.make<Capabilities, RemoteError>(),
       unusable: undefined,
       firstFailure: undefined,
+      refusalSaid: false,
       stale: new Set(),
       corrupt: new Set(),
       hits: 0,

@@ -14,10 +14,27 @@ import type { StoreError } from "../../../domain/StoreErrors.js"
 import { RemoteError } from "../RemoteErrors.js"
 
 /**
- * What a call is, for its deadline: a lookup is cheap and must be quick, and an action-cache lookup (`entry`), which
- * the run waits on, is quick retries included; a transfer is bounded by its progress and its size.
+ * What a call is, for its deadline: a lookup (`lookup`, a hit's check; `entry`, an action-cache lookup), which the run
+ * waits on, is quick retries included; a `query` (FindMissingBlobs for an upload or an execution's inputs) and a
+ * `unary` call get the transfer's idle deadline, off the build's path; a transfer is bounded by its progress and size.
  */
-export type Kind = "probe" | "lookup" | "entry" | "unary" | "transfer"
+export type Kind = "probe" | "lookup" | "entry" | "query" | "unary" | "transfer"
+
+/**
+ * Which breaker judges a call: lookups (the probe, action-cache lookups and hits' checks, which the build waits on)
+ * and transfers (uploads, downloads, executions) apart. A server whose lookups stall while its uploads go through
+ * is in trouble for the build all the same; an upload's success must not keep the lookups' breaker shut.
+ */
+export type BreakerClass = "lookup" | "transfer"
+
+export const classOf = (kind: Kind): BreakerClass =>
+  kind === "probe" || kind === "lookup" || kind === "entry" ? "lookup" : "transfer"
+
+/** The kinds bounded to {@link LOOKUP_MS}, retries included. */
+const isLookup = (kind: Kind) => kind === "lookup" || kind === "entry"
+
+/** The budget of a lookup, retries included, and of the probe: a miss costs a local run, never more waiting. */
+export const LOOKUP_MS = 2_000
 
 /**
  * Codes a retry can help with (Bazel's list). INVALID_ARGUMENT, NOT_FOUND, PERMISSION_DENIED, UNIMPLEMENTED and a
@@ -32,12 +49,33 @@ export const isRetryable = (e: RemoteError): boolean =>
 const OUTAGE = new Set(["UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "UNKNOWN", "CANCELLED"])
 
 /**
- * Consecutive outage failures of one method (or one step) that open the breaker, and how long it stays open before
- * one call may probe. Consecutive per method: a server whose action cache answers while its CAS hangs is in trouble
- * all the same, and the answers of the one must not hide the failures of the other.
+ * Consecutive outage failures of one method (or one step) that open its class's breaker, and how long it stays open
+ * before calls may try again. Consecutive per method: a server whose action cache answers while its CAS hangs is in
+ * trouble all the same, and the answers of the one must not hide the failures of the other. Any answer that is not an
+ * outage (a hit, a miss, a refusal) ends a method's run of failures: scattered failures never add up.
  */
 const BREAKER_THRESHOLD = 5
 const BREAKER_OPEN_MS = 15_000
+/** The longest a server's `RetryInfo` keeps a class's breaker open: past it, calls try again whatever it asked. */
+const MAX_BACKOFF_MS = 5 * 60_000
+
+/** One class's breaker: its methods' runs of failures, until when it is open, and what opened it, for the run's end. */
+interface Breaker {
+  readonly failures: Map<string, number>
+  openUntil: number
+  /** Times it opened in this run. */
+  opened: number
+  /** What opened it the first time: "5 × DEADLINE_EXCEEDED from GetActionResult". */
+  why: string | undefined
+}
+
+/** How a class's breaker fared over the run, for the closing line. */
+export interface BreakerReport {
+  readonly opened: number
+  readonly why: string
+  /** Calls it turned away. */
+  readonly refused: number
+}
 
 /**
  * The slowest average rate (bytes per second) a transfer may go at, after its idle deadline's worth of grace: far
@@ -62,6 +100,8 @@ export interface Counters {
   uploadedBytes: number
   downloadedBytes: number
   readonly errors: Record<string, number>
+  /** Calls each breaker turned away, and lookups skipped while the lookups' one was open. */
+  readonly refused: Record<BreakerClass, number>
 }
 
 export interface Calls {
@@ -98,8 +138,12 @@ export interface Calls {
    * are the call's to count.
    */
   readonly note: (method: string, status: string, startedMs: number, describe?: Described) => void
-  /** Whether the breaker lets calls through now. */
-  readonly open: () => boolean
+  /** Whether the class's breaker lets calls through now. */
+  readonly open: (cls: BreakerClass) => boolean
+  /** Notes `n` calls the caller did not make because the class's breaker is open (lookups skipped). */
+  readonly skipped: (cls: BreakerClass, n?: number) => void
+  /** Each class's breaker that opened in the run. */
+  readonly breakers: () => Partial<Record<BreakerClass, BreakerReport>>
   /** Closes the call log. */
   readonly close: Effect.Effect<void>
 }
@@ -139,50 +183,91 @@ const recordTo = (log: number | undefined) => (method: string, status: string, s
   }
 }
 
+/** What a class's breaker costs while it is open, to follow the endpoint's name in its warning. */
+const costOf = (cls: BreakerClass, seconds: number) =>
+  cls === "lookup"
+    ? `lookups are not asked for ${seconds}s: processes run locally meanwhile`
+    : `transfers are not tried for ${seconds}s: uploads wait in the journal, hits and executions run locally`
+
+/**
+ * The two classes' breakers of one endpoint, and how a failure goes into them; `lookupMs` is a lookup's budget.
+ */
+const breakersOf = (endpoint: string, lookupMs: number) => {
+  const breaker = (): Breaker => ({ failures: new Map(), openUntil: 0, opened: 0, why: undefined })
+  const breakers: Record<BreakerClass, Breaker> = { lookup: breaker(), transfer: breaker() }
+  const isOpen = (cls: BreakerClass) => Date.now() < breakers[cls].openUntil
+
+  /**
+   * A failure of `method` (an attempt, or a step past its deadline) in its class's breaker; the warning when that
+   * opens it for the first time in the run. An answer that is no outage ends the method's run of failures. A lookup
+   * the server asks to wait longer than a lookup's budget for (`RetryInfo`) is a miss, and the lookups' breaker opens
+   * for as long as it asked.
+   */
+  const fail = (cls: BreakerClass, method: string, e: RemoteError): Effect.Effect<void> =>
+    Effect.suspend(() => {
+      const b = breakers[cls]
+      if (!OUTAGE.has(e.code)) {
+        b.failures.delete(method)
+        return Effect.void
+      }
+      // An open breaker stays open for its time, not longer for the calls it turned away.
+      if (isOpen(cls)) return Effect.void
+      const n = (b.failures.get(method) ?? 0) + 1
+      b.failures.set(method, n)
+      const backOff = cls === "lookup" && e.retryDelayMs !== undefined && e.retryDelayMs > lookupMs
+      if (n < BREAKER_THRESHOLD && !backOff) return Effect.void
+      const ms = backOff ? Math.min(e.retryDelayMs!, MAX_BACKOFF_MS) : BREAKER_OPEN_MS
+      b.openUntil = Date.now() + ms
+      b.opened++
+      if (b.why !== undefined) return Effect.void
+      b.why = backOff
+        ? `${method} answered ${e.code} asking kiln to wait ${Math.ceil(e.retryDelayMs! / 1000)}s`
+        : `${n} × ${e.code} in a row from ${method}`
+      return Effect.logWarning(`remote cache ${endpoint}: ${b.why}; ${costOf(cls, Math.ceil(ms / 1000))}`)
+    })
+
+  return { breakers, fail, isOpen }
+}
+
 export const make = (options: CallsOptions): Calls => {
-  const counters: Counters = { uploadedBytes: 0, downloadedBytes: 0, errors: {} }
-  /** Consecutive outage failures, by method or step. */
-  const failures = new Map<string, number>()
-  let openUntil = 0
+  const counters: Counters = { uploadedBytes: 0, downloadedBytes: 0, errors: {}, refused: { lookup: 0, transfer: 0 } }
+  const { breakers, fail, isOpen } = breakersOf(options.endpoint, Math.min(options.timeoutMs, LOOKUP_MS))
   const log = options.logFile !== undefined ? fs.openSync(options.logFile, "a") : undefined
   const deadlineMs = (kind: Kind) =>
-    kind === "probe" || kind === "lookup" || kind === "entry" ? Math.min(options.timeoutMs, 2_000) : options.timeoutMs
+    kind === "probe" || isLookup(kind) ? Math.min(options.timeoutMs, LOOKUP_MS) : options.timeoutMs
   const totalMs = (kind: Kind, bytes = 0) =>
-    kind === "probe" || kind === "lookup" || kind === "entry"
+    kind === "probe" || isLookup(kind)
       ? deadlineMs(kind)
       : options.timeoutMs + Math.ceil((bytes / MIN_RATE) * 1000)
 
-  const policy = Schedule.identity<RemoteError | StoreError>().pipe(
-    Schedule.intersect(Schedule.exponential(Duration.millis(100), 2).pipe(Schedule.jittered)),
-    Schedule.intersect(Schedule.recurs(options.retries ?? 3)),
-    Schedule.whileInput((e: RemoteError | StoreError) =>
-      e._tag === "RemoteError" && isRetryable(e) && Date.now() >= openUntil
-    ),
-    Schedule.modifyDelay(([[e]], delay) =>
-      e._tag === "RemoteError" && e.retryDelayMs !== undefined
-        ? Duration.millis(Math.min(e.retryDelayMs, 10_000))
-        : Duration.min(delay, Duration.seconds(2))
+  /**
+   * A call's retries: only codes worth it, not while its class's breaker is open, and never a lookup that stalled
+   * (its deadline is its budget: a stalled lookup is a miss).
+   */
+  const policyOf = (kind: Kind) =>
+    Schedule.identity<RemoteError | StoreError>().pipe(
+      Schedule.intersect(Schedule.exponential(Duration.millis(100), 2).pipe(Schedule.jittered)),
+      Schedule.intersect(Schedule.recurs(options.retries ?? 3)),
+      Schedule.whileInput((e: RemoteError | StoreError) =>
+        e._tag === "RemoteError" && isRetryable(e) && !isOpen(classOf(kind)) &&
+        !(isLookup(kind) && e.code === "DEADLINE_EXCEEDED")
+      ),
+      Schedule.modifyDelay(([[e]], delay) =>
+        e._tag === "RemoteError" && e.retryDelayMs !== undefined
+          ? Duration.millis(Math.min(e.retryDelayMs, 10_000))
+          : Duration.min(delay, Duration.seconds(2))
+      )
     )
-  )
 
   const record = recordTo(log)
 
-  /** A failure of `method` (an attempt, or a step past its deadline), in the breaker. */
-  const fail = (method: string, e: RemoteError) => {
-    // An open breaker stays open for its time, not longer for the calls it turned away.
-    if (!OUTAGE.has(e.code) || Date.now() < openUntil) return
-    const n = (failures.get(method) ?? 0) + 1
-    failures.set(method, n)
-    if (n >= BREAKER_THRESHOLD) openUntil = Date.now() + BREAKER_OPEN_MS
-  }
-
-  /** A failed attempt of `method`, in the run's counters and the breaker. */
-  const count = (method: string, e: RemoteError) => {
+  /** A failed attempt of `method`, in the run's counters and its class's breaker. */
+  const count = (cls: BreakerClass, method: string, e: RemoteError) => {
     // NOT_FOUND is an answer (a miss), and UNIMPLEMENTED one the transport falls back on (BatchRead).
     if (e.code !== "NOT_FOUND" && e.code !== "UNIMPLEMENTED") {
       bump(counters, e.code)
     }
-    fail(method, e)
+    return fail(cls, method, e)
   }
 
   const call: Calls["call"] = <A, E extends RemoteError | StoreError>(
@@ -192,8 +277,10 @@ export const make = (options: CallsOptions): Calls => {
     describe?: Described
   ): Effect.Effect<A, E | RemoteError> =>
     Effect.suspend((): Effect.Effect<A, E | RemoteError> => {
-      if (Date.now() < openUntil) {
+      const cls = classOf(kind)
+      if (isOpen(cls)) {
         bump(counters, "CIRCUIT_OPEN")
+        counters.refused[cls]++
         return Effect.fail(
           new RemoteError({
             endpoint: options.endpoint,
@@ -209,15 +296,15 @@ export const make = (options: CallsOptions): Calls => {
         Effect.tapBoth({
           onSuccess: () =>
             Effect.sync(() => {
-              failures.delete(method)
+              breakers[cls].failures.delete(method)
               record(method, "OK", started, describe)
             }),
           onFailure: (e) =>
-            Effect.sync(() => {
+            Effect.suspend(() => {
               failedAttempts++
-              if (e._tag !== "RemoteError") return record(method, "LOCAL_ERROR", started, describe)
+              if (e._tag !== "RemoteError") return Effect.sync(() => record(method, "LOCAL_ERROR", started, describe))
               record(method, e.code, started, describe)
-              count(method, e)
+              return count(cls, method, e)
             }).pipe(
               Effect.zipRight(FiberRef.get(stepFailures)),
               Effect.map((step) => {
@@ -227,18 +314,18 @@ export const make = (options: CallsOptions): Calls => {
         })
       )
       if (kind === "probe") return logged
-      const retried = Effect.retry(logged, policy)
-      if (kind !== "entry") return retried
-      // An action-cache lookup's deadline bounds its retries too: a miss costs a local run, never more waiting.
+      const retried = Effect.retry(logged, policyOf(kind))
+      if (!isLookup(kind)) return retried
+      // A lookup's deadline bounds its retries too: a miss costs a local run, never more waiting.
       const overall = pastDeadline(options.endpoint, method)
       return retried.pipe(
         Effect.timeoutFail({ duration: deadlineMs(kind), onTimeout: () => overall }),
         Effect.tapError((e: E | RemoteError) =>
-          Effect.sync(() => {
-            if (e !== overall) return
+          Effect.suspend(() => {
+            if (e !== overall) return Effect.void
             record(method, e.code, started, describe)
             // An attempt that failed already counted this call's error; a call cut short in its first one has not.
-            if (failedAttempts === 0) count(method, e)
+            return failedAttempts === 0 ? count(cls, method, e) : Effect.void
           })
         )
       )
@@ -252,15 +339,15 @@ export const make = (options: CallsOptions): Calls => {
       return Effect.locally(step, stepFailures, region).pipe(
         Effect.timeoutFail({ duration: ms, onTimeout: () => overall }),
         Effect.tapBoth({
-          onSuccess: () => Effect.sync(() => failures.delete(method)),
+          onSuccess: () => Effect.sync(() => breakers.lookup.failures.delete(method)),
           // The step is one failure for the breaker, however many of its calls failed, and counted once.
           onFailure: (e: E | RemoteError) =>
-            Effect.sync(() => {
+            Effect.suspend(() => {
               if (e === overall) {
                 record(method, overall.code, started)
                 if (region.failed === 0) bump(counters, overall.code)
               }
-              if (e instanceof RemoteError) fail(method, e)
+              return e instanceof RemoteError ? fail("lookup", method, e) : Effect.void
             })
         })
       )
@@ -275,7 +362,18 @@ export const make = (options: CallsOptions): Calls => {
     within,
     hitCheckMs: (treeBytes) => deadlineMs("entry") + Math.ceil((treeBytes / MIN_RATE) * 1000),
     note: record,
-    open: () => Date.now() >= openUntil,
+    open: (cls) => !isOpen(cls),
+    skipped: (cls, n = 1) => {
+      counters.refused[cls] += n
+    },
+    breakers: () => {
+      const out: Partial<Record<BreakerClass, BreakerReport>> = {}
+      for (const cls of ["lookup", "transfer"] as const) {
+        const b = breakers[cls]
+        if (b.why !== undefined) out[cls] = { opened: b.opened, why: b.why, refused: counters.refused[cls] }
+      }
+      return out
+    },
     close: Effect.sync(() => {
       if (log !== undefined) fs.closeSync(log)
     })

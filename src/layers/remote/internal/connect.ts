@@ -28,7 +28,11 @@ export const connect = (settings: Settings, version: string) =>
     const transport: Transport = yield* Effect.acquireRelease(
       Effect.sync(() =>
         endpoint.scheme === "grpc" || endpoint.scheme === "grpcs"
-          ? Grpc.make(settings, calls, { version, invocationId: randomUUID() })
+          ? Grpc.make(settings, calls, {
+            version,
+            invocationId: randomUUID(),
+            ...(settings.correlationId !== undefined ? { correlatedId: settings.correlationId } : {})
+          })
           : Http.make(settings, calls, version)
       ),
       (t) => t.close

@@ -16,7 +16,7 @@ import * as Results from "./results.js"
 export const describeAction = (state: CacheState): RemoteTier["Type"]["describe"] => (key) =>
   Effect.gen(function*() {
     const { endpoint, transport } = state
-    if ((yield* usable(state)) === undefined) {
+    if ((yield* usable(state, "lookup")) === undefined) {
       return `remote cache ${endpoint} ${
         state.unusable ?? "is not in use (its breaker is open after repeated failures)"
       }`

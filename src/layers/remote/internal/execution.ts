@@ -7,6 +7,7 @@
  *
  * @internal
  */
+import type * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
@@ -17,6 +18,7 @@ import type { StoreError } from "../../../domain/StoreErrors.js"
 import type * as Tree from "../../../domain/Tree.js"
 import type * as Store from "../../store/Store.js"
 import { RemoteError } from "../RemoteErrors.js"
+import type { UploadError } from "./cacheState.js"
 import type { Calls } from "./calls.js"
 import { forget, uploadInputs } from "./executionInputs.js"
 import type { Executed } from "./grpc/execute.js"
@@ -34,6 +36,8 @@ export interface Deps {
   readonly endpoint: string
   /** Digests the server has been given or has confirmed in this run. */
   readonly present: Set<string>
+  /** Blobs an upload is sending now (an execution's inputs, the journal's): another waits for it instead. */
+  readonly inFlight: Map<string, Deferred.Deferred<void, UploadError>>
   readonly fetchTrees: (digests: ReadonlyArray<Digest.Digest>) => Effect.Effect<Map<string, Tree.Tree>, RemoteError>
   readonly downloadFiles: (files: ReadonlyArray<Digest.Digest>) => Effect.Effect<void, RemoteError | StoreError>
   /**

@@ -13,7 +13,7 @@ import * as Option from "effect/Option"
 import { CHROOT, type Process, SpawnError } from "../../../domain/Process.js"
 import type { Executed, RemoteTier } from "../../../domain/RemoteTier.js"
 import type { Capabilities } from "../Capabilities.js"
-import { type Options, probeFailure } from "../RemoteCache.js"
+import { type Options, probeFailure, withoutSha256 } from "../RemoteCache.js"
 import type { RemoteError } from "../RemoteErrors.js"
 import type { Settings } from "../RemoteSettings.js"
 import * as Blobs from "./blobs.js"
@@ -39,9 +39,13 @@ const ownSide = (settings: Settings, options: Options, cacheSide: Side) =>
     yield* Effect.forkScoped(Effect.intoDeferred(transport.capabilities, probed))
     const usable = Effect.map(
       Effect.option(Deferred.await(probed)),
-      (caps) => (Option.isSome(caps) && calls.open() ? caps.value : undefined)
+      (caps) =>
+        Option.isSome(caps) && caps.value.withoutSha256 === undefined && calls.open("transfer") ? caps.value : undefined
     )
-    const unusable = Effect.match(Deferred.await(probed), { onFailure: probeFailure, onSuccess: () => undefined })
+    const unusable = Effect.match(Deferred.await(probed), {
+      onFailure: probeFailure,
+      onSuccess: (caps) => caps.withoutSha256 !== undefined ? withoutSha256(caps.withoutSha256) : undefined
+    })
     return {
       ...Blobs.make(cacheSide.store, transport, calls, endpoint.display),
       unusable,
@@ -50,6 +54,7 @@ const ownSide = (settings: Settings, options: Options, cacheSide: Side) =>
       calls,
       endpoint: endpoint.display,
       present: new Set<string>(),
+      inFlight: new Map(),
       usable
     } satisfies Side
   })

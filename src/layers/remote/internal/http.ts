@@ -46,6 +46,8 @@ const codeOf = (status: number): string =>
     ? "PERMISSION_DENIED"
     : status === 400 || status === 405 || status === 411 || status === 413
     ? "INVALID_ARGUMENT"
+    : status === 409
+    ? "FAILED_PRECONDITION"
     : status === 429
     ? "RESOURCE_EXHAUSTED"
     : status === 408 || status === 504
@@ -53,6 +55,15 @@ const codeOf = (status: number): string =>
     : status >= 500
     ? "UNAVAILABLE"
     : "UNKNOWN"
+
+/**
+ * What a status says, for its error: a 409 is the server's configuration, not an outage (Apache's WebDAV answers it
+ * when a directory of the prefix is missing), and retrying it helps nothing.
+ */
+const detailOf = (status: number): string =>
+  status === 409
+    ? "HTTP 409: the server cannot store under this path (Apache answers so when a directory of the prefix is missing)"
+    : `HTTP ${status}`
 
 /** One endpoint's connections (a keep-alive agent) and what every request to it carries. */
 export interface Connection {
@@ -178,7 +189,7 @@ const request = (
     Effect.flatMap((res) =>
       res.status >= 200 && res.status < 300
         ? Effect.succeed(res)
-        : Effect.fail(fail(codeOf(res.status), `HTTP ${res.status}`))
+        : Effect.fail(fail(codeOf(res.status), detailOf(res.status)))
     )
   )
 }
@@ -237,11 +248,11 @@ export const updateActionResult = (
     )
   )
 
-const has = (conn: Connection, d: Digest.Digest): Effect.Effect<boolean, RemoteError> =>
+const has = (conn: Connection, d: Digest.Digest, kind: "lookup" | "query"): Effect.Effect<boolean, RemoteError> =>
   conn.calls.call(
     "HEAD cas",
-    "lookup",
-    request(conn, "HEAD", `cas/${d.hash}`, "lookup", { limit: 0, bytes: 0 }),
+    kind,
+    request(conn, "HEAD", `cas/${d.hash}`, kind, { limit: 0, bytes: 0 }),
     described(d)
   ).pipe(
     Effect.as(true),
@@ -250,10 +261,11 @@ const has = (conn: Connection, d: Digest.Digest): Effect.Effect<boolean, RemoteE
 
 export const findMissing = (
   conn: Connection,
-  digests: ReadonlyArray<Digest.Digest>
+  digests: ReadonlyArray<Digest.Digest>,
+  kind: "lookup" | "query" = "lookup"
 ): Effect.Effect<Array<Digest.Digest>, RemoteError> =>
   Effect.map(
-    Effect.forEach(distinct(digests), (d) => Effect.map(has(conn, d), (present) => (present ? undefined : d)), {
+    Effect.forEach(distinct(digests), (d) => Effect.map(has(conn, d, kind), (present) => (present ? undefined : d)), {
       concurrency: CONCURRENCY
     }),
     (found) => found.filter((d): d is Digest.Digest => d !== undefined)
@@ -324,7 +336,7 @@ export const make = (settings: Settings, calls: Calls, version: string): Transpo
     capabilities: capabilities(conn),
     getActionResult: (action) => getActionResult(conn, action),
     updateActionResult: (action, result) => updateActionResult(conn, action, result),
-    findMissing: (digests) => findMissing(conn, digests),
+    findMissing: (digests, kind) => findMissing(conn, digests, kind),
     upload: (blobs) => upload(conn, blobs),
     download: (digests) => download(conn, digests),
     close: Effect.sync(() => conn.agent.destroy())

@@ -28,7 +28,7 @@ const entryProblem = (e: RemoteError) =>
 /** The files of the tree `root` (whose directories are in the store), fetched from the remote; false if it cannot. */
 export const fetchTree = (state: CacheState): RemoteTier["Type"]["fetchTree"] => (root) =>
   Effect.gen(function*() {
-    if (!state.reads || (yield* usable(state)) === undefined) return false
+    if (!state.reads || (yield* usable(state, "transfer")) === undefined) return false
     const entries = yield* state.store.listTree(root)
     const files = entries.flatMap((
       e
@@ -49,7 +49,11 @@ export const fetchTree = (state: CacheState): RemoteTier["Type"]["fetchTree"] =>
 export const lookup = (state: CacheState): RemoteTier["Type"]["lookup"] => (requests) =>
   Effect.gen(function*() {
     if (!state.reads || requests.length === 0) return requests.map(() => Option.none())
-    if ((yield* usable(state)) === undefined) return requests.map(() => Option.none())
+    if ((yield* usable(state, "lookup")) === undefined) {
+      // Not asked because the lookups' breaker is open (rather than because the remote is off for the run).
+      if (state.unusable === undefined) state.calls.skipped("lookup", requests.length)
+      return requests.map(() => Option.none())
+    }
     return yield* lookupMany(state, requests)
   })
 
@@ -104,7 +108,11 @@ const entryOf = (state: CacheState, down: Results.Down, trees: ReadonlyMap<strin
  */
 const findEntry = (state: CacheState, process: Process, key: Digest.Digest) =>
   Effect.gen(function*() {
-    if (state.stale.has(key.hash) || !state.calls.open()) return undefined
+    if (state.stale.has(key.hash)) return undefined
+    if (!state.calls.open("lookup")) {
+      state.calls.skipped("lookup")
+      return undefined
+    }
     const raw = yield* state.transport.getActionResult(key)
     if (Option.isNone(raw)) return undefined
     const down = Results.readRemote(raw.value, process)

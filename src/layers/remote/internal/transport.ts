@@ -32,8 +32,15 @@ export interface Transport {
   /** The serialized `ActionResult` stored for an action; none on a miss. */
   readonly getActionResult: (action: Digest.Digest) => Effect.Effect<Option.Option<Uint8Array>, RemoteError>
   readonly updateActionResult: (action: Digest.Digest, result: Uint8Array) => Effect.Effect<void, RemoteError>
-  /** Which of these blobs the server lacks (never the empty blob: every server has it, whatever it says). */
-  readonly findMissing: (digests: ReadonlyArray<Digest.Digest>) => Effect.Effect<Array<Digest.Digest>, RemoteError>
+  /**
+   * Which of these blobs the server lacks (never the empty blob: every server has it, whatever it says): for a hit's
+   * check (`lookup`, the default: a lookup's budget) or for an upload or an execution's inputs (`query`: off the
+   * build's path, with a transfer's deadline and breaker).
+   */
+  readonly findMissing: (
+    digests: ReadonlyArray<Digest.Digest>,
+    kind?: "lookup" | "query"
+  ) => Effect.Effect<Array<Digest.Digest>, RemoteError>
   readonly upload: (blobs: ReadonlyArray<Blob>) => Effect.Effect<void, RemoteError>
   /** The blobs' bytes, each checked against its digest; a blob the server lacks fails the call with NOT_FOUND. */
   readonly download: (digests: ReadonlyArray<Digest.Digest>) => Effect.Effect<Array<Blob>, RemoteError>

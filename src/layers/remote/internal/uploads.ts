@@ -67,7 +67,9 @@ export const offer = (state: CacheState): RemoteTier["Type"]["offer"] => (proces
     if (!state.writes || (executedRemotely === true && state.settings.executorEndpoint === undefined)) return
     // A server that cannot take results never will: nothing is queued for it (an unreachable one may come back).
     const caps = yield* Effect.either(Deferred.await(state.probed))
-    if (Either.isRight(caps) && caps.right.actionCache !== "read-write") return
+    if (Either.isRight(caps) && (caps.right.actionCache !== "read-write" || caps.right.withoutSha256 !== undefined)) {
+      return
+    }
     const { action, command } = actionMessages(process)
     yield* Journal.write(state.journalDir, {
       action: key,
@@ -106,7 +108,7 @@ const enqueue = (state: CacheState, action: Digest.Digest) =>
  */
 const drainBatch = (state: CacheState, actions: ReadonlyArray<Digest.Digest>) =>
   Effect.gen(function*() {
-    if ((yield* usable(state))?.actionCache !== "read-write") return
+    if ((yield* usable(state, "transfer"))?.actionCache !== "read-write") return
     const ready = (yield* Effect.forEach(actions, (action) => prepare(state, action))).filter((x) => x !== undefined)
     if (ready.length === 0) return
     // Blobs first, then the entries that name them: a server that validates its action cache (bazel-remote)
@@ -143,9 +145,21 @@ const prepare = (state: CacheState, action: Digest.Digest) =>
     return { action, pending, up } satisfies Ready
   }).pipe(Effect.catchAll((e) => Effect.as(uploadFailed(state, action, e), undefined)))
 
+/** Answers that say the server is set up so that it cannot take kiln's uploads: waiting will not change them. */
+const REFUSALS = new Set(["FAILED_PRECONDITION", "PERMISSION_DENIED", "UNAUTHENTICATED", "INVALID_ARGUMENT"])
+
 const uploadFailed = (state: CacheState, action: Digest.Digest, e: UploadError) =>
   e._tag === "RemoteError"
-    ? failed(state, e)
+    ? Effect.zipRight(
+      failed(state, e),
+      Effect.suspend(() => {
+        if (!REFUSALS.has(e.code) || state.refusalSaid) return Effect.void
+        state.refusalSaid = true
+        return Effect.logWarning(
+          `remote cache ${state.endpoint} refused an upload (${e.method}: ${e.code}: ${e.detail}): uploads stay pending`
+        )
+      })
+    )
     : e._tag === "MissingDigest"
     ? Effect.zipRight(
       Effect.logWarning(`upload of ${Digest.format(action)} dropped: ${e.message} is gone from the local store`),
@@ -193,7 +207,7 @@ const sendBlobs = (
 ) =>
   Effect.gen(function*() {
     if (all.length === 0) return
-    const missing = yield* state.transport.findMissing(all)
+    const missing = yield* state.transport.findMissing(all, "query")
     const wanted = new Set([
       ...missing.map((d) => d.hash),
       ...all.filter((d) => state.corrupt.has(d.hash)).map((d) => d.hash)

@@ -31,12 +31,29 @@ const hasActionCache = (conn: Connection): Effect.Effect<boolean, RemoteError> =
     Effect.catchIf((e) => e.code === "UNIMPLEMENTED", () => Effect.succeed(false))
   )
 
+/** REAPI's `DigestFunction.Value`s by number, as a server's capabilities list them. */
+const DIGEST_FUNCTIONS = [
+  "UNKNOWN",
+  "SHA256",
+  "SHA1",
+  "MD5",
+  "VSO",
+  "SHA384",
+  "SHA512",
+  "MURMUR3",
+  "SHA256TREE",
+  "BLAKE3"
+]
+
 /** The server's `ServerCapabilities`, as kiln reports them; learns the server's batch limit on the way. */
 const described = (conn: Connection, caps: any): Capabilities => {
   const cache = caps.cache_capabilities
   const max = Number(cache?.max_batch_total_size_bytes ?? 0)
   conn.learned.batchLimit = Math.min(max > 0 ? max : GRPC_MESSAGE_LIMIT, GRPC_MESSAGE_LIMIT) - BATCH_FRAMING
-  const sha256 = (cache?.digest_function ?? []).includes(1) || (cache?.digest_function ?? []).length === 0
+  const functions: Array<number> = cache?.digest_function ?? []
+  // A REAPI 2.0 server may name none: SHA-256 was then the only one.
+  const sha256 = functions.includes(1) || functions.length === 0
+  const names = functions.map((n) => DIGEST_FUNCTIONS[n] ?? `DIGEST_FUNCTION_${n}`)
   const actionCache: Capabilities["actionCache"] = cache === undefined
     ? "none"
     : cache.action_cache_update_capabilities?.update_enabled === true
@@ -47,9 +64,10 @@ const described = (conn: Connection, caps: any): Capabilities => {
     maxBatchBytes: max,
     actionCache,
     execution: caps.execution_capabilities?.exec_enabled === true,
+    ...(sha256 ? {} : { withoutSha256: names }),
     lines: [
       `REAPI ${v(caps.low_api_version)}–${v(caps.high_api_version)}, digest functions: ${
-        sha256 ? "SHA256" : "no SHA256 (kiln needs it)"
+        sha256 ? "SHA256" : `${names.join(", ")}, no SHA256 (kiln needs it)`
       }`,
       `action cache: ${
         actionCache === "read-write"

@@ -18,7 +18,8 @@ const FIND_MISSING_CHUNK = 10_000
 
 export const findMissing = (
   conn: Connection,
-  digests: ReadonlyArray<Digest.Digest>
+  digests: ReadonlyArray<Digest.Digest>,
+  kind: "lookup" | "query" = "lookup"
 ): Effect.Effect<Array<Digest.Digest>, RemoteError> =>
   Effect.gen(function*() {
     const wanted = distinct(digests)
@@ -31,7 +32,7 @@ export const findMissing = (
         "FindMissingBlobs",
         ["FindMissingBlobsRequest", { instance_name: conn.settings.instanceName, blob_digests: chunk.map(digestArg) }],
         "FindMissingBlobsResponse",
-        "lookup",
+        kind,
         { count: chunk.length }
       )
       for (const d of res.missing_blob_digests ?? []) {

@@ -27,7 +27,7 @@ export const make = (settings: Settings, calls: Calls, tool: ToolInfo): Transpor
     capabilities: Capabilities.capabilities(conn),
     getActionResult: (action) => ActionCache.getActionResult(conn, action),
     updateActionResult: (action, result) => ActionCache.updateActionResult(conn, action, result),
-    findMissing: (digests) => Cas.findMissing(conn, digests),
+    findMissing: (digests, kind) => Cas.findMissing(conn, digests, kind),
     upload: (blobs) => Cas.upload(conn, blobs),
     download: (digests) => Cas.download(conn, digests),
     close: Effect.sync(() => conn.client.close())
