@@ -107,15 +107,16 @@ export interface Memo {
   readonly groups?: Record<string, ReadonlyArray<Obs>>
 }
 
-/** Which kiln wrote it: a rebuilt bundle may snapshot or key differently. */
+/** Which kiln wrote it (a rebuilt bundle may key differently), and whether processes run at the exec root. */
 export const buildId = (): string => {
   const cli = process.env.KILN_CLI
-  if (cli === undefined) return `${FORMAT}:lib`
+  const ns = `ns=${process.env.KILN_MOUNT_NAMESPACES ?? ""}`
   try {
+    if (cli === undefined) return `${FORMAT}:lib:${ns}`
     const st = fs.statSync(path.join(path.dirname(cli), "kiln.cjs"))
-    return `${FORMAT}:${st.size}:${st.mtimeMs}`
+    return `${FORMAT}:${st.size}:${st.mtimeMs}:${ns}`
   } catch {
-    return `${FORMAT}:lib`
+    return `${FORMAT}:lib:${ns}`
   }
 }
 
