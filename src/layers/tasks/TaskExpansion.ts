@@ -2,8 +2,6 @@
  * A config file's tasks expanded, as a run takes them: the workspace read and the tasks written out as processes
  * (`Tasks.ts`), then every process checked as kiln.json's own are (`Config.check`), a problem with a task reported at
  * the task. Errors are `InvalidConfig`s: one line naming the file and the field, exit 2.
- *
- * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -13,9 +11,6 @@ import * as Tasks from "./Tasks.js"
 /**
  * The config with its tasks written out, checked, and where each inferred process comes from; a config without tasks
  * is checked and given back as it is.
- *
- * @since 0.1.0
- * @category expanding
  */
 export const expand = (
   workspace: string,

@@ -15,91 +15,50 @@
  * A dependency names a workspace package when its spec is `workspace:…`, a `file:`/`link:` path to it, `*`, or a
  * range its version satisfies (npm's, yarn's and bun's rule; pnpm links only `workspace:` by default, and treating
  * a satisfied range as the workspace's only adds a dep).
- *
- * @since 0.1.0
  */
 import type { Config } from "../../domain/Config.js"
 import * as Expand from "./internal/expand.js"
 import * as WorkspaceFiles from "./internal/workspaceFiles.js"
 
-/**
- * @since 0.1.0
- * @category models
- */
 export type Workspace = WorkspaceFiles.Workspace
 
-/**
- * @since 0.1.0
- * @category models
- */
 export type Package = WorkspaceFiles.Package
 
 /**
  * A problem with kiln.json's tasks or a workspace file: the file (relative to the workspace), the field, what is
  * wrong. The CLI reports it as an `InvalidConfig` (exit 2).
- *
- * @since 0.1.0
- * @category models
  */
 export type Problem = WorkspaceFiles.Problem
 
-/**
- * @since 0.1.0
- * @category models
- */
 export type Origin = Expand.Origin
 
-/**
- * @since 0.1.0
- * @category models
- */
 export type Expanded = Expand.Expanded
 
-/**
- * @since 0.1.0
- * @category models
- */
 export type ConfigInput = Expand.ConfigInput
 
-/**
- * @since 0.1.0
- * @category guards
- */
 export const isProblem: (u: unknown) => u is Problem = WorkspaceFiles.isProblem
 
 /**
  * Reads the workspace at `root`: its packages (from `pnpm-workspace.yaml`'s `packages`, else `package.json`'s
  * `workspaces`, else the root package alone), their scripts and dependencies, which `node_modules` exist, and the
  * root's files.
- *
- * @since 0.1.0
- * @category reading
  */
 export const read: (root: string, nodeDirectory?: string) => Workspace | Problem = WorkspaceFiles.read
 
 /**
  * `config` with its tasks written out as processes over `workspace` (see the module's comment), or the first problem;
  * `file` is kiln.json's name, for errors. The processes it gives are not checked yet (`Config.check` does that).
- *
- * @since 0.1.0
- * @category expanding
  */
 export const expand: (file: string, config: ConfigInput, workspace: Workspace) => Expanded | Problem = Expand.expand
 
 /**
  * Whether a config (decoded, or JSON as parsed) declares tasks.
- *
- * @since 0.1.0
- * @category expanding
  */
 export const declares = (json: unknown): json is ConfigInput & { readonly tasks: object } =>
   typeof json === "object" && json !== null && Object.hasOwn(json, "tasks")
 
 /**
  * Reads the workspace at `root` and expands `config`'s tasks over it.
- *
- * @since 0.1.0
- * @category expanding
  */
 export const expandAt = (root: string, file: string, config: ConfigInput): Expanded | Problem => {
   const workspace = read(root)
@@ -114,8 +73,5 @@ const sortedKeys = (_: string, value: unknown) =>
 /**
  * The text a run memo keeps for an expanded config in place of kiln.json's: the processes a run had, whatever the
  * order of kiln.json's keys, so that the no-op check, from the JSON, and a run, from the decoded config, agree.
- *
- * @since 0.1.0
- * @category expanding
  */
 export const canonicalText = (config: Config): string => JSON.stringify(config, sortedKeys)
