@@ -374,6 +374,8 @@ const processOf = (ctx: Context, task: string, p: Package, key: string, tc: Task
     pc.namedCaches = Object.fromEntries(Object.entries(tc.namedCaches).map(([k, v]) => [k, under(dir, v)]))
   }
   if (tc.platform !== undefined) pc.platform = tc.platform
+  if (tc.passEnv !== undefined) pc.passEnv = tc.passEnv
+  if (tc.passThroughEnv !== undefined) pc.passThroughEnv = tc.passThroughEnv
   if (tc.remote !== undefined) pc.remote = tc.remote
   if (tc.outputSymlinks !== undefined) pc.outputSymlinks = tc.outputSymlinks
   if (tc.writableInputs !== undefined) pc.writableInputs = tc.writableInputs.map((w) => under(dir, w))
