@@ -29,7 +29,7 @@ interface EnvFields {
  */
 export interface ConfigInput {
   readonly defaults?: EnvFields | undefined
-  readonly processes?: Readonly<Record<string, EnvFields & object>> | undefined
+  readonly processes?: Readonly<Record<string, EnvFields & { readonly [field: string]: unknown }>> | undefined
 }
 
 /**
@@ -179,6 +179,11 @@ export const resolve = <C extends ConfigInput>(
 ): C | Problem => {
   if (!needsResolving(config)) return config
   const { defaults, ...rest } = config
+  if (defaults !== undefined) {
+    // Once on their own, so that a problem with them is one even in a config of no processes.
+    const problem = mergeLevel({ env: new Map(), through: new Map() }, [["defaults"], defaults], host)
+    if (problem !== undefined) return { file, path: pathText(problem.at), detail: problem.detail }
+  }
   const processes: Record<string, object> = {}
   for (const [name, pc] of Object.entries(config.processes ?? {})) {
     const merged: Merged = { env: new Map(), through: new Map() }

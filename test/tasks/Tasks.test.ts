@@ -374,6 +374,13 @@ describe("tasks", () => {
         "kiln.json: tasks.build.outputs[0]: \"../dist/\" must be a relative path inside the working directory"
       ],
       [
+        "a task's passEnv variable unset, without a default (ResolvedConfig, reported at the task)",
+        npmWs,
+        { tasks: { build: { passEnv: ["KILN_TEST_SURELY_UNSET"] } } },
+        "kiln.json: tasks.build.passEnv[0]: \"KILN_TEST_SURELY_UNSET\" is not set in kiln's environment: set it, or " +
+        "give a default (\"KILN_TEST_SURELY_UNSET=value\")"
+      ],
+      [
         "a workspaces glob that matches nothing",
         { "package.json": JSON.stringify({ workspaces: ["packages/*", "apps/*"] }), ...libAndApp("*") },
         TWO_TASKS,
