@@ -8,6 +8,7 @@ import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import * as DurationText from "./DurationText.js"
 import { CachePolicy } from "./Process.js"
+import { entryOf, needsResolving } from "./ResolvedConfig.js"
 
 /**
  * C0 controls, DEL and C1 controls (U+0080–U+009F; U+009B is a CSI to some terminals): printed raw, they redraw the
@@ -30,6 +31,16 @@ const Duration = Schema.String.pipe(
   Schema.annotations({ description: "a duration: a number and a unit (ms, s, m, h), e.g. \"90s\"" })
 )
 
+const PassEnv = Schema.Array(Schema.String).annotations({
+  description: "variables taken from kiln's environment, `NAME` or `NAME=default` (the value when it is unset; " +
+    "else unset is an error), part of the action key: a new value runs the process again"
+})
+
+const PassThroughEnv = Schema.Array(Schema.String).annotations({
+  description: "variables passed from kiln's environment (`NAME` or `NAME=default`) for secrets: never part of the " +
+    "action key, never stored, uploaded or printed; a process with any never executes remotely"
+})
+
 /**
  * @since 0.1.0
  * @category schemas
@@ -48,8 +59,10 @@ export const ProcessConfig = Schema.Struct({
     description: "output files, and directories with a trailing `/`, relative to the working directory"
   }),
   env: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })).annotations({
-    description: "exactly the environment the process sees (PATH only if declared)"
+    description: "exactly the environment the process sees (PATH only if declared), with passEnv and passThroughEnv"
   }),
+  passEnv: Schema.optional(PassEnv),
+  passThroughEnv: Schema.optional(PassThroughEnv),
   workingDirectory: Schema.optional(Schema.String),
   timeout: Schema.optional(Duration),
   cache: Schema.optional(CachePolicy),
@@ -156,8 +169,32 @@ export const RemoteConfig = Schema.Struct({
   timeout: Schema.optional(Duration)
 })
 
+/**
+ * What every process gets unless it says otherwise (`ResolvedConfig.ts`): `env` and the variables passed under its
+ * own, `inputs` added to its own, `timeout` and `cache` where it has none.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const DefaultsConfig = Schema.Struct({
+  env: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })).annotations({
+    description: "variables every process gets (a process's own env, passEnv or passThroughEnv win, name by name)"
+  }),
+  passEnv: Schema.optional(PassEnv),
+  passThroughEnv: Schema.optional(PassThroughEnv),
+  inputs: Schema.optional(Schema.Array(Schema.String)).annotations({
+    description: "globs relative to the workspace root added to every process's inputs"
+  }),
+  timeout: Schema.optional(Duration),
+  cache: Schema.optional(CachePolicy)
+})
+
 const configFields = {
   $schema: Schema.optional(Schema.String),
+  defaults: Schema.optional(DefaultsConfig).annotations({
+    description: "what every process, explicit or a task's, gets unless it says otherwise: env, passEnv, " +
+      "passThroughEnv, inputs (added), timeout, cache"
+  }),
   /** Goes into every action's salt: a new namespace disowns every result cached under the old one. */
   cacheNamespace: Schema.optional(Schema.String).annotations({
     description: "a namespace for cached results (REAPI Action.salt): change it to disown a poisoned cache"
@@ -241,7 +278,20 @@ const isStringRecord = (u: unknown, key?: RegExp): boolean =>
   isObject(u) && Object.entries(u).every(([k, v]) => isString(v) && (key === undefined || key.test(k)))
 const NAMED_CACHE = /^[a-z0-9_]+$/
 const PROCESS_FIELDS = new Set(Object.keys(ProcessConfig.fields))
+const DEFAULTS_FIELDS = new Set(Object.keys(DefaultsConfig.fields))
 const CACHE_POLICIES = new Set<unknown>(CachePolicy.literals)
+
+/** The fields a process shares with `defaults`, valid as they stand. */
+const isPlainCommon = (o: Record<string, unknown>): boolean => {
+  for (const k of ["inputs", "passEnv", "passThroughEnv"] as const) {
+    if (o[k] !== undefined && !isStrings(o[k])) return false
+  }
+  if (o.env !== undefined && !isStringRecord(o.env)) return false
+  if (o.timeout !== undefined && !(isString(o.timeout) && Either.isRight(DurationText.parse(o.timeout)))) {
+    return false
+  }
+  return o.cache === undefined || CACHE_POLICIES.has(o.cache)
+}
 
 /**
  * Whether `json` is a valid config as it stands, checked directly. The schema decoder is dear per process (a big
@@ -252,22 +302,23 @@ const CACHE_POLICIES = new Set<unknown>(CachePolicy.literals)
 /** @internal */
 export const isPlainConfig = (json: unknown): json is Config => {
   if (!isObject(json)) return false
-  for (const k of Object.keys(json)) if (k !== "$schema" && k !== "processes") return false
+  for (const k of Object.keys(json)) if (k !== "$schema" && k !== "processes" && k !== "defaults") return false
   if (json.$schema !== undefined && !isString(json.$schema)) return false
+  if (json.defaults !== undefined) {
+    if (!isObject(json.defaults)) return false
+    for (const k of Object.keys(json.defaults)) if (!DEFAULTS_FIELDS.has(k)) return false
+    if (!isPlainCommon(json.defaults)) return false
+  }
   if (!isObject(json.processes)) return false
   for (const pc of Object.values(json.processes)) {
     if (!isObject(pc)) return false
     for (const k of Object.keys(pc)) if (!PROCESS_FIELDS.has(k)) return false
     if (!isStrings(pc.argv) || (pc.argv as Array<string>).length === 0) return false
-    for (const k of ["inputs", "deps", "outputs", "writableInputs"] as const) {
+    for (const k of ["deps", "outputs", "writableInputs"] as const) {
       if (pc[k] !== undefined && !isStrings(pc[k])) return false
     }
-    if (pc.env !== undefined && !isStringRecord(pc.env)) return false
+    if (!isPlainCommon(pc)) return false
     if (pc.workingDirectory !== undefined && !isString(pc.workingDirectory)) return false
-    if (pc.timeout !== undefined && !(isString(pc.timeout) && Either.isRight(DurationText.parse(pc.timeout)))) {
-      return false
-    }
-    if (pc.cache !== undefined && !CACHE_POLICIES.has(pc.cache)) return false
     if (pc.namedCaches !== undefined && !isStringRecord(pc.namedCaches, NAMED_CACHE)) return false
     if (pc.platform !== undefined && !isStringRecord(pc.platform)) return false
     if (pc.remote !== undefined && typeof pc.remote !== "boolean") return false
@@ -281,7 +332,8 @@ export const isPlainConfig = (json: unknown): json is Config => {
 /**
  * Parses and validates the text of a config file, including the graph: unknown deps and cycles are errors too. A
  * config that declares `tasks` is only decoded here: its processes' deps may name processes its tasks give, so the
- * graph is checked ({@link check}) once the tasks are expanded (`layers/tasks/Tasks.ts`).
+ * graph is checked ({@link check}) once the tasks are expanded (`layers/tasks/Tasks.ts`); so is one with `defaults`
+ * or variables to pass, once they are resolved (`ResolvedConfig.ts`, in `layers/tasks/TaskExpansion.ts`).
  *
  * @since 0.1.0
  * @category parsing
@@ -289,7 +341,7 @@ export const isPlainConfig = (json: unknown): json is Config => {
 export const parse = (file: string, text: string): Either.Either<Config, InvalidConfig> =>
   Either.flatMap(
     decode(file, text),
-    (config) => config.tasks === undefined ? check(file, config) : Either.right(config)
+    (config) => config.tasks === undefined && !needsResolving(config) ? check(file, config) : Either.right(config)
   )
 
 /**
@@ -440,6 +492,12 @@ const refusedIn = (config: Config, name: string): Refused | undefined => {
       }
     }
     if (v.includes(NUL)) return { at: ["env", k], detail: "holds a NUL byte, which no variable's value can" }
+  }
+  for (const [i, entry] of (pc.passThroughEnv ?? []).entries()) {
+    const { fallback, name } = entryOf(entry)
+    if (name === "" || name.includes(NUL) || fallback?.includes(NUL)) {
+      return { at: ["passThroughEnv", i], detail: `${quoted(entry)} is not a variable name (NAME or NAME=default)` }
+    }
   }
   const wd = pc.workingDirectory
   if (wd !== undefined && (wd.startsWith("/") || wd.split("/").includes("..") || wd.includes(NUL))) {

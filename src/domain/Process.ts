@@ -73,6 +73,11 @@ export class Process extends Schema.Class<Process>("kiln/Process")({
    * a machine that cannot pin the path never shares keys with one that does.
    */
   execRoot: Schema.optional(Schema.String),
+  /**
+   * Variables the process gets from kiln's environment when it is spawned (`NAME`, or `NAME=default`): names only,
+   * their values never held here, so never in the key, a record or anything uploaded. Not part of the key.
+   */
+  passThroughEnv: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] }),
   /** False: never executed remotely. Not part of the key. */
   remote: Schema.optionalWith(Schema.Boolean, { default: () => true })
 }) {}

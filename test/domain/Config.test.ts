@@ -34,6 +34,8 @@ const processConfig = fc.tuple(
     deps: strings,
     outputs: strings,
     writableInputs: strings,
+    passEnv: strings,
+    passThroughEnv: strings,
     env: mostly(fc.dictionary(fc.string({ maxLength: 3 }), fc.string({ maxLength: 3 }), { maxKeys: 2 })),
     workingDirectory: mostly(fc.string({ maxLength: 4 })),
     timeout: mostly(fc.oneof(
@@ -60,6 +62,19 @@ const config = fc.oneof(
     arbitrary: fc.tuple(
       fc.record({
         $schema: mostly(fc.string({ maxLength: 4 })),
+        defaults: mostly(
+          fc.tuple(
+            fc.record({
+              env: mostly(fc.dictionary(fc.string({ maxLength: 3 }), fc.string({ maxLength: 3 }), { maxKeys: 2 })),
+              passEnv: strings,
+              passThroughEnv: strings,
+              inputs: strings,
+              timeout: mostly(fc.constantFrom("90s", "5", "")),
+              cache: mostly(fc.constantFrom("always", "never", "sometimes"))
+            }, { requiredKeys: [] }),
+            sometimes(fc.record({ argv: anyValue }))
+          ).map(([d, extra]) => ({ ...d, ...extra }))
+        ),
         processes: mostly(fc.dictionary(fc.string({ maxLength: 3 }), processConfig, { maxKeys: 3 }))
       }, { requiredKeys: ["processes"] }),
       sometimes(fc.record({ other: anyValue }))

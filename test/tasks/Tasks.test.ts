@@ -291,6 +291,23 @@ describe("tasks", () => {
       assert.deepStrictEqual(config.processes["test:solo"]!.deps, ["build:solo"])
     }))
 
+  it.scoped("defaults reach a task's processes under their own; a task that passes PATH has kiln's", () =>
+    Effect.gen(function*() {
+      const { config } = yield* expanded({ "package.json": pkg("solo", { scripts: { build: "tsc", test: "t" } }) }, {
+        defaults: { env: { PATH: "/default", CI: "1" }, inputs: ["shared.txt"], cache: "always" },
+        tasks: { build: { passEnv: ["PATH=/fallback"] }, test: { env: { CI: "0" } } }
+      })
+      const build = config.processes["build:solo"]!
+      assert.strictEqual(build.env!.PATH, process.env.PATH ?? "/fallback")
+      assert.strictEqual(build.env!.CI, "1")
+      assert.strictEqual(build.cache, "always")
+      assert.deepStrictEqual(build.inputs!.slice(0, 1), ["shared.txt"])
+      const test = config.processes["test:solo"]!
+      assert.match(test.env!.PATH!, /node_modules\/\.bin/)
+      assert.strictEqual(test.env!.CI, "0")
+      assert.isUndefined(config.defaults)
+    }))
+
   it.scoped("the run memo's text is the same from kiln.json's JSON (the no-op check) as from the decoded config", () =>
     Effect.gen(function*() {
       const config = { tasks: TWO_TASKS.tasks, $schema: "x.json", processes: { z: { argv: ["true"] } } }
@@ -372,6 +389,13 @@ describe("tasks", () => {
         npmWs,
         { tasks: { build: { outputs: ["../dist/"] } } },
         "kiln.json: tasks.build.outputs[0]: \"../dist/\" must be a relative path inside the working directory"
+      ],
+      [
+        "a task's passEnv variable unset, without a default (ResolvedConfig, reported at the task)",
+        npmWs,
+        { tasks: { build: { passEnv: ["KILN_TEST_SURELY_UNSET"] } } },
+        "kiln.json: tasks.build.passEnv[0]: \"KILN_TEST_SURELY_UNSET\" is not set in kiln's environment: set it, or " +
+        "give a default (\"KILN_TEST_SURELY_UNSET=value\")"
       ],
       [
         "a workspaces glob that matches nothing",

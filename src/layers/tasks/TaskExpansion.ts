@@ -6,32 +6,31 @@
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import { check, type Config, InvalidConfig } from "../../domain/Config.js"
+import * as ResolvedConfig from "../../domain/ResolvedConfig.js"
 import * as Tasks from "./Tasks.js"
 
 /**
- * The config with its tasks written out, checked, and where each inferred process comes from; a config without tasks
- * is checked and given back as it is.
+ * The config with its tasks written out, its defaults and passed variables resolved (`ResolvedConfig.ts`, `passEnv`
+ * values from `host`, kiln's environment), checked, and where each inferred process comes from; a config without
+ * tasks is resolved, checked and given back.
  */
 export const expand = (
   workspace: string,
   file: string,
-  config: Config
+  config: Config,
+  host: Readonly<Record<string, string | undefined>> = process.env
 ): Effect.Effect<Tasks.Expanded, InvalidConfig> =>
   Effect.suspend(() => {
-    if (config.tasks === undefined) {
-      return Either.match(check(file, config), {
-        onLeft: Effect.fail,
-        onRight: (checked) => Effect.succeed({ config: checked, origins: {} })
-      })
-    }
-    const expanded = Tasks.expandAt(workspace, file, config)
+    const expanded = config.tasks === undefined ? { config, origins: {} } : Tasks.expandAt(workspace, file, config)
     if (Tasks.isProblem(expanded)) return Effect.fail(new InvalidConfig(expanded))
     const declaredAt = (name: string): ReadonlyArray<PropertyKey> => {
       const origin = expanded.origins[name]
       return origin === undefined ? ["processes", name] : ["tasks", origin.key]
     }
-    return Either.match(check(file, expanded.config, declaredAt), {
+    const resolved = ResolvedConfig.resolve(file, expanded.config, host, declaredAt)
+    if (ResolvedConfig.isProblem(resolved)) return Effect.fail(new InvalidConfig(resolved))
+    return Either.match(check(file, resolved, declaredAt), {
       onLeft: Effect.fail,
-      onRight: () => Effect.succeed(expanded)
+      onRight: (checked) => Effect.succeed({ config: checked, origins: expanded.origins })
     })
   })

@@ -13,6 +13,7 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as GraphOrder from "../../domain/GraphOrder.js"
+import * as ResolvedConfig from "../../domain/ResolvedConfig.js"
 import * as RunMemo from "../../layers/engine/RunMemo.js"
 import * as Layout from "../../layers/store/Layout.js"
 import * as Tasks from "../../layers/tasks/Tasks.js"
@@ -22,6 +23,9 @@ import { type OptionSpec } from "../common/optionSpec.js"
 import { RUN_OPTIONS } from "./optionTable.js"
 
 const CONFIG_HANDOVER = Symbol.for("kiln.configHandover")
+
+/** The fields that make a config's processes other than its text says (`ResolvedConfig.ts`). */
+const PASSING = ["\"defaults\"", "\"passEnv\"", "\"passThroughEnv\""]
 
 /**
  * The config file as the check read it, when its bytes are those a run of this build validated (the memo's hash):
@@ -145,18 +149,29 @@ const check = (
   }
   // A config with tasks is remembered by the processes they gave (see `runDirect.loadConfig`): they are given again
   // from the workspace as it is now, and compared.
+  // So is one with defaults or variables to pass: resolved here as a run resolves it, a passEnv value that changed is
+  // a config that changed (a pass-through one is not: only its name is in the config).
   let expanded: Tasks.Expanded["config"] | undefined
-  if (text.includes("\"tasks\"")) {
-    const raw: unknown = JSON.parse(text)
-    if (Tasks.declares(raw)) {
-      const found = Tasks.expandAt(workspace, path.basename(configFile), raw)
+  if (text.includes("\"tasks\"") || PASSING.some((field) => text.includes(field))) {
+    const raw = JSON.parse(text) as Tasks.ConfigInput
+    const declares = Tasks.declares(raw)
+    if (declares || ResolvedConfig.needsResolving(raw)) {
+      const found: Tasks.Expanded | Tasks.Problem = declares
+        ? Tasks.expandAt(workspace, path.basename(configFile), raw)
+        : { config: raw as Tasks.Expanded["config"], origins: {} }
       if (Tasks.isProblem(found)) return new Falls(`${found.file}: ${found.path}: ${found.detail}`, false)
-      expanded = found.config
+      const declaredAt = (name: string): ReadonlyArray<PropertyKey> => {
+        const origin = found.origins[name]
+        return origin === undefined ? ["processes", name] : ["tasks", origin.key]
+      }
+      const resolved = ResolvedConfig.resolve(path.basename(configFile), found.config, env, declaredAt)
+      if (ResolvedConfig.isProblem(resolved)) return new Falls(`${resolved.path}: ${resolved.detail}`, false)
+      expanded = resolved as Tasks.Expanded["config"]
       text = Tasks.canonicalText(expanded)
     }
   }
   if (!RunMemo.configHolds(memo, text)) {
-    return new Falls(`${path.basename(configFile)}${expanded !== undefined ? "'s tasks" : ""} changed`, true)
+    return new Falls(`${path.basename(configFile)}${expanded !== undefined ? "'s processes" : ""} changed`, true)
   }
   const json = (expanded ?? JSON.parse(text)) as {
     processes: Record<string, ProcessJson>

@@ -13,6 +13,7 @@ import * as path from "node:path"
 import { InvalidConfig, isPlainConfig, parse as parseConfig } from "../../domain/Config.js"
 import type { Config } from "../../domain/Config.js"
 import * as GraphOrder from "../../domain/GraphOrder.js"
+import * as ResolvedConfig from "../../domain/ResolvedConfig.js"
 import * as Engine from "../../layers/engine/Engine.js"
 import * as RunMemo from "../../layers/engine/RunMemo.js"
 import * as RemoteCache from "../../layers/remote/RemoteCache.js"
@@ -50,11 +51,11 @@ export const loadConfig = (file: string) =>
     return Either.match(parseConfig(path.basename(file), text), {
       onLeft: Effect.fail,
       onRight: (config) =>
-        config.tasks === undefined
+        config.tasks === undefined && !ResolvedConfig.needsResolving(config)
           ? Effect.succeed({ config, hash: RunMemo.hashOf(text), text })
           : Effect.map(TaskExpansion.expand(path.dirname(file), path.basename(file), config), (expanded) => {
-            // The memo remembers the processes the tasks gave, not kiln.json's text: a new script, package or
-            // dependency changes them without changing kiln.json.
+            // The memo remembers the processes the tasks gave and the values passed, not kiln.json's text: a new
+            // script, package or dependency changes them without changing kiln.json, and so does a passEnv value.
             const canonical = Tasks.canonicalText(expanded.config)
             return { config: expanded.config, hash: RunMemo.hashOf(canonical), text: canonical }
           })

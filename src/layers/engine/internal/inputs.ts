@@ -197,7 +197,11 @@ export const processOf = (
     platform: { ...defaults.platform, ...pc.platform },
     outputSymlinks: pc.outputSymlinks ?? "contained",
     ...(pinnedAt !== undefined ? { execRoot: pinnedAt } : {}),
-    remote: pc.remote ?? true
+    ...(pc.passThroughEnv !== undefined && pc.passThroughEnv.length > 0
+      ? { passThroughEnv: pc.passThroughEnv }
+      : {}),
+    // A pass-through variable's value would be uploaded with the command: such a process runs here.
+    remote: (pc.remote ?? true) && (pc.passThroughEnv ?? []).length === 0
   }, true)
 }
 

@@ -39,6 +39,14 @@ export const run = (
         detail: "the engine runs processes: expand the tasks first (TaskExpansion.expand)"
       })
     }
+    if (config.defaults !== undefined || Object.values(config.processes).some((pc) => pc.passEnv !== undefined)) {
+      // A library caller's config as parsed: its processes would run without what the defaults or passEnv give.
+      return yield* new InvalidConfig({
+        file: options.configName ?? "kiln.json",
+        path: config.defaults !== undefined ? "defaults" : "processes",
+        detail: "the engine runs processes: resolve the defaults and passEnv first (TaskExpansion.expand)"
+      })
+    }
     const workspace = path.resolve(options.workspace)
     const depsOf = (name: string) => config.processes[name]!.deps ?? []
     const names = GraphOrder.closure(depsOf, options.targets ?? Object.keys(config.processes))

@@ -11,6 +11,7 @@ import * as FiberId from "effect/FiberId"
 import * as Queue from "effect/Queue"
 import * as Digest from "../../../domain/Digest.js"
 import type { Process, ProcessResult } from "../../../domain/Process.js"
+import * as ResolvedConfig from "../../../domain/ResolvedConfig.js"
 import type { NoProducer } from "../../../domain/RunErrors.js"
 import type { ProcessFailure, ProcessReport } from "../Engine.js"
 import { execute, type Executed } from "./execute.js"
@@ -45,6 +46,9 @@ const reproduce = (state: RunState, p: Process) =>
     `--input ${Digest.format(p.inputDigest)}`,
     ...(p.workingDirectory !== "" ? [`--working-directory ${quote(p.workingDirectory)}`] : []),
     ...Object.entries(p.env).map(([k, v]) => `--env ${quote(`${k}=${v}`)}`),
+    // A pass-through variable by reference, never its value: the shell that re-runs it puts in its own.
+    ...p.passThroughEnv.map((entry) => ResolvedConfig.entryOf(entry).name).filter((k) => /^[A-Za-z_]\w*$/.test(k))
+      .map((k) => `--env "${k}=$${k}"`),
     "--cache never --",
     ...p.argv.map(quote)
   ].join(" ")

@@ -12,12 +12,14 @@ import * as Option from "effect/Option"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { CHROOT } from "../../../domain/Process.js"
+import * as ResolvedConfig from "../../../domain/ResolvedConfig.js"
 import { SandboxError } from "../../../domain/Sandbox.js"
 import { ioError } from "../../../os/IoError.js"
 import * as MountNamespace from "../../../os/MountNamespace.js"
 import type * as Sandboxes from "../../sandbox/Sandboxes.js"
 import * as LinkedInputs from "../../store/LinkedInputs.js"
 import type * as Store from "../../store/Store.js"
+import { HostEnv } from "../HostEnv.js"
 import type { LocalRun } from "./localRun.js"
 import type { Filled, Opened } from "./localSandbox.js"
 import * as ProcessGroup from "./processGroup.js"
@@ -159,12 +161,25 @@ export const commandOf = (run: LocalRun, opened: Opened, filled: Filled, guard: 
     const recorded = made === undefined
       ? command
       : MountNamespace.wrap(made.mode, made.mounts, command, env, made.pinned)
+    // The kept sandbox's record has the rest, never a pass-through value: only the spawned process gets those.
     yield* sandbox.setCommand({ argv: recorded, env, workingDirectory: proc.workingDirectory })
     return {
       argv: command,
-      env,
+      env: yield* withPassedThrough(env, proc.passThroughEnv),
       namespace: made === undefined ? undefined : MountNamespace.toWire(made)
     } satisfies Command
+  })
+
+/** `env` and the pass-through variables' values, from kiln's environment (else their defaults) as it is now. */
+const withPassedThrough = (env: Record<string, string>, entries: ReadonlyArray<string>) =>
+  entries.length === 0 ? Effect.succeed(env) : Effect.map(HostEnv, (host) => {
+    const passed: Record<string, string> = { ...env }
+    for (const entry of entries) {
+      const value = ResolvedConfig.valueOf(entry, host)
+      // Unset since the config was loaded (a library caller's environment): the process runs without it.
+      if (value !== undefined) passed[ResolvedConfig.entryOf(entry).name] = value
+    }
+    return passed
   })
 
 /** @internal */

@@ -352,6 +352,10 @@ const scriptOf = (ctx: Context, task: string, p: Package): string => {
   return around.length === 1 ? script : around.map((s) => `(\n${s}\n)`).join(" && ")
 }
 
+/** Whether the task names PATH among the variables it takes from kiln's environment. */
+const passesPath = (tc: TaskConfig) =>
+  [...(tc.passEnv ?? []), ...(tc.passThroughEnv ?? [])].some((entry) => entry === "PATH" || entry.startsWith("PATH="))
+
 /** The process task `task` gives package `p`, or the first problem with the task. */
 const processOf = (ctx: Context, task: string, p: Package, key: string, tc: TaskConfig): ProcessConfig | Problem => {
   const found = depsOf(ctx, task, p, key, tc)
@@ -365,7 +369,8 @@ const processOf = (ctx: Context, task: string, p: Package, key: string, tc: Task
     inputs: inputsOf(ctx, p, tc, found.built),
     ...(found.deps.length > 0 ? { deps: found.deps } : {}),
     ...(outputs.length > 0 ? { outputs } : {}),
-    env: { PATH: pathOf(ctx, dir), ...tc.env },
+    // A task that passes its PATH from kiln's environment has that one instead.
+    env: passesPath(tc) ? { ...tc.env } : { PATH: pathOf(ctx, dir), ...tc.env },
     ...(dir !== "" ? { workingDirectory: dir } : {})
   }
   if (tc.timeout !== undefined) pc.timeout = tc.timeout
@@ -374,6 +379,8 @@ const processOf = (ctx: Context, task: string, p: Package, key: string, tc: Task
     pc.namedCaches = Object.fromEntries(Object.entries(tc.namedCaches).map(([k, v]) => [k, under(dir, v)]))
   }
   if (tc.platform !== undefined) pc.platform = tc.platform
+  if (tc.passEnv !== undefined) pc.passEnv = tc.passEnv
+  if (tc.passThroughEnv !== undefined) pc.passThroughEnv = tc.passThroughEnv
   if (tc.remote !== undefined) pc.remote = tc.remote
   if (tc.outputSymlinks !== undefined) pc.outputSymlinks = tc.outputSymlinks
   if (tc.writableInputs !== undefined) pc.writableInputs = tc.writableInputs.map((w) => under(dir, w))

@@ -1,0 +1,221 @@
+/**
+ * kiln.json's `defaults`, `passEnv` and `passThroughEnv` resolved into the processes a run has: every process given
+ * the defaults under its own fields, and each `passEnv` variable's value taken from kiln's environment into its `env`,
+ * where it is hashed into the action key like any literal. `passThroughEnv` keeps only the names (with their
+ * defaults): the values are read when the process is spawned (`runner/HostEnv.ts`), so they never reach the config a
+ * run memo keeps, the action, a run record or anything uploaded.
+ *
+ * Plain code without Effect, by design: the no-op check (`programs/kiln/noop.ts`) resolves too, before it loads
+ * anything, so that a `passEnv` value that changed is a config that changed.
+ *
+ * @since 0.1.0
+ */
+
+/** A process's fields this resolves (the rest is carried as it is). */
+interface EnvFields {
+  readonly env?: Readonly<Record<string, string>> | undefined
+  readonly passEnv?: ReadonlyArray<string> | undefined
+  readonly passThroughEnv?: ReadonlyArray<string> | undefined
+  readonly inputs?: ReadonlyArray<string> | undefined
+  readonly timeout?: string | undefined
+  readonly cache?: string | undefined
+}
+
+/**
+ * A config as this reads it: decoded, or JSON as the no-op check parsed it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ConfigInput {
+  readonly defaults?: EnvFields | undefined
+  readonly processes?: Readonly<Record<string, EnvFields & { readonly [field: string]: unknown }>> | undefined
+}
+
+/**
+ * Where the config is wrong: the file, the field (`processes.build.passEnv[0]`) and what is wrong.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Problem {
+  readonly file: string
+  readonly path: string
+  readonly detail: string
+}
+
+/**
+ * A `passEnv` or `passThroughEnv` entry: `NAME`, or `NAME=default` (the value when kiln's environment has no `NAME`).
+ *
+ * @since 0.1.0
+ * @category parsing
+ */
+export const entryOf = (entry: string): { readonly name: string; readonly fallback: string | undefined } => {
+  const eq = entry.indexOf("=")
+  return eq === -1 ? { name: entry, fallback: undefined } : { name: entry.slice(0, eq), fallback: entry.slice(eq + 1) }
+}
+
+/**
+ * A pass-through entry's value now: kiln's environment's, else its default. The engine has checked at load time
+ * that one of them is there; undefined if the variable was unset since.
+ *
+ * @since 0.1.0
+ * @category parsing
+ */
+export const valueOf = (entry: string, host: Readonly<Record<string, string | undefined>>): string | undefined => {
+  const { fallback, name } = entryOf(entry)
+  return host[name] ?? fallback
+}
+
+/**
+ * Whether `config` has anything to resolve: `defaults`, or a process with `passEnv` or `passThroughEnv`.
+ *
+ * @since 0.1.0
+ * @category resolving
+ */
+export const needsResolving = (config: ConfigInput): boolean =>
+  config.defaults !== undefined ||
+  Object.values(config.processes ?? {}).some((pc) => pc.passEnv !== undefined || pc.passThroughEnv !== undefined)
+
+const CONTROLS = /[\u0000-\u001f\u007f-\u009f]/g
+const quoted = (s: string) =>
+  JSON.stringify(s).replace(CONTROLS, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)
+
+/** A field's path as kiln.json's errors write it (as `Config.ts` does). */
+const pathText = (path: ReadonlyArray<PropertyKey>) =>
+  path.map((p, i) =>
+    typeof p === "number"
+      ? `[${p}]`
+      : /^[A-Za-z_$][\w$]*$/.test(String(p))
+      ? `${i === 0 ? "" : "."}${String(p)}`
+      : `[${quoted(String(p))}]`
+  ).join("")
+
+/** What is wrong with an entry's name or default, if anything. */
+const entryProblem = (entry: string): string | undefined => {
+  const { fallback, name } = entryOf(entry)
+  if (name === "" || name.includes("\u0000")) {
+    return `${quoted(name)} is not a variable name: it must be non-empty, without = or NUL`
+  }
+  if (fallback?.includes("\u0000")) return "holds a NUL byte, which no variable's value can"
+  return undefined
+}
+
+interface Merged {
+  readonly env: Map<string, string>
+  /** Pass-through entries by name. */
+  readonly through: Map<string, string>
+}
+
+type Level = readonly [at: ReadonlyArray<PropertyKey>, fields: EnvFields]
+
+/**
+ * Merges one level's env fields (the defaults', then a process's own) over what is there: a variable a level names
+ * takes the place of what an earlier one said of it, whatever the kind.
+ */
+const mergeLevel = (
+  merged: Merged,
+  [at, fields]: Level,
+  host: Readonly<Record<string, string | undefined>>
+): { at: ReadonlyArray<PropertyKey>; detail: string } | undefined => {
+  const named = new Map<string, string>()
+  const claim = (name: string, field: string, where: ReadonlyArray<PropertyKey>) => {
+    const other = named.get(name)
+    if (other !== undefined) {
+      return { at: where, detail: `${quoted(name)} is in ${other} too: a variable is given one way` }
+    }
+    named.set(name, field)
+    return undefined
+  }
+  for (const [k, v] of Object.entries(fields.env ?? {})) {
+    claim(k, "env", [...at, "env", k])
+    merged.env.set(k, v)
+    merged.through.delete(k)
+  }
+  for (const [i, entry] of (fields.passEnv ?? []).entries()) {
+    const where = [...at, "passEnv", i]
+    const bad = entryProblem(entry)
+    if (bad !== undefined) return { at: where, detail: bad }
+    const { fallback, name } = entryOf(entry)
+    const twice = claim(name, "passEnv", where)
+    if (twice !== undefined) return twice
+    const value = host[name] ?? fallback
+    if (value === undefined) return { at: where, detail: unsetDetail(name) }
+    merged.env.set(name, value)
+    merged.through.delete(name)
+  }
+  for (const [i, entry] of (fields.passThroughEnv ?? []).entries()) {
+    const where = [...at, "passThroughEnv", i]
+    const bad = entryProblem(entry)
+    if (bad !== undefined) return { at: where, detail: bad }
+    const { fallback, name } = entryOf(entry)
+    const twice = claim(name, "passThroughEnv", where)
+    if (twice !== undefined) return twice
+    if (host[name] === undefined && fallback === undefined) return { at: where, detail: unsetDetail(name) }
+    merged.through.set(name, entry)
+    merged.env.delete(name)
+  }
+  return undefined
+}
+
+const unsetDetail = (name: string) =>
+  `${quoted(name)} is not set in kiln's environment: set it, or give a default (${quoted(`${name}=value`)})`
+
+/**
+ * The config with its defaults applied to every process and its `passEnv` values taken from `host` (kiln's
+ * environment), or the first problem: an entry that is not a variable, a variable given two ways at one level, a
+ * variable listed but unset without a default. Merge order: the defaults, then the process's own (its `env`, `timeout`
+ * and `cache` win; `inputs` are added to the defaults'). `declaredAt` says where the file declares a process (a
+ * process a task gave is reported at the task). A config with nothing to resolve is given back as it is.
+ *
+ * @since 0.1.0
+ * @category resolving
+ */
+export const resolve = <C extends ConfigInput>(
+  file: string,
+  config: C,
+  host: Readonly<Record<string, string | undefined>>,
+  declaredAt: (name: string) => ReadonlyArray<PropertyKey> = (name) => ["processes", name]
+): C | Problem => {
+  if (!needsResolving(config)) return config
+  const { defaults, ...rest } = config
+  if (defaults !== undefined) {
+    // Once on their own, so that a problem with them is one even in a config of no processes.
+    const problem = mergeLevel({ env: new Map(), through: new Map() }, [["defaults"], defaults], host)
+    if (problem !== undefined) return { file, path: pathText(problem.at), detail: problem.detail }
+  }
+  const processes: Record<string, object> = {}
+  for (const [name, pc] of Object.entries(config.processes ?? {})) {
+    const merged: Merged = { env: new Map(), through: new Map() }
+    const levels: Array<Level> = [...(defaults !== undefined ? [[["defaults"], defaults] as const] : []), [
+      declaredAt(name),
+      pc
+    ]]
+    for (const level of levels) {
+      const problem = mergeLevel(merged, level, host)
+      if (problem !== undefined) return { file, path: pathText(problem.at), detail: problem.detail }
+    }
+    const { passEnv: _passEnv, passThroughEnv: _passThroughEnv, ...own } = pc
+    const inputs = [...(defaults?.inputs ?? []), ...(pc.inputs ?? [])]
+    const timeout = pc.timeout ?? defaults?.timeout
+    const cache = pc.cache ?? defaults?.cache
+    processes[name] = {
+      ...own,
+      ...(merged.env.size > 0 || pc.env !== undefined ? { env: Object.fromEntries(merged.env) } : {}),
+      ...(merged.through.size > 0 ? { passThroughEnv: [...merged.through.values()] } : {}),
+      ...(inputs.length > 0 || pc.inputs !== undefined ? { inputs } : {}),
+      ...(timeout !== undefined ? { timeout } : {}),
+      ...(cache !== undefined ? { cache } : {})
+    }
+  }
+  return { ...rest, processes } as unknown as C
+}
+
+/**
+ * Whether `u` is a {@link Problem}.
+ *
+ * @since 0.1.0
+ * @category resolving
+ */
+export const isProblem = (u: unknown): u is Problem =>
+  typeof u === "object" && u !== null && "detail" in u && "file" in u && "path" in u
