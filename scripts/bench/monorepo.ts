@@ -231,7 +231,7 @@ const benchRepo = async (r: Repo, scenarios: ReadonlyArray<Scenario>) => {
   const tools = installTools([r])
   const kilnRoot = copyOf(p, "kiln", r)
   const turboRoot = copyOf(p, "turbo", r)
-  const ws = readWorkspace(kilnRoot, r.exclude)
+  const ws = readWorkspace(kilnRoot, r.scope)
   const config = kilnConfigOf(ws, { scripts: ["build", "test"], buildOutputs: r.buildOutputs })
   fs.writeFileSync(path.join(kilnRoot, "kiln.json"), JSON.stringify(config, null, 1))
   const taskCount = Object.keys(config.processes as object).length
@@ -245,7 +245,7 @@ const benchRepo = async (r: Repo, scenarios: ReadonlyArray<Scenario>) => {
     leafTasks,
     live: [
       kilnSession(tmp, ws, r, kilnRoot, taskCount),
-      turboSession(tmp, tools, readWorkspace(turboRoot, r.exclude), r, turboRoot, taskCount)
+      turboSession(tmp, tools, readWorkspace(turboRoot, r.scope), r, turboRoot, taskCount)
     ]
   }
   const opened = [...b.live]

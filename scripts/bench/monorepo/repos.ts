@@ -14,6 +14,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { argValue, progress, rm } from "../report.js"
+import type { Scope } from "./workspace.js"
 
 export interface Repo {
   /** `--only` takes it. */
@@ -25,8 +26,8 @@ export interface Repo {
   readonly pnpm?: string
   /** The Turborepo the repository pins (react-email), or today's when it has none. */
   readonly turbo: string
-  /** Package directories whose tasks do not run (their reason in {@link Repo.why}). */
-  readonly exclude: ReadonlyArray<string>
+  /** The package directories whose tasks run (globs), and those among them left out (why: {@link Repo.why}). */
+  readonly scope: Scope
   readonly buildOutputs: ReadonlyArray<string>
   /** A source file of a package nothing depends on: its build and test alone re-run. */
   readonly leafFile: string
@@ -53,11 +54,12 @@ export const REPOS: ReadonlyArray<Repo> = [
     manager: "pnpm",
     pnpm: "8.14.1",
     turbo: "1.11.3",
-    exclude: ["packages/react-email", "packages/create-email"],
+    scope: { include: ["packages/*"], exclude: ["packages/react-email", "packages/create-email"] },
     buildOutputs: ["dist/"],
     leafFile: "packages/text/src/index.ts",
     rootFile: "packages/render/src/index.ts",
-    why: "pnpm 8 workspace with its own Turborepo 1.11 (turbo.json `pipeline`); 20 packages in scope, each built by " +
+    why:
+      "pnpm 8 workspace with its own Turborepo 1.11 (turbo.json `pipeline`); 20 packages of its `packages/` in scope (not its Next.js apps), each built by " +
       "tsup (esm + cjs + `--dts`; tailwind by `tsc && vite build`), 17 of them tested by vitest 0.34 (happy-dom); " +
       "`@react-email/render` is a dependency of 19 of them, and `@react-email/components` depends on all. Left out: " +
       "`packages/react-email` (the preview CLI: its build bundles a Next.js app and its export test builds one) and " +
@@ -77,7 +79,7 @@ export const REPOS: ReadonlyArray<Repo> = [
     commit: "76d64c822f5125032f89eb71dbdb94e42b434821",
     manager: "npm",
     turbo: "2.11.11",
-    exclude: [],
+    scope: { exclude: [] },
     buildOutputs: ["dist/"],
     leafFile: "src/memory/index.ts",
     rootFile: "tsconfig.json",

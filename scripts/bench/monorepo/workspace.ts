@@ -63,8 +63,15 @@ interface PackageJson {
   readonly peerDependencies?: Record<string, string>
 }
 
-/** Reads the workspace at `root`; `exclude` names package directories whose tasks do not run. */
-export const readWorkspace = (root: string, exclude: ReadonlyArray<string>): Workspace => {
+export interface Scope {
+  /** Globs of the package directories whose tasks run (`packages/*`); default every workspace package. */
+  readonly include?: ReadonlyArray<string>
+  /** Package directories among those whose tasks do not run. */
+  readonly exclude: ReadonlyArray<string>
+}
+
+/** Reads the workspace at `root`, its packages in `scope`. */
+export const readWorkspace = (root: string, scope: Scope): Workspace => {
   const dirs = [...new Set(workspaceGlobs(root).flatMap((g) => expand(root, g)))]
   const raw = dirs.map((dir) => ({
     dir,
@@ -83,7 +90,12 @@ export const readWorkspace = (root: string, exclude: ReadonlyArray<string>): Wor
       )
     ].sort()
   }))
-  return { root, all, inScope: all.filter((p) => !exclude.includes(p.dir)) }
+  const included = scope.include === undefined ? undefined : new Set(scope.include.flatMap((g) => expand(root, g)))
+  return {
+    root,
+    all,
+    inScope: all.filter((p) => (included === undefined || included.has(p.dir)) && !scope.exclude.includes(p.dir))
+  }
 }
 
 /** Every workspace package `p` depends on, directly or not. */
