@@ -37,7 +37,7 @@ import {
   type ToolName,
   turboSession
 } from "./monorepo/tools.js"
-import { readWorkspace, type Workspace } from "./monorepo/workspace.js"
+import { readWorkspace, transitiveDeps, type Workspace } from "./monorepo/workspace.js"
 import { ensureTime } from "./peers/proc.js"
 import {
   cli,
@@ -120,7 +120,7 @@ interface Bench {
   readonly r: Repo
   readonly ws: Workspace
   readonly taskCount: number
-  /** The tasks of the leaf's package: what a leaf edit must re-run. */
+  /** The tasks of the leaf's package and of its dependents: what a leaf edit must re-run. */
   readonly leafTasks: number
   readonly live: Array<Session>
 }
@@ -235,8 +235,10 @@ const benchRepo = async (r: Repo, scenarios: ReadonlyArray<Scenario>) => {
   const config = kilnConfigOf(ws, { scripts: ["build", "test"], buildOutputs: r.buildOutputs })
   fs.writeFileSync(path.join(kilnRoot, "kiln.json"), JSON.stringify(config, null, 1))
   const taskCount = Object.keys(config.processes as object).length
+  // The leaf's package and every package in scope that depends on it: what its edit re-runs in both tools.
   const leafPkg = ws.inScope.find((x) => r.leafFile.startsWith(`${x.dir}/`))
-  const leafTasks = ["build", "test"].filter((s) => leafPkg?.scripts[s] !== undefined).length
+  const rerun = ws.inScope.filter((x) => x === leafPkg || transitiveDeps(ws, x).includes(leafPkg!))
+  const leafTasks = rerun.flatMap((x) => ["build", "test"].filter((s) => x.scripts[s] !== undefined)).length
   note(r, `${ws.inScope.length} packages in scope, ${taskCount} tasks (build and test scripts)`)
   const b: Bench = {
     r,

@@ -19,7 +19,8 @@ const fmt = (ms: number) => `${(ms / 1000).toFixed(2)} s`
 
 /** The trace's phases summed over every process, and how many processes ran or came from a cache. */
 export const traceSummary = (file: string): Array<string> => {
-  const events = JSON.parse(fs.readFileSync(file, "utf8")) as ReadonlyArray<TraceEvent>
+  const events = (JSON.parse(fs.readFileSync(file, "utf8")) as { readonly traceEvents: ReadonlyArray<TraceEvent> })
+    .traceEvents
   const processes = events.filter((e) => e.cat === "process")
   const sources = new Map<string, number>()
   for (const p of processes) sources.set(p.args?.source ?? "?", (sources.get(p.args?.source ?? "?") ?? 0) + 1)

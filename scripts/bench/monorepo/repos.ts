@@ -56,6 +56,7 @@ export const REPOS: ReadonlyArray<Repo> = [
     turbo: "1.11.3",
     scope: { include: ["packages/*"], exclude: ["packages/react-email", "packages/create-email"] },
     buildOutputs: ["dist/"],
+    // A leaf component: only @react-email/components (a bundle of them all) depends on it.
     leafFile: "packages/text/src/index.ts",
     rootFile: "packages/render/src/index.ts",
     why:
