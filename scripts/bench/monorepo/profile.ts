@@ -4,6 +4,7 @@
  * kiln process (`node --cpu-prof`), its self time by function and by where the code lives.
  */
 import * as fs from "node:fs"
+import { SourceMap } from "node:module"
 import * as path from "node:path"
 
 interface TraceEvent {
@@ -43,8 +44,36 @@ export const traceSummary = (file: string): Array<string> => {
 
 interface ProfileNode {
   readonly id: number
-  readonly callFrame: { readonly functionName: string; readonly url: string; readonly lineNumber: number }
+  readonly callFrame: {
+    readonly functionName: string
+    readonly url: string
+    readonly lineNumber: number
+    readonly columnNumber: number
+  }
   readonly hitCount?: number
+}
+
+/** The bundle's source maps, by the bundle's URL (`dist/kiln.cjs.map` beside it), when they are there. */
+const maps = new Map<string, SourceMap | undefined>()
+const mapOf = (url: string): SourceMap | undefined => {
+  if (!maps.has(url)) {
+    const file = `${url.replace(/^file:\/\//, "")}.map`
+    maps.set(url, fs.existsSync(file) ? new SourceMap(JSON.parse(fs.readFileSync(file, "utf8"))) : undefined)
+  }
+  return maps.get(url)
+}
+
+/** A frame's name: the bundle's minified ones mapped back to their source file and line through its map. */
+const frameName = (f: ProfileNode["callFrame"]): string => {
+  const fn = f.functionName || "(anonymous)"
+  if (f.url === "") return fn
+  const found = /kiln\.cjs$/.test(f.url) ? mapOf(f.url)?.findEntry(f.lineNumber, f.columnNumber) : undefined
+  const entry = found as { originalSource?: string; originalLine?: number; name?: string } | undefined
+  if (entry?.originalSource !== undefined && entry.originalLine !== undefined) {
+    const src = entry.originalSource.replace(/^.*?\/(src|node_modules)\//, "$1/")
+    return `${entry.name ?? fn} ${src}:${entry.originalLine + 1}`
+  }
+  return `${fn} ${path.basename(f.url)}:${f.lineNumber + 1}`
 }
 
 interface CpuProfile {
@@ -78,9 +107,7 @@ export const cpuSummary = (file: string, n = 12): Array<string> => {
   const places = new Map<string, number>()
   for (const [id, ms] of self) {
     const f = byId.get(id)!.callFrame
-    const name = `${f.functionName || "(anonymous)"} ${
-      f.url === "" ? "" : `${path.basename(f.url)}:${f.lineNumber + 1}`
-    }`
+    const name = frameName(f)
     fns.set(name, (fns.get(name) ?? 0) + ms)
     const place = placeOf(f.url, f.functionName)
     places.set(place, (places.get(place) ?? 0) + ms)
