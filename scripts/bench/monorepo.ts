@@ -125,11 +125,14 @@ interface Bench {
   readonly live: Array<Session>
 }
 
-/** New contents for an edited file, different for every `n`: a TypeScript export, or whitespace in JSON. */
+/**
+ * New contents for an edited file, different for every `n`: a TypeScript export named after the file (a package that
+ * re-exports two edited ones, as `export *`, must not see one name twice), or whitespace in JSON.
+ */
 const edited = (original: string, file: string, n: number) =>
   file.endsWith(".json")
     ? `${original.trimEnd()}\n${" ".repeat(n)}\n`
-    : `${original.trimEnd()}\nexport const kilnBenchEdit${n} = ${n};\n`
+    : `${original.trimEnd()}\nexport const kilnBenchEdit_${file.replace(/\W/g, "_")}_${n} = ${n};\n`
 
 const originals = new Map<string, string>()
 const edit = (s: Session, rel: string, n: number) => {
