@@ -19,6 +19,7 @@ const programs = [
   "bench/trees",
   "bench/remote",
   "bench/peers",
+  "bench/monorepo",
   "chaos/chaos"
 ]
 
