@@ -42,16 +42,32 @@ export interface Candidate {
 
 /**
  * Every file and symlink of its inputs was seen: an input nobody observed would go unchecked. A directory taken whole
- * (`node_modules/`) was seen path by path by the walk that took it, and its listing with it.
+ * (`node_modules/`) was seen path by path by the walk that took it, and its listing with it: its paths are neither
+ * collected nor looked up here, so that a tree shared by every process costs nothing per process (issue #36: a
+ * restore of 39 processes over a 52k-path tree spent a third of its time making relative paths and sets of them).
  */
 const complete = (workspace: string, c: Candidate): boolean => {
   if (c.carried !== undefined) return true
   if (c.deps === undefined) return false
+  const wholeAbs = underAny(c.wholes.map((w) => w.abs))
+  const wholeRel = underAny(c.wholes.map((w) => RunMemo.relativeTo(workspace, w.abs)))
   const seen = new Set<string>()
   for (const s of c.inputs) {
-    if (s.kind !== "a") seen.add(RunMemo.relativeTo(workspace, s.abs) + (s.kind === "d" ? "/" : ""))
+    if (s.kind === "a" || wholeAbs(s.abs)) continue
+    seen.add(RunMemo.relativeTo(workspace, s.abs) + (s.kind === "d" ? "/" : ""))
   }
-  return Object.keys(c.files).every((f) => seen.has(f))
+  for (const f in c.files) if (!wholeRel(f) && !seen.has(f)) return false
+  return true
+}
+
+/** Whether a path is one of `dirs` or under one (none: never). */
+const underAny = (dirs: ReadonlyArray<string>): (p: string) => boolean => {
+  if (dirs.length === 0) return () => false
+  const prefixes = dirs.map((d) => `${d}/`)
+  return (p) => {
+    for (let i = 0; i < dirs.length; i++) if (p === dirs[i] || p.startsWith(prefixes[i]!)) return true
+    return false
+  }
 }
 
 /** A candidate's input observations, those under a directory taken whole replaced by a reference to its group. */
@@ -62,10 +78,11 @@ const groupedInputs = (
   rel: (abs: string) => string
 ): Array<RunMemo.Obs> => {
   if (c.wholes.length === 0) return c.inputs.map(obsOf)
-  const under = c.wholes.map((w) => `${w.abs}/`)
-  const own = c.inputs.filter((s) => !c.wholes.some((w, i) => s.abs === w.abs || s.abs.startsWith(under[i]!)))
+  const whole = underAny(c.wholes.map((w) => w.abs))
+  const own: Array<RunMemo.Obs> = []
+  for (const s of c.inputs) if (!whole(s.abs)) own.push(obsOf(s))
   const refs = c.wholes.map((w): RunMemo.Obs => [`${rel(w.abs)}/`, RunMemo.GROUP, groupOf(w)])
-  return [...own.map(obsOf), ...refs]
+  return [...own, ...refs]
 }
 
 const unique = (obs: Array<RunMemo.Obs>): Array<RunMemo.Obs> => {
@@ -101,7 +118,6 @@ export const record = (o: {
       if (!ok) debug?.(c.name, "not every input file was seen")
       return ok
     })
-    const seenOf = (c: Candidate) => [...c.inputs, ...c.outputs]
     // Racy when seen: changed within a tick of the run's start or during the run. Such an observation must still
     // hold now, content included, or a change made during the run after it was seen would be vouched for. One whose
     // tick has passed by now is then safe as a plain stat (a later change moves it); one still inside its tick is
@@ -112,8 +128,23 @@ export const record = (o: {
       !racy(s)
         ? RunMemo.confirm(s)
         : !(s.kind === "f" && s.size > RACY_CONTENT_MAX_BYTES) && RunMemo.confirm(s, false)
+    const unsettledAt = (s: RunMemo.Seen) => s.kind !== "a" && RunMemo.isRacy(s, o.startedNs) && !holdsNow(s)
+    // A directory taken whole is looked at once, however many processes took it.
+    const wholeUnsettled = new Map<ReadonlyArray<RunMemo.Seen>, RunMemo.Seen | undefined>()
+    const unsettledOf = (c: Candidate): RunMemo.Seen | undefined => {
+      const whole = underAny(c.wholes.map((w) => w.abs))
+      for (const s of c.inputs) if (!whole(s.abs) && unsettledAt(s)) return s
+      const output = c.outputs.find(unsettledAt)
+      if (output !== undefined) return output
+      for (const w of c.wholes) {
+        if (!wholeUnsettled.has(w.observations)) wholeUnsettled.set(w.observations, w.observations.find(unsettledAt))
+        const found = wholeUnsettled.get(w.observations)
+        if (found !== undefined) return found
+      }
+      return undefined
+    }
     const settled = candidates.filter((c) => {
-      const unsettled = seenOf(c).find((s) => s.kind !== "a" && RunMemo.isRacy(s, o.startedNs) && !holdsNow(s))
+      const unsettled = unsettledOf(c)
       if (unsettled !== undefined) {
         debug?.(c.name, `${path.relative(o.workspace, unsettled.abs) || "."} changed while it ran, or is large`)
       }
