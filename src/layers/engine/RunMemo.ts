@@ -26,10 +26,11 @@ import { sha256Hex } from "../../os/LazyCrypto.js"
 import * as RawStat from "../../os/RawStat.js"
 import * as Generation from "../store/Generation.js"
 import * as Layout from "../store/Layout.js"
+import * as Shims from "../store/Shims.js"
 import { namesOf, type SnapshotObservation, type Stat } from "../store/SnapshotObservation.js"
 
 /** Bump when what a memo means changes. */
-export const FORMAT = 8
+export const FORMAT = 9
 
 /** Something a walk read, with the evidence of what it found: a file's hash, a symlink's target, a listing. */
 export type Seen = SnapshotObservation
@@ -359,11 +360,21 @@ export const relativeTo = (workspace: string, abs: string): string => {
 }
 
 /** Whether the content at `abs` is still what the evidence says. */
-const contentIs = (abs: string, kind: string, evidence: string): boolean => {
+/**
+ * The bytes a snapshot of `workspace` takes for the file at `abs`, whose hash its evidence is: a `.bin` shim as the
+ * sandbox reads it (see `Shims.ts`). Without the workspace, the bytes on disk (a shim then does not hold: checked
+ * again on the next run).
+ */
+const storedOf = (workspace: string | undefined, abs: string): Buffer => {
+  const bytes = fs.readFileSync(abs)
+  return workspace === undefined ? bytes : Shims.asStored(workspace, abs, bytes)
+}
+
+const contentIs = (abs: string, kind: string, evidence: string, workspace?: string): boolean => {
   try {
     switch (kind) {
       case "f":
-        return hashOf(fs.readFileSync(abs)) === evidence
+        return hashOf(storedOf(workspace, abs)) === evidence
       case "l":
         return fs.readlinkSync(abs) === evidence
       case "d":
@@ -397,15 +408,15 @@ const statIs = (o: Obs): boolean =>
 export const holds = (workspace: string, o: Obs): boolean => {
   const there = statOf(workspace, o)
   if (o[1] === "a") return !there
-  return there && statIs(o) && (o.length < 9 || contentIs(`${workspace}/${o[0]}`, o[1], String(o[8])))
+  return there && statIs(o) && (o.length < 9 || contentIs(`${workspace}/${o[0]}`, o[1], String(o[8]), workspace))
 }
 
 /** Whether the content at `abs` is still what a group's evidence says (see {@link GROUP}). */
-const groupContentIs = (abs: string, kind: string, evidence: string): boolean => {
+const groupContentIs = (workspace: string, abs: string, kind: string, evidence: string): boolean => {
   try {
     switch (kind) {
       case "f":
-        return st.size <= REREAD_MAX_BYTES && hashOf(fs.readFileSync(abs)).startsWith(evidence)
+        return st.size <= REREAD_MAX_BYTES && hashOf(storedOf(workspace, abs)).startsWith(evidence)
       case "l":
         return fs.readlinkSync(abs) === evidence
       case "d":
@@ -428,7 +439,7 @@ const groupHolds = (memo: Checked, workspace: string, o: Obs): boolean => {
   if (statIs(o) && o.length < 10) return true
   // The kind and the executable bits are in the tree: those must not have changed whatever the content.
   if (st.mode !== o[4] || (memo[REREAD] = (memo[REREAD] ?? 0) + 1) > REREAD_AT_MOST) return false
-  return groupContentIs(`${workspace}/${o[0]}`, o[1], String(o[8]))
+  return groupContentIs(workspace, `${workspace}/${o[0]}`, o[1], String(o[8]))
 }
 
 /** The names of a listing, as evidence (the store's, which its snapshots record). */
