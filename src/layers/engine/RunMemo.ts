@@ -359,22 +359,12 @@ export const relativeTo = (workspace: string, abs: string): string => {
   return path.relative(workspace, abs)
 }
 
-/** Whether the content at `abs` is still what the evidence says. */
-/**
- * The bytes a snapshot of `workspace` takes for the file at `abs`, whose hash its evidence is: a `.bin` shim as the
- * sandbox reads it (see `Shims.ts`). Without the workspace, the bytes on disk (a shim then does not hold: checked
- * again on the next run).
- */
-const storedOf = (workspace: string | undefined, abs: string): Buffer => {
-  const bytes = fs.readFileSync(abs)
-  return workspace === undefined ? bytes : Shims.asStored(workspace, abs, bytes)
-}
-
+/** Whether the content at `abs` is still what the evidence says (a file's: as `Shims.readStored` takes it). */
 const contentIs = (abs: string, kind: string, evidence: string, workspace?: string): boolean => {
   try {
     switch (kind) {
       case "f":
-        return hashOf(storedOf(workspace, abs)) === evidence
+        return hashOf(Shims.readStored(workspace, abs)) === evidence
       case "l":
         return fs.readlinkSync(abs) === evidence
       case "d":
@@ -416,7 +406,7 @@ const groupContentIs = (workspace: string, abs: string, kind: string, evidence: 
   try {
     switch (kind) {
       case "f":
-        return st.size <= REREAD_MAX_BYTES && hashOf(storedOf(workspace, abs)).startsWith(evidence)
+        return st.size <= REREAD_MAX_BYTES && hashOf(Shims.readStored(workspace, abs)).startsWith(evidence)
       case "l":
         return fs.readlinkSync(abs) === evidence
       case "d":

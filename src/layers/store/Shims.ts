@@ -99,3 +99,14 @@ export const asStored = (root: string, abs: string, bytes: Buffer): Buffer => {
   if (rel.startsWith("..") || path.isAbsolute(rel) || !isShimPath(rel.split(path.sep).join("/"))) return bytes
   return normalize(bytes, rootsOf(root)) ?? bytes
 }
+
+/**
+ * The bytes the store takes for the file at `abs` in the workspace `root` (see {@link asStored}), read from disk; with
+ * no root, its bytes as they are.
+ *
+ * @since 0.1.0
+ */
+export const readStored = (root: string | undefined, abs: string): Buffer => {
+  const bytes = fs.readFileSync(abs)
+  return root === undefined ? bytes : asStored(root, abs, bytes)
+}
