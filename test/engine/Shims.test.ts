@@ -4,7 +4,7 @@
  * into its own sandbox, whether `node_modules` is mounted from the workspace (its `.bin` directories mounted from the
  * store over it) or written from the store. npm's `.bin` entries, symlinks, are what they are.
  *
- * The installs use the caches of `RealTrees.test.ts` (pnpm and `is-odd` from the npm registry the first time on a
+ * The installs (pnpm 9 and 10, and npm) use the caches of `RealTrees.test.ts` (pnpm and `is-odd` from the npm registry the first time on a
  * machine); the command is a workspace package's own bin.
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -43,13 +43,13 @@ const workspace = (manager: "pnpm" | "npm") => ({
   }
 })
 
-const pnpmInstall = (ws: string) =>
+const pnpmInstall = (ws: string, version: string) =>
   sh("npm", [
     "exec",
     "--yes",
     "--cache",
     path.join(caches, "npm"),
-    "pnpm@10",
+    `pnpm@${version}`,
     "--",
     "install",
     "--prefer-offline",
@@ -95,11 +95,11 @@ const runOn = (root: string, ws: string, processes: Record<string, unknown>, min
     )
 
 /** A checkout at `ws` (under `root`, with its own store), installed. */
-const checkout = (root: string, ws: string, manager: "pnpm" | "npm") =>
+const checkout = (root: string, ws: string, manager: "pnpm" | "npm", pnpm = "10") =>
   Effect.gen(function*() {
     writeTree(ws, workspace(manager))
     fs.mkdirSync(path.join(root, "sandboxes"), { recursive: true })
-    const install = yield* (manager === "pnpm" ? pnpmInstall(ws) : npmInstall(ws))
+    const install = yield* (manager === "pnpm" ? pnpmInstall(ws, pnpm) : npmInstall(ws))
     assert.strictEqual(install.code, 0, install.both)
     settleTimes(ws)
   })
@@ -108,64 +108,74 @@ const checkout = (root: string, ws: string, manager: "pnpm" | "npm") =>
 const saidIn = (ws: string) => fs.readFileSync(path.join(ws, "packages/a/out.txt"), "utf8").split("\n")
 
 describe("shims", () => {
-  it.scopedLive(
-    "two checkouts of a pnpm workspace at different paths share keys, and a shim's NODE_PATH is in its sandbox",
-    () =>
-      Effect.gen(function*() {
-        const rootOne = yield* tempDir("kiln-shims-one-")
-        const rootTwo = yield* tempDir("kiln-shims-two-")
-        const one = path.join(rootOne, "ws")
-        const two = path.join(rootTwo, "elsewhere", "checkout-two")
-        yield* checkout(rootOne, one, "pnpm")
-        yield* checkout(rootTwo, two, "pnpm")
-        // As pnpm writes it: the checkout's own path.
-        const shim = fs.readFileSync(path.join(one, "packages/a/node_modules/.bin/tool"), "utf8")
-        assert.include(shim, `${fs.realpathSync(one)}/node_modules/.pnpm/node_modules`)
-        const processes = processesFor("pnpm")
-        // One mounts its node_modules from the workspace, the other writes them from the store.
-        const ranOne = yield* runOn(rootOne, one, processes, 2)
-        const ranTwo = yield* runOn(rootTwo, two, processes, 1_000_000)
-        assert.strictEqual(ranOne.failed, 0, JSON.stringify(ranOne.processes))
-        assert.strictEqual(ranTwo.failed, 0, JSON.stringify(ranTwo.processes))
-        assert.strictEqual(ranOne.processes[0]!.actionDigest, ranTwo.processes[0]!.actionDigest)
-        const pinned = ProcessRunner.execRoot() !== undefined
-        for (const ws of [one, two]) {
-          const [nodePath, isNumber] = saidIn(ws)
-          assert.strictEqual(nodePath, "/mnt/node_modules/.pnpm/node_modules", ws)
-          // Found through NODE_PATH, in the sandbox: where there is no /mnt, not at all (rather than in the workspace).
-          if (pinned) {
-            assert.match(isNumber!, /^\/mnt\/node_modules\/\.pnpm\/is-number@[^/]+\/node_modules\/is-number\//)
-          } else assert.strictEqual(isNumber, "no is-number")
-        }
-        // The workspace's shims are as pnpm wrote them.
-        assert.strictEqual(fs.readFileSync(path.join(one, "packages/a/node_modules/.bin/tool"), "utf8"), shim)
+  for (const pnpm of ["9", "10"]) {
+    it.scopedLive(
+      `two checkouts of a pnpm ${pnpm} workspace at different paths share keys, and a shim's NODE_PATH is in its sandbox`,
+      () =>
+        Effect.gen(function*() {
+          const rootOne = yield* tempDir("kiln-shims-one-")
+          const rootTwo = yield* tempDir("kiln-shims-two-")
+          const one = path.join(rootOne, "ws")
+          const two = path.join(rootTwo, "elsewhere", "checkout-two")
+          yield* checkout(rootOne, one, "pnpm", pnpm)
+          yield* checkout(rootTwo, two, "pnpm", pnpm)
+          // As pnpm writes it: the checkout's own path.
+          const shim = fs.readFileSync(path.join(one, "packages/a/node_modules/.bin/tool"), "utf8")
+          assert.include(shim, `${fs.realpathSync(one)}/node_modules/.pnpm/node_modules`)
+          const processes = processesFor("pnpm")
+          // One mounts its node_modules from the workspace, the other writes them from the store.
+          const ranOne = yield* runOn(rootOne, one, processes, 2)
+          const ranTwo = yield* runOn(rootTwo, two, processes, 1_000_000)
+          assert.strictEqual(ranOne.failed, 0, JSON.stringify(ranOne.processes))
+          assert.strictEqual(ranTwo.failed, 0, JSON.stringify(ranTwo.processes))
+          assert.strictEqual(ranOne.processes[0]!.actionDigest, ranTwo.processes[0]!.actionDigest)
+          const pinned = ProcessRunner.execRoot() !== undefined
+          for (const ws of [one, two]) {
+            const [nodePath, isNumber] = saidIn(ws)
+            assert.strictEqual(
+              nodePath,
+              // pnpm 9 lists the node_modules Node's own lookup goes through too, as they are at /mnt.
+              pnpm === "9"
+                ? "/mnt/packages/tool/node_modules:/mnt/packages/node_modules:/mnt/node_modules:/node_modules:" +
+                  "/mnt/node_modules/.pnpm/node_modules"
+                : "/mnt/node_modules/.pnpm/node_modules",
+              ws
+            )
+            // Found through NODE_PATH, in the sandbox: where there is no /mnt, not at all (rather than in the workspace).
+            if (pinned) {
+              assert.match(isNumber!, /^\/mnt\/node_modules\/\.pnpm\/is-number@[^/]+\/node_modules\/is-number\//)
+            } else assert.strictEqual(isNumber, "no is-number")
+          }
+          // The workspace's shims are as pnpm wrote them.
+          assert.strictEqual(fs.readFileSync(path.join(one, "packages/a/node_modules/.bin/tool"), "utf8"), shim)
 
-        // Nothing changed: the run memo's no-op, and, without it, a session that reads no file.
-        const again = yield* runOn(rootOne, one, processes, 2)
-        assert.strictEqual(again.cacheHits, 1)
-        assert.deepStrictEqual(again.processes[0]!.timings, REMEMBERED_TIMINGS)
-        const hashed: Array<string> = []
-        const progress: HashProgress = { hashed: (rel) => hashed.push(rel), settled: () => {} }
-        yield* Effect.scoped(Effect.gen(function*() {
-          const store = yield* Store.make({ root: path.join(rootOne, "store") })
-          const session = yield* store.snapshotSession(one, { progress })
-          const taken = yield* store.snapshotMany(one, [
-            { globs: processes.a.inputs },
-            { globs: ["node_modules/**/.bin/*", "packages/a/node_modules/.bin/*"] }
-          ], session)
-          assert.isTrue(taken.every(Either.isRight))
-        }))
-        assert.deepStrictEqual(hashed, [])
+          // Nothing changed: the run memo's no-op, and, without it, a session that reads no file.
+          const again = yield* runOn(rootOne, one, processes, 2)
+          assert.strictEqual(again.cacheHits, 1)
+          assert.deepStrictEqual(again.processes[0]!.timings, REMEMBERED_TIMINGS)
+          const hashed: Array<string> = []
+          const progress: HashProgress = { hashed: (rel) => hashed.push(rel), settled: () => {} }
+          yield* Effect.scoped(Effect.gen(function*() {
+            const store = yield* Store.make({ root: path.join(rootOne, "store") })
+            const session = yield* store.snapshotSession(one, { progress })
+            const taken = yield* store.snapshotMany(one, [
+              { globs: processes.a.inputs },
+              { globs: ["node_modules/**/.bin/*", "packages/a/node_modules/.bin/*"] }
+            ], session)
+            assert.isTrue(taken.every(Either.isRight))
+          }))
+          assert.deepStrictEqual(hashed, [])
 
-        // A no-op install: the same keys, every process a hit.
-        const noop = yield* pnpmInstall(one)
-        assert.strictEqual(noop.code, 0, noop.both)
-        const afterInstall = yield* runOn(rootOne, one, processes, 2)
-        assert.strictEqual(afterInstall.cacheHits, 1, JSON.stringify(afterInstall.processes))
-        assert.deepStrictEqual(afterInstall.processes[0]!.timings, REMEMBERED_TIMINGS)
-      }),
-    300_000
-  )
+          // A no-op install: the same keys, every process a hit.
+          const noop = yield* pnpmInstall(one, pnpm)
+          assert.strictEqual(noop.code, 0, noop.both)
+          const afterInstall = yield* runOn(rootOne, one, processes, 2)
+          assert.strictEqual(afterInstall.cacheHits, 1, JSON.stringify(afterInstall.processes))
+          assert.deepStrictEqual(afterInstall.processes[0]!.timings, REMEMBERED_TIMINGS)
+        }),
+      300_000
+    )
+  }
 
   it.scopedLive("npm's .bin entries are symlinks, taken as they are", () =>
     Effect.gen(function*() {

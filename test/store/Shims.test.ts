@@ -51,7 +51,7 @@ describe("shims", () => {
   })
 
   it("a script naming the root is taken at /mnt; one that does not, a non-script or a large one is not", () => {
-    const roots = ["/home/u/p/"]
+    const roots = Shims.rootsFrom(["/home/u/p"])
     assert.strictEqual(
       Shims.normalize(Buffer.from("#!/bin/sh\nexport NODE_PATH=\"/home/u/p/a:/home/u/p/b\"\n"), roots)?.toString(),
       "#!/bin/sh\nexport NODE_PATH=\"/mnt/a:/mnt/b\"\n"
@@ -61,6 +61,27 @@ describe("shims", () => {
     assert.isUndefined(Shims.normalize(Buffer.from("#!/bin/sh\n/home/u/pp/x\n"), roots))
     assert.isUndefined(Shims.normalize(Buffer.from("echo /home/u/p/x\n"), roots))
     assert.isUndefined(Shims.normalize(Buffer.from(`#!/bin/sh\n/home/u/p/\n${"#".repeat(Shims.MAX_BYTES)}`), roots))
+    // pnpm 9 lists the node_modules of every directory above the workspace too: those but `/`'s are not at /mnt.
+    const nine = (list: string) => Buffer.from(`#!/bin/sh\nexport NODE_PATH="${list}"\n`)
+    assert.deepStrictEqual(
+      Shims.normalize(
+        nine(
+          "/home/u/p/a/node_modules:/home/u/p/node_modules:/home/u/node_modules:/home/node_modules:/node_modules:" +
+            "/home/u/p/node_modules/.pnpm/node_modules:$NODE_PATH"
+        ),
+        roots
+      ),
+      nine("/mnt/a/node_modules:/mnt/node_modules:/node_modules:/mnt/node_modules/.pnpm/node_modules:$NODE_PATH")
+    )
+    assert.deepStrictEqual(
+      Shims.normalize(nine("/home/u/node_modules:/home/u/p/x:/home/node_modules"), roots),
+      nine("/mnt/x")
+    )
+    // Another directory's node_modules, or one above named otherwise, stays.
+    assert.deepStrictEqual(
+      Shims.normalize(nine("/home/u/p/x:/home/v/node_modules:/home/u/node_modules/y:/home/u/node_modulesz"), roots),
+      nine("/mnt/x:/home/v/node_modules:/home/u/node_modules/y:/home/u/node_modulesz")
+    )
     // Bytes that are not UTF-8 stay as they were.
     const odd = Buffer.concat([
       Buffer.from("#!/bin/sh\n/home/u/p/x "),

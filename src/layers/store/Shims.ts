@@ -44,15 +44,52 @@ export const isShimPath = (relPath: string): boolean => {
   return relPath.endsWith("node_modules", bin) && (bin === "node_modules".length || relPath[bin - 13] === "/")
 }
 
-/** The workspace's paths a shim may hold: as resolved, and its real path when that differs (a symlinked checkout). */
-const rootsCache = new Map<string, ReadonlyArray<string>>()
-
 /**
- * The prefixes replaced in a shim under `root`: `root/` and its real path's, longest first.
+ * What a shim under a workspace may name of it: the workspace's path (as resolved, and its real path when that differs:
+ * a symlinked checkout) as `prefixes` of what is in it, each followed by `/`, longest first; and `above`, the
+ * `node_modules` of each directory above it but `/`, which pnpm 9 lists in `NODE_PATH` as Node's own lookup would go
+ * (`/home/u/node_modules:/home/node_modules:/node_modules`), and which a process at `/mnt` has none of. Each as a shim's
+ * bytes are compared: one latin1 character a byte, so that a path of any characters matches.
  *
  * @since 0.1.0
  */
-export const rootsOf = (root: string): ReadonlyArray<string> => {
+export interface Roots {
+  readonly prefixes: ReadonlyArray<string>
+  readonly above: RegExp | undefined
+}
+
+const escaped = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
+
+/**
+ * The {@link Roots} of the workspace paths `paths` (absolute, resolved), taken as they are.
+ *
+ * @since 0.1.0
+ */
+export const rootsFrom = (paths: ReadonlyArray<string>): Roots => {
+  const latin1 = (p: string) => Buffer.from(p, "utf8").toString("latin1")
+  const inside = [...new Set(paths)].filter((r) => r !== "/")
+  const ancestors = new Set<string>()
+  for (const p of inside) {
+    for (let up = path.dirname(p); up !== "/" && up !== path.dirname(up); up = path.dirname(up)) ancestors.add(up)
+  }
+  const names = [...ancestors].sort((a, b) => b.length - a.length).map((a) => escaped(latin1(a))).join("|")
+  return {
+    prefixes: inside.map((r) => latin1(`${r}/`)).sort((a, b) => b.length - a.length),
+    // An entry of a colon-separated list in quotes, with the colon that separates it from the one before or after.
+    above: names === ""
+      ? undefined
+      : new RegExp(`:(?:${names})/node_modules(?=[:"])|(?<=")(?:${names})/node_modules:`, "g")
+  }
+}
+
+const rootsCache = new Map<string, Roots>()
+
+/**
+ * The {@link Roots} of the workspace `root`: its resolved path and its real path. Remembered per path.
+ *
+ * @since 0.1.0
+ */
+export const rootsOf = (root: string): Roots => {
   const known = rootsCache.get(root)
   if (known !== undefined) return known
   const resolved = path.resolve(root)
@@ -62,10 +99,7 @@ export const rootsOf = (root: string): ReadonlyArray<string> => {
   } catch {
     // Gone: its resolved path is all a shim can name.
   }
-  // As a shim's bytes are compared: each byte one latin1 character, so that a path of any characters matches.
-  const roots = [...new Set([real, resolved])].filter((r) => r !== "/")
-    .map((r) => Buffer.from(`${r}/`, "utf8").toString("latin1"))
-    .sort((a, b) => b.length - a.length)
+  const roots = rootsFrom([real, resolved])
   if (rootsCache.size > 1000) rootsCache.clear()
   rootsCache.set(root, roots)
   return roots
@@ -73,19 +107,21 @@ export const rootsOf = (root: string): ReadonlyArray<string> => {
 
 /**
  * The bytes of a shim as the store takes them, or `undefined` when `bytes` are taken as they are: not a script
- * (`#!`), larger than {@link MAX_BYTES}, or naming none of `roots` (see {@link rootsOf}). The caller has checked the
- * path ({@link isShimPath}).
+ * (`#!`), larger than {@link MAX_BYTES}, or naming no prefix of `roots` (see {@link rootsOf}). Every prefix is then
+ * `/mnt/`, and every entry of `above` dropped from the lists it is in. The caller has checked the path
+ * ({@link isShimPath}).
  *
  * @since 0.1.0
  */
-export const normalize = (bytes: Uint8Array, roots: ReadonlyArray<string>): Buffer | undefined => {
+export const normalize = (bytes: Uint8Array, roots: Roots): Buffer | undefined => {
   if (bytes.length > MAX_BYTES || bytes.length < 2 || bytes[0] !== SHEBANG[0] || bytes[1] !== SHEBANG[1]) {
     return undefined
   }
   const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length).toString("latin1")
-  let out = text
-  for (const r of roots) out = out.split(r).join(`${EXEC_ROOT}/`)
-  return out === text ? undefined : Buffer.from(out, "latin1")
+  if (!roots.prefixes.some((r) => text.includes(r))) return undefined
+  let out = roots.above === undefined ? text : text.replace(roots.above, "")
+  for (const r of roots.prefixes) out = out.split(r).join(`${EXEC_ROOT}/`)
+  return Buffer.from(out, "latin1")
 }
 
 /**

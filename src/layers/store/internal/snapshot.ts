@@ -44,10 +44,10 @@ interface Walk {
   /** Which include globs matched a path the tree holds (`snapshotMany`'s `unmatched`). */
   readonly matched?: GlobMatches.GlobMatches | undefined
   /**
-   * A workspace's snapshot: the root's paths (see `Shims.rootsOf`), which its `.bin` shims are taken without. Absent
-   * for what a process made (its outputs are what it wrote).
+   * A workspace's snapshot: what its `.bin` shims may name of it (see `Shims.rootsOf`), which they are taken without.
+   * Absent for what a process made (its outputs are what it wrote).
    */
-  readonly shimRoots?: ReadonlyArray<string> | undefined
+  readonly shimRoots?: Shims.Roots | undefined
 }
 
 interface Batch {
