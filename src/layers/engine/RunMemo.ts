@@ -448,9 +448,9 @@ export const isRacy = (st: Pick<Stat, "mtimeNs" | "ctimeNs">, atNs: bigint): boo
  * Whether a racy observation still holds at the end of the run: the stat is unchanged and the content is still what
  * the run used (re-hashed, re-read, re-listed). With `settled`, only once its tick has passed too (a change made
  * after this look then moves the stat); without, the memo keeps its evidence and checks the content again each time
- * (see {@link GROUP}).
+ * (see {@link GROUP}). A file's content is as a snapshot of `workspace` takes it (see `Shims.readStored`).
  */
-export const confirm = (s: Seen, settled = true): boolean => {
+export const confirm = (s: Seen, settled = true, workspace?: string): boolean => {
   if (s.kind === "a") return true
   try {
     const st = fs.lstatSync(s.abs, { bigint: true })
@@ -460,7 +460,7 @@ export const confirm = (s: Seen, settled = true): boolean => {
   } catch {
     return false
   }
-  return contentIs(s.abs, s.kind, s.evidence)
+  return contentIs(s.abs, s.kind, s.evidence, workspace)
 }
 
 /**

@@ -110,8 +110,8 @@ export const record = (o: {
     const racy = (s: RunMemo.Seen) => s.kind !== "a" && RunMemo.isRacy(s, nowNs)
     const holdsNow = (s: RunMemo.Seen) =>
       !racy(s)
-        ? RunMemo.confirm(s)
-        : !(s.kind === "f" && s.size > RACY_CONTENT_MAX_BYTES) && RunMemo.confirm(s, false)
+        ? RunMemo.confirm(s, true, o.workspace)
+        : !(s.kind === "f" && s.size > RACY_CONTENT_MAX_BYTES) && RunMemo.confirm(s, false, o.workspace)
     const settled = candidates.filter((c) => {
       const unsettled = seenOf(c).find((s) => s.kind !== "a" && RunMemo.isRacy(s, o.startedNs) && !holdsNow(s))
       if (unsettled !== undefined) {
