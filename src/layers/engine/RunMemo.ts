@@ -26,10 +26,11 @@ import { sha256Hex } from "../../os/LazyCrypto.js"
 import * as RawStat from "../../os/RawStat.js"
 import * as Generation from "../store/Generation.js"
 import * as Layout from "../store/Layout.js"
+import * as Shims from "../store/Shims.js"
 import { namesOf, type SnapshotObservation, type Stat } from "../store/SnapshotObservation.js"
 
 /** Bump when what a memo means changes. */
-export const FORMAT = 8
+export const FORMAT = 9
 
 /** Something a walk read, with the evidence of what it found: a file's hash, a symlink's target, a listing. */
 export type Seen = SnapshotObservation
@@ -111,8 +112,8 @@ export interface Memo {
 export const buildId = (): string => {
   const cli = process.env.KILN_CLI
   const ns = `ns=${process.env.KILN_MOUNT_NAMESPACES ?? ""}`
+  if (cli === undefined) return `${FORMAT}:lib:${ns}`
   try {
-    if (cli === undefined) return `${FORMAT}:lib:${ns}`
     const st = fs.statSync(path.join(path.dirname(cli), "kiln.cjs"))
     return `${FORMAT}:${st.size}:${st.mtimeMs}:${ns}`
   } catch {
@@ -139,10 +140,7 @@ const nameHash = (text: string): string => {
 export const fileOf = (storeRoot: string, workspace: string): string =>
   path.join(Layout.ownedDirectory(storeRoot, "engine"), "memo", `${nameHash(path.resolve(workspace))}.json`)
 
-/**
- * The longest config text a memo keeps, in UTF-16 units (bytes, for a config in ASCII); a longer one is compared by
- * its hash, which costs less than parsing it again from the memo.
- */
+/** The longest config text a memo keeps (UTF-16 units); a longer one is compared by its hash, cheaper than a parse. */
 export const CONFIG_TEXT_MAX_LENGTH = 256 * 1024
 
 /** Whether `text` is the config a memo was written under: compared whole when the memo keeps it, else by hash. */
@@ -359,12 +357,12 @@ export const relativeTo = (workspace: string, abs: string): string => {
   return path.relative(workspace, abs)
 }
 
-/** Whether the content at `abs` is still what the evidence says. */
-const contentIs = (abs: string, kind: string, evidence: string): boolean => {
+/** Whether the content at `abs` is still what the evidence says (a file's: as `Shims.readStored` takes it). */
+const contentIs = (abs: string, kind: string, evidence: string, workspace?: string): boolean => {
   try {
     switch (kind) {
       case "f":
-        return hashOf(fs.readFileSync(abs)) === evidence
+        return hashOf(Shims.readStored(workspace, abs)) === evidence
       case "l":
         return fs.readlinkSync(abs) === evidence
       case "d":
@@ -398,15 +396,15 @@ const statIs = (o: Obs): boolean =>
 export const holds = (workspace: string, o: Obs): boolean => {
   const there = statOf(workspace, o)
   if (o[1] === "a") return !there
-  return there && statIs(o) && (o.length < 9 || contentIs(`${workspace}/${o[0]}`, o[1], String(o[8])))
+  return there && statIs(o) && (o.length < 9 || contentIs(`${workspace}/${o[0]}`, o[1], String(o[8]), workspace))
 }
 
 /** Whether the content at `abs` is still what a group's evidence says (see {@link GROUP}). */
-const groupContentIs = (abs: string, kind: string, evidence: string): boolean => {
+const groupContentIs = (workspace: string, abs: string, kind: string, evidence: string): boolean => {
   try {
     switch (kind) {
       case "f":
-        return st.size <= REREAD_MAX_BYTES && hashOf(fs.readFileSync(abs)).startsWith(evidence)
+        return st.size <= REREAD_MAX_BYTES && hashOf(Shims.readStored(workspace, abs)).startsWith(evidence)
       case "l":
         return fs.readlinkSync(abs) === evidence
       case "d":
@@ -429,7 +427,7 @@ const groupHolds = (memo: Checked, workspace: string, o: Obs): boolean => {
   if (statIs(o) && o.length < 10) return true
   // The kind and the executable bits are in the tree: those must not have changed whatever the content.
   if (st.mode !== o[4] || (memo[REREAD] = (memo[REREAD] ?? 0) + 1) > REREAD_AT_MOST) return false
-  return groupContentIs(`${workspace}/${o[0]}`, o[1], String(o[8]))
+  return groupContentIs(workspace, `${workspace}/${o[0]}`, o[1], String(o[8]))
 }
 
 /** The names of a listing, as evidence (the store's, which its snapshots record). */
@@ -448,9 +446,9 @@ export const isRacy = (st: Pick<Stat, "mtimeNs" | "ctimeNs">, atNs: bigint): boo
  * Whether a racy observation still holds at the end of the run: the stat is unchanged and the content is still what
  * the run used (re-hashed, re-read, re-listed). With `settled`, only once its tick has passed too (a change made
  * after this look then moves the stat); without, the memo keeps its evidence and checks the content again each time
- * (see {@link GROUP}).
+ * (see {@link GROUP}). A file's content is as a snapshot of `workspace` takes it (see `Shims.readStored`).
  */
-export const confirm = (s: Seen, settled = true): boolean => {
+export const confirm = (s: Seen, settled = true, workspace?: string): boolean => {
   if (s.kind === "a") return true
   try {
     const st = fs.lstatSync(s.abs, { bigint: true })
@@ -460,7 +458,7 @@ export const confirm = (s: Seen, settled = true): boolean => {
   } catch {
     return false
   }
-  return contentIs(s.abs, s.kind, s.evidence)
+  return contentIs(s.abs, s.kind, s.evidence, workspace)
 }
 
 /**

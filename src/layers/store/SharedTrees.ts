@@ -18,6 +18,7 @@ import type * as Scope from "effect/Scope"
 import type * as Digest from "../../domain/Digest.js"
 import type { StoreError } from "../../domain/StoreErrors.js"
 import * as Internal from "./internal/sharedTrees.js"
+import * as ShimDirs from "./internal/shimDirs.js"
 import { Store } from "./Store.js"
 import type * as StoreModule from "./Store.js"
 
@@ -47,6 +48,14 @@ export interface Shared {
    * that path in the input root, so that the same path under it holds this subtree.
    */
   readonly within?: string
+}
+
+/**
+ * A `.bin` directory of a tree that may hold shims (see `Shims.ts`), by its path in the tree.
+ */
+export interface ShimDir {
+  readonly path: string
+  readonly digest: Digest.Digest
 }
 
 /**
@@ -87,6 +96,15 @@ export interface Service {
    * leased while this process lives. MissingDigest when the store lacks some of its bytes.
    */
   readonly place: <E>(digest: Digest.Digest, write: Write<E>) => Effect.Effect<string, E | StoreError>
+  /**
+   * The `.bin` directories that may hold shims in the tree `digest` of a directory named `name` (a file directly in a
+   * `.bin` directly in a `node_modules`): where the tree is mounted from a workspace, whose shims name its own path,
+   * each is mounted from the store over it, as the sandbox reads them (see `Shims.ts`). Memoized by digest.
+   */
+  readonly shimDirs: (
+    digest: Digest.Digest,
+    name: string
+  ) => Effect.Effect<ReadonlyArray<ShimDir>, Digest.MissingDigest | StoreError>
 }
 
 export class SharedTrees extends Context.Tag("kiln/SharedTrees")<SharedTrees, Service>() {}
@@ -111,6 +129,7 @@ export const make = (
   Effect.gen(function*() {
     const state = Internal.make(store)
     const minFiles = options.minFiles ?? minFilesFrom()
+    const shimMemo: ShimDirs.Memo = new Map()
     yield* Effect.addFinalizer(() =>
       Effect.try(() => Internal.release(state)).pipe(
         Effect.catchAll((e) => Effect.logWarning(`could not release this process's shared trees: ${String(e.error)}`))
@@ -119,7 +138,8 @@ export const make = (
     return {
       minFiles,
       split: (root, reserved, known, anchors) => Internal.split(state, root, reserved, minFiles, known, anchors),
-      place: (digest, write) => Internal.place(state, digest, write)
+      place: (digest, write) => Internal.place(state, digest, write),
+      shimDirs: (digest, name) => ShimDirs.shimDirsOf(store, shimMemo, digest, name)
     }
   })
 

@@ -126,8 +126,8 @@ export const record = (o: {
     const racy = (s: RunMemo.Seen) => s.kind !== "a" && RunMemo.isRacy(s, nowNs)
     const holdsNow = (s: RunMemo.Seen) =>
       !racy(s)
-        ? RunMemo.confirm(s)
-        : !(s.kind === "f" && s.size > RACY_CONTENT_MAX_BYTES) && RunMemo.confirm(s, false)
+        ? RunMemo.confirm(s, true, o.workspace)
+        : !(s.kind === "f" && s.size > RACY_CONTENT_MAX_BYTES) && RunMemo.confirm(s, false, o.workspace)
     const unsettledAt = (s: RunMemo.Seen) => s.kind !== "a" && RunMemo.isRacy(s, o.startedNs) && !holdsNow(s)
     // A directory taken whole is looked at once, however many processes took it.
     const wholeUnsettled = new Map<ReadonlyArray<RunMemo.Seen>, RunMemo.Seen | undefined>()

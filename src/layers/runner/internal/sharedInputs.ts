@@ -86,7 +86,9 @@ export interface Mounts {
  * A mount at its place in `sandbox` for each shared subtree: the caller's workspace directory where it holds exactly
  * that tree (nothing is written: a cold run's tool tree costs no copy), else the store's read-only copy, made once
  * per digest by `write`. A subtree under a workspace directory the input root holds exactly (`within`: a
- * `node_modules` whose `.cache` the process may write, which is then not shared) is that directory's own too.
+ * `node_modules` whose `.cache` the process may write, which is then not shared) is that directory's own too. A
+ * workspace directory's `.bin` shims hold its absolute path where the tree holds `/mnt`'s (see `store/Shims.ts`):
+ * each `.bin` that may hold one is mounted over it from the store's copy, after it (mounts are made in order).
  *
  * @internal
  */
@@ -96,7 +98,7 @@ export const mountsOf = <E>(
   sandbox: string,
   workspace: ReadonlyArray<WorkspaceTree>,
   write: SharedTrees.Write<E>
-): Effect.Effect<Mounts, E | StoreError> =>
+): Effect.Effect<Mounts, E | Digest.MissingDigest | StoreError> =>
   Effect.gen(function*() {
     const mounts: Array<MountNamespace.Mount> = []
     const fromWorkspace: Array<WorkspaceTree> = []
@@ -108,6 +110,13 @@ export const mountsOf = <E>(
         if (!fromWorkspace.includes(holder)) fromWorkspace.push(holder)
         const under = s.path === holder.path ? [] : s.path.slice(holder.path.length + 1).split("/")
         mounts.push({ source: path.join(holder.abs, ...under), target })
+        // Its shims name the workspace's path; the tree's, as the sandbox reads them, go over them (see `Shims.ts`).
+        for (const bin of yield* shared.shimDirs(s.digest, path.posix.basename(s.path))) {
+          mounts.push({
+            source: yield* shared.place(bin.digest, write),
+            target: path.join(target, ...bin.path.split("/"))
+          })
+        }
       } else {
         mounts.push({ source: yield* shared.place(s.digest, write), target })
       }

@@ -12,6 +12,7 @@ import * as Digest from "../../../domain/Digest.js"
 import { StoreError } from "../../../domain/StoreErrors.js"
 import { describeErrno, errnoOf } from "../../../os/Errno.js"
 import { ioError } from "../../../os/IoError.js"
+import * as Shims from "../Shims.js"
 import * as Observation from "../SnapshotObservation.js"
 import type { Snapshot, SnapshotRequest } from "../Store.js"
 import * as Core from "./core.js"
@@ -42,6 +43,11 @@ interface Walk {
   readonly wholes?: Set<string>
   /** Which include globs matched a path the tree holds (`snapshotMany`'s `unmatched`). */
   readonly matched?: GlobMatches.GlobMatches | undefined
+  /**
+   * A workspace's snapshot: what its `.bin` shims may name of it (see `Shims.rootsOf`), which they are taken without.
+   * Absent for what a process made (its outputs are what it wrote).
+   */
+  readonly shimRoots?: Shims.Roots | undefined
 }
 
 interface Batch {
@@ -73,14 +79,13 @@ const readFileNode = (w: Walk, abs: string, useIndex = true): Step<FileNode | un
     } catch (e) {
       if (errnoOf(e) === "ENOENT") return undefined
     }
-    const hash = st === undefined || !st.isFile() ? undefined : StatIndex.lookup(w.index, abs, st)
-    if (st !== undefined && hash !== undefined) {
-      const digest = { hash, sizeBytes: Number(st.size) }
+    const digest = st === undefined || !st.isFile() ? undefined : StatIndex.lookupStored(w.index, abs, st)
+    if (st !== undefined && digest !== undefined) {
       // The index vouches for the bytes on disk, not for the store: a collected blob is read again.
       const present = Core.hasFileSync(w.core, digest)
       if (typeof present !== "boolean") return Effect.fail(present)
       if (present) {
-        w.observe?.push(Observation.present("f", abs, st, hash))
+        w.observe?.push(Observation.present("f", abs, st, digest.hash))
         return { digest, isExecutable: (Number(st.mode) & 0o111) !== 0 }
       }
     }
@@ -111,8 +116,16 @@ const readFileNode = (w: Walk, abs: string, useIndex = true): Step<FileNode | un
     fs.closeSync(fd)
   }
   if (w.index !== undefined) StatIndex.countHashed(w.index, abs, size)
+  // A shim is taken as it reads in the sandbox (see `Shims.ts`): recorded with the size of what was taken.
+  const raw = bytes
+  if (bytes !== undefined && w.shimRoots !== undefined && Shims.isShimPath(abs)) {
+    bytes = Shims.normalize(bytes, w.shimRoots) ?? bytes
+  }
+  const normalized = bytes !== raw
   const remember = <A extends { digest: Digest.Digest }>(r: A): A => {
-    if (w.index !== undefined && r.digest.sizeBytes === size) StatIndex.record(w.index, abs, st, r.digest.hash)
+    if (w.index !== undefined && (normalized ? raw!.length === size : r.digest.sizeBytes === size)) {
+      StatIndex.record(w.index, abs, st, r.digest.hash, normalized ? r.digest.sizeBytes : undefined)
+    }
     w.observe?.push(Observation.present("f", abs, st, r.digest.hash))
     w.read?.push([abs, r.digest])
     return r
@@ -124,7 +137,7 @@ const readFileNode = (w: Walk, abs: string, useIndex = true): Step<FileNode | un
     )
   }
   const digest = Digest.ofBytes(bytes)
-  if (digest.sizeBytes >= LargeFiles.THRESHOLD) {
+  if (!normalized && digest.sizeBytes >= LargeFiles.THRESHOLD) {
     // It grew between fstat and read: store it as the large file it now is.
     return Effect.map(
       LargeFiles.putBytes(w.core.large, digest, bytes, Date.now() + w.core.leaseTimeMs, w.core.leaseTimeMs),
@@ -357,7 +370,7 @@ export const snapshot = (
     if (!st.isDirectory()) {
       return yield* new StoreError({ reason: "Io", detail: "cannot snapshot: not a directory", path: abs })
     }
-    const w: Walk = { core, filter: filterOf(globs), index, batch: newBatch() }
+    const w: Walk = { core, filter: filterOf(globs), index, batch: newBatch(), shimRoots: Shims.rootsOf(abs) }
     const tree = Tree.node()
     yield* walkRoot(w, abs, tree)
     return yield* flushAndFinish(w, tree)
@@ -401,7 +414,16 @@ export const snapshotMany = (
     const trees = yield* Effect.forEach(requests, (_, i) => {
       const tree = Tree.node()
       const observe = observed[i] === NONE ? undefined : observed[i]
-      const w: Walk = { core, filter: filters[i], index, observe, batch, wholes: wholes[i]!, matched: matched[i] }
+      const w: Walk = {
+        core,
+        filter: filters[i],
+        index,
+        observe,
+        batch,
+        wholes: wholes[i]!,
+        matched: matched[i],
+        shimRoots: Shims.rootsOf(abs)
+      }
       return Effect.either(Effect.as(walkRoot(w, abs, tree), tree))
     })
     // Directories taken whole are the same nodes in many trees: each is encoded once (see `Tree.Known`).

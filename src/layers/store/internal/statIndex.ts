@@ -19,7 +19,20 @@ import type { HashProgress, SessionOptions, SnapshotSession } from "../SnapshotS
 import type * as Tree from "./tree.js"
 import * as WholeDirs from "./wholeDirs.js"
 
-type Entry = [dev: string, ino: string, size: number, mtimeNs: string, ctimeNs: string, mode: number, hash: string]
+/**
+ * A file's stat and the hash of what the store took for it; `storedSize` only where that is not its bytes on disk (a
+ * `.bin` shim, taken as it reads in the sandbox: see `Shims.ts`), the size of what it took.
+ */
+type Entry = [
+  dev: string,
+  ino: string,
+  size: number,
+  mtimeNs: string,
+  ctimeNs: string,
+  mode: number,
+  hash: string,
+  storedSize?: number
+]
 
 /** @internal */
 export interface Listing {
@@ -47,7 +60,7 @@ export interface StatIndex {
   /** Undefined until a lookup needs it (see UNLOADED_HASHES). */
   loaded: Loaded | undefined
   /** Hashes taken before the index was loaded: recorded if it is loaded after all, else left to the run memo. */
-  readonly unrecorded: Array<[abs: string, st: fs.BigIntStats, hash: string]>
+  readonly unrecorded: Array<[abs: string, st: fs.BigIntStats, hash: string, storedSize: number | undefined]>
   /** Lookups answered "hash it" because the index was not loaded (not a sign of a change). */
   unloadedMisses: number
   dirty: boolean
@@ -137,22 +150,27 @@ export const of = (session: SnapshotSession): StatIndex => {
   return index
 }
 
+/** 2: a `.bin` shim's hash is of what the store took for it (see `Shims.ts`), not its bytes on disk. */
+const FORMAT = 2
+
 const load = (index: StatIndex): Loaded => {
   if (index.loaded !== undefined) return index.loaded
   let savedAtNs = 0n
   const entries = new Map<string, Entry>()
   try {
     const json = JSON.parse(fs.readFileSync(index.file, "utf8")) as {
+      v?: number
       savedAtNs: string
       entries: Record<string, Entry>
     }
+    if (json.v !== FORMAT) throw new Error("an index of another format")
     savedAtNs = BigInt(json.savedAtNs)
     for (const [k, v] of Object.entries(json.entries)) entries.set(k, v)
   } catch {
     // No index yet, or a damaged one: everything is hashed and the index rebuilt.
   }
   index.loaded = { savedAtNs, entries }
-  for (const [abs, st, hash] of index.unrecorded.splice(0)) record(index, abs, st, hash)
+  for (const [abs, st, hash, storedSize] of index.unrecorded.splice(0)) record(index, abs, st, hash, storedSize)
   return index.loaded
 }
 
@@ -179,8 +197,13 @@ const key = (
 export const mayKnow = (index: StatIndex, abs: string): boolean =>
   index.loaded === undefined || index.loaded.entries.has(abs)
 
-/** The digest hash of the file at `abs` if its stat is unchanged and not racily clean, else undefined. @internal */
-export const lookup = (index: StatIndex, abs: string, st: fs.BigIntStats): string | undefined => {
+/**
+ * The digest of what the store took for the file at `abs` (its bytes, or a shim's as the sandbox reads it) if its
+ * stat is unchanged and not racily clean, else undefined.
+ *
+ * @internal
+ */
+export const lookupStored = (index: StatIndex, abs: string, st: fs.BigIntStats): Digest.Digest | undefined => {
   if (index.loaded === undefined && index.unloadedMisses < UNLOADED_HASHES) {
     index.unloadedMisses++
     return undefined
@@ -196,7 +219,19 @@ export const lookup = (index: StatIndex, abs: string, st: fs.BigIntStats): strin
     index.dirty = true
     return undefined
   }
-  return e[6]
+  return { hash: e[6], sizeBytes: e[7] ?? Number(st.size) }
+}
+
+/**
+ * The digest hash of the bytes on disk of the file at `abs` if its stat is unchanged and not racily clean, else
+ * undefined (and for a shim the store took otherwise, whose bytes on disk it did not hash).
+ *
+ * @internal
+ */
+export const lookup = (index: StatIndex, abs: string, st: fs.BigIntStats): string | undefined => {
+  const known = lookupStored(index, abs, st)
+  if (known === undefined) return undefined
+  return index.loaded?.entries.get(abs)?.[7] === undefined ? known.hash : undefined
 }
 
 /**
@@ -210,15 +245,26 @@ export const racyAt = (st: { readonly mtimeNs: bigint; readonly ctimeNs: bigint 
   return st.mtimeNs + margin >= atNs || st.ctimeNs + margin >= atNs
 }
 
-/** @internal */
-export const record = (index: StatIndex, abs: string, st: fs.BigIntStats, hash: string): void => {
+/**
+ * Records that the file at `abs` with the stat `st` was taken as `hash`: its bytes, or with `storedSize`, a shim taken
+ * as the sandbox reads it (see `Shims.ts`), of that size.
+ *
+ * @internal
+ */
+export const record = (
+  index: StatIndex,
+  abs: string,
+  st: fs.BigIntStats,
+  hash: string,
+  storedSize?: number
+): void => {
   if (index.loaded === undefined) {
-    index.unrecorded.push([abs, st, hash])
+    index.unrecorded.push([abs, st, hash, storedSize])
     return
   }
   const prev = index.loaded.entries.get(abs)
-  const next = [...key(st), hash] as Entry
-  if (prev !== undefined && prev.every((v, i) => v === next[i])) return
+  const next = (storedSize === undefined ? [...key(st), hash] : [...key(st), hash, storedSize]) as Entry
+  if (prev !== undefined && prev.length === next.length && prev.every((v, i) => v === next[i])) return
   index.loaded.entries.set(abs, next)
   index.dirty = true
 }
@@ -254,6 +300,9 @@ export const save = (index: StatIndex): void => {
   if (!index.dirty && index.loaded.savedAtNs !== 0n) return
   mkdirp(path.dirname(index.file))
   const savedAtNs = BigInt(Date.now()) * 1_000_000n
-  AtomicFile.write(index.file, JSON.stringify({ savedAtNs: String(savedAtNs), entries: Object.fromEntries(entries) }))
+  AtomicFile.write(
+    index.file,
+    JSON.stringify({ v: FORMAT, savedAtNs: String(savedAtNs), entries: Object.fromEntries(entries) })
+  )
   index.dirty = false
 }

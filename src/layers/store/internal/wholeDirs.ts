@@ -14,11 +14,13 @@ import * as AtomicFile from "../../../os/AtomicFile.js"
 import { sha256Hex } from "../../../os/LazyCrypto.js"
 import { mkdirp } from "../../../os/Mkdirp.js"
 import * as Generation from "../Generation.js"
+import * as Shims from "../Shims.js"
 import * as Observation from "../SnapshotObservation.js"
 import * as StatIndex from "./statIndex.js"
 import type * as Tree from "./tree.js"
 
-const FORMAT = 1
+/** 2: a `.bin` shim's evidence is the hash of what the store took for it (see `Shims.ts`). */
+const FORMAT = 2
 
 /** `[kind, abs, dev, ino, mode, size, mtimeNs, ctimeNs, evidence]`, the big numbers as decimal strings. */
 type Row = [string, string, string?, string?, string?, string?, string?, string?, string?]
@@ -73,14 +75,27 @@ const savedOf = (index: StatIndex.StatIndex): Saved | null => {
 const REREAD_AT_MOST = 256
 const REREAD_MAX_BYTES = 1024 * 1024
 
-/** Whether `abs`, now with the stat `st`, holds what `o` found there: the same hash, target or names. */
-const sameContent = (o: Observation.Present, abs: string, st: fs.BigIntStats): boolean => {
+/**
+ * Whether `abs`, now with the stat `st`, holds what `o` found there: the same hash (of what the store takes for it: a
+ * shim of the workspace `root` as the sandbox reads it), target or names. For a file, the size of what the store took
+ * when that is not its bytes on disk (for the index: see `StatIndex.record`), else `true`.
+ */
+const sameContent = (
+  root: string,
+  o: Observation.Present,
+  abs: string,
+  st: fs.BigIntStats
+): boolean | { readonly storedSize: number } => {
   try {
     if (o.kind === "d") {
       return st.isDirectory() && Observation.namesOf(fs.readdirSync(abs, { withFileTypes: true })) === o.evidence
     }
     if (o.kind === "l") return st.isSymbolicLink() && fs.readlinkSync(abs) === o.evidence
-    return st.isFile() && st.size <= REREAD_MAX_BYTES && sha256Hex(fs.readFileSync(abs)) === o.evidence
+    if (!st.isFile() || st.size > REREAD_MAX_BYTES) return false
+    const bytes = fs.readFileSync(abs)
+    const stored = Shims.asStored(root, abs, bytes)
+    if (sha256Hex(stored) !== o.evidence) return false
+    return stored === bytes ? true : { storedSize: stored.length }
   } catch {
     return false
   }
@@ -113,9 +128,10 @@ const refreshed = (
     } catch {
       return undefined
     }
-    if (StatIndex.racyAt(st, nowNs) || !sameContent(o, o.abs, st)) return undefined
+    const same = StatIndex.racyAt(st, nowNs) ? false : sameContent(index.workspace, o, o.abs, st)
+    if (same === false) return undefined
     // The index learns the file's new stat: a later walk does not hash it again.
-    if (o.kind === "f") StatIndex.record(index, o.abs, st, o.evidence)
+    if (o.kind === "f") StatIndex.record(index, o.abs, st, o.evidence, same === true ? undefined : same.storedSize)
     out.push(Observation.present(o.kind, o.abs, st, o.evidence))
   }
   return out
