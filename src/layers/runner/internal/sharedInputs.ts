@@ -10,6 +10,8 @@ import * as path from "node:path"
 import * as Digest from "../../../domain/Digest.js"
 import { outputSegments, type Process } from "../../../domain/Process.js"
 import type { StoreError } from "../../../domain/StoreErrors.js"
+import { ioError } from "../../../os/IoError.js"
+import { mkdirp } from "../../../os/Mkdirp.js"
 import * as MountNamespace from "../../../os/MountNamespace.js"
 import type * as SharedTrees from "../../store/SharedTrees.js"
 import type { WorkspaceTree } from "../ProcessRunner.js"
@@ -22,19 +24,26 @@ export interface Layout {
   readonly mode: MountNamespace.Mode | undefined
 }
 
-/** Where the sandbox or the process writes, relative to the sandbox root: no shared subtree may be there. */
-const reservedOf = (proc: Process): SharedTrees.Reserved => {
+/**
+ * Where the sandbox or the process writes, relative to the sandbox root: no shared subtree may be there, but a
+ * writable input may lie inside one, laid over it writable, where this machine can make overlays (`overlaid`).
+ */
+const reservedOf = (proc: Process, overlaid: boolean): SharedTrees.Reserved => {
   const wd = outputSegments(proc.workingDirectory) ?? []
   const within: Array<string> = []
   for (const out of [...proc.outputFiles, ...proc.outputDirectories]) {
     const s = outputSegments(out)
     if (s !== undefined) within.push([...wd, ...s].join("/"))
   }
-  for (const rel of [...Object.values(proc.namedCaches), ...proc.writablePaths]) {
-    const s = outputSegments(rel)
-    if (s !== undefined) within.push(s.join("/"))
+  const rootRelative = (rels: ReadonlyArray<string>) =>
+    rels.flatMap((rel) => outputSegments(rel)?.join("/") ?? []).filter((r) => r !== "")
+  const caches = rootRelative(Object.values(proc.namedCaches))
+  const writable = rootRelative(proc.writablePaths)
+  return {
+    at: [wd.join("/")].filter((r) => r !== ""),
+    within: [...within.filter((r) => r !== ""), ...caches, ...(overlaid ? [] : writable)],
+    ...(overlaid ? { writable } : {})
   }
-  return { at: [wd.join("/")].filter((r) => r !== ""), within: within.filter((r) => r !== "") }
 }
 
 /** @internal */
@@ -55,9 +64,17 @@ export const planner = (shared: SharedTrees.Service | undefined): Planner => {
         if (shared === undefined) return whole
         const known = new Map(workspace.map((w) => [w.digest.hash, w.files]))
         const anchors = new Map(workspace.map((w) => [w.path, w.digest.hash]))
-        const split = yield* shared.split(proc.inputDigest, reservedOf(proc), known, anchors)
+        let split = yield* shared.split(proc.inputDigest, reservedOf(proc, true), known, anchors)
         if (split.shared.length === 0) return whole
         const probe = MountNamespace.probe()
+        if (
+          probe.mode !== undefined && !MountNamespace.overlaysIn(probe.mode) &&
+          split.shared.some((s) => s.writable !== undefined)
+        ) {
+          // No overlays here: a tree holding a writable input is written, as it was before overlays.
+          split = yield* shared.split(proc.inputDigest, reservedOf(proc, false), known, anchors)
+          if (split.shared.length === 0) return whole
+        }
         if (probe.mode === undefined) {
           if (!warned) {
             warned = true
@@ -104,13 +121,48 @@ export const mountsOf = <E>(
       const target = path.join(sandbox, ...s.path.split("/"))
       const own = workspace.find((w) => w.path === s.path && Digest.equals(w.digest, s.digest))
       const holder = own ?? (s.within === undefined ? undefined : workspace.find((w) => w.path === s.within))
+      let source: string
       if (holder !== undefined) {
         if (!fromWorkspace.includes(holder)) fromWorkspace.push(holder)
         const under = s.path === holder.path ? [] : s.path.slice(holder.path.length + 1).split("/")
-        mounts.push({ source: path.join(holder.abs, ...under), target })
+        source = path.join(holder.abs, ...under)
       } else {
-        mounts.push({ source: yield* shared.place(s.digest, write), target })
+        source = yield* shared.place(s.digest, write)
       }
+      if (s.writable === undefined) mounts.push({ source, target })
+      else mounts.push(...(yield* overlaid(source, target, s.writable)))
     }
     return { mounts, fromWorkspace }
+  })
+
+/**
+ * Where the writes into a shared tree's writable paths go, inside the directory the tree is mounted over: hidden from
+ * the process by the mount, and removed with the sandbox.
+ */
+export const LAYER = ".kiln-layer"
+
+/**
+ * The mounts of a shared tree with writable paths laid over it: an overlay of the tree (`source`) at `target`, whose
+ * writes go to the sandbox (the directory under the mount, see {@link LAYER}); each writable path bound over itself,
+ * so that it stays writable once the overlay is sealed read-only. The tree itself, the workspace's or the store's, is
+ * never written. A writable path the tree lacks is made, an empty directory.
+ */
+const overlaid = (source: string, target: string, writable: ReadonlyArray<SharedTrees.WritablePath>) =>
+  Effect.try({
+    try: (): Array<MountNamespace.Mount> => {
+      const upper = path.join(target, LAYER, "upper")
+      const work = path.join(target, LAYER, "work")
+      mkdirp(upper)
+      mkdirp(work)
+      for (const w of writable) if (!w.file) mkdirp(path.join(upper, ...w.path.split("/")))
+      return [
+        { kind: "overlay", source: MountNamespace.overlayOptions(source, upper, work), target },
+        ...writable.map((w): MountNamespace.Mount => {
+          const at = path.join(target, ...w.path.split("/"))
+          return { kind: "rw", source: at, target: at }
+        }),
+        { kind: "seal", source: "", target }
+      ]
+    },
+    catch: ioError(target, "cannot lay writable paths over a shared tree")
   })
