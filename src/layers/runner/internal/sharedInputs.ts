@@ -6,6 +6,7 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
+import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../../../domain/Digest.js"
 import { outputSegments, type Process } from "../../../domain/Process.js"
@@ -13,6 +14,7 @@ import type { StoreError } from "../../../domain/StoreErrors.js"
 import { ioError } from "../../../os/IoError.js"
 import { mkdirp } from "../../../os/Mkdirp.js"
 import * as MountNamespace from "../../../os/MountNamespace.js"
+import { removeTree } from "../../../os/RemoveTree.js"
 import type * as SharedTrees from "../../store/SharedTrees.js"
 import type { WorkspaceTree } from "../ProcessRunner.js"
 
@@ -150,8 +152,11 @@ export const LAYER = ".kiln-layer"
 const overlaid = (source: string, target: string, writable: ReadonlyArray<SharedTrees.WritablePath>) =>
   Effect.try({
     try: (): Array<MountNamespace.Mount> => {
-      const upper = path.join(target, LAYER, "upper")
-      const work = path.join(target, LAYER, "work")
+      const layer = path.join(target, LAYER)
+      const upper = path.join(layer, "upper")
+      const work = path.join(layer, "work")
+      // A sandbox kept for another process may hold the last one's layer: its writes are not this one's.
+      if (fs.existsSync(layer)) removeTree(layer)
       mkdirp(upper)
       mkdirp(work)
       for (const w of writable) if (!w.file) mkdirp(path.join(upper, ...w.path.split("/")))
