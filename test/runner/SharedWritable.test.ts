@@ -2,7 +2,7 @@
  * Writable inputs inside a shared tree, through the whole runner stack (real sandboxer, sandboxes, spawner, mount
  * namespaces), on a workspace of its own (a `node_modules` of a few hundred files, shared from 100): the tree is
  * still mounted whole, with each writable path laid over it writable (vite's `node_modules/.vite-temp`, absent from
- * the tree; a cache that is there); nothing of the tree is copied, the workspace's tree is unchanged after, and a
+ * the tree; a cache that is there; a named cache); nothing of the tree is copied, the workspace's tree is unchanged after, and a
  * write elsewhere in it fails with the operating system's error.
  */
 import { afterAll, assert, layer } from "@effect/vitest"
@@ -153,6 +153,29 @@ layer(Layer.fresh(stack({ root, runner: { sharedTreeMinFiles: 100 } })), { timeo
           // Mounted from the workspace: the store made no tree, and the workspace's tree is as it was.
           assert.deepStrictEqual(treesIn(), trees)
           assert.deepStrictEqual(contents(abs), before)
+        })
+    )
+
+    it.effect.skipIf(mounts.mode === undefined)(
+      "a named cache inside the tree: the tree is mounted whole, the cache kept from one process to the next",
+      () =>
+        Effect.gen(function*() {
+          const runner = yield* ProcessRunner
+          const { input, modules } = yield* inputRoot
+          const cached = (script: string) =>
+            new Process({
+              ...sh(input, script, []),
+              namedCaches: { vite_cache: "node_modules/.vite" }
+            })
+          const first = yield* runner.run(cached(`echo kept > node_modules/.vite/deps.json`))
+          assert.strictEqual(first.exitCode, 0, yield* text(first.stderrDigest))
+          const second = yield* runner.run(cached(`cat node_modules/.vite/deps.json`))
+          assert.match(yield* outputText(second.outputDigest, "out.txt"), /^overlay ro[,\n][^]*kept\n$/)
+          assert.strictEqual(
+            fs.readFileSync(path.join(root, "named_caches", "vite_cache", "deps.json"), "utf8"),
+            "kept\n"
+          )
+          assert.deepStrictEqual(treesIn(), [modules.hash])
         })
     )
 

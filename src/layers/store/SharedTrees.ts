@@ -4,8 +4,8 @@
  * instead of receiving a copy of each file. A sandbox then costs O(1) in the size of the trees it shares.
  *
  * A subtree is shared when it holds at least {@link DEFAULT_MIN_FILES} files and symlinks and none of the paths the
- * process writes into (its working directory, outputs and named caches) but its writable inputs, which are laid over
- * it writable. Below that, writing the files costs about as much as the mount, and a source tree stays writable as
+ * process writes into (its working directory and outputs) but its writable inputs and named caches, which are laid
+ * over it writable. Below that, writing the files costs about as much as the mount, and a source tree stays writable as
  * tools expect.
  *
  * The directories live under `<store>/immutable/trees/`: each appears complete by a rename (several engines racing
@@ -67,12 +67,12 @@ export interface WritablePath {
 export interface Reserved {
   /** No shared subtree may hold one of these (the working directory: its parents and children may be shared). */
   readonly at: ReadonlyArray<string>
-  /** No shared subtree may hold one of these or lie inside one (outputs, named caches). */
+  /** No shared subtree may hold one of these or lie inside one (outputs). */
   readonly within: ReadonlyArray<string>
   /**
-   * Writable inputs: none may lie inside a shared subtree, but a shared subtree may hold one, laid over it writable
-   * (`Shared.writable`), where it is a file or a directory of the subtree or absent from it (not under a symlink or
-   * a file). Absent, these count as `within`.
+   * Writable inputs and named caches: none may be a shared subtree or lie inside one, but a shared subtree may hold
+   * one, laid over it writable (`Shared.writable`), where it is a file or a directory of the subtree or absent from
+   * it (not under a symlink or a file). Without this field, they are in `within`.
    */
   readonly writable?: ReadonlyArray<string>
 }

@@ -28,7 +28,8 @@ export interface Layout {
 
 /**
  * Where the sandbox or the process writes, relative to the sandbox root: no shared subtree may be there, but a
- * writable input may lie inside one, laid over it writable, where this machine can make overlays (`overlaid`).
+ * writable input or a named cache may lie inside one, laid over it writable, where this machine can make overlays
+ * (`overlaid`).
  */
 const reservedOf = (proc: Process, overlaid: boolean): SharedTrees.Reserved => {
   const wd = outputSegments(proc.workingDirectory) ?? []
@@ -39,11 +40,10 @@ const reservedOf = (proc: Process, overlaid: boolean): SharedTrees.Reserved => {
   }
   const rootRelative = (rels: ReadonlyArray<string>) =>
     rels.flatMap((rel) => outputSegments(rel)?.join("/") ?? []).filter((r) => r !== "")
-  const caches = rootRelative(Object.values(proc.namedCaches))
-  const writable = rootRelative(proc.writablePaths)
+  const writable = rootRelative([...proc.writablePaths, ...Object.values(proc.namedCaches)])
   return {
     at: [wd.join("/")].filter((r) => r !== ""),
-    within: [...within.filter((r) => r !== ""), ...caches, ...(overlaid ? [] : writable)],
+    within: [...within.filter((r) => r !== ""), ...(overlaid ? [] : writable)],
     ...(overlaid ? { writable } : {})
   }
 }
@@ -114,7 +114,9 @@ export const mountsOf = <E>(
   layout: Layout,
   sandbox: string,
   workspace: ReadonlyArray<WorkspaceTree>,
-  write: SharedTrees.Write<E>
+  write: SharedTrees.Write<E>,
+  /** The named caches' directories, by their paths in the input root. */
+  caches: ReadonlyMap<string, string> = new Map()
 ): Effect.Effect<Mounts, E | StoreError> =>
   Effect.gen(function*() {
     const mounts: Array<MountNamespace.Mount> = []
@@ -132,7 +134,13 @@ export const mountsOf = <E>(
         source = yield* shared.place(s.digest, write)
       }
       if (s.writable === undefined) mounts.push({ source, target })
-      else mounts.push(...(yield* overlaid(source, target, s.writable)))
+      else {
+        const cachesIn = new Map(s.writable.flatMap((w) => {
+          const dir = caches.get(`${s.path}/${w.path}`)
+          return dir === undefined ? [] : [[w.path, dir] as const]
+        }))
+        mounts.push(...(yield* overlaid(source, target, s.writable, cachesIn)))
+      }
     }
     return { mounts, fromWorkspace }
   })
@@ -147,9 +155,15 @@ export const LAYER = ".kiln-layer"
  * The mounts of a shared tree with writable paths laid over it: an overlay of the tree (`source`) at `target`, whose
  * writes go to the sandbox (the directory under the mount, see {@link LAYER}); each writable path bound over itself,
  * so that it stays writable once the overlay is sealed read-only. The tree itself, the workspace's or the store's, is
- * never written. A writable path the tree lacks is made, an empty directory.
+ * never written. A writable path the tree lacks is made, an empty directory; a named cache is a symlink to its
+ * directory (`caches`, by path in the tree), made here rather than by the sandbox's preparation, which the mount hides.
  */
-const overlaid = (source: string, target: string, writable: ReadonlyArray<SharedTrees.WritablePath>) =>
+const overlaid = (
+  source: string,
+  target: string,
+  writable: ReadonlyArray<SharedTrees.WritablePath>,
+  caches: ReadonlyMap<string, string>
+) =>
   Effect.try({
     try: (): Array<MountNamespace.Mount> => {
       const layer = path.join(target, LAYER)
@@ -159,10 +173,20 @@ const overlaid = (source: string, target: string, writable: ReadonlyArray<Shared
       if (fs.existsSync(layer)) removeTree(layer)
       mkdirp(upper)
       mkdirp(work)
-      for (const w of writable) if (!w.file) mkdirp(path.join(upper, ...w.path.split("/")))
+      for (const w of writable) {
+        const at = path.join(upper, ...w.path.split("/"))
+        const cache = caches.get(w.path)
+        if (cache === undefined) {
+          if (!w.file) mkdirp(at)
+          continue
+        }
+        // A named cache is a symlink out of the tree, as elsewhere in a sandbox: what it leads to is writable.
+        mkdirp(path.dirname(at))
+        fs.symlinkSync(cache, at)
+      }
       return [
         { kind: "overlay", source: MountNamespace.overlayOptions(source, upper, work), target },
-        ...writable.map((w): MountNamespace.Mount => {
+        ...writable.filter((w) => !caches.has(w.path)).map((w): MountNamespace.Mount => {
           const at = path.join(target, ...w.path.split("/"))
           return { kind: "rw", source: at, target: at }
         }),
