@@ -71,6 +71,54 @@ export const overlaysIn = (mode: Mode, release: string = os.release()): boolean 
   return major > 5 || (major === 5 && minor >= 11)
 }
 
+const overlaysProbed = new Map<string, { readonly works: boolean; readonly why: string }>()
+
+/**
+ * Whether a tree can be laid over with writable paths here (see {@link Mount}): an overlay whose writes go to `dir`'s
+ * file system (where sandboxes are, or will be), a writable path bound inside it, the rest sealed read-only. Tried once per
+ * process and directory, with a real namespace (a kernel, a security module or the file system may refuse).
+ */
+export const overlaysWork = (mode: Mode, dir: string): { readonly works: boolean; readonly why: string } => {
+  const key = `${mode}\0${dir}`
+  let probed = overlaysProbed.get(key)
+  if (probed === undefined) {
+    probed = overlaysIn(mode) ? probeOverlay(mode, dir) : { works: false, why: `Linux ${os.release()} is before 5.11` }
+    overlaysProbed.set(key, probed)
+  }
+  return probed
+}
+
+const probeOverlay = (mode: Mode, dir: string) => {
+  let scratch: string | undefined
+  try {
+    // A directory not made yet (the sandbox root, before the first sandbox) is on its parent's file system.
+    let at = dir
+    while (!fs.existsSync(at) && path.dirname(at) !== at) at = path.dirname(at)
+    scratch = fs.mkdtempSync(path.join(at, ".kiln-overlay-probe-"))
+    const lower = path.join(scratch, "lower")
+    const target = path.join(scratch, "target")
+    const upper = path.join(target, "layer", "upper")
+    const work = path.join(target, "layer", "work")
+    for (const d of [path.join(lower, "ro"), path.join(upper, "rw"), work]) fs.mkdirSync(d, { recursive: true })
+    const rw = path.join(target, "rw")
+    const r = ran(wrap(
+      mode,
+      [
+        { kind: "overlay", source: overlayOptions(lower, upper, work), target },
+        { kind: "rw", source: rw, target: rw },
+        { kind: "seal", source: "", target }
+      ],
+      [SH, "-c", `: > "$0/rw/new" && ! ( : > "$0/ro/new" ) 2>/dev/null`, target],
+      {}
+    ))
+    return r === undefined ? { works: true, why: "" } : { works: false, why: r.why }
+  } catch (e) {
+    return { works: false, why: (e as Error).message }
+  } finally {
+    if (scratch !== undefined) fs.rmSync(scratch, { recursive: true, force: true })
+  }
+}
+
 /**
  * How this process can make mounts for its children: as root, or through user namespaces; `undefined` when neither
  * works here (then shared trees are written into each sandbox, as other trees are).

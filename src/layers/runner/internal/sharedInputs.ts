@@ -57,8 +57,9 @@ export interface Planner {
 }
 
 /** @internal */
-export const planner = (shared: SharedTrees.Service | undefined): Planner => {
+export const planner = (shared: SharedTrees.Service | undefined, sandboxesRoot: string): Planner => {
   let warned = false
+  let warnedOverlays = false
   return {
     layoutOf: (proc, workspace) =>
       Effect.gen(function*() {
@@ -69,11 +70,17 @@ export const planner = (shared: SharedTrees.Service | undefined): Planner => {
         let split = yield* shared.split(proc.inputDigest, reservedOf(proc, true), known, anchors)
         if (split.shared.length === 0) return whole
         const probe = MountNamespace.probe()
-        if (
-          probe.mode !== undefined && !MountNamespace.overlaysIn(probe.mode) &&
-          split.shared.some((s) => s.writable !== undefined)
-        ) {
-          // No overlays here: a tree holding a writable input is written, as it was before overlays.
+        const overlays = probe.mode === undefined || !split.shared.some((s) => s.writable !== undefined)
+          ? undefined
+          : MountNamespace.overlaysWork(probe.mode, sandboxesRoot)
+        if (overlays !== undefined && !overlays.works) {
+          if (!warnedOverlays) {
+            warnedOverlays = true
+            yield* Effect.logWarning(
+              `a large input tree holding a writable input is written into the sandbox: this machine cannot lay ` +
+                `writable paths over a read-only tree (${overlays.why})`
+            )
+          }
           split = yield* shared.split(proc.inputDigest, reservedOf(proc, false), known, anchors)
           if (split.shared.length === 0) return whole
         }
