@@ -53,8 +53,9 @@ export class Process extends Schema.Class<Process>("kiln/Process")({
     { default: () => ({}) }
   ),
   /**
-   * Input paths (relative to the sandbox root) the process writes into: each gets a private writable copy rather
-   * than a share of a read-only tree. Not part of the action key: the bytes the process sees are the same.
+   * Input paths (relative to the sandbox root) the process writes into: each is private and writable (a writable
+   * copy, or a writable layer over a shared tree) rather than a share of a read-only tree. Not part of the action
+   * key: the bytes the process sees are the same.
    */
   writablePaths: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] }),
   /** Part of the action key (its salt): results cached under another namespace are not this process's. */

@@ -28,11 +28,95 @@ import * as os from "node:os"
 import * as path from "node:path"
 
 /**
- * A bind mount: `source` (a directory) shown read-only at `target` (an existing directory).
+ * A mount at `target` (an existing directory or file), by its kind:
+ *
+ * - `ro` (the default): `source` bound read-only.
+ * - `overlay`: an overlay file system, `source` its options (see {@link overlayOptions}). Writable until `seal`ed.
+ * - `rw`: `source` bound read-write: a path inside an overlay bound over itself stays writable once it is sealed.
+ * - `seal`: the mount at `target` made read-only (`source` unused), the mounts made under it before staying as they
+ *   are.
  */
 export interface Mount {
+  readonly kind?: MountKind
   readonly source: string
   readonly target: string
+}
+
+/** See {@link Mount}. */
+export type MountKind = "ro" | "overlay" | "rw" | "seal"
+
+const KINDS: ReadonlyArray<MountKind> = ["ro", "overlay", "rw", "seal"]
+
+/**
+ * The options of an overlay whose lower layer is `lower` and whose writes go to `upper` (with `work` its work
+ * directory, on the same file system). A comma cannot be said in them (mount(8) splits options at commas); `:` and
+ * `\` are escaped as the overlay file system reads them.
+ */
+export const overlayOptions = (lower: string, upper: string, work: string): string => {
+  const escape = (p: string) => {
+    if (p.includes(",")) throw new Error(`an overlay cannot name \`${p}\`: it holds a comma`)
+    return p.replace(/[\\:]/g, (c) => `\\${c}`)
+  }
+  return `lowerdir=${escape(lower)},upperdir=${escape(upper)},workdir=${escape(work)}`
+}
+
+const triple = (m: Mount) => [m.kind ?? "ro", m.source, m.target]
+
+/**
+ * Whether mounts made in `mode` can be overlays: as root always; in a user namespace from Linux 5.11 on.
+ */
+export const overlaysIn = (mode: Mode, release: string = os.release()): boolean => {
+  if (mode === "root") return true
+  const [major = 0, minor = 0] = release.split(/[.-]/).map((n) => Number(n))
+  return major > 5 || (major === 5 && minor >= 11)
+}
+
+const overlaysProbed = new Map<string, { readonly works: boolean; readonly why: string }>()
+
+/**
+ * Whether a tree can be laid over with writable paths here (see {@link Mount}): an overlay whose writes go to `dir`'s
+ * file system (where sandboxes are, or will be), a writable path bound inside it, the rest sealed read-only. Tried once per
+ * process and directory, with a real namespace (a kernel, a security module or the file system may refuse).
+ */
+export const overlaysWork = (mode: Mode, dir: string): { readonly works: boolean; readonly why: string } => {
+  const key = `${mode}\0${dir}`
+  let probed = overlaysProbed.get(key)
+  if (probed === undefined) {
+    probed = overlaysIn(mode) ? probeOverlay(mode, dir) : { works: false, why: `Linux ${os.release()} is before 5.11` }
+    overlaysProbed.set(key, probed)
+  }
+  return probed
+}
+
+const probeOverlay = (mode: Mode, dir: string) => {
+  let scratch: string | undefined
+  try {
+    // A directory not made yet (the sandbox root, before the first sandbox) is on its parent's file system.
+    let at = dir
+    while (!fs.existsSync(at) && path.dirname(at) !== at) at = path.dirname(at)
+    scratch = fs.mkdtempSync(path.join(at, ".kiln-overlay-probe-"))
+    const lower = path.join(scratch, "lower")
+    const target = path.join(scratch, "target")
+    const upper = path.join(target, "layer", "upper")
+    const work = path.join(target, "layer", "work")
+    for (const d of [path.join(lower, "ro"), path.join(upper, "rw"), work]) fs.mkdirSync(d, { recursive: true })
+    const rw = path.join(target, "rw")
+    const r = ran(wrap(
+      mode,
+      [
+        { kind: "overlay", source: overlayOptions(lower, upper, work), target },
+        { kind: "rw", source: rw, target: rw },
+        { kind: "seal", source: "", target }
+      ],
+      [SH, "-c", `: > "$0/rw/new" && ! ( : > "$0/ro/new" ) 2>/dev/null`, target],
+      {}
+    ))
+    return r === undefined ? { works: true, why: "" } : { works: false, why: r.why }
+  } catch (e) {
+    return { works: false, why: (e as Error).message }
+  } finally {
+    if (scratch !== undefined) fs.rmSync(scratch, { recursive: true, force: true })
+  }
 }
 
 /**
@@ -60,7 +144,7 @@ const SH = "/bin/sh"
 const firstExisting = (candidates: ReadonlyArray<string>) => candidates.find((c) => fs.existsSync(c))
 
 /**
- * The script the wrapper runs: `$1` mounts, then their `source target` pairs, then the sandbox to bind over
+ * The script the wrapper runs: `$1` mounts, then their `kind source target` triples (see {@link Mount}), then the sandbox to bind over
  * `EXEC_ROOT` and the directory to start in there (both empty: neither), then `PWD=` or `PWD=value` (dash sets `PWD`
  * in the environment it hands on; the process must see exactly its declared variables), then the command. A mount
  * (or `cd`) that fails ends it with 125 before the command starts. The sandbox is bound last, recursively, so that
@@ -70,7 +154,13 @@ const firstExisting = (candidates: ReadonlyArray<string>) => candidates.find((c)
 const script = (mount: string) =>
   [
     `n=$1; shift`,
-    `while [ "$n" -gt 0 ]; do ${mount} --bind -o ro -- "$1" "$2" || exit 125; shift 2; n=$((n - 1)); done`,
+    `while [ "$n" -gt 0 ]; do case "$1" in`,
+    `  ro) ${mount} --bind -o ro -- "$2" "$3" ;;`,
+    `  overlay) ${mount} -t overlay -o "$2" -- overlay "$3" ;;`,
+    `  rw) ${mount} --bind -- "$2" "$3" ;;`,
+    `  seal) ${mount} -o remount,bind,ro -- "$3" ;;`,
+    `  *) false ;;`,
+    `esac || exit 125; shift 3; n=$((n - 1)); done`,
     `if [ -n "$1" ]; then ${mount} --rbind -- "$1" ${EXEC_ROOT} && cd -- "$2" || exit 125; fi; shift 2`,
     `case "$1" in PWD=) unset PWD ;; *) export PWD="\${1#PWD=}" ;; esac; shift`,
     `exec "$@"`
@@ -94,7 +184,8 @@ export interface Namespace {
 
 /**
  * `namespace` as a spawn request carries it to the spawner, which makes it itself (the native one, with the system
- * calls: `native/ns.c`) or through {@link wrap} (the Node one): `[mode, sandbox, EXEC_ROOT, cwd, source, target, …]`,
+ * calls: `native/ns.c`) or through {@link wrap} (the Node one): `[mode, sandbox, EXEC_ROOT, cwd, kind, source, target,
+ * …]`,
  * the sandbox, root and cwd empty where it is not pinned.
  */
 export const toWire = (namespace: Namespace): Array<string> => [
@@ -102,14 +193,17 @@ export const toWire = (namespace: Namespace): Array<string> => [
   namespace.pinned?.sandbox ?? "",
   namespace.pinned === undefined ? "" : EXEC_ROOT,
   namespace.pinned?.cwd ?? "",
-  ...namespace.mounts.flatMap((m) => [m.source, m.target])
+  ...namespace.mounts.flatMap(triple)
 ]
 
 /** The namespace {@link toWire} wrote. */
 export const fromWire = (wire: ReadonlyArray<string>): Namespace => {
-  const [mode, sandbox, , cwd, ...pairs] = wire
+  const [mode, sandbox, , cwd, ...triples] = wire
   const mounts: Array<Mount> = []
-  for (let i = 0; i + 1 < pairs.length; i += 2) mounts.push({ source: pairs[i]!, target: pairs[i + 1]! })
+  for (let i = 0; i + 2 < triples.length; i += 3) {
+    const kind = KINDS.find((k) => k === triples[i]) ?? "ro"
+    mounts.push({ kind, source: triples[i + 1]!, target: triples[i + 2]! })
+  }
   return {
     mode: mode === "root" ? "root" : "user",
     mounts,
@@ -131,7 +225,7 @@ export const wrap = (
 ): Array<string> => {
   const tools = toolsOrThrow()
   const pwd = env.PWD === undefined ? "PWD=" : `PWD=${env.PWD}`
-  const pairs = mounts.flatMap((m) => [m.source, m.target])
+  const triples = mounts.flatMap(triple)
   const namespace = mode === "root"
     ? [tools.unshare, "--mount", "--propagation", "private"]
     : [tools.unshare, "--user", "--map-root-user", "--mount", "--propagation", "private"]
@@ -145,7 +239,7 @@ export const wrap = (
     script(tools.mount),
     "kiln-mounts",
     String(mounts.length),
-    ...pairs,
+    ...triples,
     pinned?.sandbox ?? "",
     pinned?.cwd ?? "",
     pwd,

@@ -120,6 +120,44 @@ describe("the exec root", () => {
       )
     }))
 
+  it.scopedLive(
+    "a tool making a directory in a shared tree fails with a hint naming writableInputs; declared, it runs there",
+    () =>
+      Effect.gen(function*() {
+        const tree = { "node_modules/a.txt": "a\n", "node_modules/b.txt": "b\n", "node_modules/c.txt": "c\n" }
+        const vite = (writableInputs: ReadonlyArray<string>) => ({
+          test: {
+            argv: [
+              "/bin/sh",
+              "-c",
+              "mkdir -p node_modules/.vite-temp && echo built > node_modules/.vite-temp/c.mjs && cat node_modules/.vite-temp/c.mjs node_modules/a.txt > out.txt"
+            ],
+            env: { PATH: "/usr/bin:/bin" },
+            inputs: ["node_modules/**"],
+            outputs: ["out.txt"],
+            writableInputs
+          }
+        })
+        const failing = yield* tempDir("kiln-exec-root-erofs-")
+        writeTree(path.join(failing, "ws"), tree)
+        const failed = yield* runIn(failing, vite([]), { sharedTreeMinFiles: 3 })
+        assert.strictEqual(failed.report.failed, 1)
+        const detail = failed.report.processes[0]!.detail ?? ""
+        assert.match(detail, /Read-only file system/)
+        assert.include(detail, `"writableInputs": ["node_modules/.vite-temp"]`)
+
+        const declared = yield* tempDir("kiln-exec-root-writable-")
+        writeTree(path.join(declared, "ws"), tree)
+        const { report, workspace } = yield* runIn(declared, vite(["node_modules/.vite-temp"]), {
+          sharedTreeMinFiles: 3
+        })
+        assert.strictEqual(report.failed, 0, JSON.stringify(report.processes))
+        assert.strictEqual(fs.readFileSync(path.join(workspace, "out.txt"), "utf8"), "built\na\n")
+        // Its writes were the sandbox's: the workspace's tree is as it was.
+        assert.deepStrictEqual(fs.readdirSync(path.join(workspace, "node_modules")).sort(), ["a.txt", "b.txt", "c.txt"])
+      })
+  )
+
   it.scopedLive("KILN_MOUNT_NAMESPACES=0: the process runs at its sandbox's own path, under another key", () =>
     Effect.gen(function*() {
       /** The CLI in the checkout under `root`, with its own store there, and `env`. */

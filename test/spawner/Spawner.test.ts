@@ -370,6 +370,66 @@ describe.each(programs)("the spawner ($name)", (p) => {
         })
       )
   )
+
+  it.scoped.skipIf(MountNamespace.execRoot().root === undefined)(
+    "a tree laid over with writable paths: written there (to the layer under the mount), read-only elsewhere",
+    () =>
+      withProgram(
+        p.program,
+        Effect.gen(function*() {
+          const dir = yield* tempDir()
+          const sandbox = path.join(dir, "sandbox")
+          const tree = path.join(dir, "tree")
+          const target = path.join(sandbox, "tools")
+          fs.mkdirSync(target, { recursive: true })
+          fs.mkdirSync(path.join(tree, "cache"), { recursive: true })
+          fs.writeFileSync(path.join(tree, "cache", "old.txt"), "old\n")
+          fs.writeFileSync(path.join(tree, "tool.txt"), "a tool\n")
+          const upper = path.join(target, ".layer", "upper")
+          const work = path.join(target, ".layer", "work")
+          fs.mkdirSync(path.join(upper, "made"), { recursive: true })
+          fs.mkdirSync(work)
+          const spawner = yield* Spawner.make()
+          const exited = yield* spawner.spawn({
+            argv: [
+              "/bin/sh",
+              "-c",
+              "{ cat tools/tool.txt; echo new > tools/made/new.txt && echo new > tools/cache/old.txt && " +
+              "cat tools/made/new.txt tools/cache/old.txt; ( : > tools/other ) 2>/dev/null || echo read-only; " +
+              "( mkdir tools/cache/../dir ) 2>/dev/null || echo read-only; } > out.txt"
+            ],
+            cwd: sandbox,
+            env: {},
+            stdout: path.join(dir, "out"),
+            stderr: path.join(dir, "err"),
+            namespace: MountNamespace.toWire({
+              mode: MountNamespace.probe().mode!,
+              mounts: [
+                { kind: "overlay", source: MountNamespace.overlayOptions(tree, upper, work), target },
+                { kind: "rw", source: path.join(target, "made"), target: path.join(target, "made") },
+                { kind: "rw", source: path.join(target, "cache"), target: path.join(target, "cache") },
+                { kind: "seal", source: "", target }
+              ],
+              pinned: { sandbox, cwd: MountNamespace.EXEC_ROOT }
+            })
+          }).pipe(Effect.flatMap((s) => Deferred.await(s.exited)))
+          assert.deepStrictEqual(
+            exited,
+            { code: 0, signal: null, alone: true },
+            fs.readFileSync(path.join(dir, "err"), "utf8")
+          )
+          assert.strictEqual(
+            fs.readFileSync(path.join(sandbox, "out.txt"), "utf8"),
+            "a tool\nnew\nnew\nread-only\nread-only\n"
+          )
+          // The tree is untouched; the writes are in the layer, beside nothing the process saw.
+          assert.strictEqual(fs.readFileSync(path.join(tree, "cache", "old.txt"), "utf8"), "old\n")
+          assert.deepStrictEqual(fs.readdirSync(tree).sort(), ["cache", "tool.txt"])
+          assert.strictEqual(fs.readFileSync(path.join(upper, "made", "new.txt"), "utf8"), "new\n")
+          assert.strictEqual(fs.readFileSync(path.join(upper, "cache", "old.txt"), "utf8"), "new\n")
+        })
+      )
+  )
 })
 
 describe("the spawner's program", () => {

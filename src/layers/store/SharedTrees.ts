@@ -4,8 +4,9 @@
  * instead of receiving a copy of each file. A sandbox then costs O(1) in the size of the trees it shares.
  *
  * A subtree is shared when it holds at least {@link DEFAULT_MIN_FILES} files and symlinks and none of the paths the
- * process writes into (its working directory, outputs, named caches and writable inputs). Below that, writing the
- * files costs about as much as the mount, and a source tree stays writable as tools expect.
+ * process writes into (its working directory and outputs) but its writable inputs and named caches, which are laid
+ * over it writable. Below that, writing the files costs about as much as the mount, and a source tree stays writable as
+ * tools expect.
  *
  * The directories live under `<store>/immutable/trees/`: each appears complete by a rename (several engines racing
  * to make one agree on the first), is leased like a large file and recorded as used by every live process using it,
@@ -48,6 +49,17 @@ export interface Shared {
    * that path in the input root, so that the same path under it holds this subtree.
    */
   readonly within?: string
+  /**
+   * The writable paths laid over it (see `Reserved.writable`), relative to it, shortest first: each a file in it, or
+   * a directory in it or not (then made, empty).
+   */
+  readonly writable?: ReadonlyArray<WritablePath>
+}
+
+/** A writable path inside a shared subtree: whether it is a file there (else a directory, or absent). */
+export interface WritablePath {
+  readonly path: string
+  readonly file: boolean
 }
 
 /**
@@ -64,8 +76,14 @@ export interface ShimDir {
 export interface Reserved {
   /** No shared subtree may hold one of these (the working directory: its parents and children may be shared). */
   readonly at: ReadonlyArray<string>
-  /** No shared subtree may hold one of these or lie inside one (outputs, named caches, writable inputs). */
+  /** No shared subtree may hold one of these or lie inside one (outputs). */
   readonly within: ReadonlyArray<string>
+  /**
+   * Writable inputs and named caches: none may be a shared subtree or lie inside one, but a shared subtree may hold
+   * one, laid over it writable (`Shared.writable`), where it is a file or a directory of the subtree or absent from
+   * it (not under a symlink or a file). Without this field, they are in `within`.
+   */
+  readonly writable?: ReadonlyArray<string>
 }
 
 /**

@@ -16,6 +16,7 @@ import type { NoProducer } from "../../../domain/RunErrors.js"
 import type { ProcessFailure, ProcessReport } from "../Engine.js"
 import { execute, type Executed } from "./execute.js"
 import { REMEMBERED_TIMINGS } from "./memoConsult.js"
+import { readOnlyHint } from "./readOnlyHint.js"
 import { emit, type RunState } from "./runState.js"
 
 type Outcome = "ok" | "failed"
@@ -86,6 +87,13 @@ const stderrTail = (state: RunState, result: ProcessResult) =>
       )
     )
   )
+
+/** A failed tool's stderr tail, and a hint after it where it failed writing into a read-only input tree. */
+const failedTail = (state: RunState, executed: Executed) =>
+  Effect.map(stderrTail(state, executed.result), (tail) => {
+    const hint = readOnlyHint(tail, executed.process)
+    return hint === undefined ? tail : `${tail}\n${hint}`
+  })
 
 /**
  * Writes a result's outputs back into the workspace, recording what it left there for the memo. The workspace lock is
@@ -190,7 +198,7 @@ const settle = (state: RunState, name: string, deps: ReadonlyArray<Outcome>) =>
     if (!ran && state.options.keepGoing !== true) state.stop = true
     const { detail, error, result } = ran
       ? yield* settleSuccess(state, name, attempt.right)
-      : { result: attempt.right.result, error: undefined, detail: yield* stderrTail(state, attempt.right.result) }
+      : { result: attempt.right.result, error: undefined, detail: yield* failedTail(state, attempt.right) }
     const ok = ran && detail === undefined
     yield* finish(state, {
       name,

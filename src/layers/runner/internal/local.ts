@@ -45,7 +45,7 @@ export const make = (
     sandboxes,
     spawner,
     options,
-    planner: SharedInputs.planner(options.sharedTrees),
+    planner: SharedInputs.planner(options.sharedTrees, sandboxes.root),
     linked: LinkedInputs.registry(),
     writeShared
   }

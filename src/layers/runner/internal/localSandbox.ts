@@ -36,7 +36,7 @@ const noSymlinkOn = (sandbox: string, segments: ReadonlyArray<string>, what: str
 }
 
 /** Makes the working directory, the named caches' links and the outputs' parent directories; the working directory. */
-const prepare = (sandbox: string, proc: Process, namedCachesDir: string) =>
+const prepare = (sandbox: string, proc: Process, namedCachesDir: string, inTrees: ReadonlySet<string>) =>
   Effect.try({
     try: () => {
       const wdSegments = segmentsOf(proc.workingDirectory)
@@ -56,6 +56,8 @@ const prepare = (sandbox: string, proc: Process, namedCachesDir: string) =>
         // The root private to its user when kiln makes it, as the store's (the runner checked one that exists).
         mkdirp(namedCachesDir, 0o700)
         mkdirp(target)
+        // Linked from inside its shared tree's overlay (see `SharedInputs.mountsOf`).
+        if (inTrees.has(segments.join("/"))) continue
         const link = path.join(sandbox, ...segments)
         mkdirp(path.dirname(link))
         fs.symlinkSync(target, link)
@@ -71,6 +73,17 @@ const prepare = (sandbox: string, proc: Process, namedCachesDir: string) =>
     catch: (e) =>
       new SandboxError({ reason: "Create", path: sandbox, detail: `cannot prepare the sandbox: ${describeErrno(e)}` })
   })
+
+/** The named caches' directories, by their paths in the input root. */
+const cachesOf = (proc: Process, namedCachesDir: string): Map<string, string> =>
+  new Map(
+    Object.entries(proc.namedCaches).flatMap(([name, rel]) => {
+      const segments = segmentsOf(rel)
+      return segments === undefined || segments.length === 0
+        ? []
+        : [[segments.join("/"), path.join(namedCachesDir, name)]]
+    })
+  )
 
 /**
  * The directories `prepare` makes (the valid ones: `prepare` reports the others), which a used sandbox that is
@@ -202,11 +215,17 @@ export const fill = (run: LocalRun, opened: Opened) =>
               layout,
               sandbox.path,
               run.policy.workspaceTrees ?? [],
-              writeShared
+              writeShared,
+              cachesOf(run.proc, options.namedCachesDir)
             )
           )
       )
     )
-    const cwd = yield* prepare(sandbox.path, run.proc, options.namedCachesDir)
+    const inTrees = new Set(
+      [...cachesOf(run.proc, options.namedCachesDir).keys()].filter((rel) =>
+        layout.shared.some((s) => s.writable !== undefined && rel.startsWith(`${s.path}/`))
+      )
+    )
+    const cwd = yield* prepare(sandbox.path, run.proc, options.namedCachesDir, inTrees)
     return { mounts, cwd } satisfies Filled
   })

@@ -6,11 +6,15 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
+import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../../../domain/Digest.js"
 import { outputSegments, type Process } from "../../../domain/Process.js"
 import type { StoreError } from "../../../domain/StoreErrors.js"
+import { ioError } from "../../../os/IoError.js"
+import { mkdirp } from "../../../os/Mkdirp.js"
 import * as MountNamespace from "../../../os/MountNamespace.js"
+import { removeTree } from "../../../os/RemoveTree.js"
 import type * as SharedTrees from "../../store/SharedTrees.js"
 import type { WorkspaceTree } from "../ProcessRunner.js"
 
@@ -22,19 +26,26 @@ export interface Layout {
   readonly mode: MountNamespace.Mode | undefined
 }
 
-/** Where the sandbox or the process writes, relative to the sandbox root: no shared subtree may be there. */
-const reservedOf = (proc: Process): SharedTrees.Reserved => {
+/**
+ * Where the sandbox or the process writes, relative to the sandbox root: no shared subtree may be there, but a
+ * writable input or a named cache may lie inside one, laid over it writable, where this machine can make overlays
+ * (`overlaid`).
+ */
+const reservedOf = (proc: Process, overlaid: boolean): SharedTrees.Reserved => {
   const wd = outputSegments(proc.workingDirectory) ?? []
   const within: Array<string> = []
   for (const out of [...proc.outputFiles, ...proc.outputDirectories]) {
     const s = outputSegments(out)
     if (s !== undefined) within.push([...wd, ...s].join("/"))
   }
-  for (const rel of [...Object.values(proc.namedCaches), ...proc.writablePaths]) {
-    const s = outputSegments(rel)
-    if (s !== undefined) within.push(s.join("/"))
+  const rootRelative = (rels: ReadonlyArray<string>) =>
+    rels.flatMap((rel) => outputSegments(rel)?.join("/") ?? []).filter((r) => r !== "")
+  const writable = rootRelative([...proc.writablePaths, ...Object.values(proc.namedCaches)])
+  return {
+    at: [wd.join("/")].filter((r) => r !== ""),
+    within: [...within.filter((r) => r !== ""), ...(overlaid ? [] : writable)],
+    ...(overlaid ? { writable } : {})
   }
-  return { at: [wd.join("/")].filter((r) => r !== ""), within: within.filter((r) => r !== "") }
 }
 
 /** @internal */
@@ -46,8 +57,9 @@ export interface Planner {
 }
 
 /** @internal */
-export const planner = (shared: SharedTrees.Service | undefined): Planner => {
+export const planner = (shared: SharedTrees.Service | undefined, sandboxesRoot: string): Planner => {
   let warned = false
+  let warnedOverlays = false
   return {
     layoutOf: (proc, workspace) =>
       Effect.gen(function*() {
@@ -55,9 +67,23 @@ export const planner = (shared: SharedTrees.Service | undefined): Planner => {
         if (shared === undefined) return whole
         const known = new Map(workspace.map((w) => [w.digest.hash, w.files]))
         const anchors = new Map(workspace.map((w) => [w.path, w.digest.hash]))
-        const split = yield* shared.split(proc.inputDigest, reservedOf(proc), known, anchors)
+        let split = yield* shared.split(proc.inputDigest, reservedOf(proc, true), known, anchors)
         if (split.shared.length === 0) return whole
         const probe = MountNamespace.probe()
+        const overlays = probe.mode === undefined || !split.shared.some((s) => s.writable !== undefined)
+          ? undefined
+          : MountNamespace.overlaysWork(probe.mode, sandboxesRoot)
+        if (overlays !== undefined && !overlays.works) {
+          if (!warnedOverlays) {
+            warnedOverlays = true
+            yield* Effect.logWarning(
+              `a large input tree holding a writable input is written into the sandbox: this machine cannot lay ` +
+                `writable paths over a read-only tree (${overlays.why})`
+            )
+          }
+          split = yield* shared.split(proc.inputDigest, reservedOf(proc, false), known, anchors)
+          if (split.shared.length === 0) return whole
+        }
         if (probe.mode === undefined) {
           if (!warned) {
             warned = true
@@ -97,7 +123,9 @@ export const mountsOf = <E>(
   layout: Layout,
   sandbox: string,
   workspace: ReadonlyArray<WorkspaceTree>,
-  write: SharedTrees.Write<E>
+  write: SharedTrees.Write<E>,
+  /** The named caches' directories, by their paths in the input root. */
+  caches: ReadonlyMap<string, string> = new Map()
 ): Effect.Effect<Mounts, E | Digest.MissingDigest | StoreError> =>
   Effect.gen(function*() {
     const mounts: Array<MountNamespace.Mount> = []
@@ -106,20 +134,81 @@ export const mountsOf = <E>(
       const target = path.join(sandbox, ...s.path.split("/"))
       const own = workspace.find((w) => w.path === s.path && Digest.equals(w.digest, s.digest))
       const holder = own ?? (s.within === undefined ? undefined : workspace.find((w) => w.path === s.within))
+      let source: string
       if (holder !== undefined) {
         if (!fromWorkspace.includes(holder)) fromWorkspace.push(holder)
         const under = s.path === holder.path ? [] : s.path.slice(holder.path.length + 1).split("/")
-        mounts.push({ source: path.join(holder.abs, ...under), target })
-        // Its shims name the workspace's path; the tree's, as the sandbox reads them, go over them (see `Shims.ts`).
-        for (const bin of yield* shared.shimDirs(s.digest, path.posix.basename(s.path))) {
-          mounts.push({
-            source: yield* shared.place(bin.digest, write),
-            target: path.join(target, ...bin.path.split("/"))
-          })
-        }
+        source = path.join(holder.abs, ...under)
       } else {
-        mounts.push({ source: yield* shared.place(s.digest, write), target })
+        source = yield* shared.place(s.digest, write)
+      }
+      if (s.writable === undefined) mounts.push({ source, target })
+      else {
+        const cachesIn = new Map(s.writable.flatMap((w) => {
+          const dir = caches.get(`${s.path}/${w.path}`)
+          return dir === undefined ? [] : [[w.path, dir] as const]
+        }))
+        mounts.push(...(yield* overlaid(source, target, s.writable, cachesIn)))
+      }
+      if (holder === undefined) continue
+      // Its shims name the workspace's path; the tree's, as the sandbox reads them, go over them (see `Shims.ts`).
+      for (const bin of yield* shared.shimDirs(s.digest, path.posix.basename(s.path))) {
+        mounts.push({
+          source: yield* shared.place(bin.digest, write),
+          target: path.join(target, ...bin.path.split("/"))
+        })
       }
     }
     return { mounts, fromWorkspace }
+  })
+
+/**
+ * Where the writes into a shared tree's writable paths go, inside the directory the tree is mounted over: hidden from
+ * the process by the mount, and removed with the sandbox.
+ */
+export const LAYER = ".kiln-layer"
+
+/**
+ * The mounts of a shared tree with writable paths laid over it: an overlay of the tree (`source`) at `target`, whose
+ * writes go to the sandbox (the directory under the mount, see {@link LAYER}); each writable path bound over itself,
+ * so that it stays writable once the overlay is sealed read-only. The tree itself, the workspace's or the store's, is
+ * never written. A writable path the tree lacks is made, an empty directory; a named cache is a symlink to its
+ * directory (`caches`, by path in the tree), made here rather than by the sandbox's preparation, which the mount hides.
+ */
+const overlaid = (
+  source: string,
+  target: string,
+  writable: ReadonlyArray<SharedTrees.WritablePath>,
+  caches: ReadonlyMap<string, string>
+) =>
+  Effect.try({
+    try: (): Array<MountNamespace.Mount> => {
+      const layer = path.join(target, LAYER)
+      const upper = path.join(layer, "upper")
+      const work = path.join(layer, "work")
+      // A sandbox kept for another process may hold the last one's layer: its writes are not this one's.
+      if (fs.existsSync(layer)) removeTree(layer)
+      mkdirp(upper)
+      mkdirp(work)
+      for (const w of writable) {
+        const at = path.join(upper, ...w.path.split("/"))
+        const cache = caches.get(w.path)
+        if (cache === undefined) {
+          if (!w.file) mkdirp(at)
+          continue
+        }
+        // A named cache is a symlink out of the tree, as elsewhere in a sandbox: what it leads to is writable.
+        mkdirp(path.dirname(at))
+        fs.symlinkSync(cache, at)
+      }
+      return [
+        { kind: "overlay", source: MountNamespace.overlayOptions(source, upper, work), target },
+        ...writable.filter((w) => !caches.has(w.path)).map((w): MountNamespace.Mount => {
+          const at = path.join(target, ...w.path.split("/"))
+          return { kind: "rw", source: at, target: at }
+        }),
+        { kind: "seal", source: "", target }
+      ]
+    },
+    catch: ioError(target, "cannot lay writable paths over a shared tree")
   })

@@ -28,7 +28,7 @@ import { ioError } from "../../../os/IoError.js"
 import { mkdirp } from "../../../os/Mkdirp.js"
 import * as Proc from "../../../os/Proc.js"
 import { removeTree } from "../../../os/RemoveTree.js"
-import type { Reserved, Shared, Split, Write } from "../SharedTrees.js"
+import type { Reserved, Shared, Split, WritablePath, Write } from "../SharedTrees.js"
 import type * as Store from "../Store.js"
 
 /** @internal */
@@ -82,7 +82,41 @@ export const countOf = (
 
 const holds = (subtree: string, reserved: Reserved) =>
   reserved.at.some((r) => r === subtree || r.startsWith(`${subtree}/`)) ||
-  reserved.within.some((r) => r === subtree || r.startsWith(`${subtree}/`) || subtree.startsWith(`${r}/`))
+  reserved.within.some((r) => r === subtree || r.startsWith(`${subtree}/`) || subtree.startsWith(`${r}/`)) ||
+  (reserved.writable ?? []).some((r) => r === subtree || subtree.startsWith(`${r}/`))
+
+/**
+ * What `rel` is in the tree `digest`: a file, a directory, absent (a directory on the way to it may be absent too),
+ * or something no writable path can be laid over (a symlink on the way or at it, a file on the way).
+ */
+const kindIn = (
+  state: State,
+  digest: Digest.Digest,
+  rel: string
+): Effect.Effect<"file" | "directory" | "absent" | "unusable", Digest.MissingDigest | StoreError> =>
+  Effect.gen(function*() {
+    const [name, ...more] = rel.split("/")
+    const dir = yield* state.store.getDirectory(digest)
+    const sub = dir.directories.find((d) => d.name === name)
+    if (sub !== undefined) return more.length === 0 ? "directory" : yield* kindIn(state, sub.digest, more.join("/"))
+    if (dir.symlinks.some((l) => l.name === name)) return "unusable"
+    if (dir.files.some((f) => f.name === name)) return more.length === 0 ? "file" : "unusable"
+    return "absent"
+  })
+
+/** The writable paths inside `subtree` laid over it, or undefined where one cannot be. */
+const writableIn = (state: State, subtree: string, digest: Digest.Digest, reserved: Reserved) =>
+  Effect.gen(function*() {
+    const laid: Array<WritablePath> = []
+    for (const r of reserved.writable ?? []) {
+      if (!r.startsWith(`${subtree}/`)) continue
+      const rel = r.slice(subtree.length + 1)
+      const kind = yield* kindIn(state, digest, rel)
+      if (kind === "unusable") return undefined
+      laid.push({ path: rel, file: kind === "file" })
+    }
+    return laid.sort((a, b) => a.path.length - b.path.length)
+  })
 
 /**
  * Splits `root` into its largest subtrees of at least `threshold` files clear of `reserved`, and the rest. A shared
@@ -117,8 +151,14 @@ export const split = (
             continue
           }
           const within = anchor ?? (anchors.get(p) === d.digest.hash ? p : undefined)
-          if (!holds(p, reserved)) {
-            shared.push(within === undefined ? { path: p, digest: d.digest } : { path: p, digest: d.digest, within })
+          const writable = holds(p, reserved) ? undefined : yield* writableIn(state, p, d.digest, reserved)
+          if (writable !== undefined) {
+            shared.push({
+              path: p,
+              digest: d.digest,
+              ...(within === undefined ? {} : { within }),
+              ...(writable.length === 0 ? {} : { writable })
+            })
             directories.push({ name: d.name, digest: Digest.empty })
             changed = true
             continue

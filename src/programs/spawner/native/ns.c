@@ -4,10 +4,12 @@
  * forked child, before it execs. Three programs fewer per process, and a program that cannot run is reported as one
  * (ENOENT, ETXTBSY retried), not as a shell's exit 127.
  *
- * `namespace` is [mode, sandbox, root, cwd, source, target, source, target, …]: mode `root` (a mount namespace is
- * enough) or `user` (a user namespace to mount in, and a second one inside it that maps the user back to itself, so
- * that the mounts are locked for the process); each source bound read-only over its target; then the sandbox (with
- * those mounts inside it) bound over `root`, and `cwd` the directory to start in there (both empty: neither).
+ * `namespace` is [mode, sandbox, root, cwd, kind, source, target, kind, source, target, …]: mode `root` (a mount
+ * namespace is enough) or `user` (a user namespace to mount in, and a second one inside it that maps the user back to
+ * itself, so that the mounts are locked for the process); each mount made in turn by its kind (`ro`: source bound
+ * read-only over target; `overlay`: an overlay with the options source; `rw`: source bound read-write; `seal`: the
+ * mount at target made read-only, those under it staying as they are); then the sandbox (with those mounts inside
+ * it) bound over `root`, and `cwd` the directory to start in there (both empty: neither).
  */
 #include "spawner.h"
 #include <errno.h>
@@ -59,7 +61,7 @@ static unsigned long kept_flags(const char *path) {
 }
 
 int enter_namespace(const Strings *ns, const char **cwd) {
-  if (ns->n < 4 || (ns->n - 4) % 2 != 0) return EINVAL;
+  if (ns->n < 4 || (ns->n - 4) % 3 != 0) return EINVAL;
   bool user = strcmp(ns->items[0], "user") == 0;
   uid_t uid = getuid();
   gid_t gid = getgid();
@@ -68,10 +70,18 @@ int enter_namespace(const Strings *ns, const char **cwd) {
   if (user && (e = map_ids(0, uid, 0, gid)) != 0) return e;
   // Nothing mounted here reaches the parent's namespace.
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) return errno;
-  for (size_t i = 4; i < ns->n; i += 2) {
-    const char *source = ns->items[i], *target = ns->items[i + 1];
-    if (mount(source, target, NULL, MS_BIND, NULL) != 0) return errno;
-    if (mount(NULL, target, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | kept_flags(target), NULL) != 0) return errno;
+  for (size_t i = 4; i < ns->n; i += 3) {
+    const char *kind = ns->items[i], *source = ns->items[i + 1], *target = ns->items[i + 2];
+    bool ro = strcmp(kind, "ro") == 0, seal = strcmp(kind, "seal") == 0;
+    if (strcmp(kind, "overlay") == 0) {
+      if (mount("overlay", target, "overlay", 0, source) != 0) return errno;
+    } else if (ro || strcmp(kind, "rw") == 0) {
+      if (mount(source, target, NULL, MS_BIND, NULL) != 0) return errno;
+    } else if (!seal) {
+      return EINVAL;
+    }
+    if ((ro || seal) && mount(NULL, target, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | kept_flags(target), NULL) != 0)
+      return errno;
   }
   const char *sandbox = ns->items[1], *root = ns->items[2];
   if (*sandbox != 0 && mount(sandbox, root, NULL, MS_BIND | MS_REC, NULL) != 0) return errno;
