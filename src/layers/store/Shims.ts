@@ -15,8 +15,6 @@
  * npm's and yarn's `.bin` entries are symlinks, which hold no path of the checkout: left as they are.
  *
  * Plain code without Effect: the run memo's check reads files through it before the engine loads.
- *
- * @since 0.1.0
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -33,8 +31,6 @@ const SHEBANG = Buffer.from("#!")
 /**
  * Whether `relPath` (relative to the snapshot's root, `/`-separated) may be a shim: a file directly inside a
  * directory named `.bin` that is directly inside one named `node_modules`.
- *
- * @since 0.1.0
  */
 export const isShimPath = (relPath: string): boolean => {
   // No split: a walk asks this of every file it reads.
@@ -50,8 +46,6 @@ export const isShimPath = (relPath: string): boolean => {
  * `node_modules` of each directory above it but `/`, which pnpm 9 lists in `NODE_PATH` as Node's own lookup would go
  * (`/home/u/node_modules:/home/node_modules:/node_modules`), and which a process at `/mnt` has none of. Each as a shim's
  * bytes are compared: one latin1 character a byte, so that a path of any characters matches.
- *
- * @since 0.1.0
  */
 export interface Roots {
   readonly prefixes: ReadonlyArray<string>
@@ -62,8 +56,6 @@ const escaped = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
 
 /**
  * The {@link Roots} of the workspace paths `paths` (absolute, resolved), taken as they are.
- *
- * @since 0.1.0
  */
 export const rootsFrom = (paths: ReadonlyArray<string>): Roots => {
   const latin1 = (p: string) => Buffer.from(p, "utf8").toString("latin1")
@@ -86,8 +78,6 @@ const rootsCache = new Map<string, Roots>()
 
 /**
  * The {@link Roots} of the workspace `root`: its resolved path and its real path. Remembered per path.
- *
- * @since 0.1.0
  */
 export const rootsOf = (root: string): Roots => {
   const known = rootsCache.get(root)
@@ -110,8 +100,6 @@ export const rootsOf = (root: string): Roots => {
  * (`#!`), larger than {@link MAX_BYTES}, or naming no prefix of `roots` (see {@link rootsOf}). Every prefix is then
  * `/mnt/`, and every entry of `above` dropped from the lists it is in. The caller has checked the path
  * ({@link isShimPath}).
- *
- * @since 0.1.0
  */
 export const normalize = (bytes: Uint8Array, roots: Roots): Buffer | undefined => {
   if (bytes.length > MAX_BYTES || bytes.length < 2 || bytes[0] !== SHEBANG[0] || bytes[1] !== SHEBANG[1]) {
@@ -127,8 +115,6 @@ export const normalize = (bytes: Uint8Array, roots: Roots): Buffer | undefined =
 /**
  * The bytes the store takes for the file at `abs` that holds `bytes`, in the workspace `root`: normalized when it is a
  * shim under it, else `bytes`. What a check that reads a file again compares with the hash a snapshot recorded.
- *
- * @since 0.1.0
  */
 export const asStored = (root: string, abs: string, bytes: Buffer): Buffer => {
   const rel = path.relative(root, abs)
@@ -139,8 +125,6 @@ export const asStored = (root: string, abs: string, bytes: Buffer): Buffer => {
 /**
  * The bytes the store takes for the file at `abs` in the workspace `root` (see {@link asStored}), read from disk; with
  * no root, its bytes as they are.
- *
- * @since 0.1.0
  */
 export const readStored = (root: string | undefined, abs: string): Buffer => {
   const bytes = fs.readFileSync(abs)

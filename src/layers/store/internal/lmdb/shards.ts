@@ -261,6 +261,8 @@ export const putBatches = (
 ): Effect.Effect<void, StoreError> =>
   Effect.suspend(() => {
     const writes: Array<() => Array<Promise<unknown>>> = []
+    // What new entries add to the store, counted once they are committed (see `usage.ts`).
+    const adds: Array<[{ bytes: number }, number]> = []
     const shardsWritten: Array<LmdbEnvs.SharedEnv> = []
     const sizes: Array<number> = []
     for (const { entries, overwrite = false, shards } of batches) {
@@ -285,7 +287,9 @@ export const putBatches = (
         if (plan instanceof StoreError) return Effect.fail(plan)
         if (plan.every((p) => p === "none")) continue
         group.forEach((e, i) => plan[i] !== "none" && sizes.push(e.value.length))
-        group.forEach((e, i) => plan[i] === "both" && (shards.added.bytes += e.value.length))
+        let added = 0
+        group.forEach((e, i) => plan[i] === "both" && (added += e.value.length))
+        if (added > 0) adds.push([shards.added, added])
         shardsWritten.push(shard)
         writes.push(() => {
           const out: Array<Promise<unknown>> = []
@@ -311,7 +315,10 @@ export const putBatches = (
     const room = LmdbCommit.reserve(shardsWritten, sizes)
     if (room instanceof StoreError) return Effect.fail(room)
     return Effect.ensuring(
-      commitAll(writes.map((w, i) => [shardsWritten[i]!, () => Promise.all(w())] as const)),
+      Effect.tap(
+        commitAll(writes.map((w, i) => [shardsWritten[i]!, () => Promise.all(w())] as const)),
+        () => Effect.sync(() => adds.forEach(([counter, bytes]) => (counter.bytes += bytes)))
+      ),
       room.release
     )
   })
