@@ -17,20 +17,17 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, Layer } from "effect"
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import { parse } from "../../src/domain/Config.js"
 import * as Engine from "../../src/layers/engine/Engine.js"
 import { REMEMBERED_TIMINGS } from "../../src/layers/engine/internal/memoConsult.js"
 import * as RunMemo from "../../src/layers/engine/RunMemo.js"
+import { caches, pnpmInstall } from "../utils/installs.js"
 import { sh } from "../utils/pack.js"
 import { stack } from "../utils/stack.js"
 import { settleTimes, tempDir, writeTree } from "../utils/temp.js"
 
 const PATH = "/usr/bin:/bin"
-
-/** npm's and pnpm's caches and pnpm's package store, kept across runs so that only the first one downloads. */
-const caches = path.join(os.tmpdir(), "kiln-test-installs")
 
 /** `a` read is-odd and is-number through its node_modules, and b, its workspace dependency. */
 const assertReadAll = (ws: string) => {
@@ -192,25 +189,8 @@ describe("real trees take the whole-directory path as they are", () => {
             ...twoPackages("workspace:*")
           })
           fs.mkdirSync(path.join(root, "sandboxes"))
-          const pnpmInstall = sh("npm", [
-            "exec",
-            "--yes",
-            "--cache",
-            path.join(caches, "npm"),
-            `pnpm@${pnpm}`,
-            "--",
-            "install",
-            "--prefer-offline",
-            "--store-dir",
-            path.join(caches, "pnpm-store"),
-            "--cache-dir",
-            path.join(caches, "pnpm-cache"),
-            // Not hard links into the shared store: a concurrent test's install or `settle` would move their stats
-            // while this one's processes run, and a result whose inputs changed meanwhile is not cached.
-            "--package-import-method",
-            "copy"
-          ], ws)
-          const install = yield* pnpmInstall
+          const pnpmInstalled = pnpmInstall(ws, pnpm)
+          const install = yield* pnpmInstalled
           assert.strictEqual(install.code, 0, install.both)
           assert.isTrue(fs.lstatSync(path.join(ws, "packages/a/node_modules/is-odd")).isSymbolicLink())
           assert.isTrue(fs.existsSync(path.join(ws, "node_modules/.pnpm")))
@@ -244,7 +224,7 @@ describe("real trees take the whole-directory path as they are", () => {
           // pnpm 10 rewrites its workspace state with a new timestamp, and both rewrite `.modules.yaml`.
           const state = path.join(ws, "node_modules/.pnpm-workspace-state-v1.json")
           const stateBefore = pnpm === "10" ? fs.readFileSync(state, "utf8") : undefined
-          const noop = yield* pnpmInstall
+          const noop = yield* pnpmInstalled
           assert.strictEqual(noop.code, 0, noop.both)
           if (stateBefore !== undefined) assert.notStrictEqual(fs.readFileSync(state, "utf8"), stateBefore)
           // pnpm writes `.modules.yaml` (9) or `.pnpm/lock.yaml` (10) anew and renames it into place, with the same

@@ -10,7 +10,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, Layer } from "effect"
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import { parse } from "../../src/domain/Config.js"
 import * as Engine from "../../src/layers/engine/Engine.js"
@@ -18,11 +17,9 @@ import { REMEMBERED_TIMINGS } from "../../src/layers/engine/internal/memoConsult
 import * as ProcessRunner from "../../src/layers/runner/ProcessRunner.js"
 import type { HashProgress } from "../../src/layers/store/SnapshotSession.js"
 import * as Store from "../../src/layers/store/Store.js"
-import { sh } from "../utils/pack.js"
+import { npmInstall, pnpmInstall } from "../utils/installs.js"
 import { stack } from "../utils/stack.js"
 import { settleTimes, tempDir, writeTree } from "../utils/temp.js"
-
-const caches = path.join(os.tmpdir(), "kiln-test-installs")
 
 /** `tool`'s command prints the NODE_PATH it was given, and where it finds `is-number` (which only NODE_PATH reaches). */
 const workspace = (manager: "pnpm" | "npm") => ({
@@ -42,27 +39,6 @@ const workspace = (manager: "pnpm" | "npm") => ({
     mode: 0o755
   }
 })
-
-const pnpmInstall = (ws: string, version: string) =>
-  sh("npm", [
-    "exec",
-    "--yes",
-    "--cache",
-    path.join(caches, "npm"),
-    `pnpm@${version}`,
-    "--",
-    "install",
-    "--prefer-offline",
-    "--store-dir",
-    path.join(caches, "pnpm-store"),
-    "--cache-dir",
-    path.join(caches, "pnpm-cache"),
-    "--package-import-method",
-    "copy"
-  ], ws)
-
-const npmInstall = (ws: string) =>
-  sh("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund", "--cache", path.join(caches, "npm")], ws)
 
 const PATH = `${path.dirname(process.execPath)}:/usr/bin:/bin`
 

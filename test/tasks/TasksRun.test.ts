@@ -13,13 +13,10 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
-import { sh } from "../utils/pack.js"
+import { pnpmInstall } from "../utils/installs.js"
 import { cli } from "../utils/stack.js"
 import { settleTimes, tempDir, writeTree } from "../utils/temp.js"
-
-const caches = path.join(os.tmpdir(), "kiln-test-installs")
 
 const KILN_JSON = JSON.stringify({
   tasks: { build: { outputs: ["dist/"] }, test: { deps: ["build", "^build"] } }
@@ -69,22 +66,7 @@ describe("tasks: kiln run on a real pnpm workspace", () => {
           "packages/app/test.mjs": "import { answer } from \"./dist/index.js\"\n" +
             "if (answer !== 'odd') throw new Error(answer)\nconsole.log('app: ' + answer)\n"
         })
-        const install = yield* sh("npm", [
-          "exec",
-          "--yes",
-          "--cache",
-          path.join(caches, "npm"),
-          "pnpm@9",
-          "--",
-          "install",
-          "--prefer-offline",
-          "--store-dir",
-          path.join(caches, "pnpm-store"),
-          "--cache-dir",
-          path.join(caches, "pnpm-cache"),
-          "--package-import-method",
-          "copy"
-        ], ws)
+        const install = yield* pnpmInstall(ws, "9")
         assert.strictEqual(install.code, 0, install.both)
         // pnpm's layout: is-odd is core's alone, where core's dist/ resolves it from.
         assert.isTrue(fs.existsSync(path.join(ws, "packages/core/node_modules/is-odd")))
