@@ -7,22 +7,9 @@ import * as Either from "effect/Either"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import * as DurationText from "./DurationText.js"
+import { escapeControls, pathText, quoted } from "./internal/fieldText.js"
 import { CachePolicy } from "./Process.js"
 import { entryOf, needsResolving } from "./ResolvedConfig.js"
-
-/**
- * C0 controls, DEL and C1 controls (U+0080–U+009F; U+009B is a CSI to some terminals): printed raw, they redraw the
- * screen or forge a line (a newline) of kiln's own.
- */
-const CONTROLS = /[\u0000-\u001f\u007f-\u009f]/g
-
-const escapeControls = (s: string) => s.replace(CONTROLS, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)
-
-/**
- * `s` as a JSON string that is safe on a terminal (JSON leaves DEL and the C1 controls raw). Every name, path or value
- * an error line quotes from kiln.json goes through this.
- */
-const quoted = (s: string) => escapeControls(JSON.stringify(s))
 
 const Duration = Schema.String.pipe(
   Schema.filter((s) =>
@@ -257,15 +244,6 @@ export class InvalidConfig extends Schema.TaggedError<InvalidConfig>("kiln/Inval
     return escapeControls(line)
   }
 }
-
-const pathText = (path: ReadonlyArray<PropertyKey>) =>
-  path.map((p, i) =>
-    typeof p === "number"
-      ? `[${p}]`
-      : /^[A-Za-z_$][\w$]*$/.test(String(p))
-      ? `${i === 0 ? "" : "."}${String(p)}`
-      : `[${quoted(String(p))}]`
-  ).join("")
 
 const issueText = (issue: ParseResult.ArrayFormatterIssue) =>
   issue._tag === "Unexpected" ? "unknown field" : issue._tag === "Missing" ? "is required" : issue.message

@@ -10,6 +10,7 @@
  *
  * @since 0.1.0
  */
+import { pathText, quoted } from "./internal/fieldText.js"
 
 /** A process's fields this resolves (the rest is carried as it is). */
 interface EnvFields {
@@ -76,20 +77,6 @@ export const valueOf = (entry: string, host: Readonly<Record<string, string | un
 export const needsResolving = (config: ConfigInput): boolean =>
   config.defaults !== undefined ||
   Object.values(config.processes ?? {}).some((pc) => pc.passEnv !== undefined || pc.passThroughEnv !== undefined)
-
-const CONTROLS = /[\u0000-\u001f\u007f-\u009f]/g
-const quoted = (s: string) =>
-  JSON.stringify(s).replace(CONTROLS, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)
-
-/** A field's path as kiln.json's errors write it (as `Config.ts` does). */
-const pathText = (path: ReadonlyArray<PropertyKey>) =>
-  path.map((p, i) =>
-    typeof p === "number"
-      ? `[${p}]`
-      : /^[A-Za-z_$][\w$]*$/.test(String(p))
-      ? `${i === 0 ? "" : "."}${String(p)}`
-      : `[${quoted(String(p))}]`
-  ).join("")
 
 /** What is wrong with an entry's name or default, if anything. */
 const entryProblem = (entry: string): string | undefined => {
