@@ -410,6 +410,29 @@ describe("tasks", () => {
         "pnpm-workspace.yaml: packages[0]: \"apps/*\" matches no package (no directory with a package.json)"
       ],
       [
+        "a workspaces glob whose base is a symlink out of the workspace: not followed",
+        {
+          "package.json": JSON.stringify({ workspaces: ["packages/*", "linked/*"] }),
+          ...libAndApp("*"),
+          // Where the link leads is a package, as a directory outside the workspace could hold.
+          "elsewhere/x/package.json": pkg("x", { scripts: { build: "echo x" } }),
+          "linked": { link: "elsewhere" }
+        },
+        TWO_TASKS,
+        "package.json: workspaces[1]: \"linked/*\" matches no package (no directory with a package.json)"
+      ],
+      [
+        "a package.json that is a symlink out of the workspace: no package",
+        {
+          "package.json": JSON.stringify({ workspaces: ["packages/*", "apps/*"] }),
+          ...libAndApp("*"),
+          "elsewhere/y/package.json": pkg("y", { scripts: { build: "echo y" } }),
+          "apps/y/package.json": { link: "../../elsewhere/y/package.json" }
+        },
+        TWO_TASKS,
+        "package.json: workspaces[1]: \"apps/*\" matches no package (no directory with a package.json)"
+      ],
+      [
         "a bad pnpm-workspace.yaml",
         { "package.json": "{}", "pnpm-workspace.yaml": "packages:\n  a: b\n", ...libAndApp("*") },
         TWO_TASKS,

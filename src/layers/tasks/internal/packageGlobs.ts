@@ -85,14 +85,16 @@ export const staysInside = (p: string) => p !== "" && !p.startsWith("/") && !p.s
 
 /**
  * The package directories one include glob finds (relative to `root`, sorted), before any exclusion. A directory
- * qualifies when it holds a `package.json`.
+ * qualifies when it holds a `package.json` file. No symlink is followed, neither on the way to the glob's base nor
+ * to a `package.json` (a committed link would have kiln read, and run the scripts of, a package outside the
+ * workspace), and none is walked into.
  */
 export const directoriesOf = (root: string, glob: string): Array<string> => {
   const matches = globMatcher(glob)
   const { base, depth } = walkOf(glob)
   const found: Array<string> = []
   const visit = (rel: string, left: number) => {
-    if (matches(rel) && fs.existsSync(path.join(root, rel, "package.json"))) found.push(rel)
+    if (matches(rel) && isFile(path.join(root, rel, "package.json"))) found.push(rel)
     if (left === 0) return
     let entries: Array<fs.Dirent>
     try {
@@ -105,12 +107,30 @@ export const directoriesOf = (root: string, glob: string): Array<string> => {
       visit(rel === "" ? e.name : `${rel}/${e.name}`, left - 1)
     }
   }
-  let baseIsDirectory = false
-  try {
-    baseIsDirectory = fs.statSync(path.join(root, base)).isDirectory()
-  } catch {
-    // Nothing there: the glob finds nothing.
-  }
-  if (baseIsDirectory) visit(base, depth)
+  if (isRealDirectory(root, base)) visit(base, depth)
   return found.sort()
+}
+
+/** Whether `file` is a regular file, not a symlink to one. */
+const isFile = (file: string): boolean => {
+  try {
+    return fs.lstatSync(file).isFile()
+  } catch {
+    return false
+  }
+}
+
+/** Whether `rel` under `root` is a directory reached through directories alone, no symlink on the way. */
+const isRealDirectory = (root: string, rel: string): boolean => {
+  let at = root
+  for (const segment of rel === "" ? [] : rel.split("/")) {
+    at = path.join(at, segment)
+    try {
+      if (!fs.lstatSync(at).isDirectory()) return false
+    } catch {
+      // Nothing there: the glob finds nothing.
+      return false
+    }
+  }
+  return true
 }
