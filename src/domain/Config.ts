@@ -7,6 +7,7 @@ import * as Either from "effect/Either"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import * as DurationText from "./DurationText.js"
+import { conflictIn } from "./internal/declarations.js"
 import { escapeControls, pathText, quoted } from "./internal/fieldText.js"
 import { CachePolicy } from "./Process.js"
 import { entryOf, needsResolving } from "./ResolvedConfig.js"
@@ -43,7 +44,8 @@ export const ProcessConfig = Schema.Struct({
     description: "processes whose outputs are laid into this one's input tree at their workspace paths"
   }),
   outputs: Schema.optional(Schema.Array(Schema.String)).annotations({
-    description: "output files, and directories with a trailing `/`, relative to the working directory"
+    description: "output files, and directories with a trailing `/`, relative to the working directory; a leading " +
+      "`?`: one the process may leave unmade (else leaving it unmade is warned of, and the result is not cached)"
   }),
   env: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })).annotations({
     description: "exactly the environment the process sees (PATH only if declared), with passEnv and passThroughEnv"
@@ -105,7 +107,8 @@ export const TaskConfig = Schema.Struct({
     description: "more inputs: globs relative to the workspace root"
   }),
   outputs: Schema.optional(Schema.Array(Schema.String)).annotations({
-    description: "output files, and directories with a trailing `/`, relative to the package"
+    description: "output files, and directories with a trailing `/`, relative to the package; a leading `?`: one " +
+      "the script may leave unmade"
   }),
   env: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })).annotations({
     description: "variables the script gets besides its PATH (every node_modules/.bin from the package up, then the " +
@@ -406,6 +409,16 @@ export const check = (
       new InvalidConfig({ file, path: at, detail: `dependency cycle: ${cycle.join(" -> ")}` })
     )
   }
+  const conflict = conflictIn(config.processes)
+  if (conflict !== undefined) {
+    return Either.left(
+      new InvalidConfig({
+        file,
+        path: pathText([...declaredAt(conflict.name), ...conflict.at]),
+        detail: conflict.detail
+      })
+    )
+  }
   return Either.right(config)
 }
 
@@ -481,7 +494,9 @@ const refusedIn = (config: Config, name: string): Refused | undefined => {
   if (wd !== undefined && (wd.startsWith("/") || wd.split("/").includes("..") || wd.includes(NUL))) {
     return { at: ["workingDirectory"], detail: `${quoted(wd)} must be a relative path inside the sandbox` }
   }
-  for (const [i, out] of (pc.outputs ?? []).entries()) {
+  for (const [i, declared] of (pc.outputs ?? []).entries()) {
+    // A leading `?`: an output the process may leave unmade (see `Process.optionalOutputs`).
+    const out = declared.replace(/^\?/, "")
     if (!staysInside(out)) {
       return {
         at: ["outputs", i],

@@ -126,3 +126,29 @@ export const baseOf = (glob: string): string => {
   const scan = picomatch.scan(glob)
   return scan.isGlob ? scan.base : glob
 }
+
+/**
+ * How `glob` meets what lies under the directory `dir` (a workspace path): `some` when it can match a path strictly
+ * under it, `all` when it matches every one. Undefined when this cannot be told without a walk (a glob only
+ * picomatch matches): a check built on it then says nothing rather than guess. @internal
+ */
+export const reachUnder = (
+  glob: string,
+  dir: string
+): { readonly some: boolean; readonly all: boolean } | undefined => {
+  const pattern = segmentsOf(glob)
+  if (pattern === undefined) return undefined
+  const names = dir.split("/")
+  // Each walks the pattern along `dir`'s names; at its end, what is left of the pattern meets what is below.
+  const walk = (p: number, i: number, atEnd: (p: number) => boolean): boolean => {
+    if (i === names.length) return atEnd(p)
+    const seg = pattern[p]
+    if (seg === undefined) return false
+    if (seg._tag === "globstar") return walk(p + 1, i, atEnd) || walk(p, i + 1, atEnd)
+    return matchSegment(seg.parts, names[i]!) && walk(p + 1, i + 1, atEnd)
+  }
+  return {
+    some: walk(0, 0, (p) => p < pattern.length),
+    all: walk(0, 0, (p) => p === pattern.length - 1 && pattern[p]!._tag === "globstar")
+  }
+}

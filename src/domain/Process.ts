@@ -79,6 +79,11 @@ export class Process extends Schema.Class<Process>("kiln/Process")({
    * their values never held here, so never in the key, a record or anything uploaded. Not part of the key.
    */
   passThroughEnv: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] }),
+  /**
+   * Declared outputs (as in `outputFiles` and `outputDirectories`) the process may leave unmade (`"?coverage/"` in
+   * kiln.json). Not part of the key: what the process computes is the same.
+   */
+  optionalOutputs: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] }),
   /** False: never executed remotely. Not part of the key. */
   remote: Schema.optionalWith(Schema.Boolean, { default: () => true })
 }) {}
@@ -109,10 +114,20 @@ export class ProcessResult extends Schema.Class<ProcessResult>("kiln/ProcessResu
    * A workspace directory the sandbox mounted as an input changed while the process ran: the result is this run's,
    * but it is not cached (it may not be what its input tree computes).
    */
-  inputsChanged: Schema.optional(Schema.Boolean)
+  inputsChanged: Schema.optional(Schema.Boolean),
+  /**
+   * Declared outputs, not optional, that the process did not make: the result is this run's, but it is not cached (a
+   * build that forgot a file would be served forgetting it, to every machine, until its inputs change).
+   */
+  missingOutputs: Schema.optional(Schema.Array(Schema.String))
 }) {
   get succeeded(): boolean {
     return this.exitCode === 0 && !this.timedOut
+  }
+
+  /** Whether this result is one its action computes whatever the run: none that kiln refuses to cache for itself. */
+  get reproducible(): boolean {
+    return !this.timedOut && this.inputsChanged !== true && (this.missingOutputs?.length ?? 0) === 0
   }
 }
 

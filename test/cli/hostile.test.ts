@@ -174,9 +174,9 @@ describe("bad input", () => {
       yield* checkClean(dirs)
     }))
 
-  it.scoped("two deps' outputs that fill one input path differently: exit 1, the process and the path named", () =>
+  it.scoped("two processes declaring one output: a config error naming both, before anything runs", () =>
     Effect.gen(function*() {
-      // Not a config error (exit 2): kiln.json is valid, and the same config runs when the two outputs agree.
+      // Each would write the other's file back: which one the workspace holds would depend on the order they ran.
       const dirs = yield* setup({
         processes: {
           a: { ...writes("out.txt", "a"), outputs: ["out.txt"] },
@@ -186,8 +186,8 @@ describe("bad input", () => {
       })
       failsWith(
         yield* run(dirs, ["b"]),
-        1,
-        /^✗ b: conflicting inputs at `out\.txt`: one input has file [0-9a-f]{64}\/1 there, another file [0-9a-f]{64}\/1$/
+        2,
+        /^kiln: kiln\.json: processes\.c\.outputs\[0\]: out\.txt is also an output of "a" \(out\.txt\): two processes cannot write the same path back$/
       )
       yield* checkClean(dirs)
     }))

@@ -84,7 +84,11 @@ describe("Config.parse, hostile process names", () => {
   })
 
   it("ordinary names are still names: unicode, spaces inside, punctuation", () => {
-    const parsed = Config.parse("kiln.json", configOf({ "build: ünïcode ✓": ok, "a b": ok, "x/y-z.1": ok }))
+    const named = (out: string) => ({ ...ok, outputs: [out] })
+    const parsed = Config.parse(
+      "kiln.json",
+      configOf({ "build: ünïcode ✓": named("1.txt"), "a b": named("2.txt"), "x/y-z.1": named("3.txt") })
+    )
     assert.isTrue(Either.isRight(parsed))
   })
 })

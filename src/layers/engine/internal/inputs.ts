@@ -173,7 +173,8 @@ export const processOf = (
   } = {}
 ): Process => {
   const { cacheNamespace } = defaults
-  const outputs = pc.outputs ?? []
+  const outputs = (pc.outputs ?? []).map((o) => o.replace(/^\?/, ""))
+  const optionalOutputs = (pc.outputs ?? []).filter((o) => o.startsWith("?")).map((o) => o.slice(1).replace(/\/+$/, ""))
   // Where this machine can, every process runs at one path, the same on every machine: what a tool writes of its own
   // path is the same in every run, and so are the keys of what depends on it.
   const pinnedAt = execRoot()
@@ -184,6 +185,7 @@ export const processOf = (
     workingDirectory: segments(pc.workingDirectory).join("/"),
     outputFiles: outputs.filter((o) => !o.endsWith("/")),
     outputDirectories: outputs.filter((o) => o.endsWith("/")).map((o) => o.replace(/\/+$/, "")),
+    ...(optionalOutputs.length > 0 ? { optionalOutputs } : {}),
     // kiln.json's schema has validated every field already (the timeout's text too); checking again per attempt
     // was a visible cost.
     ...(pc.timeout !== undefined

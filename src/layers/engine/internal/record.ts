@@ -19,7 +19,7 @@ const memoCandidates = (state: RunState): Array<MemoRecord.Candidate> =>
     // Only a result that is the one written back, of a process that may be cached, and that the action cache holds
     // (a run with cache writes off leaves what it ran out of it): the memo answers as the cache would.
     if (!r.ok || state.remembered.has(r.name) || result === undefined || out?.result !== result) return []
-    if (state.config.processes[r.name]!.cache === "never") return []
+    if (state.config.processes[r.name]!.cache === "never" || !result.reproducible) return []
     if (result.source === "ran" && !state.policy.write) return []
     // Written back again from the memo's result: the inputs its entry vouched for at the start carry over.
     const carried = state.owned.has(r.name) ? undefined : state.restored.get(r.name)

@@ -96,5 +96,5 @@ export const encodeEntry = (entry: EntryType): string => {
  * @internal
  */
 export const cacheable = (proc: Process, result: ProcessResult) =>
-  !result.timedOut && result.inputsChanged !== true &&
+  result.reproducible &&
   (proc.cache === "always" || (proc.cache === "successful" && result.succeeded))

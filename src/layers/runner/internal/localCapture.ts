@@ -6,8 +6,9 @@
  */
 import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
+import * as path from "node:path"
 import * as Digest from "../../../domain/Digest.js"
-import { ProcessResult } from "../../../domain/Process.js"
+import { type Process, ProcessResult } from "../../../domain/Process.js"
 import { StoreError } from "../../../domain/StoreErrors.js"
 import { ioError } from "../../../os/IoError.js"
 import type * as Sandboxes from "../../sandbox/Sandboxes.js"
@@ -78,6 +79,30 @@ export const capture = (run: LocalRun, filled: Filled, logs: ReturnType<typeof S
     return { stdoutDigest, stderrDigest, outputDigest: captured.tree, files: captured.files } satisfies Captured
   })
 
+/** Whether anything (a symlink too) is at `file`. */
+const isThere = (file: string) => fs.lstatSync(file, { throwIfNoEntry: false }) !== undefined
+
+/**
+ * The declared outputs, not optional, that are not in the working directory `cwd`: directories with their `/`, as
+ * kiln.json writes them.
+ *
+ * @internal
+ */
+export const missingOutputs = (proc: Process, cwd: string): Array<string> => {
+  const optional = new Set(proc.optionalOutputs)
+  const at = (out: string) => path.join(cwd, ...out.split("/"))
+  return [
+    ...proc.outputFiles.filter((f) => !optional.has(f) && !isThere(at(f))),
+    ...proc.outputDirectories.filter((d) => !optional.has(d) && !isThere(at(d))).map((d) => `${d}/`)
+  ]
+}
+
+/** The warning for `missing` outputs of `proc`, and how to say they may be missing. */
+const missingWarning = (proc: Process, missing: ReadonlyArray<string>) =>
+  `${proc.description}: ${missing.length === 1 ? "declared output" : "declared outputs"} ${missing.join(", ")} ` +
+  `${missing.length === 1 ? "was" : "were"} not made: its result is not cached (an output it may leave unmade is ` +
+  `declared with a leading ?: ${JSON.stringify(`?${missing[0]}`)})`
+
 /**
  * The process's result. A workspace directory it mounted that changed meanwhile is warned of, and marks the result
  * as not cacheable; a failed one marks its sandbox failed (to keep it, per `keepSandboxes`).
@@ -96,6 +121,9 @@ export const report = (run: LocalRun, opened: Opened, filled: Filled, waited: Wa
         `${proc.description}: ${changed.map((w) => w.abs).join(", ")} changed while it ran: its result is not cached`
       )
     }
+    const succeeded = !timedOut && exit.code === 0
+    const missing = succeeded ? missingOutputs(proc, filled.cwd) : []
+    if (missing.length > 0) yield* Effect.logWarning(missingWarning(proc, missing))
     const result = new ProcessResult({
       exitCode: timedOut ? null : exit.code,
       signal: timedOut ? "SIGTERM" : exit.signal,
@@ -107,7 +135,8 @@ export const report = (run: LocalRun, opened: Opened, filled: Filled, waited: Wa
       durationMs: Date.now() - run.started,
       source: "ran",
       timings: run.timings,
-      ...(changed.length > 0 ? { inputsChanged: true } : {})
+      ...(changed.length > 0 ? { inputsChanged: true } : {}),
+      ...(missing.length > 0 ? { missingOutputs: missing } : {})
     }, true)
     if (!result.succeeded) yield* opened.sandbox.markFailed
     else if (sandboxes.keep !== "always") {

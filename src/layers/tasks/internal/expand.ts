@@ -66,8 +66,10 @@ const CHROOT = "{chroot}"
 const under = (directory: string, rel: string) => directory === "" ? rel : `${directory}/${rel}`
 
 /** The glob excluding an output (`dist/`: its tree; `out.txt`: the file) of a package. */
-const outputExclusion = (directory: string, output: string) =>
-  output.endsWith("/") ? `!${under(directory, output.replace(/\/+$/, ""))}/**` : `!${under(directory, output)}`
+const outputExclusion = (directory: string, declared: string) => {
+  const output = declared.replace(/^\?/, "")
+  return output.endsWith("/") ? `!${under(directory, output.replace(/\/+$/, ""))}/**` : `!${under(directory, output)}`
+}
 
 /** Whether a dependency's spec names the workspace's package `target` (see the module's comment in Tasks.ts). */
 const namesWorkspacePackage = (from: Package, spec: string, target: Package): boolean => {
@@ -257,7 +259,8 @@ const depsOf = (
 /** The task's own paths, or the first that is not a path kiln takes. */
 const pathProblem = (ctx: Context, key: string, tc: TaskConfig): Problem | undefined => {
   for (const [i, out] of (tc.outputs ?? []).entries()) {
-    if (/[*?[\]{}]/.test(out)) {
+    // A leading `?` marks an output the task may leave unmade; any other glob character is a glob.
+    if (/[*?[\]{}]/.test(out.replace(/^\?/, ""))) {
       return fail(
         ctx,
         taskPath(key, "outputs", i),
