@@ -6,7 +6,7 @@
  * - `...build` — it and its deps, transitively; `build...` — it and everything that depends on it, transitively;
  *   `...build...` — both;
  * - `!name`, `!glob` (with `...` too) — never selected, whatever else selects it;
- * - with `--affected`, the processes whose inputs changed and their dependents ({@link affected}): the words then
+ * - with `--affected`, the processes whose inputs changed and their dependents (`Affected.ts`): the words then
  *   narrow that set (none: all of it).
  *
  * No word selects every process. A name that is a process's whole name is that process, whatever it holds. A word that
@@ -18,7 +18,6 @@
  *
  * @since 0.1.0
  */
-import * as Glob from "./Glob.js"
 import { didYouMean, hasWildcards, nearest } from "./internal/didYouMean.js"
 
 /**
@@ -183,7 +182,7 @@ export const unknownOf = (graph: Graph, term: Term): Unknown => {
 }
 
 /**
- * The processes `words` select in `graph`; with `affected` (the processes `--affected` found, see {@link affected}),
+ * The processes `words` select in `graph`; with `affected` (the processes `--affected` found, see `Affected.ts`),
  * only those among them.
  *
  * @since 0.1.0
@@ -213,43 +212,4 @@ export const select = (
     (includes === 0 || included.has(n)) && (affected === undefined || affected.has(n)) && !excluded.has(n)
   )
   return { _tag: "Selected", names: selected }
-}
-
-/**
- * Whether input globs take a workspace-relative path: an include glob matches it, or it lies under a literal include
- * (a directory taken whole), and no exclude glob matches it.
- *
- * @since 0.1.0
- * @category selecting
- */
-export const inputMatcher = (globs: ReadonlyArray<string>): (path: string) => boolean => {
-  const include = globs.filter((g) => !g.startsWith("!"))
-  const exclude = globs.filter((g) => g.startsWith("!")).map((g) => g.slice(1))
-  if (include.length === 0) return () => false
-  const inc = Glob.matcher(include)
-  const exc = exclude.length === 0 ? () => false : Glob.matcher(exclude)
-  const literals = include.filter((g) => Glob.baseOf(g) === g).map((g) => g.replace(/\/+$/, ""))
-  return (p) => (inc(p) || literals.some((l) => p.startsWith(`${l}/`))) && !exc(p)
-}
-
-/**
- * `--affected`: the processes whose inputs take one of `changed` (workspace-relative paths that differ from the
- * base), and everything that depends on them. A change to the config file itself (`configFile`, relative too)
- * affects every process: any of them may be declared otherwise now.
- *
- * @since 0.1.0
- * @category selecting
- */
-export const affected = (
-  graph: Graph,
-  inputsOf: (name: string) => ReadonlyArray<string>,
-  changed: ReadonlyArray<string>,
-  configFile?: string
-): Set<string> => {
-  if (configFile !== undefined && changed.includes(configFile)) return new Set(graph.names)
-  const touched = graph.names.filter((name) => {
-    const takes = inputMatcher(inputsOf(name))
-    return changed.some(takes)
-  })
-  return reach(dependentsOf(graph), touched)
 }
