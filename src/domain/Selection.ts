@@ -177,7 +177,7 @@ export const unknownOf = (graph: Graph, term: Term): Unknown => {
     _tag: "Unknown",
     word: term.word,
     suggestions,
-    message: hint === "" ? `${what} (\`kiln ls\` lists them)` : `${what}: ${hint}`
+    message: hint === "" ? what : `${what}: ${hint}`
   }
 }
 

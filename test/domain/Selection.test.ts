@@ -97,7 +97,7 @@ describe("Selection", () => {
     const far = Selection.select(graph, ["deploy-everything"])
     assert.strictEqual(
       (far as Selection.Unknown).message,
-      `unknown process "deploy-everything" (\`kiln ls\` lists them)`
+      `unknown process "deploy-everything"`
     )
   })
 
