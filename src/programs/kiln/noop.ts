@@ -187,7 +187,9 @@ const check = (
   const processes = json.processes
   const depsOf = (n: string) => processes[n]!.deps ?? []
   // The words select as the full run's do (`domain/Selection.ts`); one that names nothing is the full run's to report.
-  const selected = Selection.select({ names: Object.keys(processes), depsOf }, parsed.names)
+  const selected = parsed.names.length === 0
+    ? { _tag: "Selected" as const, names: Object.keys(processes) }
+    : Selection.select({ names: Object.keys(processes), depsOf }, parsed.names)
   if (selected._tag === "Unknown") return new Falls(selected.message, false)
   const targets = selected.names
   const listed = GraphOrder.closure(depsOf, targets)
