@@ -184,6 +184,33 @@ describe("choosing what runs", () => {
       assert.deepStrictEqual(names(["--affected"]), ["compile-main", "bundle"])
     }))
 
+  it.scoped("--affected's default base: origin/HEAD's branch, else main, else master, else a one-line error", () =>
+    Effect.gen(function*() {
+      const { git, kiln, plan, root, ws } = yield* workspace
+      git("init", "-q", "-b", "trunk")
+      git("add", "-A")
+      git("commit", "-q", "-m", "start")
+      const none = kiln(["run", "--affected"])
+      assert.strictEqual(none.code, 2)
+      assert.strictEqual(
+        none.stderr,
+        "kiln: --affected: no default branch to compare with (origin/HEAD, main or master): name a base, " +
+          "--affected=REF\n"
+      )
+      // A clone knows its origin's default branch: a branch of it is compared with where it left trunk.
+      const clone = path.join(root, "clone")
+      git("clone", "-q", ws, clone)
+      git("-C", clone, "checkout", "-q", "-b", "topic")
+      fs.appendFileSync(path.join(clone, "tools/compile.mjs"), "\n")
+      git("-C", clone, "commit", "-q", "-am", "compile")
+      assert.deepStrictEqual(plan(["--affected"], clone).map((p) => p.name), [
+        "compile-greet",
+        "compile-main",
+        "test",
+        "bundle"
+      ])
+    }))
+
   it.scoped("graph: dot, mermaid and json, in kiln.json's order, names quoted", () =>
     Effect.gen(function*() {
       const { kiln, ws } = yield* workspace
