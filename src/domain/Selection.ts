@@ -3,8 +3,8 @@
  *
  * - `build` — a process by name; `'build:*'`, `'*:web'` — every process a glob matches (`*`: any run of characters,
  *   `?`: any one);
- * - `...build` — it and its deps, transitively; `build...` — it and everything that depends on it, transitively;
- *   `...build...` — both;
+ * - `build...` — it and its deps, transitively; `...build` — it and everything that depends on it, transitively;
+ *   `...build...` — both (the dots on the side of what is added, as pnpm's and turbo's `--filter` read them);
  * - `!name`, `!glob` (with `...` too) — never selected, whatever else selects it;
  * - with `--affected`, the processes whose inputs changed and their dependents (`Affected.ts`): the words then
  *   narrow that set (none: all of it).
@@ -43,9 +43,9 @@ export interface Term {
   readonly exclude: boolean
   /** The name or glob, without `!` and the dots. */
   readonly pattern: string
-  /** `...x`: its deps too. */
+  /** `x...`: its deps too. */
   readonly deps: boolean
-  /** `x...`: its dependents too. */
+  /** `...x`: its dependents too. */
   readonly dependents: boolean
 }
 
@@ -93,10 +93,10 @@ export const parseTerm = (word: string, names: ReadonlySet<string> = new Set()):
   const exclude = word.startsWith("!")
   let pattern = exclude ? word.slice(1) : word
   if (names.has(pattern)) return exact(pattern, exclude)
-  const deps = pattern.startsWith(DOTS) && pattern.length > DOTS.length
-  if (deps) pattern = pattern.slice(DOTS.length)
-  const dependents = pattern.endsWith(DOTS) && pattern.length > DOTS.length
-  if (dependents) pattern = pattern.slice(0, -DOTS.length)
+  const dependents = pattern.startsWith(DOTS) && pattern.length > DOTS.length
+  if (dependents) pattern = pattern.slice(DOTS.length)
+  const deps = pattern.endsWith(DOTS) && pattern.length > DOTS.length
+  if (deps) pattern = pattern.slice(0, -DOTS.length)
   return { word, exclude, pattern, deps, dependents }
 }
 

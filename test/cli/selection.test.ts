@@ -1,6 +1,6 @@
 /**
  * Choosing what runs, and seeing it first (#38 §2), through the built CLI on a temp copy of the example workspace:
- * `kiln run` with globs, `!` exclusions, `name...` and `...name`; `--affected` in a real git repository; `kiln ls`'s
+ * `kiln run` with globs, `!` exclusions, `...name` and `name...`; `--affected` in a real git repository; `kiln ls`'s
  * dry run; `kiln graph`'s formats; `kiln explain` of several names; and an unknown name's suggestion.
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -72,14 +72,14 @@ describe("choosing what runs", () => {
       const selected = (args: ReadonlyArray<string>) => plan(args).map((p) => p.name)
       assert.deepStrictEqual(selected(["compile-*"]), ["compile-greet", "compile-main"])
       assert.deepStrictEqual(selected(["!bundle", "!test"]), ["gen", "compile-greet", "compile-main"])
-      assert.deepStrictEqual(selected(["compile-greet..."]), ["compile-greet", "test", "bundle"])
-      assert.deepStrictEqual(selected(["...compile-main"]), ["gen", "compile-main"])
-      assert.deepStrictEqual(selected(["...test", "!gen"]), ["compile-greet", "test"])
+      assert.deepStrictEqual(selected(["...compile-greet"]), ["compile-greet", "test", "bundle"])
+      assert.deepStrictEqual(selected(["compile-main..."]), ["gen", "compile-main"])
+      assert.deepStrictEqual(selected(["test...", "!gen"]), ["compile-greet", "test"])
       // A run runs what it selects and their deps.
       assert.deepStrictEqual(run(["compile-*"]), ["compile-greet", "compile-main", "gen"])
-      assert.deepStrictEqual(run(["...compile-main"]), ["compile-main", "gen"])
+      assert.deepStrictEqual(run(["compile-main..."]), ["compile-main", "gen"])
       assert.deepStrictEqual(run(["!bundle", "!test"]), ["compile-greet", "compile-main", "gen"])
-      assert.deepStrictEqual(run(["gen..."]), [...ALL].sort())
+      assert.deepStrictEqual(run(["...gen"]), [...ALL].sort())
     }))
 
   it.scoped("an unknown name or a glob that matches nothing: one line suggesting the nearest names, exit 2", () =>
@@ -123,7 +123,7 @@ describe("choosing what runs", () => {
       const after = plan([])
       assert.deepStrictEqual(after.map((p) => [p.name, p.status]), ALL.map((n) => [n, "hit"]))
       fs.appendFileSync(path.join(ws, "src/greet.js"), "\n// edited\n")
-      const edited = plan(["compile-greet..."])
+      const edited = plan(["...compile-greet"])
       assert.deepStrictEqual(edited.map((p) => [p.name, p.status, p.reason]), [
         ["compile-greet", "run", "not in the cache"],
         ["test", "run", "dep compile-greet would run first"],
@@ -163,7 +163,7 @@ describe("choosing what runs", () => {
       git("commit", "-q", "-am", "config")
       assert.deepStrictEqual(names(["--affected"]), ["gen", "compile-main", "test", "bundle"])
       assert.deepStrictEqual(names(["--affected=HEAD"]), [])
-      assert.deepStrictEqual(names(["--affected=main", "...compile-main"]), ["gen", "compile-main"])
+      assert.deepStrictEqual(names(["--affected=main", "compile-main..."]), ["gen", "compile-main"])
       // A run of the affected runs them and their deps; the output files git ignores are not changes.
       assert.deepStrictEqual(run(["--affected"]), [...ALL].sort())
       assert.deepStrictEqual(names(["--affected=HEAD"]), [])
@@ -219,7 +219,7 @@ describe("choosing what runs", () => {
       assert.match(dot.stdout, /^digraph kiln \{\n {2}"gen"\n/)
       assert.include(dot.stdout, "  \"compile-main\" -> \"gen\"\n")
       assert.include(dot.stdout, "  \"bundle\" -> \"test\"\n")
-      const json = kiln(["graph", "--format", "json", "...test"])
+      const json = kiln(["graph", "--format", "json", "test..."])
       assert.strictEqual(json.code, 0, json.stderr)
       assert.deepStrictEqual(JSON.parse(json.stdout), {
         nodes: [
@@ -229,7 +229,7 @@ describe("choosing what runs", () => {
         ],
         edges: [{ from: "test", to: "compile-greet" }, { from: "test", to: "gen" }]
       })
-      const mermaid = kiln(["graph", "--format", "mermaid", "...compile-main"])
+      const mermaid = kiln(["graph", "--format", "mermaid", "compile-main..."])
       assert.strictEqual(mermaid.stdout, "flowchart LR\n  p0[\"gen\"]\n  p1[\"compile-main\"]\n  p1 --> p0\n")
       // Names that would break either format print as written.
       fs.writeFileSync(

@@ -1,5 +1,5 @@
 /**
- * Selecting processes (`domain/Selection.ts`): names, globs, `!` exclusions, `...x` and `x...`, `--affected`, and
+ * Selecting processes (`domain/Selection.ts`): names, globs, `!` exclusions, `x...` and `...x`, `--affected`, and
  * the suggestions of an unknown word (`domain/internal/didYouMean.ts`).
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -37,24 +37,24 @@ describe("Selection", () => {
     assert.deepStrictEqual(names(["compile:?", "lint"]), ["compile:a", "compile:b", "lint"])
   })
 
-  it("`...x` adds its deps, `x...` its dependents, `...x...` both", () => {
-    assert.deepStrictEqual(names(["...compile:b"]), ["gen", "compile:a", "compile:b"])
-    assert.deepStrictEqual(names(["compile:a..."]), ["compile:a", "compile:b", "test:b", "bundle"])
+  it("`x...` adds its deps, `...x` its dependents, `...x...` both", () => {
+    assert.deepStrictEqual(names(["compile:b..."]), ["gen", "compile:a", "compile:b"])
+    assert.deepStrictEqual(names(["...compile:a"]), ["compile:a", "compile:b", "test:b", "bundle"])
     assert.deepStrictEqual(names(["...compile:b..."]), ["gen", "compile:a", "compile:b", "test:b", "bundle"])
   })
 
   it("`!` excludes whatever else selects it; alone, from every process", () => {
     assert.deepStrictEqual(names(["!lint"]), ["gen", "compile:a", "compile:b", "test:b", "bundle"])
-    assert.deepStrictEqual(names(["...test:b", "!gen"]), ["compile:a", "compile:b", "test:b"])
-    assert.deepStrictEqual(names(["!compile:*", "!gen..."]), ["lint"])
+    assert.deepStrictEqual(names(["test:b...", "!gen"]), ["compile:a", "compile:b", "test:b"])
+    assert.deepStrictEqual(names(["!compile:*", "!...gen"]), ["lint"])
   })
 
   it("a process's whole name is that process, whatever it holds", () => {
-    const odd: Selection.Graph = { names: ["a...", "!b", "c*"], depsOf: () => [] }
-    assert.deepStrictEqual(names(["a..."], odd), ["a..."])
+    const odd: Selection.Graph = { names: ["...a", "!b", "c*"], depsOf: () => [] }
+    assert.deepStrictEqual(names(["...a"], odd), ["...a"])
     assert.deepStrictEqual(names(["!b"], odd), ["!b"])
     assert.deepStrictEqual(names(["c*"], odd), ["c*"])
-    assert.deepStrictEqual(names(["!!b"], odd), ["a...", "c*"])
+    assert.deepStrictEqual(names(["!!b"], odd), ["...a", "c*"])
   })
 
   it("--affected narrows the selection to what it found", () => {
@@ -120,11 +120,11 @@ describe("Selection", () => {
   )
   const pick = (g: Selection.Graph, i: number) => g.names[i % g.names.length]!
 
-  it.prop("`...x` is x's closure over deps, and `x...` everything that reaches x", [graphArb, fc.nat()], ([g, i]) => {
+  it.prop("`x...` is x's closure over deps, and `...x` everything that reaches x", [graphArb, fc.nat()], ([g, i]) => {
     const x = pick(g, i)
-    const up = names([`...${x}`], g)
+    const up = names([`${x}...`], g)
     assert.sameMembers([...up], [...Selection.reach(g.depsOf, [x])])
-    for (const n of names([`${x}...`], g)) assert.isTrue(Selection.reach(g.depsOf, [n]).has(x))
+    for (const n of names([`...${x}`], g)) assert.isTrue(Selection.reach(g.depsOf, [n]).has(x))
   })
 
   it.prop(
@@ -134,7 +134,7 @@ describe("Selection", () => {
       const x = pick(g, i)
       const words = others.map(([j, form]) => {
         const n = pick(g, j)
-        return form === "" ? n : form === "..." ? `...${n}` : form === "dependents" ? `${n}...` : `...${n}...`
+        return form === "" ? n : form === "..." ? `${n}...` : form === "dependents" ? `...${n}` : `...${n}...`
       })
       assert.notInclude(names([...words, `!${x}`], g), x)
       assert.notInclude(names([`!${x}`, "p*"], g), x)
