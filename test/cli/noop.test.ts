@@ -269,7 +269,7 @@ describe("the no-op check", () => {
       }
       const unknown = kiln(["run", "nope"])
       assert.strictEqual(unknown.code, 2, unknown.stderr)
-      assert.match(unknown.check ?? "", /^unknown process "nope"$/)
+      assert.match(unknown.check ?? "", /^unknown process "nope"(: did you mean .*)?$/)
 
       writeConfig({ processes: { ...CONFIG.processes, copy: { ...CONFIG.processes.copy, cache: "never" } } })
       assert.strictEqual(kiln().code, 0)

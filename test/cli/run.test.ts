@@ -446,7 +446,7 @@ describe("kiln run: configuration errors (exit 2, one line)", () => {
       const { root, ws } = yield* workspace
       const config = path.join(ws, "kiln.json")
       fs.writeFileSync(config, JSON.stringify({ processes: { a: { argv: ["true"], inputs: ["nothing/**/*.c"] } } }))
-      const error = yield* explainProcess({ name: "a", config }).pipe(
+      const error = yield* explainProcess({ names: ["a"], config }).pipe(
         Effect.provide(Engine.layer.pipe(Layer.provideMerge(stack({ root, inProcess: true })))),
         Effect.flip
       )

@@ -99,7 +99,11 @@ describe("tasks: kiln run on a real pnpm workspace", () => {
           "build:core",
           "test:app"
         ])
-        assert.match(listed.stdout, /test:app\s+packages\/app: node test\.mjs {2}<- build:app, build:core\n/)
+        // Each with the dry run's verdict: nothing has run yet.
+        assert.match(
+          listed.stdout,
+          /test:app\s+packages\/app: node test\.mjs {2}<- build:app, build:core {2}\[run: dep build:app would run first\]\n/
+        )
         const json = spawnSync(process.execPath, [cli, "ls", "--json"], { cwd: ws, encoding: "utf8", env })
         const written = JSON.parse(json.stdout) as {
           processes: Record<string, { argv: Array<string>; deps?: Array<string>; inputs: Array<string> }>

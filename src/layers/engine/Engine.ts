@@ -22,6 +22,7 @@ import { ProcessRunner } from "../runner/ProcessRunner.js"
 import { type HashProgress, Store } from "../store/Store.js"
 import { Workspace } from "../workspace/Workspace.js"
 import * as Explain from "./internal/explain.js"
+import * as Plan from "./internal/plan.js"
 import * as Run from "./internal/run.js"
 
 export {
@@ -181,7 +182,49 @@ export interface Service {
     readonly name: string
     readonly configName?: string
   }) => Effect.Effect<Array<string>, InvalidConfig | StoreError | MissingDigest | InputConflict>
+  /** {@link Service.explain} of several processes, as data, their inputs snapshotted together. */
+  readonly explainAll: (options: {
+    readonly workspace: string
+    readonly config: Config
+    readonly names: ReadonlyArray<string>
+    readonly configName?: string
+  }) => Effect.Effect<Array<Explanation>, InvalidConfig | StoreError | MissingDigest | InputConflict>
+  /**
+   * The dry run: whether a run would take each of `names` from the cache or run it (a process whose dep would run
+   * runs too), found as a run's lookups find it, without running anything or writing the workspace. Its deps are
+   * looked at, not listed. A process whose inputs cannot be read would run (and fail): its reason says why.
+   */
+  readonly plan: (options: {
+    readonly workspace: string
+    readonly config: Config
+    readonly names: ReadonlyArray<string>
+    readonly configName?: string
+  }) => Effect.Effect<Array<Planned>, StoreError | MissingDigest | InputConflict>
 }
+
+/**
+ * One process of a dry run (`Service.plan`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Planned = Plan.Planned
+
+/**
+ * Why one process would run or hit the cache (`Service.explainAll`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Explanation = Explain.Explanation
+
+/**
+ * The lines `kiln explain` prints of an explanation: the verdict, then what changed, indented.
+ *
+ * @since 0.1.0
+ * @category formatting
+ */
+export const explanationLines: (explanation: Explanation) => Array<string> = Explain.linesOf
 
 /**
  * @since 0.1.0
@@ -201,7 +244,10 @@ export const make: Effect.Effect<Service, never, Store | ProcessRunner | Workspa
   return {
     run: (options) => Effect.scoped(Run.run(store, runner, workspaceWriter, options)),
     explain: (options) =>
-      Effect.scoped(Explain.explain(store, { ...options, ...(remote !== undefined ? { remote } : {}) }))
+      Effect.scoped(Explain.explain(store, { ...options, ...(remote !== undefined ? { remote } : {}) })),
+    explainAll: (options) =>
+      Effect.scoped(Explain.explainAll(store, { ...options, ...(remote !== undefined ? { remote } : {}) })),
+    plan: (options) => Effect.scoped(Plan.plan(store, runner, options))
   }
 })
 

@@ -5,6 +5,7 @@ import * as Command from "@effect/cli/Command"
 import { sandboxer } from "../sandboxer.js"
 import { clean } from "./cleanCommand.js"
 import { exec } from "./execCommand.js"
+import { graph } from "./graphCommand.js"
 import { ls } from "./lsCommand.js"
 import { remote } from "./remoteCommands.js"
 import { explain, run as runCommand, schema } from "./runCommand.js"
@@ -13,7 +14,7 @@ import { VERSION } from "./version.js"
 
 const kiln = Command.make("kiln").pipe(
   Command.withDescription("a hermetic process-execution engine for build tools"),
-  Command.withSubcommands([runCommand, ls, explain, exec, store, remote, schema, clean, sandboxer])
+  Command.withSubcommands([runCommand, ls, graph, explain, exec, store, remote, schema, clean, sandboxer])
 )
 
 export const run = Command.run(kiln, { name: "kiln", version: VERSION })

@@ -13,8 +13,9 @@ export const TAGLINE =
 /** Each command's one line, in the order `kiln --help` lists them. */
 export const COMMANDS = {
   run: "run processes of kiln.json (default: all) and their deps",
-  ls: "list the processes of kiln.json, those its tasks give included, with their deps",
-  explain: "say why a process would run or hit the cache, and what changed since its last run",
+  ls: "list the processes of kiln.json, those its tasks give included, with their deps and whether each would run",
+  graph: "print the processes and their deps as a graph (dot, mermaid or json)",
+  explain: "say why processes would run or hit the cache, and what changed since their last run",
   exec: "run one process hermetically through the cache and a sandbox; exit with its code",
   store: "inspect and maintain the content-addressed store",
   schema: "print the JSON Schema of kiln.json (reference it with \"$schema\" for editor completion)",

@@ -1,22 +1,30 @@
 /**
- * `kiln ls [--json]`: the processes of kiln.json, those its tasks give included (see `layers/tasks/Tasks.ts`), each
- * with its deps and where it comes from. `--json` prints `processes`, as kiln.json would hold them written out, and
- * `origins`: for each process a task gave, its task's key, the task, the package and its directory.
+ * `kiln ls [SELECTION] [--json]`: the processes of kiln.json a selection names (default: all; see `selection.ts`),
+ * those its tasks give included (see `layers/tasks/Tasks.ts`), each with its deps, where it comes from, and the dry
+ * run's verdict: whether a run would take it from the cache or run it, and why (turbo's `--dry`). `--json` prints
+ * `plan` (per process: `name`, `deps`, `status` "hit" or "run", `reason`, `actionDigest`), `processes`, as kiln.json
+ * would hold them written out, and `origins`: for each process a task gave, its task's key, the task, the package and
+ * its directory.
  */
+import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Option from "effect/Option"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { decode, InvalidConfig } from "../../domain/Config.js"
+import * as Engine from "../../layers/engine/Engine.js"
 import * as TaskExpansion from "../../layers/tasks/TaskExpansion.js"
 import type * as Tasks from "../../layers/tasks/Tasks.js"
-import { cliOptions } from "../common/cliOptions.js"
+import { cliOptions, storeOptions } from "../common/cliOptions.js"
+import { toStoreOptions } from "../common/storeSettings.js"
 import { COMMANDS } from "./help.js"
-import { RUN_OPTIONS } from "./optionTable.js"
-import { exitOnInvalidConfig } from "./stack.js"
+import { RUN_OPTIONS, SELECTION_OPTIONS } from "./optionTable.js"
+import * as Selection from "./selection.js"
+import { engineStack, exitOnInvalidConfig } from "./stack.js"
 
 /** kiln.json's processes, its tasks expanded. */
 export const listed = (file: string) =>
@@ -46,23 +54,76 @@ export const lines = (expanded: Tasks.Expanded): Array<string> => {
   })
 }
 
+/** A dry run's verdict on one process, as `kiln ls` prints it after the process's line. */
+const verdict = (p: Engine.Planned): string => p.status === "hit" ? "[hit]" : `[run: ${p.reason}]`
+
+/**
+ * The selected processes, and the dry run of each (see `Engine.plan`), the store opened as `kiln explain` opens it:
+ * locally only.
+ */
+const listSelected = (o: {
+  readonly config: string
+  readonly names: ReadonlyArray<string>
+  readonly affected: Option.Option<string>
+  readonly json: boolean
+}) =>
+  Effect.gen(function*() {
+    const file = path.resolve(o.config)
+    const expanded = yield* listed(file)
+    const names = yield* Selection.select(file, expanded.config, o.names, o.affected)
+    const engine = yield* Engine.Engine
+    const planned = yield* engine.plan({
+      workspace: path.dirname(file),
+      config: expanded.config,
+      names,
+      configName: path.basename(file)
+    })
+    const pick = <A>(record: Readonly<Record<string, A>>) =>
+      Object.fromEntries(names.flatMap((n) => Object.hasOwn(record, n) ? [[n, record[n]!]] : []))
+    if (o.json) {
+      const plan = planned.map((p) => ({
+        name: p.name,
+        deps: p.deps,
+        status: p.status,
+        reason: p.reason,
+        actionDigest: p.actionDigest
+      }))
+      yield* Console.log(JSON.stringify(
+        { plan, processes: pick(expanded.config.processes), origins: pick(expanded.origins) },
+        null,
+        2
+      ))
+    } else if (names.length > 0) {
+      const text = lines({
+        config: { ...expanded.config, processes: pick(expanded.config.processes) },
+        origins: expanded.origins
+      })
+      yield* Console.log(text.map((line, i) => `${line}  ${verdict(planned[i]!)}`).join("\n"))
+    }
+  })
+
 export const ls = Command.make(
   "ls",
   {
-    ...cliOptions({ config: RUN_OPTIONS.config }),
+    names: Args.text({ name: "name" }).pipe(Args.repeated),
+    ...cliOptions({ config: RUN_OPTIONS.config, ...SELECTION_OPTIONS }),
     json: Options.boolean("json").pipe(
-      Options.withDescription("print the processes as kiln.json would hold them written out, with their origins")
-    )
+      Options.withDescription(
+        "print the dry run as JSON: plan (each process's name, deps, status hit or run, reason, actionDigest), " +
+          "and the processes as kiln.json would hold them written out, with their origins"
+      )
+    ),
+    ...storeOptions
   },
   (o) =>
-    exitOnInvalidConfig(Effect.gen(function*() {
-      const expanded = yield* listed(path.resolve(o.config as string))
-      if (o.json) {
-        yield* Console.log(
-          JSON.stringify({ processes: expanded.config.processes, origins: expanded.origins }, null, 2)
-        )
-      } else if (Object.keys(expanded.config.processes).length > 0) {
-        yield* Console.log(lines(expanded).join("\n"))
-      }
-    }))
+    Selection.exitOnAffectedUnavailable(exitOnInvalidConfig(
+      listSelected(o).pipe(
+        Effect.provide(engineStack({
+          store: toStoreOptions(o),
+          sandboxRoot: Option.none(),
+          namedCachesDir: Option.none(),
+          sweepOnStart: false
+        }))
+      )
+    ))
 ).pipe(Command.withDescription(COMMANDS.ls))

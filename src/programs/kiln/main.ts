@@ -12,6 +12,7 @@ import * as LogLevel from "effect/LogLevel"
 import { onInterrupt } from "../common/exitCode.js"
 import { cliLogger } from "../common/logging.js"
 import { shortHelp } from "./help.js"
+import { affectedArgs } from "./optionTable.js"
 import { directRunArgs, runParsed } from "./runDirect.js"
 import { VERSION } from "./version.js"
 
@@ -60,7 +61,7 @@ const stylesOnlyOnTerminals = <A, E, R>(effect: Effect.Effect<A, E, R>) => {
 const viaCli = Effect.flatMap(
   loadCli,
   ([{ run }, NodeContext, ValidationError]) =>
-    Effect.provide(stylesOnlyOnTerminals(run(process.argv)), NodeContext.layer).pipe(
+    Effect.provide(stylesOnlyOnTerminals(run(affectedArgs(process.argv))), NodeContext.layer).pipe(
       Effect.catchIf(ValidationError.isValidationError, () =>
         Effect.sync(() => {
           process.exitCode = 2

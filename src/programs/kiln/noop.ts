@@ -14,6 +14,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import * as GraphOrder from "../../domain/GraphOrder.js"
 import * as ResolvedConfig from "../../domain/ResolvedConfig.js"
+import * as Selection from "../../domain/Selection.js"
 import * as RunMemo from "../../layers/engine/RunMemo.js"
 import * as Layout from "../../layers/store/Layout.js"
 import * as Tasks from "../../layers/tasks/Tasks.js"
@@ -184,10 +185,13 @@ const check = (
     json
   }
   const processes = json.processes
-  const targets = parsed.names.length > 0 ? parsed.names : Object.keys(processes)
-  const unknown = targets.find((n) => !Object.hasOwn(processes, n))
-  if (unknown !== undefined) return new Falls(`unknown process "${unknown}"`, false)
   const depsOf = (n: string) => processes[n]!.deps ?? []
+  // The words select as the full run's do (`domain/Selection.ts`); one that names nothing is the full run's to report.
+  const selected = parsed.names.length === 0
+    ? { _tag: "Selected" as const, names: Object.keys(processes) }
+    : Selection.select({ names: Object.keys(processes), depsOf }, parsed.names)
+  if (selected._tag === "Unknown") return new Falls(selected.message, false)
+  const targets = selected.names
   const listed = GraphOrder.closure(depsOf, targets)
   const depsFirst = GraphOrder.depsFirst(depsOf, listed)
   const never = depsFirst.find((n) => processes[n]!.cache === "never")

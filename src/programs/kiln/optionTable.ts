@@ -7,6 +7,21 @@
 import { type OptionSpec } from "../common/optionSpec.js"
 import { STORE_OPTIONS } from "../common/storeFlags.js"
 
+/**
+ * What a bare `--affected` is read as: the default base. Not a ref git can have (a ref holds no `:`); @effect/cli
+ * reads an empty `--affected=` as a word, not a value.
+ */
+export const AFFECTED_DEFAULT = ":default"
+
+/**
+ * The arguments with a bare `--affected` (before any `--`) given {@link AFFECTED_DEFAULT}: its REF is optional, and
+ * only ever given as `--affected=REF`, so that `kiln run --affected build` selects `build` among the affected ones.
+ */
+export const affectedArgs = (args: ReadonlyArray<string>): Array<string> => {
+  const end = args.indexOf("--")
+  return args.map((a, i) => a === "--affected" && (end === -1 || i < end) ? `--affected=${AFFECTED_DEFAULT}` : a)
+}
+
 /** Where sandboxes are made and what is kept of them: `run`, `exec` and `clean`. */
 export const SANDBOX_OPTIONS = {
   keepSandboxes: {
@@ -129,6 +144,21 @@ export const REMOTE_OPTIONS = {
   }
 } as const satisfies Record<string, OptionSpec>
 
+/**
+ * Which processes a command acts on besides its words (see `selection.ts`): `run`, `ls` and `graph`. `--affected`
+ * alone is the default base (see `affectedArgs`); a run with it is read by @effect/cli, never by the
+ * run memo's check (git decides).
+ */
+export const SELECTION_OPTIONS = {
+  affected: {
+    kind: "text",
+    flag: "affected",
+    description: "only processes whose inputs differ from git's REF (--affected=REF; default: the merge base with " +
+      "the default branch), untracked files included, and their dependents",
+    fast: false
+  }
+} as const satisfies Record<string, OptionSpec>
+
 /** `kiln run`'s options, in the order its help lists them. */
 export const RUN_OPTIONS = {
   config: {
@@ -177,6 +207,7 @@ export const RUN_OPTIONS = {
     description: "how many times a run re-runs producers of bytes gone from the store (default 3)",
     fast: true
   },
+  ...SELECTION_OPTIONS,
   trace: {
     kind: "file",
     flag: "trace",

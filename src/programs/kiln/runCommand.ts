@@ -1,22 +1,24 @@
 /**
- * `kiln run [NAME…]` and `kiln schema`.
+ * `kiln run [NAME…]`, `kiln explain NAME…` and `kiln schema`.
  * Exit codes: 0 every process succeeded; 1 a process failed; 2 a usage or config error; 130 interrupted.
  */
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as JSONSchema from "effect/JSONSchema"
 import * as Option from "effect/Option"
 import * as path from "node:path"
-import { ConfigFile, InvalidConfig } from "../../domain/Config.js"
+import { ConfigFile } from "../../domain/Config.js"
 import * as Engine from "../../layers/engine/Engine.js"
 import { cliOptions, storeOptions } from "../common/cliOptions.js"
 import { toStoreOptions } from "../common/storeSettings.js"
 import { COMMANDS } from "./help.js"
 import { REMOTE_OPTIONS, RUN_OPTIONS } from "./optionTable.js"
 import { loadConfig, runParsed } from "./runDirect.js"
+import * as Selection from "./selection.js"
 import { exitOnInvalidRemote, remoteSettings } from "./settings.js"
 import { engineStack, exitOnInvalidConfig } from "./stack.js"
 
@@ -31,39 +33,46 @@ export const run = Command.make("run", runConfig, runParsed).pipe(
 )
 
 /**
- * `kiln explain NAME`, given its engine. A config that cannot be read, or names no process NAME, is a usage error
- * (exit 2). An input glob that matches nothing is the workspace's state, not a bad config: it fails, exit 1 as
- * `run` does, with the typed error that names the process and the glob.
+ * `kiln explain NAME…`, given its engine: each process the names select (globs too: see `selection.ts`), in
+ * kiln.json's order; with `json`, as a JSON array of `{ name, status, reason, actionDigest, lastActionDigest,
+ * changes, notes, remote }`. A config that cannot be read, or names no process NAME, is a usage error (exit 2). An
+ * input glob that matches nothing is the workspace's state, not a bad config: it fails, exit 1 as `run` does, with the
+ * typed error that names the process and the glob.
  */
-export const explainProcess = (o: { readonly name: string; readonly config: string }) =>
+export const explainProcess = (
+  o: { readonly names: ReadonlyArray<string>; readonly config: string; readonly json?: boolean }
+) =>
   Effect.gen(function*() {
     const configFile = path.resolve(o.config)
     const loaded = yield* exitOnInvalidConfig(Effect.gen(function*() {
       const { config } = yield* loadConfig(configFile)
-      if (!Object.hasOwn(config.processes, o.name)) {
-        return yield* new InvalidConfig({
-          file: path.basename(configFile),
-          path: "",
-          detail: `unknown process "${o.name}"`
-        })
-      }
-      return config
+      return { config, names: yield* Selection.select(configFile, config, o.names, Option.none()) }
     }))
     if (loaded === undefined) return
     const engine = yield* Engine.Engine
-    const lines = yield* engine.explain({
+    const explained = yield* engine.explainAll({
       workspace: path.dirname(configFile),
-      config: loaded,
-      name: o.name,
+      config: loaded.config,
+      names: loaded.names,
       configName: path.basename(configFile)
     })
-    yield* Console.log(lines.join("\n"))
+    yield* Console.log(
+      o.json === true
+        ? JSON.stringify(explained, null, 2)
+        : explained.map((e) => Engine.explanationLines(e).join("\n")).join("\n")
+    )
   })
 
 export const explain = Command.make(
   "explain",
   {
-    name: Args.text({ name: "name" }),
+    names: Args.text({ name: "name" }).pipe(Args.atLeast(1)),
+    json: Options.boolean("json").pipe(
+      Options.withDescription(
+        "print a JSON array: per process name, status (hit or run), reason, actionDigest, lastActionDigest, " +
+          "changes, notes, remote"
+      )
+    ),
     ...cliOptions({ config: RUN_OPTIONS.config, ...REMOTE_OPTIONS }),
     ...storeOptions
   },

@@ -28,6 +28,7 @@ import * as AutoGc from "./autoGc.js"
 import * as Noop from "./noop.js"
 import { RUN_OPTIONS } from "./optionTable.js"
 import * as Progress from "./progress.js"
+import * as Selection from "./selection.js"
 import { exitOnInvalidRemote, remoteSettings } from "./settings.js"
 import { engineStack, exitOnInvalidConfig } from "./stack.js"
 import { traceEvents } from "./trace.js"
@@ -137,7 +138,7 @@ export const runParsed = (o: RunArgs) =>
     )
     // The store is closed (what this run added is recorded): now it can be told whether to collect.
     yield* AutoGc.startIfDue(o)
-  }).pipe(exitOnInvalidConfig, exitOnInvalidRemote)
+  }).pipe(exitOnInvalidConfig, exitOnInvalidRemote, Selection.exitOnAffectedUnavailable)
 
 /** The remote's totals for the summary: zeros without a remote, so scripts read one shape. */
 const remoteTotals = (stats: RemoteCache.Stats | undefined) => ({
@@ -191,14 +192,10 @@ const runLoaded = (
           process.exitCode = 2
         })
       }
-      if (!Object.hasOwn(config.processes, name)) {
-        return yield* new InvalidConfig({
-          file: path.basename(configFile),
-          path: "",
-          detail: `unknown process "${name}"`
-        })
-      }
     }
+    // What the words and --affected select: the targets (a word that names nothing fails here, exit 2).
+    const selects = o.names.length > 0 || Option.isSome(o.affected)
+    const selected = selects ? yield* Selection.select(configFile, config, o.names, o.affected) : undefined
     if (!(yield* requireRemote)) return
     const store = yield* Store.Store
     const engine = yield* Engine.Engine
@@ -208,7 +205,7 @@ const runLoaded = (
     const lockDir = cacheDir("locks", "KILN_LOCK_DIR", process.env)
     yield* PrivateRoot.verify("workspace lock directory", lockDir, "own")
     const mode: Progress.Mode = o.progress === "auto" ? (process.stderr.isTTY ? "tty" : "plain") : o.progress
-    const targets = o.names.length > 0 ? o.names : Object.keys(config.processes)
+    const targets = selected ?? Object.keys(config.processes)
     // Under defer, an executor that is the cache keeps the intermediate outputs only its own processes read.
     const remoteSettings = Option.map(yield* Effect.serviceOption(RemoteCache.RemoteCache), (r) => r.settings)
     const requestedOnly = o.cacheContent === "defer" &&
@@ -221,7 +218,7 @@ const runLoaded = (
       engine.run({
         workspace: path.dirname(configFile),
         config,
-        ...(o.names.length > 0 ? { targets: o.names } : {}),
+        ...(selected !== undefined ? { targets: selected } : {}),
         ...(requestedOnly ? { writeBack: "requested" as const } : {}),
         cache: o.cache,
         keepGoing: o.keepGoing,

@@ -180,36 +180,77 @@ const remembered = (
     : undefined
 }
 
-/** The lines `kiln explain` prints. @internal */
-export const explain = (store: Store["Type"], options: ExplainOptions) =>
+/** Why one process would run or hit the cache, and what changed since its last run. @internal */
+export interface Explanation {
+  readonly name: string
+  readonly status: "hit" | "run"
+  /** "in the cache", "not in the cache" or "never cached". */
+  readonly reason: string
+  readonly actionDigest: string
+  /** The action of its last recorded run, if one is recorded and it differs. */
+  readonly lastActionDigest: string | null
+  /** What changed since its last run, one line each (or why nothing did). */
+  readonly changes: ReadonlyArray<string>
+  /** What the explanation assumed (a dep that would run first, one never recorded as its input). */
+  readonly notes: ReadonlyArray<string>
+  /** What the remote cache says of the action, when the run would use one. */
+  readonly remote: string | null
+}
+
+/** The lines `kiln explain` prints of one explanation. @internal */
+export const linesOf = (e: Explanation): Array<string> => {
+  const verdict = e.status === "hit"
+    ? `${e.name}: would hit the cache (action ${e.actionDigest})`
+    : `${e.name}: would run (action ${e.actionDigest} is ${e.reason})`
+  const header = e.lastActionDigest !== null ? [`changed since its last run (action ${e.lastActionDigest}):`] : []
+  const remote = e.remote !== null ? [e.remote] : []
+  return [verdict, ...header, ...[...e.changes, ...e.notes, ...remote].map((l) => `  ${l}`)]
+}
+
+/** Explanations of `names`, in that order, their inputs snapshotted (when they must be) in one session. @internal */
+export const explainAll = (
+  store: Store["Type"],
+  options: Omit<ExplainOptions, "name"> & { readonly names: ReadonlyArray<string> }
+) =>
   Effect.gen(function*() {
-    const { config, name } = options
+    const { config } = options
     const workspace = path.resolve(options.workspace)
     const last = RunRecords.read(store.options.root, workspace)
-    const held = remembered(store, options, last[name])
-    const { hit, key, notes, now } = held !== undefined
-      ? { hit: true, key: held, notes: [], now: last[name]! }
-      : yield* looker(store, options, yield* store.snapshotSession(workspace), last)(name)
-    const verdict = hit
-      ? `${name}: would hit the cache (action ${Digest.format(key)})`
-      : `${name}: would run (action ${Digest.format(key)} is ${
-        config.processes[name]!.cache === "never" ? "never cached" : "not in the cache"
-      })`
-    const before = last[name]
-    const changes = before === undefined
-      ? ["no earlier run of it is recorded in this store"]
-      : before.actionDigest !== now.actionDigest
-      ? RunRecords.diff(before, now, yield* changesInTrees(store, before, now))
-      : hit
-      ? ["nothing changed since its last run"]
-      : before.failed !== undefined
-      ? [`nothing changed since its last run, which failed (${before.failed}): a failure is not cached`]
-      : ["nothing changed since its last run, whose result the cache no longer holds"]
-    const header = before !== undefined && before.actionDigest !== now.actionDigest
-      ? [`changed since its last run (action ${before.actionDigest}):`]
-      : []
-    const remote = options.remote !== undefined && config.processes[name]!.cache !== "never"
-      ? [yield* options.remote.describe(key)]
-      : []
-    return [verdict, ...header, ...[...changes, ...notes, ...remote].map((l) => `  ${l}`)]
+    let look: ((name: string) => Effect.Effect<Looked, LookError>) | undefined
+    const explained: Array<Explanation> = []
+    for (const name of options.names) {
+      const held = remembered(store, { ...options, name }, last[name])
+      if (held === undefined && look === undefined) {
+        look = looker(store, { ...options, name }, yield* store.snapshotSession(workspace), last)
+      }
+      const { hit, key, notes, now } = held !== undefined
+        ? { hit: true, key: held, notes: [], now: last[name]! }
+        : yield* look!(name)
+      const never = config.processes[name]!.cache === "never"
+      const before = last[name]
+      const changes = before === undefined
+        ? ["no earlier run of it is recorded in this store"]
+        : before.actionDigest !== now.actionDigest
+        ? RunRecords.diff(before, now, yield* changesInTrees(store, before, now))
+        : hit
+        ? ["nothing changed since its last run"]
+        : before.failed !== undefined
+        ? [`nothing changed since its last run, which failed (${before.failed}): a failure is not cached`]
+        : ["nothing changed since its last run, whose result the cache no longer holds"]
+      explained.push({
+        name,
+        status: hit ? "hit" : "run",
+        reason: hit ? "in the cache" : never ? "never cached" : "not in the cache",
+        actionDigest: Digest.format(key),
+        lastActionDigest: before !== undefined && before.actionDigest !== now.actionDigest ? before.actionDigest : null,
+        changes,
+        notes,
+        remote: options.remote !== undefined && !never ? yield* options.remote.describe(key) : null
+      })
+    }
+    return explained
   })
+
+/** The lines `kiln explain` prints. @internal */
+export const explain = (store: Store["Type"], options: ExplainOptions) =>
+  Effect.map(explainAll(store, { ...options, names: [options.name] }), ([e]) => linesOf(e!))

@@ -1,0 +1,37 @@
+/**
+ * `kiln graph [SELECTION] [--format dot|mermaid|json]`: the selected processes (default: all; see `selection.ts`) and
+ * their deps, as a graph (see `graphText.ts`). Reads kiln.json only: nothing is looked up or run.
+ */
+import * as Args from "@effect/cli/Args"
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as path from "node:path"
+import { cliOptions } from "../common/cliOptions.js"
+import * as GraphText from "./graphText.js"
+import { COMMANDS } from "./help.js"
+import { listed } from "./lsCommand.js"
+import { RUN_OPTIONS, SELECTION_OPTIONS } from "./optionTable.js"
+import * as Selection from "./selection.js"
+import { exitOnInvalidConfig } from "./stack.js"
+
+export const graph = Command.make(
+  "graph",
+  {
+    names: Args.text({ name: "name" }).pipe(Args.repeated),
+    ...cliOptions({ config: RUN_OPTIONS.config, ...SELECTION_OPTIONS }),
+    format: Options.choice("format", GraphText.FORMATS).pipe(
+      Options.withDefault("dot" as const),
+      Options.withDescription("dot (Graphviz, the default), mermaid, or json ({ nodes: [{ name, deps }], edges })")
+    )
+  },
+  (o) =>
+    Selection.exitOnAffectedUnavailable(exitOnInvalidConfig(Effect.gen(function*() {
+      const file = path.resolve(o.config)
+      const expanded = yield* listed(file)
+      const names = yield* Selection.select(file, expanded.config, o.names, o.affected)
+      const nodes = names.map((name) => ({ name, deps: expanded.config.processes[name]!.deps ?? [] }))
+      yield* Console.log(GraphText.render(o.format, nodes))
+    })))
+).pipe(Command.withDescription(COMMANDS.graph))
