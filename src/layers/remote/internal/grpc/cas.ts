@@ -75,12 +75,35 @@ export const upload = (conn: Connection, blobs: ReadonlyArray<Blob>): Effect.Eff
     yield* Effect.forEach(streams, (blob) => write(conn, blob), { concurrency: 4, discard: true })
   })
 
+type UpdateAnswer = {
+  responses?: Array<{ digest?: Proto.WireDigest; status?: { code?: number; message?: string } }>
+}
+
 const uploadBatch = (conn: Connection, batch: ReadonlyArray<Blob>): Effect.Effect<void, RemoteError> =>
-  Effect.gen(function*() {
+  Effect.suspend(() => {
     const bytes = batch.reduce((n, b) => n + b.digest.sizeBytes, 0)
-    const res = yield* unary<
-      { responses?: Array<{ digest?: Proto.WireDigest; status?: { code?: number; message?: string } }> }
-    >(
+    // A blob the server refused in a call that went through (its status in the answer, not the call's): the call's
+    // failure all the same, counted in the run's errors and logged with its code, not as OK.
+    const refusals = new WeakSet<RemoteError>()
+    const refusal = (res: UpdateAnswer) => {
+      const responses = res.responses ?? []
+      for (let i = 0; i < responses.length; i++) {
+        const r = responses[i]!
+        if ((r.status?.code ?? 0) === 0) continue
+        // Bazel's worker leaves the digest out of its responses: they are matched by position then.
+        const digest = Proto.fromWire(r.digest) ?? batch[i]?.digest
+        const e = fail(
+          conn,
+          "BatchUpdateBlobs",
+          codeName(r.status?.code),
+          `${digest ? Digest.format(digest) : "a blob"}: ${r.status?.message ?? ""}`
+        )
+        refusals.add(e)
+        return e
+      }
+      return undefined
+    }
+    return unary<UpdateAnswer>(
       conn,
       `${V2}ContentAddressableStorage`,
       "BatchUpdateBlobs",
@@ -90,32 +113,17 @@ const uploadBatch = (conn: Connection, batch: ReadonlyArray<Blob>): Effect.Effec
       }],
       "BatchUpdateBlobsResponse",
       "transfer",
-      { bytes }
+      { bytes },
+      refusal
     ).pipe(
-      // A batch the server's message limit refused (Bazel's worker cancels it) goes blob by blob.
+      // A batch the server's message limit refused (Bazel's worker cancels it) goes blob by blob; a blob refused
+      // on its own is no such limit.
       Effect.catchIf(
-        (e) => e.code === "CANCELLED" || e.code === "RESOURCE_EXHAUSTED",
-        () =>
-          Effect.as(Effect.forEach(batch, (blob) => write(conn, blob), { concurrency: 4, discard: true }), {
-            responses: []
-          })
-      )
+        (e) => (e.code === "CANCELLED" || e.code === "RESOURCE_EXHAUSTED") && !refusals.has(e),
+        () => Effect.forEach(batch, (blob) => write(conn, blob), { concurrency: 4, discard: true })
+      ),
+      Effect.asVoid
     )
-    const responses = res.responses ?? []
-    for (let i = 0; i < responses.length; i++) {
-      const r = responses[i]!
-      if ((r.status?.code ?? 0) === 0) {
-        continue
-      }
-      // Bazel's worker leaves the digest out of its responses: they are matched by position then.
-      const digest = Proto.fromWire(r.digest) ?? batch[i]?.digest
-      return yield* fail(
-        conn,
-        "BatchUpdateBlobs",
-        codeName(r.status?.code),
-        `${digest ? Digest.format(digest) : "a blob"}: ${r.status?.message ?? ""}`
-      )
-    }
   })
 
 const downloadBatch = (

@@ -141,7 +141,11 @@ export const metadata = (conn: Connection, actionId?: string) => {
 export const ser = (name: string) => (value: Record<string, unknown>) => Buffer.from(Proto.encode(name, value))
 export const de = <A>(name: string) => (bytes: Buffer): A => Proto.decode<A>(name, bytes)
 
-/** One unary call of `service`/`method`, with the kind's deadline and the call log's retries and breaker. */
+/**
+ * One unary call of `service`/`method`, with the kind's deadline and the call log's retries and breaker. `refusal`
+ * reads an answer that is a failure in an OK call (a batch's per-blob statuses): the attempt fails with it, so that it
+ * is logged, counted and retried as the call's own status would be.
+ */
 export const unary = <A>(
   conn: Connection,
   service: string,
@@ -149,7 +153,8 @@ export const unary = <A>(
   request: [string, Record<string, unknown>],
   response: string,
   kind: Kind,
-  describe?: Described & { readonly actionId?: string }
+  describe?: Described & { readonly actionId?: string },
+  refusal?: (answer: A) => RemoteError | undefined
 ): Effect.Effect<A, RemoteError> => {
   const { calls, client } = conn
   const attempt = Effect.async<A, RemoteError>((resume) => {
@@ -160,7 +165,11 @@ export const unary = <A>(
       request[1],
       metadata(conn, describe?.actionId),
       { deadline: Date.now() + calls.deadlineMs(kind) },
-      (err, value) => resume(err ? Effect.fail(fromGrpc(conn, method, err)) : Effect.succeed(value as A))
+      (err, value) => {
+        if (err) return resume(Effect.fail(fromGrpc(conn, method, err)))
+        const refused = refusal?.(value as A)
+        resume(refused !== undefined ? Effect.fail(refused) : Effect.succeed(value as A))
+      }
     )
     return Effect.sync(() => call.cancel())
   })
