@@ -23,6 +23,7 @@ import { type HashProgress, Store } from "../store/Store.js"
 import { Workspace } from "../workspace/Workspace.js"
 import * as Explain from "./internal/explain.js"
 import * as Run from "./internal/run.js"
+import * as Verify from "./internal/verify.js"
 
 export {
   /**
@@ -181,7 +182,32 @@ export interface Service {
     readonly name: string
     readonly configName?: string
   }) => Effect.Effect<Array<string>, InvalidConfig | StoreError | MissingDigest | InputConflict>
+  /**
+   * Re-runs processes whose results the cache holds (`names`, default every one; `sample` of them at random), each
+   * in a fresh sandbox with the cache off, and compares their outputs and exit with the cached result: a process
+   * that does not reproduce would poison a shared cache. Never changes an entry, unless `evict` removes those that
+   * did not reproduce. Reports come in the order of `names`.
+   */
+  readonly verify: (options: Verify.VerifyOptions) => Effect.Effect<Array<Verify.VerifiedProcess>>
 }
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type VerifyOptions = Verify.VerifyOptions
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type VerifiedProcess = Verify.VerifiedProcess
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type OutputDifference = Verify.OutputDifference
 
 /**
  * @since 0.1.0
@@ -201,7 +227,8 @@ export const make: Effect.Effect<Service, never, Store | ProcessRunner | Workspa
   return {
     run: (options) => Effect.scoped(Run.run(store, runner, workspaceWriter, options)),
     explain: (options) =>
-      Effect.scoped(Explain.explain(store, { ...options, ...(remote !== undefined ? { remote } : {}) }))
+      Effect.scoped(Explain.explain(store, { ...options, ...(remote !== undefined ? { remote } : {}) })),
+    verify: (options) => Effect.scoped(Verify.verify(store, runner, options))
   }
 })
 
