@@ -171,11 +171,25 @@ export const download = (
   Effect.gen(function*() {
     yield* checkSizes(conn.calls, "ByteStream.Read", digests)
     const wanted = distinct(digests)
-    if (!conn.learned.batchRead) return yield* Effect.forEach(wanted, (d) => read(conn, d), { concurrency: 4 })
+    // Until the server has said whether it has BatchReadBlobs, downloads ask one at a time.
+    return yield* conn.learned.batchRead === "unknown"
+      ? conn.learned.batchReadProbe.withPermits(1)(Effect.suspend(() => downloadLearned(conn, wanted)))
+      : downloadLearned(conn, wanted)
+  })
+
+/** Blobs down, in batches unless the server is known to lack BatchReadBlobs; large ones by ByteStream. */
+const downloadLearned = (conn: Connection, wanted: ReadonlyArray<Digest.Digest>) =>
+  Effect.gen(function*() {
+    if (conn.learned.batchRead === false) {
+      return yield* Effect.forEach(wanted, (d) => read(conn, d), { concurrency: 4 })
+    }
     const { batches, streams } = plan(conn, wanted.map((digest) => ({ digest })))
     const batched = yield* Effect.forEach(batches, (b) => downloadBatch(conn, b.map((x) => x.digest)), {
       concurrency: 4
     }).pipe(
+      Effect.tap(() => {
+        if (batches.length > 0) conn.learned.batchRead = true
+      }),
       Effect.catchIf((e) => e.code === "UNIMPLEMENTED", () => {
         conn.learned.batchRead = false
         return Effect.forEach(batches.flat(), (x) => Effect.map(read(conn, x.digest), (b) => [b]), { concurrency: 4 })

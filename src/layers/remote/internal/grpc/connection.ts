@@ -36,8 +36,16 @@ export interface ToolInfo {
 export interface Learned {
   /** The most a batch request may carry: the server's advertised limit or gRPC's, less the framing. */
   batchLimit: number
-  /** False once BatchReadBlobs was UNIMPLEMENTED: every download goes by ByteStream from then on. */
-  batchRead: boolean
+  /**
+   * Whether the server has BatchReadBlobs: `unknown` until a call says, true once one answered, false once one was
+   * UNIMPLEMENTED (every download goes by ByteStream from then on).
+   */
+  batchRead: boolean | "unknown"
+  /**
+   * Held by the one download that asks while `batchRead` is unknown: the others wait for its answer rather than each
+   * learn the same UNIMPLEMENTED (a remote-execution run's first 20 downloads did).
+   */
+  readonly batchReadProbe: Effect.Semaphore
 }
 
 export interface Connection {
@@ -68,7 +76,17 @@ export const connect = (settings: Settings, calls: Calls, tool: ToolInfo): Conne
       "grpc.max_reconnect_backoff_ms": 2_000
     }
   )
-  return { client, settings, calls, tool, learned: { batchLimit: GRPC_MESSAGE_LIMIT - BATCH_FRAMING, batchRead: true } }
+  return {
+    client,
+    settings,
+    calls,
+    tool,
+    learned: {
+      batchLimit: GRPC_MESSAGE_LIMIT - BATCH_FRAMING,
+      batchRead: "unknown",
+      batchReadProbe: Effect.unsafeMakeSemaphore(1)
+    }
+  }
 }
 
 export const codeName = (code: number | undefined): string =>
