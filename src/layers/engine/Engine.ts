@@ -228,7 +228,7 @@ export const make: Effect.Effect<Service, never, Store | ProcessRunner | Workspa
     run: (options) => Effect.scoped(Run.run(store, runner, workspaceWriter, options)),
     explain: (options) =>
       Effect.scoped(Explain.explain(store, { ...options, ...(remote !== undefined ? { remote } : {}) })),
-    verify: (options) => Effect.scoped(Verify.verify(store, runner, options))
+    verify: (options) => Effect.scoped(Verify.verify(store, runner, options, remote))
   }
 })
 

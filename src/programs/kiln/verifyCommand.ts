@@ -12,11 +12,13 @@ import * as Option from "effect/Option"
 import * as path from "node:path"
 import { InvalidConfig } from "../../domain/Config.js"
 import * as Engine from "../../layers/engine/Engine.js"
+import type * as RemoteSettings from "../../layers/remote/RemoteSettings.js"
 import { cliOptions, storeOptions } from "../common/cliOptions.js"
 import { toStoreOptions } from "../common/storeSettings.js"
 import { COMMANDS } from "./help.js"
-import { RUN_OPTIONS, SANDBOX_OPTIONS } from "./optionTable.js"
+import { REMOTE_OPTIONS, RUN_OPTIONS, SANDBOX_OPTIONS } from "./optionTable.js"
 import { loadConfig } from "./runDirect.js"
+import { exitOnInvalidRemote, remoteSettings } from "./settings.js"
 import { engineStack, exitOnInvalidConfig } from "./stack.js"
 
 /** The lines that say how one process fared. */
@@ -72,6 +74,12 @@ const closingLine = (t: ReturnType<typeof tally>) =>
   `${t.notCached > 0 ? `; ${t.notCached} not in the cache` : ""}` +
   `${t.evicted > 0 ? `; ${t.evicted} entries evicted` : ""}`
 
+/** The remote cache's settings for verifying: read only, never an executor (every process re-runs here). */
+const readOnly = (settings: RemoteSettings.Settings): RemoteSettings.Settings => {
+  const { executorEndpoint: _apart, ...rest } = settings
+  return { ...rest, mode: "read", executor: false }
+}
+
 export const verify = Command.make(
   "verify",
   {
@@ -84,7 +92,12 @@ export const verify = Command.make(
     evict: Options.boolean("evict").pipe(
       Options.withDescription("remove the cache entries that did not reproduce (nothing changes without it)")
     ),
-    ...cliOptions({ config: RUN_OPTIONS.config, concurrency: RUN_OPTIONS.concurrency, ...SANDBOX_OPTIONS }),
+    ...cliOptions({
+      config: RUN_OPTIONS.config,
+      concurrency: RUN_OPTIONS.concurrency,
+      ...SANDBOX_OPTIONS,
+      ...REMOTE_OPTIONS
+    }),
     ...storeOptions
   },
   (o) =>
@@ -104,6 +117,12 @@ export const verify = Command.make(
         return config
       }))
       if (loaded === undefined) return
+      // `--remote-cache` verifies that server's entries (kiln.json's and the environment's other remote settings
+      // apply to it); without it, the local ones. The remote is only read: verifying uploads nothing, and every
+      // process re-runs here.
+      const remote = Option.isSome(o.remoteCache)
+        ? yield* remoteSettings(o, loaded, path.dirname(configFile))
+        : undefined
       const reports = yield* Effect.flatMap(Engine.Engine, (engine) =>
         engine.verify({
           workspace: path.dirname(configFile),
@@ -111,14 +130,17 @@ export const verify = Command.make(
           configName: path.basename(configFile),
           ...(o.names.length > 0 ? { names: o.names } : {}),
           ...(sample !== undefined ? { sample } : {}),
-          evict: o.evict
+          evict: o.evict,
+          remoteEntries: remote !== undefined
         })).pipe(
           Effect.provide(engineStack({
             store: toStoreOptions(o),
             sandboxRoot: o.sandboxRoot,
             namedCachesDir: o.namedCachesDir,
             keepSandboxes: o.keepSandboxes,
-            runner: { concurrency: o.concurrency }
+            // A remote entry's outputs are downloaded to be compared, as explain's hits are.
+            runner: { concurrency: o.concurrency, cacheContent: "fetch" },
+            ...(remote !== undefined ? { remote: readOnly(remote) } : {})
           }))
         )
       const t = tally(reports)
@@ -129,6 +151,12 @@ export const verify = Command.make(
         if (lines.length > 0) process.stdout.write(`${lines.join("\n")}\n`)
         process.stderr.write(`${closingLine(t)}\n`)
       }
+      if (remote !== undefined && o.evict && t.differ > 0) {
+        process.stderr.write(
+          `kiln: verify: the entries on ${remote.endpoint.display} stay: a remote cache gives a client no way to ` +
+            "remove one (change `cacheNamespace` to disown them)\n"
+        )
+      }
       if (t.differ > 0 || t.errors > 0) process.exitCode = 1
-    })
+    }).pipe(exitOnInvalidRemote)
 ).pipe(Command.withDescription(COMMANDS.verify))

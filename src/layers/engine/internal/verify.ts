@@ -14,6 +14,7 @@ import * as path from "node:path"
 import type { Config } from "../../../domain/Config.js"
 import * as Digest from "../../../domain/Digest.js"
 import type { ProcessResult } from "../../../domain/Process.js"
+import type { RemoteTier } from "../../../domain/RemoteTier.js"
 import type { ProcessRunner } from "../../runner/ProcessRunner.js"
 import type { Store, TreeEntry } from "../../store/Store.js"
 import * as StoreMaintenance from "../../store/StoreMaintenance.js"
@@ -28,8 +29,13 @@ export interface VerifyOptions {
   readonly names?: ReadonlyArray<string>
   /** Re-run only this many of the cached ones, chosen at random. */
   readonly sample?: number
-  /** Remove the entries that did not reproduce from the action cache. */
+  /**
+   * Remove the entries that did not reproduce from the local action cache (with `remoteEntries`, the local copy of
+   * each, if any: REAPI and Bazel's HTTP cache give a client no way to remove one from the server).
+   */
   readonly evict?: boolean
+  /** Compare with the remote cache's entries (the engine's `RemoteTier`) instead of the local ones. */
+  readonly remoteEntries?: boolean
   readonly configName?: string
 }
 
@@ -62,6 +68,9 @@ export interface VerifiedProcess {
   /** Whether its entry was removed (`evict`). */
   readonly evicted?: boolean
 }
+
+/** What a cached result is compared on: a local hit's, or a remote entry's. */
+type Cached = Pick<ProcessResult, "exitCode" | "timedOut" | "outputDigest">
 
 /** Files at most this size whose bytes are UTF-8 text get their first differing line shown. */
 const TEXT_DIFF_BYTES = 64 * 1024
@@ -132,7 +141,7 @@ const reRun = (
   runner: ProcessRunner["Type"],
   name: string,
   looked: Looked,
-  cached: ProcessResult
+  cached: Cached
 ) =>
   Effect.gen(function*() {
     const actionDigest = Digest.format(looked.key)
@@ -162,7 +171,12 @@ const reRun = (
   )
 
 /** The processes asked for, each re-run and compared when the cache holds its result. @internal */
-export const verify = (store: Store["Type"], runner: ProcessRunner["Type"], options: VerifyOptions) =>
+export const verify = (
+  store: Store["Type"],
+  runner: ProcessRunner["Type"],
+  options: VerifyOptions,
+  remote?: RemoteTier["Type"]
+) =>
   Effect.gen(function*() {
     const { config } = options
     const workspace = path.resolve(options.workspace)
@@ -186,9 +200,14 @@ export const verify = (store: Store["Type"], runner: ProcessRunner["Type"], opti
         candidates.push({ name, looked: l.right })
       }
     })
-    // The cache's own lookup: an entry whose bytes are gone is no result to compare with.
-    const found = yield* runner.lookup(candidates.map((c) => c.looked.process))
-    const cached: Array<{ name: string; looked: Looked; result: ProcessResult }> = []
+    // The cache's own lookup: an entry whose bytes are gone is no result to compare with. The remote's is asked
+    // directly, so that a local entry never stands in for it and nothing is written into the local action cache.
+    const found: ReadonlyArray<Option.Option<Cached>> = options.remoteEntries === true
+      ? remote === undefined
+        ? candidates.map(() => Option.none())
+        : yield* remote.lookup(candidates.map((c) => ({ process: c.looked.process, key: c.looked.key })))
+      : yield* runner.lookup(candidates.map((c) => c.looked.process))
+    const cached: Array<{ name: string; looked: Looked; result: Cached }> = []
     candidates.forEach((c, i) => {
       const hit = found[i]!
       if (Option.isSome(hit)) cached.push({ ...c, result: hit.value })
