@@ -115,10 +115,13 @@ const retryDelayOf = (err: grpc.ServiceError): number | undefined => {
   return undefined
 }
 
-/** grpc-js's connection errors, down to their cause: "connect ECONNREFUSED 127.0.0.1:50081". */
+/**
+ * grpc-js's connection errors, down to their cause: "connect ECONNREFUSED 127.0.0.1:50081", on one line (OpenSSL's
+ * errors end in a newline before grpc-js's ". Resolution note:", and a warning must stay one line).
+ */
 const tidy = (detail: string): string => {
-  const cause = /Last error: (?:Error: )?(.*?)(?:\. Resolution note:.*)?$/.exec(detail)
-  return (cause?.[1] ?? detail).trim()
+  const cause = /Last error: (?:Error: )?(.*?)\s*(?:\. Resolution note:.*)?$/s.exec(detail)
+  return (cause?.[1] ?? detail).replace(/\s*\n\s*/g, " ").trim()
 }
 
 export const fail = (conn: Connection, method: string, code: string, detail: string, retryDelayMs?: number) =>
