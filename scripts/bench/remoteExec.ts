@@ -18,7 +18,10 @@ const PROCESSES = 100
 const SLEEP_MS = 300
 const JOBS = 20
 const IDEAL_MS = (PROCESSES * SLEEP_MS) / JOBS
-const TARGET_MS = IDEAL_MS * 1.5
+/** The target #39 set: 2.0 s on a quiet machine, against the ideal's 1.5 s. */
+const TARGET_MS = 2000
+/** GNU time, to read kiln's own CPU time (user + sys) per run: a figure a busy machine distorts far less than wall. */
+const GNU_TIME = "/usr/bin/time"
 const REPS = quick ? 2 : 3
 
 const freePort = () =>
@@ -80,12 +83,16 @@ export const remoteExecution = async (o: {
     const url = /KILN_TEST_REAPI_URL=(\S+)/.exec(fs.readFileSync(path.join(dir, "env"), "utf8"))![1]!
     progress(`remote execution: ${PROCESSES} × ${SLEEP_MS} ms on ${url} (${JOBS} jobs)`)
     const over: Array<number> = []
+    const cpuMs: Array<number> = []
+    const timed = fs.existsSync(GNU_TIME)
     const runOnce = async (what: string, args: ReadonlyArray<string>) => {
       const config = writeWorkspace(o.tmp.fresh("exec-ws"), `${what}-${randomBytes(4).toString("hex")}`)
       const trace = o.tmp.fresh("trace")
       const summary = o.tmp.fresh("summary")
       const log = o.tmp.fresh("log")
+      const cpuFile = o.tmp.fresh("cpu")
       const r = await timedSpawn([
+        ...(timed ? [GNU_TIME, "-f", "%U %S", "-o", cpuFile] : []),
         process.execPath,
         cli,
         "run",
@@ -104,10 +111,11 @@ export const remoteExecution = async (o: {
       const s = JSON.parse(fs.readFileSync(summary, "utf8")) as { remoteExecuted: number; ran: number }
       if (r.code !== 0 || s.ran !== PROCESSES) throw new Error(`${what} failed: ${fs.readFileSync(log, "utf8").trim()}`)
       o.samples.record(what, r.ms)
-      return { s, trace }
+      const cpu = timed ? fs.readFileSync(cpuFile, "utf8").trim().split(/\s+/).slice(-2).map(Number) : []
+      return { s, trace, cpu: cpu.length === 2 ? (cpu[0]! + cpu[1]!) * 1000 : undefined }
     }
     for (let rep = 0; rep < REPS; rep++) {
-      const { s, trace } = await runOnce("remote execution", [
+      const { cpu, s, trace } = await runOnce("remote execution", [
         "--remote-executor",
         url,
         "--remote-jobs",
@@ -115,6 +123,7 @@ export const remoteExecution = async (o: {
       ])
       if (s.remoteExecuted !== PROCESSES) throw new Error(`only ${s.remoteExecuted} processes ran remotely`)
       over.push(...overheads(trace))
+      if (cpu !== undefined) cpuMs.push(cpu)
     }
     await runOnce("local execution, concurrency 2", ["--concurrency", "2"])
     const remote = o.samples.summary("remote execution")
@@ -134,7 +143,17 @@ export const remoteExecution = async (o: {
         value: `median ${percentile(over, 50).toFixed(0)} ms, p95 ${percentile(over, 95).toFixed(0)} ms`,
         baseline: "(Bazel's worker reports no ExecutedActionMetadata: its own overhead is inside)",
         ratio: ""
-      }
+      },
+      ...(cpuMs.length > 0
+        ? [{
+          figure: "  remote execution: kiln's own CPU time (user + sys) per run, and per process",
+          value:
+            `median ${percentile(cpuMs, 50).toFixed(0)} ms, ${(percentile(cpuMs, 50) / PROCESSES).toFixed(1)} ms ` +
+            "per process",
+          baseline: "(one event loop does it all: on 2 cores shared with the worker, wall time cannot go below it)",
+          ratio: ""
+        }]
+        : [])
     ]
     return {
       rows,

@@ -8,6 +8,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as grpc from "@grpc/grpc-js"
 import { Context, Deferred, Effect, Exit, Fiber, Layer, Option } from "effect"
+import * as fs from "node:fs"
 import * as path from "node:path"
 import * as RemoteCache from "../../src/layers/remote/RemoteCache.js"
 import * as RemoteSettings from "../../src/layers/remote/RemoteSettings.js"
@@ -207,4 +208,71 @@ describe("an HTTP cache that answers 409 (Apache, when a directory of the prefix
       assert.strictEqual(new Set(cas).size, cas.length, `no request is retried: ${cas.join(", ")}`)
       assert.deepStrictEqual(Object.keys(ran.summary!.remoteErrors), ["FAILED_PRECONDITION"], ran.stderr)
     }))
+})
+
+describe("BatchUpdateBlobs that answers OK but refuses its blobs one by one", () => {
+  it.scoped(
+    "a refusal (INVALID_ARGUMENT): counted, logged with its code, said once; the closing line and `remote flush` say why",
+    () =>
+      Effect.gen(function*() {
+        const server = yield* hostileGrpc
+        server.batchUpdateRefusal = grpc.status.INVALID_ARGUMENT
+        const w = yield* hostileWorkspace()
+        const log = path.join(yield* tempDir("kiln-refusal-log-"), "remote.log")
+        const ran = yield* w.kiln(["run", "--remote-cache", server.url, "--remote-log", log])
+        assert.strictEqual(ran.code, 0, ran.stderr)
+        const endpoint = escape(server.url)
+        const updates = server.received.filter((r) => r.method === "BatchUpdateBlobs").length
+        // A refusal is not retried: one call, and one error for it.
+        assert.strictEqual(updates, 1, ran.stderr)
+        assert.deepStrictEqual(ran.summary!.remoteErrors, { INVALID_ARGUMENT: 1 }, ran.stderr)
+        assert.strictEqual(ran.summary!.pendingUploads, 1, ran.stderr)
+        assert.strictEqual(server.received.filter((r) => r.method === "UpdateActionResult").length, 0)
+        assert.strictEqual(
+          linesOf(ran.stderr, new RegExp(`remote cache ${endpoint} refused an upload \\(BatchUpdateBlobs: INVALID_ARG`))
+            .length,
+          1,
+          ran.stderr
+        )
+        assert.strictEqual(
+          linesOf(ran.stderr, new RegExp(`1 uploads to ${endpoint} are pending \\(INVALID_ARGUMENT ×1\\)`)).length,
+          1,
+          ran.stderr
+        )
+        const logged = fs.readFileSync(log, "utf8").trim().split("\n").map((l) => JSON.parse(l) as { method: string })
+          .filter((l) => l.method === "BatchUpdateBlobs")
+        assert.deepStrictEqual(logged.map((l) => (l as { status?: string }).status), ["INVALID_ARGUMENT"])
+        const flushed = yield* w.kiln(["remote", "flush", "--remote-cache", server.url])
+        assert.strictEqual(flushed.code, 1, flushed.stderr)
+        assert.match(flushed.stderr, /1 uploads to .* are still pending \(INVALID_ARGUMENT ×1\)/, flushed.stderr)
+        const required = yield* w.kiln(["run", "--remote-cache", server.url, "--remote-required"])
+        assert.strictEqual(required.code, 1, required.stderr)
+        assert.match(
+          required.stderr,
+          /BatchUpdateBlobs failed: INVALID_ARGUMENT.*\(--remote-required\)/,
+          required.stderr
+        )
+      }),
+    { timeout: 120_000 }
+  )
+
+  it.scoped(
+    "an outage code per blob (RESOURCE_EXHAUSTED): retried as the call's own would be, every attempt counted, no blob-by-blob fallback",
+    () =>
+      Effect.gen(function*() {
+        const server = yield* hostileGrpc
+        server.batchUpdateRefusal = grpc.status.RESOURCE_EXHAUSTED
+        const w = yield* hostileWorkspace()
+        const ran = yield* w.kiln(["run", "--remote-cache", server.url])
+        assert.strictEqual(ran.code, 0, ran.stderr)
+        const updates = server.received.filter((r) => r.method === "BatchUpdateBlobs").length
+        assert.isAbove(updates, 1, ran.stderr)
+        assert.deepStrictEqual(ran.summary!.remoteErrors, { RESOURCE_EXHAUSTED: updates }, ran.stderr)
+        // A blob refused for the server's quota is no batch over its message limit: nothing goes by ByteStream.
+        assert.strictEqual(server.received.filter((r) => r.method === "Write").length, 0, ran.stderr)
+        assert.strictEqual(ran.summary!.pendingUploads, 1, ran.stderr)
+        assert.match(ran.stderr, /uploads to .* are pending \(RESOURCE_EXHAUSTED ×\d+\)/, ran.stderr)
+      }),
+    { timeout: 120_000 }
+  )
 })

@@ -94,6 +94,21 @@ describe("remote cache: round trips", () => {
       assert.match(r.stderr, /remote cache https:\/\/localhost:\d+ refused kiln's probe \(INVALID_ARGUMENT: HTTP 400\)/)
     }))
 
+  it.scoped("grpcs without the client certificate the worker requires: one warning line with OpenSSL's reason", () =>
+    Effect.gen(function*() {
+      const anonymous = yield* machine(namespace())
+      const url = remoteServers().reapiTlsUrl
+      const r = yield* anonymous.run(["--remote-cache", url, "--remote-ca", remoteServers().tlsCa])
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.strictEqual(r.summary!.ran, 3)
+      const lines = r.stderr.split("\n")
+      const warning = lines.filter((l) => l.startsWith(`kiln: warning: remote cache ${url} is unreachable`))
+      assert.strictEqual(warning.length, 1, r.stderr)
+      // OpenSSL's reason, and the line ends where the warning does: nothing of it spills onto a line of its own.
+      assert.match(warning[0]!, /SSL.*\): running locally$/, r.stderr)
+      assert.isTrue(lines.every((l) => l === "" || /^(kiln: |✓ )/.test(l)), r.stderr)
+    }))
+
   it.scoped("kiln.json's remote object and KILN_REMOTE_CACHE name the cache; the command line wins", () =>
     Effect.gen(function*() {
       const ns = namespace()

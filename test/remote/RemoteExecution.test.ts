@@ -70,6 +70,28 @@ describe("remote execution", () => {
       assert.isBelow(r.summary!.uploadedBytes, files * size * 1.5, r.stderr)
     }))
 
+  it.scoped("the worker lacks BatchReadBlobs: of many downloads at once, one asks it, the rest go by ByteStream", () =>
+    Effect.gen(function*() {
+      const n = 12
+      const w = yield* hostileWorkspace({
+        processes: Object.fromEntries(Array.from({ length: n }, (_, i) => [`p${i}`, {
+          argv: ["/bin/sh", "-c", `cat a.txt > o${i}.txt; echo ${i} >> o${i}.txt`],
+          inputs: ["a.txt"],
+          outputs: [`o${i}.txt`],
+          env: PATH
+        }]))
+      })
+      const log = path.join(yield* tempDir("kiln-batch-read-"), "remote.log")
+      const r = yield* w.kiln(["run", ...executor(), "--remote-jobs", String(n), "--remote-log", log])
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.strictEqual(r.summary!.remoteExecuted, n, r.stderr)
+      const calls = fs.readFileSync(log, "utf8").trim().split("\n").map((l) => JSON.parse(l) as { method: string })
+      // Bazel's worker answers BatchReadBlobs UNIMPLEMENTED: learnt once, not by every download in flight.
+      assert.strictEqual(calls.filter((c) => c.method === "BatchReadBlobs").length, 1)
+      assert.isAtLeast(calls.filter((c) => c.method === "ByteStream.Read").length, n)
+      assert.deepStrictEqual(r.summary!.remoteErrors, {}, r.stderr)
+    }))
+
   it.scoped("an executor apart from the cache: it runs the graph, and the results are kept in the cache", () =>
     Effect.gen(function*() {
       const ns = namespace()

@@ -24,6 +24,7 @@ import { Workspace } from "../workspace/Workspace.js"
 import * as Explain from "./internal/explain.js"
 import * as Plan from "./internal/plan.js"
 import * as Run from "./internal/run.js"
+import * as Verify from "./internal/verify.js"
 
 export {
   /**
@@ -200,6 +201,13 @@ export interface Service {
     readonly names: ReadonlyArray<string>
     readonly configName?: string
   }) => Effect.Effect<Array<Planned>, StoreError | MissingDigest | InputConflict>
+  /**
+   * Re-runs processes whose results the cache holds (`names`, default every one; `sample` of them at random), each
+   * in a fresh sandbox with the cache off, and compares their outputs and exit with the cached result: a process
+   * that does not reproduce would poison a shared cache. Never changes an entry, unless `evict` removes those that
+   * did not reproduce. Reports come in the order of `names`.
+   */
+  readonly verify: (options: Verify.VerifyOptions) => Effect.Effect<Array<Verify.VerifiedProcess>>
 }
 
 /**
@@ -228,6 +236,24 @@ export const explanationLines: (explanation: Explanation) => Array<string> = Exp
 
 /**
  * @since 0.1.0
+ * @category models
+ */
+export type VerifyOptions = Verify.VerifyOptions
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type VerifiedProcess = Verify.VerifiedProcess
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type OutputDifference = Verify.OutputDifference
+
+/**
+ * @since 0.1.0
  * @category tags
  */
 export class Engine extends Context.Tag("kiln/Engine")<Engine, Service>() {}
@@ -247,7 +273,8 @@ export const make: Effect.Effect<Service, never, Store | ProcessRunner | Workspa
       Effect.scoped(Explain.explain(store, { ...options, ...(remote !== undefined ? { remote } : {}) })),
     explainAll: (options) =>
       Effect.scoped(Explain.explainAll(store, { ...options, ...(remote !== undefined ? { remote } : {}) })),
-    plan: (options) => Effect.scoped(Plan.plan(store, runner, options))
+    plan: (options) => Effect.scoped(Plan.plan(store, runner, options)),
+    verify: (options) => Effect.scoped(Verify.verify(store, runner, options, remote))
   }
 })
 

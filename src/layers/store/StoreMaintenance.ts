@@ -157,6 +157,11 @@ export interface Service {
    */
   readonly remove: (digest: Digest.Digest) => Effect.Effect<boolean, StoreError>
   /**
+   * Removes an action-cache entry (`kiln verify --evict`: a result that did not reproduce); true when there was one.
+   * The blobs it names stay, for the GC to judge.
+   */
+  readonly removeActionResult: (actionDigest: Digest.Digest) => Effect.Effect<boolean, StoreError>
+  /**
    * Clears reader slots that dead processes left in every shard (opening each), and says how many it cleared. A stale
    * slot keeps LMDB from reusing the pages freed after its snapshot; opening an environment clears them too, but
    * shards are opened on first use, so a process that died leaves its slots in shards nobody opens for a while.
@@ -203,6 +208,7 @@ export const make = (store: StoreModule.Service): Service => {
         Effect.all([Core.removeFile(core, digest), Core.removeDirectory(core, digest)]),
         ([a, b]) => a || b
       ),
+    removeActionResult: (actionDigest) => Core.removeActionResult(core, actionDigest),
     clearStaleReaders: Maintenance.clearStaleReaders(core),
     clearReadersOf: (pid, within) => Maintenance.clearReadersOf(core, pid, Duration.toMillis(within))
   }

@@ -16,6 +16,7 @@ export const COMMANDS = {
   ls: "list the processes of kiln.json, those its tasks give included, with their deps and whether each would run",
   graph: "print the processes and their deps as a graph (dot, mermaid or json)",
   explain: "say why processes would run or hit the cache, and what changed since their last run",
+  verify: "re-run cached processes with the cache off; say which do not reproduce their cached outputs",
   exec: "run one process hermetically through the cache and a sandbox; exit with its code",
   store: "inspect and maintain the content-addressed store",
   schema: "print the JSON Schema of kiln.json (reference it with \"$schema\" for editor completion)",

@@ -319,9 +319,11 @@ const remoteEnd = (report: Engine.RunReport) =>
       )
     }
     if (stats.pendingUploads > 0) {
+      // Why they are, when the server said: its refusals and outages by code, as `--summary` counts them.
+      const errors = Object.entries(stats.remoteErrors).map(([code, n]) => `${code} ×${n}`).join(", ")
       process.stderr.write(
-        `kiln: ${stats.pendingUploads} uploads to ${endpoint} are pending: the next run, or \`kiln remote flush\`, ` +
-          "takes them up\n"
+        `kiln: ${stats.pendingUploads} uploads to ${endpoint} are pending${errors ? ` (${errors})` : ""}: ` +
+          "the next run, or `kiln remote flush`, takes them up\n"
       )
     }
     return { stats, failure: Option.getOrUndefined(yield* remote.failure) }

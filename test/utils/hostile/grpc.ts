@@ -90,6 +90,11 @@ export interface HostileGrpc {
   findMissing: "honest" | "none"
   /** BatchReadBlobs answers UNIMPLEMENTED (every read goes by ByteStream). */
   batchRead: boolean
+  /**
+   * BatchUpdateBlobs answers OK but refuses every blob with this status (keeping none), as a server that cannot
+   * take a digest or is over its quota does; undefined (the default) takes them.
+   */
+  batchUpdateRefusal: grpc.status | undefined
   /** Every call, in order of arrival. */
   readonly received: ReadonlyArray<Received>
   /** Data bytes ByteStream.Read has sent so far, over all calls. */
@@ -201,6 +206,7 @@ export const hostileGrpc = Effect.acquireRelease(
       capabilities: defaultCapabilities,
       findMissing: "honest",
       batchRead: true,
+      batchUpdateRefusal: undefined,
       received,
       readBytes: () => readBytes
     }
@@ -272,6 +278,8 @@ export const hostileGrpc = Effect.acquireRelease(
         "BatchUpdateBlobs",
         (req: { requests?: Array<{ digest?: Proto.WireDigest; data?: Uint8Array }> }) => ({
           responses: (req.requests ?? []).map((r) => {
+            const refused = handle.batchUpdateRefusal
+            if (refused !== undefined) return { digest: r.digest, status: { code: refused, message: "refused" } }
             handle.blobs.set(r.digest?.hash ?? "", r.data ?? new Uint8Array())
             return { digest: r.digest, status: { code: 0 } }
           })

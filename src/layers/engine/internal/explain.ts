@@ -11,6 +11,7 @@ import { actionDigest } from "../../../domain/ActionKey.js"
 import type { Config, InvalidConfig } from "../../../domain/Config.js"
 import * as Digest from "../../../domain/Digest.js"
 import * as GraphOrder from "../../../domain/GraphOrder.js"
+import type { Process } from "../../../domain/Process.js"
 import type { RemoteTier } from "../../../domain/RemoteTier.js"
 import { StoreError } from "../../../domain/StoreErrors.js"
 import type { InputConflict } from "../../../domain/TreeErrors.js"
@@ -30,14 +31,18 @@ export interface ExplainOptions {
   readonly remote?: RemoteTier["Type"]
 }
 
-interface Looked {
+/** @internal */
+export interface Looked {
+  /** The process as a run would make it now (its deps' outputs as their last run recorded them). */
+  readonly process: Process
   readonly key: Digest.Digest
   readonly hit: boolean
   readonly now: RunRecords.RunRecord
   readonly notes: Array<string>
 }
 
-type LookError = InvalidConfig | StoreError | Digest.MissingDigest | InputConflict
+/** @internal */
+export type LookError = InvalidConfig | StoreError | Digest.MissingDigest | InputConflict
 
 /** The digest of the directory at `rel` (ending in `/`) in the tree `root`, if there is one. */
 const treeAt = (store: Store["Type"], root: Digest.Digest, rel: string) =>
@@ -94,8 +99,12 @@ const changesInTrees = (store: Store["Type"], before: RunRecords.RunRecord, now:
     (entries) => new Map<string, ReadonlyArray<string>>(entries)
   )
 
-/** What each process of the explanation would be keyed on now, and whether the cache has it. */
-const looker = (
+/**
+ * What each process of the explanation would be keyed on now, and whether the cache has it.
+ *
+ * @internal
+ */
+export const looker = (
   store: Store["Type"],
   options: ExplainOptions,
   session: SnapshotSession,
@@ -143,7 +152,7 @@ const looker = (
         deps: Object.fromEntries(Object.entries(deps).map(([k, v]) => [k, Digest.format(v)])),
         actionDigest: Digest.format(key)
       }
-      const found = { key, hit, now, notes }
+      const found = { process: p, key, hit, now, notes }
       known.set(name, found)
       return found
     })

@@ -335,6 +335,10 @@ export const removeFile = (core: Core, digest: Digest.Digest): Effect.Effect<boo
 export const removeDirectory = (core: Core, digest: Digest.Digest): Effect.Effect<boolean, StoreError> =>
   Effect.map(Sharded.removeBatch(core.directories, [digest.hash]), (r) => r.length > 0)
 
+/** @internal */
+export const removeActionResult = (core: Core, actionDigest: Digest.Digest): Effect.Effect<boolean, StoreError> =>
+  Effect.map(Sharded.removeBatch(core.actions, [actionDigest.hash]), (r) => r.length > 0)
+
 /** The blobs of a tree, each once: its directories' hashes (the root's too) and its non-empty files. */
 const blobsOf = (
   core: Core,

@@ -75,12 +75,35 @@ export const upload = (conn: Connection, blobs: ReadonlyArray<Blob>): Effect.Eff
     yield* Effect.forEach(streams, (blob) => write(conn, blob), { concurrency: 4, discard: true })
   })
 
+type UpdateAnswer = {
+  responses?: Array<{ digest?: Proto.WireDigest; status?: { code?: number; message?: string } }>
+}
+
 const uploadBatch = (conn: Connection, batch: ReadonlyArray<Blob>): Effect.Effect<void, RemoteError> =>
-  Effect.gen(function*() {
+  Effect.suspend(() => {
     const bytes = batch.reduce((n, b) => n + b.digest.sizeBytes, 0)
-    const res = yield* unary<
-      { responses?: Array<{ digest?: Proto.WireDigest; status?: { code?: number; message?: string } }> }
-    >(
+    // A blob the server refused in a call that went through (its status in the answer, not the call's): the call's
+    // failure all the same, counted in the run's errors and logged with its code, not as OK.
+    const refusals = new WeakSet<RemoteError>()
+    const refusal = (res: UpdateAnswer) => {
+      const responses = res.responses ?? []
+      for (let i = 0; i < responses.length; i++) {
+        const r = responses[i]!
+        if ((r.status?.code ?? 0) === 0) continue
+        // Bazel's worker leaves the digest out of its responses: they are matched by position then.
+        const digest = Proto.fromWire(r.digest) ?? batch[i]?.digest
+        const e = fail(
+          conn,
+          "BatchUpdateBlobs",
+          codeName(r.status?.code),
+          `${digest ? Digest.format(digest) : "a blob"}: ${r.status?.message ?? ""}`
+        )
+        refusals.add(e)
+        return e
+      }
+      return undefined
+    }
+    return unary<UpdateAnswer>(
       conn,
       `${V2}ContentAddressableStorage`,
       "BatchUpdateBlobs",
@@ -90,32 +113,17 @@ const uploadBatch = (conn: Connection, batch: ReadonlyArray<Blob>): Effect.Effec
       }],
       "BatchUpdateBlobsResponse",
       "transfer",
-      { bytes }
+      { bytes },
+      refusal
     ).pipe(
-      // A batch the server's message limit refused (Bazel's worker cancels it) goes blob by blob.
+      // A batch the server's message limit refused (Bazel's worker cancels it) goes blob by blob; a blob refused
+      // on its own is no such limit.
       Effect.catchIf(
-        (e) => e.code === "CANCELLED" || e.code === "RESOURCE_EXHAUSTED",
-        () =>
-          Effect.as(Effect.forEach(batch, (blob) => write(conn, blob), { concurrency: 4, discard: true }), {
-            responses: []
-          })
-      )
+        (e) => (e.code === "CANCELLED" || e.code === "RESOURCE_EXHAUSTED") && !refusals.has(e),
+        () => Effect.forEach(batch, (blob) => write(conn, blob), { concurrency: 4, discard: true })
+      ),
+      Effect.asVoid
     )
-    const responses = res.responses ?? []
-    for (let i = 0; i < responses.length; i++) {
-      const r = responses[i]!
-      if ((r.status?.code ?? 0) === 0) {
-        continue
-      }
-      // Bazel's worker leaves the digest out of its responses: they are matched by position then.
-      const digest = Proto.fromWire(r.digest) ?? batch[i]?.digest
-      return yield* fail(
-        conn,
-        "BatchUpdateBlobs",
-        codeName(r.status?.code),
-        `${digest ? Digest.format(digest) : "a blob"}: ${r.status?.message ?? ""}`
-      )
-    }
   })
 
 const downloadBatch = (
@@ -163,11 +171,25 @@ export const download = (
   Effect.gen(function*() {
     yield* checkSizes(conn.calls, "ByteStream.Read", digests)
     const wanted = distinct(digests)
-    if (!conn.learned.batchRead) return yield* Effect.forEach(wanted, (d) => read(conn, d), { concurrency: 4 })
+    // Until the server has said whether it has BatchReadBlobs, downloads ask one at a time.
+    return yield* conn.learned.batchRead === "unknown"
+      ? conn.learned.batchReadProbe.withPermits(1)(Effect.suspend(() => downloadLearned(conn, wanted)))
+      : downloadLearned(conn, wanted)
+  })
+
+/** Blobs down, in batches unless the server is known to lack BatchReadBlobs; large ones by ByteStream. */
+const downloadLearned = (conn: Connection, wanted: ReadonlyArray<Digest.Digest>) =>
+  Effect.gen(function*() {
+    if (conn.learned.batchRead === false) {
+      return yield* Effect.forEach(wanted, (d) => read(conn, d), { concurrency: 4 })
+    }
     const { batches, streams } = plan(conn, wanted.map((digest) => ({ digest })))
     const batched = yield* Effect.forEach(batches, (b) => downloadBatch(conn, b.map((x) => x.digest)), {
       concurrency: 4
     }).pipe(
+      Effect.tap(() => {
+        if (batches.length > 0) conn.learned.batchRead = true
+      }),
       Effect.catchIf((e) => e.code === "UNIMPLEMENTED", () => {
         conn.learned.batchRead = false
         return Effect.forEach(batches.flat(), (x) => Effect.map(read(conn, x.digest), (b) => [b]), { concurrency: 4 })

@@ -36,8 +36,16 @@ export interface ToolInfo {
 export interface Learned {
   /** The most a batch request may carry: the server's advertised limit or gRPC's, less the framing. */
   batchLimit: number
-  /** False once BatchReadBlobs was UNIMPLEMENTED: every download goes by ByteStream from then on. */
-  batchRead: boolean
+  /**
+   * Whether the server has BatchReadBlobs: `unknown` until a call says, true once one answered, false once one was
+   * UNIMPLEMENTED (every download goes by ByteStream from then on).
+   */
+  batchRead: boolean | "unknown"
+  /**
+   * Held by the one download that asks while `batchRead` is unknown: the others wait for its answer rather than each
+   * learn the same UNIMPLEMENTED (a remote-execution run's first 20 downloads did).
+   */
+  readonly batchReadProbe: Effect.Semaphore
 }
 
 export interface Connection {
@@ -68,7 +76,17 @@ export const connect = (settings: Settings, calls: Calls, tool: ToolInfo): Conne
       "grpc.max_reconnect_backoff_ms": 2_000
     }
   )
-  return { client, settings, calls, tool, learned: { batchLimit: GRPC_MESSAGE_LIMIT - BATCH_FRAMING, batchRead: true } }
+  return {
+    client,
+    settings,
+    calls,
+    tool,
+    learned: {
+      batchLimit: GRPC_MESSAGE_LIMIT - BATCH_FRAMING,
+      batchRead: "unknown",
+      batchReadProbe: Effect.unsafeMakeSemaphore(1)
+    }
+  }
 }
 
 export const codeName = (code: number | undefined): string =>
@@ -97,10 +115,13 @@ const retryDelayOf = (err: grpc.ServiceError): number | undefined => {
   return undefined
 }
 
-/** grpc-js's connection errors, down to their cause: "connect ECONNREFUSED 127.0.0.1:50081". */
+/**
+ * grpc-js's connection errors, down to their cause: "connect ECONNREFUSED 127.0.0.1:50081", on one line (OpenSSL's
+ * errors end in a newline before grpc-js's ". Resolution note:", and a warning must stay one line).
+ */
 const tidy = (detail: string): string => {
-  const cause = /Last error: (?:Error: )?(.*?)(?:\. Resolution note:.*)?$/.exec(detail)
-  return (cause?.[1] ?? detail).trim()
+  const cause = /Last error: (?:Error: )?(.*?)\s*(?:\. Resolution note:.*)?$/s.exec(detail)
+  return (cause?.[1] ?? detail).replace(/\s*\n\s*/g, " ").trim()
 }
 
 export const fail = (conn: Connection, method: string, code: string, detail: string, retryDelayMs?: number) =>
@@ -141,7 +162,11 @@ export const metadata = (conn: Connection, actionId?: string) => {
 export const ser = (name: string) => (value: Record<string, unknown>) => Buffer.from(Proto.encode(name, value))
 export const de = <A>(name: string) => (bytes: Buffer): A => Proto.decode<A>(name, bytes)
 
-/** One unary call of `service`/`method`, with the kind's deadline and the call log's retries and breaker. */
+/**
+ * One unary call of `service`/`method`, with the kind's deadline and the call log's retries and breaker. `refusal`
+ * reads an answer that is a failure in an OK call (a batch's per-blob statuses): the attempt fails with it, so that it
+ * is logged, counted and retried as the call's own status would be.
+ */
 export const unary = <A>(
   conn: Connection,
   service: string,
@@ -149,7 +174,8 @@ export const unary = <A>(
   request: [string, Record<string, unknown>],
   response: string,
   kind: Kind,
-  describe?: Described & { readonly actionId?: string }
+  describe?: Described & { readonly actionId?: string },
+  refusal?: (answer: A) => RemoteError | undefined
 ): Effect.Effect<A, RemoteError> => {
   const { calls, client } = conn
   const attempt = Effect.async<A, RemoteError>((resume) => {
@@ -160,7 +186,11 @@ export const unary = <A>(
       request[1],
       metadata(conn, describe?.actionId),
       { deadline: Date.now() + calls.deadlineMs(kind) },
-      (err, value) => resume(err ? Effect.fail(fromGrpc(conn, method, err)) : Effect.succeed(value as A))
+      (err, value) => {
+        if (err) return resume(Effect.fail(fromGrpc(conn, method, err)))
+        const refused = refusal?.(value as A)
+        resume(refused !== undefined ? Effect.fail(refused) : Effect.succeed(value as A))
+      }
     )
     return Effect.sync(() => call.cancel())
   })
