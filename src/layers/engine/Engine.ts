@@ -58,7 +58,13 @@ export interface ProcessReport {
   /** Milliseconds from the start of the run. */
   readonly startMs: number
   readonly timings: Readonly<Record<string, number>>
-  /** Why it failed, was skipped or errored; for a failed process, the tail of its stderr. */
+  /** Its stdout and stderr as stored (`hash/size`), when it has a result: `kiln logs` and `--output-logs` read them. */
+  readonly stdoutDigest?: string
+  readonly stderrDigest?: string
+  /**
+   * Why it failed, was skipped or errored; for a failed tool, the last lines of its stdout and of its stderr (see
+   * `RunOptions.failureLines`).
+   */
   readonly detail?: string
   /** What kept it from producing a result or from writing its outputs back, typed (absent for a tool's exit). */
   readonly error?: ProcessFailure
@@ -120,6 +126,13 @@ export interface RunOptions {
   ) => Effect.Effect<void>
   /** The `--store-dir` to print in reproduce commands. */
   readonly storeDir?: string
+  /**
+   * More `kiln exec` arguments for reproduce commands, unquoted: the options of the run that its processes' results
+   * depend on (its sandbox root, remote, store settings), so that the command re-runs a process as the run did.
+   */
+  readonly reproduceArgs?: ReadonlyArray<string>
+  /** How many of the last lines of a failed tool's stdout, and of its stderr, its report's `detail` holds (20). */
+  readonly failureLines?: number
   /** The config file's name, for errors about its fields. Default `kiln.json`. */
   readonly configName?: string
   /**

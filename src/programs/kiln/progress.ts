@@ -108,14 +108,20 @@ const hashingEnded = (h: Hashing, now: number) => {
     `${named}${more} ${ONCE}`
 }
 
+/** Whether `--progress none` still shows a finished process's line: a failure is always said. */
+const saidAnyway = (r: Engine.ProcessReport) => !r.ok && r.source !== "skipped"
+
 /**
  * A progress display for `total` processes, its redraw fiber scoped; the status line is cleared at the end. Hashing
- * is shown once it has gone on for `hashingNoticeMs`.
+ * is shown once it has gone on for `hashingNoticeMs`. What `after` gives for a finished process (its output, a
+ * failure's re-run command: `output.ts`) is printed under its line, in the same write, so that nothing another
+ * process prints comes between them, and the status line is drawn again below.
  */
 export const make = (
   mode: Mode,
   total: number,
-  hashingNoticeMs: number = HASHING_NOTICE_MS
+  hashingNoticeMs: number = HASHING_NOTICE_MS,
+  after: (report: Engine.ProcessReport) => Effect.Effect<string> = () => Effect.succeed("")
 ): Effect.Effect<Progress, never, Scope.Scope> =>
   Effect.gen(function*() {
     const running = new Map<string, number>()
@@ -178,19 +184,25 @@ export const make = (
     return {
       onHashing,
       onEvent: (e) =>
-        Effect.sync(() => {
-          if (mode === "none") return
-          if (e._tag === "Started") {
-            running.set(e.name, Date.now())
-            return
-          }
-          running.delete(e.report.name)
-          done++
-          if (e.report.source === "cache-hit" || e.report.source === "remote-cache") cached++
-          if (!line(e.report).startsWith("✓")) failed++
-          clear()
-          out.write(`${line(e.report)}\n`)
-          draw()
-        })
+        e._tag === "Started"
+          ? Effect.sync(() => {
+            if (mode !== "none") running.set(e.name, Date.now())
+          })
+          : Effect.flatMap(after(e.report), (shown) =>
+            Effect.sync(() => {
+              const said = mode !== "none" || saidAnyway(e.report) ? `${line(e.report)}\n` : ""
+              const text = `${said}${shown === "" ? "" : `${shown}\n`}`
+              if (mode === "none") {
+                if (text !== "") out.write(text)
+                return
+              }
+              running.delete(e.report.name)
+              done++
+              if (e.report.source === "cache-hit" || e.report.source === "remote-cache") cached++
+              if (!line(e.report).startsWith("✓")) failed++
+              clear()
+              out.write(text)
+              draw()
+            }))
     }
   })

@@ -44,6 +44,7 @@ const reproduce = (state: RunState, p: Process) =>
   [
     "kiln exec",
     ...(state.options.storeDir !== undefined ? [`--store-dir ${quote(state.options.storeDir)}`] : []),
+    ...(state.options.reproduceArgs ?? []).map(quote),
     `--input ${Digest.format(p.inputDigest)}`,
     ...(p.workingDirectory !== "" ? [`--working-directory ${quote(p.workingDirectory)}`] : []),
     ...Object.entries(p.env).map(([k, v]) => `--env ${quote(`${k}=${v}`)}`),
@@ -76,23 +77,67 @@ const blank = (name: string, startMs: number) => ({
   ok: false
 })
 
-/** The last lines of a failed tool's stderr; when they cannot be read, the report says so instead. */
-const stderrTail = (state: RunState, result: ProcessResult) =>
-  state.store.getFile(result.stderrDigest).pipe(
-    Effect.map((b) => Buffer.from(b).toString("utf8").split("\n").slice(-20).join("\n").trimEnd()),
-    Effect.catchAll((e) =>
-      Effect.as(
-        Effect.logWarning(`could not read the stderr of a failed process: ${e.message}`),
-        `(its stderr ${Digest.format(result.stderrDigest)} could not be read: ${e.message})`
+/** How many of the last lines of a failed tool's stdout and of its stderr its report shows, unless told. */
+export const FAILURE_LINES = 20
+
+/** A log larger than this is not read whole for its last lines: `kiln logs` shows it. */
+const TAIL_READ_MAX = 64 * 1024 * 1024
+
+/** A log's last `lines` lines, and how many it has; when it cannot be read, a line saying so instead. */
+const tailOf = (state: RunState, which: "stdout" | "stderr", digest: Digest.Digest, lines: number) =>
+  digest.sizeBytes > TAIL_READ_MAX
+    ? Effect.succeed({
+      text: `(its ${which} is ${digest.sizeBytes} bytes: \`kiln logs\` prints it)`,
+      shown: 1,
+      total: 1
+    })
+    : state.store.getFile(digest).pipe(
+      Effect.map((b) => {
+        const all = Buffer.from(b).toString("utf8").trimEnd()
+        const split = all === "" ? [] : all.split("\n")
+        const kept = lines === 0 ? [] : split.slice(-lines)
+        return { text: kept.join("\n"), shown: kept.length, total: split.length }
+      }),
+      Effect.catchAll((e) =>
+        Effect.as(
+          Effect.logWarning(`could not read the ${which} of a failed process: ${e.message}`),
+          { text: `(its ${which} ${Digest.format(digest)} could not be read: ${e.message})`, shown: 1, total: 1 }
+        )
       )
     )
+
+/**
+ * The last lines of a failed tool's stdout and stderr (many tools, `tsc` and `node --test` among them, report on
+ * stdout), each headed by its stream's name when both say something or when lines were left out.
+ */
+const outputTail = (state: RunState, name: string, result: ProcessResult) =>
+  Effect.map(
+    Effect.zip(
+      tailOf(state, "stdout", result.stdoutDigest, state.options.failureLines ?? FAILURE_LINES),
+      tailOf(state, "stderr", result.stderrDigest, state.options.failureLines ?? FAILURE_LINES)
+    ),
+    ([out, err]) => {
+      const both = out.total > 0 && err.total > 0
+      const part = (which: string, t: { text: string; shown: number; total: number }) =>
+        t.total === 0
+          ? []
+          : t.shown < t.total
+          ? [
+            `--- ${which}: its last ${t.shown} of ${t.total} lines (\`kiln logs ${name}\` prints them all) ---`,
+            t.text
+          ]
+          : both
+          ? [`--- ${which} ---`, t.text]
+          : [t.text]
+      return { text: [...part("stdout", out), ...part("stderr", err)].join("\n"), stderr: err.text }
+    }
   )
 
-/** A failed tool's stderr tail, and a hint after it where it failed writing into a read-only input tree. */
-const failedTail = (state: RunState, executed: Executed) =>
-  Effect.map(stderrTail(state, executed.result), (tail) => {
-    const hint = readOnlyHint(tail, executed.process)
-    return hint === undefined ? tail : `${tail}\n${hint}`
+/** A failed tool's output tails, and a hint after them where it failed writing into a read-only input tree. */
+const failedTail = (state: RunState, name: string, executed: Executed) =>
+  Effect.map(outputTail(state, name, executed.result), (tail) => {
+    const hint = readOnlyHint(tail.stderr, executed.process)
+    return hint === undefined ? tail.text : `${tail.text}\n${hint}`
   })
 
 /**
@@ -198,7 +243,7 @@ const settle = (state: RunState, name: string, deps: ReadonlyArray<Outcome>) =>
     if (!ran && state.options.keepGoing !== true) state.stop = true
     const { detail, error, result } = ran
       ? yield* settleSuccess(state, name, attempt.right)
-      : { result: attempt.right.result, error: undefined, detail: yield* failedTail(state, attempt.right) }
+      : { result: attempt.right.result, error: undefined, detail: yield* failedTail(state, name, attempt.right) }
     const ok = ran && detail === undefined
     yield* finish(state, {
       name,
@@ -210,6 +255,8 @@ const settle = (state: RunState, name: string, deps: ReadonlyArray<Outcome>) =>
       backtracks: node.backtracks,
       startMs,
       timings: result.timings,
+      stdoutDigest: Digest.format(result.stdoutDigest),
+      stderrDigest: Digest.format(result.stderrDigest),
       ...(detail !== undefined ? { detail } : {}),
       ...(error !== undefined ? { error } : {}),
       ...(!ran ? { reproduce: reproduce(state, attempt.right.process) } : {}),
@@ -223,9 +270,12 @@ const settleRemembered = (state: RunState) => {
   const startMs = Date.now() - state.started
   return Effect.forEach(state.hitOrder.filter((n) => state.remembered.has(n)), (name) => {
     state.unindexed.push([name, undefined])
+    const entry = state.remembered.get(name)!
     return finish(state, {
       name,
-      actionDigest: state.remembered.get(name)!.action,
+      actionDigest: entry.action,
+      stdoutDigest: entry.stdout,
+      stderrDigest: entry.stderr,
       source: "cache-hit",
       exitCode: 0,
       timedOut: false,

@@ -1,0 +1,174 @@
+/**
+ * What `kiln run` shows of its processes' output (`--failure-lines`, `--output-logs`, `--log-order`), what
+ * `kiln logs` prints, and the output digests of `--summary`: through the built CLI, on small workspaces of `node -e`
+ * processes.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { cli } from "../utils/stack.js"
+import { tempDir } from "../utils/temp.js"
+
+interface Summary {
+  readonly processes: ReadonlyArray<{
+    name: string
+    source: string
+    exitCode: number | null
+    stdoutDigest?: string
+    stderrDigest?: string
+  }>
+}
+
+/** A process that runs `script` with node. */
+const node = (script: string, extra: Record<string, unknown> = {}) => ({ argv: ["node", "-e", script], ...extra })
+
+/** Lines `first`..`last` of a stream, each `<prefix><n>`, written by a node script. */
+const lines = (stream: "stdout" | "stderr", prefix: string, count: number) =>
+  `for (let i = 1; i <= ${count}; i++) process.${stream}.write(${JSON.stringify(prefix)} + i + "\\n");`
+
+const workspace = (processes: Record<string, unknown>) =>
+  Effect.gen(function*() {
+    const root = yield* tempDir("kiln-output-")
+    const ws = path.join(root, "ws")
+    fs.mkdirSync(ws)
+    fs.writeFileSync(
+      path.join(ws, "kiln.json"),
+      JSON.stringify({ defaults: { env: { PATH: `${path.dirname(process.execPath)}:/usr/bin:/bin` } }, processes })
+    )
+    const store = path.join(root, "store")
+    const sandboxes = path.join(root, "sandboxes")
+    fs.mkdirSync(sandboxes)
+    // Only through flags: the re-run line must carry them.
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      KILN_NAMED_CACHES_DIR: path.join(root, "named"),
+      KILN_LOCK_DIR: path.join(root, "l")
+    }
+    delete env.KILN_STORE_DIR
+    delete env.KILN_SANDBOX_ROOT
+    const kiln = (args: ReadonlyArray<string>) => {
+      const summaryFile = path.join(root, `summary-${Math.random().toString(36).slice(2)}.json`)
+      const r = spawnSync(
+        process.execPath,
+        [cli, ...args, "--store-dir", store, "--sandbox-root", sandboxes, "--summary", summaryFile],
+        { cwd: ws, encoding: "utf8", env }
+      )
+      const summary = fs.existsSync(summaryFile)
+        ? JSON.parse(fs.readFileSync(summaryFile, "utf8")) as Summary
+        : undefined
+      return { code: r.status, stdout: r.stdout, stderr: r.stderr, summary }
+    }
+    const run = (args: ReadonlyArray<string>) => kiln(["run", "--progress", "plain", ...args])
+    return { root, ws, env, store, sandboxes, kiln, run }
+  })
+
+const count = (text: string, part: string) => text.split(part).length - 1
+
+describe("a failed process's output", () => {
+  it.scoped("a failure that reports on stdout only shows those lines, once, then a re-run line that re-runs it", () =>
+    Effect.gen(function*() {
+      const { env, run, sandboxes, store } = yield* workspace({
+        test: node(`console.log("not ok 1 - adds"); console.log("expected 3, got 4"); process.exit(1)`)
+      })
+      const r = run([])
+      assert.strictEqual(r.code, 1, r.stderr)
+      assert.strictEqual(count(r.stderr, "✗ test exit 1"), 1, r.stderr)
+      assert.include(r.stderr, "✗ test exit 1\nnot ok 1 - adds\nexpected 3, got 4\nre-run it with: kiln exec ")
+      const rerun = r.stderr.split("\n").find((l) => l.startsWith("re-run it with: "))!
+      assert.include(rerun, `--store-dir ${store}`)
+      assert.include(rerun, `--sandbox-root ${sandboxes}`)
+      // The line re-runs it as the run did: same store, same sandbox root, same output and exit code.
+      const exec = spawnSync(
+        "/bin/sh",
+        ["-c", rerun.slice("re-run it with: ".length).replace(/^kiln /, `'${process.execPath}' '${cli}' `)],
+        { encoding: "utf8", env }
+      )
+      assert.strictEqual(exec.status, 1, exec.stderr)
+      assert.strictEqual(exec.stdout, "not ok 1 - adds\nexpected 3, got 4\n")
+    }))
+
+  it.scoped("both streams are shown, each under its name; --failure-lines N keeps the last N of each", () =>
+    Effect.gen(function*() {
+      const { run } = yield* workspace({
+        build: node(`${lines("stdout", "out ", 30)} ${lines("stderr", "err ", 5)} process.exit(2)`)
+      })
+      const r = run([])
+      assert.strictEqual(r.code, 1, r.stderr)
+      assert.include(r.stderr, "--- stdout: its last 20 of 30 lines (`kiln logs build` prints them all) ---\nout 11\n")
+      assert.include(r.stderr, "out 30\n--- stderr ---\nerr 1\n")
+      assert.notInclude(r.stderr, "out 10\n")
+      const few = run(["--failure-lines", "3"])
+      assert.strictEqual(few.code, 1, few.stderr)
+      assert.include(
+        few.stderr,
+        "✗ build exit 2\n--- stdout: its last 3 of 30 lines (`kiln logs build` prints them all) ---\nout 28\nout 29\n" +
+          "out 30\n--- stderr: its last 3 of 5 lines (`kiln logs build` prints them all) ---\nerr 3\nerr 4\nerr 5\n" +
+          "re-run it with: "
+      )
+    }))
+
+  it.scoped("a failure is shown when it happens: before what runs after it", () =>
+    Effect.gen(function*() {
+      const { run } = yield* workspace({
+        fails: node(`console.log("why it failed"); process.exit(1)`),
+        later: node(`console.log("fine")`, { deps: [] })
+      })
+      const r = run(["--concurrency", "1", "--keep-going", "fails", "later"])
+      assert.strictEqual(r.code, 1, r.stderr)
+      const shown = r.stderr.indexOf("re-run it with: ")
+      assert.isAbove(shown, 0, r.stderr)
+      assert.isBelow(shown, r.stderr.indexOf("✓ later"), r.stderr)
+      assert.strictEqual(count(r.stderr, "\nwhy it failed\n"), 1, r.stderr)
+    }))
+})
+
+describe("--output-logs and --log-order", () => {
+  const chatty = {
+    hello: node(`console.log("hello says hi"); console.error("hello warns")`),
+    other: node(`console.log("other one"); console.log("other two")`)
+  }
+
+  it.scoped("full shows every process's output and replays a cached one's; new-only hides hits; none shows none", () =>
+    Effect.gen(function*() {
+      const { run } = yield* workspace(chatty)
+      const quiet = run([])
+      assert.strictEqual(quiet.code, 0, quiet.stderr)
+      assert.notInclude(quiet.stderr, "hello says hi")
+      const fresh = yield* workspace(chatty)
+      const first = fresh.run(["--output-logs", "new-only", "--log-order", "grouped"])
+      assert.strictEqual(first.code, 0, first.stderr)
+      assert.match(first.stderr, /✓ hello [\d.]+s\nhello says hi\nhello warns\n/)
+      const hidden = fresh.run(["--output-logs", "new-only"])
+      assert.strictEqual(hidden.summary!.processes.every((p) => p.source === "cache-hit"), true, hidden.stderr)
+      assert.notInclude(hidden.stderr, "hello says hi")
+      const replayed = fresh.run(["--output-logs", "full", "--log-order", "grouped"])
+      assert.strictEqual(replayed.code, 0, replayed.stderr)
+      assert.include(replayed.stderr, "✓ hello (cached)\ncache hit, replaying logs\nhello says hi\nhello warns\n")
+      const none = fresh.run(["--output-logs", "none", "--cache", "off"])
+      assert.strictEqual(none.code, 0, none.stderr)
+      assert.notInclude(none.stderr, "hello says hi")
+      assert.include(none.stderr, "kiln: 2 processes: 2 ran")
+    }))
+
+  it.scoped("stream prefixes each line with its process's name; grouped keeps a process's lines together", () =>
+    Effect.gen(function*() {
+      const { run } = yield* workspace(chatty)
+      const streamed = run(["--output-logs", "full", "--concurrency", "2"])
+      assert.strictEqual(streamed.code, 0, streamed.stderr)
+      assert.include(streamed.stderr, "other: other one\nother: other two\n")
+      assert.include(streamed.stderr, "hello: hello says hi\nhello: hello warns\n")
+      const grouped = run(["--output-logs", "full", "--concurrency", "2", "--log-order", "grouped"])
+      assert.include(grouped.stderr, "✓ other (cached)\ncache hit, replaying logs\nother one\nother two\n")
+    }))
+
+  it.scoped("a failure under none: its line and its re-run line, not its output", () =>
+    Effect.gen(function*() {
+      const { run } = yield* workspace({ fails: node(`console.log("the reason"); process.exit(4)`) })
+      const r = run(["--output-logs", "none"])
+      assert.strictEqual(r.code, 1, r.stderr)
+      assert.include(r.stderr, "✗ fails exit 4\nre-run it with: ")
+      assert.notInclude(r.stderr, "\nthe reason")
+    }))
+})
