@@ -49,18 +49,17 @@ const workspace = (processes: Record<string, unknown>) =>
     delete env.KILN_STORE_DIR
     delete env.KILN_SANDBOX_ROOT
     const kiln = (args: ReadonlyArray<string>) => {
+      const r = spawnSync(process.execPath, [cli, ...args, "--store-dir", store], { cwd: ws, encoding: "utf8", env })
+      return { code: r.status, stdout: r.stdout, stderr: r.stderr }
+    }
+    const run = (args: ReadonlyArray<string>) => {
       const summaryFile = path.join(root, `summary-${Math.random().toString(36).slice(2)}.json`)
-      const r = spawnSync(
-        process.execPath,
-        [cli, ...args, "--store-dir", store, "--sandbox-root", sandboxes, "--summary", summaryFile],
-        { cwd: ws, encoding: "utf8", env }
-      )
+      const r = kiln(["run", "--progress", "plain", ...args, "--sandbox-root", sandboxes, "--summary", summaryFile])
       const summary = fs.existsSync(summaryFile)
         ? JSON.parse(fs.readFileSync(summaryFile, "utf8")) as Summary
         : undefined
-      return { code: r.status, stdout: r.stdout, stderr: r.stderr, summary }
+      return { ...r, summary }
     }
-    const run = (args: ReadonlyArray<string>) => kiln(["run", "--progress", "plain", ...args])
     return { root, ws, env, store, sandboxes, kiln, run }
   })
 
@@ -170,5 +169,49 @@ describe("--output-logs and --log-order", () => {
       assert.strictEqual(r.code, 1, r.stderr)
       assert.include(r.stderr, "✗ fails exit 4\nre-run it with: ")
       assert.notInclude(r.stderr, "\nthe reason")
+    }))
+})
+
+describe("kiln logs and the summary's output digests", () => {
+  it.scoped("kiln logs NAME prints its last run's output, a failure's and a cache hit's; --summary names the digests", () =>
+    Effect.gen(function*() {
+      const { kiln, run, store, ws } = yield* workspace({
+        says: node(`console.log("to stdout"); console.error("to stderr")`),
+        reads: node(`console.log(require("fs").readFileSync("in.txt", "utf8").trim())`, { inputs: ["in.txt"] }),
+        fails: node(`console.log("failing on stdout"); process.exit(5)`)
+      })
+      const never = kiln(["logs", "says"])
+      assert.strictEqual(never.code, 1)
+      assert.match(never.stderr, /^kiln: says has no run recorded in .* on this store: `kiln run says` runs it\n$/)
+      fs.writeFileSync(path.join(ws, "in.txt"), "first\n")
+      const first = run(["--keep-going"])
+      assert.strictEqual(first.code, 1, first.stderr)
+      const says = first.summary!.processes.find((p) => p.name === "says")!
+      assert.match(says.stdoutDigest ?? "", /^[0-9a-f]{64}\/10$/)
+      assert.match(says.stderrDigest ?? "", /^[0-9a-f]{64}\/10$/)
+      const cat = spawnSync(process.execPath, [cli, "store", "cat", says.stdoutDigest!, "--store-dir", store], {
+        encoding: "utf8"
+      })
+      assert.strictEqual(cat.stdout, "to stdout\n", cat.stderr)
+      const logs = kiln(["logs", "says"])
+      assert.strictEqual(logs.code, 0, logs.stderr)
+      assert.strictEqual(logs.stdout, "to stdout\n")
+      assert.match(logs.stderr, /^to stderr\nkiln: says's last run, action [0-9a-f]{64}\/\d+: stdout /)
+      const failed = kiln(["logs", "fails"])
+      assert.strictEqual(failed.stdout, "failing on stdout\n")
+      assert.include(failed.stderr, "kiln: fails's last run (exit 5), action ")
+      // A cache hit: the logs are the cached result's, and the summary's digests the same.
+      const hit = run(["says"])
+      assert.strictEqual(hit.summary!.processes[0]!.source, "cache-hit", hit.stderr)
+      assert.strictEqual(hit.summary!.processes[0]!.stdoutDigest, says.stdoutDigest)
+      assert.strictEqual(kiln(["logs", "reads"]).stdout, "first\n")
+      fs.writeFileSync(path.join(ws, "in.txt"), "second\n")
+      assert.strictEqual(run(["reads"]).summary!.processes[0]!.source, "ran")
+      assert.strictEqual(kiln(["logs", "reads"]).stdout, "second\n")
+      fs.writeFileSync(path.join(ws, "in.txt"), "first\n")
+      const back = run(["reads"])
+      assert.strictEqual(back.summary!.processes[0]!.source, "cache-hit", back.stderr)
+      const fromHit = kiln(["logs", "reads"])
+      assert.strictEqual(fromHit.stdout, "first\n", fromHit.stderr)
     }))
 })

@@ -22,6 +22,7 @@ import { ProcessRunner } from "../runner/ProcessRunner.js"
 import { type HashProgress, Store } from "../store/Store.js"
 import { Workspace } from "../workspace/Workspace.js"
 import * as Explain from "./internal/explain.js"
+import * as Logs from "./internal/logs.js"
 import * as Run from "./internal/run.js"
 
 export {
@@ -194,6 +195,28 @@ export interface Service {
     readonly name: string
     readonly configName?: string
   }) => Effect.Effect<Array<string>, InvalidConfig | StoreError | MissingDigest | InputConflict>
+  /**
+   * What the last recorded run of `name` in `workspace` printed (a hit's: the cached result's), with its action
+   * digest and how it failed, if it did; `"unrecorded"` when this store has no run of it recorded with its logs.
+   * `MissingDigest`: the store no longer holds them.
+   */
+  readonly logs: (options: {
+    readonly workspace: string
+    readonly name: string
+  }) => Effect.Effect<ProcessLogs | "unrecorded", StoreError | MissingDigest>
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface ProcessLogs {
+  readonly actionDigest: string
+  readonly failed?: string
+  readonly stdoutDigest: Digest.Digest
+  readonly stderrDigest: Digest.Digest
+  readonly stdout: Uint8Array
+  readonly stderr: Uint8Array
 }
 
 /**
@@ -214,7 +237,8 @@ export const make: Effect.Effect<Service, never, Store | ProcessRunner | Workspa
   return {
     run: (options) => Effect.scoped(Run.run(store, runner, workspaceWriter, options)),
     explain: (options) =>
-      Effect.scoped(Explain.explain(store, { ...options, ...(remote !== undefined ? { remote } : {}) }))
+      Effect.scoped(Explain.explain(store, { ...options, ...(remote !== undefined ? { remote } : {}) })),
+    logs: (options) => Logs.logs(store, options)
   }
 })
 

@@ -7,13 +7,13 @@ import { clean } from "./cleanCommand.js"
 import { exec } from "./execCommand.js"
 import { ls } from "./lsCommand.js"
 import { remote } from "./remoteCommands.js"
-import { explain, run as runCommand, schema } from "./runCommand.js"
+import { explain, logs, run as runCommand, schema } from "./runCommand.js"
 import { store } from "./storeCommands.js"
 import { VERSION } from "./version.js"
 
 const kiln = Command.make("kiln").pipe(
   Command.withDescription("a hermetic process-execution engine for build tools"),
-  Command.withSubcommands([runCommand, ls, explain, exec, store, remote, schema, clean, sandboxer])
+  Command.withSubcommands([runCommand, ls, explain, logs, exec, store, remote, schema, clean, sandboxer])
 )
 
 export const run = Command.run(kiln, { name: "kiln", version: VERSION })

@@ -15,6 +15,7 @@ export const COMMANDS = {
   run: "run processes of kiln.json (default: all) and their deps",
   ls: "list the processes of kiln.json, those its tasks give included, with their deps",
   explain: "say why a process would run or hit the cache, and what changed since its last run",
+  logs: "print the stdout and stderr of a process's last run (a cache hit's: the cached result's)",
   exec: "run one process hermetically through the cache and a sandbox; exit with its code",
   store: "inspect and maintain the content-addressed store",
   schema: "print the JSON Schema of kiln.json (reference it with \"$schema\" for editor completion)",

@@ -61,6 +61,10 @@ const finish = (state: RunState, report: ProcessReport) =>
       state.reports.push(report)
       const record = state.records.get(report.name)
       if (record !== undefined && !report.ok && report.source !== "skipped") record.failed = failureOf(report)
+      if (record !== undefined && report.stdoutDigest !== undefined) {
+        record.stdout = report.stdoutDigest
+        record.stderr = report.stderrDigest!
+      }
     }),
     emit(state, { _tag: "Finished", report })
   )
