@@ -5,9 +5,11 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { spawnSync } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import * as Progress from "../../src/programs/kiln/progress.js"
+import { eventually, exitOf } from "../utils/child.js"
 import { cli } from "../utils/stack.js"
 import { tempDir } from "../utils/temp.js"
 
@@ -213,5 +215,45 @@ describe("kiln logs and the summary's output digests", () => {
       assert.strictEqual(back.summary!.processes[0]!.source, "cache-hit", back.stderr)
       const fromHit = kiln(["logs", "reads"])
       assert.strictEqual(fromHit.stdout, "first\n", fromHit.stderr)
+    }))
+})
+
+describe("what is running, and what Ctrl-C cut short", () => {
+  it("the status line counts as running only processes whose tool has a slot, each timed from its start", () => {
+    const running = new Map([["compile", 1_000], ["test", 3_000]])
+    assert.strictEqual(
+      Progress.statusLine({ total: 10, done: 3, cached: 1, failed: 0, running, ending: 1 }, 4_500),
+      "3/10 done, 1 cached, 2 running, 4 queued, 0 failed | compile 3.5s, test 1.5s"
+    )
+    assert.strictEqual(Progress.interruptedLine(["a", "b"], 3), "kiln: interrupted a, b; 3 not started")
+    assert.strictEqual(Progress.interruptedLine([], 2), "kiln: interrupted 2 not started")
+  })
+
+  it.scopedLive("Ctrl-C names the processes it interrupted, and counts those that had not started", () =>
+    Effect.gen(function*() {
+      const { env, root, sandboxes, store, ws } = yield* workspace({})
+      const marks = path.join(root, "marks")
+      fs.mkdirSync(marks)
+      const long = (name: string) => ({
+        argv: ["/bin/sh", "-c", `echo > ${marks}/${name}; exec sleep 300`],
+        cache: "never",
+        env: { PATH: "/usr/bin:/bin" }
+      })
+      fs.writeFileSync(path.join(ws, "kiln.json"), JSON.stringify({ processes: { a: long("a"), b: long("b") } }))
+      const child = spawn(
+        process.execPath,
+        [cli, "run", "--concurrency", "1", "--progress", "plain", "--store-dir", store, "--sandbox-root", sandboxes],
+        { cwd: ws, env, stdio: ["ignore", "ignore", "pipe"] }
+      )
+      yield* Effect.addFinalizer(() => Effect.sync(() => child.exitCode === null && child.kill("SIGKILL")))
+      let stderr = ""
+      child.stderr!.on("data", (d: Buffer) => void (stderr += d.toString()))
+      yield* eventually("a process started", () => fs.readdirSync(marks).length === 1, "30 seconds")
+      const first = fs.readdirSync(marks)[0]!
+      child.kill("SIGINT")
+      const exit = yield* exitOf(child)
+      yield* eventually("stderr read to its end", () => child.stderr!.readableEnded, "10 seconds")
+      assert.strictEqual(exit.code, 130, stderr)
+      assert.include(stderr, `kiln: interrupted ${first}; 1 not started\n`)
     }))
 })

@@ -98,7 +98,10 @@ export interface RunReport {
  * @category models
  */
 export type Event =
+  /** Its tool started: it has one of the runner's slots (a process waiting for one has not started). */
   | { readonly _tag: "Started"; readonly name: string }
+  /** Its tool ended and gave its slot back; its outputs are being stored and written back. */
+  | { readonly _tag: "Exited"; readonly name: string }
   | { readonly _tag: "Finished"; readonly report: ProcessReport }
 
 /**

@@ -200,7 +200,7 @@ const settleSuccess = (state: RunState, name: string, executed: Executed) =>
       } else {
         yield* Effect.logWarning(`${name}: its cached result cannot be written back (${back.left.message}): running it`)
       }
-      const fresh = yield* Effect.either(execute(state, name, { read: false, write: true }))
+      const fresh = yield* Effect.either(execute(state, name, { read: false, write: true }, true))
       if (Either.isLeft(fresh)) {
         if (fresh.left._tag === "NoProducer") return yield* Effect.fail(fresh.left)
         return { result, error: fresh.left, detail: describe(name, fresh.left) }
@@ -223,10 +223,16 @@ const settle = (state: RunState, name: string, deps: ReadonlyArray<Outcome>) =>
       Effect.as(finish(state, { ...blank(name, startMs), source: "skipped", detail }), "failed" as Outcome)
     if (deps.some((o) => o === "failed")) return yield* skip("a dependency failed")
     if (state.stop) return yield* skip("stopped after a failure (use --keep-going to go on)")
-    yield* emit(state, { _tag: "Started", name })
     const hit = state.hits.get(name)
-    const attempt = hit !== undefined ? Either.right(hit) : yield* Effect.either(execute(state, name, state.policy))
+    const attempt = hit !== undefined
+      ? Either.right(hit)
+      : yield* Effect.either(execute(state, name, state.policy, true))
     const node = state.nodes.get(name)!
+    // From when its tool started, not from when it was ready and waited for a slot; a hit, from when it was settled.
+    const span = () =>
+      node.startedAt !== undefined
+        ? { startMs: node.startedAt - state.started, durationMs: Date.now() - node.startedAt }
+        : undefined
     if (Either.isLeft(attempt)) {
       const error = attempt.left
       if (error._tag === "NoProducer") return yield* Effect.fail(error)
@@ -235,6 +241,7 @@ const settle = (state: RunState, name: string, deps: ReadonlyArray<Outcome>) =>
         ...blank(name, startMs),
         source: "error",
         durationMs: Date.now() - state.started - startMs,
+        ...span(),
         backtracks: node.backtracks,
         detail: describe(name, error),
         error
@@ -258,6 +265,7 @@ const settle = (state: RunState, name: string, deps: ReadonlyArray<Outcome>) =>
       durationMs: result.durationMs,
       backtracks: node.backtracks,
       startMs,
+      ...span(),
       timings: result.timings,
       stdoutDigest: Digest.format(result.stdoutDigest),
       stderrDigest: Digest.format(result.stderrDigest),

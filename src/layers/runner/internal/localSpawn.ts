@@ -209,32 +209,35 @@ export const spawnAndWait = (
     // after while other processes run (what a permit bounds is the tools running at once). The group is ended
     // before the permit goes, except when interrupted: then the scope's finalizer ends it, a moment later. (A scope
     // of its own would cost every process another change of its fiber's context.)
-    const waited = yield* options.running.withPermit(Effect.gen(function*() {
-      const runStarted = Date.now()
-      timings.queue = runStarted - queued
-      const group = yield* ProcessGroup.spawnGroup(
-        spawner,
-        {
-          argv: command.argv,
-          cwd: filled.cwd,
-          env: command.env,
-          ...(command.namespace !== undefined ? { namespace: command.namespace } : {}),
-          ...logs
-        },
-        options.grace
-      )
-      const exited: Option.Option<ProcessGroup.Exit> = proc.timeoutMs === undefined
-        ? Option.some(yield* Deferred.await(group.exited))
-        : yield* Effect.timeoutOption(Deferred.await(group.exited), Duration.millis(proc.timeoutMs))
-      const timedOut = Option.isNone(exited)
-      if (Option.isSome(exited)) ProcessGroup.exitSeen(group, exited.value)
-      // The leader exited (or timed out): end whatever is left of its group before reading outputs, so no straggler
-      // writes into the sandbox while it is captured or removed.
-      yield* ProcessGroup.terminate(group, timedOut ? options.grace : Duration.zero)
-      const exit = Option.isSome(exited) ? exited.value : yield* Deferred.await(group.exited)
-      timings.run = Date.now() - runStarted
-      return { exit, timedOut } satisfies Waited
-    }))
+    const waited = yield* options.running.withPermit(
+      Effect.gen(function*() {
+        const runStarted = Date.now()
+        timings.queue = runStarted - queued
+        if (run.policy.onStart !== undefined) yield* run.policy.onStart
+        const group = yield* ProcessGroup.spawnGroup(
+          spawner,
+          {
+            argv: command.argv,
+            cwd: filled.cwd,
+            env: command.env,
+            ...(command.namespace !== undefined ? { namespace: command.namespace } : {}),
+            ...logs
+          },
+          options.grace
+        )
+        const exited: Option.Option<ProcessGroup.Exit> = proc.timeoutMs === undefined
+          ? Option.some(yield* Deferred.await(group.exited))
+          : yield* Effect.timeoutOption(Deferred.await(group.exited), Duration.millis(proc.timeoutMs))
+        const timedOut = Option.isNone(exited)
+        if (Option.isSome(exited)) ProcessGroup.exitSeen(group, exited.value)
+        // The leader exited (or timed out): end whatever is left of its group before reading outputs, so no straggler
+        // writes into the sandbox while it is captured or removed.
+        yield* ProcessGroup.terminate(group, timedOut ? options.grace : Duration.zero)
+        const exit = Option.isSome(exited) ? exited.value : yield* Deferred.await(group.exited)
+        timings.run = Date.now() - runStarted
+        return { exit, timedOut } satisfies Waited
+      }).pipe(Effect.ensuring(run.policy.onEnd ?? Effect.void))
+    )
     if (waited.timedOut) {
       yield* Effect.try({
         try: () =>
