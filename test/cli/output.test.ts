@@ -4,11 +4,14 @@
  * processes.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Duration, Effect, Option } from "effect"
 import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import type { Config } from "../../src/domain/Config.js"
 import * as Progress from "../../src/programs/kiln/progress.js"
+import { reproduceArgs } from "../../src/programs/kiln/reproduce.js"
+import { directRunArgs } from "../../src/programs/kiln/runDirect.js"
 import { eventually, exitOf } from "../utils/child.js"
 import { cli } from "../utils/stack.js"
 import { tempDir } from "../utils/temp.js"
@@ -123,6 +126,43 @@ describe("a failed process's output", () => {
       assert.isBelow(shown, r.stderr.indexOf("✓ later"), r.stderr)
       assert.strictEqual(count(r.stderr, "\nwhy it failed\n"), 1, r.stderr)
     }))
+})
+
+describe("the re-run line's run options", () => {
+  it("carries the remote flags as given, kiln.json's remote as flags, paths absolute, and the cache namespace", () => {
+    const args = {
+      ...directRunArgs(["run", "--sandbox-root", "sb", "--keep-going", "--concurrency", "3"])!,
+      remoteExecutor: Option.some("grpcs://exec:443"),
+      remoteHeader: ["Authorization=$TOKEN"],
+      remoteTimeout: Option.some(Duration.seconds(5)),
+      storeMaxReaders: Option.some(512)
+    }
+    const config = {
+      processes: {},
+      cacheNamespace: "ci",
+      remote: { cache: "grpcs://cache:443", ca: "certs/ca.pem", instanceName: "main" }
+    } as unknown as Config
+    assert.deepStrictEqual(reproduceArgs(args, config, "/ws"), [
+      "--sandbox-root",
+      path.resolve("sb"),
+      "--store-max-readers",
+      "512",
+      "--remote-executor",
+      "grpcs://exec:443",
+      "--remote-header",
+      "Authorization=$TOKEN",
+      "--remote-timeout",
+      "5000ms",
+      "--remote-cache",
+      "grpcs://cache:443",
+      "--remote-instance-name",
+      "main",
+      "--remote-ca",
+      "/ws/certs/ca.pem",
+      "--cache-namespace",
+      "ci"
+    ])
+  })
 })
 
 describe("--output-logs and --log-order", () => {
