@@ -67,6 +67,8 @@ export interface ProcessReport {
    * `RunOptions.failureLines`).
    */
   readonly detail?: string
+  /** A line of advice on a failed tool's output (a write under a read-only input tree), also at the end of `detail`. */
+  readonly hint?: string
   /** What kept it from producing a result or from writing its outputs back, typed (absent for a tool's exit). */
   readonly error?: ProcessFailure
   /** A command that re-runs a failed process exactly. */

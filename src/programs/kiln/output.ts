@@ -79,6 +79,7 @@ export const after = (store: Store.Store["Type"], settings: Settings) => (r: Eng
     }
     if (r.reproduce !== undefined) {
       if (!whole && settings.logs !== "none" && r.detail !== undefined && r.detail !== "") parts.push(r.detail)
+      else if (r.hint !== undefined) parts.push(r.hint)
       parts.push(`re-run it with: ${r.reproduce}`)
     }
     return parts.join("\n")

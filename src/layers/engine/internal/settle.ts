@@ -141,7 +141,7 @@ const outputTail = (state: RunState, name: string, result: ProcessResult) =>
 const failedTail = (state: RunState, name: string, executed: Executed) =>
   Effect.map(outputTail(state, name, executed.result), (tail) => {
     const hint = readOnlyHint(tail.stderr, executed.process)
-    return hint === undefined ? tail.text : `${tail.text}\n${hint}`
+    return { detail: hint === undefined ? tail.text : `${tail.text}\n${hint}`, hint }
   })
 
 /**
@@ -252,9 +252,10 @@ const settle = (state: RunState, name: string, deps: ReadonlyArray<Outcome>) =>
     state.unindexed.push([name, attempt.right.result])
     const ran = attempt.right.result.succeeded
     if (!ran && state.options.keepGoing !== true) state.stop = true
-    const { detail, error, result } = ran
+    const failed = ran ? undefined : yield* failedTail(state, name, attempt.right)
+    const { detail, error, result } = failed === undefined
       ? yield* settleSuccess(state, name, attempt.right)
-      : { result: attempt.right.result, error: undefined, detail: yield* failedTail(state, name, attempt.right) }
+      : { result: attempt.right.result, error: undefined, detail: failed.detail }
     const ok = ran && detail === undefined
     yield* finish(state, {
       name,
@@ -270,6 +271,7 @@ const settle = (state: RunState, name: string, deps: ReadonlyArray<Outcome>) =>
       stdoutDigest: Digest.format(result.stdoutDigest),
       stderrDigest: Digest.format(result.stderrDigest),
       ...(detail !== undefined ? { detail } : {}),
+      ...(failed?.hint !== undefined ? { hint: failed.hint } : {}),
       ...(error !== undefined ? { error } : {}),
       ...(!ran ? { reproduce: reproduce(state, attempt.right.process) } : {}),
       ok
