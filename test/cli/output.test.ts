@@ -168,7 +168,8 @@ describe("the re-run line's run options", () => {
 describe("--output-logs and --log-order", () => {
   const chatty = {
     hello: node(`console.log("hello says hi"); console.error("hello warns")`),
-    other: node(`console.log("other one"); console.log("other two")`)
+    // One write: followed, its lines cannot be told apart by another process's.
+    other: node(`process.stdout.write("other one\\nother two\\n")`)
   }
 
   it.scoped("full shows every process's output and replays a cached one's; new-only hides hits; none shows none", () =>
@@ -255,6 +256,60 @@ describe("kiln logs and the summary's output digests", () => {
       assert.strictEqual(back.summary!.processes[0]!.source, "cache-hit", back.stderr)
       const fromHit = kiln(["logs", "reads"])
       assert.strictEqual(fromHit.stdout, "first\n", fromHit.stderr)
+    }))
+})
+
+describe("followed output", () => {
+  it.scopedLive("under --output-logs full, a process's lines are printed as it writes them, before it ends", () =>
+    Effect.gen(function*() {
+      const { env, root, sandboxes, store, ws } = yield* workspace({})
+      const go = path.join(root, "go")
+      const waits = `process.stdout.write("early line\\n"); ` +
+        `const t = setInterval(() => { if (require("fs").existsSync(${JSON.stringify(go)})) { ` +
+        `clearInterval(t); console.log("late line") } }, 20)`
+      fs.writeFileSync(
+        path.join(ws, "kiln.json"),
+        JSON.stringify({
+          processes: {
+            live: {
+              argv: ["node", "-e", waits],
+              cache: "never",
+              env: { PATH: `${path.dirname(process.execPath)}:/bin` }
+            },
+            other: { argv: ["/bin/sh", "-c", "echo other"], env: { PATH: "/bin" } }
+          }
+        })
+      )
+      const child = spawn(
+        process.execPath,
+        [
+          cli,
+          "run",
+          "--output-logs",
+          "full",
+          "--concurrency",
+          "2",
+          "--progress",
+          "plain",
+          "--store-dir",
+          store,
+          "--sandbox-root",
+          sandboxes
+        ],
+        { cwd: ws, env, stdio: ["ignore", "ignore", "pipe"] }
+      )
+      yield* Effect.addFinalizer(() => Effect.sync(() => child.exitCode === null && child.kill("SIGKILL")))
+      let stderr = ""
+      child.stderr!.on("data", (d: Buffer) => void (stderr += d.toString()))
+      // The process waits for this file, made only once its first line has been shown: it cannot have ended first.
+      yield* eventually("its first line shown while it runs", () => stderr.includes("live: early line\n"), "30 seconds")
+      assert.notInclude(stderr, "✓ live")
+      fs.writeFileSync(go, "")
+      const exit = yield* exitOf(child)
+      yield* eventually("stderr read to its end", () => child.stderr!.readableEnded, "10 seconds")
+      assert.strictEqual(exit.code, 0, stderr)
+      assert.match(stderr, /live: early line\n(.*\n)*live: late line\n✓ live /)
+      assert.strictEqual(count(stderr, "early line"), 1, stderr)
     }))
 })
 

@@ -40,7 +40,7 @@ describe("Engine: Started events", () => {
           assert.isAtMost(running.size, 1, JSON.stringify(events))
         } else if (e._tag === "Exited") {
           assert.isTrue(running.delete(e.name), `${e.name} exited without starting`)
-        } else {
+        } else if (e._tag === "Finished") {
           assert.isFalse(running.has(e.report.name), `${e.report.name} finished before its tool exited`)
         }
       }

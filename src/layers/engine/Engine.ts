@@ -104,6 +104,13 @@ export type Event =
   | { readonly _tag: "Started"; readonly name: string }
   /** Its tool ended and gave its slot back; its outputs are being stored and written back. */
   | { readonly _tag: "Exited"; readonly name: string }
+  /** What its tool wrote, as it wrote it (only under `RunOptions.followOutput`, and only for a local run). */
+  | {
+    readonly _tag: "Output"
+    readonly name: string
+    readonly stream: "stdout" | "stderr"
+    readonly bytes: Uint8Array
+  }
   | { readonly _tag: "Finished"; readonly report: ProcessReport }
 
 /**
@@ -137,6 +144,8 @@ export interface RunOptions {
    * depend on (its sandbox root, remote, store settings), so that the command re-runs a process as the run did.
    */
   readonly reproduceArgs?: ReadonlyArray<string>
+  /** Whether `onEvent` is told what processes write as they write it (`Output` events). Default false. */
+  readonly followOutput?: boolean
   /** How many of the last lines of a failed tool's stdout, and of its stderr, its report's `detail` holds (20). */
   readonly failureLines?: number
   /** The config file's name, for errors about its fields. Default `kiln.json`. */

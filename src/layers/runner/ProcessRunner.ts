@@ -94,6 +94,11 @@ export interface Service {
       readonly onStart?: Effect.Effect<void>
       /** Told when a process told `onStart` ends, its slot free again, however it ended. */
       readonly onEnd?: Effect.Effect<void>
+      /**
+       * Told what a process that runs here writes to stdout and stderr, as it writes it (looked at every 100 ms);
+       * a remote one's output, and a hit's, are its result's only.
+       */
+      readonly onOutput?: (stream: "stdout" | "stderr", bytes: Uint8Array) => Effect.Effect<void>
     }
   ) => Effect.Effect<
     ProcessResult,
@@ -286,7 +291,8 @@ export const make = (options: Options = {}) =>
           ...(opts?.cache ?? { read: true, write: true }),
           ...(opts?.workspaceTrees !== undefined ? { workspaceTrees: opts.workspaceTrees } : {}),
           ...(opts?.onStart !== undefined ? { onStart: opts.onStart } : {}),
-          ...(opts?.onEnd !== undefined ? { onEnd: opts.onEnd } : {})
+          ...(opts?.onEnd !== undefined ? { onEnd: opts.onEnd } : {}),
+          ...(opts?.onOutput !== undefined ? { onOutput: opts.onOutput } : {})
         }),
       fetchTree: (root) => Option.isSome(remote) ? remote.value.fetchTree(root) : Effect.succeed(false),
       // Twice what the bounded runner admits (itself twice the local concurrency): enough to have the next processes

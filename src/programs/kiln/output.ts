@@ -23,6 +23,11 @@ export type LogOrder = "stream" | "grouped"
 export interface Settings {
   readonly logs: OutputLogs
   readonly order: LogOrder
+  /**
+   * Whether processes that run here are followed, their lines printed as they write them (`stream`, with `full` or
+   * `new-only`): their output is then not printed again when they finish.
+   */
+  readonly follow: boolean
   /** Whether processes may run at once: only then does `stream` prefix lines (there is nothing to tell apart). */
   readonly concurrent: boolean
 }
@@ -65,15 +70,47 @@ export const wholeOutput = (store: Store.Store["Type"], r: Engine.ProcessReport)
     ([out, err]) => `${out}${out !== "" && !out.endsWith("\n") ? "\n" : ""}${err}`
   )
 
+/** Whether `settings` follow processes' output as they run: what streams shows whole lines as they come. */
+export const follows = (logs: OutputLogs, order: LogOrder): boolean =>
+  order === "stream" && (logs === "full" || logs === "new-only")
+
+/** The part of each followed process's output that does not end a line yet, by process and stream. */
+export type Partial = Map<string, string>
+
+/** A followed process's new bytes as whole lines, prefixed when others run too; the rest kept for its next bytes. */
+export const during =
+  (settings: Settings, partial: Partial) =>
+  (e: { readonly name: string; readonly stream: "stdout" | "stderr"; readonly bytes: Uint8Array }): string => {
+    const key = `${e.stream} ${e.name}`
+    const text = (partial.get(key) ?? "") + Buffer.from(e.bytes).toString("utf8")
+    const end = text.lastIndexOf("\n")
+    partial.set(key, text.slice(end + 1))
+    return end < 0 ? "" : laidOut(e.name, text.slice(0, end), settings)
+  }
+
+/** What a followed process left without a newline at its end. */
+const rest = (partial: Partial, name: string): string =>
+  (["stdout", "stderr"] as const).map((stream) => {
+    const key = `${stream} ${name}`
+    const left = partial.get(key) ?? ""
+    partial.delete(key)
+    return left
+  }).filter((t) => t !== "").join("\n")
+
 /**
  * What is shown under a finished process's line: its output as `settings` ask, and for a failed tool its last lines
  * (unless its whole output was shown) and the command that re-runs it. Empty when nothing is.
  */
-export const after = (store: Store.Store["Type"], settings: Settings) => (r: Engine.ProcessReport) =>
+export const after = (store: Store.Store["Type"], settings: Settings, partial: Partial) => (r: Engine.ProcessReport) =>
   Effect.gen(function*() {
     const parts: Array<string> = []
     const whole = settings.logs !== "none" && showsWhole(settings.logs, r)
-    if (whole) {
+    // Its lines were printed as it wrote them; what did not end a line is printed now.
+    const followed = whole && settings.follow && r.source === "ran"
+    if (followed) {
+      const left = laidOut(r.name, rest(partial, r.name), settings)
+      if (left !== "") parts.push(left)
+    } else if (whole) {
       const text = laidOut(r.name, yield* wholeOutput(store, r), settings)
       if (text !== "") parts.push(...(isHit(r) ? [laidOut(r.name, REPLAYING, settings)] : []), text)
     }

@@ -148,7 +148,8 @@ export const make = (
   mode: Mode,
   total: number,
   hashingNoticeMs: number = HASHING_NOTICE_MS,
-  after: (report: Engine.ProcessReport) => Effect.Effect<string> = () => Effect.succeed("")
+  after: (report: Engine.ProcessReport) => Effect.Effect<string> = () => Effect.succeed(""),
+  during: (output: Extract<Engine.Event, { _tag: "Output" }>) => string = () => ""
 ): Effect.Effect<Progress, never, Scope.Scope> =>
   Effect.gen(function*() {
     // Started (their tool has a slot) and not yet exited, with when; exited, their outputs being stored.
@@ -226,6 +227,14 @@ export const make = (
           : e._tag === "Exited"
           ? Effect.sync(() => {
             if (running.delete(e.name)) ending.add(e.name)
+          })
+          : e._tag === "Output"
+          ? Effect.sync(() => {
+            const text = during(e)
+            if (text === "") return
+            clear()
+            out.write(`${text}\n`)
+            draw()
           })
           : Effect.flatMap(after(e.report), (shown) =>
             Effect.sync(() => {

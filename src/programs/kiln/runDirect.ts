@@ -222,9 +222,17 @@ const runLoaded = (
     const output: Output.Settings = {
       logs: o.outputLogs,
       order: o.logOrder,
+      follow: Output.follows(o.outputLogs, o.logOrder),
       concurrent: o.concurrency > 1 && total > 1
     }
-    const progressMade = Progress.make(mode, total, hashingNoticeMs, Output.after(store, output))
+    const partial: Output.Partial = new Map()
+    const progressMade = Progress.make(
+      mode,
+      total,
+      hashingNoticeMs,
+      Output.after(store, output, partial),
+      Output.during(output, partial)
+    )
     const report = yield* Effect.scoped(Effect.flatMap(progressMade, (progress) =>
       engine.run({
         workspace: path.dirname(configFile),
@@ -239,6 +247,7 @@ const runLoaded = (
         storeDir: store.options.root,
         reproduceArgs: reproduceArgs(o, config, path.dirname(configFile)),
         failureLines: o.failureLines,
+        followOutput: output.follow,
         lockDir,
         configName: path.basename(configFile),
         configHash: loaded.hash,

@@ -64,7 +64,10 @@ const attempt = (state: RunState, name: string, cache: { read: boolean; write: b
           state.runner.run(p, {
             cache: missed === p && cache.read ? { ...cache, missed: true } : cache,
             workspaceTrees: workspaceTreesOf(state, name),
-            ...(announce ? { onStart: started(state, name), onEnd: exited(state, name) } : {})
+            ...(announce ? { onStart: started(state, name), onEnd: exited(state, name) } : {}),
+            ...(announce && state.options.followOutput === true
+              ? { onOutput: (stream, bytes) => emit(state, { _tag: "Output", name, stream, bytes }) }
+              : {})
           }),
           (result): Executed => ({ result, process: p })
         )

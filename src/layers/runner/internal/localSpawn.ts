@@ -20,6 +20,7 @@ import type * as Sandboxes from "../../sandbox/Sandboxes.js"
 import * as LinkedInputs from "../../store/LinkedInputs.js"
 import type * as Store from "../../store/Store.js"
 import { HostEnv } from "../HostEnv.js"
+import * as Follow from "./follow.js"
 import type { LocalRun } from "./localRun.js"
 import type { Filled, Opened } from "./localSandbox.js"
 import * as ProcessGroup from "./processGroup.js"
@@ -225,17 +226,24 @@ export const spawnAndWait = (
           },
           options.grace
         )
-        const exited: Option.Option<ProcessGroup.Exit> = proc.timeoutMs === undefined
-          ? Option.some(yield* Deferred.await(group.exited))
-          : yield* Effect.timeoutOption(Deferred.await(group.exited), Duration.millis(proc.timeoutMs))
-        const timedOut = Option.isNone(exited)
-        if (Option.isSome(exited)) ProcessGroup.exitSeen(group, exited.value)
-        // The leader exited (or timed out): end whatever is left of its group before reading outputs, so no straggler
-        // writes into the sandbox while it is captured or removed.
-        yield* ProcessGroup.terminate(group, timedOut ? options.grace : Duration.zero)
-        const exit = Option.isSome(exited) ? exited.value : yield* Deferred.await(group.exited)
-        timings.run = Date.now() - runStarted
-        return { exit, timedOut } satisfies Waited
+        // Followed (when asked) until the whole group is gone: what a straggler wrote is told too.
+        return yield* Follow.following(
+          logs,
+          run.policy.onOutput,
+          Effect.gen(function*() {
+            const exited: Option.Option<ProcessGroup.Exit> = proc.timeoutMs === undefined
+              ? Option.some(yield* Deferred.await(group.exited))
+              : yield* Effect.timeoutOption(Deferred.await(group.exited), Duration.millis(proc.timeoutMs))
+            const timedOut = Option.isNone(exited)
+            if (Option.isSome(exited)) ProcessGroup.exitSeen(group, exited.value)
+            // The leader exited (or timed out): end whatever is left of its group before reading outputs, so no
+            // straggler writes into the sandbox while it is captured or removed.
+            yield* ProcessGroup.terminate(group, timedOut ? options.grace : Duration.zero)
+            const exit = Option.isSome(exited) ? exited.value : yield* Deferred.await(group.exited)
+            timings.run = Date.now() - runStarted
+            return { exit, timedOut } satisfies Waited
+          })
+        )
       }).pipe(Effect.ensuring(run.policy.onEnd ?? Effect.void))
     )
     if (waited.timedOut) {

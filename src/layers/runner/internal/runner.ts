@@ -18,6 +18,8 @@ export interface RunPolicy extends CachePolicy {
   readonly onStart?: Effect.Effect<void>
   /** Told when it ends: its slot is free again (its outputs are yet to be stored). */
   readonly onEnd?: Effect.Effect<void>
+  /** Told what a local process writes, as it writes it (see `follow.ts`); a remote one's comes with its result. */
+  readonly onOutput?: (stream: "stdout" | "stderr", bytes: Uint8Array) => Effect.Effect<void>
 }
 
 /** @internal */
