@@ -22,6 +22,7 @@ import { ProcessRunner } from "../runner/ProcessRunner.js"
 import { type HashProgress, Store } from "../store/Store.js"
 import { Workspace } from "../workspace/Workspace.js"
 import * as Explain from "./internal/explain.js"
+import * as Logs from "./internal/logs.js"
 import * as Plan from "./internal/plan.js"
 import * as Run from "./internal/run.js"
 import * as Verify from "./internal/verify.js"
@@ -60,8 +61,16 @@ export interface ProcessReport {
   /** Milliseconds from the start of the run. */
   readonly startMs: number
   readonly timings: Readonly<Record<string, number>>
-  /** Why it failed, was skipped or errored; for a failed process, the tail of its stderr. */
+  /** Its stdout and stderr as stored (`hash/size`), when it has a result: `kiln logs` and `--output-logs` read them. */
+  readonly stdoutDigest?: string
+  readonly stderrDigest?: string
+  /**
+   * Why it failed, was skipped or errored; for a failed tool, the last lines of its stdout and of its stderr (see
+   * `RunOptions.failureLines`).
+   */
   readonly detail?: string
+  /** A line of advice on a failed tool's output (a write under a read-only input tree), also at the end of `detail`. */
+  readonly hint?: string
   /** What kept it from producing a result or from writing its outputs back, typed (absent for a tool's exit). */
   readonly error?: ProcessFailure
   /** A command that re-runs a failed process exactly. */
@@ -93,7 +102,17 @@ export interface RunReport {
  * @category models
  */
 export type Event =
+  /** Its tool started: it has one of the runner's slots (a process waiting for one has not started). */
   | { readonly _tag: "Started"; readonly name: string }
+  /** Its tool ended and gave its slot back; its outputs are being stored and written back. */
+  | { readonly _tag: "Exited"; readonly name: string }
+  /** What its tool wrote, as it wrote it (only under `RunOptions.followOutput`, and only for a local run). */
+  | {
+    readonly _tag: "Output"
+    readonly name: string
+    readonly stream: "stdout" | "stderr"
+    readonly bytes: Uint8Array
+  }
   | { readonly _tag: "Finished"; readonly report: ProcessReport }
 
 /**
@@ -122,6 +141,15 @@ export interface RunOptions {
   ) => Effect.Effect<void>
   /** The `--store-dir` to print in reproduce commands. */
   readonly storeDir?: string
+  /**
+   * More `kiln exec` arguments for reproduce commands, unquoted: the options of the run that its processes' results
+   * depend on (its sandbox root, remote, store settings), so that the command re-runs a process as the run did.
+   */
+  readonly reproduceArgs?: ReadonlyArray<string>
+  /** Whether `onEvent` is told what processes write as they write it (`Output` events). Default false. */
+  readonly followOutput?: boolean
+  /** How many of the last lines of a failed tool's stdout, and of its stderr, its report's `detail` holds (20). */
+  readonly failureLines?: number
   /** The config file's name, for errors about its fields. Default `kiln.json`. */
   readonly configName?: string
   /**
@@ -208,6 +236,28 @@ export interface Service {
    * did not reproduce. Reports come in the order of `names`.
    */
   readonly verify: (options: Verify.VerifyOptions) => Effect.Effect<Array<Verify.VerifiedProcess>>
+  /**
+   * What the last recorded run of `name` in `workspace` printed (a hit's: the cached result's), with its action
+   * digest and how it failed, if it did; `"unrecorded"` when this store has no run of it recorded with its logs.
+   * `MissingDigest`: the store no longer holds them.
+   */
+  readonly logs: (options: {
+    readonly workspace: string
+    readonly name: string
+  }) => Effect.Effect<ProcessLogs | "unrecorded", StoreError | MissingDigest>
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface ProcessLogs {
+  readonly actionDigest: string
+  readonly failed?: string
+  readonly stdoutDigest: Digest.Digest
+  readonly stderrDigest: Digest.Digest
+  readonly stdout: Uint8Array
+  readonly stderr: Uint8Array
 }
 
 /**
@@ -274,7 +324,8 @@ export const make: Effect.Effect<Service, never, Store | ProcessRunner | Workspa
     explainAll: (options) =>
       Effect.scoped(Explain.explainAll(store, { ...options, ...(remote !== undefined ? { remote } : {}) })),
     plan: (options) => Effect.scoped(Plan.plan(store, runner, options)),
-    verify: (options) => Effect.scoped(Verify.verify(store, runner, options, remote))
+    verify: (options) => Effect.scoped(Verify.verify(store, runner, options, remote)),
+    logs: (options) => Logs.logs(store, options)
   }
 })
 

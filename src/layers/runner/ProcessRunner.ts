@@ -86,6 +86,19 @@ export interface Service {
       readonly cache?: CachePolicy
       /** Workspace directories that may stand in for shared trees of the input root (see `WorkspaceTree`). */
       readonly workspaceTrees?: ReadonlyArray<WorkspaceTree>
+      /**
+       * Told when the process starts: once it has one of the `concurrency` slots (or goes to the executor), not
+       * while it waits for one; never for a cache hit. It may be told more than once (a remote run that falls back
+       * to a local one).
+       */
+      readonly onStart?: Effect.Effect<void>
+      /** Told when a process told `onStart` ends, its slot free again, however it ended. */
+      readonly onEnd?: Effect.Effect<void>
+      /**
+       * Told what a process that runs here writes to stdout and stderr, as it writes it (looked at every 100 ms);
+       * a remote one's output, and a hit's, are its result's only.
+       */
+      readonly onOutput?: (stream: "stdout" | "stderr", bytes: Uint8Array) => Effect.Effect<void>
     }
   ) => Effect.Effect<
     ProcessResult,
@@ -230,19 +243,28 @@ export const make = (options: Options = {}) =>
     const executed: Runner = Option.isNone(remote) ?
       traced :
       (process, policy) =>
-        Effect.flatMap(remote.value.execute(process, actionDigest(process), { skipCache: !policy.read }), (ran) =>
-          Option.isNone(ran)
-            ? traced(process, policy)
-            : Effect.succeed(
-              new ProcessResult({
-                ...ran.value,
-                signal: null,
-                actionDigest: actionDigest(process),
-                durationMs: 0,
-                source: "remote",
-                timings: ran.value.timings
-              }, true)
-            ))
+        Effect.flatMap(
+          Effect.zipRight(
+            policy.onStart ?? Effect.void,
+            Effect.ensuring(
+              remote.value.execute(process, actionDigest(process), { skipCache: !policy.read }),
+              policy.onEnd ?? Effect.void
+            )
+          ),
+          (ran) =>
+            Option.isNone(ran)
+              ? traced(process, policy)
+              : Effect.succeed(
+                new ProcessResult({
+                  ...ran.value,
+                  signal: null,
+                  actionDigest: actionDigest(process),
+                  durationMs: 0,
+                  source: "remote",
+                  timings: ran.value.timings
+                }, true)
+              )
+        )
     const cached = CachedRunner.make(
       store,
       executed,
@@ -260,16 +282,17 @@ export const make = (options: Options = {}) =>
         return Effect.zipRight(
           spawner.warmUp,
           watch(sandboxes.root).pipe(
-            Effect.catchAll((e) =>
-              Effect.logDebug(`could not arm the watchdog ahead of time: ${e.message}`)
-            )
+            Effect.catchAll((e) => Effect.logDebug(`could not arm the watchdog ahead of time: ${e.message}`))
           )
         )
       }),
       run: (process, opts) =>
         cached.run(process, {
           ...(opts?.cache ?? { read: true, write: true }),
-          ...(opts?.workspaceTrees !== undefined ? { workspaceTrees: opts.workspaceTrees } : {})
+          ...(opts?.workspaceTrees !== undefined ? { workspaceTrees: opts.workspaceTrees } : {}),
+          ...(opts?.onStart !== undefined ? { onStart: opts.onStart } : {}),
+          ...(opts?.onEnd !== undefined ? { onEnd: opts.onEnd } : {}),
+          ...(opts?.onOutput !== undefined ? { onOutput: opts.onOutput } : {})
         }),
       fetchTree: (root) => Option.isSome(remote) ? remote.value.fetchTree(root) : Effect.succeed(false),
       // Twice what the bounded runner admits (itself twice the local concurrency): enough to have the next processes

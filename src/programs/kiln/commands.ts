@@ -8,14 +8,14 @@ import { exec } from "./execCommand.js"
 import { graph } from "./graphCommand.js"
 import { ls } from "./lsCommand.js"
 import { remote } from "./remoteCommands.js"
-import { explain, run as runCommand, schema } from "./runCommand.js"
+import { explain, logs, run as runCommand, schema } from "./runCommand.js"
 import { store } from "./storeCommands.js"
 import { verify } from "./verifyCommand.js"
 import { VERSION } from "./version.js"
 
 const kiln = Command.make("kiln").pipe(
   Command.withDescription("a hermetic process-execution engine for build tools"),
-  Command.withSubcommands([runCommand, ls, graph, explain, verify, exec, store, remote, schema, clean, sandboxer])
+  Command.withSubcommands([runCommand, ls, graph, explain, logs, verify, exec, store, remote, schema, clean, sandboxer])
 )
 
 export const run = Command.run(kiln, { name: "kiln", version: VERSION })

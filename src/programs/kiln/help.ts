@@ -16,6 +16,7 @@ export const COMMANDS = {
   ls: "list the processes of kiln.json, those its tasks give included, with their deps and whether each would run",
   graph: "print the processes and their deps as a graph (dot, mermaid or json)",
   explain: "say why processes would run or hit the cache, and what changed since their last run",
+  logs: "print the stdout and stderr of a process's last run (a cache hit's: the cached result's)",
   verify: "re-run cached processes with the cache off; say which do not reproduce their cached outputs",
   exec: "run one process hermetically through the cache and a sandbox; exit with its code",
   store: "inspect and maintain the content-addressed store",

@@ -230,7 +230,9 @@ const check = (
       source: "cache-hit",
       exitCode: 0,
       durationMs: 0,
-      backtracks: 0
+      backtracks: 0,
+      stdoutDigest: valid.get(name)!.stdout,
+      stderrDigest: valid.get(name)!.stderr
     })),
     ran: 0,
     cacheHits: listed.length,

@@ -223,6 +223,32 @@ export const RUN_OPTIONS = {
     description: "a status line (tty), a line per process (plain), or nothing but failures (none); auto: by stderr",
     fast: ["auto", "tty", "plain", "none"]
   },
+  outputLogs: {
+    kind: "choice",
+    flag: "output-logs",
+    choices: ["full", "errors-only", "new-only", "none"],
+    default: "errors-only",
+    description: "which processes' output is shown as they finish: every one's, cache hits replayed (full), " +
+      "failures' last lines (errors-only), what ran but not hits (new-only), or none",
+    // A run the memo answers shows no output but failures', of which it has none; full replays hits' output.
+    fast: ["errors-only", "new-only", "none"]
+  },
+  logOrder: {
+    kind: "choice",
+    flag: "log-order",
+    choices: ["stream", "grouped"],
+    default: "stream",
+    description: "stream: each line of output prefixed by its process's name (when processes run at once); " +
+      "grouped: each process's output whole, under its line",
+    fast: ["stream", "grouped"]
+  },
+  failureLines: {
+    kind: "integer",
+    flag: "failure-lines",
+    default: 20,
+    description: "how many of the last lines of a failed process's stdout, and of its stderr, are shown (default 20)",
+    fast: true
+  },
   keepSandboxes: SANDBOX_OPTIONS.keepSandboxes,
   reuseSandboxes: {
     kind: "choice",

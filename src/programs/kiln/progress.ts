@@ -5,6 +5,7 @@
  * says when it starts and another when it ends.
  */
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import type * as Engine from "../../layers/engine/Engine.js"
@@ -108,17 +109,52 @@ const hashingEnded = (h: Hashing, now: number) => {
     `${named}${more} ${ONCE}`
 }
 
+/** What the status line counts. */
+export interface Counts {
+  readonly total: number
+  readonly done: number
+  readonly cached: number
+  readonly failed: number
+  /** The processes whose tool runs now (each has a slot), with when it started: those waiting for one are queued. */
+  readonly running: ReadonlyMap<string, number>
+  /** Processes whose tool has exited, their outputs being stored: neither running nor queued. */
+  readonly ending: number
+}
+
+/** The status line: the tally, then the running processes with their time so far (from their start, not their wait). */
+export const statusLine = (c: Counts, now: number): string => {
+  const names = [...c.running].slice(0, 4).map(([n, t]) => `${n} ${seconds(now - t)}`).join(", ")
+  const more = c.running.size > 4 ? ` +${c.running.size - 4}` : ""
+  const queued = c.total - c.done - c.running.size - c.ending
+  return `${c.done}/${c.total} done, ${c.cached} cached, ${c.running.size} running, ${queued} queued, ${c.failed} failed` +
+    (names === "" ? "" : ` | ${names}${more}`)
+}
+
+/** What an interrupted run says it cut short. */
+export const interruptedLine = (running: ReadonlyArray<string>, notStarted: number): string =>
+  `kiln: interrupted${running.length > 0 ? ` ${running.join(", ")}` : ""}` +
+  (notStarted > 0 ? `${running.length > 0 ? ";" : ""} ${notStarted} not started` : "")
+
+/** Whether `--progress none` still shows a finished process's line: a failure is always said. */
+const saidAnyway = (r: Engine.ProcessReport) => !r.ok && r.source !== "skipped"
+
 /**
  * A progress display for `total` processes, its redraw fiber scoped; the status line is cleared at the end. Hashing
- * is shown once it has gone on for `hashingNoticeMs`.
+ * is shown once it has gone on for `hashingNoticeMs`. What `after` gives for a finished process (its output, a
+ * failure's re-run command: `output.ts`) is printed under its line, in the same write, so that nothing another
+ * process prints comes between them, and the status line is drawn again below.
  */
 export const make = (
   mode: Mode,
   total: number,
-  hashingNoticeMs: number = HASHING_NOTICE_MS
+  hashingNoticeMs: number = HASHING_NOTICE_MS,
+  after: (report: Engine.ProcessReport) => Effect.Effect<string> = () => Effect.succeed(""),
+  during: (output: Extract<Engine.Event, { _tag: "Output" }>) => string = () => ""
 ): Effect.Effect<Progress, never, Scope.Scope> =>
   Effect.gen(function*() {
+    // Started (their tool has a slot) and not yet exited, with when; exited, their outputs being stored.
     const running = new Map<string, number>()
+    const ending = new Set<string>()
     let done = 0
     let cached = 0
     let failed = 0
@@ -133,13 +169,9 @@ export const make = (
     const draw = () => {
       if (mode !== "tty") return
       const now = Date.now()
-      const names = [...running].slice(0, 4).map(([n, t]) => `${n} ${seconds(now - t)}`).join(", ")
-      const more = running.size > 4 ? ` +${running.size - 4}` : ""
-      const queued = total - done - running.size
       const status = hashing?.announced === true ?
         hashingStatus(hashing) :
-        `${done}/${total} done, ${cached} cached, ${running.size} running, ${queued} queued, ${failed} failed` +
-        (names === "" ? "" : ` | ${names}${more}`)
+        statusLine({ total, done, cached, failed, running, ending: ending.size }, now)
       const width = out.columns ?? 120
       out.write(`\r\x1b[2K${status.slice(0, width - 1)}`)
       drawn = true
@@ -171,6 +203,16 @@ export const make = (
         draw()
       }
     }
+    // Ctrl-C (or any interruption) says what it cut short: what was running, and how many had not started.
+    yield* Effect.addFinalizer((exit) =>
+      Effect.sync(() => {
+        if (!Exit.isInterrupted(exit)) return
+        clear()
+        // Those whose tool has just been ended by the interruption itself are among what it cut short.
+        const cut = [...running.keys(), ...ending]
+        out.write(`${interruptedLine(cut, total - done - cut.length)}\n`)
+      })
+    )
     if (mode === "tty") {
       yield* Effect.forkScoped(Effect.repeat(Effect.sync(draw), Schedule.spaced(REDRAW_MS)))
       yield* Effect.addFinalizer(() => Effect.sync(clear))
@@ -178,19 +220,38 @@ export const make = (
     return {
       onHashing,
       onEvent: (e) =>
-        Effect.sync(() => {
-          if (mode === "none") return
-          if (e._tag === "Started") {
+        e._tag === "Started"
+          ? Effect.sync(() => {
             running.set(e.name, Date.now())
-            return
-          }
-          running.delete(e.report.name)
-          done++
-          if (e.report.source === "cache-hit" || e.report.source === "remote-cache") cached++
-          if (!line(e.report).startsWith("✓")) failed++
-          clear()
-          out.write(`${line(e.report)}\n`)
-          draw()
-        })
+          })
+          : e._tag === "Exited"
+          ? Effect.sync(() => {
+            if (running.delete(e.name)) ending.add(e.name)
+          })
+          : e._tag === "Output"
+          ? Effect.sync(() => {
+            const text = during(e)
+            if (text === "") return
+            clear()
+            out.write(`${text}\n`)
+            draw()
+          })
+          : Effect.flatMap(after(e.report), (shown) =>
+            Effect.sync(() => {
+              const said = mode !== "none" || saidAnyway(e.report) ? `${line(e.report)}\n` : ""
+              const text = `${said}${shown === "" ? "" : `${shown}\n`}`
+              running.delete(e.report.name)
+              ending.delete(e.report.name)
+              done++
+              if (e.report.source === "cache-hit" || e.report.source === "remote-cache") cached++
+              if (!line(e.report).startsWith("✓")) failed++
+              if (mode === "none") {
+                if (text !== "") out.write(text)
+                return
+              }
+              clear()
+              out.write(text)
+              draw()
+            }))
     }
   })

@@ -12,6 +12,7 @@ import * as JSONSchema from "effect/JSONSchema"
 import * as Option from "effect/Option"
 import * as path from "node:path"
 import { ConfigFile } from "../../domain/Config.js"
+import * as Digest from "../../domain/Digest.js"
 import * as Engine from "../../layers/engine/Engine.js"
 import { cliOptions, storeOptions } from "../common/cliOptions.js"
 import { toStoreOptions } from "../common/storeSettings.js"
@@ -95,6 +96,60 @@ export const explain = Command.make(
       )
     }).pipe(exitOnInvalidRemote)
 ).pipe(Command.withDescription(COMMANDS.explain))
+
+const writeOut = (bytes: Uint8Array, stream: NodeJS.WriteStream) =>
+  Effect.async<void>((resume) => {
+    stream.write(bytes, () => resume(Effect.void))
+  })
+
+/**
+ * `kiln logs NAME`, given its engine: the last run's stdout on stdout and stderr on stderr, as the process wrote them,
+ * then one line on stderr saying which run that was. No recorded run, or logs gone from the store: one line, exit 1.
+ */
+export const printLogs = (o: { readonly name: string; readonly config: string }) =>
+  Effect.gen(function*() {
+    const configFile = path.resolve(o.config)
+    const engine = yield* Engine.Engine
+    const found = yield* Effect.either(engine.logs({ workspace: path.dirname(configFile), name: o.name }))
+    if (Either.isLeft(found) || found.right === "unrecorded") {
+      const why = Either.isRight(found)
+        ? `${o.name} has no run recorded in ${path.dirname(configFile)} on this store: \`kiln run ${o.name}\` runs it`
+        : found.left._tag === "MissingDigest"
+        ? `the logs of ${o.name}'s last run are gone from the store (${found.left.message}): run it again`
+        : `cannot read the logs of ${o.name}: ${found.left.message}`
+      process.stderr.write(`kiln: ${why}\n`)
+      process.exitCode = 1
+      return
+    }
+    const logs = found.right
+    yield* writeOut(logs.stdout, process.stdout)
+    yield* writeOut(logs.stderr, process.stderr)
+    process.stderr.write(
+      `kiln: ${o.name}'s last run${
+        logs.failed !== undefined ? ` (${logs.failed})` : ""
+      }, action ${logs.actionDigest}: ` +
+        `stdout ${Digest.format(logs.stdoutDigest)}, stderr ${Digest.format(logs.stderrDigest)}\n`
+    )
+  })
+
+export const logs = Command.make(
+  "logs",
+  {
+    name: Args.text({ name: "name" }),
+    ...cliOptions({ config: RUN_OPTIONS.config }),
+    ...storeOptions
+  },
+  (o) =>
+    printLogs(o).pipe(
+      Effect.provide(engineStack({
+        store: toStoreOptions(o),
+        sandboxRoot: Option.none(),
+        namedCachesDir: Option.none(),
+        sweepOnStart: false,
+        runner: {}
+      }))
+    )
+).pipe(Command.withDescription(COMMANDS.logs))
 
 export const schema = Command.make(
   "schema",

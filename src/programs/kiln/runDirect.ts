@@ -27,7 +27,9 @@ import { toStoreOptions } from "../common/storeSettings.js"
 import * as AutoGc from "./autoGc.js"
 import * as Noop from "./noop.js"
 import { RUN_OPTIONS } from "./optionTable.js"
+import * as Output from "./output.js"
 import * as Progress from "./progress.js"
+import { reproduceArgs } from "./reproduce.js"
 import * as Selection from "./selection.js"
 import { exitOnInvalidRemote, remoteSettings } from "./settings.js"
 import { engineStack, exitOnInvalidConfig } from "./stack.js"
@@ -214,7 +216,21 @@ const runLoaded = (
     const total = GraphOrder.closure((n) => config.processes[n]?.deps ?? [], targets).length
     // The status line has its own scope, closed (the line cleared, its redraws stopped) before the report is printed.
     const hashingNoticeMs = Progress.hashingNoticeFrom()
-    const report = yield* Effect.scoped(Effect.flatMap(Progress.make(mode, total, hashingNoticeMs), (progress) =>
+    const output: Output.Settings = {
+      logs: o.outputLogs,
+      order: o.logOrder,
+      follow: Output.follows(o.outputLogs, o.logOrder),
+      concurrent: o.concurrency > 1 && total > 1
+    }
+    const partial: Output.Partial = new Map()
+    const progressMade = Progress.make(
+      mode,
+      total,
+      hashingNoticeMs,
+      Output.after(store, output, partial),
+      Output.during(output, partial)
+    )
+    const report = yield* Effect.scoped(Effect.flatMap(progressMade, (progress) =>
       engine.run({
         workspace: path.dirname(configFile),
         config,
@@ -226,6 +242,9 @@ const runLoaded = (
         onEvent: progress.onEvent,
         onHashing: progress.onHashing,
         storeDir: store.options.root,
+        reproduceArgs: reproduceArgs(o, config, path.dirname(configFile)),
+        failureLines: o.failureLines,
+        followOutput: output.follow,
         lockDir,
         configName: path.basename(configFile),
         configHash: loaded.hash,
@@ -240,7 +259,8 @@ const runLoaded = (
           source: p.source,
           exitCode: p.exitCode,
           durationMs: p.durationMs,
-          backtracks: p.backtracks
+          backtracks: p.backtracks,
+          ...(p.stdoutDigest !== undefined ? { stdoutDigest: p.stdoutDigest, stderrDigest: p.stderrDigest } : {})
         })),
         ran: report.ran,
         cacheHits: report.cacheHits,
@@ -253,20 +273,6 @@ const runLoaded = (
     }
     if (Option.isSome(o.trace)) {
       fs.writeFileSync(o.trace.value, JSON.stringify(traceEvents(report)) + "\n")
-    }
-    for (const p of report.processes) {
-      if (p.reproduce === undefined) {
-        // Progress has shown it; with --progress none, a failure is still said, once.
-        if (mode === "none" && !p.ok && p.source !== "skipped") {
-          process.stderr.write(`${Progress.line(p)}\n`)
-        }
-        continue
-      }
-      process.stderr.write(`\n${Progress.line(p)}\n`)
-      if (p.detail !== undefined && p.detail !== "") {
-        process.stderr.write(`${p.detail}\n`)
-      }
-      process.stderr.write(`re-run it with: ${p.reproduce}\n`)
     }
     if (mode !== "none") {
       process.stderr.write(

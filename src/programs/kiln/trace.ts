@@ -1,7 +1,9 @@
 /**
  * `--trace FILE`: Chrome trace-event JSON (Perfetto and chrome://tracing open it): one complete span per process,
- * on lanes packed so spans never overlap, with its phases (cache lookup, wait for a permit, materialize, run,
- * capture) as child spans.
+ * on lanes packed so spans never overlap, with its phases as child spans. A process that ran is drawn from when its
+ * tool started (it had a slot) to when it was done, its run and capture as phases: what it did before (its cache
+ * lookup, its wait for a slot, its sandbox filled) is in its span's arguments, so that the lanes show what ran at
+ * once rather than what waited.
  */
 import type * as Engine from "../../layers/engine/Engine.js"
 
@@ -18,12 +20,24 @@ const PHASES = [
   "remoteDownload"
 ] as const
 
+/** What a process that ran did before its tool started. */
+const BEFORE_START: ReadonlySet<string> = new Set(["cacheLookup", "queue", "materialize"])
+
 export const traceEvents = (report: Engine.RunReport) => {
   const lanes: Array<number> = []
   const events: Array<Record<string, unknown>> = [
     { name: "process_name", ph: "M", pid: 1, args: { name: "kiln run" } }
   ]
   for (const p of [...report.processes].sort((a, b) => a.startMs - b.startMs)) {
+    const started = p.source === "ran" || p.source === "remote"
+    const before = started
+      ? Object.fromEntries(
+        PHASES.filter((ph) => BEFORE_START.has(ph) && p.timings[ph] !== undefined).map((ph) => [
+          `${ph}MsBeforeStart`,
+          p.timings[ph]
+        ])
+      )
+      : {}
     const end = p.startMs + p.durationMs
     let lane = lanes.findIndex((free) => free <= p.startMs)
     if (lane < 0) lane = lanes.push(0) - 1
@@ -44,13 +58,14 @@ export const traceEvents = (report: Engine.RunReport) => {
         ...(p.timings.remoteExecution !== undefined ? { remoteExecutionMs: p.timings.remoteExecution } : {}),
         actionDigest: p.actionDigest,
         exitCode: p.exitCode,
-        backtracks: p.backtracks
+        backtracks: p.backtracks,
+        ...before
       }
     })
     let t = p.startMs
     for (const phase of PHASES) {
       const d = p.timings[phase]
-      if (d === undefined) continue
+      if (d === undefined || (started && BEFORE_START.has(phase))) continue
       events.push({
         name: phase,
         cat: "phase",

@@ -15,7 +15,7 @@ import { skippedWriteAt } from "../../store/Store.js"
 import type { ProcessFailure } from "../Engine.js"
 import { inputOf, processOf, remadeWarning, remake, restoreOwn, workspaceTreesOf } from "./inputs.js"
 import { indexAll } from "./producers.js"
-import { depOutputs, resultOf, type RunState } from "./runState.js"
+import { depOutputs, emit, resultOf, type RunState } from "./runState.js"
 
 /** @internal */
 export interface Executed {
@@ -32,8 +32,24 @@ const lookedUp = (state: RunState, name: string): Process | undefined => {
   return Object.entries(miss.deps).every(([d, digest]) => deps[d]?.hash === digest.hash) ? miss.process : undefined
 }
 
+/**
+ * Told when `name`'s tool starts (it has a slot): its `Started` event, once, and where its report's span starts.
+ *
+ * @internal
+ */
+export const started = (state: RunState, name: string): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    const node = state.nodes.get(name)!
+    if (node.startedAt !== undefined) return Effect.void
+    node.startedAt = Date.now()
+    return emit(state, { _tag: "Started", name })
+  })
+
+/** Told when `name`'s tool ended, its slot free: its `Exited` event. @internal */
+export const exited = (state: RunState, name: string): Effect.Effect<void> => emit(state, { _tag: "Exited", name })
+
 /** One attempt: the process (the lookup's, or made from its inputs now) through the runner. */
-const attempt = (state: RunState, name: string, cache: { read: boolean; write: boolean }) => {
+const attempt = (state: RunState, name: string, cache: { read: boolean; write: boolean }, announce: boolean) => {
   const missed = lookedUp(state, name)
   const pc = state.config.processes[name]!
   return Effect.flatMap(
@@ -47,7 +63,11 @@ const attempt = (state: RunState, name: string, cache: { read: boolean; write: b
         Effect.map(
           state.runner.run(p, {
             cache: missed === p && cache.read ? { ...cache, missed: true } : cache,
-            workspaceTrees: workspaceTreesOf(state, name)
+            workspaceTrees: workspaceTreesOf(state, name),
+            ...(announce ? { onStart: started(state, name), onEnd: exited(state, name) } : {}),
+            ...(announce && state.options.followOutput === true
+              ? { onOutput: (stream, bytes) => emit(state, { _tag: "Output", name, stream, bytes }) }
+              : {})
           }),
           (result): Executed => ({ result, process: p })
         )
@@ -79,18 +99,21 @@ const noProducer = (state: RunState, name: string, missing: Digest.MissingDigest
 
 /**
  * Runs `name` under `cache` until it has a result, backtracking on missing bytes at most `maxBacktracks` times.
+ * `announce`: `name` is the process being settled, whose start is told (a producer re-run for it is part of its
+ * turn, not a process of its own).
  *
  * @internal
  */
 export const execute = (
   state: RunState,
   name: string,
-  cache: { read: boolean; write: boolean }
+  cache: { read: boolean; write: boolean },
+  announce = false
 ): Effect.Effect<Executed, NoProducer | ProcessFailure> =>
   Effect.gen(function*() {
     const node = state.nodes.get(name)!
     for (;;) {
-      const tried = yield* Effect.either(attempt(state, name, cache))
+      const tried = yield* Effect.either(attempt(state, name, cache, announce))
       if (Either.isRight(tried)) return tried.right
       const e = tried.left
       if (e._tag !== "MissingDigest") return yield* Effect.fail(e)

@@ -32,6 +32,9 @@ export interface RunRecord {
   actionDigest: string
   /** How its run failed (`exit 3`, `timed out`, …), when it did: a failure is not cached, so it runs again. */
   failed?: string
+  /** Its stdout and stderr (`hash/size`), the cached result's for a hit: what `kiln logs` prints. */
+  stdout?: string
+  stderr?: string
 }
 
 /** The records file of a workspace. @internal */
@@ -102,7 +105,8 @@ export const write = (storeRoot: string, workspace: string, records: ReadonlyMap
   const merged = applyJournal(readJson(file), journalText)
   let changed = journalText !== ""
   for (const [name, r] of done) {
-    if (merged[name]?.actionDigest !== r.actionDigest) changed = true
+    // A failure run again may say other things than it did: its logs are recorded anew.
+    if (merged[name]?.actionDigest !== r.actionDigest || merged[name]?.stdout !== r.stdout) changed = true
     merged[name] = r
   }
   if (!changed) return

@@ -30,6 +30,8 @@ export interface NodeState {
   remade?: Set<string>
   /** Producers whose outputs this process had fetched from the remote cache (once each; then they re-run). */
   fetched?: Set<string>
+  /** `Date.now()` when its tool started (it had a slot), if it did: its report's span starts there. */
+  startedAt?: number
 }
 
 /** A process's own inputs (its globs over the workspace), and the files they matched. @internal */

@@ -44,6 +44,7 @@ const reproduce = (state: RunState, p: Process) =>
   [
     "kiln exec",
     ...(state.options.storeDir !== undefined ? [`--store-dir ${quote(state.options.storeDir)}`] : []),
+    ...(state.options.reproduceArgs ?? []).map(quote),
     `--input ${Digest.format(p.inputDigest)}`,
     ...(p.workingDirectory !== "" ? [`--working-directory ${quote(p.workingDirectory)}`] : []),
     ...Object.entries(p.env).map(([k, v]) => `--env ${quote(`${k}=${v}`)}`),
@@ -60,6 +61,10 @@ const finish = (state: RunState, report: ProcessReport) =>
       state.reports.push(report)
       const record = state.records.get(report.name)
       if (record !== undefined && !report.ok && report.source !== "skipped") record.failed = failureOf(report)
+      if (record !== undefined && report.stdoutDigest !== undefined) {
+        record.stdout = report.stdoutDigest
+        record.stderr = report.stderrDigest!
+      }
     }),
     emit(state, { _tag: "Finished", report })
   )
@@ -76,23 +81,67 @@ const blank = (name: string, startMs: number) => ({
   ok: false
 })
 
-/** The last lines of a failed tool's stderr; when they cannot be read, the report says so instead. */
-const stderrTail = (state: RunState, result: ProcessResult) =>
-  state.store.getFile(result.stderrDigest).pipe(
-    Effect.map((b) => Buffer.from(b).toString("utf8").split("\n").slice(-20).join("\n").trimEnd()),
-    Effect.catchAll((e) =>
-      Effect.as(
-        Effect.logWarning(`could not read the stderr of a failed process: ${e.message}`),
-        `(its stderr ${Digest.format(result.stderrDigest)} could not be read: ${e.message})`
+/** How many of the last lines of a failed tool's stdout and of its stderr its report shows, unless told. */
+export const FAILURE_LINES = 20
+
+/** A log larger than this is not read whole for its last lines: `kiln logs` shows it. */
+const TAIL_READ_MAX = 64 * 1024 * 1024
+
+/** A log's last `lines` lines, and how many it has; when it cannot be read, a line saying so instead. */
+const tailOf = (state: RunState, which: "stdout" | "stderr", digest: Digest.Digest, lines: number) =>
+  digest.sizeBytes > TAIL_READ_MAX
+    ? Effect.succeed({
+      text: `(its ${which} is ${digest.sizeBytes} bytes: \`kiln logs\` prints it)`,
+      shown: 1,
+      total: 1
+    })
+    : state.store.getFile(digest).pipe(
+      Effect.map((b) => {
+        const all = Buffer.from(b).toString("utf8").trimEnd()
+        const split = all === "" ? [] : all.split("\n")
+        const kept = lines === 0 ? [] : split.slice(-lines)
+        return { text: kept.join("\n"), shown: kept.length, total: split.length }
+      }),
+      Effect.catchAll((e) =>
+        Effect.as(
+          Effect.logWarning(`could not read the ${which} of a failed process: ${e.message}`),
+          { text: `(its ${which} ${Digest.format(digest)} could not be read: ${e.message})`, shown: 1, total: 1 }
+        )
       )
     )
+
+/**
+ * The last lines of a failed tool's stdout and stderr (many tools, `tsc` and `node --test` among them, report on
+ * stdout), each headed by its stream's name when both say something or when lines were left out.
+ */
+const outputTail = (state: RunState, name: string, result: ProcessResult) =>
+  Effect.map(
+    Effect.zip(
+      tailOf(state, "stdout", result.stdoutDigest, state.options.failureLines ?? FAILURE_LINES),
+      tailOf(state, "stderr", result.stderrDigest, state.options.failureLines ?? FAILURE_LINES)
+    ),
+    ([out, err]) => {
+      const both = out.total > 0 && err.total > 0
+      const part = (which: string, t: { text: string; shown: number; total: number }) =>
+        t.total === 0
+          ? []
+          : t.shown < t.total
+          ? [
+            `--- ${which}: its last ${t.shown} of ${t.total} lines (\`kiln logs ${name}\` prints them all) ---`,
+            t.text
+          ]
+          : both
+          ? [`--- ${which} ---`, t.text]
+          : [t.text]
+      return { text: [...part("stdout", out), ...part("stderr", err)].join("\n"), stderr: err.text }
+    }
   )
 
-/** A failed tool's stderr tail, and a hint after it where it failed writing into a read-only input tree. */
-const failedTail = (state: RunState, executed: Executed) =>
-  Effect.map(stderrTail(state, executed.result), (tail) => {
-    const hint = readOnlyHint(tail, executed.process)
-    return hint === undefined ? tail : `${tail}\n${hint}`
+/** A failed tool's output tails, and a hint after them where it failed writing into a read-only input tree. */
+const failedTail = (state: RunState, name: string, executed: Executed) =>
+  Effect.map(outputTail(state, name, executed.result), (tail) => {
+    const hint = readOnlyHint(tail.stderr, executed.process)
+    return { detail: hint === undefined ? tail.text : `${tail.text}\n${hint}`, hint }
   })
 
 /**
@@ -151,7 +200,7 @@ const settleSuccess = (state: RunState, name: string, executed: Executed) =>
       } else {
         yield* Effect.logWarning(`${name}: its cached result cannot be written back (${back.left.message}): running it`)
       }
-      const fresh = yield* Effect.either(execute(state, name, { read: false, write: true }))
+      const fresh = yield* Effect.either(execute(state, name, { read: false, write: true }, true))
       if (Either.isLeft(fresh)) {
         if (fresh.left._tag === "NoProducer") return yield* Effect.fail(fresh.left)
         return { result, error: fresh.left, detail: describe(name, fresh.left) }
@@ -174,10 +223,16 @@ const settle = (state: RunState, name: string, deps: ReadonlyArray<Outcome>) =>
       Effect.as(finish(state, { ...blank(name, startMs), source: "skipped", detail }), "failed" as Outcome)
     if (deps.some((o) => o === "failed")) return yield* skip("a dependency failed")
     if (state.stop) return yield* skip("stopped after a failure (use --keep-going to go on)")
-    yield* emit(state, { _tag: "Started", name })
     const hit = state.hits.get(name)
-    const attempt = hit !== undefined ? Either.right(hit) : yield* Effect.either(execute(state, name, state.policy))
+    const attempt = hit !== undefined
+      ? Either.right(hit)
+      : yield* Effect.either(execute(state, name, state.policy, true))
     const node = state.nodes.get(name)!
+    // From when its tool started, not from when it was ready and waited for a slot; a hit, from when it was settled.
+    const span = () =>
+      node.startedAt !== undefined
+        ? { startMs: node.startedAt - state.started, durationMs: Date.now() - node.startedAt }
+        : undefined
     if (Either.isLeft(attempt)) {
       const error = attempt.left
       if (error._tag === "NoProducer") return yield* Effect.fail(error)
@@ -186,6 +241,7 @@ const settle = (state: RunState, name: string, deps: ReadonlyArray<Outcome>) =>
         ...blank(name, startMs),
         source: "error",
         durationMs: Date.now() - state.started - startMs,
+        ...span(),
         backtracks: node.backtracks,
         detail: describe(name, error),
         error
@@ -196,9 +252,10 @@ const settle = (state: RunState, name: string, deps: ReadonlyArray<Outcome>) =>
     state.unindexed.push([name, attempt.right.result])
     const ran = attempt.right.result.succeeded
     if (!ran && state.options.keepGoing !== true) state.stop = true
-    const { detail, error, result } = ran
+    const failed = ran ? undefined : yield* failedTail(state, name, attempt.right)
+    const { detail, error, result } = failed === undefined
       ? yield* settleSuccess(state, name, attempt.right)
-      : { result: attempt.right.result, error: undefined, detail: yield* failedTail(state, attempt.right) }
+      : { result: attempt.right.result, error: undefined, detail: failed.detail }
     const ok = ran && detail === undefined
     yield* finish(state, {
       name,
@@ -209,8 +266,12 @@ const settle = (state: RunState, name: string, deps: ReadonlyArray<Outcome>) =>
       durationMs: result.durationMs,
       backtracks: node.backtracks,
       startMs,
+      ...span(),
       timings: result.timings,
+      stdoutDigest: Digest.format(result.stdoutDigest),
+      stderrDigest: Digest.format(result.stderrDigest),
       ...(detail !== undefined ? { detail } : {}),
+      ...(failed?.hint !== undefined ? { hint: failed.hint } : {}),
       ...(error !== undefined ? { error } : {}),
       ...(!ran ? { reproduce: reproduce(state, attempt.right.process) } : {}),
       ok
@@ -223,9 +284,12 @@ const settleRemembered = (state: RunState) => {
   const startMs = Date.now() - state.started
   return Effect.forEach(state.hitOrder.filter((n) => state.remembered.has(n)), (name) => {
     state.unindexed.push([name, undefined])
+    const entry = state.remembered.get(name)!
     return finish(state, {
       name,
-      actionDigest: state.remembered.get(name)!.action,
+      actionDigest: entry.action,
+      stdoutDigest: entry.stdout,
+      stderrDigest: entry.stderr,
       source: "cache-hit",
       exitCode: 0,
       timedOut: false,

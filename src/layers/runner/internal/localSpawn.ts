@@ -20,6 +20,7 @@ import type * as Sandboxes from "../../sandbox/Sandboxes.js"
 import * as LinkedInputs from "../../store/LinkedInputs.js"
 import type * as Store from "../../store/Store.js"
 import { HostEnv } from "../HostEnv.js"
+import * as Follow from "./follow.js"
 import type { LocalRun } from "./localRun.js"
 import type { Filled, Opened } from "./localSandbox.js"
 import * as ProcessGroup from "./processGroup.js"
@@ -209,32 +210,42 @@ export const spawnAndWait = (
     // after while other processes run (what a permit bounds is the tools running at once). The group is ended
     // before the permit goes, except when interrupted: then the scope's finalizer ends it, a moment later. (A scope
     // of its own would cost every process another change of its fiber's context.)
-    const waited = yield* options.running.withPermit(Effect.gen(function*() {
-      const runStarted = Date.now()
-      timings.queue = runStarted - queued
-      const group = yield* ProcessGroup.spawnGroup(
-        spawner,
-        {
-          argv: command.argv,
-          cwd: filled.cwd,
-          env: command.env,
-          ...(command.namespace !== undefined ? { namespace: command.namespace } : {}),
-          ...logs
-        },
-        options.grace
-      )
-      const exited: Option.Option<ProcessGroup.Exit> = proc.timeoutMs === undefined
-        ? Option.some(yield* Deferred.await(group.exited))
-        : yield* Effect.timeoutOption(Deferred.await(group.exited), Duration.millis(proc.timeoutMs))
-      const timedOut = Option.isNone(exited)
-      if (Option.isSome(exited)) ProcessGroup.exitSeen(group, exited.value)
-      // The leader exited (or timed out): end whatever is left of its group before reading outputs, so no straggler
-      // writes into the sandbox while it is captured or removed.
-      yield* ProcessGroup.terminate(group, timedOut ? options.grace : Duration.zero)
-      const exit = Option.isSome(exited) ? exited.value : yield* Deferred.await(group.exited)
-      timings.run = Date.now() - runStarted
-      return { exit, timedOut } satisfies Waited
-    }))
+    const waited = yield* options.running.withPermit(
+      Effect.gen(function*() {
+        const runStarted = Date.now()
+        timings.queue = runStarted - queued
+        if (run.policy.onStart !== undefined) yield* run.policy.onStart
+        const group = yield* ProcessGroup.spawnGroup(
+          spawner,
+          {
+            argv: command.argv,
+            cwd: filled.cwd,
+            env: command.env,
+            ...(command.namespace !== undefined ? { namespace: command.namespace } : {}),
+            ...logs
+          },
+          options.grace
+        )
+        // Followed (when asked) until the whole group is gone: what a straggler wrote is told too.
+        return yield* Follow.following(
+          logs,
+          run.policy.onOutput,
+          Effect.gen(function*() {
+            const exited: Option.Option<ProcessGroup.Exit> = proc.timeoutMs === undefined
+              ? Option.some(yield* Deferred.await(group.exited))
+              : yield* Effect.timeoutOption(Deferred.await(group.exited), Duration.millis(proc.timeoutMs))
+            const timedOut = Option.isNone(exited)
+            if (Option.isSome(exited)) ProcessGroup.exitSeen(group, exited.value)
+            // The leader exited (or timed out): end whatever is left of its group before reading outputs, so no
+            // straggler writes into the sandbox while it is captured or removed.
+            yield* ProcessGroup.terminate(group, timedOut ? options.grace : Duration.zero)
+            const exit = Option.isSome(exited) ? exited.value : yield* Deferred.await(group.exited)
+            timings.run = Date.now() - runStarted
+            return { exit, timedOut } satisfies Waited
+          })
+        )
+      }).pipe(Effect.ensuring(run.policy.onEnd ?? Effect.void))
+    )
     if (waited.timedOut) {
       yield* Effect.try({
         try: () =>

@@ -14,6 +14,12 @@ import type { CachePolicy, WorkspaceTree } from "../ProcessRunner.js"
 /** The cache policy of one run, and what the caller's workspace offers its sandbox. @internal */
 export interface RunPolicy extends CachePolicy {
   readonly workspaceTrees?: ReadonlyArray<WorkspaceTree>
+  /** Told when the process starts: it has a slot and is about to be spawned (or sent to the executor). */
+  readonly onStart?: Effect.Effect<void>
+  /** Told when it ends: its slot is free again (its outputs are yet to be stored). */
+  readonly onEnd?: Effect.Effect<void>
+  /** Told what a local process writes, as it writes it (see `follow.ts`); a remote one's comes with its result. */
+  readonly onOutput?: (stream: "stdout" | "stderr", bytes: Uint8Array) => Effect.Effect<void>
 }
 
 /** @internal */
