@@ -80,7 +80,18 @@ export class Process extends Schema.Class<Process>("kiln/Process")({
    */
   passThroughEnv: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] }),
   /** False: never executed remotely. Not part of the key. */
-  remote: Schema.optionalWith(Schema.Boolean, { default: () => true })
+  remote: Schema.optionalWith(Schema.Boolean, { default: () => true }),
+  /**
+   * Host paths (absolute, normalised, sorted) the process sees read-only at their own path under the strict sandbox,
+   * beside the system's directories: a toolchain in `/opt`, a licence file. Part of the key (its salt) when there are
+   * any: what the process could read is part of what its result means.
+   */
+  hostPaths: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] }),
+  /**
+   * True: the process keeps the host's network under the strict sandbox (else it has only a loopback of its own).
+   * Part of the key (its salt) when true: a result that may have come from the network is not one that could not.
+   */
+  network: Schema.optionalWith(Schema.Boolean, { default: () => false })
 }) {}
 
 /**

@@ -52,7 +52,10 @@ export const loadConfig = (file: string) =>
       onLeft: Effect.fail,
       onRight: (config) =>
         config.tasks === undefined && !ResolvedConfig.needsResolving(config)
-          ? Effect.succeed({ config, hash: RunMemo.hashOf(text), text })
+          ? Effect.map(
+            TaskExpansion.hostPathsOutside(path.dirname(file), path.basename(file), config),
+            (checked) => ({ config: checked, hash: RunMemo.hashOf(text), text })
+          )
           : Effect.map(TaskExpansion.expand(path.dirname(file), path.basename(file), config), (expanded) => {
             // The memo remembers the processes the tasks gave and the values passed, not kiln.json's text: a new
             // script, package or dependency changes them without changing kiln.json, and so does a passEnv value.

@@ -139,6 +139,7 @@ const looker = (
         env: { ...pc.env },
         workingDirectory: pc.workingDirectory ?? "",
         ...(p.execRoot !== undefined ? { execRoot: p.execRoot } : {}),
+        ...RunRecords.sandboxFields(pc),
         inputs: yield* asLastTook(store, own.digest, own.files, last[name]),
         deps: Object.fromEntries(Object.entries(deps).map(([k, v]) => [k, Digest.format(v)])),
         actionDigest: Digest.format(key)
