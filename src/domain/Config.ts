@@ -443,39 +443,6 @@ export const check = (
   return Either.right(config)
 }
 
-/**
- * The check of `hostPaths` that needs the workspace: a host path in it (or the workspace inside a host path) would
- * show the process the workspace's files, which it reads only through its declared inputs. `workspaces`: the
- * workspace's absolute path, and its real path where that differs.
- *
- * @since 0.1.0
- * @category parsing
- */
-export const checkHostPaths = (
-  file: string,
-  config: Config,
-  workspaces: ReadonlyArray<string>,
-  declaredAt: (name: string) => ReadonlyArray<PropertyKey> = (name) => ["processes", name]
-): Either.Either<Config, InvalidConfig> => {
-  const within = (inner: string, outer: string) => inner === outer || inner.startsWith(`${outer}/`)
-  for (const [name, pc] of Object.entries(config.processes)) {
-    for (const [i, p] of (pc.hostPaths ?? []).entries()) {
-      const ws = workspaces.find((w) => within(p, w) || within(w, p))
-      if (ws === undefined) continue
-      return Either.left(
-        new InvalidConfig({
-          file,
-          path: pathText([...declaredAt(name), "hostPaths", i]),
-          detail: `${quoted(p)} ${
-            within(p, ws) ? "is inside" : "holds"
-          } the workspace: a process reads the workspace's files only as declared inputs`
-        })
-      )
-    }
-  }
-  return Either.right(config)
-}
-
 /** The path of the first own `__proto__` key in `json`'s objects, if any. */
 const reservedKeyIn = (json: unknown, at: Array<PropertyKey>): Array<PropertyKey> | undefined => {
   if (typeof json !== "object" || json === null) return undefined

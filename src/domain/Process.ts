@@ -101,6 +101,22 @@ export class Process extends Schema.Class<Process>("kiln/Process")({
 export const ResultSource = Schema.Literal("ran", "cache-hit", "remote-cache", "remote")
 
 /**
+ * Which sandbox a process that ran here had: `strict` (namespaces of its own; it sees only its inputs, the system's
+ * directories and its `hostPaths`), `mount` (a mount namespace for shared trees or a pinned exec root; the rest of the
+ * host is visible), `none` (a sandbox directory only).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const SandboxKind = Schema.Literal("strict", "mount", "none")
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type SandboxKind = typeof SandboxKind.Type
+
+/**
  * @since 0.1.0
  * @category models
  */
@@ -120,7 +136,9 @@ export class ProcessResult extends Schema.Class<ProcessResult>("kiln/ProcessResu
    * A workspace directory the sandbox mounted as an input changed while the process ran: the result is this run's,
    * but it is not cached (it may not be what its input tree computes).
    */
-  inputsChanged: Schema.optional(Schema.Boolean)
+  inputsChanged: Schema.optional(Schema.Boolean),
+  /** The sandbox it had, when it ran here (absent for a cache hit or a remote execution). */
+  sandbox: Schema.optional(SandboxKind)
 }) {
   get succeeded(): boolean {
     return this.exitCode === 0 && !this.timedOut

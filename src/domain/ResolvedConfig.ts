@@ -98,6 +98,36 @@ export const hostPathProblem = (p: string): string | undefined => {
   return undefined
 }
 
+/**
+ * The check of `hostPaths` that needs the workspace: a host path in it (or holding it) would show the process the
+ * workspace's files, which it reads only as declared inputs. `workspaces`: the workspace's absolute path, and its real
+ * path where that differs. `declaredAt` says where the file declares a process.
+ *
+ * @since 0.1.0
+ * @category parsing
+ */
+export const hostPathInWorkspace = (
+  file: string,
+  processes: Readonly<Record<string, { readonly hostPaths?: ReadonlyArray<string> | undefined }>>,
+  workspaces: ReadonlyArray<string>,
+  declaredAt: (name: string) => ReadonlyArray<PropertyKey> = (name) => ["processes", name]
+): Problem | undefined => {
+  const within = (inner: string, outer: string) => inner === outer || inner.startsWith(`${outer}/`)
+  for (const [name, pc] of Object.entries(processes)) {
+    for (const [i, p] of (pc.hostPaths ?? []).entries()) {
+      const ws = workspaces.find((w) => within(p, w) || within(w, p))
+      if (ws === undefined) continue
+      const how = within(p, ws) ? "is inside" : "holds"
+      return {
+        file,
+        path: pathText([...declaredAt(name), "hostPaths", i]),
+        detail: `${quoted(p)} ${how} the workspace: a process reads the workspace's files only as declared inputs`
+      }
+    }
+  }
+  return undefined
+}
+
 /** What is wrong with an entry's name or default, if anything. */
 const entryProblem = (entry: string): string | undefined => {
   const { fallback, name } = entryOf(entry)

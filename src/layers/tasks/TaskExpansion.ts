@@ -7,7 +7,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { check, checkHostPaths, type Config, InvalidConfig } from "../../domain/Config.js"
+import { check, type Config, InvalidConfig } from "../../domain/Config.js"
 import * as ResolvedConfig from "../../domain/ResolvedConfig.js"
 import * as Tasks from "./Tasks.js"
 
@@ -41,7 +41,8 @@ export const expand = (
   })
 
 /**
- * The config when none of its processes' `hostPaths` lies in the workspace or holds it (`Config.checkHostPaths`),
+ * The config when none of its processes' `hostPaths` lies in the workspace or holds it
+ * (`ResolvedConfig.hostPathInWorkspace`),
  * the workspace taken as written and as its real path.
  */
 export const hostPathsOutside = (
@@ -58,5 +59,11 @@ export const hostPathsOutside = (
   } catch {
     // A workspace that cannot be resolved is reported by what reads it; the path as given is judged.
   }
-  return checkHostPaths(file, config, real === given ? [given] : [given, real], declaredAt)
+  const problem = ResolvedConfig.hostPathInWorkspace(
+    file,
+    config.processes,
+    real === given ? [given] : [given, real],
+    declaredAt
+  )
+  return problem === undefined ? Either.right(config) : Either.left(new InvalidConfig(problem))
 }

@@ -22,8 +22,9 @@ import { toStoreOptions } from "../common/storeSettings.js"
 import * as AutoGc from "./autoGc.js"
 import { sandboxOptions } from "./globalOptions.js"
 import { COMMANDS } from "./help.js"
-import { REMOTE_OPTIONS } from "./optionTable.js"
+import { REMOTE_OPTIONS, SANDBOX_MODE_OPTION } from "./optionTable.js"
 import { UPLOAD_WAIT_MS } from "./runDirect.js"
+import * as SandboxNotice from "./sandboxNotice.js"
 import { exitOnInvalidRemote, remoteSettings } from "./settings.js"
 import { runnerStack } from "./stack.js"
 
@@ -63,6 +64,7 @@ export const exec = Command.make(
       Options.withDefault("successful" as const)
     ),
     ...sandboxOptions,
+    ...cliOptions(SANDBOX_MODE_OPTION),
     json: Options.boolean("json").pipe(Options.withDescription("print the result as one JSON object")),
     argv: Args.text({ name: "argv" }).pipe(Args.atLeast(1)),
     ...cliOptions(REMOTE_OPTIONS),
@@ -74,6 +76,11 @@ export const exec = Command.make(
         if (Option.isSome(o.input) && Option.isSome(o.inputDir)) {
           return yield* Effect.fail(invalid("--input and --input-dir are exclusive"))
         }
+        const flag = Option.getOrUndefined(o.sandbox)
+        const refused = !SandboxNotice.say(
+          SandboxNotice.noticeOf(flag ?? "auto", SandboxNotice.fromOf(flag), SandboxNotice.strictProbe())
+        )
+        if (refused) return
         const store = yield* Store.Store
         const inputDigest = Option.isSome(o.input)
           ? o.input.value
@@ -139,6 +146,7 @@ export const exec = Command.make(
           keepSandboxes: o.keepSandboxes,
           // A remote hit's bytes come with it: exec prints the process's stdout and stderr from the store.
           runner: { cacheContent: "fetch" },
+          ...(Option.isSome(o.sandbox) ? { sandbox: o.sandbox.value } : {}),
           ...(remote !== undefined ? { remote } : {})
         }))
       ).pipe(Effect.zipRight(AutoGc.startIfDue(o)))).pipe(exitOnInvalidRemote)

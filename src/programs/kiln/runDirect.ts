@@ -28,6 +28,7 @@ import * as AutoGc from "./autoGc.js"
 import * as Noop from "./noop.js"
 import { RUN_OPTIONS } from "./optionTable.js"
 import * as Progress from "./progress.js"
+import * as SandboxNotice from "./sandboxNotice.js"
 import { exitOnInvalidRemote, remoteSettings } from "./settings.js"
 import { engineStack, exitOnInvalidConfig } from "./stack.js"
 import { traceEvents } from "./trace.js"
@@ -74,7 +75,7 @@ const directValue = (spec: OptionSpec, given: string | undefined): unknown => {
     case "boolean":
       return given !== undefined
     case "choice":
-      return given ?? spec.default
+      return spec.default === undefined ? Option.fromNullable(given) : given ?? spec.default
     case "integer":
       if (given !== undefined) return spec.default === undefined ? Option.some(Number(given)) : Number(given)
       return spec.default === undefined
@@ -125,6 +126,12 @@ export const runParsed = (o: RunArgs) =>
     const loaded = yield* loadConfig(configFile)
     const namespace = Option.getOrUndefined(o.cacheNamespace)
     const config = namespace !== undefined ? { ...loaded.config, cacheNamespace: namespace } : loaded.config
+    // The flag wins over kiln.json's setting.
+    const flag = Option.getOrUndefined(o.sandbox)
+    const sandbox = flag ?? config.sandbox ?? "auto"
+    if (!SandboxNotice.say(SandboxNotice.noticeOf(sandbox, SandboxNotice.fromOf(flag), SandboxNotice.strictProbe()))) {
+      return
+    }
     const remote = yield* remoteSettings(o, config, path.dirname(configFile))
     yield* runLoaded(o, configFile, config, loaded).pipe(
       Effect.scoped,
@@ -135,6 +142,7 @@ export const runParsed = (o: RunArgs) =>
         keepSandboxes: o.keepSandboxes,
         reuseSandboxes: o.reuseSandboxes === "on",
         runner: { concurrency: o.concurrency, cacheContent: o.cacheContent },
+        sandbox,
         ...(remote !== undefined ? { remote } : {})
       }))
     )
@@ -246,7 +254,9 @@ const runLoaded = (
           source: p.source,
           exitCode: p.exitCode,
           durationMs: p.durationMs,
-          backtracks: p.backtracks
+          backtracks: p.backtracks,
+          // Which sandbox it had where it ran here; null for a hit or a remote execution.
+          sandbox: p.sandbox ?? null
         })),
         ran: report.ran,
         cacheHits: report.cacheHits,

@@ -44,7 +44,8 @@ export const traceEvents = (report: Engine.RunReport) => {
         ...(p.timings.remoteExecution !== undefined ? { remoteExecutionMs: p.timings.remoteExecution } : {}),
         actionDigest: p.actionDigest,
         exitCode: p.exitCode,
-        backtracks: p.backtracks
+        backtracks: p.backtracks,
+        ...(p.sandbox !== undefined ? { sandbox: p.sandbox } : {})
       }
     })
     let t = p.startMs

@@ -16,7 +16,7 @@ import { StoreError } from "../../../domain/StoreErrors.js"
 import type { InputConflict } from "../../../domain/TreeErrors.js"
 import type { SnapshotSession, Store } from "../../store/Store.js"
 import { mergeInputs, processOf, snapshotOwn } from "./inputs.js"
-import { consult } from "./memoConsult.js"
+import { consult, sandboxModeNow } from "./memoConsult.js"
 import * as RunRecords from "./runRecords.js"
 import { treeChanges } from "./treeChanges.js"
 
@@ -159,7 +159,8 @@ const looker = (
 const remembered = (
   store: Store["Type"],
   options: ExplainOptions,
-  before: RunRecords.RunRecord | undefined
+  before: RunRecords.RunRecord | undefined,
+  sandbox: string
 ): Digest.Digest | undefined => {
   const { config, name } = options
   if (before === undefined || before.failed !== undefined) return undefined
@@ -170,7 +171,8 @@ const remembered = (
     config,
     ordered: GraphOrder.depsFirst(depsOf, GraphOrder.closure(depsOf, [name])),
     depsOf,
-    use: true
+    use: true,
+    sandbox
   })
   const entry = remembered.get(name)
   const sameDeps = (a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>) =>
@@ -187,7 +189,7 @@ export const explain = (store: Store["Type"], options: ExplainOptions) =>
     const { config, name } = options
     const workspace = path.resolve(options.workspace)
     const last = RunRecords.read(store.options.root, workspace)
-    const held = remembered(store, options, last[name])
+    const held = remembered(store, options, last[name], yield* sandboxModeNow)
     const { hit, key, notes, now } = held !== undefined
       ? { hit: true, key: held, notes: [], now: last[name]! }
       : yield* looker(store, options, yield* store.snapshotSession(workspace), last)(name)

@@ -18,6 +18,7 @@ import { execute, type Executed } from "./execute.js"
 import { REMEMBERED_TIMINGS } from "./memoConsult.js"
 import { readOnlyHint } from "./readOnlyHint.js"
 import { emit, type RunState } from "./runState.js"
+import { networkHint, undeclaredHints } from "./sandboxHints.js"
 
 type Outcome = "ok" | "failed"
 
@@ -77,23 +78,38 @@ const blank = (name: string, startMs: number) => ({
 })
 
 /** The last lines of a failed tool's stderr; when they cannot be read, the report says so instead. */
-const stderrTail = (state: RunState, result: ProcessResult) =>
-  state.store.getFile(result.stderrDigest).pipe(
+const stderrTail = (state: RunState, result: ProcessResult) => logTail(state, result.stderrDigest)
+
+/** The last lines of a failed tool's log (its stdout or stderr). */
+const logTail = (state: RunState, digest: Digest.Digest) =>
+  state.store.getFile(digest).pipe(
     Effect.map((b) => Buffer.from(b).toString("utf8").split("\n").slice(-20).join("\n").trimEnd()),
     Effect.catchAll((e) =>
       Effect.as(
-        Effect.logWarning(`could not read the stderr of a failed process: ${e.message}`),
-        `(its stderr ${Digest.format(result.stderrDigest)} could not be read: ${e.message})`
+        Effect.logWarning(`could not read the output of a failed process: ${e.message}`),
+        `(its output ${Digest.format(digest)} could not be read: ${e.message})`
       )
     )
   )
 
-/** A failed tool's stderr tail, and a hint after it where it failed writing into a read-only input tree. */
-const failedTail = (state: RunState, executed: Executed) =>
-  Effect.map(stderrTail(state, executed.result), (tail) => {
-    const hint = readOnlyHint(tail, executed.process)
-    return hint === undefined ? tail : `${tail}\n${hint}`
-  })
+/**
+ * A failed tool's stderr tail, and hints after it: where it failed writing into a read-only input tree, where it
+ * failed for want of the network, and the workspace files its stdout or stderr names that it did not declare.
+ */
+const failedTail = (state: RunState, name: string, executed: Executed) =>
+  Effect.map(
+    Effect.zip(stderrTail(state, executed.result), logTail(state, executed.result.stdoutDigest)),
+    ([tail, stdout]) => {
+      const { process: proc, result } = executed
+      const both = `${stdout}\n${tail}`
+      const hints = [
+        readOnlyHint(tail, proc),
+        networkHint(name, both, proc, result),
+        ...undeclaredHints(name, both, proc, state.config, state.workspace)
+      ].filter((h) => h !== undefined)
+      return [tail, ...hints].join("\n")
+    }
+  )
 
 /**
  * Writes a result's outputs back into the workspace, recording what it left there for the memo. The workspace lock is
@@ -198,7 +214,7 @@ const settle = (state: RunState, name: string, deps: ReadonlyArray<Outcome>) =>
     if (!ran && state.options.keepGoing !== true) state.stop = true
     const { detail, error, result } = ran
       ? yield* settleSuccess(state, name, attempt.right)
-      : { result: attempt.right.result, error: undefined, detail: yield* failedTail(state, attempt.right) }
+      : { result: attempt.right.result, error: undefined, detail: yield* failedTail(state, name, attempt.right) }
     const ok = ran && detail === undefined
     yield* finish(state, {
       name,
@@ -210,6 +226,7 @@ const settle = (state: RunState, name: string, deps: ReadonlyArray<Outcome>) =>
       backtracks: node.backtracks,
       startMs,
       timings: result.timings,
+      ...(result.sandbox !== undefined ? { sandbox: result.sandbox } : {}),
       ...(detail !== undefined ? { detail } : {}),
       ...(error !== undefined ? { error } : {}),
       ...(!ran ? { reproduce: reproduce(state, attempt.right.process) } : {}),

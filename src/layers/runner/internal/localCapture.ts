@@ -7,7 +7,7 @@
 import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
 import * as Digest from "../../../domain/Digest.js"
-import { ProcessResult } from "../../../domain/Process.js"
+import { ProcessResult, type SandboxKind } from "../../../domain/Process.js"
 import { StoreError } from "../../../domain/StoreErrors.js"
 import { ioError } from "../../../os/IoError.js"
 import type * as Sandboxes from "../../sandbox/Sandboxes.js"
@@ -84,7 +84,14 @@ export const capture = (run: LocalRun, filled: Filled, logs: ReturnType<typeof S
  *
  * @internal
  */
-export const report = (run: LocalRun, opened: Opened, filled: Filled, waited: Waited, captured: Captured) =>
+export const report = (
+  run: LocalRun,
+  opened: Opened,
+  filled: Filled,
+  waited: Waited,
+  captured: Captured,
+  sandbox: SandboxKind
+) =>
   Effect.gen(function*() {
     const { sandboxes } = run.engine
     const { proc } = run
@@ -107,7 +114,8 @@ export const report = (run: LocalRun, opened: Opened, filled: Filled, waited: Wa
       durationMs: Date.now() - run.started,
       source: "ran",
       timings: run.timings,
-      ...(changed.length > 0 ? { inputsChanged: true } : {})
+      ...(changed.length > 0 ? { inputsChanged: true } : {}),
+      sandbox
     }, true)
     if (!result.succeeded) yield* opened.sandbox.markFailed
     else if (sandboxes.keep !== "always") {
