@@ -101,7 +101,7 @@ const failedTail = (state: RunState, name: string, executed: Executed) =>
     Effect.zip(stderrTail(state, executed.result), logTail(state, executed.result.stdoutDigest)),
     ([tail, stdout]) => {
       const { process: proc, result } = executed
-      const both = `${stdout}\n${tail}`
+      const both = `${tail}\n${stdout}`
       const hints = [
         readOnlyHint(tail, proc),
         networkHint(name, both, proc, result),
