@@ -135,6 +135,15 @@ describe("kiln run --sandbox", () => {
       assert.strictEqual(r.code, 0, r.stderr)
       const bad = kiln(["exec", "--sandbox", "loose", "--", "/bin/true"])
       assert.notStrictEqual(bad.code, 0)
+      const strict = kiln(["exec", "--sandbox", "strict", "--", "/bin/true"])
+      if (strict.code !== 0) {
+        assert.strictEqual(strict.code, 2, strict.stderr)
+        assert.strictEqual(strict.said.length, 1, strict.stderr)
+        assert.match(
+          strict.said[0]!,
+          /^kiln: --sandbox strict: this machine cannot give processes the strict sandbox: /
+        )
+      }
     }))
 })
 
