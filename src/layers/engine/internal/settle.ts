@@ -77,20 +77,24 @@ const blank = (name: string, startMs: number) => ({
   ok: false
 })
 
-/** The last lines of a failed tool's stderr; when they cannot be read, the report says so instead. */
-const stderrTail = (state: RunState, result: ProcessResult) => logTail(state, result.stderrDigest)
+/** The last lines of a log, as text. */
+const lastLines = (bytes: Uint8Array) => Buffer.from(bytes).toString("utf8").split("\n").slice(-20).join("\n").trimEnd()
 
-/** The last lines of a failed tool's log (its stdout or stderr). */
-const logTail = (state: RunState, digest: Digest.Digest) =>
-  state.store.getFile(digest).pipe(
-    Effect.map((b) => Buffer.from(b).toString("utf8").split("\n").slice(-20).join("\n").trimEnd()),
+/** The last lines of a failed tool's stderr; when they cannot be read, the report says so instead. */
+const stderrTail = (state: RunState, result: ProcessResult) =>
+  state.store.getFile(result.stderrDigest).pipe(
+    Effect.map(lastLines),
     Effect.catchAll((e) =>
       Effect.as(
-        Effect.logWarning(`could not read the output of a failed process: ${e.message}`),
-        `(its output ${Digest.format(digest)} could not be read: ${e.message})`
+        Effect.logWarning(`could not read the stderr of a failed process: ${e.message}`),
+        `(its stderr ${Digest.format(result.stderrDigest)} could not be read: ${e.message})`
       )
     )
   )
+
+/** The last lines of a failed tool's stdout, read for the hints alone: unreadable, it names nothing. */
+const stdoutTail = (state: RunState, result: ProcessResult) =>
+  state.store.getFile(result.stdoutDigest).pipe(Effect.map(lastLines), Effect.orElseSucceed(() => ""))
 
 /**
  * A failed tool's stderr tail, and hints after it: where it failed writing into a read-only input tree, where it
@@ -98,7 +102,7 @@ const logTail = (state: RunState, digest: Digest.Digest) =>
  */
 const failedTail = (state: RunState, name: string, executed: Executed) =>
   Effect.map(
-    Effect.zip(stderrTail(state, executed.result), logTail(state, executed.result.stdoutDigest)),
+    Effect.zip(stderrTail(state, executed.result), stdoutTail(state, executed.result)),
     ([tail, stdout]) => {
       const { process: proc, result } = executed
       const both = `${tail}\n${stdout}`
