@@ -1,7 +1,8 @@
 /**
  * The action cache key of a process: the REAPI `Action` digest over its `Command` (argv, sorted env, sorted output
  * paths, working directory), its input root, its timeout and a salt (kiln's cache version, the named caches' layout,
- * the cache namespace, an `outputSymlinks: "any"` allowance and the exec root). Argv and env keep the `{chroot}`
+ * the cache namespace, an `outputSymlinks: "any"` allowance, the exec root, and the host paths and network the
+ * process declared). Argv and env keep the `{chroot}`
  * placeholder, so the key does not depend on where the sandbox is, only on the path the process sees it at: the
  * exec root where it is pinned, else none (a random path).
  *
@@ -66,7 +67,10 @@ export const actionMessages = (proc: Process): { readonly command: Uint8Array; r
         // never one a `contained` process looks up.
         ...(proc.outputSymlinks === "any" ? [{ outputSymlinks: "any" }] : []),
         // Only when pinned: a process with no exec root keeps the key it had before there was one.
-        ...(proc.execRoot !== undefined ? [{ execRoot: proc.execRoot }] : [])
+        ...(proc.execRoot !== undefined ? [{ execRoot: proc.execRoot }] : []),
+        // Only when declared, for the same reason: the default sandbox (no host path, no network) keeps every key.
+        ...(proc.hostPaths.length > 0 ? [{ hostPaths: proc.hostPaths }] : []),
+        ...(proc.network ? [{ network: true }] : [])
       ])
     )
   })

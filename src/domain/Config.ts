@@ -10,7 +10,7 @@ import * as DurationText from "./DurationText.js"
 import { conflictIn } from "./internal/declarations.js"
 import { escapeControls, pathText, quoted } from "./internal/fieldText.js"
 import { CachePolicy } from "./Process.js"
-import { entryOf, needsResolving } from "./ResolvedConfig.js"
+import { entryOf, hostPathProblem, needsResolving } from "./ResolvedConfig.js"
 
 const Duration = Schema.String.pipe(
   Schema.filter((s) =>
@@ -23,6 +23,26 @@ const PassEnv = Schema.Array(Schema.String).annotations({
   description: "variables taken from kiln's environment, `NAME` or `NAME=default` (the value when it is unset; " +
     "else unset is an error), part of the action key: a new value runs the process again"
 })
+
+const HostPaths = Schema.Array(Schema.String).annotations({
+  description: "host paths (absolute, outside the workspace) the process sees read-only at their own path beside the " +
+    "system's directories, e.g. [\"/opt/toolchain\"]: a toolchain or licence file it needs; part of the action key"
+})
+
+const Network = Schema.Boolean.annotations({
+  description: "true: the process keeps the network (by default it has only a loopback of its own); part of the " +
+    "action key"
+})
+
+/**
+ * How processes are sandboxed: `strict` (each sees only its inputs and the system's directories, else the run is
+ * refused), `auto` (the default: strict where this machine can, else as `off` with one warning line), `off` (no more
+ * than a sandbox directory, and the read-only mounts of shared trees).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const SandboxSetting = Schema.Literal("strict", "auto", "off")
 
 const PassThroughEnv = Schema.Array(Schema.String).annotations({
   description: "variables passed from kiln's environment (`NAME` or `NAME=default`) for secrets: never part of the " +
@@ -75,7 +95,9 @@ export const ProcessConfig = Schema.Struct({
     description:
       "input paths (files or directories, relative to the workspace root) the process writes into: it gets " +
       "a private writable copy of each; the rest of a large input tree is shared read-only between processes"
-  })
+  }),
+  hostPaths: Schema.optional(HostPaths),
+  network: Schema.optional(Network)
 })
 
 /**
@@ -161,7 +183,7 @@ export const RemoteConfig = Schema.Struct({
 
 /**
  * What every process gets unless it says otherwise (`ResolvedConfig.ts`): `env` and the variables passed under its
- * own, `inputs` added to its own, `timeout` and `cache` where it has none.
+ * own, `inputs` and `hostPaths` added to its own, `timeout`, `cache` and `network` where it has none.
  *
  * @since 0.1.0
  * @category schemas
@@ -176,14 +198,21 @@ export const DefaultsConfig = Schema.Struct({
     description: "globs relative to the workspace root added to every process's inputs"
   }),
   timeout: Schema.optional(Duration),
-  cache: Schema.optional(CachePolicy)
+  cache: Schema.optional(CachePolicy),
+  hostPaths: Schema.optional(HostPaths),
+  network: Schema.optional(Network)
 })
 
 const configFields = {
   $schema: Schema.optional(Schema.String),
   defaults: Schema.optional(DefaultsConfig).annotations({
     description: "what every process, explicit or a task's, gets unless it says otherwise: env, passEnv, " +
-      "passThroughEnv, inputs (added), timeout, cache"
+      "passThroughEnv, inputs (added), timeout, cache, hostPaths (added), network"
+  }),
+  sandbox: Schema.optional(SandboxSetting).annotations({
+    description: "strict: every process sees only its inputs and the system's directories, and a machine that " +
+      "cannot do that refuses to run (for CI); auto (the default): strict where the machine can, else a warning; " +
+      "off: no more than a sandbox directory (for debugging). --sandbox wins over it"
   }),
   /** Goes into every action's salt: a new namespace disowns every result cached under the old one. */
   cacheNamespace: Schema.optional(Schema.String).annotations({
@@ -261,12 +290,14 @@ const NAMED_CACHE = /^[a-z0-9_]+$/
 const PROCESS_FIELDS = new Set(Object.keys(ProcessConfig.fields))
 const DEFAULTS_FIELDS = new Set(Object.keys(DefaultsConfig.fields))
 const CACHE_POLICIES = new Set<unknown>(CachePolicy.literals)
+const SANDBOX_SETTINGS = new Set<unknown>(SandboxSetting.literals)
 
 /** The fields a process shares with `defaults`, valid as they stand. */
 const isPlainCommon = (o: Record<string, unknown>): boolean => {
-  for (const k of ["inputs", "passEnv", "passThroughEnv"] as const) {
+  for (const k of ["inputs", "passEnv", "passThroughEnv", "hostPaths"] as const) {
     if (o[k] !== undefined && !isStrings(o[k])) return false
   }
+  if (o.network !== undefined && typeof o.network !== "boolean") return false
   if (o.env !== undefined && !isStringRecord(o.env)) return false
   if (o.timeout !== undefined && !(isString(o.timeout) && Either.isRight(DurationText.parse(o.timeout)))) {
     return false
@@ -283,8 +314,11 @@ const isPlainCommon = (o: Record<string, unknown>): boolean => {
 /** @internal */
 export const isPlainConfig = (json: unknown): json is Config => {
   if (!isObject(json)) return false
-  for (const k of Object.keys(json)) if (k !== "$schema" && k !== "processes" && k !== "defaults") return false
+  for (const k of Object.keys(json)) {
+    if (k !== "$schema" && k !== "processes" && k !== "defaults" && k !== "sandbox") return false
+  }
   if (json.$schema !== undefined && !isString(json.$schema)) return false
+  if (json.sandbox !== undefined && !SANDBOX_SETTINGS.has(json.sandbox)) return false
   if (json.defaults !== undefined) {
     if (!isObject(json.defaults)) return false
     for (const k of Object.keys(json.defaults)) if (!DEFAULTS_FIELDS.has(k)) return false
@@ -525,6 +559,10 @@ const refusedIn = (config: Config, name: string): Refused | undefined => {
         detail: `${quoted(writable)} must be a relative path inside the workspace`
       }
     }
+  }
+  for (const [i, p] of (pc.hostPaths ?? []).entries()) {
+    const bad = hostPathProblem(p)
+    if (bad !== undefined) return { at: ["hostPaths", i], detail: bad }
   }
   for (const [cache, at] of Object.entries(pc.namedCaches ?? {})) {
     if (!staysInside(at) || isItself(at)) {

@@ -85,7 +85,18 @@ export class Process extends Schema.Class<Process>("kiln/Process")({
    */
   optionalOutputs: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] }),
   /** False: never executed remotely. Not part of the key. */
-  remote: Schema.optionalWith(Schema.Boolean, { default: () => true })
+  remote: Schema.optionalWith(Schema.Boolean, { default: () => true }),
+  /**
+   * Host paths (absolute, normalised, sorted) the process sees read-only at their own path under the strict sandbox,
+   * beside the system's directories: a toolchain in `/opt`, a licence file. Part of the key (its salt) when there are
+   * any: what the process could read is part of what its result means.
+   */
+  hostPaths: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] }),
+  /**
+   * True: the process keeps the host's network under the strict sandbox (else it has only a loopback of its own).
+   * Part of the key (its salt) when true: a result that may have come from the network is not one that could not.
+   */
+  network: Schema.optionalWith(Schema.Boolean, { default: () => false })
 }) {}
 
 /**
@@ -93,6 +104,22 @@ export class Process extends Schema.Class<Process>("kiln/Process")({
  * @category models
  */
 export const ResultSource = Schema.Literal("ran", "cache-hit", "remote-cache", "remote")
+
+/**
+ * Which sandbox a process that ran here had: `strict` (namespaces of its own; it sees only its inputs, the system's
+ * directories and its `hostPaths`), `mount` (a mount namespace for shared trees or a pinned exec root; the rest of the
+ * host is visible), `none` (a sandbox directory only).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const SandboxKind = Schema.Literal("strict", "mount", "none")
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type SandboxKind = typeof SandboxKind.Type
 
 /**
  * @since 0.1.0
@@ -119,7 +146,9 @@ export class ProcessResult extends Schema.Class<ProcessResult>("kiln/ProcessResu
    * Declared outputs, not optional, that the process did not make: the result is this run's, but it is not cached (a
    * build that forgot a file would be served forgetting it, to every machine, until its inputs change).
    */
-  missingOutputs: Schema.optional(Schema.Array(Schema.String))
+  missingOutputs: Schema.optional(Schema.Array(Schema.String)),
+  /** The sandbox it had, when it ran here (absent for a cache hit or a remote execution). */
+  sandbox: Schema.optional(SandboxKind)
 }) {
   get succeeded(): boolean {
     return this.exitCode === 0 && !this.timedOut

@@ -20,6 +20,8 @@ interface EnvFields {
   readonly inputs?: ReadonlyArray<string> | undefined
   readonly timeout?: string | undefined
   readonly cache?: string | undefined
+  readonly hostPaths?: ReadonlyArray<string> | undefined
+  readonly network?: boolean | undefined
 }
 
 /**
@@ -77,6 +79,54 @@ export const valueOf = (entry: string, host: Readonly<Record<string, string | un
 export const needsResolving = (config: ConfigInput): boolean =>
   config.defaults !== undefined ||
   Object.values(config.processes ?? {}).some((pc) => pc.passEnv !== undefined || pc.passThroughEnv !== undefined)
+
+/**
+ * What is wrong with a `hostPaths` entry, if anything: it is an absolute path, normalised (no `.`, `..`, `//` or
+ * trailing `/`: the path the sandbox binds is the path written), not `/` itself (the whole host would be no sandbox),
+ * without NUL. Whether it lies in the workspace is judged where the workspace is known (`TaskExpansion.ts`).
+ *
+ * @since 0.1.0
+ * @category parsing
+ */
+export const hostPathProblem = (p: string): string | undefined => {
+  if (p.includes("\u0000")) return "holds a NUL byte, which no path can"
+  if (!p.startsWith("/")) return `${quoted(p)} must be an absolute path (a directory or file of the host)`
+  if (p.split("/").includes("..")) return `${quoted(p)} must not hold ..: name the directory itself`
+  const normal = p.replace(/\/+/g, "/").split("/").filter((s) => s !== ".").join("/").replace(/\/$/, "")
+  if (normal === "") return `${quoted(p)} is the whole host: name the directories the process needs`
+  if (normal !== p) return `${quoted(p)} is not normalised: write it as ${quoted(normal)}`
+  return undefined
+}
+
+/**
+ * The check of `hostPaths` that needs the workspace: a host path in it (or holding it) would show the process the
+ * workspace's files, which it reads only as declared inputs. `workspaces`: the workspace's absolute path, and its real
+ * path where that differs. `declaredAt` says where the file declares a process.
+ *
+ * @since 0.1.0
+ * @category parsing
+ */
+export const hostPathInWorkspace = (
+  file: string,
+  processes: Readonly<Record<string, { readonly hostPaths?: ReadonlyArray<string> | undefined }>>,
+  workspaces: ReadonlyArray<string>,
+  declaredAt: (name: string) => ReadonlyArray<PropertyKey> = (name) => ["processes", name]
+): Problem | undefined => {
+  const within = (inner: string, outer: string) => inner === outer || inner.startsWith(`${outer}/`)
+  for (const [name, pc] of Object.entries(processes)) {
+    for (const [i, p] of (pc.hostPaths ?? []).entries()) {
+      const ws = workspaces.find((w) => within(p, w) || within(w, p))
+      if (ws === undefined) continue
+      const how = within(p, ws) ? "is inside" : "holds"
+      return {
+        file,
+        path: pathText([...declaredAt(name), "hostPaths", i]),
+        detail: `${quoted(p)} ${how} the workspace: a process reads the workspace's files only as declared inputs`
+      }
+    }
+  }
+  return undefined
+}
 
 /** What is wrong with an entry's name or default, if anything. */
 const entryProblem = (entry: string): string | undefined => {
@@ -151,8 +201,8 @@ const unsetDetail = (name: string) =>
 /**
  * The config with its defaults applied to every process and its `passEnv` values taken from `host` (kiln's
  * environment), or the first problem: an entry that is not a variable, a variable given two ways at one level, a
- * variable listed but unset without a default. Merge order: the defaults, then the process's own (its `env`, `timeout`
- * and `cache` win; `inputs` are added to the defaults'). `declaredAt` says where the file declares a process (a
+ * variable listed but unset without a default. Merge order: the defaults, then the process's own (its `env`, `timeout`,
+ * `cache` and `network` win; `inputs` and `hostPaths` are added to the defaults'). `declaredAt` says where the file declares a process (a
  * process a task gave is reported at the task). A config with nothing to resolve is given back as it is.
  *
  * @since 0.1.0
@@ -170,6 +220,10 @@ export const resolve = <C extends ConfigInput>(
     // Once on their own, so that a problem with them is one even in a config of no processes.
     const problem = mergeLevel({ env: new Map(), through: new Map() }, [["defaults"], defaults], host)
     if (problem !== undefined) return { file, path: pathText(problem.at), detail: problem.detail }
+    for (const [i, p] of (defaults.hostPaths ?? []).entries()) {
+      const bad = hostPathProblem(p)
+      if (bad !== undefined) return { file, path: pathText(["defaults", "hostPaths", i]), detail: bad }
+    }
   }
   const processes: Record<string, object> = {}
   for (const [name, pc] of Object.entries(config.processes ?? {})) {
@@ -186,13 +240,17 @@ export const resolve = <C extends ConfigInput>(
     const inputs = [...(defaults?.inputs ?? []), ...(pc.inputs ?? [])]
     const timeout = pc.timeout ?? defaults?.timeout
     const cache = pc.cache ?? defaults?.cache
+    const hostPaths = [...new Set([...(defaults?.hostPaths ?? []), ...(pc.hostPaths ?? [])])]
+    const network = pc.network ?? defaults?.network
     processes[name] = {
       ...own,
       ...(merged.env.size > 0 || pc.env !== undefined ? { env: Object.fromEntries(merged.env) } : {}),
       ...(merged.through.size > 0 ? { passThroughEnv: [...merged.through.values()] } : {}),
       ...(inputs.length > 0 || pc.inputs !== undefined ? { inputs } : {}),
       ...(timeout !== undefined ? { timeout } : {}),
-      ...(cache !== undefined ? { cache } : {})
+      ...(cache !== undefined ? { cache } : {}),
+      ...(hostPaths.length > 0 || pc.hostPaths !== undefined ? { hostPaths } : {}),
+      ...(network !== undefined ? { network } : {})
     }
   }
   return { ...rest, processes } as unknown as C

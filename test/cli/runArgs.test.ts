@@ -97,6 +97,8 @@ const plain: ReadonlyArray<ReadonlyArray<string>> = [
   ["run", "--config", "sub/kiln.json", "--concurrency", "3", "--cache", "read", "--cache-content", "defer"],
   ["run", "--keep-going", "--max-backtracks", "5", "--summary", "out.json", "--keep-sandboxes", "on-failure"],
   ["run", "--reuse-sandboxes", "off"],
+  ["run", "--sandbox", "off", "a"],
+  ["run", "--sandbox=strict"],
   ["run", "--reuse-sandboxes=on", "a"],
   ["run", "--sandbox-root=/tmp/sb", "--named-caches-dir", "/tmp/nc", "target"],
   ["run", "--progress", "plain", "--", "x", "y"],

@@ -36,6 +36,8 @@ const processConfig = fc.tuple(
     writableInputs: strings,
     passEnv: strings,
     passThroughEnv: strings,
+    hostPaths: strings,
+    network: mostly(fc.boolean()),
     env: mostly(fc.dictionary(fc.string({ maxLength: 3 }), fc.string({ maxLength: 3 }), { maxKeys: 2 })),
     workingDirectory: mostly(fc.string({ maxLength: 4 })),
     timeout: mostly(fc.oneof(
@@ -62,6 +64,7 @@ const config = fc.oneof(
     arbitrary: fc.tuple(
       fc.record({
         $schema: mostly(fc.string({ maxLength: 4 })),
+        sandbox: mostly(fc.constantFrom("strict", "auto", "off", "on")),
         defaults: mostly(
           fc.tuple(
             fc.record({
@@ -70,7 +73,9 @@ const config = fc.oneof(
               passThroughEnv: strings,
               inputs: strings,
               timeout: mostly(fc.constantFrom("90s", "5", "")),
-              cache: mostly(fc.constantFrom("always", "never", "sometimes"))
+              cache: mostly(fc.constantFrom("always", "never", "sometimes")),
+              hostPaths: strings,
+              network: mostly(fc.boolean())
             }, { requiredKeys: [] }),
             sometimes(fc.record({ argv: anyValue }))
           ).map(([d, extra]) => ({ ...d, ...extra }))

@@ -217,7 +217,9 @@ describe("tasks", () => {
               inputs: ["src/**", "!src/**/*.gen.ts"],
               rootInputs: ["eslint.config.mjs"],
               writableInputs: ["node_modules/.cache"],
-              namedCaches: { eslint: ".eslintcache" }
+              namedCaches: { eslint: ".eslintcache" },
+              hostPaths: ["/opt/toolchain"],
+              network: true
             }
           }
         }
@@ -242,6 +244,8 @@ describe("tasks", () => {
       ])
       assert.deepStrictEqual(lint.writableInputs, ["packages/app/node_modules/.cache"])
       assert.deepStrictEqual(lint.namedCaches, { eslint: "packages/app/.eslintcache" })
+      // Host paths are the host's: absolute, not under the package.
+      assert.deepStrictEqual([lint.hostPaths, lint.network], [["/opt/toolchain"], true])
       // What `kiln ls` prints: every process, where it runs, its deps.
       const listed = lines({ config, origins })
       assert.include(listed, "build:app  packages/app: tsc -p .  <- build:lib")

@@ -108,10 +108,10 @@ export interface Memo {
   readonly groups?: Record<string, ReadonlyArray<Obs>>
 }
 
-/** Which kiln wrote it (a rebuilt bundle may key differently), and whether processes run at the exec root. */
-export const buildId = (): string => {
+/** Which kiln wrote it, whether processes run at the exec root, and the run's sandbox mode (`auto` adds nothing). */
+export const buildId = (sandbox = "auto"): string => {
   const cli = process.env.KILN_CLI
-  const ns = `ns=${process.env.KILN_MOUNT_NAMESPACES ?? ""}`
+  const ns = `ns=${process.env.KILN_MOUNT_NAMESPACES ?? ""}${sandbox === "auto" ? "" : `:sandbox=${sandbox}`}`
   if (cli === undefined) return `${FORMAT}:lib:${ns}`
   try {
     const st = fs.statSync(path.join(path.dirname(cli), "kiln.cjs"))
@@ -274,10 +274,11 @@ const readJournal = (file: string): { readonly text: string; readonly stamp: str
 }
 
 /**
- * The memo of a workspace, if there is one this build can use, with its journal applied. With `handOver`, what its
- * checks find is kept for the next `read` of the same files in this process (see {@link HANDOVER}).
+ * The memo of a workspace, if there is one this build can use under `sandbox` (see {@link buildId}), with its journal
+ * applied. With `handOver`, what its checks find is kept for the next `read` of the same files in this process (see
+ * {@link HANDOVER}).
  */
-export const read = (storeRoot: string, workspace: string, handOver = false): Memo | undefined => {
+export const read = (storeRoot: string, workspace: string, handOver = false, sandbox = "auto"): Memo | undefined => {
   const file = fileOf(storeRoot, workspace)
   const g = globalThis as { [HANDOVER]?: Handover }
   const handed = g[HANDOVER]
@@ -291,7 +292,7 @@ export const read = (storeRoot: string, workspace: string, handOver = false): Me
     if (handed !== undefined && handed.file === file && handed.stamp === stamp) return handed.memo
     const memo = JSON.parse(fs.readFileSync(fd, "utf8")) as Memo
     if (
-      memo.v !== FORMAT || memo.build !== buildId() || memo.workspace !== path.resolve(workspace) ||
+      memo.v !== FORMAT || memo.build !== buildId(sandbox) || memo.workspace !== path.resolve(workspace) ||
       typeof memo.processes !== "object"
     ) return undefined
     applyJournal(memo, journal.text)

@@ -16,6 +16,7 @@ import * as HelperLifetime from "../lifetime/HelperLifetime.js"
 import * as RemoteCache from "../remote/RemoteCache.js"
 import type { Settings as RemoteSettings } from "../remote/RemoteSettings.js"
 import * as ProcessRunner from "../runner/ProcessRunner.js"
+import * as SandboxMode from "../runner/SandboxMode.js"
 import * as Sandboxes from "../sandbox/Sandboxes.js"
 import * as Sandboxer from "../sandboxer/Sandboxer.js"
 import * as Store from "../store/Store.js"
@@ -38,6 +39,8 @@ export interface Options {
    * and the `RemoteCache` service (its stats, its `flush`) is in the layer's context beside the others.
    */
   readonly remote?: RemoteSettings
+  /** How local processes are sandboxed (see `SandboxMode`); default `auto`. */
+  readonly sandbox?: SandboxMode.Mode
 }
 
 /**
@@ -53,6 +56,7 @@ export type Services =
   | Sandboxes.Sandboxes
   | ProcessRunner.ProcessRunner
   | HelperLifetime.HelperLifetime
+  | SandboxMode.SandboxMode
 
 /**
  * What building the stack can fail with: a store that cannot be opened as asked, or a root that is not the user's
@@ -96,7 +100,8 @@ export const runnerLayer = (options: Options = {}): Layer.Layer<Services, BuildE
       )
     ),
     Layer.provideMerge(Store.layer(options.store)),
-    Layer.provideMerge(HelperLifetime.layer)
+    Layer.provideMerge(HelperLifetime.layer),
+    Layer.provideMerge(SandboxMode.layer(options.sandbox ?? "auto"))
   )
 
 /**

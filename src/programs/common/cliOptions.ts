@@ -46,7 +46,9 @@ const cliOption = (spec: OptionSpec): Options.Options<unknown> => {
         spec.default === "cpus" ? os.availableParallelism() : spec.default
       )
     case "choice":
-      return Options.withDefault(described(Options.choice(spec.flag, spec.choices)), spec.default)
+      return spec.default === undefined
+        ? Options.optional(described(Options.choice(spec.flag, spec.choices)))
+        : Options.withDefault(described(Options.choice(spec.flag, spec.choices)), spec.default)
     case "boolean":
       return described(Options.boolean(spec.flag))
     case "size":

@@ -26,11 +26,14 @@ export interface IntegerSpec extends Base {
   readonly fast: boolean
 }
 
-/** One of `choices`; `fast`: the values with which a plain `kiln run` is read without @effect/cli. */
+/**
+ * One of `choices`; `fast`: the values with which a plain `kiln run` is read without @effect/cli. Without a default,
+ * an option not given is none (another source decides: kiln.json).
+ */
 export interface ChoiceSpec extends Base {
   readonly kind: "choice"
   readonly choices: ReadonlyArray<string>
-  readonly default: string
+  readonly default?: string
   readonly fast: ReadonlyArray<string>
 }
 
@@ -55,7 +58,9 @@ export interface ParsedSpec extends Base {
 export type OptionSpec = TextSpec | IntegerSpec | ChoiceSpec | BooleanSpec | ParsedSpec | ListSpec
 
 /** What an option gives a command's handler. */
-export type ValueOf<S> = S extends { readonly kind: "choice"; readonly choices: ReadonlyArray<infer C> } ? C
+export type ValueOf<S> = S extends
+  { readonly kind: "choice"; readonly choices: ReadonlyArray<infer C>; readonly default: string } ? C
+  : S extends { readonly kind: "choice"; readonly choices: ReadonlyArray<infer C> } ? Option.Option<C>
   : S extends { readonly kind: "boolean" } ? boolean
   : S extends { readonly kind: "list" } ? ReadonlyArray<string>
   : S extends { readonly kind: "integer"; readonly default: number | "cpus" } ? number

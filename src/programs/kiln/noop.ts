@@ -125,6 +125,13 @@ class Falls {
   constructor(readonly reason: string, readonly runs: boolean) {}
 }
 
+/** kiln.json's top-level `"sandbox"`, parsed only when its text names one; `auto` without. */
+const sandboxIn = (text: string): string => {
+  if (!text.includes("\"sandbox\"")) return "auto"
+  const setting = (JSON.parse(text) as { sandbox?: unknown }).sandbox
+  return typeof setting === "string" ? setting : "auto"
+}
+
 /** Why the memo cannot answer this run, or the answer. */
 const check = (
   args: ReadonlyArray<string>,
@@ -139,14 +146,18 @@ const check = (
   const workspace = path.dirname(configFile)
   // A store another user can write could hold any memo: the full run refuses it, with the reason.
   if (PrivateDir.inspect(storeRoot, "group") !== undefined) return new Falls("the store root is not safe", false)
-  // Handed over: when the check falls through, the engine takes what it found instead of looking again.
-  const memo = RunMemo.read(storeRoot, workspace, true)
-  if (memo === undefined) return new Falls("no run memo of this workspace (from this build of kiln)", true)
   let text: string
   try {
     text = fs.readFileSync(configFile, "utf8")
   } catch {
     return new Falls(`cannot read ${configFile}`, false)
+  }
+  // The memo is kept per sandbox mode (see `RunMemo.buildId`): the flag's, else kiln.json's, else auto.
+  const sandbox = o.get("sandbox") ?? sandboxIn(text)
+  // Handed over: when the check falls through, the engine takes what it found instead of looking again.
+  const memo = RunMemo.read(storeRoot, workspace, true, sandbox)
+  if (memo === undefined) {
+    return new Falls(`no run memo of this workspace (from this build of kiln, under --sandbox ${sandbox})`, true)
   }
   // A config with tasks is remembered by the processes they gave (see `runDirect.loadConfig`): they are given again
   // from the workspace as it is now, and compared.
@@ -232,7 +243,8 @@ const check = (
       durationMs: 0,
       backtracks: 0,
       stdoutDigest: valid.get(name)!.stdout,
-      stderrDigest: valid.get(name)!.stderr
+      stderrDigest: valid.get(name)!.stderr,
+      sandbox: null
     })),
     ran: 0,
     cacheHits: listed.length,

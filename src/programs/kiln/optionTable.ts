@@ -159,6 +159,22 @@ export const SELECTION_OPTIONS = {
   }
 } as const satisfies Record<string, OptionSpec>
 
+/**
+ * How processes are sandboxed (`runner/SandboxMode.ts`): `run` and `exec`. No default here: without it, kiln.json's
+ * `"sandbox"` decides, else `auto`. Every value is read by the direct reader: the run memo is kept per mode.
+ */
+export const SANDBOX_MODE_OPTION = {
+  sandbox: {
+    kind: "choice",
+    flag: "sandbox",
+    choices: ["strict", "auto", "off"],
+    description: "strict: each process sees only its inputs and the system's directories, and a machine that cannot " +
+      "do that refuses to run (exit 2); auto: strict where the machine can, else a warning; off: a sandbox " +
+      "directory only (debugging). Default: kiln.json's \"sandbox\", else auto",
+    fast: ["strict", "auto", "off"]
+  }
+} as const satisfies Record<string, OptionSpec>
+
 /** `kiln run`'s options, in the order its help lists them. */
 export const RUN_OPTIONS = {
   config: {
@@ -249,6 +265,7 @@ export const RUN_OPTIONS = {
     description: "how many of the last lines of a failed process's stdout, and of its stderr, are shown (default 20)",
     fast: true
   },
+  ...SANDBOX_MODE_OPTION,
   keepSandboxes: SANDBOX_OPTIONS.keepSandboxes,
   reuseSandboxes: {
     kind: "choice",

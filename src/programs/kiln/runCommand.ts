@@ -91,6 +91,8 @@ export const explain = Command.make(
           sweepOnStart: false,
           // As explain has always looked a process up remotely: a hit's bytes downloaded before it counts as one.
           runner: { cacheContent: "fetch" },
+          // The mode a plain run of this kiln.json has: its run memo is the one kept under it.
+          ...(config?.sandbox !== undefined ? { sandbox: config.sandbox } : {}),
           ...(remote !== undefined ? { remote } : {})
         }))
       )

@@ -30,6 +30,7 @@ import { RUN_OPTIONS } from "./optionTable.js"
 import * as Output from "./output.js"
 import * as Progress from "./progress.js"
 import { reproduceArgs } from "./reproduce.js"
+import * as SandboxNotice from "./sandboxNotice.js"
 import * as Selection from "./selection.js"
 import { exitOnInvalidRemote, remoteSettings } from "./settings.js"
 import { engineStack, exitOnInvalidConfig } from "./stack.js"
@@ -55,7 +56,10 @@ export const loadConfig = (file: string) =>
       onLeft: Effect.fail,
       onRight: (config) =>
         config.tasks === undefined && !ResolvedConfig.needsResolving(config)
-          ? Effect.succeed({ config, hash: RunMemo.hashOf(text), text })
+          ? Effect.map(
+            TaskExpansion.hostPathsOutside(path.dirname(file), path.basename(file), config),
+            (checked) => ({ config: checked, hash: RunMemo.hashOf(text), text })
+          )
           : Effect.map(TaskExpansion.expand(path.dirname(file), path.basename(file), config), (expanded) => {
             // The memo remembers the processes the tasks gave and the values passed, not kiln.json's text: a new
             // script, package or dependency changes them without changing kiln.json, and so does a passEnv value.
@@ -74,7 +78,7 @@ const directValue = (spec: OptionSpec, given: string | undefined): unknown => {
     case "boolean":
       return given !== undefined
     case "choice":
-      return given ?? spec.default
+      return spec.default === undefined ? Option.fromNullable(given) : given ?? spec.default
     case "integer":
       if (given !== undefined) return spec.default === undefined ? Option.some(Number(given)) : Number(given)
       return spec.default === undefined
@@ -125,6 +129,12 @@ export const runParsed = (o: RunArgs) =>
     const loaded = yield* loadConfig(configFile)
     const namespace = Option.getOrUndefined(o.cacheNamespace)
     const config = namespace !== undefined ? { ...loaded.config, cacheNamespace: namespace } : loaded.config
+    // The flag wins over kiln.json's setting.
+    const flag = Option.getOrUndefined(o.sandbox)
+    const sandbox = flag ?? config.sandbox ?? "auto"
+    if (!SandboxNotice.say(SandboxNotice.noticeOf(sandbox, SandboxNotice.fromOf(flag), SandboxNotice.strictProbe()))) {
+      return
+    }
     const remote = yield* remoteSettings(o, config, path.dirname(configFile))
     yield* runLoaded(o, configFile, config, loaded).pipe(
       Effect.scoped,
@@ -135,6 +145,7 @@ export const runParsed = (o: RunArgs) =>
         keepSandboxes: o.keepSandboxes,
         reuseSandboxes: o.reuseSandboxes === "on",
         runner: { concurrency: o.concurrency, cacheContent: o.cacheContent },
+        sandbox,
         ...(remote !== undefined ? { remote } : {})
       }))
     )
@@ -260,7 +271,9 @@ const runLoaded = (
           exitCode: p.exitCode,
           durationMs: p.durationMs,
           backtracks: p.backtracks,
-          ...(p.stdoutDigest !== undefined ? { stdoutDigest: p.stdoutDigest, stderrDigest: p.stderrDigest } : {})
+          ...(p.stdoutDigest !== undefined ? { stdoutDigest: p.stdoutDigest, stderrDigest: p.stderrDigest } : {}),
+          // Which sandbox it had where it ran here; null for a hit or a remote execution.
+          sandbox: p.sandbox ?? null
         })),
         ran: report.ran,
         cacheHits: report.cacheHits,

@@ -9,6 +9,7 @@ import type { KeepSandboxes } from "../../domain/Sandbox.js"
 import * as Kiln from "../../layers/kiln/Kiln.js"
 import type { Settings as RemoteSettings } from "../../layers/remote/RemoteSettings.js"
 import type * as ProcessRunner from "../../layers/runner/ProcessRunner.js"
+import type * as SandboxMode from "../../layers/runner/SandboxMode.js"
 import type * as Store from "../../layers/store/Store.js"
 
 export interface StackOptions {
@@ -21,6 +22,8 @@ export interface StackOptions {
   readonly runner?: ProcessRunner.Options
   /** A remote cache behind the store (the runner asks it after the local cache). */
   readonly remote?: RemoteSettings
+  /** How local processes are sandboxed (`--sandbox`, else kiln.json's, else auto). */
+  readonly sandbox?: SandboxMode.Mode
 }
 
 const some = <K extends string, A>(key: K, o: Option.Option<A>) =>
@@ -39,7 +42,8 @@ const kilnOptions = (o: StackOptions): Kiln.Options => ({
     ...some("root", o.sandboxRoot)
   },
   runner: { ...o.runner, ...some("namedCachesDir", o.namedCachesDir) },
-  ...(o.remote !== undefined ? { remote: o.remote } : {})
+  ...(o.remote !== undefined ? { remote: o.remote } : {}),
+  ...(o.sandbox !== undefined ? { sandbox: o.sandbox } : {})
 })
 
 export const runnerStack = (o: StackOptions) => Kiln.runnerLayer(kilnOptions(o))

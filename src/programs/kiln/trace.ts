@@ -59,7 +59,8 @@ export const traceEvents = (report: Engine.RunReport) => {
         actionDigest: p.actionDigest,
         exitCode: p.exitCode,
         backtracks: p.backtracks,
-        ...before
+        ...before,
+        ...(p.sandbox !== undefined ? { sandbox: p.sandbox } : {})
       }
     })
     let t = p.startMs

@@ -17,7 +17,7 @@ import { StoreError } from "../../../domain/StoreErrors.js"
 import type { InputConflict } from "../../../domain/TreeErrors.js"
 import type { SnapshotSession, Store } from "../../store/Store.js"
 import { mergeInputs, processOf, snapshotOwn } from "./inputs.js"
-import { consult } from "./memoConsult.js"
+import { consult, sandboxModeNow } from "./memoConsult.js"
 import * as RunRecords from "./runRecords.js"
 import { treeChanges } from "./treeChanges.js"
 
@@ -148,6 +148,7 @@ export const looker = (
         env: { ...pc.env },
         workingDirectory: pc.workingDirectory ?? "",
         ...(p.execRoot !== undefined ? { execRoot: p.execRoot } : {}),
+        ...RunRecords.sandboxFields(pc),
         inputs: yield* asLastTook(store, own.digest, own.files, last[name]),
         deps: Object.fromEntries(Object.entries(deps).map(([k, v]) => [k, Digest.format(v)])),
         actionDigest: Digest.format(key)
@@ -167,7 +168,8 @@ export const looker = (
 const remembered = (
   store: Store["Type"],
   options: ExplainOptions,
-  before: RunRecords.RunRecord | undefined
+  before: RunRecords.RunRecord | undefined,
+  sandbox: string
 ): Digest.Digest | undefined => {
   const { config, name } = options
   if (before === undefined || before.failed !== undefined) return undefined
@@ -178,7 +180,8 @@ const remembered = (
     config,
     ordered: GraphOrder.depsFirst(depsOf, GraphOrder.closure(depsOf, [name])),
     depsOf,
-    use: true
+    use: true,
+    sandbox
   })
   const entry = remembered.get(name)
   const sameDeps = (a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>) =>
@@ -227,8 +230,9 @@ export const explainAll = (
     const last = RunRecords.read(store.options.root, workspace)
     let look: ((name: string) => Effect.Effect<Looked, LookError>) | undefined
     const explained: Array<Explanation> = []
+    const sandbox = yield* sandboxModeNow
     for (const name of options.names) {
-      const held = remembered(store, { ...options, name }, last[name])
+      const held = remembered(store, { ...options, name }, last[name], sandbox)
       if (held === undefined && look === undefined) {
         look = looker(store, { ...options, name }, yield* store.snapshotSession(workspace), last)
       }

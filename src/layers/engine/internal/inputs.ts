@@ -23,6 +23,7 @@ import {
   type SnapshotSession,
   type Store
 } from "../../store/Store.js"
+import * as RunRecords from "./runRecords.js"
 import { depOutputs, type OwnInputs, type RunState } from "./runState.js"
 
 /** @internal */
@@ -203,7 +204,9 @@ export const processOf = (
       ? { passThroughEnv: pc.passThroughEnv }
       : {}),
     // A pass-through variable's value would be uploaded with the command: such a process runs here.
-    remote: (pc.remote ?? true) && (pc.passThroughEnv ?? []).length === 0
+    remote: (pc.remote ?? true) && (pc.passThroughEnv ?? []).length === 0,
+    ...(pc.hostPaths !== undefined && pc.hostPaths.length > 0 ? { hostPaths: [...new Set(pc.hostPaths)].sort() } : {}),
+    ...(pc.network === true ? { network: true } : {})
   }, true)
 }
 
@@ -369,6 +372,7 @@ export const inputOf = (state: RunState, name: string) =>
       env: { ...pc.env },
       workingDirectory: pc.workingDirectory ?? "",
       ...(pinnedAt !== undefined ? { execRoot: pinnedAt } : {}),
+      ...RunRecords.sandboxFields(pc),
       inputs: own.files,
       deps: Object.fromEntries(Object.entries(deps).map(([k, v]) => [k, Digest.format(v)])),
       actionDigest: ""

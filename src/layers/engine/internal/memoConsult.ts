@@ -4,10 +4,13 @@
  *
  * @internal
  */
+import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Option from "effect/Option"
 import type { Config } from "../../../domain/Config.js"
 import * as Digest from "../../../domain/Digest.js"
 import { ProcessResult } from "../../../domain/Process.js"
+import { SandboxMode } from "../../runner/SandboxMode.js"
 import * as Generation from "../../store/Generation.js"
 import * as RunMemo from "../RunMemo.js"
 
@@ -40,6 +43,8 @@ export interface MemoConsulted {
   /** Read before the store is: anything removed from it after this moves the generation past the one recorded. */
   readonly generation: string
   readonly previous: RunMemo.Memo | undefined
+  /** The run's sandbox mode, which the memo is kept under (see `RunMemo.buildId`). */
+  readonly sandbox: string
   readonly remembered: Map<string, RunMemo.Entry>
   /**
    * Hits whose outputs are to be written back again (deleted or changed in the workspace) while their inputs hold:
@@ -47,6 +52,16 @@ export interface MemoConsulted {
    */
   readonly restored: Map<string, RunMemo.Entry>
 }
+
+/**
+ * The run's sandbox mode, as the runner has it (`SandboxMode`; absent is `auto`): the memo is kept per mode.
+ *
+ * @internal
+ */
+export const sandboxModeNow: Effect.Effect<string> = Effect.map(
+  Effect.serviceOption(SandboxMode),
+  Option.getOrElse(() => "auto")
+)
 
 /** The process's config as the memo keys it. @internal */
 export const keyOf = (config: Config, name: string): string => JSON.stringify(config.processes[name])
@@ -60,10 +75,13 @@ export const consult = (options: {
   readonly depsOf: (name: string) => ReadonlyArray<string>
   /** Whether the memo may answer at all (cache reads on, and the caller did not turn it off). */
   readonly use: boolean
+  /** The run's sandbox mode (default `auto`): a memo kept under another is not this run's. */
+  readonly sandbox?: string
 }): MemoConsulted => {
   const { config, ordered, root, workspace } = options
+  const sandbox = options.sandbox ?? "auto"
   const generation = Generation.read(root)
-  const previous = RunMemo.read(root, workspace)
+  const previous = RunMemo.read(root, workspace, false, sandbox)
   const remembered = new Map<string, RunMemo.Entry>()
   const restored = new Map<string, RunMemo.Entry>()
   if (options.use && previous !== undefined && RunMemo.storeHolds(root, previous) === undefined) {
@@ -84,5 +102,5 @@ export const consult = (options: {
       if (r !== undefined && rememberable(r)) restored.set(name, r)
     }
   }
-  return { generation, previous, remembered, restored }
+  return { generation, previous, sandbox, remembered, restored }
 }

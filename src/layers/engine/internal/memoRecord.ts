@@ -100,6 +100,8 @@ export const record = (o: {
   /** The store's generation when the run began. */
   readonly generation: string
   readonly previous: RunMemo.Memo | undefined
+  /** The run's sandbox mode, which the memo is kept under. */
+  readonly sandbox: string
   readonly startedNs: bigint
   /** Every process of this run. */
   readonly names: ReadonlySet<string>
@@ -213,7 +215,7 @@ export const record = (o: {
         (over && recorded + drop.length <= RunMemo.APPEND_AT_MOST &&
           RunMemo.append(o.root, o.workspace, {
             v: RunMemo.FORMAT,
-            build: RunMemo.buildId(),
+            build: RunMemo.buildId(o.sandbox),
             generation: o.generation,
             config: o.configHash,
             store: Generation.fingerprint(o.root),
@@ -223,7 +225,7 @@ export const record = (o: {
           })) ||
         RunMemo.write(o.root, o.workspace, {
           v: RunMemo.FORMAT,
-          build: RunMemo.buildId(),
+          build: RunMemo.buildId(o.sandbox),
           generation: o.generation,
           config: o.configHash,
           ...(o.configText !== undefined && o.configText.length <= RunMemo.CONFIG_TEXT_MAX_LENGTH

@@ -61,6 +61,7 @@ export const record = (state: RunState, memo: MemoConsulted) =>
       configText: state.options.configText,
       generation: memo.generation,
       previous: memo.previous,
+      sandbox: memo.sandbox,
       startedNs: BigInt(state.started) * 1_000_000n,
       names: new Set(state.names),
       remembered: new Set(state.remembered.keys()),

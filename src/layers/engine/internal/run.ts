@@ -15,7 +15,7 @@ import type { Workspace } from "../../workspace/Workspace.js"
 import type { RunOptions, RunReport } from "../Engine.js"
 import { symlinkedPaths } from "./inputs.js"
 import { findHits } from "./lookup.js"
-import { consult } from "./memoConsult.js"
+import { consult, sandboxModeNow } from "./memoConsult.js"
 import { record, reportOf } from "./record.js"
 import * as RunState from "./runState.js"
 import { runGraph } from "./settle.js"
@@ -59,7 +59,8 @@ export const run = (
       config,
       ordered,
       depsOf,
-      use: RunState.policyOf(options.cache ?? "read-write").read && options.memo !== false
+      use: RunState.policyOf(options.cache ?? "read-write").read && options.memo !== false,
+      sandbox: yield* sandboxModeNow
     })
     // What the memo vouches for is not looked at again: the few files of the rest are hashed rather than the whole
     // workspace's stat index read (and rewritten), unless there turn out to be more than a few.

@@ -25,6 +25,10 @@ export interface RunRecord {
   workingDirectory: string
   /** The path it ran at (its `Process.execRoot`); absent: its sandbox's own. */
   execRoot?: string
+  /** Its `hostPaths`, sorted, when it declares any. */
+  hostPaths?: Array<string>
+  /** True when it declares `"network": true`. */
+  network?: boolean
   /** Path → `<digest>` (` x` when executable) or `-> <target>` for a symlink. */
   inputs: Record<string, string>
   /** Dep name → its output digest. */
@@ -36,6 +40,17 @@ export interface RunRecord {
   stdout?: string
   stderr?: string
 }
+
+/**
+ * The sandbox a process declares, as its record keeps it: only what differs from the default, so that the records of
+ * processes that declare nothing are what they were. @internal
+ */
+export const sandboxFields = (
+  pc: { readonly hostPaths?: ReadonlyArray<string> | undefined; readonly network?: boolean | undefined }
+): Pick<RunRecord, "hostPaths" | "network"> => ({
+  ...(pc.hostPaths !== undefined && pc.hostPaths.length > 0 ? { hostPaths: [...new Set(pc.hostPaths)].sort() } : {}),
+  ...(pc.network === true ? { network: true } : {})
+})
 
 /** The records file of a workspace. @internal */
 export const fileOf = (storeRoot: string, workspace: string): string =>
@@ -160,6 +175,12 @@ export const diff = (
   if (before.execRoot !== now.execRoot) {
     const at = (r: string | undefined) => (r === undefined ? "its sandbox's own path" : r)
     out.push(`runs at: ${at(before.execRoot)} -> ${at(now.execRoot)}`)
+  }
+  const hostPaths = (r: RunRecord) => JSON.stringify(r.hostPaths ?? [])
+  if (hostPaths(before) !== hostPaths(now)) out.push(`hostPaths: ${hostPaths(before)} -> ${hostPaths(now)}`)
+  if ((before.network ?? false) !== (now.network ?? false)) {
+    const net = (r: RunRecord) => (r.network === true ? "on" : "off")
+    out.push(`network: ${net(before)} -> ${net(now)}`)
   }
   for (const k of [...new Set([...Object.keys(before.env), ...Object.keys(now.env)])].sort()) {
     if (!(k in now.env)) out.push(`env ${k}: removed (was ${JSON.stringify(before.env[k])})`)

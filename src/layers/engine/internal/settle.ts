@@ -18,6 +18,7 @@ import { execute, type Executed } from "./execute.js"
 import { REMEMBERED_TIMINGS } from "./memoConsult.js"
 import { readOnlyHint } from "./readOnlyHint.js"
 import { emit, type RunState } from "./runState.js"
+import { networkHint, undeclaredHints } from "./sandboxHints.js"
 
 type Outcome = "ok" | "failed"
 
@@ -133,14 +134,24 @@ const outputTail = (state: RunState, name: string, result: ProcessResult) =>
           : both
           ? [`--- ${which} ---`, t.text]
           : [t.text]
-      return { text: [...part("stdout", out), ...part("stderr", err)].join("\n"), stderr: err.text }
+      return { text: [...part("stdout", out), ...part("stderr", err)].join("\n"), stdout: out.text, stderr: err.text }
     }
   )
 
-/** A failed tool's output tails, and a hint after them where it failed writing into a read-only input tree. */
+/**
+ * A failed tool's output tails, and hints after them: where it failed writing into a read-only input tree, where it
+ * failed for want of the network, and the workspace files its stdout or stderr names that it did not declare.
+ */
 const failedTail = (state: RunState, name: string, executed: Executed) =>
   Effect.map(outputTail(state, name, executed.result), (tail) => {
-    const hint = readOnlyHint(tail.stderr, executed.process)
+    const { process: proc, result } = executed
+    const both = `${tail.stderr}\n${tail.stdout}`
+    const hints = [
+      readOnlyHint(tail.stderr, proc),
+      networkHint(name, both, proc, result),
+      ...undeclaredHints(name, both, proc, state.config, state.workspace)
+    ].filter((h): h is string => h !== undefined)
+    const hint = hints.length === 0 ? undefined : hints.join("\n")
     return { detail: hint === undefined ? tail.text : `${tail.text}\n${hint}`, hint }
   })
 
@@ -270,6 +281,7 @@ const settle = (state: RunState, name: string, deps: ReadonlyArray<Outcome>) =>
       timings: result.timings,
       stdoutDigest: Digest.format(result.stdoutDigest),
       stderrDigest: Digest.format(result.stderrDigest),
+      ...(result.sandbox !== undefined ? { sandbox: result.sandbox } : {}),
       ...(detail !== undefined ? { detail } : {}),
       ...(failed?.hint !== undefined ? { hint: failed.hint } : {}),
       ...(error !== undefined ? { error } : {}),

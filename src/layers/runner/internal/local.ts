@@ -23,6 +23,7 @@ import * as LocalRun from "./localRun.js"
 import { fill, openSandbox } from "./localSandbox.js"
 import { commandOf, guardLinked, spawnAndWait } from "./localSpawn.js"
 import type { Runner } from "./runner.js"
+import { kindOf } from "./sandboxKind.js"
 import * as SharedInputs from "./sharedInputs.js"
 
 /** @internal */
@@ -60,6 +61,7 @@ export const make = (
       const waited = yield* spawnAndWait(run, filled, command, logs)
       yield* refuseCorrupted(opened, guard)
       const captured = yield* capture(run, filled, logs)
-      return yield* report(run, opened, filled, waited, captured)
+      const sandbox = yield* kindOf(command.namespace !== undefined)
+      return yield* report(run, opened, filled, waited, captured, sandbox)
     }))
 }

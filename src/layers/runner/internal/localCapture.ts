@@ -8,7 +8,7 @@ import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../../../domain/Digest.js"
-import { type Process, ProcessResult } from "../../../domain/Process.js"
+import { type Process, ProcessResult, type SandboxKind } from "../../../domain/Process.js"
 import { StoreError } from "../../../domain/StoreErrors.js"
 import { ioError } from "../../../os/IoError.js"
 import type * as Sandboxes from "../../sandbox/Sandboxes.js"
@@ -109,7 +109,14 @@ const missingWarning = (proc: Process, missing: ReadonlyArray<string>) =>
  *
  * @internal
  */
-export const report = (run: LocalRun, opened: Opened, filled: Filled, waited: Waited, captured: Captured) =>
+export const report = (
+  run: LocalRun,
+  opened: Opened,
+  filled: Filled,
+  waited: Waited,
+  captured: Captured,
+  sandbox: SandboxKind
+) =>
   Effect.gen(function*() {
     const { sandboxes } = run.engine
     const { proc } = run
@@ -136,7 +143,8 @@ export const report = (run: LocalRun, opened: Opened, filled: Filled, waited: Wa
       source: "ran",
       timings: run.timings,
       ...(changed.length > 0 ? { inputsChanged: true } : {}),
-      ...(missing.length > 0 ? { missingOutputs: missing } : {})
+      ...(missing.length > 0 ? { missingOutputs: missing } : {}),
+      sandbox
     }, true)
     if (!result.succeeded) yield* opened.sandbox.markFailed
     else if (sandboxes.keep !== "always") {

@@ -386,6 +386,9 @@ const processOf = (ctx: Context, task: string, p: Package, key: string, tc: Task
   if (tc.passThroughEnv !== undefined) pc.passThroughEnv = tc.passThroughEnv
   if (tc.remote !== undefined) pc.remote = tc.remote
   if (tc.outputSymlinks !== undefined) pc.outputSymlinks = tc.outputSymlinks
+  // Host paths are the host's, absolute: not relative to the package.
+  if (tc.hostPaths !== undefined) pc.hostPaths = tc.hostPaths
+  if (tc.network !== undefined) pc.network = tc.network
   if (tc.writableInputs !== undefined) pc.writableInputs = tc.writableInputs.map((w) => under(dir, w))
   return pc as ProcessConfig
 }

@@ -1,0 +1,99 @@
+/**
+ * Hints in a failed process's report that point at what the sandbox kept from it (#37), read from the tail of its
+ * stdout and stderr as `readOnlyHint.ts` reads a write refused:
+ * - the network: a process without one (the strict sandbox, no `"network": true`) whose output shows a failed name
+ *   lookup or a refused or unreachable connection is told how to get one;
+ * - an undeclared read: each path its output names that is a file of the workspace but not among its inputs (no
+ *   input glob of it matches, no dep's output is there) is named, since a process that cannot see a file usually
+ *   fails by naming it.
+ *
+ * @internal
+ */
+import * as fs from "node:fs"
+import * as path from "node:path"
+import type { Config } from "../../../domain/Config.js"
+import * as Glob from "../../../domain/Glob.js"
+import type { Process, ProcessResult } from "../../../domain/Process.js"
+
+/** What tools print when a name lookup fails or a connection is refused or cannot be made. */
+const NO_NETWORK =
+  /EAI_AGAIN|ENOTFOUND|getaddrinfo|ECONNREFUSED|ENETUNREACH|Network is unreachable|Temporary failure in name resolution|Could not resolve host/i
+
+/** The hint for a process that ran without a network and failed as one that needs it does, if it did. */
+export const networkHint = (
+  name: string,
+  tail: string,
+  proc: Process,
+  result: ProcessResult
+): string | undefined =>
+  // Only the strict sandbox takes the network away; elsewhere a refused connection is the tool's own business.
+  result.sandbox === "strict" && !proc.network && NO_NETWORK.test(tail)
+    ? `hint: ${name} runs without network: add "network": true to it in kiln.json if it needs one`
+    : undefined
+
+/** At most so many undeclared paths are named: the first are the ones to look at. */
+const UNDECLARED_NAMED_AT_MOST = 3
+
+/** Words of a tail that may be paths: with a `/`, or a name with an extension (`x.ts`). */
+const PATH_LIKE = /[\w.@+~-]*\/[\w.@+~/-]*|[\w@+~-]+\.[A-Za-z]\w*/g
+
+/** The workspace-relative path a word names, if it lies in the sandbox (or in the workspace, by its own path). */
+const relativeOf = (word: string, proc: Process, workspace: string): string | undefined => {
+  let rel: string
+  if (path.posix.isAbsolute(word)) {
+    const root = [proc.execRoot, workspace].find((r) => r !== undefined && word.startsWith(`${r}/`))
+    if (root === undefined) return undefined
+    rel = path.posix.normalize(word.slice(root.length + 1))
+  } else {
+    rel = path.posix.normalize(path.posix.join(proc.workingDirectory, word))
+  }
+  return rel === "." || rel === ".." || rel.startsWith("../") ? undefined : rel.replace(/\/$/, "")
+}
+
+/** Whether `rel` is among the process's inputs: its globs' (a leading `!` excludes) or a dep's declared outputs. */
+const declared = (config: Config, name: string) => {
+  const pc = config.processes[name]
+  const globs = pc?.inputs ?? []
+  const include = Glob.matcher(globs.filter((g) => !g.startsWith("!")))
+  const exclude = Glob.matcher(globs.filter((g) => g.startsWith("!")).map((g) => g.slice(1)))
+  const outputs = [name, ...(pc?.deps ?? [])].flatMap((n) => {
+    const of = config.processes[n]
+    return (of?.outputs ?? []).map((o) => path.posix.join(of?.workingDirectory ?? "", o))
+  })
+  return (rel: string) =>
+    (include(rel) && !exclude(rel)) ||
+    outputs.some((o) => o.endsWith("/") ? rel.startsWith(o) : rel === o)
+}
+
+const isFile = (abs: string): boolean => {
+  try {
+    return fs.statSync(abs, { throwIfNoEntry: false })?.isFile() === true
+  } catch {
+    // Through a file (ENOTDIR), a loop, a directory kiln may not read: not a file to name.
+    return false
+  }
+}
+
+/**
+ * One line for each file of the workspace the tail names that is not among the process's inputs, at most
+ * {@link UNDECLARED_NAMED_AT_MOST}.
+ */
+export const undeclaredHints = (
+  name: string,
+  tail: string,
+  proc: Process,
+  config: Config,
+  workspace: string
+): Array<string> => {
+  const isDeclared = declared(config, name)
+  const named = new Set<string>()
+  for (const match of tail.matchAll(PATH_LIKE)) {
+    const word = match[0].replace(/[.:,]+$/, "")
+    const rel = relativeOf(word, proc, workspace)
+    if (rel === undefined || named.has(rel) || isDeclared(rel)) continue
+    if (!isFile(path.join(workspace, rel))) continue
+    named.add(rel)
+    if (named.size === UNDECLARED_NAMED_AT_MOST) break
+  }
+  return [...named].map((rel) => `hint: ${name} mentions ${rel}, which is not among its inputs`)
+}
