@@ -200,6 +200,8 @@ export interface Pinned {
 export interface View {
   readonly hostPaths: ReadonlyArray<string>
   readonly network: boolean
+  /** Host paths shown read-write at their own paths: the process's named caches, which its sandbox links to. */
+  readonly writablePaths?: ReadonlyArray<string> | undefined
 }
 
 /**
@@ -216,8 +218,8 @@ export interface Namespace {
 /**
  * `namespace` as a spawn request carries it to the spawner, which makes it itself (the native one, with the system
  * calls: `native/ns.c`) or through {@link wrap} (the Node one): `[mode, sandbox, root, cwd, kind, source, target,
- * …]`, the sandbox, root and cwd empty where it is not pinned. A view is two more kinds of triple: `view` (source
- * `net` with the host's network) and one `host` per host path (source and target the path).
+ * …]`, the sandbox, root and cwd empty where it is not pinned. A view is more kinds of triple: `view` (source `net`
+ * with the host's network), one `host` per host path and one `hostrw` per writable one (source and target the path).
  */
 export const toWire = (namespace: Namespace): Array<string> => {
   const { pinned, view } = namespace
@@ -228,7 +230,8 @@ export const toWire = (namespace: Namespace): Array<string> => {
     pinned?.cwd ?? "",
     ...namespace.mounts.flatMap(triple),
     ...(view === undefined ? [] : ["view", view.network ? "net" : "", ""]),
-    ...(view?.hostPaths ?? []).flatMap((p) => ["host", p, p])
+    ...(view?.hostPaths ?? []).flatMap((p) => ["host", p, p]),
+    ...(view?.writablePaths ?? []).flatMap((p) => ["hostrw", p, p])
   ]
 }
 
@@ -237,10 +240,12 @@ export const fromWire = (wire: ReadonlyArray<string>): Namespace => {
   const [mode, sandbox, root, cwd, ...triples] = wire
   const mounts: Array<Mount> = []
   const hostPaths: Array<string> = []
+  const writablePaths: Array<string> = []
   let network: boolean | undefined
   for (let i = 0; i + 2 < triples.length; i += 3) {
     if (triples[i] === "view") network = triples[i + 1] === "net"
     else if (triples[i] === "host") hostPaths.push(triples[i + 2]!)
+    else if (triples[i] === "hostrw") writablePaths.push(triples[i + 2]!)
     else {mounts.push({
         kind: KINDS.find((k) => k === triples[i]) ?? "ro",
         source: triples[i + 1]!,
@@ -253,7 +258,7 @@ export const fromWire = (wire: ReadonlyArray<string>): Namespace => {
     pinned: sandbox === undefined || sandbox === "" ?
       undefined :
       { sandbox, cwd: cwd ?? "", ...(root !== undefined && root !== EXEC_ROOT ? { root } : {}) },
-    ...(network !== undefined ? { view: { hostPaths, network } } : {})
+    ...(network !== undefined ? { view: { hostPaths, network, writablePaths } } : {})
   }
 }
 
@@ -289,6 +294,7 @@ export const wrap = (
       root: pinned.root ?? EXEC_ROOT,
       cwd: pinned.cwd,
       hostPaths: view.hostPaths,
+      writablePaths: view.writablePaths ?? [],
       network: view.network
     })
     return [

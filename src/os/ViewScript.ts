@@ -76,6 +76,8 @@ export interface ViewPlan {
   readonly root: string
   readonly cwd: string
   readonly hostPaths: ReadonlyArray<string>
+  /** Shown read-write (named caches). */
+  readonly writablePaths: ReadonlyArray<string>
   readonly network: boolean
 }
 
@@ -88,8 +90,9 @@ export const viewLines = (tools: ViewTools, plan: ViewPlan): Array<string> => {
   const M = tools.mount
   const dirs = systemDirs()
   const rel = (p: string) => q(`.${p}`)
-  const hostDirs = plan.hostPaths.filter((p) => fs.statSync(p, { throwIfNoEntry: false })?.isDirectory() === true)
-  const hostFiles = plan.hostPaths.filter((p) => !hostDirs.includes(p))
+  const shown = [...plan.hostPaths, ...plan.writablePaths]
+  const hostDirs = shown.filter((p) => fs.statSync(p, { throwIfNoEntry: false })?.isDirectory() === true)
+  const hostFiles = shown.filter((p) => !hostDirs.includes(p))
   const devices = DEVICES.filter((d) => fs.existsSync(`/dev/${d}`))
   const setup = [
     `set -e`,
@@ -114,6 +117,7 @@ export const viewLines = (tools: ViewTools, plan: ViewPlan): Array<string> => {
     ...hostDirs.map((p) => `${tools.mkdir} -p -- ${rel(p)}`),
     ...hostFiles.flatMap((p) => [`${tools.mkdir} -p -- ${rel(path.dirname(p))}`, `[ -e ${rel(p)} ] || : > ${rel(p)}`]),
     ...plan.hostPaths.map((p) => `${M} --rbind -o ro -- ${q(p)} ${rel(p)}`),
+    ...plan.writablePaths.map((p) => `${M} --rbind -- ${q(p)} ${rel(p)}`),
     ...(!plan.network && tools.ip !== undefined ? [`${tools.ip} link set lo up`] : [])
   ]
   return [

@@ -168,7 +168,9 @@ export const commandOf = (run: LocalRun, opened: Opened, filled: Filled, guard: 
       hostPaths: hostPathsOf(
         view,
         toolDirs(spawnedEnv.PATH, seen, [run.engine.store.options.root, run.engine.sandboxes.root])
-      )
+      ),
+      // Its sandbox links to them (see `localSandbox.ts`): they are its own state, kept from one run to the next.
+      writablePaths: Object.keys(proc.namedCaches).map((name) => path.join(run.engine.options.namedCachesDir, name))
     }
     const made: MountNamespace.Namespace | undefined = !namespace
       ? undefined

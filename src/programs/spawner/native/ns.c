@@ -12,8 +12,8 @@
  * it) bound over `root`, and `cwd` the directory to start in there (both empty: neither).
  *
  * Two kinds are not mounts but the strict view (`MountNamespace.View`): `view` (source `net` for the host's network,
- * target unused) asks for it, and each `host` (source and target the path) is a host path it shows read-only; a view
- * always names its sandbox and root. With a view, the spawner clones the process's reaper into new PID, mount, IPC
+ * target unused) asks for it, and each `host` (source and target the path) is a host path it shows read-only, each
+ * `hostrw` one it shows read-write (a named cache); a view always names its sandbox and root. With a view, the spawner clones the process's reaper into new PID, mount, IPC
  * and network namespaces (and a user namespace as another user), where it is PID 1 (spawner.c); the reaper makes the
  * mounts above, then the new root (root.c: the sandbox shown at `root`) and the loopback (net.c), and forks the
  * process in there.
@@ -79,7 +79,7 @@ static int mount_all(const Strings *ns) {
   for (size_t i = 4; i < ns->n; i += 3) {
     const char *kind = ns->items[i], *source = ns->items[i + 1], *target = ns->items[i + 2];
     bool ro = strcmp(kind, "ro") == 0, seal = strcmp(kind, "seal") == 0;
-    if (strcmp(kind, "view") == 0 || strcmp(kind, "host") == 0) continue;
+    if (strcmp(kind, "view") == 0 || strcmp(kind, "host") == 0 || strcmp(kind, "hostrw") == 0) continue;
     if (strcmp(kind, "overlay") == 0) {
       if (mount("overlay", target, "overlay", 0, source) != 0) return errno;
     } else if (ro || strcmp(kind, "rw") == 0) {
@@ -125,11 +125,15 @@ bool view_of(const Strings *ns, View *v) {
     if (strcmp(kind, "view") == 0) {
       v->on = true;
       v->network = strcmp(ns->items[i + 1], "net") == 0;
-    } else if (strcmp(kind, "host") == 0) {
+    } else if (strcmp(kind, "host") == 0 || strcmp(kind, "hostrw") == 0) {
       // Pointers into the strings, which outlive the view.
       const char **grown = realloc(v->hosts, (v->hosts_n + 1) * sizeof *grown);
       if (grown == NULL) return false;
       v->hosts = grown;
+      bool *rw = realloc(v->hosts_rw, (v->hosts_n + 1) * sizeof *rw);
+      if (rw == NULL) return false;
+      v->hosts_rw = rw;
+      v->hosts_rw[v->hosts_n] = strcmp(kind, "hostrw") == 0;
       v->hosts[v->hosts_n++] = ns->items[i + 2];
     }
   }

@@ -10,8 +10,8 @@
  * - a minimal `/dev`: the host's null, zero, full, random, urandom and tty bound onto files of a small tmpfs, the
  *   fd, stdin, stdout and stderr links, and a `/dev/shm` of its own;
  * - its own `/proc`, of its PID namespace: only its own processes;
- * - each host path the process declares (and the tool directories of its PATH: see `MountNamespace.ts`), read-only,
- *   at its own path.
+ * - each host path the process declares (and the tool directories of its PATH: see `runner/internal/strictView.ts`),
+ *   read-only, at its own path; its named caches, read-write, at theirs (the sandbox links to them).
  *
  * Nothing else: no workspace, no home, no store, no other sandbox, no /run, /var, /mnt of the host. Everything bound
  * from the host is opened first (O_PATH) and bound through /proc/self/fd, so that the tmpfs the root is built in
@@ -196,7 +196,7 @@ static int populate(const View *v, const Opened *o) {
   for (size_t i = 0; i < v->hosts_n; i++) {
     staged(at, v->hosts[i]);
     if ((e = mount_point(o->hosts[i], at)) != 0 || (e = bind_fd(o->hosts[i], at)) != 0) return e;
-    if ((e = read_only(at)) != 0) return e;
+    if (!v->hosts_rw[i] && (e = read_only(at)) != 0) return e;
   }
   return 0;
 }

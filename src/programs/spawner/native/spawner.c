@@ -429,6 +429,7 @@ static void spawn_request(const Request *r) {
   View view = {0};
   if (r->has_namespace && !view_of(&r->namespace, &view)) {
     free(view.hosts);
+    free(view.hosts_rw);
     close(fds[0]);
     close(fds[1]);
     return send_failed(r->id, EINVAL, "read the view of", r->argv.items[0]);
@@ -442,6 +443,7 @@ static void spawn_request(const Request *r) {
   bool in_namespace = false;
   pid_t pid = start_child(&p, fds[0], fds[1], &reaper, &in_namespace);
   free(view.hosts);
+  free(view.hosts_rw);
   close(fds[0]);
   close(fds[1]);
   if (pid < 0 && in_namespace) return send_failed(r->id, (int)-pid, "enter the mount namespace of", r->argv.items[0]);

@@ -68,7 +68,9 @@ typedef struct {
   gid_t gid;
   /** The sandbox's host path, and where the process sees it. */
   const char *sandbox, *at;
+  /** Host paths shown at their own paths: read-only, or read-write where `hosts_rw` says (named caches). */
   const char **hosts;
+  bool *hosts_rw;
   size_t hosts_n;
 } View;
 
