@@ -95,17 +95,18 @@ describe("Engine.run: workspace trees", () => {
           outputs: ["out.txt"]
         }
       }))
-      const first = yield* runOn(root, ws, config, (e) =>
+      const change: Engine.RunOptions["onEvent"] = (e) =>
         e._tag === "Started" && e.name === "change"
           ? Effect.sync(() => fs.writeFileSync(path.join(ws, "node_modules/pkg5/f1.js"), "changed\n"))
-          : Effect.void)
+          : Effect.void
+      const first = yield* runOn(root, ws, config, change)
       assert.strictEqual(first.failed, 0, JSON.stringify(first.processes))
       assert.strictEqual(first.ran, 1)
       // The mount shows the workspace as it is now.
       assert.strictEqual(fs.readFileSync(path.join(ws, "out.txt"), "utf8"), "changed\n")
       // Its input tree was the one before the change: a cache entry under it would be a wrong hit for that tree.
       fs.writeFileSync(path.join(ws, "node_modules/pkg5/f1.js"), "module.exports = 501\n")
-      const second = yield* runOn(root, ws, config)
+      const second = yield* runOn(root, ws, config, change)
       assert.strictEqual(second.cacheHits, 0)
       assert.strictEqual(second.ran, 1)
     }))
