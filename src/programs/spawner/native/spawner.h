@@ -101,6 +101,17 @@ typedef struct {
   int value;
 } Report;
 
+/**
+ * execvp with the child's own PATH, as Node (libuv) does: a name without a slash is looked up in `env`'s PATH, or
+ * /usr/bin:/bin without one. Returns the errno that ends the search (exec.c).
+ */
+int exec_in(char *const *argv, char *const *env);
+/**
+ * The next report from a reaper or its process; false once every writer is gone. `*sender` is the pid (as the
+ * spawner sees it) of the process that wrote it, from the credentials the kernel attaches (exec.c).
+ */
+bool read_report(int fd, Report *m, pid_t *sender);
+
 /** Makes this process a child subreaper; 0, or the errno. */
 int subreaper(void);
 /**
