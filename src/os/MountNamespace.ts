@@ -26,6 +26,7 @@ import * as childProcess from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import * as ViewScript from "./ViewScript.js"
 
 /**
  * A mount at `target` (an existing directory or file), by its kind:
@@ -151,63 +152,113 @@ const firstExisting = (candidates: ReadonlyArray<string>) => candidates.find((c)
  * the mounts made inside it come along. The last line execs the command, or the inner `unshare` that drops back to
  * the user.
  */
+const mountLoop = (mount: string) => [
+  `n=$1; shift`,
+  `while [ "$n" -gt 0 ]; do case "$1" in`,
+  `  ro) ${mount} --bind -o ro -- "$2" "$3" ;;`,
+  `  overlay) ${mount} -t overlay -o "$2" -- overlay "$3" ;;`,
+  `  rw) ${mount} --bind -- "$2" "$3" ;;`,
+  `  seal) ${mount} -o remount,bind,ro -- "$3" ;;`,
+  `  *) false ;;`,
+  `esac || exit 125; shift 3; n=$((n - 1)); done`
+]
+
+const pwdLine = `case "$1" in PWD=) unset PWD ;; *) export PWD="\${1#PWD=}" ;; esac; shift`
+
 const script = (mount: string) =>
   [
-    `n=$1; shift`,
-    `while [ "$n" -gt 0 ]; do case "$1" in`,
-    `  ro) ${mount} --bind -o ro -- "$2" "$3" ;;`,
-    `  overlay) ${mount} -t overlay -o "$2" -- overlay "$3" ;;`,
-    `  rw) ${mount} --bind -- "$2" "$3" ;;`,
-    `  seal) ${mount} -o remount,bind,ro -- "$3" ;;`,
-    `  *) false ;;`,
-    `esac || exit 125; shift 3; n=$((n - 1)); done`,
+    ...mountLoop(mount),
     `if [ -n "$1" ]; then ${mount} --rbind -- "$1" ${EXEC_ROOT} && cd -- "$2" || exit 125; fi; shift 2`,
-    `case "$1" in PWD=) unset PWD ;; *) export PWD="\${1#PWD=}" ;; esac; shift`,
+    pwdLine,
     `exec "$@"`
   ].join("\n")
 
 /**
- * Where the process runs: its sandbox (a host path), shown at `EXEC_ROOT`, and its working directory there (under
- * `EXEC_ROOT`).
+ * The script of a strict view (see `ViewScript`): the mounts, the new root, then the process run as the child of the
+ * shell, which is PID 1 of its namespace and must outlive it (its exit ends every process left there).
+ */
+const viewScript = (mount: string, lines: ReadonlyArray<string>) =>
+  [...mountLoop(mount), ...lines, pwdLine, `"$@" &`, `wait $!`].join("\n")
+
+/**
+ * Where the process runs: its sandbox (a host path), shown at `root` (default `EXEC_ROOT`), and its working directory
+ * there (under `root`). Only a strict view shows a sandbox at its own path (`root` the sandbox): a process that is not
+ * pinned still sees its sandbox, in its new root.
  */
 export interface Pinned {
   readonly sandbox: string
   readonly cwd: string
+  readonly root?: string | undefined
 }
 
-/** A mount namespace of a process's own: how it is made, what is mounted in it, and where the process runs. */
+/**
+ * The strict view: the process sees a root of its own that holds only the system's directories (read-only), its
+ * sandbox (at its root), a private `/tmp`, a minimal `/dev`, its own `/proc`, and `hostPaths` (read-only, each at its
+ * own path); it is its init's child in PID and IPC namespaces of its own, and in a network namespace with only a
+ * loopback unless `network`. See `programs/spawner/native/root.c` for the list and why each is there.
+ */
+export interface View {
+  readonly hostPaths: ReadonlyArray<string>
+  readonly network: boolean
+  /** Host paths shown read-write at their own paths: the process's named caches, which its sandbox links to. */
+  readonly writablePaths?: ReadonlyArray<string> | undefined
+}
+
+/**
+ * A mount namespace of a process's own: how it is made, what is mounted in it, where the process runs, and the strict
+ * view when it has one (then `pinned` is required: the view's root shows the sandbox there).
+ */
 export interface Namespace {
   readonly mode: Mode
   readonly mounts: ReadonlyArray<Mount>
   readonly pinned?: Pinned | undefined
+  readonly view?: View | undefined
 }
 
 /**
  * `namespace` as a spawn request carries it to the spawner, which makes it itself (the native one, with the system
- * calls: `native/ns.c`) or through {@link wrap} (the Node one): `[mode, sandbox, EXEC_ROOT, cwd, kind, source, target,
- * …]`,
- * the sandbox, root and cwd empty where it is not pinned.
+ * calls: `native/ns.c`) or through {@link wrap} (the Node one): `[mode, sandbox, root, cwd, kind, source, target,
+ * …]`, the sandbox, root and cwd empty where it is not pinned. A view is more kinds of triple: `view` (source `net`
+ * with the host's network), one `host` per host path and one `hostrw` per writable one (source and target the path).
  */
-export const toWire = (namespace: Namespace): Array<string> => [
-  namespace.mode,
-  namespace.pinned?.sandbox ?? "",
-  namespace.pinned === undefined ? "" : EXEC_ROOT,
-  namespace.pinned?.cwd ?? "",
-  ...namespace.mounts.flatMap(triple)
-]
+export const toWire = (namespace: Namespace): Array<string> => {
+  const { pinned, view } = namespace
+  return [
+    namespace.mode,
+    pinned?.sandbox ?? "",
+    pinned === undefined ? "" : pinned.root ?? EXEC_ROOT,
+    pinned?.cwd ?? "",
+    ...namespace.mounts.flatMap(triple),
+    ...(view === undefined ? [] : ["view", view.network ? "net" : "", ""]),
+    ...(view?.hostPaths ?? []).flatMap((p) => ["host", p, p]),
+    ...(view?.writablePaths ?? []).flatMap((p) => ["hostrw", p, p])
+  ]
+}
 
 /** The namespace {@link toWire} wrote. */
 export const fromWire = (wire: ReadonlyArray<string>): Namespace => {
-  const [mode, sandbox, , cwd, ...triples] = wire
+  const [mode, sandbox, root, cwd, ...triples] = wire
   const mounts: Array<Mount> = []
+  const hostPaths: Array<string> = []
+  const writablePaths: Array<string> = []
+  let network: boolean | undefined
   for (let i = 0; i + 2 < triples.length; i += 3) {
-    const kind = KINDS.find((k) => k === triples[i]) ?? "ro"
-    mounts.push({ kind, source: triples[i + 1]!, target: triples[i + 2]! })
+    if (triples[i] === "view") network = triples[i + 1] === "net"
+    else if (triples[i] === "host") hostPaths.push(triples[i + 2]!)
+    else if (triples[i] === "hostrw") writablePaths.push(triples[i + 2]!)
+    else {mounts.push({
+        kind: KINDS.find((k) => k === triples[i]) ?? "ro",
+        source: triples[i + 1]!,
+        target: triples[i + 2]!
+      })}
   }
   return {
     mode: mode === "root" ? "root" : "user",
     mounts,
-    pinned: sandbox === undefined || sandbox === "" ? undefined : { sandbox, cwd: cwd ?? "" }
+    pinned: sandbox === undefined || sandbox === "" ?
+      undefined :
+      { sandbox, cwd: cwd ?? "", ...(root !== undefined && root !== EXEC_ROOT ? { root } : {}) },
+    ...(network !== undefined ? { view: { hostPaths, network, writablePaths } } : {})
   }
 }
 
@@ -221,19 +272,59 @@ export const wrap = (
   mounts: ReadonlyArray<Mount>,
   argv: ReadonlyArray<string>,
   env: Readonly<Record<string, string>>,
-  pinned?: Pinned
+  pinned?: Pinned,
+  view?: View
 ): Array<string> => {
   const tools = toolsOrThrow()
   const pwd = env.PWD === undefined ? "PWD=" : `PWD=${env.PWD}`
   const triples = mounts.flatMap(triple)
-  const namespace = mode === "root"
-    ? [tools.unshare, "--mount", "--propagation", "private"]
-    : [tools.unshare, "--user", "--map-root-user", "--mount", "--propagation", "private"]
+  const user = mode === "root" ? [] : ["--user", "--map-root-user"]
   const back = mode === "root"
     ? []
     : [tools.unshare, "--user", `--map-user=${process.getuid!()}`, `--map-group=${process.getgid!()}`]
+  if (view !== undefined) {
+    const viewing = ViewScript.viewTools()
+    if (viewing === undefined || pinned === undefined) {
+      throw new Error(
+        pinned === undefined ? "a view needs its sandbox" : "mount, umount, pivot_root, mkdir or ln is missing"
+      )
+    }
+    const lines = ViewScript.viewLines(viewing, {
+      sandbox: pinned.sandbox,
+      root: pinned.root ?? EXEC_ROOT,
+      cwd: pinned.cwd,
+      hostPaths: view.hostPaths,
+      writablePaths: view.writablePaths ?? [],
+      network: view.network
+    })
+    return [
+      tools.unshare,
+      ...user,
+      "--mount",
+      "--propagation",
+      "private",
+      "--pid",
+      "--fork",
+      "--kill-child",
+      "--ipc",
+      ...(view.network ? [] : ["--net"]),
+      SH,
+      "-c",
+      viewScript(tools.mount, lines),
+      "kiln-view",
+      String(mounts.length),
+      ...triples,
+      pwd,
+      ...back,
+      ...argv
+    ]
+  }
   return [
-    ...namespace,
+    tools.unshare,
+    ...user,
+    "--mount",
+    "--propagation",
+    "private",
     SH,
     "-c",
     script(tools.mount),
@@ -350,4 +441,64 @@ const ran = (argv: ReadonlyArray<string>): { readonly why: string } | undefined 
   if (r.status === 0) return undefined
   const said = `${r.stderr ?? ""}`.trim().split("\n")[0] ?? ""
   return { why: said !== "" ? said : `the probe exited with ${r.status ?? r.signal}` }
+}
+
+/** Set to `0`, no process gets the strict view (as `--sandbox off`): for debugging, and to compare costs. */
+export const STRICT_KNOB = "KILN_STRICT_VIEW"
+
+let strictProbed: { readonly works: boolean; readonly why: string } | undefined
+
+/**
+ * Whether this machine can make the strict view (see {@link View}), tried once per process by a child that makes
+ * its namespaces (user when not root, mount, PID, IPC, network) and mounts a `/proc` of its own, where a container
+ * or a hardened kernel refuses one. When it cannot, `why` names what failed, its errno, and what to check.
+ */
+export const strictProbe = (): { readonly works: boolean; readonly why: string } => {
+  if (strictProbed === undefined) strictProbed = probeStrict()
+  return strictProbed
+}
+
+const ERRNOS: ReadonlyArray<readonly [string, string]> = [
+  ["Operation not permitted", "EPERM"],
+  ["Permission denied", "EACCES"],
+  ["No space left on device", "ENOSPC"],
+  ["Invalid argument", "EINVAL"],
+  ["Function not implemented", "ENOSYS"]
+]
+
+/** What to look at when `mode`'s namespaces are refused. */
+const toCheck = (mode: Mode) =>
+  mode === "user"
+    ? "check the sysctls kernel.unprivileged_userns_clone (1) and user.max_user_namespaces (above 0), and AppArmor's " +
+      "kernel.apparmor_restrict_unprivileged_userns (0, or a profile allowing userns for node)"
+    : "a container needs CAP_SYS_ADMIN, and a seccomp profile and AppArmor profile that allow unshare, mount and " +
+      "pivot_root"
+
+const probeStrict = (): { readonly works: boolean; readonly why: string } => {
+  if (process.platform !== "linux") return { works: false, why: "the strict view is Linux's" }
+  if (process.env[STRICT_KNOB] === "0") return { works: false, why: `${STRICT_KNOB}=0` }
+  const { mode, why } = probe()
+  if (mode === undefined) return { works: false, why: `mount namespaces do not work here (${why})` }
+  if (ViewScript.viewTools() === undefined) {
+    return { works: false, why: "util-linux's mount, umount or pivot_root, or mkdir or ln, is missing" }
+  }
+  const unshare = toolsOrThrow().unshare
+  const r = ran([
+    unshare,
+    ...(mode === "user" ? ["--user", "--map-root-user"] : []),
+    "--mount",
+    "--propagation",
+    "private",
+    "--pid",
+    "--fork",
+    "--mount-proc",
+    "--ipc",
+    "--net",
+    SH,
+    "-c",
+    "[ -d /proc/self ]"
+  ])
+  if (r === undefined) return { works: true, why: "" }
+  const errno = ERRNOS.find(([text]) => r.why.includes(text))?.[1]
+  return { works: false, why: `${r.why}${errno !== undefined ? ` (${errno})` : ""}: ${toCheck(mode)}` }
 }

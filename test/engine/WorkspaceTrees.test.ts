@@ -31,8 +31,16 @@ const workspaceOf = (processes: (ws: string) => Record<string, unknown>) =>
     return { root, ws, config }
   })
 
-const runOn = (root: string, ws: string, config: Engine.RunOptions["config"]) =>
-  Effect.flatMap(Engine.Engine, (engine) => engine.run({ workspace: ws, config, memo: false })).pipe(
+const runOn = (
+  root: string,
+  ws: string,
+  config: Engine.RunOptions["config"],
+  onEvent?: Engine.RunOptions["onEvent"]
+) =>
+  Effect.flatMap(
+    Engine.Engine,
+    (engine) => engine.run({ workspace: ws, config, memo: false, ...(onEvent !== undefined ? { onEvent } : {}) })
+  ).pipe(
     Effect.provide(
       Engine.layer.pipe(Layer.provideMerge(stack({ root, inProcess: true, runner: { sharedTreeMinFiles: 1000 } })))
     )
@@ -73,26 +81,32 @@ describe("Engine.run: workspace trees", () => {
 
   it.scopedLive("a change to the mounted tree while the process runs: its result is not cached, the next run runs it", () =>
     Effect.gen(function*() {
-      const { config, root, ws } = yield* workspaceOf((ws) => ({
+      const { config, root, ws } = yield* workspaceOf(() => ({
         change: {
           argv: [
             "/bin/sh",
             "-c",
-            `echo changed > '${ws}/node_modules/pkg5/f1.js'; cat node_modules/pkg5/f1.js > out.txt`
+            // The change comes from outside (the test, once the process has started): the process sees nothing of
+            // the workspace but through its mounts.
+            `until grep -q changed node_modules/pkg5/f1.js; do sleep 0.01; done; cat node_modules/pkg5/f1.js > out.txt`
           ],
           env: { PATH },
           inputs: ["src/**", "node_modules/**"],
           outputs: ["out.txt"]
         }
       }))
-      const first = yield* runOn(root, ws, config)
+      const change: Engine.RunOptions["onEvent"] = (e) =>
+        e._tag === "Started" && e.name === "change"
+          ? Effect.sync(() => fs.writeFileSync(path.join(ws, "node_modules/pkg5/f1.js"), "changed\n"))
+          : Effect.void
+      const first = yield* runOn(root, ws, config, change)
       assert.strictEqual(first.failed, 0, JSON.stringify(first.processes))
       assert.strictEqual(first.ran, 1)
       // The mount shows the workspace as it is now.
       assert.strictEqual(fs.readFileSync(path.join(ws, "out.txt"), "utf8"), "changed\n")
       // Its input tree was the one before the change: a cache entry under it would be a wrong hit for that tree.
       fs.writeFileSync(path.join(ws, "node_modules/pkg5/f1.js"), "module.exports = 501\n")
-      const second = yield* runOn(root, ws, config)
+      const second = yield* runOn(root, ws, config, change)
       assert.strictEqual(second.cacheHits, 0)
       assert.strictEqual(second.ran, 1)
     }))

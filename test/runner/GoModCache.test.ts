@@ -98,21 +98,24 @@ const storedZip = (entries: ReadonlyArray<readonly [name: string, content: strin
   return Buffer.concat([...parts, directory, end])
 }
 
-/** A file-system GOPROXY serving the module, and a consumer module requiring it, under `dir`. */
+/**
+ * A consumer module requiring the module, under `dir`, and a file-system GOPROXY serving it inside the consumer: an
+ * input like the rest, where the process sees it (`{chroot}/proxy`), as the strict view shows it nothing else.
+ */
 const writeFixture = (dir: string) => {
-  const proxy = path.join(dir, "proxy")
+  const consumer = path.join(dir, "consumer")
+  const proxy = path.join(consumer, "proxy")
   writeTree(path.join(proxy, MODULE, "@v"), {
     list: `${VERSION}\n`,
     [`${VERSION}.info`]: JSON.stringify({ Version: VERSION, Time: "2024-01-01T00:00:00Z" }),
     [`${VERSION}.mod`]: GREET_MOD,
     [`${VERSION}.zip`]: storedZip([[`${EXTRACTED}/go.mod`, GREET_MOD], [`${EXTRACTED}/greet.go`, GREET_GO]])
   })
-  const consumer = path.join(dir, "consumer")
   writeTree(consumer, {
     "go.mod": `module example.com/kilntest/consumer\n\ngo 1.17\n\nrequire ${MODULE} ${VERSION}\n`,
     "main.go": `package main\n\nimport "${MODULE}"\n\nfunc main() { println(greet.Hello()) }\n`
   })
-  return { proxy, consumer }
+  return { goproxy: "file://{chroot}/proxy", consumer }
 }
 
 /** `go` in a sandbox with exactly this environment: HOME, caches and GOPATH inside it; no GOFLAGS. */
@@ -176,12 +179,12 @@ describe("ProcessRunner: go mod download", () => {
     Effect.gen(function*() {
       const goBin = goBinDir()
       const root = yield* tempDir("kiln-go-")
-      const { consumer, proxy } = writeFixture(path.join(root, "fixture"))
+      const { consumer, goproxy } = writeFixture(path.join(root, "fixture"))
       yield* Effect.gen(function*() {
         const store = yield* Store
         const sandboxes = yield* Sandboxes
         const inputDigest = yield* store.snapshot(consumer)
-        const r = yield* runGo(goProcess(DOWNLOAD, { goBin, goproxy: `file://${proxy}`, inputDigest }, {
+        const r = yield* runGo(goProcess(DOWNLOAD, { goBin, goproxy, inputDigest }, {
           outputFiles: ["perms.txt"],
           outputDirectories: ["modcache"]
         }))
@@ -213,7 +216,7 @@ describe("ProcessRunner: go mod download", () => {
     Effect.gen(function*() {
       const goBin = goBinDir()
       const root = yield* tempDir("kiln-go-")
-      const { consumer, proxy } = writeFixture(path.join(root, "fixture"))
+      const { consumer, goproxy } = writeFixture(path.join(root, "fixture"))
       const namedCaches = path.join(root, "named_caches")
       const cached = path.join(namedCaches, "go_mod")
       yield* Effect.gen(function*() {
@@ -222,7 +225,7 @@ describe("ProcessRunner: go mod download", () => {
         const inputDigest = yield* store.snapshot(consumer)
         const named = { namedCaches: { go_mod: "modcache" }, cache: "never" as const }
 
-        yield* runGo(goProcess(DOWNLOAD, { goBin, goproxy: `file://${proxy}`, inputDigest }, named))
+        yield* runGo(goProcess(DOWNLOAD, { goBin, goproxy, inputDigest }, named))
         assert.strictEqual(mode(path.join(cached, EXTRACTED)), 0o555)
         assert.strictEqual(mode(path.join(cached, EXTRACTED, "greet.go")), 0o444)
         assert.strictEqual(mode(path.join(cached, EXTRACTED, "go.mod")), 0o444)

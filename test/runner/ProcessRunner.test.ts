@@ -14,12 +14,14 @@ import { StoreError } from "../../src/domain/StoreErrors.js"
 import * as HelperLifetime from "../../src/layers/lifetime/HelperLifetime.js"
 import * as ProcessRunnerLayer from "../../src/layers/runner/ProcessRunner.js"
 import { ProcessRunner } from "../../src/layers/runner/ProcessRunner.js"
+import { SandboxMode } from "../../src/layers/runner/SandboxMode.js"
 import * as SandboxesLayer from "../../src/layers/sandbox/Sandboxes.js"
 import { Sandboxes } from "../../src/layers/sandbox/Sandboxes.js"
 import * as Sandboxer from "../../src/layers/sandboxer/Sandboxer.js"
 import * as StoreLayer from "../../src/layers/store/Store.js"
 import { Store } from "../../src/layers/store/Store.js"
 import * as StoreMaintenance from "../../src/layers/store/StoreMaintenance.js"
+import * as MountNamespace from "../../src/os/MountNamespace.js"
 import { isAlive } from "../../src/os/Proc.js"
 import { childrenOf, eventually, groupAlive } from "../utils/child.js"
 import { sandboxesLeft as left } from "../utils/sandboxes.js"
@@ -27,6 +29,13 @@ import { cli, stack } from "../utils/stack.js"
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), "kiln-runner-"))
 const outside = fs.mkdtempSync(path.join(os.tmpdir(), "kiln-outside-"))
+
+/**
+ * For the cases whose processes and this test share files of the host (a tool, a pid, a log): without the strict
+ * view, which rightly hides them. What they test is the runner's cache, groups and permits; the view's own ending of
+ * a process's descendants is tested in test/sandbox/StrictView.test.ts.
+ */
+const viewOff = Effect.provideService(SandboxMode, "off")
 const PATH = "/usr/bin:/bin"
 afterAll(() => {
   fs.rmSync(root, { recursive: true, force: true })
@@ -85,7 +94,11 @@ layer(Layer.fresh(stack({ root })), { timeout: "60 seconds" })("ProcessRunner", 
           inputDigest: Digest.empty
         })
       )
-      assert.match(yield* text(r.stdoutDigest), /^ONLY=this-[^\n]*\n$/)
+      // The strict view adds its private /tmp as TMPDIR, and nothing else.
+      assert.match(
+        yield* text(r.stdoutDigest),
+        MountNamespace.strictProbe().works ? /^ONLY=this-[^\n]*\nTMPDIR=\/tmp\n$/ : /^ONLY=this-[^\n]*\n$/
+      )
     }))
 
   it.effect("a missing binary is a SpawnError naming it", () =>
@@ -147,7 +160,7 @@ layer(Layer.fresh(stack({ root })), { timeout: "60 seconds" })("ProcessRunner", 
       assert.strictEqual(second.source, "cache-hit")
       assert.strictEqual(yield* text(second.stdoutDigest), "from the tool\n")
       assert.strictEqual(Digest.format(second.actionDigest), Digest.format(first.actionDigest))
-    }))
+    }).pipe(viewOff))
 
   it.effect("a hit whose output bytes are gone is a miss: the process re-runs and its result replaces the entry", () =>
     Effect.gen(function*() {
@@ -238,7 +251,7 @@ describe("ProcessRunner (groups end with their run)", () => {
       const grandchild = Number(fs.readFileSync(pidFile, "utf8"))
       assert.isFalse(isAlive(grandchild), "the grandchild survived")
       assert.deepStrictEqual(sandboxesLeft(), [])
-    }).pipe(Effect.provide(stack({ root }))))
+    }).pipe(Effect.provide(stack({ root })), viewOff))
 
   it.scopedLive("a leader that exits leaving a grandchild behind: the grandchild is ended before the result", () =>
     Effect.gen(function*() {
@@ -253,7 +266,7 @@ describe("ProcessRunner (groups end with their run)", () => {
       const grandchild = Number(fs.readFileSync(pidFile, "utf8"))
       assert.isFalse(isAlive(grandchild), "the grandchild outlived the run")
       assert.deepStrictEqual(sandboxesLeft(), [])
-    }).pipe(Effect.provide(stack({ root }))))
+    }).pipe(Effect.provide(stack({ root })), viewOff))
 
   it.scopedLive("`always` caches failures, but never a timeout", () =>
     Effect.gen(function*() {
@@ -281,7 +294,7 @@ describe("ProcessRunner (groups end with their run)", () => {
       yield* Fiber.interrupt(fiber)
       assert.isFalse(groupAlive(pgid), "a member of the group survived the interruption")
       yield* eventually("the sandbox is removed", () => sandboxesLeft().length === 0)
-    }).pipe(Effect.provide(stack({ root }))))
+    }).pipe(Effect.provide(stack({ root })), viewOff))
 
   it.scopedLive("a spawner killed mid-run: that run fails saying so, its group is ended, the next run gets a new one", () =>
     Effect.gen(function*() {
@@ -303,7 +316,7 @@ describe("ProcessRunner (groups end with their run)", () => {
       const next = yield* run(sh(`echo again`, { cache: "never" }))
       assert.strictEqual(next.exitCode, 0)
       assert.strictEqual(yield* text(next.stdoutDigest), "again\n")
-    }).pipe(Effect.provide(stack({ root }))))
+    }).pipe(Effect.provide(stack({ root })), viewOff))
 })
 
 describe("ProcessRunner (kept sandboxes)", () => {
@@ -400,7 +413,7 @@ describe("ProcessRunner (concurrency)", () => {
       }
       assert.strictEqual(running, 0)
       assert.strictEqual(most, 2)
-    }))
+    }).pipe(viewOff))
 })
 
 /** A runner (in-process sandboxer) over `store`, a real store whose one operation a test makes fail. */

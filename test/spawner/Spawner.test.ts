@@ -455,7 +455,9 @@ describe("the spawner's program", () => {
           ...ownEnv,
           KILN_STORE_DIR: path.join(root, "store"),
           KILN_SANDBOX_ROOT: path.join(root, "sandboxes"),
-          KILN_NAMED_CACHES_DIR: path.join(root, "named")
+          KILN_NAMED_CACHES_DIR: path.join(root, "named"),
+          // What the host's ps shows: the strict view would show the process only its own PID namespace.
+          KILN_STRICT_VIEW: "0"
         }
       })
       assert.strictEqual(r.status, 0, r.stderr)

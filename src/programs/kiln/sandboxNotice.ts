@@ -5,6 +5,7 @@
  * (`{ works, why }`), so that the lines are tested without a machine that refuses.
  */
 import type * as SandboxMode from "../../layers/runner/SandboxMode.js"
+import * as MountNamespace from "../../os/MountNamespace.js"
 
 /** Whether this machine can make the strict view, and why not when it cannot (the errno, the sysctl to check). */
 export interface StrictProbe {
@@ -12,11 +13,8 @@ export interface StrictProbe {
   readonly why: string
 }
 
-/**
- * This machine's answer. Wired to `MountNamespace.strictProbe()` where the strict view is built; undefined: this
- * build has none.
- */
-export const strictProbe = (): StrictProbe | undefined => undefined
+/** This machine's answer (probed once per kiln process); undefined: this build has no strict view. */
+export const strictProbe = (): StrictProbe | undefined => MountNamespace.strictProbe()
 
 /** What to say: a refusal (its line, exit 2), a warning line, or nothing. */
 export type Notice =

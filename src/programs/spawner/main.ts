@@ -125,7 +125,7 @@ const start = (r: Protocol.Spawn) => {
   let child: ReturnType<typeof spawn>
   // Node cannot make a namespace between fork and exec: unshare(1), sh and mount(8) make it (see MountNamespace).
   const ns = r.namespace === undefined ? undefined : MountNamespace.fromWire(r.namespace)
-  const argv = ns === undefined ? r.argv : MountNamespace.wrap(ns.mode, ns.mounts, r.argv, r.env, ns.pinned)
+  const argv = ns === undefined ? r.argv : MountNamespace.wrap(ns.mode, ns.mounts, r.argv, r.env, ns.pinned, ns.view)
   try {
     child = spawn(argv[0]!, argv.slice(1), {
       cwd: r.cwd,

@@ -24,6 +24,7 @@ import * as Follow from "./follow.js"
 import type { LocalRun } from "./localRun.js"
 import type { Filled, Opened } from "./localSandbox.js"
 import * as ProcessGroup from "./processGroup.js"
+import { hostPathsOf, toolDirs, viewFor } from "./strictView.js"
 
 /** The files of a tree that may be hard links to the store's blobs (see `LinkedInputs`): executables are copies. */
 const linkable = (entries: ReadonlyArray<Store.TreeEntry> | undefined) =>
@@ -141,32 +142,54 @@ export const commandOf = (run: LocalRun, opened: Opened, filled: Filled, guard: 
     // chmod, fails there, instead of being noticed after. Up to a few (see READ_ONLY_LINKS_MAX); the check after the
     // process covers the rest.
     const { watched } = guard
-    const namespace = pinned !== undefined || mounts.length > 0
+    const view = yield* viewFor(proc)
+    const namespace = view !== undefined || pinned !== undefined || mounts.length > 0
     const protect = namespace && watched !== undefined && watched.linked.length <= READ_ONLY_LINKS_MAX
     const readOnly = !protect ? [] : watched.linked.map((l) => {
       const file = path.join(sandbox.path, ...l.rel.split("/"))
       return { source: file, target: file }
     })
     // Pinned, the sandbox (the mounts inside it included) is bound over the exec root and the process starts in its
-    // working directory there: what it sees of its own path is the same in every run.
-    const at = pinned === undefined
-      ? undefined
-      : {
+    // working directory there: what it sees of its own path is the same in every run. In a view that is not pinned,
+    // the view's root shows the sandbox at its own path.
+    const at = pinned !== undefined
+      ? {
         sandbox: sandbox.path,
         cwd: path.posix.join(pinned.root, ...path.relative(sandbox.path, filled.cwd).split(path.sep))
       }
+      : view !== undefined
+      ? { sandbox: sandbox.path, cwd: filled.cwd, root: sandbox.path }
+      : undefined
+    // The view's private /tmp is where temporary files go, unless the process says otherwise. Not in `proc.env`: the
+    // key is the same with the view and without.
+    const viewEnv = view === undefined || env.TMPDIR !== undefined ? env : { ...env, TMPDIR: "/tmp" }
+    const spawnedEnv = yield* withPassedThrough(viewEnv, proc.passThroughEnv)
+    const shown = view === undefined ? undefined : {
+      ...view,
+      hostPaths: hostPathsOf(
+        view,
+        toolDirs(spawnedEnv.PATH, seen, [run.engine.store.options.root, run.engine.sandboxes.root])
+      ),
+      // Its sandbox links to them (see `localSandbox.ts`): they are its own state, kept from one run to the next.
+      writablePaths: Object.keys(proc.namedCaches).map((name) => path.join(run.engine.options.namedCachesDir, name))
+    }
     const made: MountNamespace.Namespace | undefined = !namespace
       ? undefined
-      : { mode: pinned?.mode ?? layout.mode!, mounts: [...mounts, ...readOnly], pinned: at }
+      : {
+        mode: pinned?.mode ?? layout.mode ?? MountNamespace.probe().mode!,
+        mounts: [...mounts, ...readOnly],
+        pinned: at,
+        view: shown
+      }
     // A kept sandbox's `__run.sh` makes the namespace with unshare(1) and mount(8), as the Node spawner does.
     const recorded = made === undefined
       ? command
-      : MountNamespace.wrap(made.mode, made.mounts, command, env, made.pinned)
+      : MountNamespace.wrap(made.mode, made.mounts, command, viewEnv, made.pinned, made.view)
     // The kept sandbox's record has the rest, never a pass-through value: only the spawned process gets those.
-    yield* sandbox.setCommand({ argv: recorded, env, workingDirectory: proc.workingDirectory })
+    yield* sandbox.setCommand({ argv: recorded, env: viewEnv, workingDirectory: proc.workingDirectory })
     return {
       argv: command,
-      env: yield* withPassedThrough(env, proc.passThroughEnv),
+      env: spawnedEnv,
       namespace: made === undefined ? undefined : MountNamespace.toWire(made)
     } satisfies Command
   })

@@ -10,6 +10,7 @@
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type { SandboxKind } from "../../../domain/Process.js"
+import * as MountNamespace from "../../../os/MountNamespace.js"
 import { SandboxMode } from "../SandboxMode.js"
 
 /** @internal */
@@ -19,13 +20,8 @@ export const sandboxKind = (
   mountNamespace: boolean
 ): SandboxKind => mode !== "off" && strictWorks ? "strict" : mountNamespace ? "mount" : "none"
 
-/**
- * Whether this machine can make the strict view. Wired to `MountNamespace.strictProbe().works` where the strict view
- * is built; until then no process has it.
- *
- * @internal
- */
-export const strictWorks = (): boolean => false
+/** Whether this machine can make the strict view (probed once per kiln process). @internal */
+export const strictWorks = (): boolean => MountNamespace.strictProbe().works
 
 /** The kind of a process that ran here, with or without a mount namespace, under the run's mode. @internal */
 export const kindOf = (mountNamespace: boolean): Effect.Effect<SandboxKind> =>

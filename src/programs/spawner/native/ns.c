@@ -10,12 +10,20 @@
  * read-only over target; `overlay`: an overlay with the options source; `rw`: source bound read-write; `seal`: the
  * mount at target made read-only, those under it staying as they are); then the sandbox (with those mounts inside
  * it) bound over `root`, and `cwd` the directory to start in there (both empty: neither).
+ *
+ * Two kinds are not mounts but the strict view (`MountNamespace.View`): `view` (source `net` for the host's network,
+ * target unused) asks for it, and each `host` (source and target the path) is a host path it shows read-only, each
+ * `hostrw` one it shows read-write (a named cache); a view always names its sandbox and root. With a view, the spawner clones the process's reaper into new PID, mount, IPC
+ * and network namespaces (and a user namespace as another user), where it is PID 1 (spawner.c); the reaper makes the
+ * mounts above, then the new root (root.c: the sandbox shown at `root`) and the loopback (net.c), and forks the
+ * process in there.
  */
 #include "spawner.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/statvfs.h>
@@ -60,8 +68,39 @@ static unsigned long kept_flags(const char *path) {
   return f;
 }
 
+int remount_read_only(const char *path) {
+  return mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | kept_flags(path), NULL) == 0 ? 0 : errno;
+}
+
+static bool well_formed(const Strings *ns) { return ns->n >= 4 && (ns->n - 4) % 3 == 0; }
+
+/** The mounts of the triples, in turn (the view's own kinds skipped). */
+static int mount_all(const Strings *ns) {
+  for (size_t i = 4; i < ns->n; i += 3) {
+    const char *kind = ns->items[i], *source = ns->items[i + 1], *target = ns->items[i + 2];
+    bool ro = strcmp(kind, "ro") == 0, seal = strcmp(kind, "seal") == 0;
+    if (strcmp(kind, "view") == 0 || strcmp(kind, "host") == 0 || strcmp(kind, "hostrw") == 0) continue;
+    if (strcmp(kind, "overlay") == 0) {
+      if (mount("overlay", target, "overlay", 0, source) != 0) return errno;
+    } else if (ro || strcmp(kind, "rw") == 0) {
+      if (mount(source, target, NULL, MS_BIND, NULL) != 0) return errno;
+    } else if (!seal) {
+      return EINVAL;
+    }
+    int e;
+    if ((ro || seal) && (e = remount_read_only(target)) != 0) return e;
+  }
+  return 0;
+}
+
+/** The user back as itself, in a user namespace inside the one that mounted: the mounts are locked for it. */
+static int map_back(uid_t uid, gid_t gid) {
+  if (unshare(CLONE_NEWUSER) != 0) return errno;
+  return map_ids(uid, 0, gid, 0);
+}
+
 int enter_namespace(const Strings *ns, const char **cwd) {
-  if (ns->n < 4 || (ns->n - 4) % 3 != 0) return EINVAL;
+  if (!well_formed(ns)) return EINVAL;
   bool user = strcmp(ns->items[0], "user") == 0;
   uid_t uid = getuid();
   gid_t gid = getgid();
@@ -70,25 +109,59 @@ int enter_namespace(const Strings *ns, const char **cwd) {
   if (user && (e = map_ids(0, uid, 0, gid)) != 0) return e;
   // Nothing mounted here reaches the parent's namespace.
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) return errno;
-  for (size_t i = 4; i < ns->n; i += 3) {
-    const char *kind = ns->items[i], *source = ns->items[i + 1], *target = ns->items[i + 2];
-    bool ro = strcmp(kind, "ro") == 0, seal = strcmp(kind, "seal") == 0;
-    if (strcmp(kind, "overlay") == 0) {
-      if (mount("overlay", target, "overlay", 0, source) != 0) return errno;
-    } else if (ro || strcmp(kind, "rw") == 0) {
-      if (mount(source, target, NULL, MS_BIND, NULL) != 0) return errno;
-    } else if (!seal) {
-      return EINVAL;
-    }
-    if ((ro || seal) && mount(NULL, target, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | kept_flags(target), NULL) != 0)
-      return errno;
-  }
+  if ((e = mount_all(ns)) != 0) return e;
   const char *sandbox = ns->items[1], *root = ns->items[2];
   if (*sandbox != 0 && mount(sandbox, root, NULL, MS_BIND | MS_REC, NULL) != 0) return errno;
-  if (user) {
-    if (unshare(CLONE_NEWUSER) != 0) return errno;
-    if ((e = map_ids(uid, 0, gid, 0)) != 0) return e;
+  if (user && (e = map_back(uid, gid)) != 0) return e;
+  if (*ns->items[3] != 0) *cwd = ns->items[3];
+  return 0;
+}
+
+bool view_of(const Strings *ns, View *v) {
+  memset(v, 0, sizeof *v);
+  if (!well_formed(ns)) return false;
+  for (size_t i = 4; i < ns->n; i += 3) {
+    const char *kind = ns->items[i];
+    if (strcmp(kind, "view") == 0) {
+      v->on = true;
+      v->network = strcmp(ns->items[i + 1], "net") == 0;
+    } else if (strcmp(kind, "host") == 0 || strcmp(kind, "hostrw") == 0) {
+      // Pointers into the strings, which outlive the view.
+      const char **grown = realloc(v->hosts, (v->hosts_n + 1) * sizeof *grown);
+      if (grown == NULL) return false;
+      v->hosts = grown;
+      bool *rw = realloc(v->hosts_rw, (v->hosts_n + 1) * sizeof *rw);
+      if (rw == NULL) return false;
+      v->hosts_rw = rw;
+      v->hosts_rw[v->hosts_n] = strcmp(kind, "hostrw") == 0;
+      v->hosts[v->hosts_n++] = ns->items[i + 2];
+    }
   }
+  if (!v->on) return true;
+  v->user = strcmp(ns->items[0], "user") == 0;
+  v->sandbox = ns->items[1];
+  v->at = ns->items[2];
+  // Paths the root is built from are absolute; a relative one would be looked up wherever the init stands.
+  if (*v->sandbox != '/' || *v->at != '/') return false;
+  for (size_t i = 0; i < v->hosts_n; i++) {
+    if (*v->hosts[i] != '/') return false;
+  }
+  return true;
+}
+
+unsigned long view_clone_flags(const View *v) {
+  return CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | (v->network ? 0 : CLONE_NEWNET) | (v->user ? CLONE_NEWUSER : 0);
+}
+
+int enter_view(const Strings *ns, const View *v, const char **cwd) {
+  int e;
+  // The ids the spawner had: in a user namespace just made, getuid() gives the overflow id until it is mapped.
+  if (v->user && (e = map_ids(0, v->uid, 0, v->gid)) != 0) return e;
+  if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) return errno;
+  if ((e = mount_all(ns)) != 0) return e;
+  if ((e = make_root(v)) != 0) return e;
+  if (!v->network && (e = loopback_up()) != 0) return e;
+  if (v->user && (e = map_back(v->uid, v->gid)) != 0) return e;
   if (*ns->items[3] != 0) *cwd = ns->items[3];
   return 0;
 }

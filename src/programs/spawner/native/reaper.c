@@ -78,7 +78,7 @@ static _Noreturn void exit_as(int status) {
   _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 127);
 }
 
-_Noreturn void reap_for(pid_t process) {
+_Noreturn void reap_for(pid_t process, int status_fd) {
   // SIGCHLD stays blocked (as the spawner has it), and is waited for: nothing runs in a handler.
   sigset_t chld;
   sigemptyset(&chld);
@@ -96,6 +96,11 @@ _Noreturn void reap_for(pid_t process) {
       }
       if (pid > 0 || (pid < 0 && errno == EINTR)) continue;
       // No child left at all: the process has exited (it is one), and nothing it left behind remains.
+      if (pid < 0 && status_fd >= 0) {
+        ssize_t ignored = write(status_fd, &status, sizeof status);
+        (void)ignored;
+        _exit(0);
+      }
       if (pid < 0) exit_as(status);
       break;
     }

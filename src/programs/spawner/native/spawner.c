@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -102,6 +103,8 @@ typedef struct {
   /** The process (its group's id), and its reaper (see reaper.c), this program's child, whose exit is the process's. */
   pid_t pid, reaper;
   long long id;
+  /** A view's init writes the process's wait status here before it exits (see `reap_for`); else -1. */
+  int status_fd;
 } Child;
 
 /** The processes started whose exit has not been seen: each leads its own group, whose id cannot be reused meanwhile. */
@@ -124,49 +127,6 @@ static void reset_signals(void) {
   sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
-static const char *env_get(char *const *env, const char *name) {
-  size_t n = strlen(name);
-  for (; env != NULL && *env != NULL; env++) {
-    if (strncmp(*env, name, n) == 0 && (*env)[n] == '=') return *env + n + 1;
-  }
-  return NULL;
-}
-
-/**
- * execvp with the child's own PATH, as Node (libuv) does: a name without a slash is looked up in `env`'s PATH, or
- * /usr/bin:/bin without one. Returns the errno that ends the search.
- */
-static int exec_in(char *const *argv, char *const *env) {
-  const char *file = argv[0];
-  if (*file == 0) return ENOENT;
-  if (strchr(file, '/') != NULL) {
-    execve(file, argv, env);
-    return errno;
-  }
-  const char *path = env_get(env, "PATH");
-  if (path == NULL) path = "/usr/bin:/bin";
-  int last = ENOENT;
-  bool denied = false;
-  char full[4096];
-  for (const char *p = path;; p++) {
-    const char *colon = strchr(p, ':');
-    size_t dir = colon == NULL ? strlen(p) : (size_t)(colon - p);
-    if (dir + 1 + strlen(file) < sizeof full) {
-      memcpy(full, p, dir);
-      size_t at = dir;
-      if (dir > 0) full[at++] = '/';
-      strcpy(full + at, file);
-      execve(full, argv, env);
-      last = errno;
-      if (last == EACCES) denied = true;
-      else if (last != ENOENT && last != ENOTDIR) return last;
-    }
-    if (colon == NULL) break;
-    p = colon;
-  }
-  return denied ? EACCES : last;
-}
-
 /** Opens the child's output files, both or neither; 0, or the errno and which file failed. */
 static int open_outputs(const Request *r, int fds[2], const char **failed) {
   fds[0] = open(r->out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -184,12 +144,20 @@ static int open_outputs(const Request *r, int fds[2], const char **failed) {
   return 0;
 }
 
-/** What a child is to become: its program, environment, directory, and the mount namespace it runs in (or NULL). */
+/**
+ * What a child is to become: its program, environment, directory, the mount namespace it runs in (or NULL), and
+ * the strict view its reaper makes for it (or NULL; see ns.c).
+ */
 typedef struct {
   char *const *argv;
   char *const *env;
   const char *cwd;
   const Strings *namespace;
+  const View *view;
+  /** In a view's init: the write end the process's wait status goes to. */
+  int status_fd;
+  /** The process itself says it runs (REPORT_SELF): its pid in its namespace is not the spawner's. */
+  bool report_self;
 } Program;
 
 /** In the forked child: becomes the process, or reports why it could not over `report` and exits 127. */
@@ -199,6 +167,11 @@ static void become(const Program *p, int out, int err, int report) {
   int null = open("/dev/null", O_RDWR | O_CLOEXEC);
   int e = 0;
   const char *cwd = p->cwd;
+  if (p->report_self) {
+    Report m = {REPORT_SELF, 0};
+    ssize_t ignored = write(report, &m, sizeof m);
+    (void)ignored;
+  }
   if (null < 0 || dup2(null, STDIN_FILENO) < 0) e = errno;
   if (e == 0 && dup2(out < 0 ? null : out, STDOUT_FILENO) < 0) e = errno;
   if (e == 0 && dup2(err, STDERR_FILENO) < 0) e = errno;
@@ -236,17 +209,36 @@ static void become_reaper(const Program *p, int out, int err, int report) {
   if (signal_fd >= 0) close(signal_fd);
   // A kernel without it (before 3.4) still runs the process: only what leaves its group outlives it there.
   (void)subreaper();
+  Program inner = *p;
+  if (p->view != NULL) {
+    // PID 1 of the view's namespaces: it makes the view, then the process runs in it as its child.
+    int e = enter_view(p->namespace, p->view, &inner.cwd);
+    if (e != 0) {
+      Report m = {REPORT_NAMESPACE_ERRNO, e};
+      ssize_t ignored = write(report, &m, sizeof m);
+      (void)ignored;
+      _exit(127);
+    }
+    inner.namespace = NULL;
+    inner.view = NULL;
+    inner.report_self = true;
+  }
   pid_t pid = fork();
-  if (pid == 0) become(p, out, err, report);
+  if (pid == 0) {
+    if (inner.status_fd >= 0) close(inner.status_fd);
+    become(&inner, out, err, report);
+  }
   int e = pid < 0 ? errno : 0;
-  Report m = e != 0 ? (Report){REPORT_ERRNO, e} : (Report){REPORT_PID, pid};
-  ssize_t ignored = write(report, &m, sizeof m);
-  (void)ignored;
+  if (e != 0 || p->view == NULL) {
+    Report m = e != 0 ? (Report){REPORT_ERRNO, e} : (Report){REPORT_PID, pid};
+    ssize_t ignored = write(report, &m, sizeof m);
+    (void)ignored;
+  }
   close(report);
   close(out);
   close(err);
   if (e != 0) _exit(127);
-  reap_for(pid);
+  reap_for(pid, p->view != NULL ? p->status_fd : -1);
 }
 
 /**
@@ -256,32 +248,56 @@ static void become_reaper(const Program *p, int out, int err, int report) {
  * it is forked by a reaper of its own (see reaper.c), this program's child, whose pid is put there. `*in_namespace`
  * (when given) says whether what failed was entering its mount namespace.
  */
-static pid_t start_child(const Program *p, int out, int err, pid_t *reaper, bool *in_namespace) {
+static pid_t start_child(Program *p, int out, int err, pid_t *reaper, bool *in_namespace) {
+  // A socket rather than a pipe: a view's process is in a PID namespace of its own, and the kernel says its pid here.
   int report[2];
-  if (pipe2(report, O_CLOEXEC) != 0) return -errno;
-  pid_t pid = fork();
-  if (pid < 0) {
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, report) != 0) return -errno;
+  int on = 1;
+  if (setsockopt(report[0], SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0) {
     int e = errno;
     close(report[0]);
     close(report[1]);
     return -e;
   }
+  int status[2] = {-1, -1};
+  if (p->view != NULL && pipe2(status, O_CLOEXEC) != 0) {
+    int e = errno;
+    close(report[0]);
+    close(report[1]);
+    return -e;
+  }
+  p->status_fd = status[1];
+  // The view's reaper is cloned into its namespaces, PID 1 there: single-threaded, this is fork with flags.
+  pid_t pid = p->view != NULL ? (pid_t)syscall(SYS_clone, view_clone_flags(p->view) | SIGCHLD, NULL, NULL, NULL, NULL)
+                              : fork();
+  if (pid < 0) {
+    int e = errno;
+    close(report[0]);
+    close(report[1]);
+    if (status[0] >= 0) close(status[0]);
+    if (status[1] >= 0) close(status[1]);
+    return -e;
+  }
   if (pid == 0) {
     close(report[0]);
+    if (status[0] >= 0) close(status[0]);
     if (reaper != NULL) become_reaper(p, out, err, report[1]);
     become(p, out, err, report[1]);
   }
   close(report[1]);
+  if (status[1] >= 0) close(status[1]);
+  p->status_fd = status[0];
   // Until every writer is gone: the reaper names the process; the process closes its end by exec, or says why not.
   pid_t child = reaper != NULL ? 0 : pid;
   int e = 0;
   for (;;) {
     Report m;
-    ssize_t n = read(report[0], &m, sizeof m);
-    if (n < 0 && errno == EINTR) continue;
-    if (n != (ssize_t)sizeof m) break;
+    pid_t sender;
+    if (!read_report(report[0], &m, &sender)) break;
     if (m.kind == REPORT_PID) {
       child = m.value;
+    } else if (m.kind == REPORT_SELF) {
+      child = sender;
     } else {
       // The reaper's pid may come after the process's errno: only the errno says where it failed.
       e = m.value;
@@ -291,6 +307,8 @@ static pid_t start_child(const Program *p, int out, int err, pid_t *reaper, bool
   close(report[0]);
   if (e != 0 || child <= 0) {
     while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
+    if (p->status_fd >= 0) close(p->status_fd);
+    p->status_fd = -1;
     return -(e != 0 ? e : ECHILD);
   }
   if (reaper != NULL) *reaper = pid;
@@ -301,7 +319,7 @@ static void start_post_mortem(void) {
   int log = open(armed.log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
   if (log < 0) log = open("/dev/null", O_WRONLY | O_CLOEXEC);
   // Nothing is left to tell if it fails: the engine is gone, and this process's stderr with it.
-  Program p = {armed.argv.items, environ, NULL, NULL};
+  Program p = {armed.argv.items, environ, NULL, NULL, NULL, -1, false};
   start_child(&p, -1, log, NULL, NULL);
 }
 
@@ -334,9 +352,24 @@ static void spawn_request(const Request *r) {
   if (e != 0) return send_failed(r->id, e, "open", which);
   static char *no_env[] = {NULL};
   pid_t reaper = 0;
-  Program p = {r->argv.items, r->env.n == 0 ? no_env : r->env.items, r->cwd, r->has_namespace ? &r->namespace : NULL};
+  View view = {0};
+  if (r->has_namespace && !view_of(&r->namespace, &view)) {
+    free(view.hosts);
+    free(view.hosts_rw);
+    close(fds[0]);
+    close(fds[1]);
+    return send_failed(r->id, EINVAL, "read the view of", r->argv.items[0]);
+  }
+  view.uid = getuid();
+  view.gid = getgid();
+  Program p = {
+    r->argv.items, r->env.n == 0 ? no_env : r->env.items, r->cwd, r->has_namespace ? &r->namespace : NULL,
+    view.on ? &view : NULL, -1, false
+  };
   bool in_namespace = false;
   pid_t pid = start_child(&p, fds[0], fds[1], &reaper, &in_namespace);
+  free(view.hosts);
+  free(view.hosts_rw);
   close(fds[0]);
   close(fds[1]);
   if (pid < 0 && in_namespace) return send_failed(r->id, (int)-pid, "enter the mount namespace of", r->argv.items[0]);
@@ -346,7 +379,7 @@ static void spawn_request(const Request *r) {
     running = realloc(running, running_cap * sizeof *running);
     if (running == NULL) _exit(70);
   }
-  running[running_n++] = (Child){pid, reaper, r->id};
+  running[running_n++] = (Child){pid, reaper, r->id, p.status_fd};
   Buf b = reply("started", r->id);
   buf_str(&b, ",\"pid\":");
   buf_num(&b, pid);
@@ -363,7 +396,14 @@ static void reap(void) {
       if (running[i].reaper != pid) continue;
       long long id = running[i].id;
       pid_t group = running[i].pid;
+      int status_fd = running[i].status_fd;
       running[i] = running[--running_n];
+      // A view's init (PID 1 of its namespace) exits 0 having written the process's status: it is the process's.
+      if (status_fd >= 0) {
+        int st;
+        if (read(status_fd, &st, sizeof st) == (ssize_t)sizeof st) status = st;
+        close(status_fd);
+      }
       // Whether nothing of the group is left: the common answer, yes, saves the engine a check of its own.
       bool alone = kill(-group, 0) != 0 && errno == ESRCH;
       Buf b = reply("exited", id);

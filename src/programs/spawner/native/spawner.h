@@ -57,15 +57,68 @@ bool remove_tree(const char *target, Failure *f);
  */
 int enter_namespace(const Strings *namespace, const char **cwd);
 
-/** What a process's reaper (reaper.c) and the process itself tell the spawner as it starts. */
+/** The strict view a namespace asks for (see ns.c), pointing into its strings. */
 typedef struct {
-  enum { REPORT_PID, REPORT_ERRNO, REPORT_NAMESPACE_ERRNO } kind;
+  bool on;
+  /** The host's network, rather than a namespace of its own with only a loopback. */
+  bool network;
+  bool user;
+  /** The spawner's ids, set before the clone: the init maps them in its user namespace. */
+  uid_t uid;
+  gid_t gid;
+  /** The sandbox's host path, and where the process sees it. */
+  const char *sandbox, *at;
+  /** Host paths shown at their own paths: read-only, or read-write where `hosts_rw` says (named caches). */
+  const char **hosts;
+  bool *hosts_rw;
+  size_t hosts_n;
+} View;
+
+/** The view `namespace` asks for (`on` false: none); false if it is malformed. */
+bool view_of(const Strings *namespace, View *v);
+/** The namespaces clone(2) makes for the view's init: PID, mount, IPC, network unless `network`, user for `user`. */
+unsigned long view_clone_flags(const View *v);
+/**
+ * In the view's init, just cloned into its namespaces: the mounts of `namespace`, the new root (root.c), the
+ * loopback (net.c), and for `user` the user namespace that maps the user back; `cwd` as enter_namespace. 0, or the
+ * errno.
+ */
+int enter_view(const Strings *namespace, const View *v, const char **cwd);
+/** The new root, pivoted into (root.c); 0, or the errno. */
+int make_root(const View *v);
+/** Brings up the loopback of this network namespace (net.c); 0, or the errno. */
+int loopback_up(void);
+/** The mount at `path` made read-only, keeping the flags a user namespace locks; 0, or the errno. */
+int remount_read_only(const char *path);
+
+/**
+ * What a process's reaper (reaper.c) and the process itself tell the spawner as it starts. `REPORT_SELF` is the
+ * process saying it runs, in a PID namespace of its own: its pid as the spawner sees it is the message's sender's,
+ * which the kernel translates (SCM_CREDENTIALS), not a number it could write.
+ */
+typedef struct {
+  enum { REPORT_PID, REPORT_ERRNO, REPORT_NAMESPACE_ERRNO, REPORT_SELF } kind;
   int value;
 } Report;
 
+/**
+ * execvp with the child's own PATH, as Node (libuv) does: a name without a slash is looked up in `env`'s PATH, or
+ * /usr/bin:/bin without one. Returns the errno that ends the search (exec.c).
+ */
+int exec_in(char *const *argv, char *const *env);
+/**
+ * The next report from a reaper or its process; false once every writer is gone. `*sender` is the pid (as the
+ * spawner sees it) of the process that wrote it, from the credentials the kernel attaches (exec.c).
+ */
+bool read_report(int fd, Report *m, pid_t *sender);
+
 /** Makes this process a child subreaper; 0, or the errno. */
 int subreaper(void);
-/** In a reaper whose child `process` runs: waits for it, then kills every child left, and exits as it did. */
-_Noreturn void reap_for(pid_t process);
+/**
+ * In a reaper whose child `process` runs: waits for it, then kills every child left, and exits as it did. With
+ * `status_fd` (a view's init, PID 1 of its namespace, which cannot die of a signal it sends itself), it writes the
+ * process's wait status there and exits 0 instead.
+ */
+_Noreturn void reap_for(pid_t process, int status_fd);
 
 #endif

@@ -1,0 +1,284 @@
+/**
+ * The strict view (`MountNamespace.View`, issue #37): a process sees the system's directories, its sandbox, a private
+ * /tmp, a minimal /dev, its own /proc and its declared host paths, and nothing else; it is its init's child in PID,
+ * IPC and network namespaces of its own. Asserted with real processes through both spawners (the native one makes
+ * the view with the system calls, the Node one with util-linux), and through the engine, whose default is the view
+ * wherever this machine can make it. Everything the processes look for lives in temp directories.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Deferred, Effect, Either, Layer } from "effect"
+import * as fs from "node:fs"
+import * as net from "node:net"
+import * as os from "node:os"
+import * as path from "node:path"
+import { parse } from "../../src/domain/Config.js"
+import * as Engine from "../../src/layers/engine/Engine.js"
+import * as ProcessGroup from "../../src/layers/runner/internal/processGroup.js"
+import * as Spawner from "../../src/layers/spawner/Spawner.js"
+import * as MountNamespace from "../../src/os/MountNamespace.js"
+import { eventually } from "../utils/child.js"
+import { programs, withProgram } from "../utils/spawners.js"
+import { stack } from "../utils/stack.js"
+import { tempDir, writeTree } from "../utils/temp.js"
+
+const probed = MountNamespace.strictProbe()
+const mode = MountNamespace.probe().mode
+
+/** A sandbox with an input, a workspace beside it with a secret, a store-like directory, and a host tool dir. */
+const layout = Effect.gen(function*() {
+  const root = yield* tempDir("kiln-view-")
+  writeTree(root, {
+    "sandbox/wd/in.txt": "input\n",
+    "ws/secret.txt": "secret\n",
+    "store/blob": "blob\n",
+    "tool/readme.txt": "tool\n"
+  })
+  return {
+    root,
+    sandbox: path.join(root, "sandbox"),
+    secret: path.join(root, "ws", "secret.txt"),
+    store: path.join(root, "store"),
+    tool: path.join(root, "tool")
+  }
+})
+
+type Layout = Effect.Effect.Success<typeof layout>
+
+/** Runs `script` with sh in the view, the sandbox at the exec root; its exit, stdout and stderr. */
+const runInView = (
+  l: Layout,
+  script: string,
+  view: MountNamespace.View = { hostPaths: [], network: false },
+  args: ReadonlyArray<string> = []
+) =>
+  Effect.gen(function*() {
+    const spawner = yield* Spawner.make()
+    const out = path.join(l.root, "out")
+    const err = path.join(l.root, "err")
+    const group = yield* ProcessGroup.spawnGroup(spawner, {
+      argv: ["/bin/sh", "-c", script, "view", ...args],
+      cwd: path.join(l.sandbox, "wd"),
+      env: { PATH: "/usr/bin:/bin", HOME: os.homedir() },
+      stdout: out,
+      stderr: err,
+      namespace: MountNamespace.toWire({
+        mode: mode!,
+        mounts: [],
+        pinned: { sandbox: l.sandbox, cwd: `${MountNamespace.EXEC_ROOT}/wd` },
+        view
+      })
+    }, "1 second")
+    const exit = yield* Deferred.await(group.exited)
+    return { exit, stdout: fs.readFileSync(out, "utf8"), stderr: fs.readFileSync(err, "utf8") }
+  })
+
+/** A TCP server on 127.0.0.1 of this (the host's) network, closed with the scope. */
+const loopbackServer = Effect.acquireRelease(
+  Effect.async<net.Server>((resume) => {
+    const server = net.createServer((socket) => socket.end("hello\n"))
+    server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
+  }),
+  (server) => Effect.async<void>((resume) => void server.close(() => resume(Effect.void)))
+)
+
+describe.runIf(probed.works)("the strict view", () => {
+  for (const program of programs) {
+    describe(`${program.name} spawner`, () => {
+      const inView = (
+        l: Layout,
+        script: string,
+        view?: MountNamespace.View,
+        args?: ReadonlyArray<string>
+      ) => withProgram(program.program, runInView(l, script, view, args))
+
+      it.scopedLive("sees its sandbox, the system's directories, and nothing else of the host", () =>
+        Effect.gen(function*() {
+          const l = yield* layout
+          const r = yield* inView(
+            l,
+            [
+              `cat in.txt`,
+              `ls /`,
+              `[ ! -e "$1" ] && [ ! -e ../../ws/secret.txt ] && echo no-workspace`,
+              `[ ! -e "$2" ] && echo no-store`,
+              `[ ! -e "$HOME" ] && echo no-home`,
+              `[ ! -e /proc/$3/environ ] && echo no-engine`,
+              `! ( : > /usr/kiln-view-test ) 2>/dev/null && echo usr-read-only`,
+              `echo ok > /mnt/wd/written && echo sandbox-writable`
+            ].join("\n"),
+            undefined,
+            [l.secret, l.store, String(process.pid)]
+          )
+          assert.strictEqual(r.exit.code, 0, r.stderr)
+          const lines = r.stdout.trim().split("\n")
+          assert.strictEqual(lines[0], "input")
+          const top = lines.slice(1, -6)
+          for (const d of top) {
+            assert.include([
+              "bin",
+              "dev",
+              "etc",
+              "lib",
+              "lib32",
+              "lib64",
+              "libx32",
+              "mnt",
+              "proc",
+              "sbin",
+              "tmp",
+              "usr"
+            ], d)
+          }
+          assert.deepStrictEqual(lines.slice(-6), [
+            "no-workspace",
+            "no-store",
+            "no-home",
+            "no-engine",
+            "usr-read-only",
+            "sandbox-writable"
+          ])
+          assert.strictEqual(fs.readFileSync(path.join(l.sandbox, "wd", "written"), "utf8"), "ok\n")
+        }))
+
+      it.scopedLive("has an empty, writable /tmp, a working /dev/null, and only its own processes in /proc", () =>
+        Effect.gen(function*() {
+          const l = yield* layout
+          const r = yield* inView(
+            l,
+            [
+              `[ -z "$(ls -A /tmp)" ] && echo tmp-empty`,
+              `echo t > /tmp/t && cat /tmp/t`,
+              `echo gone > /dev/null && [ ! -s /dev/null ] && echo dev-null`,
+              `head -c 4 /dev/zero | wc -c`,
+              // This shell and the processes of its pipelines: a handful, never the host's hundreds.
+              `ls /proc | grep -c '^[0-9]'`
+            ].join("\n")
+          )
+          assert.strictEqual(r.exit.code, 0, r.stderr)
+          const lines = r.stdout.trim().split("\n")
+          assert.deepStrictEqual(lines.slice(0, 4), ["tmp-empty", "t", "dev-null", "4"])
+          assert.isAtMost(Number(lines[4]), 6)
+        }))
+
+      it.scopedLive("reads a declared host path, read-only, at its own path", () =>
+        Effect.gen(function*() {
+          const l = yield* layout
+          const r = yield* inView(
+            l,
+            `cat "$1/readme.txt" && ! ( : > "$1/new" ) 2>/dev/null && echo read-only`,
+            { hostPaths: [l.tool], network: false },
+            [l.tool]
+          )
+          assert.strictEqual(r.exit.code, 0, r.stderr)
+          assert.strictEqual(r.stdout, "tool\nread-only\n")
+          assert.isFalse(fs.existsSync(path.join(l.tool, "new")))
+        }))
+
+      it.scopedLive("cannot reach a server on the host's loopback, unless `network` is true", () =>
+        Effect.gen(function*() {
+          const l = yield* layout
+          const server = yield* loopbackServer
+          const port = (server.address() as net.AddressInfo).port
+          // bash's /dev/tcp: a connection without a client program.
+          const connect = `exec 3<>/dev/tcp/127.0.0.1/$1 && head -n 1 <&3`
+          const off = yield* inView(l, `bash -c '${connect}' bash "$1"`, undefined, [String(port)])
+          assert.notStrictEqual(off.exit.code, 0)
+          assert.strictEqual(off.stdout, "")
+          const on = yield* inView(l, `bash -c '${connect}' bash "$1"`, { hostPaths: [], network: true }, [
+            String(port)
+          ])
+          assert.strictEqual(on.exit.code, 0, on.stderr)
+          assert.strictEqual(on.stdout, "hello\n")
+        }))
+
+      it.scopedLive("its own loopback is up: it can serve and reach itself", () =>
+        Effect.gen(function*() {
+          const l = yield* layout
+          const r = yield* inView(l, `ip -o link show lo | grep -q 'UP' && echo lo-up`)
+          assert.strictEqual(r.exit.code, 0, r.stderr)
+          assert.strictEqual(r.stdout, "lo-up\n")
+        }))
+
+      it.scopedLive("a child that calls setsid ends with it", () =>
+        Effect.gen(function*() {
+          const l = yield* layout
+          // A copy of sleep in the sandbox: its host path marks it among the host's processes.
+          const sleep = path.join(l.sandbox, "wd", "marker-sleep")
+          fs.copyFileSync("/bin/sleep", sleep)
+          fs.chmodSync(sleep, 0o755)
+          const r = yield* inView(l, `setsid ./marker-sleep 1000 >/dev/null 2>&1 </dev/null & echo $! > pid`)
+          assert.strictEqual(r.exit.code, 0, r.stderr)
+          assert.match(fs.readFileSync(path.join(l.sandbox, "wd", "pid"), "utf8"), /^\d+\n$/)
+          const survivors = () =>
+            fs.readdirSync("/proc").filter((name) => {
+              try {
+                return /^\d+$/.test(name) && fs.readFileSync(`/proc/${name}/cmdline`, "utf8").includes("marker-sleep")
+              } catch {
+                return false
+              }
+            })
+          yield* eventually("the setsid child is gone", () => survivors().length === 0)
+        }))
+
+      it.scopedLive("exits as its process did: a code, or a signal", () =>
+        Effect.gen(function*() {
+          const l = yield* layout
+          assert.strictEqual((yield* inView(l, "exit 7")).exit.code, 7)
+          const killed = yield* inView(l, "kill -TERM $$")
+          // The Node spawner's view reports a signal as its shell does (see ViewScript.ts).
+          if (program.node) assert.strictEqual(killed.exit.code, 143)
+          else assert.strictEqual(killed.exit.signal, "SIGTERM")
+        }))
+    })
+  }
+
+  describe("through the engine (the view is the default)", () => {
+    const config = (processes: Record<string, unknown>) =>
+      Either.getOrThrow(parse("kiln.json", JSON.stringify({ processes })))
+
+    it.scopedLive("a process cannot read an undeclared workspace file, by absolute path or by ../", () =>
+      Effect.gen(function*() {
+        const root = yield* tempDir("kiln-view-engine-")
+        const workspace = path.join(root, "ws")
+        writeTree(workspace, { "src/in.txt": "in\n", "src/undeclared.txt": "secret\n" })
+        fs.mkdirSync(path.join(root, "sandboxes"))
+        const undeclared = path.join(workspace, "src", "undeclared.txt")
+        const report = yield* Effect.flatMap(Engine.Engine, (engine) =>
+          engine.run({
+            workspace,
+            config: config({
+              look: {
+                argv: [
+                  "/bin/sh",
+                  "-c",
+                  `{ ${
+                    [
+                      `cat src/in.txt`,
+                      `[ ! -e ${undeclared} ] && echo no-absolute`,
+                      `[ ! -e ../src/undeclared.txt ] && [ ! -e src/undeclared.txt ] && echo no-relative`,
+                      `[ "$TMPDIR" = /tmp ] && echo tmpdir`,
+                      `ls /proc | grep -c '^[0-9]'`
+                    ].join("; ")
+                  }; } > out.txt`
+                ],
+                env: { PATH: "/usr/bin:/bin" },
+                inputs: ["src/in.txt"],
+                outputs: ["out.txt"]
+              }
+            })
+          })).pipe(Effect.provide(Engine.layer.pipe(Layer.provideMerge(stack({ root, inProcess: true })))))
+        assert.strictEqual(report.failed, 0, JSON.stringify(report.processes))
+        const lines = fs.readFileSync(path.join(workspace, "out.txt"), "utf8").trim().split("\n")
+        assert.deepStrictEqual(lines.slice(0, 4), ["in", "no-absolute", "no-relative", "tmpdir"])
+        assert.isAtMost(Number(lines[4]), 6)
+      }))
+  })
+})
+
+describe("strictProbe", () => {
+  it.effect("says whether the view works here, and why not where it does not", () =>
+    Effect.sync(() => {
+      assert.strictEqual(MountNamespace.strictProbe(), probed)
+      if (!probed.works) assert.notStrictEqual(probed.why, "")
+    }))
+})
