@@ -12,6 +12,7 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
+import * as ConfigText from "../../domain/ConfigText.js"
 import * as GraphOrder from "../../domain/GraphOrder.js"
 import * as ResolvedConfig from "../../domain/ResolvedConfig.js"
 import * as RunMemo from "../../layers/engine/RunMemo.js"
@@ -152,8 +153,11 @@ const check = (
   // So is one with defaults or variables to pass: resolved here as a run resolves it, a passEnv value that changed is
   // a config that changed (a pass-through one is not: only its name is in the config).
   let expanded: Tasks.Expanded["config"] | undefined
+  // JSON with comments and trailing commas, as the full run reads it; one it cannot read is the full run's to report.
+  const read = ConfigText.parse(text)
+  if ("errors" in read) return new Falls(`${path.basename(configFile)} is not valid JSON`, false)
   if (text.includes("\"tasks\"") || PASSING.some((field) => text.includes(field))) {
-    const raw = JSON.parse(text) as Tasks.ConfigInput
+    const raw = read.json as Tasks.ConfigInput
     const declares = Tasks.declares(raw)
     if (declares || ResolvedConfig.needsResolving(raw)) {
       const found: Tasks.Expanded | Tasks.Problem = declares
@@ -173,7 +177,7 @@ const check = (
   if (!RunMemo.configHolds(memo, text)) {
     return new Falls(`${path.basename(configFile)}${expanded !== undefined ? "'s processes" : ""} changed`, true)
   }
-  const json = (expanded ?? JSON.parse(text)) as {
+  const json = (expanded ?? read.json) as {
     processes: Record<string, ProcessJson>
     remote?: { cache?: unknown }
   }
