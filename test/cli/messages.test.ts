@@ -77,3 +77,47 @@ describe("kiln.json as JSONC", () => {
       )
     }))
 })
+
+describe("kiln.json found from any subdirectory", () => {
+  it.scoped("a run from a directory below the workspace reads its kiln.json; paths stay relative to the workspace", () =>
+    Effect.gen(function*() {
+      const { kiln, ws } = yield* workspace
+      fs.writeFileSync(path.join(ws, "kiln.json"), JSONC)
+      const below = path.join(ws, "a", "b")
+      fs.mkdirSync(below, { recursive: true })
+      const r = yield* kiln(["run"], below)
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.isTrue(fs.existsSync(path.join(ws, "out.txt")))
+      assert.isFalse(fs.existsSync(path.join(below, "out.txt")))
+      // The no-op check finds it the same way.
+      const again = yield* kiln(["run"], below, { KILN_NOOP_DEBUG: "1" })
+      assert.include(again.stderr, "kiln: no-op check: nothing changed")
+      const ls = yield* kiln(["ls"], below)
+      assert.strictEqual(ls.code, 0, ls.stderr)
+      assert.match(ls.stdout, /^gen +\/bin\/sh/)
+    }))
+
+  it.scoped("none here or above: says where it looked and where to read, exit 2", () =>
+    Effect.gen(function*() {
+      const { kiln, ws } = yield* workspace
+      for (const args of [["run"], ["ls"], ["run", "--progress", "plain"]]) {
+        const r = yield* kiln(args)
+        assert.strictEqual(r.code, 2, r.stderr)
+        assert.strictEqual(
+          r.stderr,
+          `kiln: no kiln.json in ${ws} or above: see README.md#kiln-run-and-kilnjson (or name one with --config FILE)\n`
+        )
+      }
+    }))
+
+  it.scoped("--config names the file: no walk", () =>
+    Effect.gen(function*() {
+      const { kiln, ws } = yield* workspace
+      fs.writeFileSync(path.join(ws, "kiln.json"), JSONC)
+      const below = path.join(ws, "sub")
+      fs.mkdirSync(below)
+      const r = yield* kiln(["run", "--config", "kiln.json"], below)
+      assert.strictEqual(r.code, 2)
+      assert.strictEqual(r.stderr, `kiln: ${path.join(below, "kiln.json")}: cannot read: ENOENT\n`)
+    }))
+})

@@ -16,6 +16,7 @@ import type * as Tasks from "../../layers/tasks/Tasks.js"
 import { cliOptions } from "../common/cliOptions.js"
 import { COMMANDS } from "./help.js"
 import { RUN_OPTIONS } from "./optionTable.js"
+import { configFileOf } from "./runDirect.js"
 import { exitOnInvalidConfig } from "./stack.js"
 
 /** kiln.json's processes, its tasks expanded. */
@@ -56,7 +57,7 @@ export const ls = Command.make(
   },
   (o) =>
     exitOnInvalidConfig(Effect.gen(function*() {
-      const expanded = yield* listed(path.resolve(o.config as string))
+      const expanded = yield* listed(yield* configFileOf(o.config))
       if (o.json) {
         yield* Console.log(
           JSON.stringify({ processes: expanded.config.processes, origins: expanded.origins }, null, 2)

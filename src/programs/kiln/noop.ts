@@ -21,6 +21,7 @@ import * as Tasks from "../../layers/tasks/Tasks.js"
 import { cacheDir } from "../../os/CacheDir.js"
 import * as PrivateDir from "../../os/PrivateDir.js"
 import { type OptionSpec } from "../common/optionSpec.js"
+import * as ConfigFile from "./configFile.js"
 import { RUN_OPTIONS } from "./optionTable.js"
 
 const CONFIG_HANDOVER = Symbol.for("kiln.configHandover")
@@ -135,7 +136,8 @@ const check = (
   if (typeof parsed === "string") return new Falls(parsed, false)
   const o = parsed.options
   const storeRoot = o.has("store-dir") ? path.resolve(o.get("store-dir")!) : cacheDir("store", "KILN_STORE_DIR", env)
-  const configFile = path.resolve(o.get("config") ?? "kiln.json")
+  const configFile = ConfigFile.find(o.get("config"))
+  if (configFile === undefined) return new Falls("no kiln.json here or above", false)
   const workspace = path.dirname(configFile)
   // A store another user can write could hold any memo: the full run refuses it, with the reason.
   if (PrivateDir.inspect(storeRoot, "group") !== undefined) return new Falls("the store root is not safe", false)

@@ -16,7 +16,7 @@ import { cliOptions, storeOptions } from "../common/cliOptions.js"
 import { toStoreOptions } from "../common/storeSettings.js"
 import { COMMANDS } from "./help.js"
 import { REMOTE_OPTIONS, RUN_OPTIONS } from "./optionTable.js"
-import { loadConfig, runParsed } from "./runDirect.js"
+import { configFileOf, loadConfig, runParsed } from "./runDirect.js"
 import { exitOnInvalidRemote, remoteSettings } from "./settings.js"
 import { engineStack, exitOnInvalidConfig } from "./stack.js"
 
@@ -69,11 +69,12 @@ export const explain = Command.make(
   },
   (o) =>
     Effect.gen(function*() {
-      const file = path.resolve(o.config)
+      const file = yield* exitOnInvalidConfig(configFileOf(o.config))
+      if (file === undefined) return
       // kiln.json's remote settings count here too; a config that cannot be read is explainProcess's to report.
       const config = Either.getOrUndefined(yield* Effect.either(loadConfig(file)))?.config
       const remote = yield* remoteSettings(o, config, path.dirname(file))
-      yield* explainProcess(o).pipe(
+      yield* explainProcess({ name: o.name, config: file }).pipe(
         Effect.provide(engineStack({
           store: toStoreOptions(o),
           sandboxRoot: Option.none(),

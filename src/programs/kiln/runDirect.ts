@@ -25,12 +25,25 @@ import * as PrivateRoot from "../../os/PrivateRoot.js"
 import { type OptionSpec, type ValuesOf } from "../common/optionSpec.js"
 import { toStoreOptions } from "../common/storeSettings.js"
 import * as AutoGc from "./autoGc.js"
+import * as ConfigFile from "./configFile.js"
 import * as Noop from "./noop.js"
 import { RUN_OPTIONS } from "./optionTable.js"
 import * as Progress from "./progress.js"
 import { exitOnInvalidRemote, remoteSettings } from "./settings.js"
 import { engineStack, exitOnInvalidConfig } from "./stack.js"
 import { traceEvents } from "./trace.js"
+
+/**
+ * The config file a command reads (`configFile.ts`): the one `--config` names, else the nearest kiln.json from here up;
+ * none is a config error (exit 2) that says where kiln looked.
+ */
+export const configFileOf = (given: Option.Option<string>) =>
+  Effect.suspend(() => {
+    const found = ConfigFile.find(Option.getOrUndefined(given))
+    return found !== undefined
+      ? Effect.succeed(found)
+      : Effect.fail(new InvalidConfig({ file: "", path: "", detail: ConfigFile.notFound(process.cwd()) }))
+  })
 
 export const loadConfig = (file: string) =>
   Effect.suspend(() => {
@@ -118,7 +131,7 @@ export const UPLOAD_WAIT_MS = 10_000
 /** `kiln run` with its arguments parsed (by @effect/cli, or by {@link directRunArgs}). */
 export const runParsed = (o: RunArgs) =>
   Effect.gen(function*() {
-    const configFile = path.resolve(o.config)
+    const configFile = yield* configFileOf(o.config)
     const loaded = yield* loadConfig(configFile)
     const namespace = Option.getOrUndefined(o.cacheNamespace)
     const config = namespace !== undefined ? { ...loaded.config, cacheNamespace: namespace } : loaded.config
