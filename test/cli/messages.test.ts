@@ -121,3 +121,72 @@ describe("kiln.json found from any subdirectory", () => {
       assert.strictEqual(r.stderr, `kiln: ${path.join(below, "kiln.json")}: cannot read: ENOENT\n`)
     }))
 })
+
+describe("the command line's errors, in kiln's words", () => {
+  const cases: ReadonlyArray<[ReadonlyArray<string>, string]> = [
+    [["run", "--trace"], "kiln: --trace needs a value: `kiln run --trace FILE`"],
+    [["run", "--trace", "--keep-going"], "kiln: --trace needs a value: `kiln run --trace FILE`"],
+    [
+      ["run", "--cache", "rw"],
+      "kiln: --cache: \"rw\" is not one of read-write, read, write or off (`kiln run --cache read-write|read|write|off`)"
+    ],
+    [["run", "--concurrency=abc"], "kiln: --concurrency: \"abc\" is not an integer (`kiln run --concurrency N`)"],
+    [
+      ["run", "--keep-going=maybe"],
+      "kiln: --keep-going takes no value: `--keep-going` alone (or --keep-going=true|false), not `--keep-going=maybe`"
+    ],
+    [
+      ["run", "--concurency", "2"],
+      "kiln: unknown option --concurency of `kiln run`: did you mean `--concurrency`? (`kiln run --help` lists them)"
+    ],
+    [["run", "--log-level", "debug"], "kiln: --log-level goes before the command: `kiln --log-level … run`"],
+    [["expalin"], "kiln: unknown command \"expalin\": did you mean `kiln explain`?"],
+    [["gne"], "kiln: unknown command \"gne\": did you mean `kiln run gen`?"],
+    [["gen"], "kiln: unknown command \"gen\": did you mean `kiln run gen`?"],
+    [
+      ["bild"],
+      "kiln: unknown command \"bild\": the commands are run, ls, explain, exec, store, schema, clean or remote (`kiln --help`)"
+    ]
+  ]
+  for (const [args, line] of cases) {
+    it.scoped(`kiln ${args.join(" ")}`, () =>
+      Effect.gen(function*() {
+        const { kiln, ws } = yield* workspace
+        fs.writeFileSync(path.join(ws, "kiln.json"), JSONC)
+        const r = yield* kiln(args)
+        assert.strictEqual(r.code, 2, r.stderr)
+        assert.strictEqual(r.stderr, `${line}\n`)
+        assert.notInclude(r.stderr, "sandboxer")
+      }))
+  }
+
+  it.scoped("another command's integer: 'abc' is not an integer", () =>
+    Effect.gen(function*() {
+      const { kiln, ws } = yield* workspace
+      const r = yield* kiln(["store", "stats", "--store-max-readers", "abc"], ws)
+      assert.strictEqual(r.code, 2, r.stderr)
+      assert.include(r.stderr, "'abc' is not an integer")
+    }))
+
+  it.scoped("--keep-going=yes is --keep-going; --summary - writes the summary to stdout", () =>
+    Effect.gen(function*() {
+      const { kiln, ws } = yield* workspace
+      const PATH = "/usr/bin:/bin"
+      fs.writeFileSync(
+        path.join(ws, "kiln.json"),
+        JSON.stringify({
+          processes: {
+            a: { argv: ["/bin/sh", "-c", "exit 3"], env: { PATH } },
+            b: { argv: ["/bin/sh", "-c", "echo b > b.txt"], outputs: ["b.txt"], env: { PATH } },
+            c: { argv: ["/bin/sh", "-c", "echo c > c.txt"], outputs: ["c.txt"], deps: ["a"], env: { PATH } }
+          }
+        })
+      )
+      const r = yield* kiln(["run", "--keep-going=yes", "--concurrency", "1", "--summary", "-"])
+      assert.strictEqual(r.code, 1, r.stderr)
+      assert.isTrue(fs.existsSync(path.join(ws, "b.txt")))
+      assert.isFalse(fs.existsSync(path.join(ws, "-")))
+      const summary = JSON.parse(r.stdout) as { processes: ReadonlyArray<{ name: string; source: string }> }
+      assert.deepStrictEqual(summary.processes.map((p) => p.name).sort(), ["a", "b", "c"])
+    }))
+})

@@ -249,7 +249,7 @@ const check = (
   }
   return {
     lines,
-    ...(o.has("summary") ? { summary: path.resolve(o.get("summary")!) } : {}),
+    ...(o.has("summary") ? { summary: o.get("summary") === "-" ? "-" : path.resolve(o.get("summary")!) } : {}),
     summaryText: JSON.stringify(summary, null, 2) + "\n"
   }
 }
@@ -294,7 +294,9 @@ export const answer = (
   }
   if (result.summary !== undefined) {
     try {
-      fs.writeFileSync(result.summary, result.summaryText)
+      // `-` is stdout, as the full run has it.
+      if (result.summary === "-") process.stdout.write(result.summaryText)
+      else fs.writeFileSync(result.summary, result.summaryText)
     } catch {
       // The full run says why, as it would have.
       return "other"

@@ -18,6 +18,7 @@ import { toStoreOptions } from "../common/storeSettings.js"
 import * as ConfigFile from "./configFile.js"
 import { COMMANDS, REMOTE_COMMANDS } from "./help.js"
 import { REMOTE_OPTIONS, RUN_OPTIONS } from "./optionTable.js"
+import { uploadsCount } from "./runDirect.js"
 import { exitOnInvalidRemote, type RemoteArgs, remoteSettings } from "./settings.js"
 import { remoteLayer } from "./stack.js"
 
@@ -103,7 +104,11 @@ export const flush = Command.make("flush", options, (o) =>
         const why = stats.unusable !== undefined
           ? `the remote ${stats.unusable}`
           : Object.entries(stats.remoteErrors).map(([c, n]) => `${c} ×${n}`).join(", ")
-        process.stderr.write(`kiln: ${left} uploads to ${endpoint} are still pending${why ? ` (${why})` : ""}\n`)
+        process.stderr.write(
+          `kiln: ${uploadsCount(left)} to ${endpoint} ${left === 1 ? "is" : "are"} still pending${
+            why ? ` (${why})` : ""
+          }\n`
+        )
         process.exitCode = 1
       }),
     o,

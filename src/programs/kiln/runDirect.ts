@@ -152,6 +152,9 @@ export const runParsed = (o: RunArgs) =>
     yield* AutoGc.startIfDue(o)
   }).pipe(exitOnInvalidConfig, exitOnInvalidRemote)
 
+/** "1 upload", "3 uploads". */
+export const uploadsCount = (n: number) => `${n} upload${n === 1 ? "" : "s"}`
+
 /** The remote's totals for the summary: zeros without a remote, so scripts read one shape. */
 const remoteTotals = (stats: RemoteCache.Stats | undefined) => ({
   remoteCacheHits: stats?.remoteCacheHits ?? 0,
@@ -265,7 +268,11 @@ const runLoaded = (
         wallMs: report.wallMs,
         ...remoteTotals(remote?.stats)
       }
-      fs.writeFileSync(o.summary.value, JSON.stringify(summary, null, 2) + "\n")
+      // `-` is stdout, as for most tools that write a file (a file named `-` is `./-`).
+      const text = JSON.stringify(summary, null, 2) + "\n"
+      if (o.summary.value === "-") {
+        process.stdout.write(text)
+      } else fs.writeFileSync(o.summary.value, text)
     }
     if (Option.isSome(o.trace)) {
       fs.writeFileSync(o.trace.value, JSON.stringify(traceEvents(report)) + "\n")
@@ -336,7 +343,9 @@ const remoteEnd = (report: Engine.RunReport) =>
     }
     if (stats.pendingUploads > 0) {
       process.stderr.write(
-        `kiln: ${stats.pendingUploads} uploads to ${endpoint} are pending: the next run, or \`kiln remote flush\`, ` +
+        `kiln: ${uploadsCount(stats.pendingUploads)} to ${endpoint} ${
+          stats.pendingUploads === 1 ? "is" : "are"
+        } pending: the next run, or \`kiln remote flush\`, ` +
           "takes them up\n"
       )
     }
