@@ -190,3 +190,37 @@ describe("the command line's errors, in kiln's words", () => {
       assert.deepStrictEqual(summary.processes.map((p) => p.name).sort(), ["a", "b", "c"])
     }))
 })
+
+describe("a missing literal input", () => {
+  it.scoped("is a config error before anything runs: exit 2, every one named; a dep's output is not missing", () =>
+    Effect.gen(function*() {
+      const { kiln, ws } = yield* workspace
+      const PATH = "/usr/bin:/bin"
+      fs.writeFileSync(path.join(ws, "here.txt"), "here")
+      fs.writeFileSync(
+        path.join(ws, "kiln.json"),
+        JSON.stringify({
+          processes: {
+            first: { argv: ["/bin/sh", "-c", "echo ran > first.txt"], outputs: ["first.txt"], env: { PATH } },
+            gen: { argv: ["/bin/sh", "-c", "mkdir -p gen && echo g > gen/g.txt"], outputs: ["gen/"], env: { PATH } },
+            use: {
+              argv: ["/bin/sh", "-c", "cat here.txt gen/g.txt > use.txt"],
+              inputs: ["here.txt", "confg.json", "gen/g.txt", "tools/"],
+              deps: ["gen", "first"],
+              outputs: ["use.txt"],
+              env: { PATH }
+            }
+          }
+        })
+      )
+      const r = yield* kiln(["run"])
+      assert.strictEqual(r.code, 2, r.stderr)
+      assert.deepStrictEqual(r.stderr.split("\n").filter((l) => l !== ""), [
+        "kiln: kiln.json: processes.use.inputs[1]: \"confg.json\" does not exist in the workspace (an input that names " +
+        "a path must be there before the run)",
+        "kiln: kiln.json: processes.use.inputs[3]: \"tools/\" does not exist in the workspace (an input that names a " +
+        "path must be there before the run)"
+      ])
+      assert.isFalse(fs.existsSync(path.join(ws, "first.txt")), "nothing ran")
+    }))
+})

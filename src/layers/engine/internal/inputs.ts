@@ -9,7 +9,13 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { type Config, InvalidConfig, type ProcessConfig } from "../../../domain/Config.js"
+import {
+  type Config,
+  type ConfigProblem,
+  InvalidConfig,
+  invalidConfig,
+  type ProcessConfig
+} from "../../../domain/Config.js"
 import * as Digest from "../../../domain/Digest.js"
 import * as DurationText from "../../../domain/DurationText.js"
 import { Process } from "../../../domain/Process.js"
@@ -279,6 +285,41 @@ const directoryPaths = (name: string, pc: ProcessConfig) => {
     })
   }
   return paths
+}
+
+/** A glob that names one path (no `*`, `?`, `[`, `{`, no `!`): the file or directory itself must be there. */
+const isLiteral = (glob: string) => !/[*?[\]{}!\\]/.test(glob)
+
+/**
+ * Refuses, before anything runs, a process whose input names a path (no glob magic) that the workspace does not have:
+ * a typo, which would otherwise fail the run halfway, after other processes ran. A path some process declares as an
+ * output is left to the run (it is made then). Every such input of the run's processes is named. Plain `lstat`s.
+ *
+ * @internal
+ */
+export const missingInputs = (
+  workspace: string,
+  config: Config,
+  names: ReadonlyArray<string>,
+  configName: string
+): InvalidConfig | undefined => {
+  // What a process makes is there once it ran (written back), not before: an input naming it is not missing.
+  const made = Object.values(config.processes).flatMap((pc) =>
+    (pc.outputs ?? []).map((out) => path.posix.join(pc.workingDirectory ?? "", out))
+  )
+  const isMade = (p: string) => made.some((out) => p === out || (out.endsWith("/") && p.startsWith(out)))
+  const problems: Array<ConfigProblem> = []
+  for (const name of names) {
+    for (const [i, glob] of (config.processes[name]!.inputs ?? []).entries()) {
+      if (!isLiteral(glob) || isMade(path.posix.normalize(glob))) continue
+      if (fs.lstatSync(path.join(workspace, glob), { throwIfNoEntry: false }) !== undefined) continue
+      problems.push({
+        path: `processes.${name}.inputs[${i}]`,
+        detail: `"${glob}" does not exist in the workspace (an input that names a path must be there before the run)`
+      })
+    }
+  }
+  return problems.length === 0 ? undefined : invalidConfig(configName, problems)
 }
 
 const throughSymlink = (
