@@ -224,3 +224,37 @@ describe("a missing literal input", () => {
       assert.isFalse(fs.existsSync(path.join(ws, "first.txt")), "nothing ran")
     }))
 })
+
+describe("help and completions", () => {
+  it.scoped("ls, explain and remote have help written as kiln --help is: grouped, one line per option", () =>
+    Effect.gen(function*() {
+      const { kiln, ws } = yield* workspace
+      for (const args of [["ls"], ["explain"], ["remote", "status"], ["remote", "flush"], ["run"]]) {
+        const r = yield* kiln([...args, "--help"], ws)
+        assert.strictEqual(r.code, 0, r.stderr)
+        const lines = r.stdout.split("\n")
+        assert.strictEqual(lines[0]!.startsWith(`kiln ${args.join(" ")}: `), true, lines[0])
+        assert.isBelow(lines.length, 60, args.join(" "))
+        assert.include(r.stdout, "\nUsage: kiln ")
+        // One line an option: every line under a heading is `  --flag …  description`.
+        const options = lines.filter((l) => l.startsWith("  "))
+        assert.isAbove(options.length, 0)
+        for (const l of options) assert.match(l, /^ {2}--[a-z-]+( \S+)? {2,}\S/)
+      }
+    }))
+
+  it.scoped("kiln --completions bash prints a script that completes kiln's commands", () =>
+    Effect.gen(function*() {
+      const { kiln, ws, root } = yield* workspace
+      const r = yield* kiln(["--completions", "bash"], ws)
+      assert.strictEqual(r.code, 0, r.stderr)
+      fs.writeFileSync(path.join(root, "kiln.bash"), r.stdout)
+      const { spawnSync } = yield* Effect.promise(() => import("node:child_process"))
+      const completed = spawnSync("bash", [
+        "-c",
+        `source ${path.join(root, "kiln.bash")}; COMP_WORDS=(kiln exp); COMP_CWORD=1; ` +
+        "_kiln_bash_completions kiln; echo \"${COMPREPLY[@]}\""
+      ], { encoding: "utf8" })
+      assert.strictEqual(completed.stdout.trim(), "explain", completed.stderr)
+    }))
+})
