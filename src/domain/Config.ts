@@ -44,6 +44,10 @@ export const ProcessConfig = Schema.Struct({
   inputs: Schema.optional(Schema.Array(Schema.String)).annotations({
     description: "globs relative to the workspace root; a leading `!` excludes"
   }),
+  optionalInputs: Schema.optional(Schema.Array(Schema.String)).annotations({
+    description: "more inputs, globs or paths relative to the workspace root, that may match nothing (an input must " +
+      "match something, and one that names a path must be there before the run)"
+  }),
   deps: Schema.optional(Schema.Array(Schema.String)).annotations({
     description: "processes whose outputs are laid into this one's input tree at their workspace paths"
   }),
@@ -87,7 +91,13 @@ export const ProcessConfig = Schema.Struct({
  */
 export type ProcessConfig = typeof ProcessConfig.Type
 
-const { argv: _argv, workingDirectory: _workingDirectory, ...sharedProcessFields } = ProcessConfig.fields
+// A task's optionalInputs would be relative to each package, which task expansion does not rebase (yet).
+const {
+  argv: _argv,
+  optionalInputs: _optionalInputs,
+  workingDirectory: _workingDirectory,
+  ...sharedProcessFields
+} = ProcessConfig.fields
 
 /**
  * A task: what every workspace package with a script of the task's name runs (see `layers/tasks/Tasks.ts`). Its
@@ -381,7 +391,7 @@ export const isPlainConfig = (json: unknown): json is Config => {
     if (!isObject(pc)) return false
     for (const k of Object.keys(pc)) if (!PROCESS_FIELDS.has(k)) return false
     if (!isStrings(pc.argv) || (pc.argv as Array<string>).length === 0) return false
-    for (const k of ["deps", "outputs", "writableInputs"] as const) {
+    for (const k of ["deps", "outputs", "writableInputs", "optionalInputs"] as const) {
       if (pc[k] !== undefined && !isStrings(pc[k])) return false
     }
     if (!isPlainCommon(pc)) return false

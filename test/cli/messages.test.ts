@@ -217,9 +217,9 @@ describe("a missing literal input", () => {
       assert.strictEqual(r.code, 2, r.stderr)
       assert.deepStrictEqual(r.stderr.split("\n").filter((l) => l !== ""), [
         "kiln: kiln.json: processes.use.inputs[1]: \"confg.json\" does not exist in the workspace (an input that names " +
-        "a path must be there before the run)",
+        "a path must be there before the run; one that may be absent goes in optionalInputs)",
         "kiln: kiln.json: processes.use.inputs[3]: \"tools/\" does not exist in the workspace (an input that names a " +
-        "path must be there before the run)"
+        "path must be there before the run; one that may be absent goes in optionalInputs)"
       ])
       assert.isFalse(fs.existsSync(path.join(ws, "first.txt")), "nothing ran")
     }))
@@ -256,5 +256,48 @@ describe("help and completions", () => {
         "_kiln_bash_completions kiln; echo \"${COMPREPLY[@]}\""
       ], { encoding: "utf8" })
       assert.strictEqual(completed.stdout.trim(), "explain", completed.stderr)
+    }))
+})
+
+describe("optionalInputs", () => {
+  it.scoped("may be absent; once there, they are inputs: the process runs again, and the no-op check does not answer", () =>
+    Effect.gen(function*() {
+      const { kiln, ws } = yield* workspace
+      const PATH = "/usr/bin:/bin"
+      fs.writeFileSync(
+        path.join(ws, "kiln.json"),
+        JSON.stringify({
+          processes: {
+            read: {
+              argv: ["/bin/sh", "-c", "cat local.env 2>/dev/null > got.txt; true"],
+              optionalInputs: ["local.env", "extra/**"],
+              outputs: ["got.txt"],
+              env: { PATH }
+            }
+          }
+        })
+      )
+      const first = yield* kiln(["run"])
+      assert.strictEqual(first.code, 0, first.stderr)
+      assert.strictEqual(fs.readFileSync(path.join(ws, "got.txt"), "utf8"), "")
+      fs.writeFileSync(path.join(ws, "local.env"), "A=1\n")
+      const second = yield* kiln(["run"], ws, { KILN_NOOP_DEBUG: "1" })
+      assert.strictEqual(second.code, 0, second.stderr)
+      assert.notInclude(second.stderr, "nothing changed")
+      assert.strictEqual(fs.readFileSync(path.join(ws, "got.txt"), "utf8"), "A=1\n")
+      const third = yield* kiln(["run"], ws, { KILN_NOOP_DEBUG: "1" })
+      assert.include(third.stderr, "kiln: no-op check: nothing changed")
+    }))
+
+  it.scoped("a path outside the workspace is refused as an input's is", () =>
+    Effect.gen(function*() {
+      const { kiln, ws } = yield* workspace
+      fs.writeFileSync(
+        path.join(ws, "kiln.json"),
+        JSON.stringify({ processes: { a: { argv: ["/bin/true"], optionalInputs: ["../x"] } } })
+      )
+      const r = yield* kiln(["run"])
+      assert.strictEqual(r.code, 2)
+      assert.match(r.stderr, /^kiln: kiln\.json:1:\d+: processes\.a\.optionalInputs\[0\]: invalid glob "\.\.\/x"/)
     }))
 })

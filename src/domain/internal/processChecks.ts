@@ -81,6 +81,14 @@ export function* refusedIn(config: Config, name: string): Generator<Refused> {
       }
     }
   }
+  for (const [i, input] of (pc.optionalInputs ?? []).entries()) {
+    if (!staysInside(input.replace(/^!/, ""))) {
+      yield {
+        at: ["optionalInputs", i],
+        detail: `invalid glob ${quoted(input)}: globs are relative to the workspace and stay inside it`
+      }
+    }
+  }
   for (const [i, writable] of (pc.writableInputs ?? []).entries()) {
     if (!staysInside(writable)) {
       yield {

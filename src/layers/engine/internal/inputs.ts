@@ -35,6 +35,10 @@ import { depOutputs, type OwnInputs, type RunState } from "./runState.js"
 export const segments = (p: string | undefined): Array<string> =>
   (p ?? "").split("/").filter((s) => s !== "" && s !== ".")
 
+/** The globs a process's inputs are taken by: its inputs, then those that may match nothing (`optionalInputs`). */
+const globsOf = (pc: ProcessConfig): ReadonlyArray<string> =>
+  pc.optionalInputs === undefined ? pc.inputs ?? [] : [...(pc.inputs ?? []), ...pc.optionalInputs]
+
 /** Whether globs select anything at all (not only exclude). */
 const selects = (globs: ReadonlyArray<string>) => globs.some((g) => !g.startsWith("!"))
 
@@ -48,7 +52,7 @@ export const snapshotOwn = (
   configName: string
 ): Effect.Effect<OwnInputs, InvalidConfig | StoreError | Digest.MissingDigest> =>
   Effect.gen(function*() {
-    const globs = pc.inputs ?? []
+    const globs = globsOf(pc)
     if (!selects(globs)) return { digest: Digest.empty, files: {} }
     const [taken] = yield* store.snapshotMany(workspace, [{ globs }], session)
     const snapshot = yield* taken!
@@ -66,7 +70,7 @@ const observeOwn = (state: RunState, name: string): Effect.Effect<
 > =>
   Effect.gen(function*() {
     const pc = state.config.processes[name]!
-    const globs = pc.inputs ?? []
+    const globs = globsOf(pc)
     if (!selects(globs)) return { own: { digest: Digest.empty, files: {} }, seen: [], wholes: [] }
     const [taken] = yield* state.store.snapshotMany(state.workspace, [{ globs, observe: true }], state.session)
     const snapshot = yield* taken!
@@ -236,8 +240,8 @@ export const ownOf = (state: RunState, name: string) =>
 export const ownOfMany = (state: RunState, names: ReadonlyArray<string>) =>
   Effect.suspend(() => {
     const { config, store } = state
-    const todo = names.filter((n) => !state.owned.has(n) && selects(config.processes[n]!.inputs ?? []))
-    const requests = todo.map((n) => ({ globs: config.processes[n]!.inputs ?? [], observe: true }))
+    const todo = names.filter((n) => !state.owned.has(n) && selects(globsOf(config.processes[n]!)))
+    const requests = todo.map((n) => ({ globs: globsOf(config.processes[n]!), observe: true }))
     return store.snapshotMany(state.workspace, requests, state.session).pipe(
       Effect.flatMap((snapshots) =>
         Effect.forEach(todo, (name, i) => {
@@ -315,7 +319,8 @@ export const missingInputs = (
       if (fs.lstatSync(path.join(workspace, glob), { throwIfNoEntry: false }) !== undefined) continue
       problems.push({
         path: `processes.${name}.inputs[${i}]`,
-        detail: `"${glob}" does not exist in the workspace (an input that names a path must be there before the run)`
+        detail: `"${glob}" does not exist in the workspace (an input that names a path must be there before the run; ` +
+          "one that may be absent goes in optionalInputs)"
       })
     }
   }
@@ -443,7 +448,8 @@ export const remake = (state: RunState, name: string, missing: Digest.Digest) =>
 export const restoreOwn = (state: RunState, name: string, missing: Digest.Digest) =>
   Effect.gen(function*() {
     const own = state.owned.get(name)
-    const globs = state.config.processes[name]?.inputs ?? []
+    const pc = state.config.processes[name]
+    const globs = pc === undefined ? [] : globsOf(pc)
     if (own === undefined || !selects(globs)) return false
     const [taken] = yield* state.store.snapshotMany(state.workspace, [{ globs }], state.session)
     const snapshot = yield* taken!
