@@ -301,3 +301,16 @@ describe("optionalInputs", () => {
       assert.match(r.stderr, /^kiln: kiln\.json:1:\d+: processes\.a\.optionalInputs\[0\]: invalid glob "\.\.\/x"/)
     }))
 })
+
+describe("an unknown process on the command line", () => {
+  it.scoped("suggests the nearest name", () =>
+    Effect.gen(function*() {
+      const { kiln, ws } = yield* workspace
+      fs.writeFileSync(path.join(ws, "kiln.json"), JSONC)
+      for (const args of [["run", "gne"], ["explain", "gne"]]) {
+        const r = yield* kiln(args)
+        assert.strictEqual(r.code, 2, r.stderr)
+        assert.strictEqual(r.stderr, "kiln: kiln.json: unknown process \"gne\": did you mean \"gen\"?\n")
+      }
+    }))
+})

@@ -11,6 +11,7 @@ import * as JSONSchema from "effect/JSONSchema"
 import * as Option from "effect/Option"
 import * as path from "node:path"
 import { ConfigFile, InvalidConfig } from "../../domain/Config.js"
+import { didYouMean } from "../../domain/DidYouMean.js"
 import * as Engine from "../../layers/engine/Engine.js"
 import { cliOptions, storeOptions } from "../common/cliOptions.js"
 import { toStoreOptions } from "../common/storeSettings.js"
@@ -44,7 +45,7 @@ export const explainProcess = (o: { readonly name: string; readonly config: stri
         return yield* new InvalidConfig({
           file: path.basename(configFile),
           path: "",
-          detail: `unknown process "${o.name}"`
+          detail: `unknown process "${o.name}"${didYouMean(o.name, Object.keys(config.processes))}`
         })
       }
       return config

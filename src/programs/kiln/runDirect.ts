@@ -12,6 +12,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { InvalidConfig, isPlainConfig, parse as parseConfig } from "../../domain/Config.js"
 import type { Config } from "../../domain/Config.js"
+import { didYouMean } from "../../domain/DidYouMean.js"
 import * as GraphOrder from "../../domain/GraphOrder.js"
 import * as ResolvedConfig from "../../domain/ResolvedConfig.js"
 import * as Engine from "../../layers/engine/Engine.js"
@@ -211,7 +212,7 @@ const runLoaded = (
         return yield* new InvalidConfig({
           file: path.basename(configFile),
           path: "",
-          detail: `unknown process "${name}"`
+          detail: `unknown process "${name}"${didYouMean(name, Object.keys(config.processes))}`
         })
       }
     }
