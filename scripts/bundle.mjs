@@ -17,6 +17,10 @@ import { unusedProtoLoader, vendorLibraryDependencies } from "./vendor.mjs"
 // The library's build (tsc's dist/) with the two dependencies it uses a small part of vendored (see vendor.mjs).
 await vendorLibraryDependencies()
 
+// jsonc-parser's main is a UMD build whose own requires esbuild cannot follow (the bundle would require
+// `./impl/format` at run time); its ES module build bundles, and tree-shakes to the parser kiln uses.
+const alias = { "jsonc-parser": "jsonc-parser/lib/esm/main.js" }
+
 const sharedBuiltinNamespaces = {
   // Each `import * as fs from "node:fs"` became its own `__toESM(require("node:fs"))`: a fresh namespace object
   // with a getter defined for every export (fs has ~100), made again in each of the 70-odd modules that import a
@@ -44,6 +48,7 @@ await build({
   format: "cjs",
   target: "node20",
   external: ["lmdb"],
+  alias,
   // Two packages the bundle carries but never runs, replaced by empty modules: fast-check (with pure-rand), which
   // effect's Schema imports for arbitraries, and ws, which @effect/platform-node imports for WebSockets (kiln's
   // sockets are Unix sockets through `net`). Evaluating them cost about 4 ms of every start (`kiln --version`, CPU
@@ -98,6 +103,7 @@ const loader = await build({
   target: "node20",
   minify: process.env.KILN_NO_MINIFY !== "1",
   banner: { js: "#!/usr/bin/env node" },
+  alias,
   // The loader's own modules import fs and path too (the no-op check: 2-3 ms of a no-op's start).
   plugins: [sharedBuiltinNamespaces],
   // Its `import.meta.url` is for the library's (ESM) build of the file; this one knows `__dirname`.
@@ -108,7 +114,10 @@ const loader = await build({
 // The loader runs the no-op check before anything else loads: a module of src/ it reaches that imports Effect (or any
 // package) would put it into every run's start-up. The build fails instead, naming what came in.
 const loaderForeign = Object.entries(loader.metafile.outputs["dist/cli.cjs"].inputs)
-  .filter(([file, { bytesInOutput }]) => bytesInOutput > 0 && file.includes("node_modules/"))
+  // jsonc-parser is the one package it may load: the check reads kiln.json as JSONC (a few kB, no dependencies).
+  .filter(([file, { bytesInOutput }]) =>
+    bytesInOutput > 0 && file.includes("node_modules/") && !file.includes("node_modules/jsonc-parser/")
+  )
   .map(([file]) => file)
 if (loaderForeign.length > 0) {
   throw new Error(`bundle: dist/cli.cjs (the loader) would load packages: ${loaderForeign.slice(0, 5).join(", ")}`)

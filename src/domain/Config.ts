@@ -4,19 +4,24 @@
  * @since 0.1.0
  */
 import * as Either from "effect/Either"
-import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+import * as ConfigText from "./ConfigText.js"
 import * as DurationText from "./DurationText.js"
-import { conflictIn } from "./internal/declarations.js"
+import { Expected, type Found, problemsOf } from "./internal/configIssues.js"
+import { conflictIn, findCycle } from "./internal/declarations.js"
 import { escapeControls, pathText, quoted } from "./internal/fieldText.js"
+import { refusedIn } from "./internal/processChecks.js"
 import { CachePolicy } from "./Process.js"
-import { entryOf, hostPathProblem, needsResolving } from "./ResolvedConfig.js"
+import { needsResolving } from "./ResolvedConfig.js"
 
 const Duration = Schema.String.pipe(
   Schema.filter((s) =>
     Either.isRight(DurationText.parse(s)) || `invalid duration ${quoted(s)}: expected e.g. "90s" or "5m"`
   ),
-  Schema.annotations({ description: "a duration: a number and a unit (ms, s, m, h), e.g. \"90s\"" })
+  Schema.annotations({
+    description: "a duration: a number and a unit (ms, s, m, h), e.g. \"90s\"",
+    [Expected]: "a duration such as \"60s\""
+  })
 )
 
 const PassEnv = Schema.Array(Schema.String).annotations({
@@ -59,6 +64,10 @@ export const ProcessConfig = Schema.Struct({
   ).annotations({ description: "the command and its arguments" }),
   inputs: Schema.optional(Schema.Array(Schema.String)).annotations({
     description: "globs relative to the workspace root; a leading `!` excludes"
+  }),
+  optionalInputs: Schema.optional(Schema.Array(Schema.String)).annotations({
+    description: "more inputs, globs or paths relative to the workspace root, that may match nothing (an input must " +
+      "match something, and one that names a path must be there before the run)"
   }),
   deps: Schema.optional(Schema.Array(Schema.String)).annotations({
     description: "processes whose outputs are laid into this one's input tree at their workspace paths"
@@ -106,7 +115,13 @@ export const ProcessConfig = Schema.Struct({
  */
 export type ProcessConfig = typeof ProcessConfig.Type
 
-const { argv: _argv, workingDirectory: _workingDirectory, ...sharedProcessFields } = ProcessConfig.fields
+// A task's optionalInputs would be relative to each package, which task expansion does not rebase (yet).
+const {
+  argv: _argv,
+  optionalInputs: _optionalInputs,
+  workingDirectory: _workingDirectory,
+  ...sharedProcessFields
+} = ProcessConfig.fields
 
 /**
  * A task: what every workspace package with a script of the task's name runs (see `layers/tasks/Tasks.ts`). Its
@@ -259,8 +274,61 @@ export const ConfigFile = Schema.Struct({ ...configFields, processes: Schema.opt
  */
 export type Config = typeof Config.Type
 
+const LocationSchema = Schema.Struct({ line: Schema.Number, column: Schema.Number, text: Schema.String })
+
 /**
- * A configuration error: one line naming the file, the field and what is wrong. Exit code 2.
+ * One error of a config file: the field (its JSON path), what is wrong, and where the file has it.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const ConfigProblem = Schema.Struct({
+  path: Schema.String,
+  detail: Schema.String,
+  location: Schema.optional(LocationSchema)
+})
+
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export type ConfigProblem = typeof ConfigProblem.Type
+
+/** How wide a quoted line may be: a config written on one line (a generated one) is shown around the error. */
+const QUOTE_WIDTH = 100
+
+/** The line of the file an error is at, and a caret under its column: two lines, escaped. */
+const quotedLine = (location: typeof LocationSchema.Type): string => {
+  // A tab would put the caret under another character; a control character is escaped, as every quoted value is.
+  let text = location.text.replace(/\t/g, " ")
+  let column = location.column - 1
+  if (text.length > QUOTE_WIDTH) {
+    const from = Math.max(0, column - QUOTE_WIDTH / 2)
+    const cut = text.slice(from, from + QUOTE_WIDTH)
+    text = `${from > 0 ? "…" : ""}${cut}${from + QUOTE_WIDTH < location.text.length ? "…" : ""}`
+    column = column - from + (from > 0 ? 1 : 0)
+  }
+  const caretAt = escapeControls(text.slice(0, column)).length
+  return `  ${escapeControls(text)}\n  ${" ".repeat(caretAt)}^`
+}
+
+/** A problem as its lines say it: `file:LINE:COL: path: detail`, then the line and a caret when it is located. */
+const problemText = (file: string, problem: ConfigProblem): string => {
+  const where = problem.location === undefined ? file : `${file}:${problem.location.line}:${problem.location.column}`
+  const head = escapeControls(
+    file === ""
+      ? problem.detail
+      : problem.path === ""
+      ? `${where}: ${problem.detail}`
+      : `${where}: ${problem.path}: ${problem.detail}`
+  )
+  return problem.location === undefined ? head : `${head}\n${quotedLine(problem.location)}`
+}
+
+/**
+ * A configuration error: a line naming the file (with the line and column when known), the field and what is
+ * wrong, the file's line with a caret under the place; and every further error of the file (`more`), each the same
+ * way. Exit code 2.
  *
  * @since 0.1.0
  * @category errors
@@ -268,17 +336,48 @@ export type Config = typeof Config.Type
 export class InvalidConfig extends Schema.TaggedError<InvalidConfig>("kiln/InvalidConfig")("InvalidConfig", {
   file: Schema.String,
   path: Schema.String,
-  detail: Schema.String
+  detail: Schema.String,
+  location: Schema.optional(LocationSchema),
+  more: Schema.optional(Schema.Array(ConfigProblem))
 }) {
   override get message(): string {
-    const line = this.path === "" ? `${this.file}: ${this.detail}` : `${this.file}: ${this.path}: ${this.detail}`
-    // What the JSON parser or the schema quotes of the file (a token, a value) is escaped too: one line, no escapes.
-    return escapeControls(line)
+    // What the JSON parser or the schema quotes of the file (a token, a value) is escaped too: no escapes reach the
+    // terminal, and no line is the file's but the quoted one.
+    return [this, ...(this.more ?? [])].map((problem) => problemText(this.file, problem)).join("\n")
   }
 }
 
-const issueText = (issue: ParseResult.ArrayFormatterIssue) =>
-  issue._tag === "Unexpected" ? "unknown field" : issue._tag === "Missing" ? "is required" : issue.message
+/**
+ * An error of `file` with every problem found: the first is the error's own fields, the rest its `more`.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const invalidConfig = (file: string, problems: ReadonlyArray<ConfigProblem>): InvalidConfig => {
+  const [first, ...rest] = problems
+  return new InvalidConfig({
+    file,
+    ...(first ?? { path: "", detail: "invalid" }),
+    ...(rest.length > 0 ? { more: rest } : {})
+  })
+}
+
+/** The problems found, located in `text` when there is one (the file's, as read). */
+const invalidAt = (file: string, found: ReadonlyArray<Found>, text?: string): InvalidConfig => {
+  const problems = found.map((f): ConfigProblem => {
+    const location = text === undefined || f.at.length === 0 ? undefined : ConfigText.locate(text, f.at, f.key)
+    return { path: pathText(f.at), detail: f.detail, ...(location !== undefined ? { location } : {}) }
+  })
+  // Each once (a task's processes can have the same problem), in the file's order, as an editor's list of problems is
+  // (a stable sort: unlocated ones keep theirs).
+  const seen = new Set<string>()
+  const once = problems.filter((p) => {
+    const key = `${p.path}\u0000${p.detail}`
+    return !seen.has(key) && seen.add(key) !== undefined
+  })
+  const order = (p: ConfigProblem) => p.location === undefined ? [Infinity, 0] : [p.location.line, p.location.column]
+  return invalidConfig(file, once.sort((a, b) => order(a)[0]! - order(b)[0]! || order(a)[1]! - order(b)[1]!))
+}
 
 const isString = (u: unknown): u is string => typeof u === "string"
 const isObject = (u: unknown): u is Record<string, unknown> =>
@@ -329,7 +428,7 @@ export const isPlainConfig = (json: unknown): json is Config => {
     if (!isObject(pc)) return false
     for (const k of Object.keys(pc)) if (!PROCESS_FIELDS.has(k)) return false
     if (!isStrings(pc.argv) || (pc.argv as Array<string>).length === 0) return false
-    for (const k of ["deps", "outputs", "writableInputs"] as const) {
+    for (const k of ["deps", "outputs", "writableInputs", "optionalInputs"] as const) {
       if (pc[k] !== undefined && !isStrings(pc[k])) return false
     }
     if (!isPlainCommon(pc)) return false
@@ -354,10 +453,11 @@ export const isPlainConfig = (json: unknown): json is Config => {
  * @category parsing
  */
 export const parse = (file: string, text: string): Either.Either<Config, InvalidConfig> =>
-  Either.flatMap(
-    decode(file, text),
-    (config) => config.tasks === undefined && !needsResolving(config) ? check(file, config) : Either.right(config)
-  )
+  Either.flatMap(decode(file, text), (config) => {
+    if (config.tasks !== undefined || needsResolving(config)) return Either.right(config)
+    const found = problemsIn(config, (name) => ["processes", name])
+    return found.length === 0 ? Either.right(config) : Either.left(invalidAt(file, found, text))
+  })
 
 /**
  * The text of a config file as a config, its fields valid, the graph unchecked (see {@link check}).
@@ -366,37 +466,34 @@ export const parse = (file: string, text: string): Either.Either<Config, Invalid
  * @category parsing
  */
 export const decode = (file: string, text: string): Either.Either<Config, InvalidConfig> => {
-  let json: unknown
-  try {
-    json = JSON.parse(text)
-  } catch (e) {
-    return Either.left(new InvalidConfig({ file, path: "", detail: `not valid JSON (${(e as Error).message})` }))
+  const read = ConfigText.parse(text)
+  if ("errors" in read) {
+    return Either.left(invalidConfig(
+      file,
+      read.errors.map((e) => ({
+        path: "",
+        detail: `not valid JSON: ${e.detail}`,
+        location: ConfigText.locationAt(text, e.offset)
+      }))
+    ))
   }
+  const json = read.json
   const plain = isPlainConfig(json)
   // The schema's records drop a `__proto__` key without a word (a process, a variable gone); the fast check refuses
   // every object that has one, so only a config it did not accept needs looking through.
   const reserved = plain ? undefined : reservedKeyIn(json, [])
   if (reserved !== undefined) {
-    return Either.left(
-      new InvalidConfig({
-        file,
-        path: pathText(reserved),
-        detail: "\"__proto__\" is not a name kiln takes (JavaScript objects reserve it): rename it"
-      })
-    )
+    return Either.left(invalidAt(file, [{
+      at: reserved,
+      detail: "\"__proto__\" is not a name kiln takes (JavaScript objects reserve it): rename it",
+      key: true
+    }], text))
   }
   const decoded = plain
     ? Either.right(json as Config)
-    : Schema.decodeUnknownEither(Config, { onExcessProperty: "error", errors: "first" })(json)
+    : Schema.decodeUnknownEither(Config, { onExcessProperty: "error", errors: "all" })(json)
   if (Either.isLeft(decoded)) {
-    const [issue] = ParseResult.ArrayFormatter.formatErrorSync(decoded.left)
-    return Either.left(
-      new InvalidConfig({
-        file,
-        path: pathText(issue?.path ?? []),
-        detail: issue === undefined ? "invalid" : issueText(issue)
-      })
-    )
+    return Either.left(invalidAt(file, problemsOf(decoded.left.issue, PROCESS_FIELDS, DEFAULTS_FIELDS), text))
   }
   if (!plain && !Object.hasOwn(json as object, "processes") && !Object.hasOwn(json as object, "tasks")) {
     // `{}` would be a config of nothing to run: more likely a file that is not yet what it should be.
@@ -420,40 +517,40 @@ export const check = (
   config: Config,
   declaredAt: (name: string) => ReadonlyArray<PropertyKey> = (name) => ["processes", name]
 ): Either.Either<Config, InvalidConfig> => {
+  const found = problemsIn(config, declaredAt)
+  return found.length === 0 ? Either.right(config) : Either.left(invalidAt(file, found))
+}
+
+/** Every problem {@link check} finds: each process's names and fields, then a cycle (only when there is none else). */
+const problemsIn = (config: Config, declaredAt: (name: string) => ReadonlyArray<PropertyKey>): Array<Found> => {
+  const found: Array<Found> = []
   for (const name of Object.keys(config.processes)) {
     const badName = nameProblem(name)
     if (badName !== undefined) {
-      return Either.left(
-        new InvalidConfig({ file, path: pathText(declaredAt(name)), detail: `is not a process name: ${badName}` })
-      )
+      found.push({ at: declaredAt(name), detail: `is not a process name: ${badName}`, key: true })
     }
   }
   for (const name of Object.keys(config.processes)) {
-    const refused = refusedIn(config, name)
-    if (refused !== undefined) {
-      return Either.left(
-        new InvalidConfig({ file, path: pathText([...declaredAt(name), ...refused.at]), detail: refused.detail })
-      )
+    const at = declaredAt(name)
+    for (const refused of refusedIn(config, name)) {
+      found.push({ at: [...at, ...refused.at], detail: refused.detail })
+      // A task's processes have fields the task does not write (the exclusions of other packages' outputs, made from
+      // its outputs): the first problem is the task's own, the rest would follow from it.
+      if (at[0] === "tasks") break
     }
   }
-  const cycle = findCycle(config)
+  if (found.length > 0) return found
+  const cycle = findCycle(config.processes)
   if (cycle !== undefined) {
     const at = cycle.some((name) => declaredAt(name)[0] === "tasks") ? "tasks" : "processes"
-    return Either.left(
-      new InvalidConfig({ file, path: at, detail: `dependency cycle: ${cycle.join(" -> ")}` })
-    )
+    found.push({ at: [at], detail: `dependency cycle: ${cycle.join(" -> ")}`, key: true })
   }
+  if (found.length > 0) return found
   const conflict = conflictIn(config.processes)
   if (conflict !== undefined) {
-    return Either.left(
-      new InvalidConfig({
-        file,
-        path: pathText([...declaredAt(conflict.name), ...conflict.at]),
-        detail: conflict.detail
-      })
-    )
+    found.push({ at: [...declaredAt(conflict.name), ...conflict.at], detail: conflict.detail })
   }
-  return Either.right(config)
+  return found
 }
 
 /** The path of the first own `__proto__` key in `json`'s objects, if any. */
@@ -478,122 +575,5 @@ const nameProblem = (name: string): string | undefined => {
   }
   // " a" would print as "a": two processes that look like one.
   if (/^\s|\s$/.test(name)) return "it begins or ends with whitespace"
-  return undefined
-}
-
-/** Why a field of a process is refused: where in the process, and what is wrong. */
-interface Refused {
-  readonly at: ReadonlyArray<PropertyKey>
-  readonly detail: string
-}
-
-/** No path, argument or variable can hold a NUL: the C strings `execve` and every path call take end at it. */
-const NUL = "\u0000"
-
-/** A relative path that stays where it is relative to: not empty, not absolute, no `..` and no NUL. */
-const staysInside = (p: string) => p !== "" && !p.startsWith("/") && !p.split("/").includes("..") && !p.includes(NUL)
-
-/** `.`, `./`, `a/..`-free spellings of the directory itself, which no file or symlink can stand in for. */
-const isItself = (p: string) => p.split("/").every((s) => s === "" || s === ".")
-
-/**
- * What the schema cannot say about a process: deps that name no process (an own key: `toString` is not one), paths
- * that leave the sandbox or the workspace, NUL bytes, variable names that are not names. Each is refused before
- * anything runs, rather than found by the spawner, the sandbox or the process.
- */
-const refusedIn = (config: Config, name: string): Refused | undefined => {
-  const pc = config.processes[name]!
-  for (const [i, dep] of (pc.deps ?? []).entries()) {
-    if (!Object.hasOwn(config.processes, dep)) return { at: ["deps", i], detail: `unknown process ${quoted(dep)}` }
-  }
-  for (const [i, arg] of pc.argv.entries()) {
-    if (arg.includes(NUL)) return { at: ["argv", i], detail: "holds a NUL byte, which no argument can" }
-  }
-  for (const [k, v] of Object.entries(pc.env ?? {})) {
-    if (k === "" || k.includes("=") || k.includes(NUL)) {
-      return {
-        at: ["env", k],
-        detail: `${quoted(k)} is not a variable name: it must be non-empty, without = or NUL`
-      }
-    }
-    if (v.includes(NUL)) return { at: ["env", k], detail: "holds a NUL byte, which no variable's value can" }
-  }
-  for (const [i, entry] of (pc.passThroughEnv ?? []).entries()) {
-    const { fallback, name } = entryOf(entry)
-    if (name === "" || name.includes(NUL) || fallback?.includes(NUL)) {
-      return { at: ["passThroughEnv", i], detail: `${quoted(entry)} is not a variable name (NAME or NAME=default)` }
-    }
-  }
-  const wd = pc.workingDirectory
-  if (wd !== undefined && (wd.startsWith("/") || wd.split("/").includes("..") || wd.includes(NUL))) {
-    return { at: ["workingDirectory"], detail: `${quoted(wd)} must be a relative path inside the sandbox` }
-  }
-  for (const [i, declared] of (pc.outputs ?? []).entries()) {
-    // A leading `?`: an output the process may leave unmade (see `Process.optionalOutputs`).
-    const out = declared.replace(/^\?/, "")
-    if (!staysInside(out)) {
-      return {
-        at: ["outputs", i],
-        detail: `${quoted(out)} must be a relative path inside the working directory`
-      }
-    }
-    if (isItself(out) && !out.endsWith("/")) {
-      return {
-        at: ["outputs", i],
-        detail: `${quoted(out)} is the working directory itself, not a file: a directory output ends with /`
-      }
-    }
-  }
-  for (const [i, input] of (pc.inputs ?? []).entries()) {
-    if (!staysInside(input.replace(/^!/, ""))) {
-      return {
-        at: ["inputs", i],
-        detail: `invalid glob ${quoted(input)}: globs are relative to the workspace and stay inside it`
-      }
-    }
-  }
-  for (const [i, writable] of (pc.writableInputs ?? []).entries()) {
-    if (!staysInside(writable)) {
-      return {
-        at: ["writableInputs", i],
-        detail: `${quoted(writable)} must be a relative path inside the workspace`
-      }
-    }
-  }
-  for (const [i, p] of (pc.hostPaths ?? []).entries()) {
-    const bad = hostPathProblem(p)
-    if (bad !== undefined) return { at: ["hostPaths", i], detail: bad }
-  }
-  for (const [cache, at] of Object.entries(pc.namedCaches ?? {})) {
-    if (!staysInside(at) || isItself(at)) {
-      return {
-        at: ["namedCaches", cache],
-        detail: `${quoted(at)} must be a relative path inside the sandbox, below its root`
-      }
-    }
-  }
-  return undefined
-}
-
-const findCycle = (config: Config): Array<string> | undefined => {
-  const state = new Map<string, "visiting" | "done">()
-  const stack: Array<string> = []
-  const visit = (name: string): Array<string> | undefined => {
-    if (state.get(name) === "done") return undefined
-    if (state.get(name) === "visiting") return [...stack.slice(stack.indexOf(name)), name]
-    state.set(name, "visiting")
-    stack.push(name)
-    for (const dep of config.processes[name]!.deps ?? []) {
-      const found = visit(dep)
-      if (found !== undefined) return found
-    }
-    stack.pop()
-    state.set(name, "done")
-    return undefined
-  }
-  for (const name of Object.keys(config.processes).sort()) {
-    const found = visit(name)
-    if (found !== undefined) return found
-  }
   return undefined
 }

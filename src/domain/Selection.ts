@@ -18,7 +18,7 @@
  *
  * @since 0.1.0
  */
-import { didYouMean, hasWildcards, nearest } from "./internal/didYouMean.js"
+import { didYouMean, hasWildcards, nearest } from "./internal/nearestNames.js"
 
 /**
  * The process graph a selection is made in: the names in kiln.json's order, and each one's deps.

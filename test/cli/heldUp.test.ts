@@ -84,7 +84,14 @@ describe("a kiln.json that names a path outside the workspace is refused before 
         const r = dirs.run()
         assert.isNull(r.signal, r.stderr)
         assert.strictEqual(r.status, 2, r.stderr)
-        assert.strictEqual(r.stderr, `kiln: kiln.json: processes.p.${at(dirs.root, message)}\n`)
+        // The headline, then the file's line and a caret (indented): the field's line and column taken out to compare.
+        const [head, ...quoted] = r.stderr.trimEnd().split("\n")
+        assert.strictEqual(
+          head!.replace(/^kiln: kiln\.json:\d+:\d+: /, "kiln: kiln.json: "),
+          `kiln: kiln.json: processes.p.${at(dirs.root, message)}`
+        )
+        assert.strictEqual(quoted.length, 2, r.stderr)
+        for (const line of quoted) assert.match(line, /^ {2}/)
         assert.deepStrictEqual(fs.readdirSync(dirs.root).sort(), ["ws"], "nothing made beside the workspace")
         assert.deepStrictEqual(fs.readdirSync(dirs.ws).sort(), ["a", "a.txt", "kiln.json"])
       }))

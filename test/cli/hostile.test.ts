@@ -130,7 +130,7 @@ describe("bad input", () => {
       const dirs = yield* setup({ processes: { a: { ...writes("a.txt", "a"), outputs: ["a.txt"] } } })
       assert.strictEqual((yield* run(dirs)).code, 0)
       fs.writeFileSync(path.join(dirs.ws, "kiln.json"), "{ \"processes\": { \"a\": ")
-      failsWith(yield* run(dirs), 2, /^kiln: kiln\.json: not valid JSON \(.+\)$/)
+      failsWith(yield* run(dirs), 2, /^kiln: kiln\.json:1:\d+: not valid JSON: expected a value$/)
       yield* checkClean(dirs)
     }))
 

@@ -55,11 +55,15 @@ const runWith = (
     }))
   })
 
-/** Exit 2 by itself, and exactly one line on stderr: `line`. */
-const refusedWith = (r: Result, line: string) => {
+/**
+ * Exit 2 by itself, and exactly `lines` on stderr (every error of the file, each once its `:LINE:COL` is taken out),
+ * but for the file's line each quotes and the caret under the place (indented).
+ */
+const refusedWith = (r: Result, ...lines: ReadonlyArray<string>) => {
   assert.isNull(r.signal, r.stderr)
   assert.strictEqual(r.code, 2, r.stderr)
-  assert.deepStrictEqual(r.stderr.split("\n").filter((l) => l !== ""), [line])
+  const own = r.stderr.split("\n").filter((l) => l !== "" && !l.startsWith("  "))
+  assert.deepStrictEqual(own.map((l) => l.replace(/^kiln: kiln\.json:\d+:\d+: /, "kiln: kiln.json: ")), lines)
 }
 
 const process_ = (fields: Record<string, unknown>) => ({
@@ -99,7 +103,9 @@ describe("kiln run, hostile kiln.json", () => {
         )
         refusedWith(
           yield* runWith({ processes: { p: process_({ writableInputs: ["../../etc", "/etc/passwd"] }) } }),
-          "kiln: kiln.json: processes.p.writableInputs[0]: \"../../etc\" must be a relative path inside the workspace"
+          "kiln: kiln.json: processes.p.writableInputs[0]: \"../../etc\" must be a relative path inside the workspace",
+          // Every error of the file in one run.
+          "kiln: kiln.json: processes.p.writableInputs[1]: \"/etc/passwd\" must be a relative path inside the workspace"
         )
         refusedWith(
           yield* runWith({ processes: { p: process_({ namedCaches: { c: "/tmp/x" } }) } }),

@@ -2,8 +2,8 @@
  * Process names that would print what kiln did not say (red team V9): a name holding ESC, BEL, a newline or any other
  * C0 control, DEL or a C1 control reaches the terminal in the status line, `✓ name` and the tally, where it redraws
  * the screen or forges a kiln line ("kiln: 0 processes failed"). Such a name, and a dep naming one, is refused by
- * `Config.parse` as one line naming the process (escaped, so the error line is itself safe) and the field; the CLI
- * exits 2 and prints that line and nothing else. So are an empty name and one with leading or trailing whitespace,
+ * `Config.parse` as one line naming the process (escaped, so the error line is itself safe) and the field, then the
+ * file's line (escaped too) and a caret; the CLI exits 2 and prints that and nothing else. So are an empty name and one with leading or trailing whitespace,
  * which would print as another process's.
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -21,15 +21,20 @@ const ok = { argv: ["/bin/sh", "-c", "echo ok > o.txt"], outputs: ["o.txt"], env
 /** The text of a config whose processes are `processes`. */
 const configOf = (processes: Record<string, unknown>) => JSON.stringify({ processes })
 
-/** Config.parse's one-line refusal of `text`, or a failure when it was accepted. */
+/** No control character at all in what kiln would print: only their escapes. */
+const printable = (line: string) => assert.notMatch(line, /[\u0000-\u001f\u007f-\u009f]/, JSON.stringify(line))
+
+/**
+ * Config.parse's refusal of `text`, its first line without the `:LINE:COL` (the file's line and a caret follow it, each
+ * line printable too), or a failure when it was accepted.
+ */
 const refusal = (text: string): string => {
   const parsed = Config.parse("kiln.json", text)
   if (Either.isRight(parsed)) return assert.fail(`accepted: ${text}`)
-  return parsed.left.message
+  const lines = parsed.left.message.split("\n")
+  for (const line of lines) printable(line)
+  return lines[0]!.replace(/^kiln\.json:\d+:\d+: /, "kiln.json: ")
 }
-
-/** No control character at all in what kiln would print: only their escapes. */
-const printable = (line: string) => assert.notMatch(line, /[\u0000-\u001f\u007f-\u009f]/, JSON.stringify(line))
 
 describe("Config.parse, hostile process names", () => {
   it("a name with ESC and a newline: the process, escaped, and the character", () => {
@@ -112,12 +117,12 @@ describe("kiln run, hostile process names", () => {
           KILN_LOCK_DIR: path.join(root, "locks")
         }
       })
-      printable(r.stderr.replace(/\n$/, ""))
+      for (const line of r.stderr.replace(/\n$/, "").split("\n")) printable(line)
       printable(r.stdout)
       failsWith(
         r,
         2,
-        /^kiln: kiln\.json: processes\["x\\u001b\[2J\\nkiln: 0 processes failed"\]: is not a process name/
+        /^kiln: kiln\.json:1:\d+: processes\["x\\u001b\[2J\\nkiln: 0 processes failed"\]: is not a process name/
       )
       assert.isFalse(fs.existsSync(path.join(ws, "o.txt")))
     }))

@@ -410,7 +410,7 @@ describe("kiln run: configuration errors (exit 2, one line)", () => {
     [
       "unknown field",
       { processes: { a: { argv: ["true"], output: ["x"] } } },
-      "kiln.json: processes.a.output: unknown field"
+      "kiln.json: processes.a.output: unknown field: did you mean \"outputs\"?"
     ],
     [
       "empty argv",
@@ -425,7 +425,13 @@ describe("kiln run: configuration errors (exit 2, one line)", () => {
         fs.writeFileSync(path.join(ws, "kiln.json"), JSON.stringify(config))
         const r = kiln(["run"])
         assert.strictEqual(r.code, 2)
-        assert.strictEqual(r.stderr.trim(), `kiln: ${message}`)
+        // The line and column, then the file's line (kiln.json is one line here) and a caret under the place.
+        const [head, quoted, caret, ...rest] = r.stderr.trimEnd().split("\n")
+        assert.match(head!, /^kiln: kiln\.json:1:\d+: /)
+        assert.strictEqual(head!.replace(/^kiln: kiln\.json:1:\d+:/, "kiln: kiln.json:"), `kiln: ${message}`)
+        assert.strictEqual(quoted, `  ${JSON.stringify(config)}`.slice(0, 103).replace(/^(.{102}).$/, "$1…"))
+        assert.match(caret!, /^ {2,}\^$/)
+        assert.deepStrictEqual(rest, [])
       }))
   }
 
@@ -435,7 +441,10 @@ describe("kiln run: configuration errors (exit 2, one line)", () => {
       fs.writeFileSync(path.join(ws, "kiln.json"), "{ processes: ")
       const r = kiln(["run"])
       assert.strictEqual(r.code, 2)
-      assert.match(r.stderr.trim(), /^kiln: kiln\.json: not valid JSON \(.+\)$/)
+      assert.match(
+        r.stderr,
+        /^kiln: kiln\.json:1:3: not valid JSON: unexpected character\n {2}\{ processes: \n {4}\^\n/
+      )
     }))
 
   it.scoped("a glob that matches nothing names the process and the glob", () =>

@@ -13,12 +13,18 @@ import * as Config from "../../src/domain/Config.js"
 const oneProcess = (fields: Record<string, unknown>, others: Record<string, unknown> = {}) =>
   JSON.stringify({ processes: { p: { argv: ["/bin/true"], inputs: ["a.txt"], ...fields }, ...others } })
 
-/** The error's text, or a failure if the config was accepted. */
+/**
+ * The error's first line without its `:LINE:COL`, or a failure if the config was accepted. The message goes on with
+ * the file's line and a caret, each problem: every line of it is escaped (no control character reaches the terminal,
+ * so the file cannot forge a line of kiln's own).
+ */
 const refusal = (text: string): string => {
   const parsed = Config.parse("kiln.json", text)
   if (Either.isRight(parsed)) return assert.fail(`accepted: ${text}`)
-  assert.notInclude(parsed.left.message, "\n")
-  return parsed.left.message
+  const lines = parsed.left.message.split("\n")
+  for (const line of lines) assert.notMatch(line, /[\u0000-\u001f\u007f-\u009f]/)
+  assert.strictEqual(lines.length % 3, 0, parsed.left.message)
+  return lines[0]!.replace(/^kiln\.json:\d+:\d+: /, "kiln.json: ")
 }
 
 const refuses = (text: string, line: string) => assert.strictEqual(refusal(text), line)

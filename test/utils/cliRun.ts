@@ -51,8 +51,9 @@ export const runCli = (
 export const failsWith = (r: CliResult, code: number, line: RegExp) => {
   assert.isNull(r.signal, `killed by ${r.signal}: ${r.stderr}`)
   assert.strictEqual(r.code, code, r.stderr)
+  // A config error quotes the file's line, and a caret under the place, indented: not lines of kiln's own.
   const said = r.stderr.split("\n").filter((l) =>
-    l !== "" && !/^kiln: \d+ process(es)?: /.test(l) && !l.startsWith("✓ ")
+    l !== "" && !/^kiln: \d+ process(es)?: /.test(l) && !l.startsWith("✓ ") && !l.startsWith("  ")
   )
   assert.strictEqual(said.length, 1, `one line expected, got:\n${r.stderr}`)
   assert.match(said[0]!, line)

@@ -12,6 +12,7 @@ import * as Glob from "../Glob.js"
 /** The fields of a process these checks read. */
 export interface Declared {
   readonly inputs?: ReadonlyArray<string> | undefined
+  readonly optionalInputs?: ReadonlyArray<string> | undefined
   readonly outputs?: ReadonlyArray<string> | undefined
   readonly deps?: ReadonlyArray<string> | undefined
   readonly workingDirectory?: string | undefined
@@ -100,10 +101,14 @@ export const conflictIn = (processes: Readonly<Record<string, Declared>>): Confl
   }
   const depsOf = closures(processes)
   for (const name of names) {
-    const inputs = processes[name]!.inputs ?? []
-    const exclusions = inputs.filter((g) => g.startsWith("!")).map((g) => g.slice(1))
+    const { inputs = [], optionalInputs = [] } = processes[name]!
+    const globs = [
+      ...inputs.map((glob, i) => ({ glob, at: ["inputs", i] })),
+      ...optionalInputs.map((glob, i) => ({ glob, at: ["optionalInputs", i] }))
+    ]
+    const exclusions = globs.filter((g) => g.glob.startsWith("!")).map((g) => g.glob.slice(1))
     const deps = depsOf(name)
-    for (const [i, glob] of inputs.entries()) {
+    for (const { at, glob } of globs) {
       if (glob.startsWith("!")) continue
       for (const [owner, owned] of byOwner) {
         if (owner === name || deps.has(owner)) continue
@@ -111,13 +116,37 @@ export const conflictIn = (processes: Readonly<Record<string, Declared>>): Confl
         if (taken !== undefined) {
           return {
             name,
-            at: ["inputs", i],
+            at,
             detail: `${JSON.stringify(glob)} takes ${shown(taken)}, an output of ${JSON.stringify(owner)}: ` +
               `add ${JSON.stringify(owner)} to deps (or exclude it: "!${shown(taken)}${taken.directory ? "**" : ""}")`
           }
         }
       }
     }
+  }
+  return undefined
+}
+
+/** A dependency cycle among `processes`, as the names along it (the first again at its end), if there is one. */
+export const findCycle = (processes: Readonly<Record<string, Declared>>): Array<string> | undefined => {
+  const state = new Map<string, "visiting" | "done">()
+  const stack: Array<string> = []
+  const visit = (name: string): Array<string> | undefined => {
+    if (state.get(name) === "done") return undefined
+    if (state.get(name) === "visiting") return [...stack.slice(stack.indexOf(name)), name]
+    state.set(name, "visiting")
+    stack.push(name)
+    for (const dep of processes[name]!.deps ?? []) {
+      const found = visit(dep)
+      if (found !== undefined) return found
+    }
+    stack.pop()
+    state.set(name, "done")
+    return undefined
+  }
+  for (const name of Object.keys(processes).sort()) {
+    const found = visit(name)
+    if (found !== undefined) return found
   }
   return undefined
 }

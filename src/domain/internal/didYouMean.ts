@@ -1,82 +1,59 @@
 /**
- * "Did you mean": the candidates nearest a word a user typed, by edit distance. One helper for every message that
- * suggests a name (a process, a field, an option, a command), so that they all suggest alike. Plain code: the CLI's
- * fast paths load it before Effect.
+ * "Did you mean": the candidates nearest a word that names none (a field, a process, an option, a command), by
+ * Damerau-Levenshtein distance. Plain code without Effect: the no-op check and the direct `kiln run` reader load it.
  *
  * @internal
  */
 
-/**
- * The edit distance (insertions, deletions, substitutions, and a swap of two neighbours, each costing 1) from
- * `pattern` to `text`. With `wildcards`, a `*` in `pattern` stands for any run of characters and a `?` for any one,
- * both free: `biuld:*` is one swap away from `build:web`.
- *
- * @internal
- */
-export const editDistance = (pattern: string, text: string, wildcards = false): number => {
-  const m = pattern.length
-  const n = text.length
-  // rows[i][j]: the distance from pattern[0, i) to text[0, j).
-  const rows: Array<Array<number>> = [Array.from({ length: n + 1 }, (_, j) => j)]
-  for (let i = 1; i <= m; i++) {
-    const p = pattern[i - 1]!
-    const star = wildcards && p === "*"
-    const row: Array<number> = [star ? rows[i - 1]![0]! : i]
-    for (let j = 1; j <= n; j++) {
-      const t = text[j - 1]!
-      const above = rows[i - 1]!
-      let best: number
-      if (star) {
-        // The star takes nothing (above), or one more character (left).
-        best = Math.min(above[j]!, row[j - 1]!)
-      } else {
-        const same = p === t || (wildcards && p === "?")
-        best = Math.min(above[j]! + 1, row[j - 1]! + 1, above[j - 1]! + (same ? 0 : 1))
-        if (i > 1 && j > 1 && p === text[j - 2] && pattern[i - 2] === t) best = Math.min(best, rows[i - 2]![j - 2]! + 1)
-      }
-      row.push(best)
+/** Edits (insert, delete, substitute, swap two neighbours) from `a` to `b`, case-insensitive. */
+const distance = (a: string, b: string): number => {
+  const s = a.toLowerCase()
+  const t = b.toLowerCase()
+  const rows: Array<Array<number>> = Array.from({ length: s.length + 1 }, (_, i) => [i])
+  for (let j = 1; j <= t.length; j++) rows[0]![j] = j
+  for (let i = 1; i <= s.length; i++) {
+    for (let j = 1; j <= t.length; j++) {
+      const cost = s[i - 1] === t[j - 1] ? 0 : 1
+      let d = Math.min(rows[i - 1]![j]! + 1, rows[i]![j - 1]! + 1, rows[i - 1]![j - 1]! + cost)
+      if (i > 1 && j > 1 && s[i - 1] === t[j - 2] && s[i - 2] === t[j - 1]) d = Math.min(d, rows[i - 2]![j - 2]! + 1)
+      rows[i]![j] = d
     }
-    rows.push(row)
   }
-  return rows[m]![n]!
-}
-
-/** Whether a word holds a wildcard ({@link editDistance}'s `*` or `?`). @internal */
-export const hasWildcards = (word: string): boolean => /[*?]/.test(word)
-
-/**
- * The candidates nearest `word` (at most `limit`, in the candidates' order): those at the least distance from it, if
- * that is within a third of the word's length (at least 2 edits; wildcards in `word` match freely). None when nothing
- * is that near: a suggestion far from what was typed only misleads.
- *
- * @internal
- */
-export const nearest = (
-  word: string,
-  candidates: Iterable<string>,
-  options: { readonly limit?: number; readonly wildcards?: boolean } = {}
-): Array<string> => {
-  const wildcards = options.wildcards ?? false
-  const literal = wildcards ? word.replace(/[*?]/g, "") : word
-  const within = Math.max(2, Math.floor(literal.length / 3))
-  const scored: Array<{ readonly name: string; readonly distance: number }> = []
-  for (const name of candidates) {
-    if (name === word) continue
-    const distance = editDistance(word, name, wildcards)
-    if (distance <= within) scored.push({ name, distance })
-  }
-  const least = Math.min(...scored.map((s) => s.distance))
-  return scored.filter((s) => s.distance === least).slice(0, options.limit ?? 3).map((s) => s.name)
+  return rows[s.length]![t.length]!
 }
 
 /**
- * `did you mean "a", "b" or "c"?`, for {@link nearest}'s suggestions; "" when there are none.
+ * The candidates nearest `word`, if within a third of the longer word's length (at least one edit: `bild` →
+ * `build`), in alphabetical order, at most `max`. A candidate equal to
+ * `word` is not a suggestion.
  *
  * @internal
  */
-export const didYouMean = (suggestions: ReadonlyArray<string>): string => {
-  if (suggestions.length === 0) return ""
-  const quoted = suggestions.map((s) => JSON.stringify(s))
-  const list = quoted.length === 1 ? quoted[0]! : `${quoted.slice(0, -1).join(", ")} or ${quoted.at(-1)}`
-  return `did you mean ${list}?`
+export const nearest = (word: string, candidates: ReadonlyArray<string>, max = 3): Array<string> => {
+  const near = [...new Set(candidates)]
+    .filter((c) => c !== word)
+    .map((candidate) => ({ candidate, d: distance(word, candidate) }))
+    .filter(({ candidate, d }) =>
+      d <= Math.max(1, Math.floor(Math.max(word.length, candidate.length) / 3)) &&
+      // Not a word replaced whole: `x` is one edit from `a`, and no more like it.
+      d < Math.min(word.length, candidate.length)
+    )
+  // Only the nearest: `ouputs` is one edit from `outputs`, and two from `inputs`, which would only confuse.
+  const best = Math.min(...near.map(({ d }) => d))
+  return near.filter(({ d }) => d === best)
+    .sort((x, y) => x.candidate.localeCompare(y.candidate))
+    .slice(0, max)
+    .map(({ candidate }) => candidate)
+}
+
+/**
+ * ` (did you mean "a" or "b"?)`, or "" when nothing is near: what an error line that names an unknown word ends with.
+ *
+ * @internal
+ */
+export const didYouMean = (word: string, candidates: ReadonlyArray<string>, quote = (s: string) => `"${s}"`) => {
+  const near = nearest(word, candidates).map(quote)
+  if (near.length === 0) return ""
+  const listed = near.length === 1 ? near[0] : `${near.slice(0, -1).join(", ")} or ${near.at(-1)}`
+  return `: did you mean ${listed}?`
 }

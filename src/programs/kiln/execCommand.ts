@@ -23,7 +23,7 @@ import * as AutoGc from "./autoGc.js"
 import { sandboxOptions } from "./globalOptions.js"
 import { COMMANDS } from "./help.js"
 import { REMOTE_OPTIONS, SANDBOX_MODE_OPTION } from "./optionTable.js"
-import { UPLOAD_WAIT_MS } from "./runDirect.js"
+import { UPLOAD_WAIT_MS, uploadsCount } from "./runDirect.js"
 import * as SandboxNotice from "./sandboxNotice.js"
 import { exitOnInvalidRemote, remoteSettings } from "./settings.js"
 import { runnerStack } from "./stack.js"
@@ -139,7 +139,11 @@ export const exec = Command.make(
             if (Option.isSome(cache)) {
               const left = yield* cache.value.flush(UPLOAD_WAIT_MS)
               if (left > 0) {
-                process.stderr.write(`kiln: ${left} uploads are pending: \`kiln remote flush\` takes them up\n`)
+                process.stderr.write(
+                  `kiln: ${uploadsCount(left)} ${left === 1 ? "is" : "are"} pending: \`kiln remote flush\` takes ${
+                    left === 1 ? "it" : "them"
+                  } up\n`
+                )
               }
             }
           }).pipe(

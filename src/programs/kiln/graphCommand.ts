@@ -7,12 +7,12 @@ import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
-import * as path from "node:path"
 import { cliOptions } from "../common/cliOptions.js"
 import * as GraphText from "./graphText.js"
 import { COMMANDS } from "./help.js"
 import { listed } from "./lsCommand.js"
 import { RUN_OPTIONS, SELECTION_OPTIONS } from "./optionTable.js"
+import { configFileOf } from "./runDirect.js"
 import * as Selection from "./selection.js"
 import { exitOnInvalidConfig } from "./stack.js"
 
@@ -28,7 +28,7 @@ export const graph = Command.make(
   },
   (o) =>
     Selection.exitOnAffectedUnavailable(exitOnInvalidConfig(Effect.gen(function*() {
-      const file = path.resolve(o.config)
+      const file = yield* configFileOf(o.config)
       const expanded = yield* listed(file)
       const names = yield* Selection.select(file, expanded.config, o.names, o.affected)
       const nodes = names.map((name) => ({ name, deps: expanded.config.processes[name]!.deps ?? [] }))

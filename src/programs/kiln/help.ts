@@ -1,10 +1,13 @@
 /**
  * `kiln --help` (and a bare `kiln`): what kiln is, its commands one a line, and the options every store command takes,
- * said once. `kiln COMMAND --help` is @effect/cli's, in full. The commands' one-line summaries live here and are
- * also their @effect/cli descriptions, so that the two say the same. Plain data: printing it loads no parser.
+ * said once; and `kiln run --help`, `kiln ls --help`, `kiln explain --help` and `kiln remote … --help` written the
+ * same way, grouped, one line per option, from the option tables (@effect/cli's generated help of `run` was 350
+ * lines). The other commands' help is @effect/cli's. The commands' one-line summaries live here and are also their
+ * @effect/cli descriptions, so that the two say the same. Plain data: printing it loads no parser.
  */
 import { type OptionSpec } from "../common/optionSpec.js"
 import { STORE_OPTIONS } from "../common/storeFlags.js"
+import { REMOTE_OPTIONS, RUN_OPTIONS, SANDBOX_OPTIONS } from "./optionTable.js"
 
 /** What kiln is, in one line: the first line of its help. */
 export const TAGLINE =
@@ -98,6 +101,84 @@ export const storeHelp = (styled = false): string =>
     ""
   ].join("\n")
 
+const specs = (table: Record<string, OptionSpec>): ReadonlyArray<OptionSpec> => Object.values(table)
+
+/** `kiln run`'s own options: its table without the sandbox, remote and store options, which have their groups. */
+const RUN_OWN = specs(RUN_OPTIONS).filter((spec) =>
+  ![...specs(SANDBOX_OPTIONS), ...specs(REMOTE_OPTIONS), ...specs(STORE_OPTIONS)].some((s) => s.flag === spec.flag) &&
+  spec.flag !== "reuse-sandboxes"
+)
+
+interface CommandHelp {
+  readonly usage: string
+  readonly summary: string
+  readonly groups: ReadonlyArray<readonly [string, ReadonlyArray<OptionSpec>]>
+  readonly store: boolean
+}
+
+const CONFIG = [RUN_OPTIONS.config]
+const SANDBOXES = [...specs(SANDBOX_OPTIONS), RUN_OPTIONS.reuseSandboxes]
+
+/** The commands whose help is kiln's own, by their words (`remote status`). */
+const COMMAND_HELP: Record<string, CommandHelp> = {
+  run: {
+    usage: "kiln run [NAME…] [OPTIONS…]",
+    summary: COMMANDS.run,
+    groups: [["Options:", RUN_OWN], ["Sandboxes:", SANDBOXES], ["Remote cache and execution:", specs(REMOTE_OPTIONS)]],
+    store: true
+  },
+  ls: {
+    usage: "kiln ls [--config FILE] [--json]",
+    summary: COMMANDS.ls,
+    groups: [[
+      "Options:",
+      [...CONFIG, {
+        kind: "boolean",
+        flag: "json",
+        description: "print the processes as kiln.json would hold them written out, with their origins",
+        fast: false
+      }]
+    ]],
+    store: false
+  },
+  explain: {
+    usage: "kiln explain NAME [OPTIONS…]",
+    summary: COMMANDS.explain,
+    groups: [["Options:", CONFIG], ["Remote cache:", specs(REMOTE_OPTIONS)]],
+    store: true
+  },
+  "remote status": {
+    usage: "kiln remote status [OPTIONS…]",
+    summary: REMOTE_COMMANDS.status,
+    groups: [["Options:", [...CONFIG, ...specs(REMOTE_OPTIONS)]]],
+    store: true
+  },
+  "remote flush": {
+    usage: "kiln remote flush [OPTIONS…]",
+    summary: REMOTE_COMMANDS.flush,
+    groups: [["Options:", [...CONFIG, ...specs(REMOTE_OPTIONS)]]],
+    store: true
+  }
+}
+
+/** A command's help, as `kiln --help` is written: grouped, one line per option. */
+export const commandHelp = (words: string, styled = false): string | undefined => {
+  const help = COMMAND_HELP[words]
+  if (help === undefined) return undefined
+  return [
+    `kiln ${words}: ${help.summary}`,
+    "",
+    `${heading("Usage:", styled)} ${help.usage}`,
+    ...help.groups.flatMap(([title, group]) => [
+      "",
+      heading(title, styled),
+      ...table(group.map((spec) => [flagOf(spec), spec.description]))
+    ]),
+    ...(help.store ? ["", "It takes the store options too (`kiln --help`)."] : []),
+    ""
+  ].join("\n")
+}
+
 /**
  * The short help these arguments ask for, and the exit code it ends with, or undefined for anything else. A bare
  * `kiln` (or `kiln store`) prints it as git does, and fails as git does: nothing was done, so a script that ran
@@ -111,5 +192,6 @@ export const shortHelp = (
   const command = asked ? args.slice(0, -1) : args
   if (command.length === 0) return { text: mainHelp(styled), code: asked ? 0 : 2 }
   if (command.length === 1 && command[0] === "store") return { text: storeHelp(styled), code: asked ? 0 : 2 }
-  return undefined
+  const own = asked ? commandHelp(command.join(" "), styled) : undefined
+  return own !== undefined ? { text: own, code: 0 } : undefined
 }

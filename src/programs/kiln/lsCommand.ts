@@ -23,6 +23,7 @@ import { cliOptions, storeOptions } from "../common/cliOptions.js"
 import { toStoreOptions } from "../common/storeSettings.js"
 import { COMMANDS } from "./help.js"
 import { RUN_OPTIONS, SELECTION_OPTIONS } from "./optionTable.js"
+import { configFileOf } from "./runDirect.js"
 import * as Selection from "./selection.js"
 import { engineStack, exitOnInvalidConfig } from "./stack.js"
 
@@ -62,13 +63,13 @@ const verdict = (p: Engine.Planned): string => p.status === "hit" ? "[hit]" : `[
  * locally only.
  */
 const listSelected = (o: {
-  readonly config: string
+  readonly config: Option.Option<string>
   readonly names: ReadonlyArray<string>
   readonly affected: Option.Option<string>
   readonly json: boolean
 }) =>
   Effect.gen(function*() {
-    const file = path.resolve(o.config)
+    const file = yield* configFileOf(o.config)
     const expanded = yield* listed(file)
     const names = yield* Selection.select(file, expanded.config, o.names, o.affected)
     const engine = yield* Engine.Engine

@@ -9,11 +9,15 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
+import * as fs from "node:fs"
+import * as ConfigText from "../../domain/ConfigText.js"
 import { onInterrupt } from "../common/exitCode.js"
 import { cliLogger } from "../common/logging.js"
+import * as ConfigFile from "./configFile.js"
 import { shortHelp } from "./help.js"
 import { affectedArgs } from "./optionTable.js"
 import { directRunArgs, runParsed } from "./runDirect.js"
+import { commandProblem, runArgsProblem } from "./usage.js"
 import { VERSION } from "./version.js"
 
 const describe = (error: unknown): string =>
@@ -49,11 +53,14 @@ const STYLES = new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, "g")
 const stylesOnlyOnTerminals = <A, E, R>(effect: Effect.Effect<A, E, R>) => {
   const plain = (stream: NodeJS.WriteStream) => !stream.isTTY || (process.env.NO_COLOR ?? "") !== ""
   const strip = (args: ReadonlyArray<unknown>) => args.map((a) => typeof a === "string" ? a.replace(STYLES, "") : a)
+  // @effect/cli's grammar, for the options of the commands other than `run` (whose errors are kiln's own: usage.ts).
+  const words = (args: ReadonlyArray<unknown>) =>
+    args.map((a) => typeof a === "string" ? a.replace(/ is not a integer/g, " is not an integer") : a)
   return Console.consoleWith((console) =>
     Console.withConsole(effect, {
       ...console,
       log: (...args) => console.log(...(plain(process.stdout) ? strip(args) : args)),
-      error: (...args) => console.error(...(plain(process.stderr) ? strip(args) : args))
+      error: (...args) => console.error(...words(plain(process.stderr) ? strip(args) : args))
     })
   )
 }
@@ -75,6 +82,28 @@ const versionOnly = process.argv.length === 3 && process.argv[2] === "--version"
 // The short help (`kiln --help`, a bare `kiln`) is kiln's own: @effect/cli's listed every option of every command.
 const help = shortHelp(process.argv.slice(2), process.stdout.isTTY === true && (process.env.NO_COLOR ?? "") === "")
 
+/** kiln.json's process names, when there is one to read here or above: what `kiln build` may have meant. */
+const processNames = (): ReadonlyArray<string> => {
+  try {
+    const file = ConfigFile.find(undefined)
+    const read = file === undefined ? undefined : ConfigText.parse(fs.readFileSync(file, "utf8"))
+    const processes = read !== undefined && "json" in read
+      ? (read.json as { processes?: unknown } | null)?.processes
+      : undefined
+    return typeof processes === "object" && processes !== null ? Object.keys(processes) : []
+  } catch {
+    return []
+  }
+}
+
+// A usage error in kiln's words (`usage.ts`), before @effect/cli would say it in its own.
+const args = process.argv.slice(2)
+const usage = direct !== undefined || versionOnly || help !== undefined
+  ? undefined
+  : args[0] === "run"
+  ? runArgsProblem(args.slice(1))
+  : commandProblem(args, processNames)
+
 const main = () =>
   (direct !== undefined
     ? Effect.zipLeft(runParsed(direct), trainsCodeCache ? loadCli : Effect.void)
@@ -84,6 +113,11 @@ const main = () =>
     ? Effect.sync(() => {
       process.stdout.write(help.text)
       process.exitCode = help.code
+    })
+    : usage !== undefined
+    ? Effect.sync(() => {
+      process.stderr.write(`kiln: ${usage}\n`)
+      process.exitCode = 2
     })
     : viaCli).pipe(
       Effect.catchAllCause((cause) =>

@@ -12,6 +12,7 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
+import * as ConfigText from "../../domain/ConfigText.js"
 import * as GraphOrder from "../../domain/GraphOrder.js"
 import * as ResolvedConfig from "../../domain/ResolvedConfig.js"
 import * as Selection from "../../domain/Selection.js"
@@ -21,6 +22,7 @@ import * as Tasks from "../../layers/tasks/Tasks.js"
 import { cacheDir } from "../../os/CacheDir.js"
 import * as PrivateDir from "../../os/PrivateDir.js"
 import { type OptionSpec } from "../common/optionSpec.js"
+import * as ConfigFile from "./configFile.js"
 import { RUN_OPTIONS } from "./optionTable.js"
 
 const CONFIG_HANDOVER = Symbol.for("kiln.configHandover")
@@ -142,7 +144,8 @@ const check = (
   if (typeof parsed === "string") return new Falls(parsed, false)
   const o = parsed.options
   const storeRoot = o.has("store-dir") ? path.resolve(o.get("store-dir")!) : cacheDir("store", "KILN_STORE_DIR", env)
-  const configFile = path.resolve(o.get("config") ?? "kiln.json")
+  const configFile = ConfigFile.find(o.get("config"))
+  if (configFile === undefined) return new Falls("no kiln.json here or above", false)
   const workspace = path.dirname(configFile)
   // A store another user can write could hold any memo: the full run refuses it, with the reason.
   if (PrivateDir.inspect(storeRoot, "group") !== undefined) return new Falls("the store root is not safe", false)
@@ -164,8 +167,11 @@ const check = (
   // So is one with defaults or variables to pass: resolved here as a run resolves it, a passEnv value that changed is
   // a config that changed (a pass-through one is not: only its name is in the config).
   let expanded: Tasks.Expanded["config"] | undefined
+  // JSON with comments and trailing commas, as the full run reads it; one it cannot read is the full run's to report.
+  const read = ConfigText.parse(text)
+  if ("errors" in read) return new Falls(`${path.basename(configFile)} is not valid JSON`, false)
   if (text.includes("\"tasks\"") || PASSING.some((field) => text.includes(field))) {
-    const raw = JSON.parse(text) as Tasks.ConfigInput
+    const raw = read.json as Tasks.ConfigInput
     const declares = Tasks.declares(raw)
     if (declares || ResolvedConfig.needsResolving(raw)) {
       const found: Tasks.Expanded | Tasks.Problem = declares
@@ -185,7 +191,7 @@ const check = (
   if (!RunMemo.configHolds(memo, text)) {
     return new Falls(`${path.basename(configFile)}${expanded !== undefined ? "'s processes" : ""} changed`, true)
   }
-  const json = (expanded ?? JSON.parse(text)) as {
+  const json = (expanded ?? read.json) as {
     processes: Record<string, ProcessJson>
     remote?: { cache?: unknown }
   }
@@ -261,7 +267,7 @@ const check = (
   }
   return {
     lines,
-    ...(o.has("summary") ? { summary: path.resolve(o.get("summary")!) } : {}),
+    ...(o.has("summary") ? { summary: o.get("summary") === "-" ? "-" : path.resolve(o.get("summary")!) } : {}),
     summaryText: JSON.stringify(summary, null, 2) + "\n"
   }
 }
@@ -306,7 +312,9 @@ export const answer = (
   }
   if (result.summary !== undefined) {
     try {
-      fs.writeFileSync(result.summary, result.summaryText)
+      // `-` is stdout, as the full run has it.
+      if (result.summary === "-") process.stdout.write(result.summaryText)
+      else fs.writeFileSync(result.summary, result.summaryText)
     } catch {
       // The full run says why, as it would have.
       return "other"

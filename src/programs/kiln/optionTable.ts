@@ -180,8 +180,8 @@ export const RUN_OPTIONS = {
   config: {
     kind: "file",
     flag: "config",
-    default: "kiln.json",
-    description: "the workspace's kiln.json (default: ./kiln.json); the workspace is its directory",
+    description:
+      "the workspace's kiln.json (default: the nearest kiln.json from here up); the workspace is its directory",
     fast: true
   },
   concurrency: {

@@ -6,6 +6,7 @@
 import * as Command from "@effect/cli/Command"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Option from "effect/Option"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { type Config, parse as parseConfig } from "../../domain/Config.js"
@@ -14,8 +15,10 @@ import { InvalidRemoteSettings } from "../../layers/remote/RemoteErrors.js"
 import * as Store from "../../layers/store/Store.js"
 import { cliOptions, storeOptions } from "../common/cliOptions.js"
 import { toStoreOptions } from "../common/storeSettings.js"
+import * as ConfigFile from "./configFile.js"
 import { COMMANDS, REMOTE_COMMANDS } from "./help.js"
 import { REMOTE_OPTIONS, RUN_OPTIONS } from "./optionTable.js"
+import { uploadsCount } from "./runDirect.js"
 import { exitOnInvalidRemote, type RemoteArgs, remoteSettings } from "./settings.js"
 import { remoteLayer } from "./stack.js"
 
@@ -36,13 +39,14 @@ const configOf = (file: string): Config | undefined => {
 }
 
 const withRemote = <A, E>(
-  o: RemoteArgs & { readonly config: string },
+  o: RemoteArgs & { readonly config: Option.Option<string> },
   use: (remote: RemoteCache.Service) => Effect.Effect<A, E, RemoteCache.RemoteCache>,
   store: Parameters<typeof toStoreOptions>[0],
   drain: boolean
 ) =>
   Effect.gen(function*() {
-    const file = path.resolve(o.config)
+    // No kiln.json is no remote of its own: the flags and KILN_REMOTE_CACHE may still give one.
+    const file = ConfigFile.find(Option.getOrUndefined(o.config)) ?? path.resolve(ConfigFile.CONFIG_NAME)
     const settings = yield* remoteSettings(o, configOf(file), path.dirname(file))
     if (settings === undefined) {
       return yield* new InvalidRemoteSettings({
@@ -100,7 +104,11 @@ export const flush = Command.make("flush", options, (o) =>
         const why = stats.unusable !== undefined
           ? `the remote ${stats.unusable}`
           : Object.entries(stats.remoteErrors).map(([c, n]) => `${c} ×${n}`).join(", ")
-        process.stderr.write(`kiln: ${left} uploads to ${endpoint} are still pending${why ? ` (${why})` : ""}\n`)
+        process.stderr.write(
+          `kiln: ${uploadsCount(left)} to ${endpoint} ${left === 1 ? "is" : "are"} still pending${
+            why ? ` (${why})` : ""
+          }\n`
+        )
         process.exitCode = 1
       }),
     o,

@@ -18,7 +18,7 @@ import { cliOptions, storeOptions } from "../common/cliOptions.js"
 import { toStoreOptions } from "../common/storeSettings.js"
 import { COMMANDS } from "./help.js"
 import { REMOTE_OPTIONS, RUN_OPTIONS } from "./optionTable.js"
-import { loadConfig, runParsed } from "./runDirect.js"
+import { configFileOf, loadConfig, runParsed } from "./runDirect.js"
 import * as Selection from "./selection.js"
 import { exitOnInvalidRemote, remoteSettings } from "./settings.js"
 import { engineStack, exitOnInvalidConfig } from "./stack.js"
@@ -79,11 +79,12 @@ export const explain = Command.make(
   },
   (o) =>
     Effect.gen(function*() {
-      const file = path.resolve(o.config)
+      const file = yield* exitOnInvalidConfig(configFileOf(o.config))
+      if (file === undefined) return
       // kiln.json's remote settings count here too; a config that cannot be read is explainProcess's to report.
       const config = Either.getOrUndefined(yield* Effect.either(loadConfig(file)))?.config
       const remote = yield* remoteSettings(o, config, path.dirname(file))
-      yield* explainProcess(o).pipe(
+      yield* explainProcess({ names: o.names, config: file, json: o.json }).pipe(
         Effect.provide(engineStack({
           store: toStoreOptions(o),
           sandboxRoot: Option.none(),
@@ -108,9 +109,10 @@ const writeOut = (bytes: Uint8Array, stream: NodeJS.WriteStream) =>
  * `kiln logs NAME`, given its engine: the last run's stdout on stdout and stderr on stderr, as the process wrote them,
  * then one line on stderr saying which run that was. No recorded run, or logs gone from the store: one line, exit 1.
  */
-export const printLogs = (o: { readonly name: string; readonly config: string }) =>
+export const printLogs = (o: { readonly name: string; readonly config: Option.Option<string> }) =>
   Effect.gen(function*() {
-    const configFile = path.resolve(o.config)
+    const configFile = yield* exitOnInvalidConfig(configFileOf(o.config))
+    if (configFile === undefined) return
     const engine = yield* Engine.Engine
     const found = yield* Effect.either(engine.logs({ workspace: path.dirname(configFile), name: o.name }))
     if (Either.isLeft(found) || found.right === "unrecorded") {

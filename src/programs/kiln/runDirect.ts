@@ -25,6 +25,7 @@ import * as PrivateRoot from "../../os/PrivateRoot.js"
 import { type OptionSpec, type ValuesOf } from "../common/optionSpec.js"
 import { toStoreOptions } from "../common/storeSettings.js"
 import * as AutoGc from "./autoGc.js"
+import * as ConfigFile from "./configFile.js"
 import * as Noop from "./noop.js"
 import { RUN_OPTIONS } from "./optionTable.js"
 import * as Output from "./output.js"
@@ -35,6 +36,18 @@ import * as Selection from "./selection.js"
 import { exitOnInvalidRemote, remoteSettings } from "./settings.js"
 import { engineStack, exitOnInvalidConfig } from "./stack.js"
 import { traceEvents } from "./trace.js"
+
+/**
+ * The config file a command reads (`configFile.ts`): the one `--config` names, else the nearest kiln.json from here up;
+ * none is a config error (exit 2) that says where kiln looked.
+ */
+export const configFileOf = (given: Option.Option<string>) =>
+  Effect.suspend(() => {
+    const found = ConfigFile.find(Option.getOrUndefined(given))
+    return found !== undefined
+      ? Effect.succeed(found)
+      : Effect.fail(new InvalidConfig({ file: "", path: "", detail: ConfigFile.notFound(process.cwd()) }))
+  })
 
 export const loadConfig = (file: string) =>
   Effect.suspend(() => {
@@ -125,7 +138,7 @@ export const UPLOAD_WAIT_MS = 10_000
 /** `kiln run` with its arguments parsed (by @effect/cli, or by {@link directRunArgs}). */
 export const runParsed = (o: RunArgs) =>
   Effect.gen(function*() {
-    const configFile = path.resolve(o.config)
+    const configFile = yield* configFileOf(o.config)
     const loaded = yield* loadConfig(configFile)
     const namespace = Option.getOrUndefined(o.cacheNamespace)
     const config = namespace !== undefined ? { ...loaded.config, cacheNamespace: namespace } : loaded.config
@@ -152,6 +165,9 @@ export const runParsed = (o: RunArgs) =>
     // The store is closed (what this run added is recorded): now it can be told whether to collect.
     yield* AutoGc.startIfDue(o)
   }).pipe(exitOnInvalidConfig, exitOnInvalidRemote, Selection.exitOnAffectedUnavailable)
+
+/** "1 upload", "3 uploads". */
+export const uploadsCount = (n: number) => `${n} upload${n === 1 ? "" : "s"}`
 
 /** The remote's totals for the summary: zeros without a remote, so scripts read one shape. */
 const remoteTotals = (stats: RemoteCache.Stats | undefined) => ({
@@ -282,7 +298,11 @@ const runLoaded = (
         wallMs: report.wallMs,
         ...remoteTotals(remote?.stats)
       }
-      fs.writeFileSync(o.summary.value, JSON.stringify(summary, null, 2) + "\n")
+      // `-` is stdout, as for most tools that write a file (a file named `-` is `./-`).
+      const text = JSON.stringify(summary, null, 2) + "\n"
+      if (o.summary.value === "-") {
+        process.stdout.write(text)
+      } else fs.writeFileSync(o.summary.value, text)
     }
     if (Option.isSome(o.trace)) {
       fs.writeFileSync(o.trace.value, JSON.stringify(traceEvents(report)) + "\n")
@@ -341,8 +361,10 @@ const remoteEnd = (report: Engine.RunReport) =>
       // Why they are, when the server said: its refusals and outages by code, as `--summary` counts them.
       const errors = Object.entries(stats.remoteErrors).map(([code, n]) => `${code} ×${n}`).join(", ")
       process.stderr.write(
-        `kiln: ${stats.pendingUploads} uploads to ${endpoint} are pending${errors ? ` (${errors})` : ""}: ` +
-          "the next run, or `kiln remote flush`, takes them up\n"
+        `kiln: ${uploadsCount(stats.pendingUploads)} to ${endpoint} ${
+          stats.pendingUploads === 1 ? "is" : "are"
+        } pending${errors ? ` (${errors})` : ""}: the next run, or \`kiln remote flush\`, ` +
+          `takes ${stats.pendingUploads === 1 ? "it" : "them"} up\n`
       )
     }
     return { stats, failure: Option.getOrUndefined(yield* remote.failure) }

@@ -50,14 +50,15 @@ export const runnerStack = (o: StackOptions) => Kiln.runnerLayer(kilnOptions(o))
 
 export const engineStack = (o: StackOptions) => Kiln.layer(kilnOptions(o))
 
-/** A config error: its one line on stderr, exit code 2. */
+/** A config error: each of its problems on stderr (a line, then the file's line and a caret), exit code 2. */
 export const exitOnInvalidConfig = <A, E, R>(effect: Effect.Effect<A, E | InvalidConfig, R>) =>
   Effect.catchIf(
     effect,
     (e): e is InvalidConfig => typeof e === "object" && e !== null && "_tag" in e && e._tag === "InvalidConfig",
     (e) =>
       Effect.sync(() => {
-        process.stderr.write(`kiln: ${e.message}\n`)
+        // Every problem's own line says it is kiln's; the quoted lines of the file are indented.
+        process.stderr.write(`${e.message.split("\n").map((l) => (l.startsWith(" ") ? l : `kiln: ${l}`)).join("\n")}\n`)
         process.exitCode = 2
       })
   )

@@ -17,7 +17,7 @@ import { cliOptions, storeOptions } from "../common/cliOptions.js"
 import { toStoreOptions } from "../common/storeSettings.js"
 import { COMMANDS } from "./help.js"
 import { REMOTE_OPTIONS, RUN_OPTIONS, SANDBOX_OPTIONS } from "./optionTable.js"
-import { loadConfig } from "./runDirect.js"
+import { configFileOf, loadConfig } from "./runDirect.js"
 import { exitOnInvalidRemote, remoteSettings } from "./settings.js"
 import { engineStack, exitOnInvalidConfig } from "./stack.js"
 
@@ -102,7 +102,8 @@ export const verify = Command.make(
   },
   (o) =>
     Effect.gen(function*() {
-      const configFile = path.resolve(o.config)
+      const configFile = yield* exitOnInvalidConfig(configFileOf(o.config))
+      if (configFile === undefined) return
       const sample = Option.getOrUndefined(o.sample)
       const loaded = yield* exitOnInvalidConfig(Effect.gen(function*() {
         const { config } = yield* loadConfig(configFile)

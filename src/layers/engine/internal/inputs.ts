@@ -9,7 +9,13 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { type Config, InvalidConfig, type ProcessConfig } from "../../../domain/Config.js"
+import {
+  type Config,
+  type ConfigProblem,
+  InvalidConfig,
+  invalidConfig,
+  type ProcessConfig
+} from "../../../domain/Config.js"
 import * as Digest from "../../../domain/Digest.js"
 import * as DurationText from "../../../domain/DurationText.js"
 import { Process } from "../../../domain/Process.js"
@@ -30,6 +36,10 @@ import { depOutputs, type OwnInputs, type RunState } from "./runState.js"
 export const segments = (p: string | undefined): Array<string> =>
   (p ?? "").split("/").filter((s) => s !== "" && s !== ".")
 
+/** The globs a process's inputs are taken by: its inputs, then those that may match nothing (`optionalInputs`). */
+const globsOf = (pc: ProcessConfig): ReadonlyArray<string> =>
+  pc.optionalInputs === undefined ? pc.inputs ?? [] : [...(pc.inputs ?? []), ...pc.optionalInputs]
+
 /** Whether globs select anything at all (not only exclude). */
 const selects = (globs: ReadonlyArray<string>) => globs.some((g) => !g.startsWith("!"))
 
@@ -43,7 +53,7 @@ export const snapshotOwn = (
   configName: string
 ): Effect.Effect<OwnInputs, InvalidConfig | StoreError | Digest.MissingDigest> =>
   Effect.gen(function*() {
-    const globs = pc.inputs ?? []
+    const globs = globsOf(pc)
     if (!selects(globs)) return { digest: Digest.empty, files: {} }
     const [taken] = yield* store.snapshotMany(workspace, [{ globs }], session)
     const snapshot = yield* taken!
@@ -61,7 +71,7 @@ const observeOwn = (state: RunState, name: string): Effect.Effect<
 > =>
   Effect.gen(function*() {
     const pc = state.config.processes[name]!
-    const globs = pc.inputs ?? []
+    const globs = globsOf(pc)
     if (!selects(globs)) return { own: { digest: Digest.empty, files: {} }, seen: [], wholes: [] }
     const [taken] = yield* state.store.snapshotMany(state.workspace, [{ globs, observe: true }], state.session)
     const snapshot = yield* taken!
@@ -235,8 +245,8 @@ export const ownOf = (state: RunState, name: string) =>
 export const ownOfMany = (state: RunState, names: ReadonlyArray<string>) =>
   Effect.suspend(() => {
     const { config, store } = state
-    const todo = names.filter((n) => !state.owned.has(n) && selects(config.processes[n]!.inputs ?? []))
-    const requests = todo.map((n) => ({ globs: config.processes[n]!.inputs ?? [], observe: true }))
+    const todo = names.filter((n) => !state.owned.has(n) && selects(globsOf(config.processes[n]!)))
+    const requests = todo.map((n) => ({ globs: globsOf(config.processes[n]!), observe: true }))
     return store.snapshotMany(state.workspace, requests, state.session).pipe(
       Effect.flatMap((snapshots) =>
         Effect.forEach(todo, (name, i) => {
@@ -284,6 +294,42 @@ const directoryPaths = (name: string, pc: ProcessConfig) => {
     })
   }
   return paths
+}
+
+/** A glob that names one path (no `*`, `?`, `[`, `{`, no `!`): the file or directory itself must be there. */
+const isLiteral = (glob: string) => !/[*?[\]{}!\\]/.test(glob)
+
+/**
+ * Refuses, before anything runs, a process whose input names a path (no glob magic) that the workspace does not have:
+ * a typo, which would otherwise fail the run halfway, after other processes ran. A path some process declares as an
+ * output is left to the run (it is made then). Every such input of the run's processes is named. Plain `lstat`s.
+ *
+ * @internal
+ */
+export const missingInputs = (
+  workspace: string,
+  config: Config,
+  names: ReadonlyArray<string>,
+  configName: string
+): InvalidConfig | undefined => {
+  // What a process makes is there once it ran (written back), not before: an input naming it is not missing.
+  const made = Object.values(config.processes).flatMap((pc) =>
+    (pc.outputs ?? []).map((out) => path.posix.join(pc.workingDirectory ?? "", out.replace(/^\?/, "")))
+  )
+  const isMade = (p: string) => made.some((out) => p === out || (out.endsWith("/") && p.startsWith(out)))
+  const problems: Array<ConfigProblem> = []
+  for (const name of names) {
+    for (const [i, glob] of (config.processes[name]!.inputs ?? []).entries()) {
+      if (!isLiteral(glob) || isMade(path.posix.normalize(glob))) continue
+      if (fs.lstatSync(path.join(workspace, glob), { throwIfNoEntry: false }) !== undefined) continue
+      problems.push({
+        path: `processes.${name}.inputs[${i}]`,
+        detail: `"${glob}" does not exist in the workspace (an input that names a path must be there before the run; ` +
+          "one that may be absent goes in optionalInputs)"
+      })
+    }
+  }
+  return problems.length === 0 ? undefined : invalidConfig(configName, problems)
 }
 
 const throughSymlink = (
@@ -408,7 +454,8 @@ export const remake = (state: RunState, name: string, missing: Digest.Digest) =>
 export const restoreOwn = (state: RunState, name: string, missing: Digest.Digest) =>
   Effect.gen(function*() {
     const own = state.owned.get(name)
-    const globs = state.config.processes[name]?.inputs ?? []
+    const pc = state.config.processes[name]
+    const globs = pc === undefined ? [] : globsOf(pc)
     if (own === undefined || !selects(globs)) return false
     const [taken] = yield* state.store.snapshotMany(state.workspace, [{ globs }], state.session)
     const snapshot = yield* taken!

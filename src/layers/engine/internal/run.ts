@@ -13,7 +13,7 @@ import * as Layout from "../../store/Layout.js"
 import type { Store } from "../../store/Store.js"
 import type { Workspace } from "../../workspace/Workspace.js"
 import type { RunOptions, RunReport } from "../Engine.js"
-import { symlinkedPaths } from "./inputs.js"
+import { missingInputs, symlinkedPaths } from "./inputs.js"
 import { findHits } from "./lookup.js"
 import { consult, sandboxModeNow } from "./memoConsult.js"
 import { record, reportOf } from "./record.js"
@@ -53,6 +53,8 @@ export const run = (
     const ordered = GraphOrder.depsFirst(depsOf, names)
     const symlinked = symlinkedPaths(workspace, config, names, options.configName ?? "kiln.json")
     if (symlinked !== undefined) return yield* symlinked
+    const missing = missingInputs(workspace, config, names, options.configName ?? "kiln.json")
+    if (missing !== undefined) return yield* missing
     const memo = consult({
       root: store.options.root,
       workspace,

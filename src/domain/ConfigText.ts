@@ -1,0 +1,150 @@
+/**
+ * kiln.json's text: read as JSON with comments and trailing commas (JSONC, as VS Code's settings and tsconfig.json
+ * are), and where in it a field is, so that an error can say `kiln.json:LINE:COL` and show the line.
+ *
+ * Plain code without Effect: the no-op check (`programs/kiln/noop.ts`) reads kiln.json with it before anything else
+ * is loaded. Plain JSON goes through `JSON.parse`, which is faster than any parser written in JavaScript; only a file
+ * that is not plain JSON goes through jsonc-parser.
+ *
+ * @since 0.1.0
+ */
+import { findNodeAtLocation, type Node, type ParseError, parseTree, printParseErrorCode } from "jsonc-parser"
+
+/**
+ * A syntax error of the text: where it is (an offset into the text) and what is wrong.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SyntaxProblem {
+  readonly offset: number
+  readonly detail: string
+}
+
+/**
+ * Where in the text something is: its line and column (from 1), and that line.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Location {
+  readonly line: number
+  readonly column: number
+  readonly text: string
+}
+
+const OPTIONS = { allowTrailingComma: true, disallowComments: false } as const
+
+/** jsonc-parser's error codes, in a user's words. */
+const SYNTAX_WORDS: Record<string, string> = {
+  InvalidSymbol: "unexpected character",
+  InvalidNumberFormat: "not a number",
+  PropertyNameExpected: "expected a field name in double quotes",
+  ValueExpected: "expected a value",
+  ColonExpected: "expected `:`",
+  CommaExpected: "expected `,`",
+  CloseBraceExpected: "expected `}`",
+  CloseBracketExpected: "expected `]`",
+  EndOfFileExpected: "expected the end of the file",
+  InvalidCommentToken: "not a comment",
+  UnexpectedEndOfComment: "a comment that does not end",
+  UnexpectedEndOfString: "a string that does not end",
+  UnexpectedEndOfNumber: "a number that does not end",
+  InvalidUnicode: "an invalid \\u escape",
+  InvalidEscapeCharacter: "an invalid escape",
+  InvalidCharacter: "a character a string cannot hold raw (a control character)"
+}
+
+/**
+ * A JSON value from jsonc-parser's tree, every key an own property: assigning a `__proto__` key, as its own `parse`
+ * does, would set the object's prototype instead (and the key would be gone without a word).
+ */
+const valueOf = (node: Node): unknown => {
+  switch (node.type) {
+    case "object": {
+      const o: Record<string, unknown> = {}
+      for (const property of node.children ?? []) {
+        const [key, value] = property.children ?? []
+        if (key === undefined) continue
+        Object.defineProperty(o, key.value as string, {
+          value: value === undefined ? undefined : valueOf(value),
+          enumerable: true,
+          writable: true,
+          configurable: true
+        })
+      }
+      return o
+    }
+    case "array":
+      return (node.children ?? []).map(valueOf)
+    default:
+      return node.value
+  }
+}
+
+/**
+ * The text's value, or every syntax error in it. Comments (`//`, `/* *\/`) and trailing commas are allowed.
+ *
+ * @since 0.1.0
+ * @category parsing
+ */
+export const parse = (
+  text: string
+): { readonly json: unknown } | { readonly errors: ReadonlyArray<SyntaxProblem> } => {
+  try {
+    return { json: JSON.parse(text) }
+  } catch {
+    // Not plain JSON: JSONC, or an error jsonc-parser says where it is.
+  }
+  const errors: Array<ParseError> = []
+  const root = parseTree(text, errors, OPTIONS)
+  if (errors.length > 0 || root === undefined) {
+    return {
+      errors: errors.length === 0
+        ? [{ offset: 0, detail: "empty: expected an object" }]
+        : errors
+          // The parser's recovery can report one place twice (`expected a value`, then `expected }`): the first says it.
+          .filter((e, i) => i === 0 || e.offset !== errors[i - 1]!.offset)
+          .map((e) => ({ offset: e.offset, detail: SYNTAX_WORDS[printParseErrorCode(e.error)] ?? "invalid" }))
+    }
+  }
+  return { json: valueOf(root) }
+}
+
+/**
+ * The line and column of `offset` in `text`.
+ *
+ * @since 0.1.0
+ * @category locations
+ */
+export const locationAt = (text: string, offset: number): Location => {
+  const at = Math.max(0, Math.min(offset, text.length))
+  const start = text.lastIndexOf("\n", at - 1) + 1
+  const end = text.indexOf("\n", at)
+  const line = text.slice(0, start).split("\n").length
+  return { line, column: at - start + 1, text: text.slice(start, end === -1 ? undefined : end).replace(/\r$/, "") }
+}
+
+/**
+ * Where the field at `path` is in `text`: its value, or (`key`) its name; the nearest enclosing field that is there
+ * when it is not (a field that is missing: its object).
+ *
+ * @since 0.1.0
+ * @category locations
+ */
+export const locate = (
+  text: string,
+  path: ReadonlyArray<PropertyKey>,
+  key = false
+): Location | undefined => {
+  const root = parseTree(text, [], OPTIONS)
+  if (root === undefined) return undefined
+  const segments = path.map((p) => (typeof p === "number" ? p : String(p)))
+  for (let n = segments.length; n >= 0; n--) {
+    const node = findNodeAtLocation(root, segments.slice(0, n))
+    if (node === undefined) continue
+    const name = key && n === segments.length ? node.parent?.children?.[0] : undefined
+    return locationAt(text, (name ?? node).offset)
+  }
+  return undefined
+}

@@ -1,0 +1,33 @@
+/**
+ * Which kiln.json a command reads: the one `--config` names, else the nearest from the working directory up, as git
+ * finds its repository (and turbo and Bazel their workspace's root): kiln works from any directory of the workspace.
+ * The workspace is the directory that holds it, and every path of kiln.json stays relative to it.
+ *
+ * Plain code without Effect: the no-op check finds the config with it before anything else is loaded.
+ */
+import * as fs from "node:fs"
+import * as path from "node:path"
+
+/** The name kiln looks for. */
+export const CONFIG_NAME = "kiln.json"
+
+/** Where the README says what kiln.json is, for a user who has none. */
+export const README_SECTION = "README.md#kiln-run-and-kilnjson"
+
+/** What a command says when there is no kiln.json to read. */
+export const notFound = (cwd: string) =>
+  `no ${CONFIG_NAME} in ${cwd} or above: see ${README_SECTION} (or name one with --config FILE)`
+
+/**
+ * The config file: `given` (resolved against `cwd`) when there is one, else the nearest `kiln.json` in `cwd` or a
+ * directory above it; undefined when there is none up to the root.
+ */
+export const find = (given: string | undefined, cwd: string = process.cwd()): string | undefined => {
+  if (given !== undefined) return path.resolve(cwd, given)
+  for (let dir = path.resolve(cwd);; dir = path.dirname(dir)) {
+    const candidate = path.join(dir, CONFIG_NAME)
+    // A directory named kiln.json is not a config: the walk goes on past it, as git's does past a `.git` file it cannot use.
+    if (fs.statSync(candidate, { throwIfNoEntry: false })?.isFile() === true) return candidate
+    if (path.dirname(dir) === dir) return undefined
+  }
+}
