@@ -2,8 +2,6 @@
  * `--affected`'s processes: those whose inputs take a file that differs from a base, and everything that depends on
  * them. Apart from `Selection.ts` because it matches globs: the run memo's check selects before it loads a glob
  * matcher, and never with `--affected`.
- *
- * @since 0.1.0
  */
 import * as Glob from "./Glob.js"
 import * as Selection from "./Selection.js"
@@ -11,9 +9,6 @@ import * as Selection from "./Selection.js"
 /**
  * Whether input globs take a workspace-relative path: an include glob matches it, or it lies under a literal include
  * (a directory taken whole), and no exclude glob matches it.
- *
- * @since 0.1.0
- * @category selecting
  */
 export const inputMatcher = (globs: ReadonlyArray<string>): (path: string) => boolean => {
   const include = globs.filter((g) => !g.startsWith("!"))
@@ -29,9 +24,6 @@ export const inputMatcher = (globs: ReadonlyArray<string>): (path: string) => bo
  * `--affected`: the processes whose inputs take one of `changed` (workspace-relative paths that differ from the
  * base), and everything that depends on them. A change to the config file itself (`configFile`, relative too)
  * affects every process: any of them may be declared otherwise now.
- *
- * @since 0.1.0
- * @category selecting
  */
 export const affected = (
   graph: Selection.Graph,

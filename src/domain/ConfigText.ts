@@ -5,16 +5,11 @@
  * Plain code without Effect: the no-op check (`programs/kiln/noop.ts`) reads kiln.json with it before anything else
  * is loaded. Plain JSON goes through `JSON.parse`, which is faster than any parser written in JavaScript; only a file
  * that is not plain JSON goes through jsonc-parser.
- *
- * @since 0.1.0
  */
 import { findNodeAtLocation, type Node, type ParseError, parseTree, printParseErrorCode } from "jsonc-parser"
 
 /**
  * A syntax error of the text: where it is (an offset into the text) and what is wrong.
- *
- * @since 0.1.0
- * @category models
  */
 export interface SyntaxProblem {
   readonly offset: number
@@ -23,9 +18,6 @@ export interface SyntaxProblem {
 
 /**
  * Where in the text something is: its line and column (from 1), and that line.
- *
- * @since 0.1.0
- * @category models
  */
 export interface Location {
   readonly line: number
@@ -84,9 +76,6 @@ const valueOf = (node: Node): unknown => {
 
 /**
  * The text's value, or every syntax error in it. Comments (`//`, `/* *\/`) and trailing commas are allowed.
- *
- * @since 0.1.0
- * @category parsing
  */
 export const parse = (
   text: string
@@ -113,9 +102,6 @@ export const parse = (
 
 /**
  * The line and column of `offset` in `text`.
- *
- * @since 0.1.0
- * @category locations
  */
 export const locationAt = (text: string, offset: number): Location => {
   const at = Math.max(0, Math.min(offset, text.length))
@@ -128,9 +114,6 @@ export const locationAt = (text: string, offset: number): Location => {
 /**
  * Where the field at `path` is in `text`: its value, or (`key`) its name; the nearest enclosing field that is there
  * when it is not (a field that is missing: its object).
- *
- * @since 0.1.0
- * @category locations
  */
 export const locate = (
   text: string,

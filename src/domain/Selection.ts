@@ -15,16 +15,11 @@
  * inputs), as it always has.
  *
  * Plain code without Effect: the run memo's check (`programs/kiln/noop.ts`) selects too, before Effect is loaded.
- *
- * @since 0.1.0
  */
 import { didYouMean, hasWildcards, nearest } from "./internal/nearestNames.js"
 
 /**
  * The process graph a selection is made in: the names in kiln.json's order, and each one's deps.
- *
- * @since 0.1.0
- * @category models
  */
 export interface Graph {
   readonly names: ReadonlyArray<string>
@@ -33,9 +28,6 @@ export interface Graph {
 
 /**
  * One word of a selection, read.
- *
- * @since 0.1.0
- * @category models
  */
 export interface Term {
   /** The word as given. */
@@ -51,9 +43,6 @@ export interface Term {
 
 /**
  * A selection that cannot be made: a word that names no process, with the nearest names.
- *
- * @since 0.1.0
- * @category models
  */
 export interface Unknown {
   readonly _tag: "Unknown"
@@ -63,10 +52,6 @@ export interface Unknown {
   readonly message: string
 }
 
-/**
- * @since 0.1.0
- * @category models
- */
 export interface Selected {
   readonly _tag: "Selected"
   /** In kiln.json's order. */
@@ -77,9 +62,6 @@ const DOTS = "..."
 
 /**
  * A word read as a selection term. `names` are the graph's: a word that is a process's whole name is that process.
- *
- * @since 0.1.0
- * @category parsing
  */
 export const parseTerm = (word: string, names: ReadonlySet<string> = new Set()): Term => {
   const exact = (pattern: string, exclude: boolean): Term => ({
@@ -115,9 +97,6 @@ const globRegExp = (glob: string): RegExp => {
 
 /**
  * The names a pattern matches (in the graph's order): itself if it is a name, else those its glob matches.
- *
- * @since 0.1.0
- * @category selecting
  */
 export const matching = (graph: Graph, pattern: string): Array<string> => {
   if (graph.names.includes(pattern)) return [pattern]
@@ -128,9 +107,6 @@ export const matching = (graph: Graph, pattern: string): Array<string> => {
 
 /**
  * `from` and everything reachable from it through `next`, transitively.
- *
- * @since 0.1.0
- * @category selecting
  */
 export const reach = (next: (name: string) => ReadonlyArray<string>, from: Iterable<string>): Set<string> => {
   const seen = new Set<string>()
@@ -146,9 +122,6 @@ export const reach = (next: (name: string) => ReadonlyArray<string>, from: Itera
 
 /**
  * Each process's dependents: the processes that name it among their deps.
- *
- * @since 0.1.0
- * @category selecting
  */
 export const dependentsOf = (graph: Graph): (name: string) => ReadonlyArray<string> => {
   const dependents = new Map<string, Array<string>>()
@@ -164,9 +137,6 @@ export const dependentsOf = (graph: Graph): (name: string) => ReadonlyArray<stri
 
 /**
  * The line that says a word names no process, with the nearest names.
- *
- * @since 0.1.0
- * @category selecting
  */
 export const unknownOf = (graph: Graph, term: Term): Unknown => {
   const glob = hasWildcards(term.pattern)
@@ -184,9 +154,6 @@ export const unknownOf = (graph: Graph, term: Term): Unknown => {
 /**
  * The processes `words` select in `graph`; with `affected` (the processes `--affected` found, see `Affected.ts`),
  * only those among them.
- *
- * @since 0.1.0
- * @category selecting
  */
 export const select = (
   graph: Graph,

@@ -237,7 +237,7 @@ export interface Service {
    * that does not reproduce would poison a shared cache. Never changes an entry, unless `evict` removes those that
    * did not reproduce. Reports come in the order of `names`.
    */
-  readonly verify: (options: Verify.VerifyOptions) => Effect.Effect<Array<Verify.VerifiedProcess>>
+  readonly verify: (options: VerifyOptions) => Effect.Effect<Array<VerifiedProcess>>
   /**
    * What the last recorded run of `name` in `workspace` printed (a hit's: the cached result's), with its action
    * digest and how it failed, if it did; `"unrecorded"` when this store has no run of it recorded with its logs.
@@ -268,7 +268,15 @@ export interface ProcessLogs {
  * @since 0.1.0
  * @category models
  */
-export type Planned = Plan.Planned
+export interface Planned {
+  readonly name: string
+  readonly deps: ReadonlyArray<string>
+  readonly status: "hit" | "run"
+  /** Why, in a few words. */
+  readonly reason: string
+  /** The action a run would look up; null when a dep must run first (or its inputs cannot be read). */
+  readonly actionDigest: string | null
+}
 
 /**
  * Why one process would run or hit the cache (`Service.explainAll`).
@@ -276,7 +284,21 @@ export type Planned = Plan.Planned
  * @since 0.1.0
  * @category models
  */
-export type Explanation = Explain.Explanation
+export interface Explanation {
+  readonly name: string
+  readonly status: "hit" | "run"
+  /** "in the cache", "not in the cache" or "never cached". */
+  readonly reason: string
+  readonly actionDigest: string
+  /** The action of its last recorded run, if one is recorded and it differs. */
+  readonly lastActionDigest: string | null
+  /** What changed since its last run, one line each (or why nothing did). */
+  readonly changes: ReadonlyArray<string>
+  /** What the explanation assumed (a dep that would run first, one never recorded as its input). */
+  readonly notes: ReadonlyArray<string>
+  /** What the remote cache says of the action, when the run would use one. */
+  readonly remote: string | null
+}
 
 /**
  * The lines `kiln explain` prints of an explanation: the verdict, then what changed, indented.
@@ -284,25 +306,58 @@ export type Explanation = Explain.Explanation
  * @since 0.1.0
  * @category formatting
  */
-export const explanationLines: (explanation: Explanation) => Array<string> = Explain.linesOf
+export const explanationLines = (explanation: Explanation): Array<string> => Explain.linesOf(explanation)
 
 /**
  * @since 0.1.0
  * @category models
  */
-export type VerifyOptions = Verify.VerifyOptions
+export interface VerifyOptions {
+  readonly workspace: string
+  readonly config: Config
+  /** Default: every process the cache may hold (not `cache: "never"`). */
+  readonly names?: ReadonlyArray<string>
+  /** Re-run only this many of the cached ones, chosen at random. */
+  readonly sample?: number
+  /**
+   * Remove the entries that did not reproduce from the local action cache (with `remoteEntries`, the local copy of
+   * each, if any: REAPI and Bazel's HTTP cache give a client no way to remove one from the server).
+   */
+  readonly evict?: boolean
+  /** Compare with the remote cache's entries (the engine's `RemoteTier`) instead of the local ones. */
+  readonly remoteEntries?: boolean
+  readonly configName?: string
+}
 
 /**
  * @since 0.1.0
  * @category models
  */
-export type VerifiedProcess = Verify.VerifiedProcess
+export interface VerifiedProcess {
+  readonly name: string
+  readonly actionDigest: string
+  /**
+   * `reproduced`: the same outputs and exit; `differs`; `not-cached`: nothing to compare with; `error`: it could not
+   * be re-run (`detail` says why).
+   */
+  readonly status: "reproduced" | "differs" | "not-cached" | "error"
+  readonly differences: ReadonlyArray<OutputDifference>
+  /** Its exit code in the cached result and now, when they differ. */
+  readonly exitCodes?: { readonly cached: number | null; readonly fresh: number | null }
+  readonly detail?: string
+  /** Whether its entry was removed (`evict`). */
+  readonly evicted?: boolean
+}
 
 /**
  * @since 0.1.0
  * @category models
  */
-export type OutputDifference = Verify.OutputDifference
+export interface OutputDifference {
+  readonly path: string
+  readonly change: "changed" | "added" | "missing"
+  readonly line?: { readonly number: number; readonly cached: string; readonly fresh: string }
+}
 
 /**
  * @since 0.1.0

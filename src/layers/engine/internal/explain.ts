@@ -16,6 +16,7 @@ import type { RemoteTier } from "../../../domain/RemoteTier.js"
 import { StoreError } from "../../../domain/StoreErrors.js"
 import type { InputConflict } from "../../../domain/TreeErrors.js"
 import type { SnapshotSession, Store } from "../../store/Store.js"
+import type { Explanation } from "../Engine.js"
 import { mergeInputs, processOf, snapshotOwn } from "./inputs.js"
 import { consult, sandboxModeNow } from "./memoConsult.js"
 import * as RunRecords from "./runRecords.js"
@@ -190,23 +191,6 @@ const remembered = (
   return entry !== undefined && entry.action === before.actionDigest && sameDeps(entry.deps, before.deps)
     ? Either.getOrUndefined(Digest.parse(entry.action))
     : undefined
-}
-
-/** Why one process would run or hit the cache, and what changed since its last run. @internal */
-export interface Explanation {
-  readonly name: string
-  readonly status: "hit" | "run"
-  /** "in the cache", "not in the cache" or "never cached". */
-  readonly reason: string
-  readonly actionDigest: string
-  /** The action of its last recorded run, if one is recorded and it differs. */
-  readonly lastActionDigest: string | null
-  /** What changed since its last run, one line each (or why nothing did). */
-  readonly changes: ReadonlyArray<string>
-  /** What the explanation assumed (a dep that would run first, one never recorded as its input). */
-  readonly notes: ReadonlyArray<string>
-  /** What the remote cache says of the action, when the run would use one. */
-  readonly remote: string | null
 }
 
 /** The lines `kiln explain` prints of one explanation. @internal */

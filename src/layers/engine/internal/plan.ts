@@ -16,6 +16,7 @@ import * as Digest from "../../../domain/Digest.js"
 import * as GraphOrder from "../../../domain/GraphOrder.js"
 import type { ProcessRunner } from "../../runner/ProcessRunner.js"
 import type { Store } from "../../store/Store.js"
+import type { Planned } from "../Engine.js"
 import { mergeInputs, processOf, snapshotOwn } from "./inputs.js"
 import { consult, rememberedResult } from "./memoConsult.js"
 
@@ -26,17 +27,6 @@ export interface PlanOptions {
   /** The processes to plan; their deps are looked at, not listed. */
   readonly names: ReadonlyArray<string>
   readonly configName?: string
-}
-
-/** One process of the dry run. @internal */
-export interface Planned {
-  readonly name: string
-  readonly deps: ReadonlyArray<string>
-  readonly status: "hit" | "run"
-  /** Why, in a few words. */
-  readonly reason: string
-  /** The action a run would look up; null when a dep must run first (or its inputs cannot be read). */
-  readonly actionDigest: string | null
 }
 
 /** @internal */

@@ -11,63 +11,15 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Random from "effect/Random"
 import * as path from "node:path"
-import type { Config } from "../../../domain/Config.js"
 import * as Digest from "../../../domain/Digest.js"
 import type { ProcessResult } from "../../../domain/Process.js"
 import type { RemoteTier } from "../../../domain/RemoteTier.js"
 import type { ProcessRunner } from "../../runner/ProcessRunner.js"
 import type { Store, TreeEntry } from "../../store/Store.js"
 import * as StoreMaintenance from "../../store/StoreMaintenance.js"
+import type { OutputDifference, VerifiedProcess, VerifyOptions } from "../Engine.js"
 import { type Looked, looker } from "./explain.js"
 import * as RunRecords from "./runRecords.js"
-
-/** @internal */
-export interface VerifyOptions {
-  readonly workspace: string
-  readonly config: Config
-  /** Default: every process the cache may hold (not `cache: "never"`). */
-  readonly names?: ReadonlyArray<string>
-  /** Re-run only this many of the cached ones, chosen at random. */
-  readonly sample?: number
-  /**
-   * Remove the entries that did not reproduce from the local action cache (with `remoteEntries`, the local copy of
-   * each, if any: REAPI and Bazel's HTTP cache give a client no way to remove one from the server).
-   */
-  readonly evict?: boolean
-  /** Compare with the remote cache's entries (the engine's `RemoteTier`) instead of the local ones. */
-  readonly remoteEntries?: boolean
-  readonly configName?: string
-}
-
-/**
- * One output path that is not what the cached result holds: `changed` (both have it, other bytes or another kind),
- * `added` (only the fresh run made it), `missing` (only the cached result has it). For small text files, the first
- * line that differs.
- *
- * @internal
- */
-export interface OutputDifference {
-  readonly path: string
-  readonly change: "changed" | "added" | "missing"
-  readonly line?: { readonly number: number; readonly cached: string; readonly fresh: string }
-}
-
-/** @internal */
-export interface VerifiedProcess {
-  readonly name: string
-  readonly actionDigest: string
-  /**
-   * `reproduced`: the same outputs and exit; `differs`; `not-cached`: nothing to compare with; `error`: it could not
-   * be re-run (`detail` says why).
-   */
-  readonly status: "reproduced" | "differs" | "not-cached" | "error"
-  readonly differences: ReadonlyArray<OutputDifference>
-  /** Its exit code in the cached result and now, when they differ. */
-  readonly exitCodes?: { readonly cached: number | null; readonly fresh: number | null }
-  readonly detail?: string
-  /** Whether its entry was removed (`evict`). */
-  readonly evicted?: boolean
-}
 
 /** What a cached result is compared on: a local hit's, or a remote entry's. */
 type Cached = Pick<ProcessResult, "exitCode" | "timedOut" | "outputDigest">
