@@ -84,7 +84,7 @@ describe("declared outputs", () => {
       })
       const r = twice.kiln(["run"])
       assert.strictEqual(r.code, 2, r.stderr)
-      assert.match(r.stderr, /^kiln: kiln\.json: processes\.b\.outputs\[0\]: gen\.txt is also an output of "a"/m)
+      assert.match(r.stderr, /^kiln: kiln\.json:\d+:\d+: processes\.b\.outputs\[0\]: gen\.txt is also an output of "a"/m)
       const undeclared = yield* workspace({
         compile: sh("mkdir -p dist && echo x > dist/x.js", { outputs: ["dist/"] }),
         test: sh("true", { inputs: ["src/**", "dist/**"] })
@@ -93,7 +93,7 @@ describe("declared outputs", () => {
       assert.strictEqual(u.code, 2, u.stderr)
       assert.match(
         u.stderr,
-        /^kiln: kiln\.json: processes\.test\.inputs\[1\]: "dist\/\*\*" takes dist\/, an output of "compile": add "compile" to deps/m
+        /^kiln: kiln\.json:\d+:\d+: processes\.test\.inputs\[1\]: "dist\/\*\*" takes dist\/, an output of "compile": add "compile" to deps/m
       )
     }))
 })

@@ -84,12 +84,20 @@ describe("write-back, hostile", () => {
     Effect.gen(function*() {
       const root = yield* tempDir("kiln-victim-")
       writeTree(root, { "p.txt": "precious", "d/x": "keep" })
-      // While the marker is there (outside the workspace, not an input), the process makes the symlink.
+      // While the marker is there (outside the workspace, not an input: a host path it is shown), the process makes
+      // the symlink.
       const marker = path.join(yield* tempDir("kiln-marker-"), "poison")
       fs.writeFileSync(marker, "")
       const script = `if [ -e '${marker}' ]; then ln -s '${root}' out; else mkdir out && echo made > out/m.txt; fi`
       const dirs = yield* setup({
-        processes: { gen: { argv: ["/bin/sh", "-c", script], inputs: ["a.txt"], outputs: ["out/"] } }
+        processes: {
+          gen: {
+            argv: ["/bin/sh", "-c", script],
+            inputs: ["a.txt"],
+            outputs: ["out/"],
+            hostPaths: [path.dirname(marker)]
+          }
+        }
       })
       // Twice: the first run, then whatever it left in the store.
       for (let i = 0; i < 2; i++) {

@@ -11,7 +11,10 @@ import * as Glob from "../../src/domain/Glob.js"
 
 const errorOf = (processes: Record<string, unknown>) => {
   const parsed = parse("kiln.json", JSON.stringify({ processes }))
-  return Either.isLeft(parsed) ? parsed.left.message : undefined
+  // Its headline, without the line and column (the lines quoting the file follow it).
+  return Either.isLeft(parsed)
+    ? parsed.left.message.split("\n")[0]!.replace(/^kiln\.json:\d+:\d+:/, "kiln.json:")
+    : undefined
 }
 
 const P = (fields: Record<string, unknown> = {}) => ({ argv: ["true"], ...fields })
