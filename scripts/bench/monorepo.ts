@@ -2,7 +2,7 @@
  * The real-monorepo benchmark (`npm run bench:monorepo [-- --reps 3] [-- --only react-email]
  * [-- --scenarios cold,noop] [-- --profile root]`; issue #36; not part of `npm run bench`): real open-source workspaces
  * (scripts/bench/monorepo/repos.ts: a pnpm one with its own Turborepo, an npm-workspaces one), installed at their lock
- * files, each run by kiln (a kiln.json generated from the package.json scripts, scripts/bench/monorepo/kilnConfig.ts)
+ * files, each run by kiln (kiln.json's `tasks`, a few lines as a user writes them: scripts/bench/monorepo/kilnConfig.ts)
  * and by Turborepo (`turbo run build test`), each on its own copy, 2 tasks at a time, one tool after the other with the
  * reps interleaved in rotated order:
  * - cold: outputs removed, every cache emptied;
@@ -16,7 +16,7 @@
  * medians of one run; it never fails on a missed target. Run without `--only` and `--scenarios`, it writes its section
  * into scripts/bench/report.md.
  *
- * `--profile <scenario>`: after the reps, one more kiln run of that scenario with `--trace` and `node --cpu-prof`,
+ * `--profile <scenario>[,<scenario>…]`: after the reps, one more kiln run of each scenario with `--trace` and `node --cpu-prof`,
  * summarised in the section (scripts/bench/monorepo/profile.ts).
  */
 import { execFileSync } from "node:child_process"
@@ -24,7 +24,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { killLive, leftovers } from "./kiln.js"
-import { kilnConfigOf } from "./monorepo/kilnConfig.js"
+import { kilnConfigOf, kilnProcesses } from "./monorepo/kilnConfig.js"
 import { cpuSummary, traceSummary } from "./monorepo/profile.js"
 import { prepare, type Prepared, type Repo, REPOS } from "./monorepo/repos.js"
 import {
@@ -85,7 +85,7 @@ const RSS_TARGET = 1.1
 const reps = Number(flag("reps") ?? "3")
 const onlyArg = flag("only")
 const scenariosArg = flag("scenarios")
-const profileArg = flag("profile") as Scenario | undefined
+const profileArg = flag("profile")?.split(",") as Array<Scenario> | undefined
 
 const selected = <T extends string>(all: ReadonlyArray<T>, arg: string | undefined, what: string): Array<T> => {
   if (arg === undefined) return [...all]
@@ -219,7 +219,7 @@ const profileRun = async (b: Bench, scn: Scenario) => {
   for (const f of profiles) lines.push(...cpuSummary(path.join(dir, f)).map((l) => `${f.split(".")[3] ?? f}: ${l}`))
   for (const l of lines) note(b.r, l)
   // Kept for a closer look: the trace opens in Perfetto, the profiles in Chrome's DevTools.
-  const keep = path.join(os.tmpdir(), `kiln-bench-mono-profile-${b.r.key}`)
+  const keep = path.join(os.tmpdir(), `kiln-bench-mono-profile-${b.r.key}-${scn}`)
   rm(keep)
   fs.cpSync(dir, keep, { recursive: true })
   note(b.r, `profile and trace kept in ${keep}`)
@@ -235,9 +235,9 @@ const benchRepo = async (r: Repo, scenarios: ReadonlyArray<Scenario>) => {
   const kilnRoot = copyOf(p, "kiln", r)
   const turboRoot = copyOf(p, "turbo", r)
   const ws = readWorkspace(kilnRoot, r.scope)
-  const config = kilnConfigOf(ws, { scripts: ["build", "test"], buildOutputs: r.buildOutputs })
+  const config = kilnConfigOf({ buildOutputs: r.buildOutputs, testRootInputs: r.testRootInputs })
   fs.writeFileSync(path.join(kilnRoot, "kiln.json"), JSON.stringify(config, null, 1))
-  const taskCount = Object.keys(config.processes as object).length
+  const taskCount = kilnProcesses(ws).length
   // The leaf's package and every package in scope that depends on it: what its edit re-runs in both tools.
   const leafPkg = ws.inScope.find((x) => r.leafFile.startsWith(`${x.dir}/`))
   const rerun = ws.inScope.filter((x) => x === leafPkg || transitiveDeps(ws, x).includes(leafPkg!))
@@ -272,7 +272,7 @@ const benchRepo = async (r: Repo, scenarios: ReadonlyArray<Scenario>) => {
     // Every output there, and the same in both copies, after the edits (the same in both) and the restores.
     for (const s of [...b.live]) await runOne(b, s, "noop", reps, true)
     compareOutputs(b, "at the end")
-    if (profileArg !== undefined) await profileRun(b, profileArg)
+    for (const scn of profileArg ?? []) await profileRun(b, scn)
   } finally {
     for (const s of opened) {
       s.close()
@@ -329,10 +329,12 @@ const notes = (repos: ReadonlyArray<Repo>): string =>
       ...(notesByRepo.get(r.key) ?? []).map((l) => `  - ${l}`)
     ]),
     `- kiln: \`node dist/cli.js run --config kiln.json --store-dir S --concurrency ${CONCURRENCY} --progress none` +
-    " --summary F`, the kiln.json generated from the package.json scripts (scripts/bench/monorepo/kilnConfig.ts: one" +
-    " process a package's `build` and `test`, `/bin/sh -c` of the script in the package's directory, inputs the" +
-    " package's files but its outputs, the root's files and `node_modules`, its workspace dependencies' package.json" +
-    " and `node_modules`; deps the builds of its workspace dependencies, transitively). Turborepo: its native binary" +
+    " --summary F <the processes of the packages in scope>`, kiln.json the user's few lines of `tasks`" +
+    " (scripts/bench/monorepo/kilnConfig.ts: `build` with deps `^build` and outputs `dist/`; `test` with deps" +
+    " `^build` and named caches `vite` at the package's `node_modules/.vite` and `vitest` at its" +
+    " `node_modules/.vitest`, where Turborepo's workspace keeps those tools' caches between its runs, and react-email's" +
+    " root `vitest.config.ts` and `vitest.workspace.ts` as `rootInputs`); argv, PATH," +
+    " inputs and deps inferred by kiln from the workspace. Turborepo: its native binary" +
     ` from npm, \`turbo run build test --concurrency=${CONCURRENCY} --output-logs=none --cache-dir=D --filter=./<each` +
     " package>` (1.x with `--no-daemon`), local cache only, no telemetry, the package manager on PATH.",
     "- Each tool has its own `cp -a` copy of the installed tree. Cold: outputs (`dist/`) removed and the cache emptied" +
@@ -352,7 +354,7 @@ const main = async () => {
   if (!Number.isInteger(reps) || reps < 1) throw new Error(`--reps: a whole number ≥ 1, not ${flag("reps")}`)
   const repos = selected(REPOS.map((r) => r.key), onlyArg, "only").map((k) => REPOS.find((r) => r.key === k)!)
   const scenarios = selected(SCENARIOS, scenariosArg, "scenarios")
-  if (profileArg !== undefined && !SCENARIOS.includes(profileArg)) throw new Error(`--profile: one of ${SCENARIOS}`)
+  if (profileArg?.some((x) => !SCENARIOS.includes(x))) throw new Error(`--profile: some of ${SCENARIOS}`)
   const loadStart = os.loadavg()
   const t0 = now()
   ensureTime()

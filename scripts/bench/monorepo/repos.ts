@@ -29,6 +29,11 @@ export interface Repo {
   /** The package directories whose tasks run (globs), and those among them left out (why: {@link Repo.why}). */
   readonly scope: Scope
   readonly buildOutputs: ReadonlyArray<string>
+  /**
+   * Root files the tests read beyond kiln's default root inputs (package.json, lock file, tsconfig*.json…): kiln.json's
+   * `rootInputs` of its `test` task, as a user writes it.
+   */
+  readonly testRootInputs: ReadonlyArray<string>
   /** A source file of a package nothing depends on: its build and test alone re-run. */
   readonly leafFile: string
   /** A file every task, or the most tasks, depend on. */
@@ -56,6 +61,8 @@ export const REPOS: ReadonlyArray<Repo> = [
     turbo: "1.11.3",
     scope: { include: ["packages/*"], exclude: ["packages/react-email", "packages/create-email"] },
     buildOutputs: ["dist/"],
+    // vitest's `globals: true` and happy-dom, which every package's tests take from the root.
+    testRootInputs: ["vitest.config.ts", "vitest.workspace.ts"],
     // A leaf component: only @react-email/components (a bundle of them all) depends on it.
     leafFile: "packages/text/src/index.ts",
     rootFile: "packages/render/src/index.ts",
@@ -82,6 +89,7 @@ export const REPOS: ReadonlyArray<Repo> = [
     turbo: "2.11.11",
     scope: { exclude: [] },
     buildOutputs: ["dist/"],
+    testRootInputs: [],
     leafFile: "src/memory/index.ts",
     rootFile: "tsconfig.json",
     why: "npm workspaces (package-lock.json), no task runner of its own (`npm run build --workspaces`): 4 TypeScript " +

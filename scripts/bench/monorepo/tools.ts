@@ -11,6 +11,7 @@ import * as path from "node:path"
 import { kilnEnv, type RunSummary } from "../kiln.js"
 import { measure, tailOf } from "../peers/proc.js"
 import { cli, progress, rm, type TempRoot } from "../report.js"
+import { kilnProcesses } from "./kilnConfig.js"
 import { cacheRoot, type Repo } from "./repos.js"
 import type { Workspace } from "./workspace.js"
 
@@ -162,7 +163,8 @@ export const kilnSession = (tmp: TempRoot, ws: Workspace, r: Repo, root: string,
         "none",
         "--summary",
         summaryFile,
-        ...(o.args ?? [])
+        ...(o.args ?? []),
+        ...kilnProcesses(ws)
       ]
       const m = await runOrThrow("kiln run", argv, {
         cwd: root,

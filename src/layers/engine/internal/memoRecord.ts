@@ -46,18 +46,41 @@ export interface Candidate {
  * collected nor looked up here, so that a tree shared by every process costs nothing per process (issue #36: a
  * restore of 39 processes over a 52k-path tree spent a third of its time making relative paths and sets of them).
  */
-const complete = (workspace: string, c: Candidate): boolean => {
+const complete = (workspace: string, c: Candidate, own: ReadonlyArray<RunMemo.Seen>): boolean => {
   if (c.carried !== undefined) return true
   if (c.deps === undefined) return false
   const wholeAbs = underAny(c.wholes.map((w) => w.abs))
   const wholeRel = underAny(c.wholes.map((w) => RunMemo.relativeTo(workspace, w.abs)))
   const seen = new Set<string>()
-  for (const s of c.inputs) {
+  for (const s of own) {
     if (s.kind === "a" || wholeAbs(s.abs)) continue
     seen.add(RunMemo.relativeTo(workspace, s.abs) + (s.kind === "d" ? "/" : ""))
   }
   for (const f in c.files) if (!wholeRel(f) && !seen.has(f)) return false
   return true
+}
+
+/**
+ * The observations of a whole directory, as a set, made once per run for every process that took it (the snapshot
+ * gives them all the same array).
+ */
+const wholeSets = new WeakMap<ReadonlyArray<RunMemo.Seen>, ReadonlySet<RunMemo.Seen>>()
+const wholeSetOf = (observations: ReadonlyArray<RunMemo.Seen>): ReadonlySet<RunMemo.Seen> => {
+  let set = wholeSets.get(observations)
+  if (set === undefined) wholeSets.set(observations, set = new Set(observations))
+  return set
+}
+
+/**
+ * A candidate's input observations but those of the directories it took whole: its snapshot lists theirs among its
+ * own, and they are recorded (and checked for races) once per group. Told apart by identity, without reading their
+ * paths: comparing each path with the directories' (issue #36, the react-email restore: 39 processes over a
+ * 52k-path tree) cost three passes of path prefixes per process, most of what recording a run cost.
+ */
+const ownObservations = (c: Candidate): ReadonlyArray<RunMemo.Seen> => {
+  if (c.wholes.length === 0) return c.inputs
+  const sets = c.wholes.map((w) => wholeSetOf(w.observations))
+  return c.inputs.filter((s) => !sets.some((set) => set.has(s)))
 }
 
 /** Whether a path is one of `dirs` or under one (none: never). */
@@ -73,16 +96,17 @@ const underAny = (dirs: ReadonlyArray<string>): (p: string) => boolean => {
 /** A candidate's input observations, those under a directory taken whole replaced by a reference to its group. */
 const groupedInputs = (
   c: Candidate,
+  own: ReadonlyArray<RunMemo.Seen>,
   obsOf: (s: RunMemo.Seen) => RunMemo.Obs,
   groupOf: (w: WholeDirectory) => string,
   rel: (abs: string) => string
 ): Array<RunMemo.Obs> => {
-  if (c.wholes.length === 0) return c.inputs.map(obsOf)
+  if (c.wholes.length === 0) return own.map(obsOf)
   const whole = underAny(c.wholes.map((w) => w.abs))
-  const own: Array<RunMemo.Obs> = []
-  for (const s of c.inputs) if (!whole(s.abs)) own.push(obsOf(s))
+  const obs: Array<RunMemo.Obs> = []
+  for (const s of own) if (!whole(s.abs)) obs.push(obsOf(s))
   const refs = c.wholes.map((w): RunMemo.Obs => [`${rel(w.abs)}/`, RunMemo.GROUP, groupOf(w)])
-  return [...own, ...refs]
+  return [...obs, ...refs]
 }
 
 const unique = (obs: Array<RunMemo.Obs>): Array<RunMemo.Obs> => {
@@ -115,8 +139,9 @@ export const record = (o: {
     const debug = process.env.KILN_NOOP_DEBUG === "1"
       ? (name: string, why: string) => process.stderr.write(`kiln: run memo: ${name} not recorded: ${why}\n`)
       : undefined
+    const owns = new Map(o.candidates.map((c) => [c, ownObservations(c)]))
     const candidates = o.candidates.filter((c) => {
-      const ok = complete(o.workspace, c)
+      const ok = complete(o.workspace, c, owns.get(c)!)
       if (!ok) debug?.(c.name, "not every input file was seen")
       return ok
     })
@@ -135,7 +160,7 @@ export const record = (o: {
     const wholeUnsettled = new Map<ReadonlyArray<RunMemo.Seen>, RunMemo.Seen | undefined>()
     const unsettledOf = (c: Candidate): RunMemo.Seen | undefined => {
       const whole = underAny(c.wholes.map((w) => w.abs))
-      for (const s of c.inputs) if (!whole(s.abs) && unsettledAt(s)) return s
+      for (const s of owns.get(c)!) if (!whole(s.abs) && unsettledAt(s)) return s
       const output = c.outputs.find(unsettledAt)
       if (output !== undefined) return output
       for (const w of c.wholes) {
@@ -189,6 +214,7 @@ export const record = (o: {
         stderr: Digest.format(c.result.stderrDigest),
         inputs: c.carried?.inputs ?? unique(groupedInputs(
           c,
+          owns.get(c)!,
           (s) => RunMemo.obsOf(o.workspace, s, racy(s)),
           groupOf,
           (abs) => RunMemo.relativeTo(o.workspace, abs)

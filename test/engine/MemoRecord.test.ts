@@ -1,0 +1,100 @@
+/**
+ * Recording the run memo costs a directory taken whole once per run, however many processes took it (issue #36: the
+ * react-email restore, 39 processes over a 52k-path `node_modules`, spent most of its recording comparing every
+ * path of the tree with the directory's, once per process). Counted, not timed: how often the whole directory's
+ * observations are read.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as path from "node:path"
+import type { Config } from "../../src/domain/Config.js"
+import * as Digest from "../../src/domain/Digest.js"
+import type { ProcessResult } from "../../src/domain/Process.js"
+import * as MemoRecord from "../../src/layers/engine/internal/memoRecord.js"
+import * as RunMemo from "../../src/layers/engine/RunMemo.js"
+import type * as SnapshotObservation from "../../src/layers/store/SnapshotObservation.js"
+import { tempDir } from "../utils/temp.js"
+
+const PATHS = 200
+
+/** A settled observation (its stat long past), whose path counts its reads. */
+const counted = (abs: string, kind: "f" | "d", reads: { n: number }): SnapshotObservation.Present => {
+  const o = { kind, evidence: "e", dev: 1n, ino: 2n, mode: 0o100644n, size: 1n, mtimeNs: 1n, ctimeNs: 1n }
+  return Object.defineProperty(o, "abs", {
+    get: () => {
+      reads.n++
+      return abs
+    },
+    enumerable: true
+  }) as SnapshotObservation.Present
+}
+
+const result = {
+  actionDigest: Digest.empty,
+  outputDigest: Digest.empty,
+  stdoutDigest: Digest.empty,
+  stderrDigest: Digest.empty
+} as unknown as ProcessResult
+
+/** Records `processes` candidates that all took one whole directory; how often its observations' paths were read. */
+const readsFor = (processes: number) =>
+  Effect.gen(function*() {
+    const root = yield* tempDir("kiln-store-")
+    const workspace = yield* tempDir()
+    const modules = path.join(workspace, "node_modules")
+    const reads = { n: 0 }
+    const observations = [
+      counted(modules, "d", reads),
+      ...Array.from({ length: PATHS }, (_, i) => counted(path.join(modules, `f${i}.js`), "f", reads))
+    ]
+    const whole: SnapshotObservation.WholeDirectory = {
+      abs: modules,
+      digest: Digest.empty,
+      observations,
+      unchanged: () => true
+    }
+    const names = Array.from({ length: processes }, (_, i) => `p${i}`)
+    const src = (name: string) => path.join(workspace, `${name}.ts`)
+    yield* MemoRecord.record({
+      root,
+      workspace,
+      config: { processes: Object.fromEntries(names.map((n) => [n, { argv: ["true"] }])) } as unknown as Config,
+      configHash: "c",
+      configText: undefined,
+      generation: "g",
+      previous: undefined,
+      startedNs: BigInt(Date.now()) * 1_000_000n,
+      names: new Set(names),
+      remembered: new Set(),
+      candidates: names.map((name): MemoRecord.Candidate => ({
+        name,
+        result,
+        files: { [`${name}.ts`]: "d", "node_modules/": "tree d" },
+        // As a snapshot gives them: its own paths, and the whole directory's among them.
+        inputs: [counted(src(name), "f", { n: 0 }), ...observations],
+        wholes: [whole],
+        outputs: [],
+        deps: {}
+      })),
+      keyOf: (name) => `key-${name}`
+    })
+    const memo = RunMemo.read(root, workspace)
+    return { reads: reads.n, recorded: Object.keys(memo?.processes ?? {}).length, memo }
+  }).pipe(Effect.scoped)
+
+describe("MemoRecord", () => {
+  it.effect("reads a whole directory's observations as often for ten processes as for one", () =>
+    Effect.gen(function*() {
+      const one = yield* readsFor(1)
+      const ten = yield* readsFor(10)
+      // Every process is recorded, its own file by itself and the directory as one group reference.
+      assert.strictEqual(one.recorded, 1)
+      assert.strictEqual(ten.recorded, 10)
+      const entry = ten.memo!.processes["p3"]!
+      assert.deepStrictEqual(entry.inputs.map((o) => o[0]), ["p3.ts", "node_modules/"])
+      assert.strictEqual(entry.inputs[1]![1], RunMemo.GROUP)
+      assert.strictEqual(Object.keys(ten.memo!.groups ?? {}).length, 1)
+      assert.isAbove(one.reads, 0)
+      assert.strictEqual(ten.reads, one.reads)
+    }))
+})
