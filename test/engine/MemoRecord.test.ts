@@ -63,6 +63,7 @@ const readsFor = (processes: number) =>
       configText: undefined,
       generation: "g",
       previous: undefined,
+      sandbox: "auto",
       startedNs: BigInt(Date.now()) * 1_000_000n,
       names: new Set(names),
       remembered: new Set(),
