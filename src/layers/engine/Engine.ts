@@ -255,6 +255,7 @@ export interface Service {
  */
 export interface ProcessLogs {
   readonly actionDigest: string
+  /** How that run failed, when it did (`exit 3`). */
   readonly failed?: string
   readonly stdoutDigest: Digest.Digest
   readonly stderrDigest: Digest.Digest

@@ -47,7 +47,8 @@ export const STORE_COMMANDS = {
   cap: "print the store's cap, or set it (SIZE, e.g. 50G) or go back to the default (`default`)"
 } as const
 
-const METAVAR: Record<OptionSpec["kind"], string> = {
+/** The placeholder of an option's value in its usage, by kind (none for a choice, whose values are listed). */
+export const METAVAR: Record<OptionSpec["kind"], string> = {
   file: "FILE",
   directory: "DIR",
   text: "TEXT",

@@ -9,7 +9,7 @@
  */
 import { nearest } from "../../domain/DidYouMean.js"
 import { type OptionSpec } from "../common/optionSpec.js"
-import { COMMANDS } from "./help.js"
+import { COMMANDS, METAVAR } from "./help.js"
 import { RUN_OPTIONS } from "./optionTable.js"
 
 /** The options @effect/cli gives every command, read only before the command's name. */
@@ -18,18 +18,6 @@ export const GLOBAL_OPTIONS: ReadonlyArray<string> = ["--log-level", "--completi
 /** `"a"`, `"a" or "b"`, `"a", "b" or "c"`. */
 const either = (words: ReadonlyArray<string>) =>
   words.length <= 1 ? words.join("") : `${words.slice(0, -1).join(", ")} or ${words.at(-1)}`
-
-const METAVAR: Record<OptionSpec["kind"], string> = {
-  file: "FILE",
-  directory: "DIR",
-  text: "TEXT",
-  integer: "N",
-  choice: "",
-  boolean: "",
-  size: "SIZE",
-  duration: "DURATION",
-  list: "TEXT"
-}
 
 /** `--cache read-write|read|write|off`, `--trace FILE`: how an option is written, as `kiln run --help` shows it. */
 export const usageOf = (spec: OptionSpec) =>

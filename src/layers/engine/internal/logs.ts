@@ -9,18 +9,8 @@ import * as Either from "effect/Either"
 import * as path from "node:path"
 import * as Digest from "../../../domain/Digest.js"
 import type { Store } from "../../store/Store.js"
+import type { ProcessLogs } from "../Engine.js"
 import * as RunRecords from "./runRecords.js"
-
-/** @internal */
-export interface Logs {
-  readonly actionDigest: string
-  /** How that run failed, when it did (`exit 3`). */
-  readonly failed?: string
-  readonly stdoutDigest: Digest.Digest
-  readonly stderrDigest: Digest.Digest
-  readonly stdout: Uint8Array
-  readonly stderr: Uint8Array
-}
 
 /**
  * What the last run of `name` printed: `"unrecorded"` when the workspace has no run of it on this store (or one
@@ -43,5 +33,5 @@ export const logs = (store: Store["Type"], options: { readonly workspace: string
       stderrDigest,
       stdout,
       stderr
-    } satisfies Logs
+    } satisfies ProcessLogs
   })
