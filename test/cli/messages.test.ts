@@ -145,7 +145,7 @@ describe("the command line's errors, in kiln's words", () => {
     [["gen"], "kiln: unknown command \"gen\": did you mean `kiln run gen`?"],
     [
       ["bild"],
-      "kiln: unknown command \"bild\": the commands are run, ls, explain, exec, store, schema, clean or remote (`kiln --help`)"
+      "kiln: unknown command \"bild\": the commands are run, ls, graph, explain, logs, verify, exec, store, schema, clean or remote (`kiln --help`)"
     ]
   ]
   for (const [args, line] of cases) {

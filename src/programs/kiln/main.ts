@@ -101,7 +101,7 @@ const args = process.argv.slice(2)
 const usage = direct !== undefined || versionOnly || help !== undefined
   ? undefined
   : args[0] === "run"
-  ? runArgsProblem(args.slice(1))
+  ? runArgsProblem(affectedArgs(args.slice(1)))
   : commandProblem(args, processNames)
 
 const main = () =>
