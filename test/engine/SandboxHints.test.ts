@@ -84,7 +84,8 @@ describe("undeclaredHints", () => {
   const config = {
     processes: {
       t: { argv: ["tool"], inputs: ["src/**", "!src/b.ts"], deps: ["build"], workingDirectory: "pkg" },
-      build: { argv: ["b"], outputs: ["dist/"] }
+      build: { argv: ["b"], outputs: ["dist/"] },
+      gen: { argv: ["g"], outputs: ["gen/version.ts", "?cov/"] }
     }
   } as unknown as Config
   const hints = (tail: string, extra: Partial<ConstructorParameters<typeof Process>[0]> = {}) =>
@@ -106,6 +107,15 @@ describe("undeclaredHints", () => {
     assert.deepStrictEqual(hints("failed in /mnt/src/a.ts and ../src/gen.ts", { execRoot: "/mnt" }), [])
     assert.deepStrictEqual(hints("../dist/d.js: bad"), [])
     assert.deepStrictEqual(hints("../src is a directory; ../nope.ts is missing; /etc/passwd; ../../x.ts"), [])
+  })
+
+  it("a path another process makes (not a dep), there or not yet: that process is the dep to add", () => {
+    assert.deepStrictEqual(hints("Cannot find module '../gen/version.ts'"), [
+      "hint: gen/version.ts is an output of gen: add \"gen\" to the deps of t"
+    ])
+    assert.deepStrictEqual(hints("ENOENT: ../cov/lcov.info"), [
+      "hint: cov/lcov.info is an output of gen: add \"gen\" to the deps of t"
+    ])
   })
 
   it("at most three, each once", () => {

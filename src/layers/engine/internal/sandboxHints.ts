@@ -5,7 +5,8 @@
  *   lookup or a refused or unreachable connection is told how to get one;
  * - an undeclared read: each path its output names that is a file of the workspace but not among its inputs (no
  *   input glob of it matches, no dep's output is there) is named, since a process that cannot see a file usually
- *   fails by naming it.
+ *   fails by naming it; and a path that another process declares among its outputs (made or not yet) names that
+ *   process as the dep to add (#38 §5).
  *
  * @internal
  */
@@ -50,19 +51,33 @@ const relativeOf = (word: string, proc: Process, workspace: string): string | un
   return rel === "." || rel === ".." || rel.startsWith("../") ? undefined : rel.replace(/\/$/, "")
 }
 
+/** A process's declared outputs as workspace paths (a directory's with its `/`), the optional ones' `?` taken off. */
+const outputsOf = (config: Config, name: string): Array<string> => {
+  const of = config.processes[name]
+  return (of?.outputs ?? []).map((o) => path.posix.join(of?.workingDirectory ?? "", o.replace(/^\?/, "")))
+}
+
 /** Whether `rel` is among the process's inputs: its globs' (a leading `!` excludes) or a dep's declared outputs. */
 const declared = (config: Config, name: string) => {
   const pc = config.processes[name]
-  const globs = pc?.inputs ?? []
+  const globs = [...pc?.inputs ?? [], ...pc?.optionalInputs ?? []]
   const include = Glob.matcher(globs.filter((g) => !g.startsWith("!")))
   const exclude = Glob.matcher(globs.filter((g) => g.startsWith("!")).map((g) => g.slice(1)))
-  const outputs = [name, ...(pc?.deps ?? [])].flatMap((n) => {
-    const of = config.processes[n]
-    return (of?.outputs ?? []).map((o) => path.posix.join(of?.workingDirectory ?? "", o))
-  })
+  const outputs = [name, ...(pc?.deps ?? [])].flatMap((n) => outputsOf(config, n))
   return (rel: string) =>
     (include(rel) && !exclude(rel)) ||
-    outputs.some((o) => o.endsWith("/") ? rel.startsWith(o) : rel === o)
+    outputs.some((o) => covers(o, rel))
+}
+
+/** Whether the output `o` (a directory's ends with `/`) is `rel` or holds it. */
+const covers = (o: string, rel: string) => o.endsWith("/") ? rel.startsWith(o) : rel === o
+
+/** The process, not `name` nor one of its deps, whose declared outputs hold `rel`, if one's do. */
+const producers = (config: Config, name: string) => {
+  const skip = new Set([name, ...config.processes[name]?.deps ?? []])
+  const outputs = Object.keys(config.processes).filter((n) => !skip.has(n))
+    .flatMap((producer) => outputsOf(config, producer).map((o) => ({ producer, o })))
+  return (rel: string) => outputs.find(({ o }) => covers(o, rel))?.producer
 }
 
 const isFile = (abs: string): boolean => {
@@ -75,8 +90,8 @@ const isFile = (abs: string): boolean => {
 }
 
 /**
- * One line for each file of the workspace the tail names that is not among the process's inputs, at most
- * {@link UNDECLARED_NAMED_AT_MOST}.
+ * One line for each file of the workspace the tail names that is not among the process's inputs, or that another
+ * process makes (then that process is the dep to add), at most {@link UNDECLARED_NAMED_AT_MOST}.
  */
 export const undeclaredHints = (
   name: string,
@@ -86,14 +101,22 @@ export const undeclaredHints = (
   workspace: string
 ): Array<string> => {
   const isDeclared = declared(config, name)
-  const named = new Set<string>()
+  const producerOf = producers(config, name)
+  const named = new Map<string, string>()
   for (const match of tail.matchAll(PATH_LIKE)) {
     const word = match[0].replace(/[.:,]+$/, "")
     const rel = relativeOf(word, proc, workspace)
     if (rel === undefined || named.has(rel) || isDeclared(rel)) continue
-    if (!isFile(path.join(workspace, rel))) continue
-    named.add(rel)
+    // Another process's output: there or not yet, it is that process's to make, and this one's to wait for.
+    const producer = producerOf(rel)
+    if (producer !== undefined) {
+      named.set(rel, `hint: ${rel} is an output of ${producer}: add "${producer}" to the deps of ${name}`)
+    } else if (isFile(path.join(workspace, rel))) {
+      named.set(rel, `hint: ${name} mentions ${rel}, which is not among its inputs`)
+    } else {
+      continue
+    }
     if (named.size === UNDECLARED_NAMED_AT_MOST) break
   }
-  return [...named].map((rel) => `hint: ${name} mentions ${rel}, which is not among its inputs`)
+  return [...named.values()]
 }
