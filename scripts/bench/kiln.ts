@@ -185,7 +185,9 @@ export const timedSpawn = (argv: ReadonlyArray<string>, o: { readonly env: NodeJ
   })
 
 export interface RunSummary {
-  readonly processes: ReadonlyArray<{ readonly name: string; readonly source: string; readonly exitCode: number }>
+  readonly processes: ReadonlyArray<
+    { readonly name: string; readonly source: string; readonly exitCode: number; readonly sandbox?: string | null }
+  >
   readonly ran: number
   readonly cacheHits: number
   readonly failed: number
