@@ -29,9 +29,7 @@ const SYSTEM = SYSTEM_DIRS.map((d) => `/${d}`)
 export const viewFor = (proc: Process) =>
   Effect.map(Effect.serviceOption(SandboxMode), (mode): MountNamespace.View | undefined => {
     if (Option.getOrElse(mode, () => "auto" as const) === "off" || !MountNamespace.strictProbe().works) return undefined
-    // Declared by the process (`Process.hostPaths`, `Process.network`), where its schema has them.
-    const declared = proc as { readonly hostPaths?: ReadonlyArray<string>; readonly network?: boolean }
-    return { hostPaths: declared.hostPaths ?? [], network: declared.network === true }
+    return { hostPaths: proc.hostPaths, network: proc.network }
   })
 
 const isDirectory = (p: string) => {
