@@ -74,12 +74,47 @@ const valueOf = (node: Node): unknown => {
   }
 }
 
+/** How deep kiln.json's objects and arrays may nest: its own schema needs five levels. */
+const DEPTH_MAX = 64
+
+/**
+ * The offset of the first `[` or `{` that opens a level past `max`, outside strings and comments; undefined when
+ * none does. One pass over the text, no recursion.
+ */
+const nestedPast = (text: string, max: number): number | undefined => {
+  let depth = 0
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (c === 0x22) {
+      // A string: to its closing quote, escapes skipped.
+      for (i++; i < text.length && text.charCodeAt(i) !== 0x22; i++) if (text.charCodeAt(i) === 0x5c) i++
+    } else if (c === 0x2f && text.charCodeAt(i + 1) === 0x2f) {
+      const end = text.indexOf("\n", i)
+      i = end < 0 ? text.length : end
+    } else if (c === 0x2f && text.charCodeAt(i + 1) === 0x2a) {
+      const end = text.indexOf("*/", i + 2)
+      i = end < 0 ? text.length : end + 1
+    } else if (c === 0x5b || c === 0x7b) {
+      if (++depth > max) return i
+    } else if (c === 0x5d || c === 0x7d) {
+      depth--
+    }
+  }
+  return undefined
+}
+
 /**
  * The text's value, or every syntax error in it. Comments (`//`, `/* *\/`) and trailing commas are allowed.
  */
 export const parse = (
   text: string
 ): { readonly json: unknown } | { readonly errors: ReadonlyArray<SyntaxProblem> } => {
+  // jsonc-parser, and every check after it, walks the value recursively: a committed file nested thousands deep
+  // would overflow the stack. kiln.json is a few levels deep.
+  const tooDeep = nestedPast(text, DEPTH_MAX)
+  if (tooDeep !== undefined) {
+    return { errors: [{ offset: tooDeep, detail: `nested more than ${DEPTH_MAX} levels deep: kiln.json is a few` }] }
+  }
   try {
     return { json: JSON.parse(text) }
   } catch {

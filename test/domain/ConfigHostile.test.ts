@@ -155,3 +155,20 @@ describe("Config.parse, hostile fields", () => {
     }
   )
 })
+
+describe("kiln.json nested past any depth kiln.json needs", () => {
+  // Parsing and checking walk the value recursively: nested this deep, either overflowed the stack (a RangeError
+  // with a stack trace, exit 1) instead of one line naming the file.
+  const deep = (n: number) => "[".repeat(n) + "]".repeat(n)
+  it("is one line at the place it gets too deep, as JSON or as JSONC", () => {
+    for (const text of [`{"processes":${deep(200_000)}}`, `// a comment\n${deep(200_000)}`]) {
+      const parsed = Config.parse("kiln.json", text)
+      assert.isTrue(Either.isLeft(parsed))
+      const headline = Either.isLeft(parsed) ? parsed.left.message.split("\n")[0]! : ""
+      assert.match(headline, /^kiln\.json:\d+:\d+: .*nested more than 64 levels deep: kiln\.json is a few$/)
+    }
+    // Brackets inside strings and comments are not levels.
+    const json = `{ "processes": { "a": { "argv": ["${"[".repeat(100)}"] } } } /* ${"{".repeat(100)} */`
+    assert.isTrue(Either.isRight(Config.parse("kiln.json", json)))
+  })
+})
