@@ -143,6 +143,47 @@ describe("the no-op check", () => {
       assert.deepStrictEqual(one.lines.slice(0, -1), ["✓ gen (cached)", "✓ use (cached)"])
     }))
 
+  it.scoped("outputs deleted from inside the directory a process globs are written back without snapshotting it", () =>
+    Effect.gen(function*() {
+      const { kiln, read, writeConfig, ws } = yield* workspace
+      fs.mkdirSync(path.join(ws, "pkg"))
+      fs.writeFileSync(path.join(ws, "pkg", "a.txt"), "a\n")
+      writeConfig({
+        processes: {
+          build: {
+            argv: ["/bin/sh", "-c", "mkdir -p pkg/dist && cat pkg/*.txt > pkg/dist/all.txt"],
+            inputs: ["pkg/**"],
+            outputs: ["pkg/dist/"],
+            env: { PATH }
+          }
+        }
+      })
+      assert.strictEqual(kiln().code, 0)
+      // The cold run saw the package's directory before its outputs were made in it: the next run looks again, and
+      // finds the same inputs (a glob never takes its own process's outputs, which would make every re-run differ).
+      const second = kiln()
+      assert.strictEqual(second.check, "build: pkg changed")
+      assert.strictEqual(sourceOf(second, "build"), "cache-hit")
+      answered(kiln())
+      // The package's directory lists other names now; only an output of a process is gone from it.
+      fs.rmSync(path.join(ws, "pkg", "dist"), { recursive: true })
+      const restore = kiln()
+      assert.strictEqual(restore.code, 0, restore.stderr)
+      assert.strictEqual(restore.check, "build: pkg/dist/all.txt changed")
+      assert.isFalse(restore.warmed, "its inputs hold: nothing will run")
+      assert.strictEqual(sourceOf(restore, "build"), "cache-hit")
+      assert.strictEqual(restore.summary!.processes[0]!.durationMs, 0, "taken from the memo, not snapshotted")
+      assert.strictEqual(read("pkg/dist/all.txt"), "a\n")
+      answered(kiln(), "the restore")
+      // A name added beside the outputs is one the glob may take: the inputs are looked at again.
+      fs.rmSync(path.join(ws, "pkg", "dist"), { recursive: true })
+      fs.writeFileSync(path.join(ws, "pkg", "b.txt"), "b\n")
+      const added = kiln()
+      assert.strictEqual(added.check, "build: pkg changed")
+      assert.strictEqual(sourceOf(added, "build"), "ran")
+      assert.strictEqual(read("pkg/dist/all.txt"), "a\nb\n")
+    }))
+
   it.scoped("under --pending-deprecation it answers the same from public fs calls, and prints no warning", () =>
     Effect.gen(function*() {
       const { kiln, ws } = yield* workspace

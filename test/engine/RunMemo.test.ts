@@ -75,7 +75,8 @@ describe("run memo evidence", () => {
       fs.chmodSync(path.join(ws, "src", "b.txt"), 0o755)
       fs.renameSync(path.join(ws, "src", "c.txt"), path.join(ws, "c.tmp")) // same bytes, another inode back
       fs.copyFileSync(path.join(ws, "c.tmp"), path.join(ws, "src", "c.txt"))
-      assert.deepStrictEqual(obs.map((o) => RunMemo.holds(ws, o)), [false, false, false, true, false])
+      // The directory's stat moved with the rename, but it lists the same names: it holds (c.txt itself does not).
+      assert.deepStrictEqual(obs.map((o) => RunMemo.holds(ws, o)), [false, false, false, true, true])
 
       const absent = RunMemo.obsOf(ws, { kind: "a", abs: path.join(ws, "gen") })
       assert.deepStrictEqual(absent, ["gen", "a"])
@@ -106,6 +107,41 @@ describe("run memo evidence", () => {
       }
     }))
 
+  it.scoped("a directory that lost only recorded outputs still lists what its globs took: the outputs are restored", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempDir()
+      const pkg = path.join(ws, "pkg")
+      fs.mkdirSync(path.join(pkg, "dist"), { recursive: true })
+      fs.writeFileSync(path.join(pkg, "index.ts"), "export {}\n")
+      fs.writeFileSync(path.join(pkg, "dist", "index.js"), "x\n")
+      backdate(path.join(pkg, "index.ts"), path.join(pkg, "dist", "index.js"), pkg)
+      const memo: RunMemo.Memo = {
+        ...memoOf({
+          build: entryOf({
+            inputs: [RunMemo.obsOf(ws, seeDir(pkg)), RunMemo.obsOf(ws, seeFile(path.join(pkg, "index.ts")))],
+            outputs: [RunMemo.obsOf(ws, seeFile(path.join(pkg, "dist", "index.js")))]
+          })
+        }),
+        workspace: ws
+      }
+      const check = () => {
+        const fresh = JSON.parse(JSON.stringify(memo)) as RunMemo.Memo
+        const h = RunMemo.holding(fresh, ws, ["build"], () => "k", () => [])
+        return h.valid.has("build") ? "valid" : h.restorable.has("build") ? "restorable" : h.why.get("build")
+      }
+      assert.strictEqual(check(), "valid")
+      fs.rmSync(path.join(pkg, "dist"), { recursive: true })
+      assert.strictEqual(check(), "restorable", "outputs deleted: written back without snapshotting the inputs")
+      // The plain check (the CLI's per-path one) knows no outputs: there the directory changed.
+      assert.isFalse(RunMemo.holds(ws, memo.processes.build!.inputs[0]!))
+      fs.writeFileSync(path.join(pkg, "new.ts"), "")
+      assert.strictEqual(check(), "pkg changed", "a name added is one a glob may take")
+      fs.rmSync(path.join(pkg, "new.ts"))
+      assert.strictEqual(check(), "restorable", "the same names again, at another stat")
+      fs.rmSync(path.join(pkg, "index.ts"))
+      assert.match(String(check()), /changed$/, "an input removed is a change, output or not")
+    }))
+
   // The one real wait of these tests: a racy window is kernel time (a file's ctime cannot be set), so it has to pass.
   const settle = (seen: ReadonlyArray<RunMemo.Seen>) =>
     eventually(
@@ -131,7 +167,9 @@ describe("run memo evidence", () => {
       // The same stat with other evidence: what a change within the same tick would leave (the stat cannot show it).
       const withEvidence = (o: RunMemo.Obs, evidence: string): RunMemo.Obs => [o[0], o[1], ...o.slice(2, 8), evidence]
       assert.isFalse(RunMemo.holds(ws, withEvidence(fo, RunMemo.hashOf("two\n"))))
-      assert.isFalse(RunMemo.holds(ws, withEvidence(dobs, "x/y")))
+      // A directory always keeps its names; racy, it is marked so after them, and its listing is read again.
+      assert.deepStrictEqual(dobs.slice(8), ["x", 1])
+      assert.isFalse(RunMemo.holds(ws, [...withEvidence(dobs, "x/y"), 1]))
       // Without evidence (not racy), the stat alone decides.
       assert.strictEqual(RunMemo.obsOf(ws, f).length, 8)
     }))

@@ -30,7 +30,7 @@ import * as Shims from "../store/Shims.js"
 import { namesOf, type SnapshotObservation, type Stat } from "../store/SnapshotObservation.js"
 
 /** Bump when what a memo means changes. */
-export const FORMAT = 9
+export const FORMAT = 10
 
 /** Something a walk read, with the evidence of what it found: a file's hash, a symlink's target, a listing. */
 export type Seen = SnapshotObservation
@@ -169,6 +169,8 @@ interface Held {
 const REREAD = Symbol.for("kiln.memoReread")
 /** What each path observed held when this memo was checked (see `holdsOnce`). */
 const PATHS = Symbol.for("kiln.memoPaths")
+/** The paths of every recorded output, and the directories above them (see `outputPathsOf`). */
+const OUTPUT_PATHS = Symbol.for("kiln.memoOutputPaths")
 /** Which groups held when this memo was checked. */
 const GROUPS = Symbol.for("kiln.memoGroups")
 type Checked = Memo & {
@@ -177,6 +179,7 @@ type Checked = Memo & {
   [PATHS]?: Map<string, readonly [Obs, boolean]>
   [GROUPS]?: Map<string, string | undefined>
   [REREAD]?: number
+  [OUTPUT_PATHS]?: ReadonlySet<string>
 }
 
 /** Why a process's evidence does not hold (undefined: it holds), and whether its inputs still do. */
@@ -331,6 +334,8 @@ const fieldsOfBig = (st: Stat): Array<number> => [
 export const obsOf = (workspace: string, seen: Seen, racy = false): Obs =>
   seen.kind === "a"
     ? [relativeTo(workspace, seen.abs), "a"]
+    : seen.kind === "d"
+    ? [relativeTo(workspace, seen.abs), "d", ...fieldsOfBig(seen), seen.evidence, ...(racy ? [1] : [])]
     : racy
     ? [relativeTo(workspace, seen.abs), seen.kind, ...fieldsOfBig(seen), seen.evidence]
     : [relativeTo(workspace, seen.abs), seen.kind, ...fieldsOfBig(seen)]
@@ -397,7 +402,66 @@ const statIs = (o: Obs): boolean =>
 export const holds = (workspace: string, o: Obs): boolean => {
   const there = statOf(workspace, o)
   if (o[1] === "a") return !there
+  if (o[1] === "d") return there && listingHolds(workspace, o, NO_OUTPUTS)
   return there && statIs(o) && (o.length < 9 || contentIs(`${workspace}/${o[0]}`, o[1], String(o[8]), workspace))
+}
+
+const NO_OUTPUTS: ReadonlySet<string> = new Set()
+
+/**
+ * Whether a directory (stat in {@link st}) still lists what its globs took: its stat unchanged (and not racy), or
+ * else the same directory whose names are those it had, less some that are (or hold) a process's recorded outputs.
+ * Deleting `dist/` to have it written back moves its package directory's stat; the globs of that package's
+ * processes never took their own outputs (and a dependent that did recorded each file under them, which is checked
+ * on its own), so the listing still gives the tree it gave. A name added is a change: a glob may take it.
+ */
+const listingHolds = (workspace: string, o: Obs, outputs: ReadonlySet<string>): boolean => {
+  if (statIs(o) && o.length < 10) return true
+  if (st.dev !== o[2] || st.ino !== o[3] || st.mode !== o[4]) return false
+  let now: Array<string>
+  try {
+    now = fs.readdirSync(`${workspace}/${o[0]}`)
+  } catch {
+    return false
+  }
+  const before = String(o[8])
+  const sorted = now.sort().join("/")
+  if (sorted === before) return true
+  const had = before === "" ? [] : before.split("/")
+  if (now.length >= had.length) return false
+  const still = new Set(now)
+  const dir = o[0] === "" ? "" : `${o[0]}/`
+  let gone = 0
+  for (const name of had) {
+    if (still.has(name)) continue
+    if (!outputs.has(dir + name)) return false
+    gone++
+  }
+  return had.length - gone === now.length
+}
+
+/** Every path a process's recorded outputs are at, and every directory above them (see {@link listingHolds}). */
+const outputPathsOf = (memo: Checked): ReadonlySet<string> => {
+  if (memo[OUTPUT_PATHS] !== undefined) return memo[OUTPUT_PATHS]
+  const paths = new Set<string>()
+  for (const e of Object.values(memo.processes)) {
+    for (const o of e.outputs) {
+      let p = o[0]
+      while (p !== "" && p !== "." && !paths.has(p)) {
+        paths.add(p)
+        const slash = p.lastIndexOf("/")
+        p = slash === -1 ? "" : p.slice(0, slash)
+      }
+    }
+  }
+  memo[OUTPUT_PATHS] = paths
+  return paths
+}
+
+/** {@link holds}, where a directory that lost only outputs still holds (see {@link listingHolds}). */
+const holdsIn = (memo: Checked) => (workspace: string, o: Obs): boolean => {
+  if (o[1] !== "d") return holds(workspace, o)
+  return statOf(workspace, o) && listingHolds(workspace, o, outputPathsOf(memo))
 }
 
 /** Whether the content at `abs` is still what a group's evidence says (see {@link GROUP}). */
@@ -507,7 +571,7 @@ const changed = (memo: Checked, name: string, workspace: string, e: Entry): Evid
   const seen = (memo[PATHS] ??= new Map())
   let path: string | undefined
   const holdsHere = (o: Obs) => {
-    if (o[1] !== GROUP) return holdsOnce(seen, workspace, o)
+    if (o[1] !== GROUP) return holdsOnce(seen, workspace, o, holdsIn(memo))
     path = groupChange(memo, seen, workspace, String(o[2]))
     return path === undefined
   }

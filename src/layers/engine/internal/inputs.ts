@@ -36,9 +36,24 @@ import { depOutputs, type OwnInputs, type RunState } from "./runState.js"
 export const segments = (p: string | undefined): Array<string> =>
   (p ?? "").split("/").filter((s) => s !== "" && s !== ".")
 
-/** The globs a process's inputs are taken by: its inputs, then those that may match nothing (`optionalInputs`). */
-const globsOf = (pc: ProcessConfig): ReadonlyArray<string> =>
-  pc.optionalInputs === undefined ? pc.inputs ?? [] : [...(pc.inputs ?? []), ...pc.optionalInputs]
+/**
+ * The globs a process's inputs are taken by: its inputs, then those that may match nothing (`optionalInputs`), less
+ * its own outputs. A glob over its package (`pkg/**` with outputs `pkg/dist/`) would otherwise take what its last run
+ * wrote: the second run's inputs would not be the first's, and never the same on a clean checkout.
+ */
+const globsOf = (pc: ProcessConfig): ReadonlyArray<string> => {
+  const globs = pc.optionalInputs === undefined ? pc.inputs ?? [] : [...(pc.inputs ?? []), ...pc.optionalInputs]
+  if (globs.length === 0 || (pc.outputs ?? []).length === 0) return globs
+  return [...globs, ...(pc.outputs ?? []).flatMap((o) => ownOutputExclusion(pc.workingDirectory, o))]
+}
+
+/** The exclusion of one declared output (`?` optional, `/` a directory), relative to the workspace's root. */
+const ownOutputExclusion = (workingDirectory: string | undefined, declared: string): Array<string> => {
+  const bare = declared.replace(/^\?/, "")
+  const at = path.posix.normalize(path.posix.join(workingDirectory ?? "", bare)).replace(/\/+$/, "")
+  if (at === "." || at === "" || at.startsWith("../")) return []
+  return bare.endsWith("/") ? [`!${at}/**`] : [`!${at}`]
+}
 
 /** Whether globs select anything at all (not only exclude). */
 const selects = (globs: ReadonlyArray<string>) => globs.some((g) => !g.startsWith("!"))
