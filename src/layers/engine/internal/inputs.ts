@@ -44,15 +44,23 @@ export const segments = (p: string | undefined): Array<string> =>
 const globsOf = (pc: ProcessConfig): ReadonlyArray<string> => {
   const globs = pc.optionalInputs === undefined ? pc.inputs ?? [] : [...(pc.inputs ?? []), ...pc.optionalInputs]
   if (globs.length === 0 || (pc.outputs ?? []).length === 0) return globs
-  return [...globs, ...(pc.outputs ?? []).flatMap((o) => ownOutputExclusion(pc.workingDirectory, o))]
+  // A path named as it is (no glob) is taken as written, output or not: a tool that updates a file in place.
+  const named = globs.filter((g) => !g.startsWith("!") && !/[*?[\]{}]/.test(g))
+  return [...globs, ...(pc.outputs ?? []).flatMap((o) => ownOutputExclusion(pc.workingDirectory, o, named))]
 }
 
 /** The exclusion of one declared output (`?` optional, `/` a directory), relative to the workspace's root. */
-const ownOutputExclusion = (workingDirectory: string | undefined, declared: string): Array<string> => {
+const ownOutputExclusion = (
+  workingDirectory: string | undefined,
+  declared: string,
+  named: ReadonlyArray<string>
+): Array<string> => {
   const bare = declared.replace(/^\?/, "")
   const at = path.posix.normalize(path.posix.join(workingDirectory ?? "", bare)).replace(/\/+$/, "")
   if (at === "." || at === "" || at.startsWith("../")) return []
-  return bare.endsWith("/") ? [`!${at}/**`] : [`!${at}`]
+  const directory = bare.endsWith("/")
+  if (named.some((n) => n === at || (directory && n.startsWith(`${at}/`)))) return []
+  return directory ? [`!${at}/**`] : [`!${at}`]
 }
 
 /** Whether globs select anything at all (not only exclude). */
