@@ -26,6 +26,8 @@ import * as childProcess from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import * as AtomicFile from "./AtomicFile.js"
+import { bootIdText } from "./BootId.js"
 import * as ViewScript from "./ViewScript.js"
 
 /**
@@ -406,6 +408,9 @@ const probeOnce = (): Probed => {
     return off((e as Error).message)
   }
   const mode: Mode = process.getuid!() === 0 ? "root" : "user"
+  const execRootIsDirectory = fs.statSync(EXEC_ROOT, { throwIfNoEntry: false })?.isDirectory() === true
+  // The common case, answered by an earlier run: no scratch directory to make.
+  if (execRootIsDirectory && rememberedAnswer("pinned") === null) return { mode, why: "", root: EXEC_ROOT, rootWhy: "" }
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "kiln-mount-probe-"))
   try {
     const source = path.join(scratch, "source")
@@ -417,22 +422,100 @@ const probeOnce = (): Probed => {
     // Builtins and a subshell only: `touch` would be another program to start.
     const readOnly = `test -e "$0/marker" && ! ( : > "$0/new" ) 2>/dev/null`
     let rootWhy = `${EXEC_ROOT} is not a directory here`
-    if (fs.statSync(EXEC_ROOT, { throwIfNoEntry: false })?.isDirectory()) {
+    if (execRootIsDirectory) {
       const cwd = `${EXEC_ROOT}/shared/wd`
-      const pinned = ran(
-        wrap(mode, [{ source, target }], [SH, "-c", `[ "$(pwd -P)" = "$1" ] && ${readOnly}`, `..`, cwd], {}, {
-          sandbox,
-          cwd
-        })
+      const pinned = ranRemembered(
+        "pinned",
+        () =>
+          wrap(mode, [{ source, target }], [SH, "-c", `[ "$(pwd -P)" = "$1" ] && ${readOnly}`, `..`, cwd], {}, {
+            sandbox,
+            cwd
+          })
       )
       if (pinned === undefined) return { mode, why: "", root: EXEC_ROOT, rootWhy: "" }
       rootWhy = pinned.why
     }
-    const plain = ran(wrap(mode, [{ source, target }], [SH, "-c", readOnly, target], {}))
+    const plain = ranRemembered("plain", () => wrap(mode, [{ source, target }], [SH, "-c", readOnly, target], {}))
     return plain === undefined ? { mode, why: "", root: undefined, rootWhy } : off(plain.why)
   } finally {
     fs.rmSync(scratch, { recursive: true, force: true })
   }
+}
+
+/**
+ * Probe answers kept between runs (see {@link rememberProbesIn}): each probe starts programs, which costs a run as
+ * much as a process of its own, and the answer cannot change while what decides it stays as it is.
+ */
+let remembered:
+  | { readonly file: string; readonly key: string; readonly answers: Record<string, string | null> }
+  | undefined
+
+/**
+ * What decides whether a probe passes: this boot, this user, the namespaces kiln runs in (another container is
+ * another answer), its capabilities and seccomp mode, the kernel, and the sysctls that allow user namespaces. Any of
+ * them changed, the probes run again. Undefined where one cannot be read: then nothing is remembered.
+ */
+const probeKey = (): string | undefined => {
+  try {
+    const boot = bootIdText()
+    if (boot === undefined) return undefined
+    const status = fs.readFileSync("/proc/self/status", "utf8").split("\n")
+      .filter((l) => /^(Cap(Inh|Prm|Eff|Bnd|Amb)|Seccomp|NoNewPrivs):/.test(l))
+    const namespaces = ["user", "mnt", "pid", "net", "ipc", "cgroup"].map((n) => fs.readlinkSync(`/proc/self/ns/${n}`))
+    const sysctls = [
+      "/proc/sys/kernel/unprivileged_userns_clone",
+      "/proc/sys/user/max_user_namespaces",
+      "/proc/sys/kernel/apparmor_restrict_unprivileged_userns"
+    ].map((f) => fs.existsSync(f) ? fs.readFileSync(f, "utf8").trim() : "-")
+    return JSON.stringify([process.getuid!(), boot.trim(), os.release(), namespaces, status, sysctls, EXEC_ROOT])
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Keeps this machine's probe answers in `file` (in a directory only this user can write: the store's, which the
+ * caller has checked), and reads those an earlier run kept there under the same {@link probeKey}.
+ */
+export const rememberProbesIn = (file: string): void => {
+  const key = probeKey()
+  if (key === undefined) return
+  let answers: Record<string, string | null> = {}
+  try {
+    const kept = JSON.parse(fs.readFileSync(file, "utf8")) as { key?: unknown; answers?: unknown }
+    if (kept.key === key && typeof kept.answers === "object" && kept.answers !== null) {
+      answers = Object.fromEntries(
+        Object.entries(kept.answers).filter(([, v]) => v === null || typeof v === "string")
+      ) as Record<string, string | null>
+    }
+  } catch {
+    // None kept yet, or unreadable: probed afresh, and kept.
+  }
+  remembered = { file, key, answers }
+}
+
+/** What an earlier run kept for probe `label` (null: it passed), if anything. */
+const rememberedAnswer = (label: string): string | null | undefined =>
+  remembered?.answers[`${label} ${JSON.stringify(tools)}`]
+
+/** {@link ran}, answered from what an earlier run kept when it ran the same probe (`label`) under the same key. */
+const ranRemembered = (
+  label: string,
+  argv: () => ReadonlyArray<string>
+): { readonly why: string } | undefined => {
+  const at = `${label} ${JSON.stringify(tools)}`
+  const known = rememberedAnswer(label)
+  if (known !== undefined) return known === null ? undefined : { why: known }
+  const r = ran(argv())
+  if (remembered !== undefined) {
+    remembered.answers[at] = r?.why ?? null
+    try {
+      AtomicFile.write(remembered.file, JSON.stringify({ key: remembered.key, answers: remembered.answers }))
+    } catch {
+      // Not kept: the next run probes again.
+    }
+  }
+  return r
 }
 
 /** Runs a probe: undefined when it passed, else why not. */
@@ -483,7 +566,7 @@ const probeStrict = (): { readonly works: boolean; readonly why: string } => {
     return { works: false, why: "util-linux's mount, umount or pivot_root, or mkdir or ln, is missing" }
   }
   const unshare = toolsOrThrow().unshare
-  const r = ran([
+  const r = ranRemembered("strict", () => [
     unshare,
     ...(mode === "user" ? ["--user", "--map-root-user"] : []),
     "--mount",

@@ -145,9 +145,8 @@ export const runParsed = (o: RunArgs) =>
     // The flag wins over kiln.json's setting.
     const flag = Option.getOrUndefined(o.sandbox)
     const sandbox = flag ?? config.sandbox ?? "auto"
-    if (!SandboxNotice.say(SandboxNotice.noticeOf(sandbox, SandboxNotice.fromOf(flag), SandboxNotice.strictProbe()))) {
-      return
-    }
+    const probe = SandboxNotice.strictProbe(Option.getOrElse(o.storeDir, () => Store.defaultRoot()))
+    if (!SandboxNotice.say(SandboxNotice.noticeOf(sandbox, SandboxNotice.fromOf(flag), probe))) return
     const remote = yield* remoteSettings(o, config, path.dirname(configFile))
     yield* runLoaded(o, configFile, config, loaded).pipe(
       Effect.scoped,

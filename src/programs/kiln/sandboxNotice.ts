@@ -4,8 +4,12 @@
  * naming why, and runs as `off`; `strict` refuses instead (exit 2), for CI. Written against the probe's answer
  * (`{ works, why }`), so that the lines are tested without a machine that refuses.
  */
+import * as fs from "node:fs"
+import * as path from "node:path"
 import type * as SandboxMode from "../../layers/runner/SandboxMode.js"
+import * as Layout from "../../layers/store/Layout.js"
 import * as MountNamespace from "../../os/MountNamespace.js"
+import * as PrivateDir from "../../os/PrivateDir.js"
 
 /** Whether this machine can make the strict view, and why not when it cannot (the errno, the sysctl to check). */
 export interface StrictProbe {
@@ -13,8 +17,18 @@ export interface StrictProbe {
   readonly why: string
 }
 
-/** This machine's answer (probed once per kiln process); undefined: this build has no strict view. */
-export const strictProbe = (): StrictProbe | undefined => MountNamespace.strictProbe()
+/**
+ * This machine's answer (probed once per kiln process, or read from what an earlier run kept in the store at
+ * `storeRoot`: see `MountNamespace.rememberProbesIn`); undefined: this build has no strict view.
+ */
+export const strictProbe = (storeRoot?: string): StrictProbe | undefined => {
+  // Only in a store this user alone can write: answers planted by another would turn the sandbox off.
+  if (storeRoot !== undefined && fs.existsSync(storeRoot) && PrivateDir.inspect(storeRoot, "group") === undefined) {
+    const engine = Layout.ownedDirectory(storeRoot, "engine")
+    if (fs.existsSync(engine)) MountNamespace.rememberProbesIn(path.join(engine, "probes.json"))
+  }
+  return MountNamespace.strictProbe()
+}
 
 /** What to say: a refusal (its line, exit 2), a warning line, or nothing. */
 export type Notice =
