@@ -26,8 +26,8 @@ import { sha256Hex } from "../../os/LazyCrypto.js"
 import * as RawStat from "../../os/RawStat.js"
 import * as Generation from "../store/Generation.js"
 import * as Layout from "../store/Layout.js"
-import * as Shims from "../store/Shims.js"
 import { namesOf, type SnapshotObservation, type Stat } from "../store/SnapshotObservation.js"
+import * as MemoPaths from "./internal/memoPaths.js"
 
 /** Bump when what a memo means changes. */
 export const FORMAT = 10
@@ -72,7 +72,6 @@ export const GROUP_EVIDENCE_LENGTH = 32
  * check says the group changed, and the run snapshots it (which costs what reading them would).
  */
 const REREAD_AT_MOST = 256
-const REREAD_MAX_BYTES = 1024 * 1024
 
 export interface Entry {
   /** The process's entry in kiln.json, as JSON. */
@@ -363,84 +362,7 @@ export const relativeTo = (workspace: string, abs: string): string => {
   return path.relative(workspace, abs)
 }
 
-/** Whether the content at `abs` is still what the evidence says (a file's: as `Shims.readStored` takes it). */
-const contentIs = (abs: string, kind: string, evidence: string, workspace?: string): boolean => {
-  try {
-    switch (kind) {
-      case "f":
-        return hashOf(Shims.readStored(workspace, abs)) === evidence
-      case "l":
-        return fs.readlinkSync(abs) === evidence
-      case "d":
-        return namesOf(fs.readdirSync(abs, { withFileTypes: true })) === evidence
-    }
-  } catch {
-    // Gone, or no longer of its kind.
-  }
-  return false
-}
-
-/** One stat reused by every {@link holds}: a check reads thousands, and each is compared at once. */
-const st: RawStat.RawStat = { dev: 0, ino: 0, mode: 0, size: 0, mtimeMs: 0, ctimeMs: 0 }
-
-/** Stats the path of an observation into {@link st}: whether it is there. */
-const statOf = (workspace: string, o: Obs): boolean => {
-  try {
-    return RawStat.lstatInto(`${workspace}/${o[0]}`, st, workspace)
-  } catch {
-    // ENOTDIR: a parent is no longer a directory, so the path is absent.
-    return false
-  }
-}
-
-/** Whether {@link st} is the stat an observation of a present path recorded. The mode holds the file type too. */
-const statIs = (o: Obs): boolean =>
-  st.ino === o[3] && st.mtimeMs === o[6] && st.ctimeMs === o[7] && st.size === o[5] && st.mode === o[4] &&
-  st.dev === o[2]
-
-/** Whether the path of an observation is as it was. */
-export const holds = (workspace: string, o: Obs): boolean => {
-  const there = statOf(workspace, o)
-  if (o[1] === "a") return !there
-  if (o[1] === "d") return there && listingHolds(workspace, o, NO_OUTPUTS)
-  return there && statIs(o) && (o.length < 9 || contentIs(`${workspace}/${o[0]}`, o[1], String(o[8]), workspace))
-}
-
-const NO_OUTPUTS: ReadonlySet<string> = new Set()
-
-/**
- * Whether a directory (stat in {@link st}) still lists what its globs took: its stat unchanged (and not racy), or
- * else the same directory whose names are those it had, less some that are (or hold) a process's recorded outputs.
- * Deleting `dist/` to have it written back moves its package directory's stat; the globs of that package's
- * processes never took their own outputs (and a dependent that did recorded each file under them, which is checked
- * on its own), so the listing still gives the tree it gave. A name added is a change: a glob may take it.
- */
-const listingHolds = (workspace: string, o: Obs, outputs: ReadonlySet<string>): boolean => {
-  if (statIs(o) && o.length < 10) return true
-  if (st.dev !== o[2] || st.ino !== o[3] || st.mode !== o[4]) return false
-  let now: Array<string>
-  try {
-    now = fs.readdirSync(`${workspace}/${o[0]}`)
-  } catch {
-    return false
-  }
-  const before = String(o[8])
-  const sorted = now.sort().join("/")
-  if (sorted === before) return true
-  const had = before === "" ? [] : before.split("/")
-  if (now.length >= had.length) return false
-  const still = new Set(now)
-  const dir = o[0] === "" ? "" : `${o[0]}/`
-  let gone = 0
-  for (const name of had) {
-    if (still.has(name)) continue
-    if (!outputs.has(dir + name)) return false
-    gone++
-  }
-  return had.length - gone === now.length
-}
-
-/** Every path a process's recorded outputs are at, and every directory above them (see {@link listingHolds}). */
+/** Every path a process's recorded outputs are at, and every directory above them (see `memoPaths.listingHolds`). */
 const outputPathsOf = (memo: Checked): ReadonlySet<string> => {
   if (memo[OUTPUT_PATHS] !== undefined) return memo[OUTPUT_PATHS]
   const paths = new Set<string>()
@@ -458,54 +380,25 @@ const outputPathsOf = (memo: Checked): ReadonlySet<string> => {
   return paths
 }
 
-/** {@link holds}, where a directory that lost only outputs still holds (see {@link listingHolds}). */
-const holdsIn = (memo: Checked) => (workspace: string, o: Obs): boolean => {
-  if (o[1] !== "d") return holds(workspace, o)
-  return statOf(workspace, o) && listingHolds(workspace, o, outputPathsOf(memo))
-}
-
-/** Whether the content at `abs` is still what a group's evidence says (see {@link GROUP}). */
-const groupContentIs = (workspace: string, abs: string, kind: string, evidence: string): boolean => {
-  try {
-    switch (kind) {
-      case "f":
-        return st.size <= REREAD_MAX_BYTES && hashOf(Shims.readStored(workspace, abs)).startsWith(evidence)
-      case "l":
-        return fs.readlinkSync(abs) === evidence
-      case "d":
-        return hashOf(namesOf(fs.readdirSync(abs, { withFileTypes: true }))).startsWith(evidence)
-    }
-  } catch {
-    // Gone, or no longer of its kind.
-  }
-  return false
-}
+/** {@link holds}, where a directory that lost only outputs still holds (see `memoPaths.listingHolds`). */
+const holdsIn = (memo: Checked) => (workspace: string, o: Obs): boolean =>
+  o[1] !== "d" ? holds(workspace, o) : MemoPaths.directoryHolds(workspace, o, outputPathsOf(memo))
 
 /**
- * Whether the path of a group's observation holds what it held: its stat unchanged (and not racy), or else, of the
- * same kind and mode, the same content read again, within the check's {@link REREAD_AT_MOST}.
+ * Whether the path of a group's observation holds what it held (see `memoPaths.groupPathHolds`), within the check's
+ * {@link REREAD_AT_MOST}.
  */
-const groupHolds = (memo: Checked, workspace: string, o: Obs): boolean => {
-  const there = statOf(workspace, o)
-  if (o[1] === "a") return !there
-  if (!there) return false
-  if (statIs(o) && o.length < 10) return true
-  // The kind and the executable bits are in the tree: those must not have changed whatever the content.
-  if (st.mode !== o[4] || (memo[REREAD] = (memo[REREAD] ?? 0) + 1) > REREAD_AT_MOST) return false
-  return groupContentIs(workspace, `${workspace}/${o[0]}`, o[1], String(o[8]))
-}
+const groupHolds = (memo: Checked, workspace: string, o: Obs): boolean =>
+  MemoPaths.groupPathHolds(workspace, o, () => (memo[REREAD] = (memo[REREAD] ?? 0) + 1) <= REREAD_AT_MOST)
 
 /** The names of a listing, as evidence (the store's, which its snapshots record). */
 export { namesOf }
 
-/**
- * Whether a stat is racy at `atNs`: changed so shortly before that another change in the same timestamp tick would
- * leave it as it is. File systems with whole-second timestamps get a wider margin.
- */
-export const isRacy = (st: Pick<Stat, "mtimeNs" | "ctimeNs">, atNs: bigint): boolean => {
-  const margin = st.mtimeNs % 1_000_000_000n === 0n ? 2_000_000_000n : 10_000_000n
-  return st.mtimeNs + margin >= atNs || st.ctimeNs + margin >= atNs
-}
+/** Whether the path of an observation is as it was (see `memoPaths.holds`). */
+export const holds = MemoPaths.holds
+
+/** Whether a stat is racy at `atNs` (see `memoPaths.isRacy`). */
+export const isRacy = MemoPaths.isRacy
 
 /**
  * Whether a racy observation still holds at the end of the run: the stat is unchanged and the content is still what
@@ -523,7 +416,7 @@ export const confirm = (s: Seen, settled = true, workspace?: string): boolean =>
   } catch {
     return false
   }
-  return contentIs(s.abs, s.kind, s.evidence, workspace)
+  return MemoPaths.contentIs(s.abs, s.kind, s.evidence, workspace)
 }
 
 /**
