@@ -4,23 +4,10 @@
  *
  * @internal
  */
+import { editDistance } from "./nearestNames.js"
 
 /** Edits (insert, delete, substitute, swap two neighbours) from `a` to `b`, case-insensitive. */
-const distance = (a: string, b: string): number => {
-  const s = a.toLowerCase()
-  const t = b.toLowerCase()
-  const rows: Array<Array<number>> = Array.from({ length: s.length + 1 }, (_, i) => [i])
-  for (let j = 1; j <= t.length; j++) rows[0]![j] = j
-  for (let i = 1; i <= s.length; i++) {
-    for (let j = 1; j <= t.length; j++) {
-      const cost = s[i - 1] === t[j - 1] ? 0 : 1
-      let d = Math.min(rows[i - 1]![j]! + 1, rows[i]![j - 1]! + 1, rows[i - 1]![j - 1]! + cost)
-      if (i > 1 && j > 1 && s[i - 1] === t[j - 2] && s[i - 2] === t[j - 1]) d = Math.min(d, rows[i - 2]![j - 2]! + 1)
-      rows[i]![j] = d
-    }
-  }
-  return rows[s.length]![t.length]!
-}
+const distance = (a: string, b: string): number => editDistance(a.toLowerCase(), b.toLowerCase())
 
 /**
  * The candidates nearest `word`, if within a third of the longer word's length (at least one edit: `bild` →
