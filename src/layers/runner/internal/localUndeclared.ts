@@ -5,9 +5,9 @@
  *
  * The walk looks only where the process could write: a shared tree is mounted read-only in the process's namespace
  * (and is an empty directory from here), a named cache and a writable input are the process's to write, and its
- * private /tmp is not in the sandbox at all; symlinks are never followed. It reads directories only (no stat of any
- * file), and stops once it has met `BOUND` entries that are not inputs, so that a process that wrote a million files
- * costs no more than one that wrote a few thousand: the count is then a lower bound.
+ * private /tmp is not in the sandbox at all; symlinks are never followed. It reads directories only (a stat of each
+ * directory, none of any file), and stops once it has met `BOUND` entries that are not inputs, so that a process
+ * that wrote a million files costs no more than one that wrote a few thousand: the count is then a lower bound.
  *
  * @internal
  */
@@ -43,6 +43,13 @@ const skippedOf = (proc: Process, shared: ReadonlyArray<{ readonly path: string 
 }
 
 /**
+ * A directory of at most this many bytes is read whole: one call, cheaper than reading it in batches (a sandbox's
+ * directories are small). Its size grows with its entries (on ext4, tmpfs, btrfs, xfs), so a larger one, which a
+ * process may have filled with a million files, is read in batches and no further than the bound.
+ */
+const SMALL_DIR_BYTES = 256 * 1024
+
+/**
  * The entries of the directory `rel` under `root`, each with whether it is a directory (a symlink is not), in name
  * order, less those `skipped`; read until more than `budget` of them are not `inputs` (`met` counts those).
  */
@@ -56,14 +63,22 @@ const listDir = (
 ) => {
   const entries: Array<readonly [string, boolean]> = []
   let met = 0
+  /** Takes one entry; false once the budget is spent. */
+  const take = (d: fs.Dirent): boolean => {
+    const at = rel === "" ? d.name : `${rel}/${d.name}`
+    if (skipped.has(at)) return true
+    if (!inputs.has(at)) met++
+    entries.push([at, d.isDirectory()])
+    return met <= budget
+  }
+  const abs = rel === "" ? root : path.join(root, rel)
   let dir: fs.Dir | undefined
   try {
-    dir = fs.opendirSync(rel === "" ? root : path.join(root, rel), { bufferSize: 128 })
-    for (let d = dir.readSync(); d !== null && met <= budget; d = dir.readSync()) {
-      const at = rel === "" ? d.name : `${rel}/${d.name}`
-      if (skipped.has(at)) continue
-      if (!inputs.has(at)) met++
-      entries.push([at, d.isDirectory()])
+    if (fs.lstatSync(abs).size <= SMALL_DIR_BYTES) {
+      for (const d of fs.readdirSync(abs, { withFileTypes: true })) if (!take(d)) break
+    } else {
+      dir = fs.opendirSync(abs, { bufferSize: 128 })
+      for (let d = dir.readSync(); d !== null && take(d); d = dir.readSync());
     }
   } catch (e) {
     unreadable.push(`${rel === "" ? "." : rel}: ${describeErrno(e)}`)
