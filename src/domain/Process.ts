@@ -168,8 +168,8 @@ export class ProcessResult extends Schema.Class<ProcessResult>("kiln/ProcessResu
    */
   missingOutputs: Schema.optional(Schema.Array(Schema.String)),
   /**
-   * What it wrote in its sandbox outside its declared outputs (absent when it wrote nothing else, and for a cache hit
-   * or a remote run: only a run here is looked at). Not part of what is cached: it says how this run went.
+   * What it wrote in its sandbox outside its declared outputs (absent when it wrote nothing else, when it failed, and
+   * for a cache hit or a remote run: only a success here is looked at). Not cached: it says how this run went.
    */
   undeclaredWrites: Schema.optional(UndeclaredWrites),
   /** The sandbox it had, when it ran here (absent for a cache hit or a remote execution). */

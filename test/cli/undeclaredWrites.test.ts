@@ -1,8 +1,8 @@
 /**
  * Issue #38 §5 through the built CLI on real runs: a process that leaves files in its sandbox that are neither its
- * declared outputs nor its inputs gets one line at the end of the run (not for a cache hit, nor with `--quiet`), and
- * `--summary` gives each process's `undeclaredWrites`; a named cache, a writable input and the declared outputs are
- * not reported, and a process that writes thousands of files is counted up to a bound.
+ * declared outputs nor its inputs gets one line at the end of the run (not for a cache hit or a failure, nor with
+ * `--quiet`), and `--summary` gives each process's `undeclaredWrites`; a named cache, a writable input and the
+ * declared outputs are not reported, and a process that writes thousands of files is counted up to a bound.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -107,6 +107,16 @@ describe("files written outside the declared outputs", () => {
       assert.strictEqual(quiet.code, 0, quiet.stderr)
       assert.notInclude(quiet.stderr, "not among its outputs", quiet.stderr)
       assert.deepStrictEqual(fieldOf(quiet.summary, "gen"), { count: 1, sample: ["gen/extra.txt"] })
+    }))
+
+  it.scoped("a failure is not looked at: its line is what matters, and nothing of it is written back anyway", () =>
+    Effect.gen(function*() {
+      const { kiln } = yield* workspace({ fails: sh("echo y > extra.txt; exit 3", { outputs: ["out.txt"] }) })
+      const r = kiln([])
+      assert.strictEqual(r.code, 1, r.stderr)
+      assert.include(r.stderr, "✗ fails exit 3")
+      assert.notInclude(r.stderr, "not among its outputs", r.stderr)
+      assert.strictEqual(fieldOf(r.summary, "fails"), null)
     }))
 
   it.scoped("many files: counted, a few named; a process that writes past the bound is counted up to it", () =>

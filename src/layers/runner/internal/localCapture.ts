@@ -132,8 +132,9 @@ export const report = (
     const succeeded = !timedOut && exit.code === 0
     const missing = succeeded ? missingOutputs(proc, filled.cwd) : []
     if (missing.length > 0) yield* Effect.logWarning(missingWarning(proc, missing))
-    // A tree that could not be listed failed the run before it spawned: the entries are there when it ran.
-    const undeclared = opened.entries === undefined
+    // Only for a success: a failure's outputs are not written back either, and its line is what matters. (A tree
+    // that could not be listed failed the run before it spawned: the entries are there when it ran.)
+    const undeclared = !succeeded || opened.entries === undefined
       ? undefined
       : yield* undeclaredWrites(opened.sandbox.path, proc, opened.layout, opened.entries)
     const result = new ProcessResult({
