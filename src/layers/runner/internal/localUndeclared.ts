@@ -22,11 +22,14 @@ import type * as SharedInputs from "./sharedInputs.js"
 /** Entries met that are not inputs (new files and directories) before the walk stops. */
 export const BOUND = 10_000
 
-/** How many of the paths found are kept, in the order found. */
+/** How many of the paths found are kept: the first found, then sorted. */
 export const SAMPLE = 10
 
-/** The paths, relative to the input root, under which nothing is looked at. */
-const skippedOf = (proc: Process, shared: ReadonlyArray<{ readonly path: string }>): Set<string> => {
+/**
+ * The paths, relative to the input root, under which nothing is looked at; undefined when that is the whole root (an
+ * output directory that is the input root itself).
+ */
+const skippedOf = (proc: Process, shared: ReadonlyArray<{ readonly path: string }>): Set<string> | undefined => {
   const rootRelative = (rel: string) => outputSegments(rel)?.join("/")
   const wd = outputSegments(proc.workingDirectory) ?? []
   const skipped = new Set<string>()
@@ -37,7 +40,9 @@ const skippedOf = (proc: Process, shared: ReadonlyArray<{ readonly path: string 
   }
   for (const out of [...proc.outputFiles, ...proc.outputDirectories]) {
     const s = outputSegments(out)
-    if (s !== undefined && wd.length + s.length > 0) skipped.add([...wd, ...s].join("/"))
+    if (s === undefined) continue
+    if (wd.length + s.length === 0) return undefined
+    skipped.add([...wd, ...s].join("/"))
   }
   return skipped
 }
@@ -103,9 +108,10 @@ export const undeclaredWrites = (
   entries: ReadonlyArray<Store.TreeEntry>
 ): Effect.Effect<UndeclaredWrites | undefined> =>
   Effect.suspend(() => {
+    const skipped = skippedOf(proc, layout.shared)
+    if (skipped === undefined) return Effect.succeed(undefined)
     const inputs = new Set<string>()
     for (const e of entries) inputs.add(e.path)
-    const skipped = skippedOf(proc, layout.shared)
     const sample: Array<string> = []
     const unreadable: Array<string> = []
     let count = 0
