@@ -122,6 +122,26 @@ export const SandboxKind = Schema.Literal("strict", "mount", "none")
 export type SandboxKind = typeof SandboxKind.Type
 
 /**
+ * Files a process that ran here left in its sandbox that are neither its declared outputs nor its inputs: how many,
+ * the first few paths found (relative to the input root), and whether the count stopped at a bound (`truncated`: the
+ * process wrote at least that many, and the walk went no further).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const UndeclaredWrites = Schema.Struct({
+  count: Schema.Int,
+  sample: Schema.Array(Schema.String),
+  truncated: Schema.optional(Schema.Boolean)
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type UndeclaredWrites = typeof UndeclaredWrites.Type
+
+/**
  * @since 0.1.0
  * @category models
  */
@@ -147,6 +167,11 @@ export class ProcessResult extends Schema.Class<ProcessResult>("kiln/ProcessResu
    * build that forgot a file would be served forgetting it, to every machine, until its inputs change).
    */
   missingOutputs: Schema.optional(Schema.Array(Schema.String)),
+  /**
+   * What it wrote in its sandbox outside its declared outputs (absent when it wrote nothing else, when it failed, and
+   * for a cache hit or a remote run: only a success here is looked at). Not cached: it says how this run went.
+   */
+  undeclaredWrites: Schema.optional(UndeclaredWrites),
   /** The sandbox it had, when it ran here (absent for a cache hit or a remote execution). */
   sandbox: Schema.optional(SandboxKind)
 }) {

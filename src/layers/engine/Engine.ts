@@ -12,7 +12,7 @@ import * as Option from "effect/Option"
 import type { Config, InvalidConfig } from "../../domain/Config.js"
 import type * as Digest from "../../domain/Digest.js"
 import type { MissingDigest } from "../../domain/Digest.js"
-import type { ProcessResult, SandboxKind, SpawnError } from "../../domain/Process.js"
+import type { ProcessResult, SandboxKind, SpawnError, UndeclaredWrites } from "../../domain/Process.js"
 import { RemoteTier } from "../../domain/RemoteTier.js"
 import type { BacktrackLimit, NoProducer } from "../../domain/RunErrors.js"
 import type { SandboxError, SandboxerUnavailable } from "../../domain/Sandbox.js"
@@ -79,6 +79,8 @@ export interface ProcessReport {
   readonly ok: boolean
   /** The sandbox it had, when it ran here (see `Process.SandboxKind`). */
   readonly sandbox?: SandboxKind
+  /** What it wrote in its sandbox beyond its declared outputs, when it ran here (see `Process.UndeclaredWrites`). */
+  readonly undeclaredWrites?: UndeclaredWrites
 }
 
 /**

@@ -237,7 +237,8 @@ const check = (
   const mode = progress === "auto" ? (process.stderr.isTTY ? "tty" : "plain") : progress
   const wallMs = Date.now() - started
   const lines = mode === "none" ? [] : [
-    ...depsFirst.map((n) => `✓ ${n} (cached)`),
+    // `--output-logs none` shows no process's line, only a failure's (there is none).
+    ...(o.get("output-logs") === "none" ? [] : depsFirst.map((n) => `✓ ${n} (cached)`)),
     `kiln: ${countOf(depsFirst.length)}: 0 ran, ${depsFirst.length} cached, 0 failed in ${(wallMs / 1000).toFixed(2)}s`
   ]
   const summary = {
@@ -250,7 +251,8 @@ const check = (
       backtracks: 0,
       stdoutDigest: valid.get(name)!.stdout,
       stderrDigest: valid.get(name)!.stderr,
-      sandbox: null
+      sandbox: null,
+      undeclaredWrites: null
     })),
     ran: 0,
     cacheHits: listed.length,

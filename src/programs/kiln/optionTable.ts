@@ -245,7 +245,8 @@ export const RUN_OPTIONS = {
     choices: ["full", "errors-only", "new-only", "none"],
     default: "errors-only",
     description: "which processes' output is shown as they finish: every one's, cache hits replayed (full), " +
-      "failures' last lines (errors-only), what ran but not hits (new-only), or none",
+      "failures' last lines (errors-only), what ran but not hits (new-only), or none (no process's line either: " +
+      "only a failure's and its re-run command)",
     // A run the memo answers shows no output but failures', of which it has none; full replays hits' output.
     fast: ["errors-only", "new-only", "none"]
   },
@@ -263,6 +264,12 @@ export const RUN_OPTIONS = {
     flag: "failure-lines",
     default: 20,
     description: "how many of the last lines of a failed process's stdout, and of its stderr, are shown (default 20)",
+    fast: true
+  },
+  quiet: {
+    kind: "boolean",
+    flag: "quiet",
+    description: "no line at the end for a process that wrote files outside its declared outputs",
     fast: true
   },
   ...SANDBOX_MODE_OPTION,

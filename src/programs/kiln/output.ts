@@ -13,7 +13,8 @@ import type * as Store from "../../layers/store/Store.js"
 
 /**
  * `full`: every process's output, cached ones' replayed; `new-only`: the output of what ran, hits hidden;
- * `errors-only`: only failures', their last lines; `none`: no output, failures' lines and re-run commands only.
+ * `errors-only`: only failures', their last lines; `none`: no process's line and no output, only a failure's line
+ * and its re-run command.
  */
 export type OutputLogs = "full" | "errors-only" | "new-only" | "none"
 
@@ -121,3 +122,21 @@ export const after = (store: Store.Store["Type"], settings: Settings, partial: P
     }
     return parts.join("\n")
   })
+
+/** How many of the paths a process wrote outside its outputs its line names. */
+const UNDECLARED_SHOWN = 3
+
+/**
+ * The line said at the end of a run for a process that wrote files outside its declared outputs (they are neither
+ * cached nor written back): `gen wrote 1 file that is not among its outputs: gen/extra.txt`; undefined for one that
+ * did not (or did not run here).
+ */
+export const undeclaredLine = (r: Engine.ProcessReport): string | undefined => {
+  const u = r.undeclaredWrites
+  if (u === undefined || u.count === 0) return undefined
+  const shown = u.sample.slice(0, UNDECLARED_SHOWN)
+  const files = `${u.truncated === true ? "at least " : ""}${u.count} ${u.count === 1 ? "file" : "files"}`
+  const verb = u.count === 1 && u.truncated !== true ? "is" : "are"
+  return `${r.name} wrote ${files} that ${verb} not among its outputs: ${shown.join(", ")}` +
+    `${u.count > shown.length ? ", …" : ""}`
+}

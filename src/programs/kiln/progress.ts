@@ -135,21 +135,29 @@ export const interruptedLine = (running: ReadonlyArray<string>, notStarted: numb
   `kiln: interrupted${running.length > 0 ? ` ${running.join(", ")}` : ""}` +
   (notStarted > 0 ? `${running.length > 0 ? ";" : ""} ${notStarted} not started` : "")
 
-/** Whether `--progress none` still shows a finished process's line: a failure is always said. */
+/**
+ * Whether a finished process's line is shown when lines are off (`--progress none`, `--output-logs none`): a failure
+ * is always said, so that the run says what failed.
+ */
 const saidAnyway = (r: Engine.ProcessReport) => !r.ok && r.source !== "skipped"
+
+/** Which finished processes get their line: all, or only failures (`--output-logs none`, as turbo's hides them). */
+export type Lines = "all" | "failures"
 
 /**
  * A progress display for `total` processes, its redraw fiber scoped; the status line is cleared at the end. Hashing
  * is shown once it has gone on for `hashingNoticeMs`. What `after` gives for a finished process (its output, a
  * failure's re-run command: `output.ts`) is printed under its line, in the same write, so that nothing another
- * process prints comes between them, and the status line is drawn again below.
+ * process prints comes between them, and the status line is drawn again below. `lines` says which finished
+ * processes get a line (under `--progress none`, only failures do whatever it says).
  */
 export const make = (
   mode: Mode,
   total: number,
   hashingNoticeMs: number = HASHING_NOTICE_MS,
   after: (report: Engine.ProcessReport) => Effect.Effect<string> = () => Effect.succeed(""),
-  during: (output: Extract<Engine.Event, { _tag: "Output" }>) => string = () => ""
+  during: (output: Extract<Engine.Event, { _tag: "Output" }>) => string = () => "",
+  lines: Lines = "all"
 ): Effect.Effect<Progress, never, Scope.Scope> =>
   Effect.gen(function*() {
     // Started (their tool has a slot) and not yet exited, with when; exited, their outputs being stored.
@@ -238,7 +246,7 @@ export const make = (
           })
           : Effect.flatMap(after(e.report), (shown) =>
             Effect.sync(() => {
-              const said = mode !== "none" || saidAnyway(e.report) ? `${line(e.report)}\n` : ""
+              const said = (mode !== "none" && lines === "all") || saidAnyway(e.report) ? `${line(e.report)}\n` : ""
               const text = `${said}${shown === "" ? "" : `${shown}\n`}`
               running.delete(e.report.name)
               ending.delete(e.report.name)

@@ -254,7 +254,8 @@ const runLoaded = (
       total,
       hashingNoticeMs,
       Output.after(store, output, partial),
-      Output.during(output, partial)
+      Output.during(output, partial),
+      o.outputLogs === "none" ? "failures" : "all"
     )
     const report = yield* Effect.scoped(Effect.flatMap(progressMade, (progress) =>
       engine.run({
@@ -288,7 +289,9 @@ const runLoaded = (
           backtracks: p.backtracks,
           ...(p.stdoutDigest !== undefined ? { stdoutDigest: p.stdoutDigest, stderrDigest: p.stderrDigest } : {}),
           // Which sandbox it had where it ran here; null for a hit or a remote execution.
-          sandbox: p.sandbox ?? null
+          sandbox: p.sandbox ?? null,
+          // What it wrote beyond its declared outputs ({ count, sample, truncated? }); null when nothing, or a hit.
+          undeclaredWrites: p.undeclaredWrites ?? null
         })),
         ran: report.ran,
         cacheHits: report.cacheHits,
@@ -306,6 +309,9 @@ const runLoaded = (
     if (Option.isSome(o.trace)) {
       fs.writeFileSync(o.trace.value, JSON.stringify(traceEvents(report)) + "\n")
     }
+    // What each process wrote that no output declares is lost (neither cached nor written back): said once, here.
+    const undeclared = o.quiet ? [] : report.processes.flatMap((p) => Output.undeclaredLine(p) ?? [])
+    if (undeclared.length > 0) process.stderr.write(`${undeclared.join("\n")}\n`)
     if (mode !== "none") {
       process.stderr.write(
         `kiln: ${Noop.countOf(report.processes.length)}: ${report.ran} ran${

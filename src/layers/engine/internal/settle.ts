@@ -282,6 +282,7 @@ const settle = (state: RunState, name: string, deps: ReadonlyArray<Outcome>) =>
       stdoutDigest: Digest.format(result.stdoutDigest),
       stderrDigest: Digest.format(result.stderrDigest),
       ...(result.sandbox !== undefined ? { sandbox: result.sandbox } : {}),
+      ...(result.undeclaredWrites !== undefined ? { undeclaredWrites: result.undeclaredWrites } : {}),
       ...(detail !== undefined ? { detail } : {}),
       ...(failed?.hint !== undefined ? { hint: failed.hint } : {}),
       ...(error !== undefined ? { error } : {}),

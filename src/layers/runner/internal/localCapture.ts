@@ -16,6 +16,7 @@ import * as LinkedInputs from "../../store/LinkedInputs.js"
 import type { LocalRun } from "./localRun.js"
 import type { Filled, Opened } from "./localSandbox.js"
 import type { Guard, Waited } from "./localSpawn.js"
+import { undeclaredWrites } from "./localUndeclared.js"
 
 /**
  * A blob changed through a hard link is removed from the store, and the process's result refused: its input was not
@@ -131,6 +132,11 @@ export const report = (
     const succeeded = !timedOut && exit.code === 0
     const missing = succeeded ? missingOutputs(proc, filled.cwd) : []
     if (missing.length > 0) yield* Effect.logWarning(missingWarning(proc, missing))
+    // Only for a success: a failure's outputs are not written back either, and its line is what matters. (A tree
+    // that could not be listed failed the run before it spawned: the entries are there when it ran.)
+    const undeclared = !succeeded || opened.entries === undefined
+      ? undefined
+      : yield* undeclaredWrites(opened.sandbox.path, proc, opened.layout, opened.entries)
     const result = new ProcessResult({
       exitCode: timedOut ? null : exit.code,
       signal: timedOut ? "SIGTERM" : exit.signal,
@@ -144,6 +150,7 @@ export const report = (
       timings: run.timings,
       ...(changed.length > 0 ? { inputsChanged: true } : {}),
       ...(missing.length > 0 ? { missingOutputs: missing } : {}),
+      ...(undeclared !== undefined ? { undeclaredWrites: undeclared } : {}),
       sandbox
     }, true)
     if (!result.succeeded) yield* opened.sandbox.markFailed
