@@ -19,11 +19,15 @@ import { didYouMean } from "./didYouMean.js"
  */
 export const Expected: unique symbol = Symbol.for("kiln/Config/Expected")
 
-/** A problem of the config: where (keys), what, and whether it is about the field's name rather than its value. */
+/**
+ * A problem of the config: where (keys), what, and whether it is about the field's name rather than its value;
+ * `path`: how its line names the field, when not by `at` alone (a task's process: `tasks.build (package ui)`).
+ */
 export interface Found {
   readonly at: ReadonlyArray<PropertyKey>
   readonly detail: string
-  readonly key?: boolean
+  readonly key?: boolean | undefined
+  readonly path?: string | undefined
 }
 
 /** Other tools' names for kiln's fields (turbo, Nx, Pants, npm): what to write instead. */
