@@ -82,6 +82,8 @@ export const problemsIn = (config: Config, placeOf: PlaceOf, known: ReadonlySet<
     found.push({
       at: place.at,
       detail: conflict.detail,
+      // A task's entry, where the field was made: its name is the line's place, as a key's error is.
+      ...(place.written ? {} : { key: true }),
       ...(whose !== undefined ? { path: `${pathText(place.at)} (${escapeControls(whose)})` } : {})
     })
   }
