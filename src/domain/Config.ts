@@ -7,9 +7,9 @@ import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import * as ConfigText from "./ConfigText.js"
 import * as DurationText from "./DurationText.js"
-import { Expected, type Found, problemsOf } from "./internal/configIssues.js"
+import { Expected, problemsOf } from "./internal/configIssues.js"
 import { escapeControls, pathText, quoted } from "./internal/fieldText.js"
-import { type PlaceOf, placesUnder, problemsIn } from "./internal/processChecks.js"
+import { placesUnder, problemsIn } from "./internal/processChecks.js"
 import { CachePolicy } from "./Process.js"
 import { needsResolving } from "./ResolvedConfig.js"
 
@@ -365,21 +365,40 @@ export const invalidConfig = (file: string, problems: ReadonlyArray<ConfigProble
 
 /**
  * A problem of a config file: where (its keys), what is wrong, whether it is about the field's name rather than its
- * value (`key`), and how its line names the field when not by `at` alone (`path`).
+ * value (`key`), and how its line names the field when not by `at` alone (`path`: a task's process,
+ * `tasks.build (package ui)`).
  *
  * @since 0.1.0
  * @category errors
  */
-export type Finding = Found
+export interface Finding {
+  readonly at: ReadonlyArray<PropertyKey>
+  readonly detail: string
+  readonly key?: boolean | undefined
+  readonly path?: string | undefined
+}
 
 /**
- * Where kiln.json writes a field of a process: the path in the file, whether the process has the field as written
- * there (else it was made from other fields, as a task's inputs are), and the package a task gave the process for.
+ * Where kiln.json writes a field of a process (`at`: its path in the file), and whether it writes it as the process
+ * has it (`written`; else the field was made from others, as a task's argv, inputs and deps are, and `at` is where
+ * the file declares the process). `package`: the workspace package a task gave the process for.
  *
  * @since 0.1.0
  * @category parsing
  */
-export type { Place, PlaceOf } from "./internal/processChecks.js"
+export interface Place {
+  readonly at: ReadonlyArray<PropertyKey>
+  readonly written: boolean
+  readonly package?: string | undefined
+}
+
+/**
+ * Where the file has field `field` of process `name`.
+ *
+ * @since 0.1.0
+ * @category parsing
+ */
+export type PlaceOf = (name: string, field: ReadonlyArray<PropertyKey>) => Place
 
 /**
  * An error of `file` with every problem `found`, each located in `text` when there is one (the file's, as read),

@@ -3,7 +3,7 @@
  *
  * @internal
  */
-import type { Config } from "../Config.js"
+import type { Config, PlaceOf } from "../Config.js"
 import { entryOf, hostPathProblem } from "../ResolvedConfig.js"
 import type { Found } from "./configIssues.js"
 import { conflictsIn, findCycle } from "./declarations.js"
@@ -24,20 +24,6 @@ const staysInside = (p: string) => p !== "" && !p.startsWith("/") && !p.split("/
 
 /** `.`, `./`, `a/..`-free spellings of the directory itself, which no file or symlink can stand in for. */
 const isItself = (p: string) => p.split("/").every((s) => s === "" || s === ".")
-
-/**
- * Where kiln.json writes a field of a process (`at`: its path in the file), and whether it writes it as the process
- * has it (`written`; else the field was made from others, as a task's argv, inputs and deps are, and `at` is where
- * the file declares the process). `package`: the workspace package a task gave the process for.
- */
-export interface Place {
-  readonly at: ReadonlyArray<PropertyKey>
-  readonly written: boolean
-  readonly package?: string | undefined
-}
-
-/** Where the file has field `field` of process `name`. */
-export type PlaceOf = (name: string, field: ReadonlyArray<PropertyKey>) => Place
 
 /** The places of processes the file declares where `declaredAt` says, every field as written. */
 export const placesUnder = (declaredAt: (name: string) => ReadonlyArray<PropertyKey>): PlaceOf => (name, field) => ({
