@@ -112,7 +112,10 @@ export const hostPathInWorkspace = (
   processes: Readonly<Record<string, { readonly hostPaths?: ReadonlyArray<string> | undefined }>>,
   workspaces: ReadonlyArray<string>,
   declaredAt: (name: string) => ReadonlyArray<PropertyKey> = (name) => ["processes", name]
-): (Problem & { readonly at: ReadonlyArray<PropertyKey> }) | undefined => {
+):
+  | (Problem & { readonly at: ReadonlyArray<PropertyKey>; readonly name: string; readonly index: number })
+  | undefined =>
+{
   const within = (inner: string, outer: string) => inner === outer || inner.startsWith(`${outer}/`)
   for (const [name, pc] of Object.entries(processes)) {
     for (const [i, p] of (pc.hostPaths ?? []).entries()) {
@@ -123,6 +126,8 @@ export const hostPathInWorkspace = (
       return {
         file,
         at,
+        name,
+        index: i,
         path: pathText(at),
         detail: `${quoted(p)} ${how} the workspace: a process reads the workspace's files only as declared inputs`
       }

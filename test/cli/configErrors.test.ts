@@ -135,6 +135,33 @@ describe("kiln.json's defaults and tasks: every error in one run", () => {
     }))
 })
 
+describe("a host path in the workspace, judged once the workspace is known", () => {
+  it.scoped("said at the defaults' entry or the task's, not at the process they were merged into", () =>
+    Effect.gen(function*() {
+      const { kiln, ws } = yield* workspace("true")
+      const inside = path.join(fs.realpathSync(ws), "tools")
+      fs.writeFileSync(
+        path.join(ws, "kiln.json"),
+        `{\n  "defaults": { "hostPaths": ["/opt/kiln-test", ${
+          JSON.stringify(inside)
+        }] },\n  "tasks": { "build": {} }\n}\n`
+      )
+      const r = yield* kiln(["run"])
+      assert.strictEqual(r.code, 2, r.stderr)
+      assert.match(r.stderr, /^kiln: kiln\.json:2:49: defaults\.hostPaths\[1\]: ".*\/tools" is inside the workspace/)
+      fs.writeFileSync(
+        path.join(ws, "kiln.json"),
+        `{\n  "tasks": { "build": { "hostPaths": ["/opt/kiln-test", ${JSON.stringify(inside)}] } }\n}\n`
+      )
+      const task = yield* kiln(["run"])
+      assert.strictEqual(task.code, 2, task.stderr)
+      assert.match(
+        task.stderr,
+        /^kiln: kiln\.json:2:57: tasks\.build\.hostPaths\[1\]: ".*\/tools" is inside the workspace/
+      )
+    }))
+})
+
 describe("optionalInputs on tasks and in defaults", () => {
   it.scoped("a task's: relative to each package, absent in one and there in the other; a change to it runs again", () =>
     Effect.gen(function*() {

@@ -8,7 +8,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { type Config, type Finding, findingsIn, invalidAt, InvalidConfig } from "../../domain/Config.js"
+import { type Config, type Finding, findingsIn, invalidAt, InvalidConfig, type PlaceOf } from "../../domain/Config.js"
 import * as ResolvedConfig from "../../domain/ResolvedConfig.js"
 import { placesOf } from "./internal/places.js"
 import * as Tasks from "./Tasks.js"
@@ -37,13 +37,14 @@ export const expand = (
       return origin === undefined ? ["processes", name] : ["tasks", origin.key]
     }
     const resolved = ResolvedConfig.resolveAll(expanded.config, host, declaredAt)
+    const placeOf = placesOf(config, resolved.config, expanded.origins)
     const found: Array<Finding> = [
       ...expanded.problems.map(({ at, detail, key }) => ({ at, detail, key })),
       ...resolved.problems,
-      ...findingsIn(resolved.config, placesOf(config, resolved.config, expanded.origins), expanded.refused)
+      ...findingsIn(resolved.config, placeOf, expanded.refused)
     ]
     if (found.length > 0) return Effect.fail(invalidAt(file, found, text))
-    return Either.match(hostPathsOutside(workspace, file, resolved.config, declaredAt, text), {
+    return Either.match(hostPathsOutside(workspace, file, resolved.config, text, placeOf), {
       onLeft: Effect.fail,
       onRight: (checked) => Effect.succeed({ config: checked, origins: expanded.origins })
     })
@@ -51,15 +52,16 @@ export const expand = (
 
 /**
  * The config when none of its processes' `hostPaths` lies in the workspace or holds it
- * (`ResolvedConfig.hostPathInWorkspace`),
- * the workspace taken as written and as its real path.
+ * (`ResolvedConfig.hostPathInWorkspace`), the workspace taken as written and as its real path. The problem is located
+ * in `text` (kiln.json's, as read) when given, where `placeOf` says the file writes the entry (default: the process's
+ * own `hostPaths`).
  */
 export const hostPathsOutside = (
   workspace: string,
   file: string,
   config: Config,
-  declaredAt?: (name: string) => ReadonlyArray<PropertyKey>,
-  text?: string
+  text?: string,
+  placeOf?: PlaceOf
 ): Either.Either<Config, InvalidConfig> => {
   if (!Object.values(config.processes).some((pc) => (pc.hostPaths ?? []).length > 0)) return Either.right(config)
   const given = path.resolve(workspace)
@@ -69,16 +71,8 @@ export const hostPathsOutside = (
   } catch {
     // A workspace that cannot be resolved is reported by what reads it; the path as given is judged.
   }
-  const problem = ResolvedConfig.hostPathInWorkspace(
-    file,
-    config.processes,
-    real === given ? [given] : [given, real],
-    declaredAt
-  )
+  const problem = ResolvedConfig.hostPathInWorkspace(file, config.processes, real === given ? [given] : [given, real])
   if (problem === undefined) return Either.right(config)
-  return Either.left(
-    text === undefined
-      ? new InvalidConfig({ file: problem.file, path: problem.path, detail: problem.detail })
-      : invalidAt(file, [{ at: problem.at, detail: problem.detail }], text)
-  )
+  const at = placeOf?.(problem.name, ["hostPaths", problem.index]).at ?? problem.at
+  return Either.left(invalidAt(file, [{ at, detail: problem.detail }], text))
 }

@@ -70,7 +70,7 @@ export const loadConfig = (file: string) =>
       onRight: (config) =>
         config.tasks === undefined && !ResolvedConfig.needsResolving(config)
           ? Effect.map(
-            TaskExpansion.hostPathsOutside(path.dirname(file), path.basename(file), config, undefined, text),
+            TaskExpansion.hostPathsOutside(path.dirname(file), path.basename(file), config, text),
             (checked) => ({ config: checked, hash: RunMemo.hashOf(text), text })
           )
           : Effect.map(
