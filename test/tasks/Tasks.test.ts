@@ -381,6 +381,16 @@ describe("tasks", () => {
         "so rename one"
       ],
       [
+        "a task refused for its name: what depends on it, by ^build or by a process's name, is not refused again",
+        npmWs,
+        {
+          processes: { build: { argv: ["true"] }, deploy: { argv: ["true"], deps: ["build:app"] } },
+          tasks: { build: {}, test: { deps: ["^build", "build"] } }
+        },
+        "kiln.json: tasks.build: \"build\" is also a process in processes: a dep of that name would name either, " +
+        "so rename one"
+      ],
+      [
         "a process the tasks give declared explicitly",
         npmWs,
         { processes: { "build:lib": { argv: ["true"] } }, tasks: { build: {} } },

@@ -177,13 +177,13 @@ const dependenciesOf = (workspace: Workspace, byName: ReadonlyMap<string, Packag
 
 /**
  * The context of an expansion and every problem with the tasks' keys (a task whose key is refused is left out of
- * it), or the first problem with the packages' names.
+ * it, and the processes it would give are `refused`), or the first problem with the packages' names.
  */
 const contextOf = (
   file: string,
   config: ConfigInput,
   workspace: Workspace
-): { readonly ctx: Context; readonly problems: Array<TaskProblem> } | Problem => {
+): { readonly ctx: Context; readonly problems: Array<TaskProblem>; readonly refused: Set<string> } | Problem => {
   const explicit = config.processes ?? {}
   const byName = new Map<string, Package>()
   for (const p of workspace.packages) {
@@ -198,20 +198,26 @@ const contextOf = (
     byName.set(p.name, p)
   }
   const problems: Array<TaskProblem> = []
+  const refused = new Set<string>()
   const tasks: Record<string, TaskConfig> = {}
   const taskNames: Array<string> = []
   for (const [key, tc] of Object.entries(config.tasks ?? {})) {
-    const problem = keyProblem(key, byName, explicit)
-    if (problem !== undefined) {
-      problems.push(problemAt(file, [key], problem, true))
-      continue
-    }
-    tasks[key] = tc
     const task = key.slice(key.indexOf("#") + 1)
-    if (!taskNames.includes(task)) taskNames.push(task)
+    const problem = keyProblem(key, byName, explicit)
+    if (problem === undefined) {
+      tasks[key] = tc
+    } else {
+      problems.push(problemAt(file, [key], problem, true))
+      // What depends on the task (`^build`, `build:web`) is not refused again: it names a task the file declares.
+      const only = key.includes("#") ? byName.get(key.slice(0, key.indexOf("#"))) : undefined
+      for (const p of only !== undefined ? [only] : key.includes("#") ? [] : workspace.packages) {
+        if (p.scripts[task] !== undefined) refused.add(nameOf(task, p))
+      }
+    }
+    if (!taskNames.includes(task) && !/^$|^\^|#/.test(task)) taskNames.push(task)
   }
   const ctx = { file, tasks, explicit, workspace, byName, taskNames, dependencies: dependenciesOf(workspace, byName) }
-  return { ctx, problems }
+  return { ctx, problems, refused }
 }
 
 /** What is wrong with a key of `tasks`, if anything. */
@@ -251,11 +257,10 @@ export const expand = (file: string, config: ConfigInput, workspace: Workspace):
 export const expandAll = (file: string, config: ConfigInput, workspace: Workspace): ExpandedAll | Problem => {
   const context = contextOf(file, config, workspace)
   if ("detail" in context) return context
-  const { ctx, problems } = context
+  const { ctx, problems, refused } = context
   const { processes: _processes, tasks: _tasks, ...rest } = config
   const inferred: Record<string, ProcessConfig> = {}
   const origins: Record<string, Origin> = {}
-  const refused = new Set<string>()
   // A task's own problems are the same in every package: said once, the first time.
   const said = new Set<string>()
   for (const task of ctx.taskNames) {
