@@ -7,10 +7,9 @@ import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import * as ConfigText from "./ConfigText.js"
 import * as DurationText from "./DurationText.js"
-import { Expected, type Found, problemsOf } from "./internal/configIssues.js"
-import { conflictIn, findCycle } from "./internal/declarations.js"
+import { Expected, problemsOf } from "./internal/configIssues.js"
 import { escapeControls, pathText, quoted } from "./internal/fieldText.js"
-import { refusedIn } from "./internal/processChecks.js"
+import { placesUnder, problemsIn } from "./internal/processChecks.js"
 import { CachePolicy } from "./Process.js"
 import { needsResolving } from "./ResolvedConfig.js"
 
@@ -115,13 +114,7 @@ export const ProcessConfig = Schema.Struct({
  */
 export type ProcessConfig = typeof ProcessConfig.Type
 
-// A task's optionalInputs would be relative to each package, which task expansion does not rebase (yet).
-const {
-  argv: _argv,
-  optionalInputs: _optionalInputs,
-  workingDirectory: _workingDirectory,
-  ...sharedProcessFields
-} = ProcessConfig.fields
+const { argv: _argv, workingDirectory: _workingDirectory, ...sharedProcessFields } = ProcessConfig.fields
 
 /**
  * A task: what every workspace package with a script of the task's name runs (see `layers/tasks/Tasks.ts`). Its
@@ -139,6 +132,10 @@ export const TaskConfig = Schema.Struct({
   inputs: Schema.optional(Schema.Array(Schema.String)).annotations({
     description: "globs relative to the package, instead of all its files (the workspace's files a package " +
       "resolves from stay inputs); a leading `!` excludes"
+  }),
+  optionalInputs: Schema.optional(Schema.Array(Schema.String)).annotations({
+    description: "more inputs, globs or paths relative to the package, that may match nothing in some packages (an " +
+      "input that names a path must be there in every package with the task)"
   }),
   rootInputs: Schema.optional(Schema.Array(Schema.String)).annotations({
     description: "more inputs: globs relative to the workspace root"
@@ -198,7 +195,7 @@ export const RemoteConfig = Schema.Struct({
 
 /**
  * What every process gets unless it says otherwise (`ResolvedConfig.ts`): `env` and the variables passed under its
- * own, `inputs` and `hostPaths` added to its own, `timeout`, `cache` and `network` where it has none.
+ * own, `inputs`, `optionalInputs` and `hostPaths` added to its own, `timeout`, `cache` and `network` where it has none.
  *
  * @since 0.1.0
  * @category schemas
@@ -212,6 +209,10 @@ export const DefaultsConfig = Schema.Struct({
   inputs: Schema.optional(Schema.Array(Schema.String)).annotations({
     description: "globs relative to the workspace root added to every process's inputs"
   }),
+  optionalInputs: Schema.optional(Schema.Array(Schema.String)).annotations({
+    description: "globs or paths relative to the workspace root added to every process's optionalInputs: inputs " +
+      "that may match nothing"
+  }),
   timeout: Schema.optional(Duration),
   cache: Schema.optional(CachePolicy),
   hostPaths: Schema.optional(HostPaths),
@@ -222,7 +223,7 @@ const configFields = {
   $schema: Schema.optional(Schema.String),
   defaults: Schema.optional(DefaultsConfig).annotations({
     description: "what every process, explicit or a task's, gets unless it says otherwise: env, passEnv, " +
-      "passThroughEnv, inputs (added), timeout, cache, hostPaths (added), network"
+      "passThroughEnv, inputs and optionalInputs (added), timeout, cache, hostPaths (added), network"
   }),
   sandbox: Schema.optional(SandboxSetting).annotations({
     description: "strict: every process sees only its inputs and the system's directories, and a machine that " +
@@ -362,11 +363,54 @@ export const invalidConfig = (file: string, problems: ReadonlyArray<ConfigProble
   })
 }
 
-/** The problems found, located in `text` when there is one (the file's, as read). */
-const invalidAt = (file: string, found: ReadonlyArray<Found>, text?: string): InvalidConfig => {
+/**
+ * A problem of a config file: where (its keys), what is wrong, whether it is about the field's name rather than its
+ * value (`key`), and how its line names the field when not by `at` alone (`path`: a task's process,
+ * `tasks.build (package ui)`).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export interface Finding {
+  readonly at: ReadonlyArray<PropertyKey>
+  readonly detail: string
+  readonly key?: boolean | undefined
+  readonly path?: string | undefined
+}
+
+/**
+ * Where kiln.json writes a field of a process (`at`: its path in the file), and whether it writes it as the process
+ * has it (`written`; else the field was made from others, as a task's argv, inputs and deps are, and `at` is where
+ * the file declares the process). `package`: the workspace package a task gave the process for.
+ *
+ * @since 0.1.0
+ * @category parsing
+ */
+export interface Place {
+  readonly at: ReadonlyArray<PropertyKey>
+  readonly written: boolean
+  readonly package?: string | undefined
+}
+
+/**
+ * Where the file has field `field` of process `name`.
+ *
+ * @since 0.1.0
+ * @category parsing
+ */
+export type PlaceOf = (name: string, field: ReadonlyArray<PropertyKey>) => Place
+
+/**
+ * An error of `file` with every problem `found`, each located in `text` when there is one (the file's, as read),
+ * in the file's order.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const invalidAt = (file: string, found: ReadonlyArray<Finding>, text?: string): InvalidConfig => {
   const problems = found.map((f): ConfigProblem => {
     const location = text === undefined || f.at.length === 0 ? undefined : ConfigText.locate(text, f.at, f.key)
-    return { path: pathText(f.at), detail: f.detail, ...(location !== undefined ? { location } : {}) }
+    return { path: f.path ?? pathText(f.at), detail: f.detail, ...(location !== undefined ? { location } : {}) }
   })
   // Each once (a task's processes can have the same problem), in the file's order, as an editor's list of problems is
   // (a stable sort: unlocated ones keep theirs).
@@ -393,7 +437,7 @@ const SANDBOX_SETTINGS = new Set<unknown>(SandboxSetting.literals)
 
 /** The fields a process shares with `defaults`, valid as they stand. */
 const isPlainCommon = (o: Record<string, unknown>): boolean => {
-  for (const k of ["inputs", "passEnv", "passThroughEnv", "hostPaths"] as const) {
+  for (const k of ["inputs", "optionalInputs", "passEnv", "passThroughEnv", "hostPaths"] as const) {
     if (o[k] !== undefined && !isStrings(o[k])) return false
   }
   if (o.network !== undefined && typeof o.network !== "boolean") return false
@@ -455,7 +499,7 @@ export const isPlainConfig = (json: unknown): json is Config => {
 export const parse = (file: string, text: string): Either.Either<Config, InvalidConfig> =>
   Either.flatMap(decode(file, text), (config) => {
     if (config.tasks !== undefined || needsResolving(config)) return Either.right(config)
-    const found = problemsIn(config, (name) => ["processes", name])
+    const found = problemsIn(config, placesUnder((name) => ["processes", name]))
     return found.length === 0 ? Either.right(config) : Either.left(invalidAt(file, found, text))
   })
 
@@ -517,41 +561,20 @@ export const check = (
   config: Config,
   declaredAt: (name: string) => ReadonlyArray<PropertyKey> = (name) => ["processes", name]
 ): Either.Either<Config, InvalidConfig> => {
-  const found = problemsIn(config, declaredAt)
+  const found = problemsIn(config, placesUnder(declaredAt))
   return found.length === 0 ? Either.right(config) : Either.left(invalidAt(file, found))
 }
 
-/** Every problem {@link check} finds: each process's names and fields, then a cycle (only when there is none else). */
-const problemsIn = (config: Config, declaredAt: (name: string) => ReadonlyArray<PropertyKey>): Array<Found> => {
-  const found: Array<Found> = []
-  for (const name of Object.keys(config.processes)) {
-    const badName = nameProblem(name)
-    if (badName !== undefined) {
-      found.push({ at: declaredAt(name), detail: `is not a process name: ${badName}`, key: true })
-    }
-  }
-  for (const name of Object.keys(config.processes)) {
-    const at = declaredAt(name)
-    for (const refused of refusedIn(config, name)) {
-      found.push({ at: [...at, ...refused.at], detail: refused.detail })
-      // A task's processes have fields the task does not write (the exclusions of other packages' outputs, made from
-      // its outputs): the first problem is the task's own, the rest would follow from it.
-      if (at[0] === "tasks") break
-    }
-  }
-  if (found.length > 0) return found
-  const cycle = findCycle(config.processes)
-  if (cycle !== undefined) {
-    const at = cycle.some((name) => declaredAt(name)[0] === "tasks") ? "tasks" : "processes"
-    found.push({ at: [at], detail: `dependency cycle: ${cycle.join(" -> ")}`, key: true })
-  }
-  if (found.length > 0) return found
-  const conflict = conflictIn(config.processes)
-  if (conflict !== undefined) {
-    found.push({ at: [...declaredAt(conflict.name), ...conflict.at], detail: conflict.detail })
-  }
-  return found
-}
+/**
+ * Every problem {@link check} finds, each where `placeOf` says the file has it (see {@link Place}); `known`: names a
+ * dep may give though the config lacks them (the processes of a task refused on its own, whose deps are not judged
+ * again). Cycles and conflicts are looked for only when there is no problem else, and no name is `known`.
+ *
+ * @since 0.1.0
+ * @category parsing
+ */
+export const findingsIn = (config: Config, placeOf: PlaceOf, known?: ReadonlySet<string>): Array<Finding> =>
+  problemsIn(config, placeOf, known)
 
 /** The path of the first own `__proto__` key in `json`'s objects, if any. */
 const reservedKeyIn = (json: unknown, at: Array<PropertyKey>): Array<PropertyKey> | undefined => {
@@ -561,19 +584,5 @@ const reservedKeyIn = (json: unknown, at: Array<PropertyKey>): Array<PropertyKey
     const found = reservedKeyIn(v, [...at, Array.isArray(json) ? Number(k) : k])
     if (found !== undefined) return found
   }
-  return undefined
-}
-
-/** Why `name` cannot name a process, if it cannot: one that would print as another, or print what kiln did not say. */
-const nameProblem = (name: string): string | undefined => {
-  if (name === "") return "it is empty"
-  // A name is printed on the terminal: the status line, `✓ name`, errors.
-  const control = /[\u0000-\u001f\u007f-\u009f]/.exec(name)
-  if (control !== null) {
-    const code = control[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")
-    return `it holds the control character U+${code}, which would reach the terminal as it is`
-  }
-  // " a" would print as "a": two processes that look like one.
-  if (/^\s|\s$/.test(name)) return "it begins or ends with whitespace"
   return undefined
 }

@@ -18,6 +18,7 @@ interface EnvFields {
   readonly passEnv?: ReadonlyArray<string> | undefined
   readonly passThroughEnv?: ReadonlyArray<string> | undefined
   readonly inputs?: ReadonlyArray<string> | undefined
+  readonly optionalInputs?: ReadonlyArray<string> | undefined
   readonly timeout?: string | undefined
   readonly cache?: string | undefined
   readonly hostPaths?: ReadonlyArray<string> | undefined
@@ -111,16 +112,23 @@ export const hostPathInWorkspace = (
   processes: Readonly<Record<string, { readonly hostPaths?: ReadonlyArray<string> | undefined }>>,
   workspaces: ReadonlyArray<string>,
   declaredAt: (name: string) => ReadonlyArray<PropertyKey> = (name) => ["processes", name]
-): Problem | undefined => {
+):
+  | (Problem & { readonly at: ReadonlyArray<PropertyKey>; readonly name: string; readonly index: number })
+  | undefined =>
+{
   const within = (inner: string, outer: string) => inner === outer || inner.startsWith(`${outer}/`)
   for (const [name, pc] of Object.entries(processes)) {
     for (const [i, p] of (pc.hostPaths ?? []).entries()) {
       const ws = workspaces.find((w) => within(p, w) || within(w, p))
       if (ws === undefined) continue
       const how = within(p, ws) ? "is inside" : "holds"
+      const at = [...declaredAt(name), "hostPaths", i]
       return {
         file,
-        path: pathText([...declaredAt(name), "hostPaths", i]),
+        at,
+        name,
+        index: i,
+        path: pathText(at),
         detail: `${quoted(p)} ${how} the workspace: a process reads the workspace's files only as declared inputs`
       }
     }
@@ -146,17 +154,25 @@ interface Merged {
 
 type Level = readonly [at: ReadonlyArray<PropertyKey>, fields: EnvFields]
 
+/** A problem of a field: where (keys) and what is wrong. */
+interface Found {
+  readonly at: ReadonlyArray<PropertyKey>
+  readonly detail: string
+}
+
 /**
  * Merges one level's env fields (the defaults', then a process's own) over what is there: a variable a level names
- * takes the place of what an earlier one said of it, whatever the kind.
+ * takes the place of what an earlier one said of it, whatever the kind. Each problem is added to `found`, and its entry
+ * left out.
  */
 const mergeLevel = (
   merged: Merged,
   [at, fields]: Level,
-  host: Readonly<Record<string, string | undefined>>
-): { at: ReadonlyArray<PropertyKey>; detail: string } | undefined => {
+  host: Readonly<Record<string, string | undefined>>,
+  found: Array<Found>
+): void => {
   const named = new Map<string, string>()
-  const claim = (name: string, field: string, where: ReadonlyArray<PropertyKey>) => {
+  const claim = (name: string, field: string, where: ReadonlyArray<PropertyKey>): Found | undefined => {
     const other = named.get(name)
     if (other !== undefined) {
       return { at: where, detail: `${quoted(name)} is in ${other} too: a variable is given one way` }
@@ -164,35 +180,67 @@ const mergeLevel = (
     named.set(name, field)
     return undefined
   }
+  /** The problem with a pass entry, if any: its name or default, the name given twice, or unset without a default. */
+  const passProblem = (entry: string, field: string, where: ReadonlyArray<PropertyKey>, needsValue: boolean) => {
+    const bad = entryProblem(entry)
+    if (bad !== undefined) return { at: where, detail: bad }
+    const { fallback, name } = entryOf(entry)
+    const twice = claim(name, field, where)
+    if (twice !== undefined) return twice
+    return needsValue && host[name] === undefined && fallback === undefined
+      ? { at: where, detail: unsetDetail(name) }
+      : undefined
+  }
   for (const [k, v] of Object.entries(fields.env ?? {})) {
     claim(k, "env", [...at, "env", k])
     merged.env.set(k, v)
     merged.through.delete(k)
   }
   for (const [i, entry] of (fields.passEnv ?? []).entries()) {
-    const where = [...at, "passEnv", i]
-    const bad = entryProblem(entry)
-    if (bad !== undefined) return { at: where, detail: bad }
+    const problem = passProblem(entry, "passEnv", [...at, "passEnv", i], true)
+    if (problem !== undefined) {
+      found.push(problem)
+      continue
+    }
     const { fallback, name } = entryOf(entry)
-    const twice = claim(name, "passEnv", where)
-    if (twice !== undefined) return twice
-    const value = host[name] ?? fallback
-    if (value === undefined) return { at: where, detail: unsetDetail(name) }
-    merged.env.set(name, value)
+    merged.env.set(name, (host[name] ?? fallback)!)
     merged.through.delete(name)
   }
   for (const [i, entry] of (fields.passThroughEnv ?? []).entries()) {
-    const where = [...at, "passThroughEnv", i]
-    const bad = entryProblem(entry)
-    if (bad !== undefined) return { at: where, detail: bad }
-    const { fallback, name } = entryOf(entry)
-    const twice = claim(name, "passThroughEnv", where)
-    if (twice !== undefined) return twice
-    if (host[name] === undefined && fallback === undefined) return { at: where, detail: unsetDetail(name) }
+    const problem = passProblem(entry, "passThroughEnv", [...at, "passThroughEnv", i], true)
+    if (problem !== undefined) {
+      found.push(problem)
+      continue
+    }
+    const { name } = entryOf(entry)
     merged.through.set(name, entry)
     merged.env.delete(name)
   }
-  return undefined
+}
+
+/** Why an input glob is refused, if it is: one that leaves the workspace (as `Config.check` says of a process's). */
+const globProblem = (glob: string): string | undefined => {
+  const p = glob.replace(/^!/, "")
+  return p === "" || p.startsWith("/") || p.split("/").includes("..") || p.includes("\u0000")
+    ? `invalid glob ${quoted(glob)}: globs are relative to the workspace and stay inside it`
+    : undefined
+}
+
+/** The problems of `defaults` on their own, so that one is reported even in a config of no processes. */
+const defaultsProblems = (defaults: EnvFields, host: Readonly<Record<string, string | undefined>>): Array<Found> => {
+  const found: Array<Found> = []
+  mergeLevel({ env: new Map(), through: new Map() }, [["defaults"], defaults], host, found)
+  for (const field of ["inputs", "optionalInputs"] as const) {
+    for (const [i, glob] of (defaults[field] ?? []).entries()) {
+      const bad = globProblem(glob)
+      if (bad !== undefined) found.push({ at: ["defaults", field, i], detail: bad })
+    }
+  }
+  for (const [i, p] of (defaults.hostPaths ?? []).entries()) {
+    const bad = hostPathProblem(p)
+    if (bad !== undefined) found.push({ at: ["defaults", "hostPaths", i], detail: bad })
+  }
+  return found
 }
 
 const unsetDetail = (name: string) =>
@@ -201,9 +249,10 @@ const unsetDetail = (name: string) =>
 /**
  * The config with its defaults applied to every process and its `passEnv` values taken from `host` (kiln's
  * environment), or the first problem: an entry that is not a variable, a variable given two ways at one level, a
- * variable listed but unset without a default. Merge order: the defaults, then the process's own (its `env`, `timeout`,
- * `cache` and `network` win; `inputs` and `hostPaths` are added to the defaults'). `declaredAt` says where the file declares a process (a
- * process a task gave is reported at the task). A config with nothing to resolve is given back as it is.
+ * variable listed but unset without a default, a default input glob that leaves the workspace. Merge order: the
+ * defaults, then the process's own (its `env`, `timeout`, `cache` and `network` win; `inputs`, `optionalInputs` and
+ * `hostPaths` are added to the defaults'). `declaredAt` says where the file declares a process (a process a task gave
+ * is reported at the task). A config with nothing to resolve is given back as it is.
  *
  * @since 0.1.0
  * @category resolving
@@ -214,30 +263,35 @@ export const resolve = <C extends ConfigInput>(
   host: Readonly<Record<string, string | undefined>>,
   declaredAt: (name: string) => ReadonlyArray<PropertyKey> = (name) => ["processes", name]
 ): C | Problem => {
-  if (!needsResolving(config)) return config
+  const { config: resolved, problems } = resolveAll(config, host, declaredAt)
+  const first = problems[0]
+  return first === undefined ? resolved : { file, path: pathText(first.at), detail: first.detail }
+}
+
+/**
+ * {@link resolve}, with every problem (each where the file has it, in the order of the config: the defaults', then each
+ * process's) and the config resolved without the entries they are about.
+ *
+ * @since 0.1.0
+ * @category resolving
+ */
+export const resolveAll = <C extends ConfigInput>(
+  config: C,
+  host: Readonly<Record<string, string | undefined>>,
+  declaredAt: (name: string) => ReadonlyArray<PropertyKey> = (name) => ["processes", name]
+): { readonly config: C; readonly problems: ReadonlyArray<Found> } => {
+  if (!needsResolving(config)) return { config, problems: [] }
   const { defaults, ...rest } = config
-  if (defaults !== undefined) {
-    // Once on their own, so that a problem with them is one even in a config of no processes.
-    const problem = mergeLevel({ env: new Map(), through: new Map() }, [["defaults"], defaults], host)
-    if (problem !== undefined) return { file, path: pathText(problem.at), detail: problem.detail }
-    for (const [i, p] of (defaults.hostPaths ?? []).entries()) {
-      const bad = hostPathProblem(p)
-      if (bad !== undefined) return { file, path: pathText(["defaults", "hostPaths", i]), detail: bad }
-    }
-  }
+  const found = defaults === undefined ? [] : defaultsProblems(defaults, host)
   const processes: Record<string, object> = {}
   for (const [name, pc] of Object.entries(config.processes ?? {})) {
     const merged: Merged = { env: new Map(), through: new Map() }
-    const levels: Array<Level> = [...(defaults !== undefined ? [[["defaults"], defaults] as const] : []), [
-      declaredAt(name),
-      pc
-    ]]
-    for (const level of levels) {
-      const problem = mergeLevel(merged, level, host)
-      if (problem !== undefined) return { file, path: pathText(problem.at), detail: problem.detail }
-    }
+    // The defaults' problems are said once, above: merged here for what they give.
+    if (defaults !== undefined) mergeLevel(merged, [["defaults"], defaults], host, [])
+    mergeLevel(merged, [declaredAt(name), pc], host, found)
     const { passEnv: _passEnv, passThroughEnv: _passThroughEnv, ...own } = pc
     const inputs = [...(defaults?.inputs ?? []), ...(pc.inputs ?? [])]
+    const optionalInputs = [...(defaults?.optionalInputs ?? []), ...(pc.optionalInputs ?? [])]
     const timeout = pc.timeout ?? defaults?.timeout
     const cache = pc.cache ?? defaults?.cache
     const hostPaths = [...new Set([...(defaults?.hostPaths ?? []), ...(pc.hostPaths ?? [])])]
@@ -247,13 +301,14 @@ export const resolve = <C extends ConfigInput>(
       ...(merged.env.size > 0 || pc.env !== undefined ? { env: Object.fromEntries(merged.env) } : {}),
       ...(merged.through.size > 0 ? { passThroughEnv: [...merged.through.values()] } : {}),
       ...(inputs.length > 0 || pc.inputs !== undefined ? { inputs } : {}),
+      ...(optionalInputs.length > 0 || pc.optionalInputs !== undefined ? { optionalInputs } : {}),
       ...(timeout !== undefined ? { timeout } : {}),
       ...(cache !== undefined ? { cache } : {}),
       ...(hostPaths.length > 0 || pc.hostPaths !== undefined ? { hostPaths } : {}),
       ...(network !== undefined ? { network } : {})
     }
   }
-  return { ...rest, processes } as unknown as C
+  return { config: { ...rest, processes } as unknown as C, problems: found }
 }
 
 /**

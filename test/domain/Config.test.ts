@@ -31,6 +31,7 @@ const processConfig = fc.tuple(
       { arbitrary: anyValue as fc.Arbitrary<unknown>, weight: 1 }
     ),
     inputs: strings,
+    optionalInputs: strings,
     deps: strings,
     outputs: strings,
     writableInputs: strings,
@@ -72,6 +73,7 @@ const config = fc.oneof(
               passEnv: strings,
               passThroughEnv: strings,
               inputs: strings,
+              optionalInputs: strings,
               timeout: mostly(fc.constantFrom("90s", "5", "")),
               cache: mostly(fc.constantFrom("always", "never", "sometimes")),
               hostPaths: strings,

@@ -55,6 +55,44 @@ describe("ResolvedConfig.resolve", () => {
     assert.deepStrictEqual(resolve(resolved as ResolvedConfig.ConfigInput, { SECRET: "s" }), resolved)
   })
 
+  it(
+    "defaults' optionalInputs are added to every process's, as its inputs are; one that leaves the workspace is a " +
+      "problem at the defaults",
+    () => {
+      assert.deepStrictEqual(
+        resolve({
+          defaults: { optionalInputs: ["local.env"] },
+          processes: { a: { argv: ["x"], optionalInputs: ["a.env"] }, b: { argv: ["y"] } }
+        }),
+        {
+          processes: {
+            a: { argv: ["x"], optionalInputs: ["local.env", "a.env"] },
+            b: { argv: ["y"], optionalInputs: ["local.env"] }
+          }
+        }
+      )
+      assert.deepStrictEqual(resolve({ defaults: { optionalInputs: ["ok", "../x"] }, processes: {} }), {
+        file: "kiln.json",
+        path: "defaults.optionalInputs[1]",
+        detail: "invalid glob \"../x\": globs are relative to the workspace and stay inside it"
+      })
+    }
+  )
+
+  it("resolveAll: every problem, the defaults' once, and the config without the entries they are about", () => {
+    const { config, problems } = ResolvedConfig.resolveAll<ResolvedConfig.ConfigInput>({
+      defaults: { passEnv: ["UNSET_D"], inputs: ["/abs"] },
+      processes: { a: { argv: ["x"], passEnv: ["UNSET_A", "SET"] }, b: { argv: ["y"], passThroughEnv: [""] } }
+    }, { SET: "1" })
+    assert.deepStrictEqual(problems.map((p) => [p.at.join("."), p.detail.slice(0, 20)]), [
+      ["defaults.passEnv.0", "\"UNSET_D\" is not set"],
+      ["defaults.inputs.0", "invalid glob \"/abs\":"],
+      ["processes.a.passEnv.0", "\"UNSET_A\" is not set"],
+      ["processes.b.passThroughEnv.0", "\"\" is not a variable"]
+    ])
+    assert.deepStrictEqual(config.processes!.a!.env, { SET: "1" })
+  })
+
   it("set and empty is set; unset without a default, given two ways, or not a name, is a problem at the field", () => {
     assert.deepStrictEqual(resolve({ processes: { a: { passEnv: ["E"] } } }, { E: "" }), {
       processes: { a: { env: { E: "" } } }

@@ -215,6 +215,7 @@ describe("tasks", () => {
             "app#build": { outputs: ["out/", "meta.json"], deps: ["lib#build"], timeout: "5m", cache: "never" },
             lint: {
               inputs: ["src/**", "!src/**/*.gen.ts"],
+              optionalInputs: [".eslintrc.local.json", "!fixtures/big/**"],
               rootInputs: ["eslint.config.mjs"],
               writableInputs: ["node_modules/.cache"],
               namedCaches: { eslint: ".eslintcache" },
@@ -241,6 +242,11 @@ describe("tasks", () => {
         "eslint.config.mjs",
         "!packages/app/src/**/*.gen.ts",
         "!packages/lib/dist/**"
+      ])
+      // Relative to the package, as its inputs are: an exclusion stays one.
+      assert.deepStrictEqual(lint.optionalInputs, [
+        "packages/app/.eslintrc.local.json",
+        "!packages/app/fixtures/big/**"
       ])
       assert.deepStrictEqual(lint.writableInputs, ["packages/app/node_modules/.cache"])
       assert.deepStrictEqual(lint.namedCaches, { eslint: "packages/app/.eslintcache" })
@@ -375,6 +381,16 @@ describe("tasks", () => {
         "so rename one"
       ],
       [
+        "a task refused for its name: what depends on it, by ^build or by a process's name, is not refused again",
+        npmWs,
+        {
+          processes: { build: { argv: ["true"] }, deploy: { argv: ["true"], deps: ["build:app"] } },
+          tasks: { build: {}, test: { deps: ["^build", "build"] } }
+        },
+        "kiln.json: tasks.build: \"build\" is also a process in processes: a dep of that name would name either, " +
+        "so rename one"
+      ],
+      [
         "a process the tasks give declared explicitly",
         npmWs,
         { processes: { "build:lib": { argv: ["true"] } }, tasks: { build: {} } },
@@ -463,6 +479,34 @@ describe("tasks", () => {
     for (const [what, files, config, message] of cases) {
       it.scoped(what, () => Effect.map(failure(files, config), (m) => assert.strictEqual(m, message)))
     }
+
+    it.scoped(
+      "every problem of the tasks, the defaults and the processes at once, each once; a refused task's " +
+        "processes known to what depends on them",
+      () =>
+        Effect.map(
+          failure(npmWs, {
+            defaults: { optionalInputs: ["../d"] },
+            tasks: {
+              build: { deps: ["^bundle", "web#build"], optionalInputs: ["/abs"] },
+              test: { deps: ["build", "nope"] },
+              "web#build": {}
+            },
+            processes: { deploy: { argv: ["true"], deps: ["build:app", "gen"] } }
+          }),
+          (m) =>
+            assert.deepStrictEqual(m.split("\n"), [
+              "kiln.json: tasks[\"web#build\"]: no workspace package is named \"web\"",
+              "kiln.json: tasks.build.deps[0]: unknown task \"bundle\": tasks declares no such task",
+              "kiln.json: tasks.build.deps[1]: no workspace package is named \"web\"",
+              "kiln.json: tasks.build.optionalInputs[0]: \"/abs\" must be relative and stay inside the package",
+              "kiln.json: tasks.test.deps[1]: unknown task or process \"nope\"",
+              "kiln.json: defaults.optionalInputs[0]: invalid glob \"../d\": globs are relative to the workspace and " +
+              "stay inside it",
+              "kiln.json: processes.deploy.deps[1]: unknown process \"gen\""
+            ])
+        )
+    )
   })
 
   it("pnpm-workspace.yaml: block and flow lists, quotes, comments; what is not a list of globs is refused", () => {

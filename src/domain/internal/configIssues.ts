@@ -9,6 +9,7 @@
 import * as Option from "effect/Option"
 import type * as ParseResult from "effect/ParseResult"
 import * as AST from "effect/SchemaAST"
+import type { Finding } from "../Config.js"
 import { didYouMean } from "./didYouMean.js"
 
 /**
@@ -19,12 +20,8 @@ import { didYouMean } from "./didYouMean.js"
  */
 export const Expected: unique symbol = Symbol.for("kiln/Config/Expected")
 
-/** A problem of the config: where (keys), what, and whether it is about the field's name rather than its value. */
-export interface Found {
-  readonly at: ReadonlyArray<PropertyKey>
-  readonly detail: string
-  readonly key?: boolean
-}
+/** A problem of the config (see `Config.Finding`). */
+export type Found = Finding
 
 /** Other tools' names for kiln's fields (turbo, Nx, Pants, npm): what to write instead. */
 const OTHER_NAMES: Record<string, string> = {

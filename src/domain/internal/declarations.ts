@@ -78,10 +78,19 @@ const takes = (glob: string, exclusions: ReadonlyArray<string>, output: Output):
 }
 
 /**
- * The first conflict among `processes`' declarations, in name order: an output two processes declare, then an input
- * glob that takes another process's outputs without a dep on it (its deps' deps count: they run before it too).
+ * The first conflict among `processes`' declarations (see {@link conflictsIn}).
  */
 export const conflictIn = (processes: Readonly<Record<string, Declared>>): Conflict | undefined => {
+  for (const conflict of conflictsIn(processes)) return conflict
+  return undefined
+}
+
+/**
+ * The conflicts among `processes`' declarations, in name order: each output two processes declare, then each input
+ * glob that takes another process's outputs without a dep on it (its deps' deps count: they run before it too), once
+ * for each glob.
+ */
+export function* conflictsIn(processes: Readonly<Record<string, Declared>>): Generator<Conflict> {
   const names = Object.keys(processes).sort()
   const outputs = names.flatMap((name) =>
     (processes[name]!.outputs ?? []).map((o, i) => outputOf(name, i, o, processes[name]!.workingDirectory))
@@ -91,7 +100,7 @@ export const conflictIn = (processes: Readonly<Record<string, Declared>>): Confl
   for (const a of outputs) {
     const other = outputs.find((b) => b.owner < a.owner && overlaps(a, b))
     if (other !== undefined) {
-      return {
+      yield {
         name: a.owner,
         at: ["outputs", a.index],
         detail: `${shown(a)} is also an output of ${JSON.stringify(other.owner)} (${shown(other)}): ` +
@@ -114,17 +123,17 @@ export const conflictIn = (processes: Readonly<Record<string, Declared>>): Confl
         if (owner === name || deps.has(owner)) continue
         const taken = owned.find((o) => takes(glob, exclusions, o))
         if (taken !== undefined) {
-          return {
+          yield {
             name,
             at,
             detail: `${JSON.stringify(glob)} takes ${shown(taken)}, an output of ${JSON.stringify(owner)}: ` +
               `add ${JSON.stringify(owner)} to deps (or exclude it: "!${shown(taken)}${taken.directory ? "**" : ""}")`
           }
+          break
         }
       }
     }
   }
-  return undefined
 }
 
 /** A dependency cycle among `processes`, as the names along it (the first again at its end), if there is one. */

@@ -3,10 +3,12 @@
  *
  * @internal
  */
-import type { Config } from "../Config.js"
+import type { Config, PlaceOf } from "../Config.js"
 import { entryOf, hostPathProblem } from "../ResolvedConfig.js"
+import type { Found } from "./configIssues.js"
+import { conflictsIn, findCycle } from "./declarations.js"
 import { didYouMean } from "./didYouMean.js"
-import { quoted } from "./fieldText.js"
+import { escapeControls, pathText, quoted } from "./fieldText.js"
 
 /** Why a field of a process is refused: where in the process, and what is wrong. */
 export interface Refused {
@@ -23,15 +25,84 @@ const staysInside = (p: string) => p !== "" && !p.startsWith("/") && !p.split("/
 /** `.`, `./`, `a/..`-free spellings of the directory itself, which no file or symlink can stand in for. */
 const isItself = (p: string) => p.split("/").every((s) => s === "" || s === ".")
 
+/** The places of processes the file declares where `declaredAt` says, every field as written. */
+export const placesUnder = (declaredAt: (name: string) => ReadonlyArray<PropertyKey>): PlaceOf => (name, field) => ({
+  at: [...declaredAt(name), ...field],
+  written: true
+})
+
+/**
+ * Every problem of a config's processes the schema cannot find: each process's name and fields (`refusedIn`; a field
+ * the file does not write as it is, made from fields checked where they are written, is not judged twice), then a
+ * cycle, then the conflicts of their declarations (only when there is no problem else: each would follow from one).
+ * `known`: names a dep may give though the config lacks them (the processes of a task refused on its own).
+ */
+export const problemsIn = (config: Config, placeOf: PlaceOf, known: ReadonlySet<string> = new Set()): Array<Found> => {
+  const found: Array<Found> = []
+  for (const name of Object.keys(config.processes)) {
+    const badName = nameProblem(name)
+    if (badName !== undefined) {
+      found.push({ at: placeOf(name, []).at, detail: `is not a process name: ${badName}`, key: true })
+    }
+  }
+  for (const name of Object.keys(config.processes)) {
+    for (const refused of refusedIn(config, name, known)) {
+      const place = placeOf(name, refused.at)
+      if (place.written) found.push({ at: place.at, detail: refused.detail })
+    }
+  }
+  if (found.length > 0 || known.size > 0) return found
+  const cycle = findCycle(config.processes)
+  if (cycle !== undefined) {
+    const at = cycle.some((name) => placeOf(name, []).at[0] === "tasks") ? "tasks" : "processes"
+    return [{ at: [at], detail: `dependency cycle: ${cycle.join(" -> ")}`, key: true }]
+  }
+  for (const conflict of conflictsIn(config.processes)) {
+    const place = placeOf(conflict.name, conflict.at)
+    // What a conflict is of depends on the process: a default's or a task's line says which.
+    const whose = place.at[0] === "defaults"
+      ? `process ${conflict.name}`
+      : place.package !== undefined
+      ? `package ${place.package}`
+      : undefined
+    found.push({
+      at: place.at,
+      detail: conflict.detail,
+      // A task's entry, where the field was made: its name is the line's place, as a key's error is.
+      ...(place.written ? {} : { key: true }),
+      ...(whose !== undefined ? { path: `${pathText(place.at)} (${escapeControls(whose)})` } : {})
+    })
+  }
+  return found
+}
+
+/** Why `name` cannot name a process, if it cannot: one that would print as another, or print what kiln did not say. */
+const nameProblem = (name: string): string | undefined => {
+  if (name === "") return "it is empty"
+  // A name is printed on the terminal: the status line, `✓ name`, errors.
+  const control = /[\u0000-\u001f\u007f-\u009f]/.exec(name)
+  if (control !== null) {
+    const code = control[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")
+    return `it holds the control character U+${code}, which would reach the terminal as it is`
+  }
+  // " a" would print as "a": two processes that look like one.
+  if (/^\s|\s$/.test(name)) return "it begins or ends with whitespace"
+  return undefined
+}
+
 /**
  * What the schema cannot say about a process: deps that name no process (an own key: `toString` is not one), paths
  * that leave the sandbox or the workspace, NUL bytes, variable names that are not names; each of them. Each is refused
  * before anything runs, rather than found by the spawner, the sandbox or the process.
  */
-export function* refusedIn(config: Config, name: string): Generator<Refused> {
+export function* refusedIn(
+  config: Config,
+  name: string,
+  known: ReadonlySet<string> = new Set()
+): Generator<Refused> {
   const pc = config.processes[name]!
   for (const [i, dep] of (pc.deps ?? []).entries()) {
-    if (!Object.hasOwn(config.processes, dep)) {
+    if (!Object.hasOwn(config.processes, dep) && !known.has(dep)) {
       yield {
         at: ["deps", i],
         detail: `unknown process ${quoted(dep)}${didYouMean(dep, Object.keys(config.processes), quoted)}`

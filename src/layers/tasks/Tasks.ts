@@ -36,6 +36,10 @@ export type Expanded = Expand.Expanded
 
 export type ConfigInput = Expand.ConfigInput
 
+export type TaskProblem = Expand.TaskProblem
+
+export type ExpandedAll = Expand.ExpandedAll
+
 export const isProblem: (u: unknown) => u is Problem = WorkspaceFiles.isProblem
 
 /**
@@ -52,6 +56,13 @@ export const read: (root: string, nodeDirectory?: string) => Workspace | Problem
 export const expand: (file: string, config: ConfigInput, workspace: Workspace) => Expanded | Problem = Expand.expand
 
 /**
+ * {@link expand} with every problem of kiln.json's tasks, each where the file has it (see `ExpandedAll`): only a
+ * problem of the workspace's files is the one problem.
+ */
+export const expandAll: (file: string, config: ConfigInput, workspace: Workspace) => ExpandedAll | Problem =
+  Expand.expandAll
+
+/**
  * Whether a config (decoded, or JSON as parsed) declares tasks.
  */
 export const declares = (json: unknown): json is ConfigInput & { readonly tasks: object } =>
@@ -63,6 +74,14 @@ export const declares = (json: unknown): json is ConfigInput & { readonly tasks:
 export const expandAt = (root: string, file: string, config: ConfigInput): Expanded | Problem => {
   const workspace = read(root)
   return isProblem(workspace) ? workspace : expand(file, config, workspace)
+}
+
+/**
+ * Reads the workspace at `root` and expands `config`'s tasks over it, with every problem of kiln.json's tasks.
+ */
+export const expandAllAt = (root: string, file: string, config: ConfigInput): ExpandedAll | Problem => {
+  const workspace = read(root)
+  return isProblem(workspace) ? workspace : expandAll(file, config, workspace)
 }
 
 const sortedKeys = (_: string, value: unknown) =>

@@ -37,7 +37,7 @@ export const listed = (file: string) =>
         new InvalidConfig({ file, path: "", detail: `cannot read: ${(e as NodeJS.ErrnoException).code ?? String(e)}` })
     })
     const config = yield* Either.match(decode(name, text), { onLeft: Effect.fail, onRight: Effect.succeed })
-    return yield* TaskExpansion.expand(path.dirname(file), name, config)
+    return yield* TaskExpansion.expand(path.dirname(file), name, config, process.env, text)
   })
 
 /** One line a process: its name, where it comes from, what it runs, and its deps. */

@@ -70,15 +70,18 @@ export const loadConfig = (file: string) =>
       onRight: (config) =>
         config.tasks === undefined && !ResolvedConfig.needsResolving(config)
           ? Effect.map(
-            TaskExpansion.hostPathsOutside(path.dirname(file), path.basename(file), config),
+            TaskExpansion.hostPathsOutside(path.dirname(file), path.basename(file), config, text),
             (checked) => ({ config: checked, hash: RunMemo.hashOf(text), text })
           )
-          : Effect.map(TaskExpansion.expand(path.dirname(file), path.basename(file), config), (expanded) => {
-            // The memo remembers the processes the tasks gave and the values passed, not kiln.json's text: a new
-            // script, package or dependency changes them without changing kiln.json, and so does a passEnv value.
-            const canonical = Tasks.canonicalText(expanded.config)
-            return { config: expanded.config, hash: RunMemo.hashOf(canonical), text: canonical }
-          })
+          : Effect.map(
+            TaskExpansion.expand(path.dirname(file), path.basename(file), config, process.env, text),
+            (expanded) => {
+              // The memo remembers the processes the tasks gave and the values passed, not kiln.json's text: a new
+              // script, package or dependency changes them without changing kiln.json, and so does a passEnv value.
+              const canonical = Tasks.canonicalText(expanded.config)
+              return { config: expanded.config, hash: RunMemo.hashOf(canonical), text: canonical }
+            }
+          )
     })
   })
 

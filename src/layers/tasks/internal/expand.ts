@@ -31,6 +31,24 @@ export interface Expanded {
   readonly origins: Readonly<Record<string, Origin>>
 }
 
+/**
+ * A problem with kiln.json's tasks: as any `Problem`, and where in kiln.json (`at`: keys from `tasks`), about the
+ * field's name rather than its value when `key`.
+ */
+export interface TaskProblem extends Problem {
+  readonly at: ReadonlyArray<PropertyKey>
+  readonly key?: boolean
+}
+
+/**
+ * The expansion with every problem of kiln.json's tasks: the processes of the tasks refused are left out, and named
+ * (`refused`), so that what depends on them is not refused again.
+ */
+export interface ExpandedAll extends Expanded {
+  readonly problems: ReadonlyArray<TaskProblem>
+  readonly refused: ReadonlySet<string>
+}
+
 /** kiln.json as the expansion reads it: decoded, or as the no-op check parsed it (then `processes` may be absent). */
 export type ConfigInput = Omit<Config, "processes"> & { readonly processes?: Config["processes"] | undefined }
 
@@ -64,6 +82,10 @@ const CHROOT = "{chroot}"
 
 /** `rel` under the package's directory. */
 const under = (directory: string, rel: string) => directory === "" ? rel : `${directory}/${rel}`
+
+/** A glob relative to the package's directory as one relative to the workspace: an exclusion stays one. */
+export const rebased = (directory: string, glob: string) =>
+  glob.startsWith("!") ? `!${under(directory, glob.slice(1))}` : under(directory, glob)
 
 /** The glob excluding an output (`dist/`: its tree; `out.txt`: the file) of a package. */
 const outputExclusion = (directory: string, declared: string) => {
@@ -100,7 +122,22 @@ interface Context {
   readonly dependencies: ReadonlyMap<Package, ReadonlyArray<Package>>
 }
 
-const fail = (ctx: Context, path: string, detail: string): Problem => ({ file: ctx.file, path, detail })
+/** A problem at `tasks[key]` (then `at`), in `file`. */
+const problemAt = (
+  file: string,
+  [key, ...at]: readonly [string, ...ReadonlyArray<string | number>],
+  detail: string,
+  onKey = false
+): TaskProblem => ({
+  file,
+  path: taskPath(key, ...at),
+  detail,
+  at: ["tasks", key, ...at],
+  ...(onKey ? { key: true } : {})
+})
+
+const fail = (ctx: Context, at: readonly [string, ...ReadonlyArray<string | number>], detail: string) =>
+  problemAt(ctx.file, at, detail)
 
 /** The task `task` of package `p` as kiln.json declares it, when `p` has the script. */
 const declared = (ctx: Context, task: string, p: Package): { key: string; tc: TaskConfig } | undefined => {
@@ -138,9 +175,15 @@ const dependenciesOf = (workspace: Workspace, byName: ReadonlyMap<string, Packag
   return all
 }
 
-/** The context of an expansion, or the first problem with the packages' names or the tasks' keys. */
-const contextOf = (file: string, config: ConfigInput, workspace: Workspace): Context | Problem => {
-  const tasks = config.tasks ?? {}
+/**
+ * The context of an expansion and every problem with the tasks' keys (a task whose key is refused is left out of
+ * it, and the processes it would give are `refused`), or the first problem with the packages' names.
+ */
+const contextOf = (
+  file: string,
+  config: ConfigInput,
+  workspace: Workspace
+): { readonly ctx: Context; readonly problems: Array<TaskProblem>; readonly refused: Set<string> } | Problem => {
   const explicit = config.processes ?? {}
   const byName = new Map<string, Package>()
   for (const p of workspace.packages) {
@@ -154,54 +197,94 @@ const contextOf = (file: string, config: ConfigInput, workspace: Workspace): Con
     }
     byName.set(p.name, p)
   }
-  const problem = (path: string, detail: string): Problem => ({ file, path, detail })
+  const problems: Array<TaskProblem> = []
+  const refused = new Set<string>()
+  const tasks: Record<string, TaskConfig> = {}
   const taskNames: Array<string> = []
-  for (const key of Object.keys(tasks)) {
-    const hash = key.indexOf("#")
-    const task = hash < 0 ? key : key.slice(hash + 1)
-    const pkg = hash < 0 ? undefined : byName.get(key.slice(0, hash))
-    if (hash >= 0 && pkg === undefined) {
-      return problem(taskPath(key), `no workspace package is named ${JSON.stringify(key.slice(0, hash))}`)
+  for (const [key, tc] of Object.entries(config.tasks ?? {})) {
+    const task = key.slice(key.indexOf("#") + 1)
+    const problem = keyProblem(key, byName, explicit)
+    if (problem === undefined) {
+      tasks[key] = tc
+    } else {
+      problems.push(problemAt(file, [key], problem, true))
+      // What depends on the task (`^build`, `build:web`) is not refused again: it names a task the file declares.
+      const only = key.includes("#") ? byName.get(key.slice(0, key.indexOf("#"))) : undefined
+      for (const p of only !== undefined ? [only] : key.includes("#") ? [] : workspace.packages) {
+        if (p.scripts[task] !== undefined) refused.add(nameOf(task, p))
+      }
     }
-    if (task === "" || task.startsWith("^") || task.includes("#")) {
-      return problem(taskPath(key), "a task's name is a script's name, without `^` or `#`")
-    }
-    if (pkg !== undefined && pkg.scripts[task] === undefined) {
-      return problem(taskPath(key), `package ${pkg.name} has no script ${JSON.stringify(task)}`)
-    }
-    if (Object.hasOwn(explicit, task)) {
-      return problem(
-        taskPath(key),
-        `${JSON.stringify(task)} is also a process in processes: a dep of that name would name either, so rename one`
-      )
-    }
-    if (!taskNames.includes(task)) taskNames.push(task)
+    if (!taskNames.includes(task) && !/^$|^\^|#/.test(task)) taskNames.push(task)
   }
-  return { file, tasks, explicit, workspace, byName, taskNames, dependencies: dependenciesOf(workspace, byName) }
+  const ctx = { file, tasks, explicit, workspace, byName, taskNames, dependencies: dependenciesOf(workspace, byName) }
+  return { ctx, problems, refused }
+}
+
+/** What is wrong with a key of `tasks`, if anything. */
+const keyProblem = (
+  key: string,
+  byName: ReadonlyMap<string, Package>,
+  explicit: Readonly<Record<string, ProcessConfig>>
+): string | undefined => {
+  const hash = key.indexOf("#")
+  const task = hash < 0 ? key : key.slice(hash + 1)
+  const pkg = hash < 0 ? undefined : byName.get(key.slice(0, hash))
+  if (hash >= 0 && pkg === undefined) return `no workspace package is named ${JSON.stringify(key.slice(0, hash))}`
+  if (task === "" || task.startsWith("^") || task.includes("#")) {
+    return "a task's name is a script's name, without `^` or `#`"
+  }
+  if (pkg !== undefined && pkg.scripts[task] === undefined) {
+    return `package ${pkg.name} has no script ${JSON.stringify(task)}`
+  }
+  if (Object.hasOwn(explicit, task)) {
+    return `${JSON.stringify(task)} is also a process in processes: a dep of that name would name either, so rename one`
+  }
+  return undefined
 }
 
 /** The expansion of `config`'s tasks over `workspace`, or the first problem (its file is `file`, kiln.json). */
 export const expand = (file: string, config: ConfigInput, workspace: Workspace): Expanded | Problem => {
-  const ctx = contextOf(file, config, workspace)
-  if ("detail" in ctx) return ctx
+  const all = expandAll(file, config, workspace)
+  if ("detail" in all) return all
+  const first = all.problems[0]
+  return first !== undefined ? first : { config: all.config, origins: all.origins }
+}
+
+/**
+ * The expansion of `config`'s tasks over `workspace` with every problem of kiln.json's tasks (see {@link ExpandedAll}),
+ * or the first problem of the workspace's files.
+ */
+export const expandAll = (file: string, config: ConfigInput, workspace: Workspace): ExpandedAll | Problem => {
+  const context = contextOf(file, config, workspace)
+  if ("detail" in context) return context
+  const { ctx, problems, refused } = context
   const { processes: _processes, tasks: _tasks, ...rest } = config
   const inferred: Record<string, ProcessConfig> = {}
   const origins: Record<string, Origin> = {}
+  // A task's own problems are the same in every package: said once, the first time.
+  const said = new Set<string>()
   for (const task of ctx.taskNames) {
     for (const p of workspace.packages) {
       const found = declared(ctx, task, p)
       if (found === undefined) continue
       const name = nameOf(task, p)
-      if (Object.hasOwn(ctx.explicit, name)) {
-        return fail(ctx, taskPath(found.key), `gives the process ${JSON.stringify(name)}, which processes declares too`)
+      const made = Object.hasOwn(ctx.explicit, name)
+        ? [fail(ctx, [found.key], `gives the process ${JSON.stringify(name)}, which processes declares too`)]
+        : processOf(ctx, task, p, found.key, found.tc)
+      if (Array.isArray(made)) {
+        refused.add(name)
+        for (const problem of made) {
+          const id = `${problem.path}\u0000${problem.detail}`
+          if (!said.has(id)) problems.push(problem)
+          said.add(id)
+        }
+        continue
       }
-      const made = processOf(ctx, task, p, found.key, found.tc)
-      if ("detail" in made) return made
       inferred[name] = made
       origins[name] = { key: found.key, task, package: p.name, directory: p.directory }
     }
   }
-  return { config: { ...rest, processes: { ...ctx.explicit, ...inferred } } as Config, origins }
+  return { config: { ...rest, processes: { ...ctx.explicit, ...inferred } } as Config, origins, problems, refused }
 }
 
 /**
@@ -214,18 +297,23 @@ const depsOf = (
   p: Package,
   key: string,
   tc: TaskConfig
-): { readonly deps: Array<string>; readonly built: Set<Package> } | Problem => {
+): { readonly deps: Array<string>; readonly built: Set<Package>; readonly problems: Array<TaskProblem> } => {
+  const problems: Array<TaskProblem> = []
+  const refuse = (at: readonly [string, ...ReadonlyArray<string | number>], detail: string) => {
+    problems.push(fail(ctx, at, detail))
+  }
   const deps: Array<string> = []
   const add = (name: string) => {
     if (!deps.includes(name)) deps.push(name)
   }
   const built = new Set<Package>()
   for (const [i, dep] of (tc.deps ?? []).entries()) {
-    const at = taskPath(key, "deps", i)
+    const at = [key, "deps", i] as const
     if (dep.startsWith("^")) {
       const t = dep.slice(1)
       if (!ctx.taskNames.includes(t)) {
-        return fail(ctx, at, `unknown task ${JSON.stringify(t)}: tasks declares no such task`)
+        refuse(at, `unknown task ${JSON.stringify(t)}: tasks declares no such task`)
+        continue
       }
       for (const d of ctx.dependencies.get(p)!) {
         if (declared(ctx, t, d) === undefined) continue
@@ -235,54 +323,59 @@ const depsOf = (
     } else if (dep.includes("#")) {
       const [pkg, t] = [dep.slice(0, dep.indexOf("#")), dep.slice(dep.indexOf("#") + 1)]
       const target = ctx.byName.get(pkg)
-      if (target === undefined) return fail(ctx, at, `no workspace package is named ${JSON.stringify(pkg)}`)
-      if (declared(ctx, t, target) === undefined) {
-        return fail(ctx, at, `${pkg} has no task ${JSON.stringify(t)} (no such script, or no such task in tasks)`)
+      if (target === undefined) {
+        refuse(at, `no workspace package is named ${JSON.stringify(pkg)}`)
+      } else if (declared(ctx, t, target) === undefined) {
+        refuse(at, `${pkg} has no task ${JSON.stringify(t)} (no such script, or no such task in tasks)`)
+      } else if (target === p && t === task) {
+        refuse(at, "a task cannot depend on itself")
+      } else {
+        add(nameOf(t, target))
       }
-      if (target === p && t === task) return fail(ctx, at, "a task cannot depend on itself")
-      add(nameOf(t, target))
     } else if (ctx.taskNames.includes(dep)) {
       if (dep === task) {
-        return fail(ctx, at, `a task cannot depend on itself ("^${dep}" is ${dep} of the package's dependencies)`)
+        refuse(at, `a task cannot depend on itself ("^${dep}" is ${dep} of the package's dependencies)`)
+      } else if (declared(ctx, dep, p) !== undefined) {
+        // As turbo does: a package without the script has no such task, and nothing to wait for.
+        add(nameOf(dep, p))
       }
-      // As turbo does: a package without the script has no such task, and nothing to wait for.
-      if (declared(ctx, dep, p) !== undefined) add(nameOf(dep, p))
     } else if (Object.hasOwn(ctx.explicit, dep)) {
       add(dep)
     } else {
-      return fail(ctx, at, `unknown task or process ${JSON.stringify(dep)}`)
+      refuse(at, `unknown task or process ${JSON.stringify(dep)}`)
     }
   }
-  return { deps, built }
+  return { deps, built, problems }
 }
 
-/** The task's own paths, or the first that is not a path kiln takes. */
-const pathProblem = (ctx: Context, key: string, tc: TaskConfig): Problem | undefined => {
+/** Each of the task's own paths that is not a path kiln takes. */
+const pathProblems = (ctx: Context, key: string, tc: TaskConfig): Array<TaskProblem> => {
+  const problems: Array<TaskProblem> = []
   for (const [i, out] of (tc.outputs ?? []).entries()) {
     // A leading `?` marks an output the task may leave unmade; any other glob character is a glob.
     if (/[*?[\]{}]/.test(out.replace(/^\?/, ""))) {
-      return fail(
+      problems.push(fail(
         ctx,
-        taskPath(key, "outputs", i),
+        [key, "outputs", i],
         `${JSON.stringify(out)} is a glob: outputs are paths, and a directory ends with / ` +
           `(${JSON.stringify(out.replace(/\/?\*\*?.*$/, "/"))})`
-      )
+      ))
     }
   }
-  for (const field of ["inputs", "rootInputs", "writableInputs"] as const) {
+  for (const field of ["inputs", "optionalInputs", "rootInputs", "writableInputs"] as const) {
     for (const [i, g] of (tc[field] ?? []).entries()) {
       if (!staysInside(g.replace(/^!/, ""))) {
-        return fail(
+        problems.push(fail(
           ctx,
-          taskPath(key, field, i),
+          [key, field, i],
           `${JSON.stringify(g)} must be relative and stay inside the ${
             field === "rootInputs" ? "workspace" : "package"
           }`
-        )
+        ))
       }
     }
   }
-  return undefined
+  return problems
 }
 
 /** The package's files but the outputs of its tasks (which their processes give, fresh, where they are deps). */
@@ -359,17 +452,24 @@ const scriptOf = (ctx: Context, task: string, p: Package): string => {
 const passesPath = (tc: TaskConfig) =>
   [...(tc.passEnv ?? []), ...(tc.passThroughEnv ?? [])].some((entry) => entry === "PATH" || entry.startsWith("PATH="))
 
-/** The process task `task` gives package `p`, or the first problem with the task. */
-const processOf = (ctx: Context, task: string, p: Package, key: string, tc: TaskConfig): ProcessConfig | Problem => {
+/** The process task `task` gives package `p`, or every problem with the task. */
+const processOf = (
+  ctx: Context,
+  task: string,
+  p: Package,
+  key: string,
+  tc: TaskConfig
+): ProcessConfig | Array<TaskProblem> => {
   const found = depsOf(ctx, task, p, key, tc)
-  if ("detail" in found) return found
-  const bad = pathProblem(ctx, key, tc)
-  if (bad !== undefined) return bad
+  const problems = [...found.problems, ...pathProblems(ctx, key, tc)]
+  if (problems.length > 0) return problems
   const dir = p.directory
   const outputs = tc.outputs ?? []
   const pc: Record<string, unknown> = {
     argv: ["/bin/sh", "-c", scriptOf(ctx, task, p)],
     inputs: inputsOf(ctx, p, tc, found.built),
+    // Rebased as its inputs are: relative to the package, an exclusion still one.
+    ...(tc.optionalInputs !== undefined ? { optionalInputs: tc.optionalInputs.map((g) => rebased(dir, g)) } : {}),
     ...(found.deps.length > 0 ? { deps: found.deps } : {}),
     ...(outputs.length > 0 ? { outputs } : {}),
     // A task that passes its PATH from kiln's environment has that one instead.
