@@ -91,11 +91,21 @@ describe("each command's help, from its table", () => {
     })
   })
 
+  it("a `--log-level` before or between the command's words is read past", () => {
+    assert.deepStrictEqual(readArgs(["--log-level", "debug", "store", "gcc"], false), {
+      _tag: "Problem",
+      message: "unknown command \"gcc\" of `kiln store`: did you mean `kiln store gc`?"
+    })
+    // As a bare `kiln`: the short help, exit 2.
+    assert.deepStrictEqual(readArgs(["--log-level", "debug"], false), readArgs([], false))
+  })
+
   it("what @effect/cli reads itself passes: its global options, a program's own options after it", () => {
     for (
       const args of [
         ["store", "stats", "--log-level", "debug"],
         ["--log-level", "debug", "store", "stats"],
+        ["store", "--log-level=debug", "stats"],
         ["store", "stats", "--completions", "bash"],
         ["--completions", "bash"],
         ["exec", "--env", "A=1", "B=2", "/bin/ls", "-la", "--color"],

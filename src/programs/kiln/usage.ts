@@ -171,19 +171,35 @@ const problem = (message: string | undefined): Reading | undefined =>
   message === undefined ? undefined : { _tag: "Problem", message }
 
 /**
- * The command's words and the arguments after them, past a leading `--log-level LEVEL`; undefined when another
- * option of @effect/cli's comes first (`--completions bash`, `--version`), which is its to read.
+ * The command's words (none: `kiln --log-level debug`) and the arguments after them, past a `--log-level LEVEL` before
+ * or between them; undefined when
+ * another option of @effect/cli's comes first (`--completions bash`, `--version`), which is its to read.
  */
 export const commandOf = (
   args: ReadonlyArray<string>
 ): { readonly words: string; readonly rest: ReadonlyArray<string> } | undefined => {
-  const skip = args[0] === "--log-level" ? 2 : args[0]?.startsWith("--log-level=") === true ? 1 : 0
-  const first = args[skip]
-  if (first === undefined || first.startsWith("-")) return undefined
-  const second = args[skip + 1]
-  return Object.hasOwn(SUBCOMMANDS, first) && second !== undefined && !second.startsWith("-")
-    ? { words: `${first} ${second}`, rest: args.slice(skip + 2) }
-    : { words: first, rest: args.slice(skip + 1) }
+  const words: Array<string> = []
+  let i = 0
+  // How many arguments a `--log-level` at `j` takes up.
+  const logLevelAt = (j: number) => args[j] === "--log-level" ? 2 : args[j]?.startsWith("--log-level=") ? 1 : 0
+  const skipLogLevel = () => {
+    for (let n = logLevelAt(i); n > 0; n = logLevelAt(i)) i += n
+  }
+  skipLogLevel()
+  const first = args[i]
+  if (first === undefined) return { words: "", rest: [] }
+  if (first.startsWith("-")) return undefined
+  words.push(first)
+  i++
+  if (Object.hasOwn(SUBCOMMANDS, first)) {
+    skipLogLevel()
+    const second = args[i]
+    if (second !== undefined && !second.startsWith("-")) {
+      words.push(second)
+      i++
+    }
+  }
+  return { words: words.join(" "), rest: args.slice(i) }
 }
 
 /**
@@ -210,6 +226,7 @@ export const readArgs = (
   if (args.length === 0 || (asked && isHelp(args[0]!))) return help(mainHelp(styled), asked ? 0 : 2)
   const command = commandOf(args)
   if (command === undefined || command.words === "sandboxer") return undefined
+  if (command.words === "") return help(mainHelp(styled), 2)
   const unknown = commandProblem([command.words.split(" ")[0]!], processes)
   if (unknown !== undefined) return problem(unknown)
   if (Object.hasOwn(SUBCOMMANDS, command.words)) {
