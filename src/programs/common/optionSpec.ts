@@ -10,6 +10,8 @@ interface Base {
   /** The flag, without its `--`. */
   readonly flag: string
   readonly description: string
+  /** The placeholder of its value in help and errors (`DIGEST`, `NAME=VALUE`), when its kind's is too vague. */
+  readonly metavar?: string
 }
 
 /** A path or a string; `fast`: a plain `kiln run` with it is read without @effect/cli. */

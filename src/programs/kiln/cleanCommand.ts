@@ -3,20 +3,17 @@
  * every engine runs when it starts.
  */
 import * as Command from "@effect/cli/Command"
-import * as Options from "@effect/cli/Options"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Sandboxes from "../../layers/sandbox/Sandboxes.js"
-import { sandboxOptions } from "./globalOptions.js"
+import { cliOptions } from "../common/cliOptions.js"
+import { CLEAN_OPTIONS } from "./commandTable.js"
 import { COMMANDS } from "./help.js"
 
 export const clean = Command.make(
   "clean",
-  {
-    sandboxRoot: sandboxOptions.sandboxRoot,
-    kept: Options.boolean("kept").pipe(Options.withDescription("also remove sandboxes kept by --keep-sandboxes"))
-  },
+  cliOptions(CLEAN_OPTIONS),
   ({ kept, sandboxRoot }) =>
     Effect.gen(function*() {
       const sandboxes = yield* Sandboxes.make({

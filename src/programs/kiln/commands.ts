@@ -2,6 +2,7 @@
  * The `kiln` command tree.
  */
 import * as Command from "@effect/cli/Command"
+import * as Effect from "effect/Effect"
 import { sandboxer } from "../sandboxer.js"
 import { clean } from "./cleanCommand.js"
 import { exec } from "./execCommand.js"
@@ -18,4 +19,12 @@ const kiln = Command.make("kiln").pipe(
   Command.withSubcommands([runCommand, ls, graph, explain, logs, verify, exec, store, remote, schema, clean, sandboxer])
 )
 
-export const run = Command.run(kiln, { name: "kiln", version: VERSION })
+/**
+ * `kiln`, with `whenParsed` run before any command's handler starts: what @effect/cli prints before it is about the
+ * command line (`main.ts` says that in kiln's words).
+ */
+export const runWith = (whenParsed: Effect.Effect<void>) =>
+  Command.run(Command.transformHandler(kiln, (handler) => Effect.zipRight(whenParsed, handler)), {
+    name: "kiln",
+    version: VERSION
+  })

@@ -17,9 +17,10 @@ import { Process } from "../../domain/Process.js"
 import * as RemoteCache from "../../layers/remote/RemoteCache.js"
 import * as ProcessRunner from "../../layers/runner/ProcessRunner.js"
 import * as Store from "../../layers/store/Store.js"
-import { cliOptions, durationOption, storeOptions } from "../common/cliOptions.js"
+import { cliOptions, storeOptions } from "../common/cliOptions.js"
 import { toStoreOptions } from "../common/storeSettings.js"
 import * as AutoGc from "./autoGc.js"
+import { EXEC_OPTIONS } from "./commandTable.js"
 import { sandboxOptions } from "./globalOptions.js"
 import { COMMANDS } from "./help.js"
 import { REMOTE_OPTIONS, SANDBOX_MODE_OPTION } from "./optionTable.js"
@@ -35,37 +36,30 @@ const writeOut = (bytes: Uint8Array, stream: NodeJS.WriteStream) =>
     stream.write(bytes, () => resume(Effect.void))
   })
 
+const own = cliOptions(EXEC_OPTIONS)
+
 export const exec = Command.make(
   "exec",
   {
-    input: Options.text("input").pipe(
-      Options.withDescription("the input tree, as a digest"),
-      Options.mapEffect((s) => Either.mapLeft(Digest.parse(s), (e) => invalid(e.message))),
+    ...own,
+    // Parsed further than the table says: a digest, a directory that exists, NAME=VALUE pairs.
+    input: own.input.pipe(
+      Options.mapEffect(Option.match({
+        onNone: () => Either.right(Option.none()),
+        onSome: (s) =>
+          Either.mapBoth(Digest.parse(s), { onLeft: (e) => invalid(`--input: ${e.message}`), onRight: Option.some })
+      }))
+    ),
+    inputDir: Options.directory(EXEC_OPTIONS.inputDir.flag, { exists: "yes" }).pipe(
+      Options.withDescription(EXEC_OPTIONS.inputDir.description),
       Options.optional
     ),
-    inputDir: Options.directory("input-dir", { exists: "yes" }).pipe(
-      Options.withDescription("the input tree, snapshotted from a directory"),
+    env: Options.keyValueMap(EXEC_OPTIONS.env.flag).pipe(
+      Options.withDescription(EXEC_OPTIONS.env.description),
       Options.optional
-    ),
-    output: Options.text("output").pipe(
-      Options.withDescription("a declared output path; a trailing `/` makes it a directory"),
-      Options.repeated
-    ),
-    env: Options.keyValueMap("env").pipe(
-      Options.withDescription("an environment variable K=V (the process sees only these; PATH too)"),
-      Options.optional
-    ),
-    timeout: durationOption("timeout", "kill the process group after this long, e.g. 90s, 5m"),
-    workingDirectory: Options.text("working-directory").pipe(
-      Options.withDescription("relative to the sandbox root"),
-      Options.withDefault("")
-    ),
-    cache: Options.choice("cache", ["successful", "always", "never"] as const).pipe(
-      Options.withDefault("successful" as const)
     ),
     ...sandboxOptions,
     ...cliOptions(SANDBOX_MODE_OPTION),
-    json: Options.boolean("json").pipe(Options.withDescription("print the result as one JSON object")),
     argv: Args.text({ name: "argv" }).pipe(Args.atLeast(1)),
     ...cliOptions(REMOTE_OPTIONS),
     ...storeOptions

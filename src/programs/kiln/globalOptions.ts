@@ -1,5 +1,5 @@
 /**
- * The sandbox options `run`, `exec` and `clean` share, as @effect/cli options.
+ * The sandbox options `run` and `exec` share, as @effect/cli options.
  */
 import { cliOptions } from "../common/cliOptions.js"
 import { SANDBOX_OPTIONS } from "./optionTable.js"

@@ -4,14 +4,13 @@
  */
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
-import * as Options from "@effect/cli/Options"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import { cliOptions } from "../common/cliOptions.js"
+import { GRAPH_OPTIONS } from "./commandTable.js"
 import * as GraphText from "./graphText.js"
 import { COMMANDS } from "./help.js"
 import { listed } from "./lsCommand.js"
-import { RUN_OPTIONS, SELECTION_OPTIONS } from "./optionTable.js"
 import { configFileOf } from "./runDirect.js"
 import * as Selection from "./selection.js"
 import { exitOnInvalidConfig } from "./stack.js"
@@ -20,11 +19,7 @@ export const graph = Command.make(
   "graph",
   {
     names: Args.text({ name: "name" }).pipe(Args.repeated),
-    ...cliOptions({ config: RUN_OPTIONS.config, ...SELECTION_OPTIONS }),
-    format: Options.choice("format", GraphText.FORMATS).pipe(
-      Options.withDefault("dot" as const),
-      Options.withDescription("dot (Graphviz, the default), mermaid, or json ({ nodes: [{ name, deps }], edges })")
-    )
+    ...cliOptions(GRAPH_OPTIONS)
   },
   (o) =>
     Selection.exitOnAffectedUnavailable(exitOnInvalidConfig(Effect.gen(function*() {

@@ -1,13 +1,14 @@
 /**
  * `kiln --help` (and a bare `kiln`): what kiln is, its commands one a line, and the options every store command takes,
- * said once; and `kiln run --help`, `kiln ls --help`, `kiln explain --help` and `kiln remote … --help` written the
- * same way, grouped, one line per option, from the option tables (@effect/cli's generated help of `run` was 350
- * lines). The other commands' help is @effect/cli's. The commands' one-line summaries live here and are also their
- * @effect/cli descriptions, so that the two say the same. Plain data: printing it loads no parser.
+ * said once; `kiln store --help` and `kiln remote --help`, their commands; and every command's `--help` written the
+ * same way, grouped, one line per option, from its table (`commandTable.ts`; @effect/cli's generated help of a
+ * command was 60 to 350 lines, each store and remote option repeated under every command). The commands' one-line
+ * summaries live here and are also their @effect/cli descriptions, so that the two say the same. Plain data: printing
+ * it loads no parser.
  */
 import { type OptionSpec } from "../common/optionSpec.js"
 import { STORE_OPTIONS } from "../common/storeFlags.js"
-import { REMOTE_OPTIONS, RUN_OPTIONS, SANDBOX_OPTIONS } from "./optionTable.js"
+import { COMMAND_SPECS, type OptionGroup } from "./commandTable.js"
 
 /** What kiln is, in one line: the first line of its help. */
 export const TAGLINE =
@@ -65,8 +66,11 @@ const table = (rows: ReadonlyArray<readonly [string, string]>): Array<string> =>
   return rows.map(([left, right]) => `  ${left.padEnd(width)}${right}`)
 }
 
-const flagOf = (spec: OptionSpec) =>
-  spec.kind === "choice" ? `--${spec.flag} ${spec.choices.join("|")}` : `--${spec.flag} ${METAVAR[spec.kind]}`.trim()
+/** `--cache read-write|read|write|off`, `--trace FILE`, `--env NAME=VALUE`: how an option is written. */
+export const usageOf = (spec: OptionSpec) =>
+  spec.kind === "choice"
+    ? `--${spec.flag} ${spec.choices.join("|")}`
+    : `--${spec.flag} ${spec.metavar ?? METAVAR[spec.kind]}`.trim()
 
 /** Headings bold on a terminal (as @effect/cli's help is), plain anywhere else or under NO_COLOR. */
 const heading = (text: string, styled: boolean) => styled ? `\u001b[1m${text}\u001b[0m` : text
@@ -76,123 +80,79 @@ export const mainHelp = (styled = false): string =>
   [
     TAGLINE,
     "",
-    `${heading("Usage:", styled)} kiln [--version] [--log-level LEVEL] COMMAND [ARGS…]`,
+    `${heading("Usage:", styled)} kiln [--version] [--log-level LEVEL] [--completions SHELL] COMMAND [ARGS…]`,
     "",
     heading("Commands:", styled),
     ...table(Object.entries(COMMANDS)),
     "",
-    heading("Store options", styled) + " (run, explain, exec and every store command):",
-    ...table(Object.values(STORE_OPTIONS).map((spec: OptionSpec) => [flagOf(spec), spec.description])),
+    heading("Store options", styled) + " (every command that opens the store):",
+    ...table(Object.values(STORE_OPTIONS).map((spec: OptionSpec) => [usageOf(spec), spec.description])),
     "",
-    "`kiln COMMAND --help` describes a command and every option it takes.",
+    "`kiln COMMAND --help` describes a command and every option it takes. `kiln --completions bash` (or zsh, fish,",
+    "sh) prints a script that completes kiln's commands and options in that shell (README.md#a-tour).",
     ""
   ].join("\n")
 
-/** `kiln store --help` and a bare `kiln store`: its subcommands; their options are in `kiln store NAME --help`. */
-export const storeHelp = (styled = false): string =>
+const GROUPS = {
+  store: { commands: STORE_COMMANDS, usage: "kiln store COMMAND [ARGS…] [OPTIONS…]" },
+  remote: { commands: REMOTE_COMMANDS, usage: "kiln remote COMMAND [OPTIONS…]" }
+} as const
+
+/** `kiln store --help` (and a bare `kiln store`), `kiln remote --help`: the group's commands, one a line. */
+export const groupHelp = (group: keyof typeof GROUPS, styled = false): string =>
   [
-    `kiln store: ${COMMANDS.store}`,
+    `kiln ${group}: ${COMMANDS[group]}`,
     "",
-    `${heading("Usage:", styled)} kiln store COMMAND [ARGS…] [STORE OPTIONS…]`,
+    `${heading("Usage:", styled)} ${GROUPS[group].usage}`,
     "",
     heading("Commands:", styled),
-    ...table(Object.entries(STORE_COMMANDS)),
+    ...table(Object.entries(GROUPS[group].commands)),
     "",
-    "The store options are in `kiln --help`; `kiln store COMMAND --help` describes a command in full.",
+    `The store options are in \`kiln --help\`; \`kiln ${group} COMMAND --help\` describes a command in full.`,
     ""
   ].join("\n")
 
-const specs = (table: Record<string, OptionSpec>): ReadonlyArray<OptionSpec> => Object.values(table)
-
-/** `kiln run`'s own options: its table without the sandbox, remote and store options, which have their groups. */
-const RUN_OWN = specs(RUN_OPTIONS).filter((spec) =>
-  ![...specs(SANDBOX_OPTIONS), ...specs(REMOTE_OPTIONS), ...specs(STORE_OPTIONS)].some((s) => s.flag === spec.flag) &&
-  spec.flag !== "reuse-sandboxes"
-)
-
-interface CommandHelp {
-  readonly usage: string
-  readonly summary: string
-  readonly groups: ReadonlyArray<readonly [string, ReadonlyArray<OptionSpec>]>
-  readonly store: boolean
+/** A command's one line, by its words (`store gc`). */
+export const summaryOf = (words: string): string => {
+  const [first, second] = words.split(" ") as [string, string | undefined]
+  const summaries: Record<string, string> = second === undefined
+    ? COMMANDS
+    : first === "store"
+    ? STORE_COMMANDS
+    : REMOTE_COMMANDS
+  return summaries[second ?? first] ?? ""
 }
 
-const CONFIG = [RUN_OPTIONS.config]
-const SANDBOXES = [...specs(SANDBOX_OPTIONS), RUN_OPTIONS.reuseSandboxes]
-
-/** The commands whose help is kiln's own, by their words (`remote status`). */
-const COMMAND_HELP: Record<string, CommandHelp> = {
-  run: {
-    usage: "kiln run [NAME…] [OPTIONS…]",
-    summary: COMMANDS.run,
-    groups: [["Options:", RUN_OWN], ["Sandboxes:", SANDBOXES], ["Remote cache and execution:", specs(REMOTE_OPTIONS)]],
-    store: true
-  },
-  ls: {
-    usage: "kiln ls [--config FILE] [--json]",
-    summary: COMMANDS.ls,
-    groups: [[
-      "Options:",
-      [...CONFIG, {
-        kind: "boolean",
-        flag: "json",
-        description: "print the processes as kiln.json would hold them written out, with their origins",
-        fast: false
-      }]
-    ]],
-    store: false
-  },
-  explain: {
-    usage: "kiln explain NAME [OPTIONS…]",
-    summary: COMMANDS.explain,
-    groups: [["Options:", CONFIG], ["Remote cache:", specs(REMOTE_OPTIONS)]],
-    store: true
-  },
-  "remote status": {
-    usage: "kiln remote status [OPTIONS…]",
-    summary: REMOTE_COMMANDS.status,
-    groups: [["Options:", [...CONFIG, ...specs(REMOTE_OPTIONS)]]],
-    store: true
-  },
-  "remote flush": {
-    usage: "kiln remote flush [OPTIONS…]",
-    summary: REMOTE_COMMANDS.flush,
-    groups: [["Options:", [...CONFIG, ...specs(REMOTE_OPTIONS)]]],
-    store: true
+/** The names of a group's options, a line at a time, for a group another help describes. */
+const named = (options: ReadonlyArray<OptionSpec>): Array<string> => {
+  const lines: Array<string> = []
+  let line = ""
+  for (const spec of options) {
+    const word = `--${spec.flag}`
+    if (line !== "" && line.length + word.length + 2 > 100) {
+      lines.push(`  ${line},`)
+      line = ""
+    }
+    line = line === "" ? word : `${line}, ${word}`
   }
+  return line === "" ? lines : [...lines, `  ${line}`]
 }
+
+const groupLines = (group: OptionGroup, styled: boolean): Array<string> =>
+  group.see !== undefined
+    ? [`${heading(group.title, styled)} (\`${group.see}\` describes them):`, ...named(group.options)]
+    : [heading(`${group.title}:`, styled), ...table(group.options.map((spec) => [usageOf(spec), spec.description]))]
 
 /** A command's help, as `kiln --help` is written: grouped, one line per option. */
 export const commandHelp = (words: string, styled = false): string | undefined => {
-  const help = COMMAND_HELP[words]
-  if (help === undefined) return undefined
+  const spec = COMMAND_SPECS[words]
+  if (spec === undefined) return undefined
   return [
-    `kiln ${words}: ${help.summary}`,
+    `kiln ${words}: ${summaryOf(words)}`,
     "",
-    `${heading("Usage:", styled)} ${help.usage}`,
-    ...help.groups.flatMap(([title, group]) => [
-      "",
-      heading(title, styled),
-      ...table(group.map((spec) => [flagOf(spec), spec.description]))
-    ]),
-    ...(help.store ? ["", "It takes the store options too (`kiln --help`)."] : []),
+    `${heading("Usage:", styled)} ${spec.usage}`,
+    ...spec.groups.flatMap((group) => ["", ...groupLines(group, styled)]),
+    ...(spec.store ? ["", "It takes the store options too (`kiln --help`)."] : []),
     ""
   ].join("\n")
-}
-
-/**
- * The short help these arguments ask for, and the exit code it ends with, or undefined for anything else. A bare
- * `kiln` (or `kiln store`) prints it as git does, and fails as git does: nothing was done, so a script that ran
- * `kiln $COMMAND` with an empty one must not go on as if it had (exit 2, kiln's usage error).
- */
-export const shortHelp = (
-  args: ReadonlyArray<string>,
-  styled: boolean
-): { readonly text: string; readonly code: number } | undefined => {
-  const asked = args.length > 0 && (args.at(-1) === "--help" || args.at(-1) === "-h")
-  const command = asked ? args.slice(0, -1) : args
-  if (command.length === 0) return { text: mainHelp(styled), code: asked ? 0 : 2 }
-  if (command.length === 1 && command[0] === "store") return { text: storeHelp(styled), code: asked ? 0 : 2 }
-  const own = asked ? commandHelp(command.join(" "), styled) : undefined
-  return own !== undefined ? { text: own, code: 0 } : undefined
 }

@@ -8,7 +8,6 @@
  */
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
-import * as Options from "@effect/cli/Options"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -21,8 +20,8 @@ import * as TaskExpansion from "../../layers/tasks/TaskExpansion.js"
 import type * as Tasks from "../../layers/tasks/Tasks.js"
 import { cliOptions, storeOptions } from "../common/cliOptions.js"
 import { toStoreOptions } from "../common/storeSettings.js"
+import { LS_OPTIONS } from "./commandTable.js"
 import { COMMANDS } from "./help.js"
-import { RUN_OPTIONS, SELECTION_OPTIONS } from "./optionTable.js"
 import { configFileOf } from "./runDirect.js"
 import * as Selection from "./selection.js"
 import { engineStack, exitOnInvalidConfig } from "./stack.js"
@@ -107,13 +106,7 @@ export const ls = Command.make(
   "ls",
   {
     names: Args.text({ name: "name" }).pipe(Args.repeated),
-    ...cliOptions({ config: RUN_OPTIONS.config, ...SELECTION_OPTIONS }),
-    json: Options.boolean("json").pipe(
-      Options.withDescription(
-        "print the dry run as JSON: plan (each process's name, deps, status hit or run, reason, actionDigest), " +
-          "and the processes as kiln.json would hold them written out, with their origins"
-      )
-    ),
+    ...cliOptions(LS_OPTIONS),
     ...storeOptions
   },
   (o) =>

@@ -14,10 +14,9 @@ import * as ConfigText from "../../domain/ConfigText.js"
 import { onInterrupt } from "../common/exitCode.js"
 import { cliLogger } from "../common/logging.js"
 import * as ConfigFile from "./configFile.js"
-import { shortHelp } from "./help.js"
 import { affectedArgs } from "./optionTable.js"
 import { directRunArgs, runParsed } from "./runDirect.js"
-import { commandProblem, runArgsProblem } from "./usage.js"
+import { cliProblem, commandOf, readArgs } from "./usage.js"
 import { VERSION } from "./version.js"
 
 const describe = (error: unknown): string =>
@@ -36,7 +35,8 @@ const loadCli = Effect.promise(() =>
   Promise.all([
     import("./commands.js"),
     import("@effect/platform-node/NodeContext"),
-    import("@effect/cli/ValidationError")
+    import("@effect/cli/ValidationError"),
+    import("@effect/cli/HelpDoc")
   ])
 )
 
@@ -46,41 +46,53 @@ const trainsCodeCache = (globalThis as Record<symbol, unknown>)[Symbol.for("kiln
 
 const STYLES = new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, "g")
 
+/** The command the arguments name (`store gc`), for the usage errors only @effect/cli's parser finds. */
+const words = commandOf(process.argv.slice(2))?.words
+
 /**
- * @effect/cli renders help and usage errors with terminal styles wherever they go: they stay only on a terminal,
- * and not under NO_COLOR (`kiln --help > file`, or `| less`, otherwise got escape codes).
+ * @effect/cli renders what it prints with terminal styles wherever it goes: they stay only on a terminal, and not under
+ * NO_COLOR (`kiln --completions bash > file` otherwise got escape codes). What it prints on stderr before a command's
+ * handler starts is a usage error that `usage.ts` left to the parser (a path that must exist, a digest): said in one
+ * line, as kiln's others are (`cliProblem`).
  */
-const stylesOnlyOnTerminals = <A, E, R>(effect: Effect.Effect<A, E, R>) => {
+const inKilnsWords = <A, E, R>(effect: Effect.Effect<A, E, R>, handlerStarted: () => boolean) => {
   const plain = (stream: NodeJS.WriteStream) => !stream.isTTY || (process.env.NO_COLOR ?? "") !== ""
   const strip = (args: ReadonlyArray<unknown>) => args.map((a) => typeof a === "string" ? a.replace(STYLES, "") : a)
-  // @effect/cli's grammar, for the options of the commands other than `run` (whose errors are kiln's own: usage.ts).
-  const words = (args: ReadonlyArray<unknown>) =>
-    args.map((a) => typeof a === "string" ? a.replace(/ is not a integer/g, " is not an integer") : a)
+  const usage = (args: ReadonlyArray<unknown>) => [`kiln: ${cliProblem(strip(args).join(" "), words)}`]
   return Console.consoleWith((console) =>
     Console.withConsole(effect, {
       ...console,
       log: (...args) => console.log(...(plain(process.stdout) ? strip(args) : args)),
-      error: (...args) => console.error(...words(plain(process.stderr) ? strip(args) : args))
+      error: (...args) =>
+        console.error(...(!handlerStarted() ? usage(args) : plain(process.stderr) ? strip(args) : args))
     })
   )
 }
 
 const viaCli = Effect.flatMap(
   loadCli,
-  ([{ run }, NodeContext, ValidationError]) =>
-    Effect.provide(stylesOnlyOnTerminals(run(affectedArgs(process.argv))), NodeContext.layer).pipe(
-      Effect.catchIf(ValidationError.isValidationError, () =>
-        Effect.sync(() => {
-          process.exitCode = 2
-        }))
-    )
+  ([{ runWith }, NodeContext, ValidationError, HelpDoc]) => {
+    let handlerStarted = false
+    const run = runWith(Effect.sync(() => {
+      handlerStarted = true
+    }))
+    return Effect.provide(inKilnsWords(run(affectedArgs(process.argv)), () => handlerStarted), NodeContext.layer)
+      .pipe(
+        Effect.catchIf(ValidationError.isValidationError, (error) =>
+          Effect.sync(() => {
+            // The parser's own were said as they were found; a handler's (`--input and --input-dir are exclusive`)
+            // are said here.
+            if (handlerStarted) {
+              process.stderr.write(`kiln: ${cliProblem(HelpDoc.toAnsiText(error.error).replace(STYLES, ""), words)}\n`)
+            }
+            process.exitCode = 2
+          }))
+      )
+  }
 )
 
 // `kiln --version` needs no parser either (@effect/cli printed it as a paragraph, with a blank line after it).
 const versionOnly = process.argv.length === 3 && process.argv[2] === "--version"
-
-// The short help (`kiln --help`, a bare `kiln`) is kiln's own: @effect/cli's listed every option of every command.
-const help = shortHelp(process.argv.slice(2), process.stdout.isTTY === true && (process.env.NO_COLOR ?? "") === "")
 
 /** kiln.json's process names, when there is one to read here or above: what `kiln build` may have meant. */
 const processNames = (): ReadonlyArray<string> => {
@@ -96,27 +108,29 @@ const processNames = (): ReadonlyArray<string> => {
   }
 }
 
-// A usage error in kiln's words (`usage.ts`), before @effect/cli would say it in its own.
-const args = process.argv.slice(2)
-const usage = direct !== undefined || versionOnly || help !== undefined
+// Help, and usage errors, in kiln's words (`usage.ts`), before @effect/cli would say them in its own: its help listed
+// every option of every command.
+const reading = direct !== undefined || versionOnly
   ? undefined
-  : args[0] === "run"
-  ? runArgsProblem(affectedArgs(args.slice(1)))
-  : commandProblem(args, processNames)
+  : readArgs(
+    affectedArgs(process.argv.slice(2)),
+    process.stdout.isTTY === true && (process.env.NO_COLOR ?? "") === "",
+    processNames
+  )
 
 const main = () =>
   (direct !== undefined
     ? Effect.zipLeft(runParsed(direct), trainsCodeCache ? loadCli : Effect.void)
     : versionOnly
     ? Console.log(VERSION)
-    : help !== undefined
+    : reading?._tag === "Help"
     ? Effect.sync(() => {
-      process.stdout.write(help.text)
-      process.exitCode = help.code
+      process.stdout.write(reading.text)
+      process.exitCode = reading.code
     })
-    : usage !== undefined
+    : reading?._tag === "Problem"
     ? Effect.sync(() => {
-      process.stderr.write(`kiln: ${usage}\n`)
+      process.stderr.write(`kiln: ${reading.message}\n`)
       process.exitCode = 2
     })
     : viaCli).pipe(

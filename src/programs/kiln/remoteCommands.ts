@@ -15,9 +15,9 @@ import { InvalidRemoteSettings } from "../../layers/remote/RemoteErrors.js"
 import * as Store from "../../layers/store/Store.js"
 import { cliOptions, storeOptions } from "../common/cliOptions.js"
 import { toStoreOptions } from "../common/storeSettings.js"
+import { REMOTE_COMMAND_OPTIONS } from "./commandTable.js"
 import * as ConfigFile from "./configFile.js"
 import { COMMANDS, REMOTE_COMMANDS } from "./help.js"
-import { REMOTE_OPTIONS, RUN_OPTIONS } from "./optionTable.js"
 import { uploadsCount } from "./runDirect.js"
 import { exitOnInvalidRemote, type RemoteArgs, remoteSettings } from "./settings.js"
 import { remoteLayer } from "./stack.js"
@@ -25,7 +25,7 @@ import { remoteLayer } from "./stack.js"
 /** How long `kiln remote flush` gives the journal: it is what the command is for, so longer than a run's wait. */
 const FLUSH_WAIT_MS = 10 * 60_000
 
-const options = { ...cliOptions({ config: RUN_OPTIONS.config, ...REMOTE_OPTIONS }), ...storeOptions }
+const options = { ...cliOptions(REMOTE_COMMAND_OPTIONS), ...storeOptions }
 
 /** kiln.json's remote settings, when the workspace has one (a remote command works without it). */
 const configOf = (file: string): Config | undefined => {

@@ -4,7 +4,6 @@
  */
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
-import * as Options from "@effect/cli/Options"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -16,6 +15,7 @@ import * as Digest from "../../domain/Digest.js"
 import * as Engine from "../../layers/engine/Engine.js"
 import { cliOptions, storeOptions } from "../common/cliOptions.js"
 import { toStoreOptions } from "../common/storeSettings.js"
+import { EXPLAIN_OPTIONS, LOGS_OPTIONS } from "./commandTable.js"
 import { COMMANDS } from "./help.js"
 import { REMOTE_OPTIONS, RUN_OPTIONS } from "./optionTable.js"
 import { configFileOf, loadConfig, runParsed } from "./runDirect.js"
@@ -68,13 +68,7 @@ export const explain = Command.make(
   "explain",
   {
     names: Args.text({ name: "name" }).pipe(Args.atLeast(1)),
-    json: Options.boolean("json").pipe(
-      Options.withDescription(
-        "print a JSON array: per process name, status (hit or run), reason, actionDigest, lastActionDigest, " +
-          "changes, notes, remote"
-      )
-    ),
-    ...cliOptions({ config: RUN_OPTIONS.config, ...REMOTE_OPTIONS }),
+    ...cliOptions({ ...EXPLAIN_OPTIONS, ...REMOTE_OPTIONS }),
     ...storeOptions
   },
   (o) =>
@@ -140,7 +134,7 @@ export const logs = Command.make(
   "logs",
   {
     name: Args.text({ name: "name" }),
-    ...cliOptions({ config: RUN_OPTIONS.config }),
+    ...cliOptions(LOGS_OPTIONS),
     ...storeOptions
   },
   (o) =>

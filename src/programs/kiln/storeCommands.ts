@@ -4,7 +4,6 @@
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as HelpDoc from "@effect/cli/HelpDoc"
-import * as Options from "@effect/cli/Options"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -15,17 +14,16 @@ import * as Digest from "../../domain/Digest.js"
 import * as Size from "../../domain/Size.js"
 import * as Store from "../../layers/store/Store.js"
 import * as StoreMaintenance from "../../layers/store/StoreMaintenance.js"
-import { sizeOption, storeLayer, storeOptions } from "../common/cliOptions.js"
+import { cliOptions, storeLayer, storeOptions } from "../common/cliOptions.js"
 import { toStoreOptions } from "../common/storeSettings.js"
 import * as AutoGc from "./autoGc.js"
+import { STORE_COMMAND_OPTIONS } from "./commandTable.js"
 import { COMMANDS, STORE_COMMANDS } from "./help.js"
 
 const digestArg = Args.text({ name: "digest" }).pipe(
   Args.withDescription("a digest, `<sha256 hex>/<size in bytes>`"),
   Args.mapEffect((s) => Either.mapLeft(Digest.parse(s), (e) => HelpDoc.p(e.message)))
 )
-
-const json = Options.boolean("json").pipe(Options.withDescription("print JSON"))
 
 const withStore = <A, E>(
   global: Parameters<typeof storeLayer>[0],
@@ -44,10 +42,7 @@ const snapshot = Command.make(
   "snapshot",
   {
     dir: Args.directory({ name: "dir", exists: "yes" }),
-    globs: Options.text("glob").pipe(
-      Options.repeated,
-      Options.withDescription("include only paths matching this glob (relative to DIR; a leading `!` excludes)")
-    ),
+    ...cliOptions(STORE_COMMAND_OPTIONS.snapshot),
     ...storeOptions
   },
   ({ dir, globs, ...global }) =>
@@ -59,10 +54,7 @@ const materialize = Command.make(
   {
     digest: digestArg,
     dir: Args.directory({ name: "dir", exists: "either" }),
-    mutable: Options.text("mutable").pipe(
-      Options.repeated,
-      Options.withDescription("a path that must be a writable copy, never a hard link (`.` for all)")
-    ),
+    ...cliOptions(STORE_COMMAND_OPTIONS.materialize),
     ...storeOptions
   },
   ({ digest, dir, mutable, ...global }) =>
@@ -131,10 +123,7 @@ const rm = Command.make(
 const check = Command.make(
   "check",
   {
-    repair: Options.boolean("repair").pipe(
-      Options.withDescription("remove every entry found corrupt, and set aside a shard whose file is truncated")
-    ),
-    json,
+    ...cliOptions(STORE_COMMAND_OPTIONS.check),
     ...storeOptions
   },
   ({ json, repair, ...global }) =>
@@ -169,14 +158,7 @@ const check = Command.make(
 const gc = Command.make(
   "gc",
   {
-    targetSize: sizeOption("target-size", "shrink the store to this size (e.g. 10G); default: the store's cap"),
-    auto: Options.boolean("auto").pipe(
-      Options.withDescription(
-        "what kiln runs after a run that took the store over its cap: nothing if another collection is running, " +
-          "else shrink the store to 90% of its cap when it is over it (and measure it in any case)"
-      )
-    ),
-    json,
+    ...cliOptions(STORE_COMMAND_OPTIONS.gc),
     ...storeOptions
   },
   ({ auto, json, targetSize, ...global }) =>
@@ -205,7 +187,7 @@ const gc = Command.make(
 
 const stats = Command.make(
   "stats",
-  { json, ...storeOptions },
+  { ...cliOptions(STORE_COMMAND_OPTIONS.stats), ...storeOptions },
   ({ json, ...global }) =>
     withMaintenance(global, (maintenance) =>
       Effect.gen(function*() {
@@ -263,6 +245,9 @@ const cap = Command.make(
       yield* Console.log(`${Size.format(now.bytes)} (${CAP_SOURCES[now.source]})`)
     })
 ).pipe(Command.withDescription(STORE_COMMANDS.cap))
+
+/** `kiln store`'s commands, by name. */
+export const storeCommands = { snapshot, materialize, cat, ls, rm, check, gc, stats, cap }
 
 /** `kiln store`. */
 export const store = Command.make("store").pipe(

@@ -6,7 +6,6 @@
  */
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
-import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as path from "node:path"
@@ -15,8 +14,9 @@ import * as Engine from "../../layers/engine/Engine.js"
 import type * as RemoteSettings from "../../layers/remote/RemoteSettings.js"
 import { cliOptions, storeOptions } from "../common/cliOptions.js"
 import { toStoreOptions } from "../common/storeSettings.js"
+import { VERIFY_OPTIONS } from "./commandTable.js"
 import { COMMANDS } from "./help.js"
-import { REMOTE_OPTIONS, RUN_OPTIONS, SANDBOX_OPTIONS } from "./optionTable.js"
+import { REMOTE_OPTIONS, SANDBOX_OPTIONS } from "./optionTable.js"
 import { configFileOf, loadConfig } from "./runDirect.js"
 import { exitOnInvalidRemote, remoteSettings } from "./settings.js"
 import { engineStack, exitOnInvalidConfig } from "./stack.js"
@@ -84,20 +84,7 @@ export const verify = Command.make(
   "verify",
   {
     names: Args.text({ name: "name" }).pipe(Args.repeated),
-    sample: Options.integer("sample").pipe(
-      Options.withDescription("re-run only N of the cached processes, chosen at random"),
-      Options.optional
-    ),
-    json: Options.boolean("json").pipe(Options.withDescription("print the verification as JSON on stdout")),
-    evict: Options.boolean("evict").pipe(
-      Options.withDescription("remove the cache entries that did not reproduce (nothing changes without it)")
-    ),
-    ...cliOptions({
-      config: RUN_OPTIONS.config,
-      concurrency: RUN_OPTIONS.concurrency,
-      ...SANDBOX_OPTIONS,
-      ...REMOTE_OPTIONS
-    }),
+    ...cliOptions({ ...VERIFY_OPTIONS, ...SANDBOX_OPTIONS, ...REMOTE_OPTIONS }),
     ...storeOptions
   },
   (o) =>
