@@ -14,6 +14,7 @@ import * as Option from "effect/Option"
 import { actionMessages } from "../../../domain/ActionKey.js"
 import * as Digest from "../../../domain/Digest.js"
 import type { Process } from "../../../domain/Process.js"
+import type { Entry } from "../../../domain/RemoteTier.js"
 import type { StoreError } from "../../../domain/StoreErrors.js"
 import type * as Tree from "../../../domain/Tree.js"
 import type * as Store from "../../store/Store.js"
@@ -45,6 +46,17 @@ export interface Deps {
    * cache): a consumer executed there never brings them here. Stdout and stderr come at once, for reports.
    */
   readonly deferOutputs?: boolean
+  /**
+   * Where the executor is the cache and hits are read: an answer from its action cache (`cached_result`) taken as a
+   * lookup's hit is (see `lookup.ts`); None when it is no usable hit, and the action runs afresh.
+   */
+  readonly takeHit?: (
+    process: Process,
+    key: Digest.Digest,
+    result: Uint8Array
+  ) => Effect.Effect<Option.Option<Entry>>
+  /** Actions whose cached entry was found unusable in this run: executed without a look into the cache. */
+  readonly stale?: ReadonlySet<string>
 }
 
 /** A remote execution's outcome, its outputs in the local store. */
@@ -54,6 +66,8 @@ export interface Ran {
   readonly stdoutDigest: Digest.Digest
   readonly stderrDigest: Digest.Digest
   readonly outputDigest: Digest.Digest
+  /** The executor answered from its action cache: a remote hit, nothing ran. */
+  readonly cached?: boolean
   readonly timings: Record<string, number>
 }
 
@@ -126,60 +140,28 @@ const bounded = (process: Process, execution: Effect.Effect<Executed, RemoteErro
       }))
     )
 
-/**
- * Runs `process` (its key `key`) on the executor; `stallMs`: how long a silent execution is waited for. `slot`
- * bounds the executions in flight, and only them: uploads and downloads go on beside, so the executor's slots are
- * never idle while kiln moves bytes.
- */
-const run = (
-  deps: Deps,
-  process: Process,
-  key: Digest.Digest,
-  stallMs: number,
-  slot: Slot,
-  skipCache: boolean
-) =>
+/** When the phases of one execution ended, for its timings; `waited`: its time waiting for an executor slot. */
+interface Clock {
+  readonly started: number
+  readonly uploaded: number
+  readonly waited: () => number
+}
+
+/** An execution that ended: what it says, its outputs brought back. */
+const ranOf = (deps: Deps, process: Process, executed: Executed, clock: Clock) =>
   Effect.gen(function*() {
-    // The wait for an executor slot is measured apart: it is the bound's doing, not the executor's.
-    let waited = 0
-    const execute = (action: Digest.Digest, stall: number) =>
-      Effect.suspend(() => {
-        const asked = Date.now()
-        return slot(Effect.suspend(() => {
-          waited += Date.now() - asked
-          return deps.transport.execute!(action, stall, skipCache)
-        }))
-      })
-    const started = Date.now()
-    const { action, command } = actionMessages(process)
-    const messages: Array<Blob> = [
-      { digest: Digest.ofBytes(command), bytes: command },
-      { digest: key, bytes: action }
-    ]
-    yield* uploadInputs(deps, process.inputDigest, messages)
-    const uploaded = Date.now()
-    let executed = yield* bounded(process, execute(key, stallMs))
-    // The server lost inputs since they were sent (or never had them): all of them again, once.
-    if (executed.code === "FAILED_PRECONDITION" || (executed.code === "NOT_FOUND" && executed.result === undefined)) {
-      yield* Effect.logDebug(
-        `${process.description}: the executor lacks inputs (${
-          executed.missing.join(", ") || executed.message
-        }): sending them again`
-      )
-      yield* forget(deps, process.inputDigest)
-      for (const m of messages) deps.present.delete(m.digest.hash)
-      yield* uploadInputs(deps, process.inputDigest, messages)
-      executed = yield* bounded(process, execute(key, stallMs))
-    }
+    const { started, uploaded } = clock
     if (executed.clientTimeout === true) {
-      return {
+      const waited = clock.waited()
+      const out: Ran = {
         exitCode: null,
         timedOut: true,
         stdoutDigest: Digest.empty,
         stderrDigest: Digest.empty,
         outputDigest: Digest.empty,
         timings: { remoteUpload: uploaded - started, remoteWait: waited, remoteRun: Date.now() - uploaded - waited }
-      } satisfies Ran
+      }
+      return out
     }
     const timedOut = executed.code === "DEADLINE_EXCEEDED"
     if (executed.result === undefined || (executed.code !== "OK" && !timedOut)) {
@@ -190,10 +172,11 @@ const run = (
         detail: executed.message || "the execution gave no result"
       })
     }
+    const waited = clock.waited()
     const ran = Date.now()
     const { down, outputDigest } = yield* bringBack(deps, process, executed.result)
     const ended = Date.now()
-    return {
+    const out: Ran = {
       exitCode: timedOut ? null : down.exitCode,
       timedOut,
       stdoutDigest: down.stdout,
@@ -206,7 +189,90 @@ const run = (
         remoteDownload: ended - ran,
         ...serverTimings(executed.result)
       }
-    } satisfies Ran
+    }
+    return out
+  })
+
+/**
+ * An answer from the executor's action cache taken as a remote hit, or None: it is no usable hit for `process`
+ * (refused, or a failure it does not cache), and must run.
+ */
+const hitOf = (deps: Deps, process: Process, key: Digest.Digest, executed: Executed, clock: Clock) =>
+  Effect.gen(function*() {
+    if (executed.cached !== true || executed.code !== "OK" || executed.result === undefined) return Option.none<Ran>()
+    if (deps.takeHit === undefined) return Option.none<Ran>()
+    const waited = clock.waited()
+    const answered = Date.now()
+    const hit = yield* deps.takeHit(process, key, executed.result)
+    return Option.map(hit, (entry): Ran => ({
+      exitCode: entry.exitCode,
+      timedOut: false,
+      stdoutDigest: entry.stdoutDigest,
+      stderrDigest: entry.stderrDigest,
+      outputDigest: entry.outputDigest,
+      cached: true,
+      timings: {
+        remoteUpload: clock.uploaded - clock.started,
+        remoteWait: waited,
+        remoteRun: answered - clock.uploaded - waited,
+        remoteDownload: Date.now() - answered
+      }
+    }))
+  })
+
+/**
+ * Runs `process` (its key `key`) on the executor; `stallMs`: how long a silent execution is waited for. `slot`
+ * bounds the executions in flight, and only them: uploads and downloads go on beside, so the executor's slots are
+ * never idle while kiln moves bytes. Unless `skipCache`, the executor looks the action up in its cache first (no
+ * GetActionResult of kiln's own before it): an answer from there is a remote hit, or, when it is none for this
+ * process, the action is executed again past the cache.
+ */
+const run = (
+  deps: Deps,
+  process: Process,
+  key: Digest.Digest,
+  stallMs: number,
+  slot: Slot,
+  skipCache: boolean
+) =>
+  Effect.gen(function*() {
+    // The wait for an executor slot is measured apart: it is the bound's doing, not the executor's.
+    let waited = 0
+    const execute = (fresh: boolean) =>
+      Effect.suspend(() => {
+        const asked = Date.now()
+        return slot(Effect.suspend(() => {
+          waited += Date.now() - asked
+          return deps.transport.execute!(key, stallMs, fresh)
+        }))
+      })
+    const fresh = skipCache || deps.stale?.has(key.hash) === true
+    const started = Date.now()
+    const { action, command } = actionMessages(process)
+    const messages: Array<Blob> = [
+      { digest: Digest.ofBytes(command), bytes: command },
+      { digest: key, bytes: action }
+    ]
+    yield* uploadInputs(deps, process.inputDigest, messages)
+    const uploaded = Date.now()
+    let executed = yield* bounded(process, execute(fresh))
+    // The server lost inputs since they were sent (or never had them): all of them again, once.
+    if (executed.code === "FAILED_PRECONDITION" || (executed.code === "NOT_FOUND" && executed.result === undefined)) {
+      yield* Effect.logDebug(
+        `${process.description}: the executor lacks inputs (${
+          executed.missing.join(", ") || executed.message
+        }): sending them again`
+      )
+      yield* forget(deps, process.inputDigest)
+      for (const m of messages) deps.present.delete(m.digest.hash)
+      yield* uploadInputs(deps, process.inputDigest, messages)
+      executed = yield* bounded(process, execute(fresh))
+    }
+    const clock: Clock = { started, uploaded, waited: () => waited }
+    const hit = yield* hitOf(deps, process, key, executed, clock)
+    if (Option.isSome(hit)) return hit.value
+    if (executed.cached === true && deps.takeHit !== undefined) executed = yield* bounded(process, execute(true))
+    return yield* ranOf(deps, process, executed, clock)
   })
 
 /** Executions over `deps`: one connection, and its record of what the server holds. */

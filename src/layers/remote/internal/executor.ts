@@ -105,7 +105,7 @@ export const make = (
             e._tag === "RemoteError" ? `${e.code}${e.detail ? `: ${e.detail}` : ""}` : e.message
           )
         }
-        counters.executed++
+        if (ran.right.cached !== true) counters.executed++
         return Option.some<Executed>(ran.right)
       })
     /** The executor's own calls, when it is not the cache: their bytes and errors count in the run's totals. */

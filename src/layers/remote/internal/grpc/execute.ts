@@ -22,6 +22,8 @@ import { codeName, type Connection, de, fail, fromGrpc, metadata, ser } from "./
 export interface Executed {
   /** The serialized `ActionResult`, when the server gave one (a failure to run may give none). */
   readonly result?: Uint8Array
+  /** The server answered from its action cache (`cached_result`): nothing ran. */
+  readonly cached?: boolean
   /** The execution's status: OK, or why the action did not run to completion (DEADLINE_EXCEEDED: its timeout). */
   readonly code: string
   readonly message: string
@@ -85,12 +87,14 @@ const outcome = (conn: Connection, method: string, op: WireOperation): Effect.Ef
   }
   const response = Proto.decode<{
     result?: Record<string, unknown>
+    cached_result?: boolean
     status?: WireStatus
     message?: string
   }>("ExecuteResponse", op.response.value)
   const status = response.status ?? {}
   return Effect.succeed({
     ...(response.result !== undefined ? { result: Proto.encode("ActionResult", response.result) } : {}),
+    ...(response.cached_result === true ? { cached: true } : {}),
     code: codeName(status.code ?? 0),
     message: status.message ?? response.message ?? "",
     missing: missingOf(status)
