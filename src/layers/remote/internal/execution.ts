@@ -22,6 +22,7 @@ import { RemoteError } from "../RemoteErrors.js"
 import type { UploadError } from "./cacheState.js"
 import type { Calls } from "./calls.js"
 import { forget, uploadInputs } from "./executionInputs.js"
+import type { Gathered } from "./gathered.js"
 import type { Executed } from "./grpc/execute.js"
 import * as Proto from "./proto.js"
 import * as Results from "./results.js"
@@ -57,6 +58,8 @@ export interface Deps {
   ) => Effect.Effect<Option.Option<Entry>>
   /** Actions whose cached entry was found unusable in this run: executed without a look into the cache. */
   readonly stale?: ReadonlySet<string>
+  /** Sends the few KiB an execution sends unasked (its messages, small directories) in calls shared with others. */
+  readonly gathered?: Gathered
 }
 
 /** A remote execution's outcome, its outputs in the local store. */
