@@ -12,6 +12,7 @@ import { createHash, randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import * as Proto from "../../src/layers/remote/internal/proto.js"
 import { eventually } from "../utils/child.js"
 import { hostileGrpc } from "../utils/hostile/grpc.js"
 import { hostileWorkspace } from "../utils/hostile/workspace.js"
@@ -73,6 +74,13 @@ describe("remote execution", () => {
       const executes = server.received.filter((c) => c.method === "Execute")
       assert.strictEqual(executes.length, 3)
       assert.isTrue(executes.every((c) => c.request.skip_cache_lookup !== true))
+      // Each call names its action in its RequestMetadata, beside the run's invocation id.
+      for (const c of executes) {
+        const raw = c.metadata["build.bazel.remote.execution.v2.requestmetadata-bin"] as Buffer
+        const md = Proto.decode<{ action_id?: string; tool_invocation_id?: string }>("RequestMetadata", raw)
+        assert.strictEqual(md.action_id, (c.request.action_digest as { hash: string }).hash)
+        assert.isNotEmpty(md.tool_invocation_id)
+      }
       // Its outputs landed as a lookup's hit's do, and the hits were written into the local cache.
       assert.deepStrictEqual(outputsOf(next.ws), outputsOf(first.ws))
       fs.rmSync(path.join(next.ws, "out"), { recursive: true })

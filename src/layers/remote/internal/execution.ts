@@ -23,7 +23,7 @@ import type { UploadError } from "./cacheState.js"
 import type { Calls } from "./calls.js"
 import { forget, uploadInputs } from "./executionInputs.js"
 import type { Gathered } from "./gathered.js"
-import type { Executed } from "./grpc/execute.js"
+import { type Executed, serverTimings } from "./grpc/execute.js"
 import * as Proto from "./proto.js"
 import * as Results from "./results.js"
 import type { Blob, Transport } from "./transport.js"
@@ -76,26 +76,6 @@ export interface Ran {
 
 /** Bounds the executions in flight (a semaphore's permit). */
 type Slot = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
-
-const millisOf = (t: { seconds?: number; nanos?: number } | undefined) =>
-  t === undefined ? undefined : (t.seconds ?? 0) * 1000 + Math.floor((t.nanos ?? 0) / 1e6)
-
-/** Queue and execution times the server measured (`ExecutedActionMetadata`), where it says. */
-const serverTimings = (result: Uint8Array): Record<string, number> => {
-  const m = Proto.decode<{ execution_metadata?: Record<string, { seconds?: number; nanos?: number }> }>(
-    "ActionResult",
-    result
-  ).execution_metadata
-  if (m === undefined) return {}
-  const queued = millisOf(m.queued_timestamp)
-  const started = millisOf(m.worker_start_timestamp)
-  const execStart = millisOf(m.execution_start_timestamp)
-  const execEnd = millisOf(m.execution_completed_timestamp)
-  return {
-    ...(queued !== undefined && started !== undefined ? { remoteQueue: Math.max(0, started - queued) } : {}),
-    ...(execStart !== undefined && execEnd !== undefined ? { remoteExecution: Math.max(0, execEnd - execStart) } : {})
-  }
-}
 
 /** Brings a finished execution's outputs into the local store, laid out as capture lays them. */
 const bringBack = (deps: Deps, process: Process, result: Uint8Array) =>
@@ -190,7 +170,12 @@ const ranOf = (deps: Deps, process: Process, executed: Executed, clock: Clock) =
         remoteWait: waited,
         remoteRun: ran - uploaded - waited,
         remoteDownload: ended - ran,
-        ...serverTimings(executed.result)
+        ...(executed.serverTimings ?? serverTimings(
+          Proto.decode<{ execution_metadata?: Record<string, { seconds?: number; nanos?: number }> }>(
+            "ActionResult",
+            executed.result
+          ).execution_metadata
+        ))
       }
     }
     return out
