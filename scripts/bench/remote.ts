@@ -367,7 +367,8 @@ const revision = (): string => {
 
 const main = async () => {
   if (!fs.existsSync(cli)) throw new Error(`${cli} is missing: run \`npm run build\` first`)
-  const srv = ensureServers()
+  // --exec-only starts a worker of its own (remoteExec.ts): the shared servers are neither needed nor touched.
+  const srv = execOnly ? undefined : ensureServers()
   const loadStart = os.loadavg()
   const t0 = now()
   const rows: Array<Row> = []
@@ -376,9 +377,11 @@ const main = async () => {
   try {
     const dead = `grpc://127.0.0.1:${await deadPort()}`
     const silent = `grpc://127.0.0.1:${await startSilent()}`
-    progress(`run ${RUN_ID}: REAPI ${srv.grpc}, nginx ${srv.http}, dead ${dead}, silent ${silent}`)
+    if (srv !== undefined) {
+      progress(`run ${RUN_ID}: REAPI ${srv.grpc}, nginx ${srv.http}, dead ${dead}, silent ${silent}`)
+    }
     // --exec-only: the remote-execution figure alone (printed, not written: it would replace the whole section).
-    if (!execOnly) {
+    if (srv !== undefined) {
       for (const c of CASES) {
         await benchCase(c, srv, dead, silent)
         rows.push(...rowsOf(c))
@@ -391,7 +394,7 @@ const main = async () => {
     stopSilent()
     left = await leftovers(tmp)
     tmp.cleanup()
-    if (srv.started) servers(["stop"])
+    if (srv?.started === true) servers(["stop"])
   }
   const wallSeconds = (now() - t0) / 1000
   const tempDir = path.dirname(tmp.root)
@@ -404,7 +407,7 @@ const main = async () => {
     loadEnd: os.loadavg(),
     rows,
     body: [
-      notes(srv),
+      ...(srv !== undefined ? [notes(srv)] : []),
       execNotes,
       `- Left behind at the end: ${left.processes} processes, ${left.sandboxes} sandboxes.`,
       "",

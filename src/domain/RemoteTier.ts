@@ -82,6 +82,11 @@ export interface Executed {
   readonly stdoutDigest: Digest
   readonly stderrDigest: Digest
   readonly outputDigest: Digest
+  /**
+   * The executor answered from its action cache, nothing ran: a remote cache hit, taken as a lookup's hit is (its
+   * outputs checked and fetched per `--cache-content`, counted among the remote hits, not the executions).
+   */
+  readonly cached?: boolean
   /** Milliseconds: upload, the execution as the client saw it, download, and the server's queue and run times. */
   readonly timings: Readonly<Record<string, number>>
 }

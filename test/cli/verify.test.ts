@@ -1,6 +1,7 @@
 /**
  * `kiln verify` through the built CLI: a process that writes the time, one that writes a random temp path, and a
- * deterministic one, run once into the cache and then re-run with the cache off and compared with it.
+ * deterministic one, run once into the cache and then re-run with the cache off and compared with it; and one whose
+ * re-run exits with another code, its outputs the same.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -32,6 +33,7 @@ interface Verified {
     readonly status: string
     readonly differences: ReadonlyArray<{ path: string; change: string; line?: { number: number } }>
     readonly evicted?: boolean
+    readonly exitCodes?: { readonly cached: number | null; readonly fresh: number | null }
   }>
   readonly reproduced: number
   readonly differ: number
@@ -102,6 +104,40 @@ describe("kiln verify", () => {
         const unknown = yield* w.kiln(["verify", "nope"])
         assert.strictEqual(unknown.code, 2, unknown.stderr)
         assert.match(unknown.stderr, /unknown process "nope"/)
+      }),
+    { timeout: 120_000 }
+  )
+
+  it.scoped(
+    "a re-run that exits with another code than the cached result differs, though its outputs are the same",
+    () =>
+      Effect.gen(function*() {
+        // A named cache outlives the run and is no part of the key: the re-run finds the mark the first run left.
+        const w = yield* hostileWorkspace({
+          processes: {
+            flaky: {
+              argv: ["/bin/sh", "-c", "echo out > out.txt; [ -e seen/mark ] && exit 3; touch seen/mark"],
+              outputs: ["out.txt"],
+              namedCaches: { seen: "seen" },
+              env: { PATH: "/usr/bin:/bin" }
+            }
+          }
+        })
+        const first = yield* w.kiln(["run"])
+        assert.strictEqual(first.code, 0, first.stderr)
+        const v = yield* w.kiln(["verify"])
+        assert.strictEqual(v.code, 1, v.stderr)
+        assert.match(v.stdout, /^✗ flaky: does not reproduce its cached result \(action [0-9a-f]{64}\/\d+\)$/m)
+        assert.match(v.stdout, /^ {2}exit code: cached 0, now 3$/m)
+        assert.notInclude(v.stdout, "out.txt")
+        assert.match(v.stderr, /kiln: verify: 1 re-run: 0 reproduced, 1 differ$/m)
+        const json = yield* w.kiln(["verify", "--json"])
+        assert.strictEqual(json.code, 1, json.stderr)
+        const [flaky] = (JSON.parse(json.stdout) as Verified).processes
+        assert.deepStrictEqual(
+          [flaky?.status, flaky?.exitCodes, flaky?.differences.length],
+          ["differs", { cached: 0, fresh: 3 }, 0]
+        )
       }),
     { timeout: 120_000 }
   )

@@ -6,12 +6,15 @@
  * kiln's); nothing here depends on either.
  */
 import { assert, describe, it } from "@effect/vitest"
+import * as grpc from "@grpc/grpc-js"
 import { Effect } from "effect"
 import { createHash, randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import * as Proto from "../../src/layers/remote/internal/proto.js"
 import { eventually } from "../utils/child.js"
+import { hostileGrpc } from "../utils/hostile/grpc.js"
 import { hostileWorkspace } from "../utils/hostile/workspace.js"
 import { deadPort, evictBlob, killVictim, remoteServers, restartVictim, tcpProxy } from "../utils/remote.js"
 import { tempDir } from "../utils/temp.js"
@@ -43,6 +46,50 @@ describe("remote execution", () => {
       const again = yield* next.run(executor())
       assert.deepStrictEqual(sources(again.summary), { gen: "remote-cache", use: "remote-cache", big: "remote-cache" })
       assert.deepStrictEqual(outputsOf(next.ws), outputsOf(local.ws))
+    }))
+
+  it.scoped("an Execute answered from the executor's cache is a remote hit: counted, its outputs landed, kept here", () =>
+    Effect.gen(function*() {
+      const ns = namespace()
+      const server = yield* hostileGrpc
+      const first = yield* machine(ns)
+      const filled = yield* first.run(["--remote-cache", server.url])
+      assert.strictEqual(filled.code, 0, filled.stderr)
+      assert.strictEqual(filled.summary!.pendingUploads, 0, filled.stderr)
+      // The executor looks actions up as it executes them (`cached_result`); kiln's own lookups miss.
+      server.capabilities = {
+        ...server.capabilities,
+        execution_capabilities: { digest_function: 1, exec_enabled: true }
+      }
+      server.faults.set("GetActionResult", grpc.status.NOT_FOUND)
+      const next = yield* machine(ns)
+      const r = yield* next.run(["--remote-executor", server.url])
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.deepStrictEqual(sources(r.summary), { gen: "remote-cache", use: "remote-cache", big: "remote-cache" })
+      assert.strictEqual(r.summary!.remoteCacheHits, 3)
+      assert.strictEqual(r.summary!.cacheHits, 3)
+      assert.strictEqual(r.summary!.remoteExecuted, 0)
+      assert.strictEqual(r.summary!.ran, 0)
+      assert.match(r.stderr, /0 ran, 3 cached \(3 from the remote\)/)
+      const executes = server.received.filter((c) => c.method === "Execute")
+      assert.strictEqual(executes.length, 3)
+      assert.isTrue(executes.every((c) => c.request.skip_cache_lookup !== true))
+      // Each call names its action in its RequestMetadata, beside the run's invocation id.
+      for (const c of executes) {
+        const raw = c.metadata["build.bazel.remote.execution.v2.requestmetadata-bin"] as Buffer
+        const md = Proto.decode<{ action_id?: string; tool_invocation_id?: string }>("RequestMetadata", raw)
+        assert.strictEqual(md.action_id, (c.request.action_digest as { hash: string }).hash)
+        assert.isNotEmpty(md.tool_invocation_id)
+      }
+      // Its outputs landed as a lookup's hit's do, and the hits were written into the local cache.
+      assert.deepStrictEqual(outputsOf(next.ws), outputsOf(first.ws))
+      fs.rmSync(path.join(next.ws, "out"), { recursive: true })
+      fs.rmSync(path.join(next.ws, "res"), { recursive: true })
+      fs.rmSync(path.join(next.ws, "big.bin"))
+      const local = yield* next.run([])
+      assert.strictEqual(local.code, 0, local.stderr)
+      assert.deepStrictEqual(sources(local.summary), { gen: "cache-hit", use: "cache-hit", big: "cache-hit" })
+      assert.deepStrictEqual(outputsOf(next.ws), outputsOf(first.ws))
     }))
 
   it.scoped("four processes sharing an input tree send it once between them", () =>

@@ -260,7 +260,8 @@ export const make = (options: Options = {}) =>
                   signal: null,
                   actionDigest: actionDigest(process),
                   durationMs: 0,
-                  source: "remote",
+                  // An answer from the executor's action cache (`cached_result`) is a remote hit, not an execution.
+                  source: ran.value.cached === true ? "remote-cache" : "remote",
                   timings: ran.value.timings
                 }, true)
               )

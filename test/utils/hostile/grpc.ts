@@ -7,7 +7,9 @@
  * anything else is UNIMPLEMENTED. A test crafts answers instead: an `ActionResult` (a message or raw bytes) for one
  * action or for every action (`"*"`), blobs by hash, FindMissingBlobs saying nothing is missing, BatchReadBlobs
  * UNIMPLEMENTED (so that every read is a ByteStream), a ByteStream read that never ends, drips or hangs, and a
- * status or a hang for any unary method. It records every call with its metadata.
+ * status or a hang for any unary method. Its `Execute` runs nothing: it answers from the action cache
+ * (`cached_result`, unless `skip_cache_lookup`) and otherwise UNIMPLEMENTED; a client sees it as an executor once
+ * `capabilities` say so. It records every call with its metadata.
  */
 import * as grpc from "@grpc/grpc-js"
 import { Effect } from "effect"
@@ -64,6 +66,7 @@ export type Method =
   | "GetTree"
   | "Read"
   | "Write"
+  | "Execute"
 
 export interface Received {
   readonly method: Method
@@ -154,7 +157,8 @@ const definitions = {
     "google.bytestream.WriteResponse",
     false,
     true
-  )
+  ),
+  Execute: method(`${V2}Execution/Execute`, "ExecuteRequest", "google.longrunning.Operation", true)
 } satisfies Partial<Record<Method, grpc.MethodDefinition<any, any>>>
 
 const defaultCapabilities = {
@@ -243,7 +247,7 @@ export const hostileGrpc = Effect.acquireRelease(
       respond()
     }
 
-    const implementation: Record<keyof typeof definitions, Handler> = {
+    const implementation: Record<Exclude<keyof typeof definitions, "Execute">, Handler> & { Execute?: Handler } = {
       GetCapabilities: unary("GetCapabilities", () => handle.capabilities),
       GetActionResult: unary("GetActionResult", (req: { action_digest?: Proto.WireDigest }) => {
         const hash = req.action_digest?.hash ?? ""
@@ -345,6 +349,23 @@ export const hostileGrpc = Effect.acquireRelease(
         })
       }
     }
+
+    const execute: Handler = (call: grpc.ServerWritableStream<any, any>) => {
+      const request = call.request as { action_digest?: Proto.WireDigest; skip_cache_lookup?: boolean }
+      note("Execute", call, call.request)
+      const hash = request.action_digest?.hash ?? ""
+      const found = request.skip_cache_lookup === true ? undefined : handle.actionResults.get(hash)
+      if (found === undefined) return call.emit("error", statusError(grpc.status.UNIMPLEMENTED, "Execute runs nothing"))
+      const result = found instanceof Uint8Array ? Proto.decode("ActionResult", found) : found
+      const response = Proto.encode("ExecuteResponse", { result, cached_result: true, status: { code: 0 } })
+      call.write({
+        name: `operations/${hash}`,
+        done: true,
+        response: { type_url: "type.googleapis.com/build.bazel.remote.execution.v2.ExecuteResponse", value: response }
+      })
+      call.end()
+    }
+    implementation.Execute = execute
 
     const server = new grpc.Server()
     server.addService(definitions as grpc.ServiceDefinition, implementation)

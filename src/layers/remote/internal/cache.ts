@@ -17,7 +17,7 @@ import { connect } from "./connect.js"
 import { describeAction } from "./describe.js"
 import * as Executor from "./executor.js"
 import * as Journal from "./journal.js"
-import { fetchTree, lookup } from "./lookup.js"
+import { fetchTree, lookup, takeExecuted } from "./lookup.js"
 import * as Probe from "./probe.js"
 import * as Uploads from "./uploads.js"
 
@@ -49,7 +49,9 @@ export const make = (settings: Settings, options: Options) =>
       fetchTrees: state.fetchTrees,
       downloadFiles: state.downloadFiles,
       usable: Probe.usable(state, "transfer"),
-      counters: state.execCounters
+      counters: state.execCounters,
+      // With hits read, an answer from the executor's cache is one; without, what it answers counts as executed.
+      ...(state.reads ? { takeHit: takeExecuted(state), stale: state.stale } : {})
     })
     // The probe is answered before the layer is ready, so before the run hashes its workspace: hashing a large tree
     // keeps this thread and libuv's pool busy (name resolution waits behind file reads), and the probe's deadline

@@ -229,6 +229,25 @@ const breakersOf = (endpoint: string, lookupMs: number) => {
   return { breakers, fail, isOpen }
 }
 
+/**
+ * A call's retries: only codes worth it, not while its class's breaker is open, and never a lookup that stalled
+ * (its deadline is its budget: a stalled lookup is a miss).
+ */
+const retryPolicy = (kind: Kind, retries: number, isOpen: (cls: BreakerClass) => boolean) =>
+  Schedule.identity<RemoteError | StoreError>().pipe(
+    Schedule.intersect(Schedule.exponential(Duration.millis(100), 2).pipe(Schedule.jittered)),
+    Schedule.intersect(Schedule.recurs(retries)),
+    Schedule.whileInput((e: RemoteError | StoreError) =>
+      e._tag === "RemoteError" && isRetryable(e) && !isOpen(classOf(kind)) &&
+      !(isLookup(kind) && e.code === "DEADLINE_EXCEEDED")
+    ),
+    Schedule.modifyDelay(([[e]], delay) =>
+      e._tag === "RemoteError" && e.retryDelayMs !== undefined
+        ? Duration.millis(Math.min(e.retryDelayMs, 10_000))
+        : Duration.min(delay, Duration.seconds(2))
+    )
+  )
+
 export const make = (options: CallsOptions): Calls => {
   const counters: Counters = { uploadedBytes: 0, downloadedBytes: 0, errors: {}, refused: { lookup: 0, transfer: 0 } }
   const { breakers, fail, isOpen } = breakersOf(options.endpoint, Math.min(options.timeoutMs, LOOKUP_MS))
@@ -240,24 +259,13 @@ export const make = (options: CallsOptions): Calls => {
       ? deadlineMs(kind)
       : options.timeoutMs + Math.ceil((bytes / MIN_RATE) * 1000)
 
-  /**
-   * A call's retries: only codes worth it, not while its class's breaker is open, and never a lookup that stalled
-   * (its deadline is its budget: a stalled lookup is a miss).
-   */
-  const policyOf = (kind: Kind) =>
-    Schedule.identity<RemoteError | StoreError>().pipe(
-      Schedule.intersect(Schedule.exponential(Duration.millis(100), 2).pipe(Schedule.jittered)),
-      Schedule.intersect(Schedule.recurs(options.retries ?? 3)),
-      Schedule.whileInput((e: RemoteError | StoreError) =>
-        e._tag === "RemoteError" && isRetryable(e) && !isOpen(classOf(kind)) &&
-        !(isLookup(kind) && e.code === "DEADLINE_EXCEEDED")
-      ),
-      Schedule.modifyDelay(([[e]], delay) =>
-        e._tag === "RemoteError" && e.retryDelayMs !== undefined
-          ? Duration.millis(Math.min(e.retryDelayMs, 10_000))
-          : Duration.min(delay, Duration.seconds(2))
-      )
-    )
+  // A schedule is a value: one per kind, not one built for every call.
+  const policies = new Map<Kind, ReturnType<typeof retryPolicy>>()
+  const policyOf = (kind: Kind) => {
+    let policy = policies.get(kind)
+    if (policy === undefined) policies.set(kind, policy = retryPolicy(kind, options.retries ?? 3, isOpen))
+    return policy
+  }
 
   const record = recordTo(log)
 

@@ -14,6 +14,7 @@ import * as Option from "effect/Option"
 import { actionMessages } from "../../../domain/ActionKey.js"
 import * as Digest from "../../../domain/Digest.js"
 import type { Process } from "../../../domain/Process.js"
+import type { Entry } from "../../../domain/RemoteTier.js"
 import type { StoreError } from "../../../domain/StoreErrors.js"
 import type * as Tree from "../../../domain/Tree.js"
 import type * as Store from "../../store/Store.js"
@@ -21,7 +22,8 @@ import { RemoteError } from "../RemoteErrors.js"
 import type { UploadError } from "./cacheState.js"
 import type { Calls } from "./calls.js"
 import { forget, uploadInputs } from "./executionInputs.js"
-import type { Executed } from "./grpc/execute.js"
+import type { Gathered } from "./gathered.js"
+import { type Executed, serverTimings } from "./grpc/execute.js"
 import * as Proto from "./proto.js"
 import * as Results from "./results.js"
 import type { Blob, Transport } from "./transport.js"
@@ -45,6 +47,19 @@ export interface Deps {
    * cache): a consumer executed there never brings them here. Stdout and stderr come at once, for reports.
    */
   readonly deferOutputs?: boolean
+  /**
+   * Where the executor is the cache and hits are read: an answer from its action cache (`cached_result`) taken as a
+   * lookup's hit is (see `lookup.ts`); None when it is no usable hit, and the action runs afresh.
+   */
+  readonly takeHit?: (
+    process: Process,
+    key: Digest.Digest,
+    result: Uint8Array
+  ) => Effect.Effect<Option.Option<Entry>>
+  /** Actions whose cached entry was found unusable in this run: executed without a look into the cache. */
+  readonly stale?: ReadonlySet<string>
+  /** Sends the few KiB an execution sends unasked (its messages, small directories) in calls shared with others. */
+  readonly gathered?: Gathered
 }
 
 /** A remote execution's outcome, its outputs in the local store. */
@@ -54,31 +69,13 @@ export interface Ran {
   readonly stdoutDigest: Digest.Digest
   readonly stderrDigest: Digest.Digest
   readonly outputDigest: Digest.Digest
+  /** The executor answered from its action cache: a remote hit, nothing ran. */
+  readonly cached?: boolean
   readonly timings: Record<string, number>
 }
 
 /** Bounds the executions in flight (a semaphore's permit). */
 type Slot = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
-
-const millisOf = (t: { seconds?: number; nanos?: number } | undefined) =>
-  t === undefined ? undefined : (t.seconds ?? 0) * 1000 + Math.floor((t.nanos ?? 0) / 1e6)
-
-/** Queue and execution times the server measured (`ExecutedActionMetadata`), where it says. */
-const serverTimings = (result: Uint8Array): Record<string, number> => {
-  const m = Proto.decode<{ execution_metadata?: Record<string, { seconds?: number; nanos?: number }> }>(
-    "ActionResult",
-    result
-  ).execution_metadata
-  if (m === undefined) return {}
-  const queued = millisOf(m.queued_timestamp)
-  const started = millisOf(m.worker_start_timestamp)
-  const execStart = millisOf(m.execution_start_timestamp)
-  const execEnd = millisOf(m.execution_completed_timestamp)
-  return {
-    ...(queued !== undefined && started !== undefined ? { remoteQueue: Math.max(0, started - queued) } : {}),
-    ...(execStart !== undefined && execEnd !== undefined ? { remoteExecution: Math.max(0, execEnd - execStart) } : {})
-  }
-}
 
 /** Brings a finished execution's outputs into the local store, laid out as capture lays them. */
 const bringBack = (deps: Deps, process: Process, result: Uint8Array) =>
@@ -126,10 +123,97 @@ const bounded = (process: Process, execution: Effect.Effect<Executed, RemoteErro
       }))
     )
 
+/** When the phases of one execution ended, for its timings; `waited`: its time waiting for an executor slot. */
+interface Clock {
+  readonly started: number
+  readonly uploaded: number
+  readonly waited: () => number
+}
+
+/** An execution that ended: what it says, its outputs brought back. */
+const ranOf = (deps: Deps, process: Process, executed: Executed, clock: Clock) =>
+  Effect.gen(function*() {
+    const { started, uploaded } = clock
+    if (executed.clientTimeout === true) {
+      const waited = clock.waited()
+      const out: Ran = {
+        exitCode: null,
+        timedOut: true,
+        stdoutDigest: Digest.empty,
+        stderrDigest: Digest.empty,
+        outputDigest: Digest.empty,
+        timings: { remoteUpload: uploaded - started, remoteWait: waited, remoteRun: Date.now() - uploaded - waited }
+      }
+      return out
+    }
+    const timedOut = executed.code === "DEADLINE_EXCEEDED"
+    if (executed.result === undefined || (executed.code !== "OK" && !timedOut)) {
+      return yield* new RemoteError({
+        endpoint: deps.endpoint,
+        method: "Execute",
+        code: executed.code === "OK" ? "INTERNAL" : executed.code,
+        detail: executed.message || "the execution gave no result"
+      })
+    }
+    const waited = clock.waited()
+    const ran = Date.now()
+    const { down, outputDigest } = yield* bringBack(deps, process, executed.result)
+    const ended = Date.now()
+    const out: Ran = {
+      exitCode: timedOut ? null : down.exitCode,
+      timedOut,
+      stdoutDigest: down.stdout,
+      stderrDigest: down.stderr,
+      outputDigest,
+      timings: {
+        remoteUpload: uploaded - started,
+        remoteWait: waited,
+        remoteRun: ran - uploaded - waited,
+        remoteDownload: ended - ran,
+        ...(executed.serverTimings ?? serverTimings(
+          Proto.decode<{ execution_metadata?: Record<string, { seconds?: number; nanos?: number }> }>(
+            "ActionResult",
+            executed.result
+          ).execution_metadata
+        ))
+      }
+    }
+    return out
+  })
+
+/**
+ * An answer from the executor's action cache taken as a remote hit, or None: it is no usable hit for `process`
+ * (refused, or a failure it does not cache), and must run.
+ */
+const hitOf = (deps: Deps, process: Process, key: Digest.Digest, executed: Executed, clock: Clock) =>
+  Effect.gen(function*() {
+    if (executed.cached !== true || executed.code !== "OK" || executed.result === undefined) return Option.none<Ran>()
+    if (deps.takeHit === undefined) return Option.none<Ran>()
+    const waited = clock.waited()
+    const answered = Date.now()
+    const hit = yield* deps.takeHit(process, key, executed.result)
+    return Option.map(hit, (entry): Ran => ({
+      exitCode: entry.exitCode,
+      timedOut: false,
+      stdoutDigest: entry.stdoutDigest,
+      stderrDigest: entry.stderrDigest,
+      outputDigest: entry.outputDigest,
+      cached: true,
+      timings: {
+        remoteUpload: clock.uploaded - clock.started,
+        remoteWait: waited,
+        remoteRun: answered - clock.uploaded - waited,
+        remoteDownload: Date.now() - answered
+      }
+    }))
+  })
+
 /**
  * Runs `process` (its key `key`) on the executor; `stallMs`: how long a silent execution is waited for. `slot`
  * bounds the executions in flight, and only them: uploads and downloads go on beside, so the executor's slots are
- * never idle while kiln moves bytes.
+ * never idle while kiln moves bytes. Unless `skipCache`, the executor looks the action up in its cache first (no
+ * GetActionResult of kiln's own before it): an answer from there is a remote hit, or, when it is none for this
+ * process, the action is executed again past the cache.
  */
 const run = (
   deps: Deps,
@@ -142,14 +226,15 @@ const run = (
   Effect.gen(function*() {
     // The wait for an executor slot is measured apart: it is the bound's doing, not the executor's.
     let waited = 0
-    const execute = (action: Digest.Digest, stall: number) =>
+    const execute = (fresh: boolean) =>
       Effect.suspend(() => {
         const asked = Date.now()
         return slot(Effect.suspend(() => {
           waited += Date.now() - asked
-          return deps.transport.execute!(action, stall, skipCache)
+          return deps.transport.execute!(key, stallMs, fresh)
         }))
       })
+    const fresh = skipCache || deps.stale?.has(key.hash) === true
     const started = Date.now()
     const { action, command } = actionMessages(process)
     const messages: Array<Blob> = [
@@ -158,7 +243,7 @@ const run = (
     ]
     yield* uploadInputs(deps, process.inputDigest, messages)
     const uploaded = Date.now()
-    let executed = yield* bounded(process, execute(key, stallMs))
+    let executed = yield* bounded(process, execute(fresh))
     // The server lost inputs since they were sent (or never had them): all of them again, once.
     if (executed.code === "FAILED_PRECONDITION" || (executed.code === "NOT_FOUND" && executed.result === undefined)) {
       yield* Effect.logDebug(
@@ -169,44 +254,13 @@ const run = (
       yield* forget(deps, process.inputDigest)
       for (const m of messages) deps.present.delete(m.digest.hash)
       yield* uploadInputs(deps, process.inputDigest, messages)
-      executed = yield* bounded(process, execute(key, stallMs))
+      executed = yield* bounded(process, execute(fresh))
     }
-    if (executed.clientTimeout === true) {
-      return {
-        exitCode: null,
-        timedOut: true,
-        stdoutDigest: Digest.empty,
-        stderrDigest: Digest.empty,
-        outputDigest: Digest.empty,
-        timings: { remoteUpload: uploaded - started, remoteWait: waited, remoteRun: Date.now() - uploaded - waited }
-      } satisfies Ran
-    }
-    const timedOut = executed.code === "DEADLINE_EXCEEDED"
-    if (executed.result === undefined || (executed.code !== "OK" && !timedOut)) {
-      return yield* new RemoteError({
-        endpoint: deps.endpoint,
-        method: "Execute",
-        code: executed.code === "OK" ? "INTERNAL" : executed.code,
-        detail: executed.message || "the execution gave no result"
-      })
-    }
-    const ran = Date.now()
-    const { down, outputDigest } = yield* bringBack(deps, process, executed.result)
-    const ended = Date.now()
-    return {
-      exitCode: timedOut ? null : down.exitCode,
-      timedOut,
-      stdoutDigest: down.stdout,
-      stderrDigest: down.stderr,
-      outputDigest,
-      timings: {
-        remoteUpload: uploaded - started,
-        remoteWait: waited,
-        remoteRun: ran - uploaded - waited,
-        remoteDownload: ended - ran,
-        ...serverTimings(executed.result)
-      }
-    } satisfies Ran
+    const clock: Clock = { started, uploaded, waited: () => waited }
+    const hit = yield* hitOf(deps, process, key, executed, clock)
+    if (Option.isSome(hit)) return hit.value
+    if (executed.cached === true && deps.takeHit !== undefined) executed = yield* bounded(process, execute(true))
+    return yield* ranOf(deps, process, executed, clock)
   })
 
 /** Executions over `deps`: one connection, and its record of what the server holds. */

@@ -70,7 +70,7 @@ const send = (deps: Deps, inMemory: ReadonlyArray<Blob>, files: ReadonlyArray<Di
       yield* transport.upload(chunk)
       deps.calls.counters.uploadedBytes += chunk.reduce((n, b) => n + b.digest.sizeBytes, 0)
     }
-    yield* transport.upload(sendNow)
+    yield* (!askAll && deps.gathered !== undefined ? deps.gathered(sendNow) : transport.upload(sendNow))
     deps.calls.counters.uploadedBytes += sendNow.reduce((n, b) => n + b.digest.sizeBytes, 0)
     for (const b of inMemory) present.add(b.digest.hash)
     for (const d of files) present.add(d.hash)

@@ -19,6 +19,7 @@ import type { Settings } from "../RemoteSettings.js"
 import * as Blobs from "./blobs.js"
 import { connect } from "./connect.js"
 import * as Execution from "./execution.js"
+import * as Gathered from "./gathered.js"
 
 /** Whether a process names its sandbox's path: it could not run anywhere else. */
 const namesItsSandbox = (process: Process) =>
@@ -70,7 +71,8 @@ export const make = (
     // An executor apart from the cache gives every output here: the cache is sent them from the local store.
     const execution = Execution.make({
       ...deps,
-      deferOutputs: cacheOptions.cacheContent === "defer" && deps === cacheSide
+      deferOutputs: cacheOptions.cacheContent === "defer" && deps === cacheSide,
+      gathered: Gathered.make(deps.transport.upload, yield* Effect.scope)
     })
     const counters = cacheSide.counters
     let warned = false
@@ -105,7 +107,7 @@ export const make = (
             e._tag === "RemoteError" ? `${e.code}${e.detail ? `: ${e.detail}` : ""}` : e.message
           )
         }
-        counters.executed++
+        if (ran.right.cached !== true) counters.executed++
         return Option.some<Executed>(ran.right)
       })
     /** The executor's own calls, when it is not the cache: their bytes and errors count in the run's totals. */

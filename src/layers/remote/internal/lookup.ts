@@ -115,7 +115,13 @@ const findEntry = (state: CacheState, process: Process, key: Digest.Digest) =>
     }
     const raw = yield* state.transport.getActionResult(key)
     if (Option.isNone(raw)) return undefined
-    const down = Results.readRemote(raw.value, process)
+    return yield* readEntry(state, process, key, raw.value)
+  })
+
+/** A serialized entry read and checked against `process`: undefined when it is refused or not a hit for it. */
+const readEntry = (state: CacheState, process: Process, key: Digest.Digest, raw: Uint8Array) =>
+  Effect.gen(function*() {
+    const down = Results.readRemote(raw, process)
     if (Either.isLeft(down)) {
       yield* unusableEntry(state, process, key, down.left)
       return undefined
@@ -126,8 +132,25 @@ const findEntry = (state: CacheState, process: Process, key: Digest.Digest) =>
 
 /** One remote hit, made local: its trees, then the files the local store lacks, checked, then its layout. */
 const lookupOne = (state: CacheState, process: Process, key: Digest.Digest) =>
+  takeEntry(state, process, key, findEntry(state, process, key))
+
+/**
+ * The entry the executor answered `Execute` with from its action cache (`cached_result`), taken exactly as a
+ * lookup's hit is: checked, its files fetched per `--cache-content`, laid out and counted among the remote hits.
+ * None when it is no usable hit for `process`: then it must run (`skip_cache_lookup`).
+ */
+export const takeExecuted = (state: CacheState) => (process: Process, key: Digest.Digest, raw: Uint8Array) =>
+  takeEntry(state, process, key, readEntry(state, process, key, raw))
+
+/** The rest of a hit once its entry is read (`found`): its trees, the files the store lacks, its layout. */
+const takeEntry = <R>(
+  state: CacheState,
+  process: Process,
+  key: Digest.Digest,
+  found: Effect.Effect<Results.Down | undefined, RemoteError, R>
+) =>
   Effect.gen(function*() {
-    const down = yield* findEntry(state, process, key)
+    const down = yield* found
     if (down === undefined) return Option.none<Entry>()
     const checked = yield* check(state, [down], [process])
     const refused = checked.refused[0]

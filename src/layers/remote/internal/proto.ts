@@ -226,8 +226,15 @@ export const descriptor = {
 const root = protobuf.Root.fromJSON(descriptor as protobuf.INamespace)
 const V2 = "build.bazel.remote.execution.v2."
 
+/** Types looked up once: a lookup walks the namespace, and every message a call sends or receives asked again. */
+const types = new Map<string, protobuf.Type>()
+
 /** A message type by its short name (`ActionResult`) or full name (`google.rpc.Status`). @internal */
-export const type = (name: string): protobuf.Type => root.lookupType(name.includes(".") ? name : V2 + name)
+export const type = (name: string): protobuf.Type => {
+  let t = types.get(name)
+  if (t === undefined) types.set(name, t = root.lookupType(name.includes(".") ? name : V2 + name))
+  return t
+}
 
 const toObject = { longs: Number, enums: Number, defaults: false, arrays: true } as const
 

@@ -69,9 +69,16 @@ const execute = (run: CachedRun, lookupMs: number) =>
       true
     ))
 
-/** Whether a result is written into the cache: what ran here or remotely, under a policy that writes. */
+/** Whether a result is offered to the remote cache: what ran here or remotely, under a policy that writes. */
 const writable = (run: CachedRun, result: ProcessResult) =>
   (result.source === "ran" || result.source === "remote") && run.policy.write && cacheable(run.proc, result)
+
+/**
+ * Whether a result is written into the local cache: what ran, and a remote hit the executor answered from its cache
+ * when asked to execute (written as a lookup's remote hit is, so that the next run finds it here).
+ */
+const storable = (run: CachedRun, result: ProcessResult) =>
+  writable(run, result) || (result.source === "remote-cache" && cacheable(run.proc, result))
 
 /**
  * Under the action's lock (one engine on the store runs it at a time): a look again, since another may just have run
@@ -88,7 +95,7 @@ const underLock = (run: CachedRun, executed: ReturnType<typeof execute>) => {
     key,
     policy.read ? again : Effect.succeedNone as typeof again,
     readFirst,
-    (result) => writable(run, result) ? Option.some(Buffer.from(encodeEntry(result))) : Option.none()
+    (result) => storable(run, result) ? Option.some(Buffer.from(encodeEntry(result))) : Option.none()
   )
 }
 

@@ -142,19 +142,40 @@ export const fromGrpc = (conn: Connection, method: string, err: grpc.ServiceErro
     : fail(conn, method, codeName(err.code), detail, retryDelayOf(err))
 }
 
+/** Each connection's `RequestMetadata` without an action id: the same for every call, encoded once. */
+const baseMetadata = new WeakMap<Connection, Buffer>()
+
+/** A protobuf string field (length-delimited): a message's encoding followed by it is the message with it set. */
+const stringField = (field: number, value: string) => {
+  const bytes = Buffer.from(value, "utf8")
+  const head = [(field << 3) | 2]
+  for (let n = bytes.length;; n >>>= 7) {
+    if (n < 0x80) {
+      head.push(n)
+      break
+    }
+    head.push((n & 0x7f) | 0x80)
+  }
+  return Buffer.concat([Buffer.from(head), bytes])
+}
+
 /** A call's metadata: the settings' headers and `RequestMetadata`. */
 export const metadata = (conn: Connection, actionId?: string) => {
   const { settings, tool } = conn
   const md = new grpc.Metadata()
   for (const [name, value] of settings.headers) md.add(name, value)
-  md.set(
-    "build.bazel.remote.execution.v2.requestmetadata-bin",
-    Buffer.from(Proto.encode("RequestMetadata", {
+  let base = baseMetadata.get(conn)
+  if (base === undefined) {
+    base = Buffer.from(Proto.encode("RequestMetadata", {
       tool_details: { tool_name: "kiln", tool_version: tool.version },
-      ...(actionId !== undefined ? { action_id: actionId } : {}),
       tool_invocation_id: tool.invocationId,
       ...(tool.correlatedId !== undefined ? { correlated_invocations_id: tool.correlatedId } : {})
     }))
+    baseMetadata.set(conn, base)
+  }
+  md.set(
+    "build.bazel.remote.execution.v2.requestmetadata-bin",
+    actionId !== undefined ? Buffer.concat([base, stringField(2, actionId)]) : base
   )
   return md
 }

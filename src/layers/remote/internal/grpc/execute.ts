@@ -22,6 +22,10 @@ import { codeName, type Connection, de, fail, fromGrpc, metadata, ser } from "./
 export interface Executed {
   /** The serialized `ActionResult`, when the server gave one (a failure to run may give none). */
   readonly result?: Uint8Array
+  /** The server answered from its action cache (`cached_result`): nothing ran. */
+  readonly cached?: boolean
+  /** The queue and execution times the result's `ExecutedActionMetadata` gives, read with it. */
+  readonly serverTimings?: Record<string, number>
   /** The execution's status: OK, or why the action did not run to completion (DEADLINE_EXCEEDED: its timeout). */
   readonly code: string
   readonly message: string
@@ -75,6 +79,24 @@ const missingOf = (status: WireStatus): Array<string> =>
     return (failure.violations ?? []).filter((v) => v.type === "MISSING").map((v) => v.subject ?? "")
   })
 
+const millisOf = (t: { seconds?: number; nanos?: number } | undefined) =>
+  t === undefined ? undefined : (t.seconds ?? 0) * 1000 + Math.floor((t.nanos ?? 0) / 1e6)
+
+/** Queue and execution times the server measured (`ExecutedActionMetadata`), where it says. */
+export const serverTimings = (
+  m: Record<string, { seconds?: number; nanos?: number }> | undefined
+): Record<string, number> => {
+  if (m === undefined) return {}
+  const queued = millisOf(m.queued_timestamp)
+  const started = millisOf(m.worker_start_timestamp)
+  const execStart = millisOf(m.execution_start_timestamp)
+  const execEnd = millisOf(m.execution_completed_timestamp)
+  return {
+    ...(queued !== undefined && started !== undefined ? { remoteQueue: Math.max(0, started - queued) } : {}),
+    ...(execStart !== undefined && execEnd !== undefined ? { remoteExecution: Math.max(0, execEnd - execStart) } : {})
+  }
+}
+
 /** The outcome a finished `Operation` carries. */
 const outcome = (conn: Connection, method: string, op: WireOperation): Effect.Effect<Executed, RemoteError> => {
   if (op.error !== undefined && (op.error.code ?? 0) !== 0) {
@@ -84,13 +106,22 @@ const outcome = (conn: Connection, method: string, op: WireOperation): Effect.Ef
     return Effect.fail(fail(conn, method, "INTERNAL", "a finished operation without a response"))
   }
   const response = Proto.decode<{
-    result?: Record<string, unknown>
+    result?: Record<string, unknown> & {
+      execution_metadata?: Record<string, { seconds?: number; nanos?: number }>
+    }
+    cached_result?: boolean
     status?: WireStatus
     message?: string
   }>("ExecuteResponse", op.response.value)
   const status = response.status ?? {}
   return Effect.succeed({
-    ...(response.result !== undefined ? { result: Proto.encode("ActionResult", response.result) } : {}),
+    ...(response.result !== undefined
+      ? {
+        result: Proto.encode("ActionResult", response.result),
+        serverTimings: serverTimings(response.result.execution_metadata)
+      }
+      : {}),
+    ...(response.cached_result === true ? { cached: true } : {}),
     code: codeName(status.code ?? 0),
     message: status.message ?? response.message ?? "",
     missing: missingOf(status)
