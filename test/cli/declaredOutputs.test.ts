@@ -84,7 +84,10 @@ describe("declared outputs", () => {
       })
       const r = twice.kiln(["run"])
       assert.strictEqual(r.code, 2, r.stderr)
-      assert.match(r.stderr, /^kiln: kiln\.json:\d+:\d+: processes\.b\.outputs\[0\]: gen\.txt is also an output of "a"/m)
+      assert.match(
+        r.stderr,
+        /^kiln: kiln\.json:\d+:\d+: processes\.b\.outputs\[0\]: gen\.txt is also an output of "a"/m
+      )
       const undeclared = yield* workspace({
         compile: sh("mkdir -p dist && echo x > dist/x.js", { outputs: ["dist/"] }),
         test: sh("true", { inputs: ["src/**", "dist/**"] })
