@@ -88,6 +88,17 @@ int enter_view(const Strings *namespace, const View *v, const char **cwd);
 int make_root(const View *v);
 /** Brings up the loopback of this network namespace (net.c); 0, or the errno. */
 int loopback_up(void);
+
+/**
+ * The network namespaces kept for views (netpool.c). `netpool_enter` moves this process into one no running process
+ * holds, made if none is free, and returns its descriptor for `netpool_give` (-1: none, this process stays where it
+ * is, and the view makes its own); `netpool_leave` moves it back. `netpool_give` takes one back once every process in
+ * it is dead. `netpool_close_in_child` closes the pool's descriptors in a child.
+ */
+int netpool_enter(void);
+void netpool_leave(void);
+void netpool_give(int fd);
+void netpool_close_in_child(void);
 /** The mount at `path` made read-only, keeping the flags a user namespace locks; 0, or the errno. */
 int remount_read_only(const char *path);
 
