@@ -25,6 +25,35 @@ import { tempDir, writeTree } from "../utils/temp.js"
 const probed = MountNamespace.strictProbe()
 const mode = MountNamespace.probe().mode
 
+/**
+ * Whether this test run can start a process as nobody in namespaces of its own (as root, with setpriv, and where
+ * the kernel lets nobody make a user namespace), and with which setpriv arguments; `why` says why not.
+ */
+const asNobody = ((): { works: boolean; why: string; uid: number; ids: ReadonlyArray<string> } => {
+  const uid = 65534
+  const ids = [`--reuid=${uid}`, `--regid=${uid}`, "--clear-groups"]
+  const no = (why: string) => ({ works: false, why, uid, ids })
+  if (process.getuid?.() !== 0) return no("not root: cannot become nobody")
+  try {
+    childProcess.execFileSync("setpriv", [
+      ...ids,
+      "unshare",
+      "--user",
+      "--map-root-user",
+      "--mount",
+      "--pid",
+      "--fork",
+      "--net",
+      "true"
+    ], {
+      stdio: "ignore"
+    })
+    return { works: true, why: "nobody, through setpriv", uid, ids }
+  } catch (e) {
+    return no(`nobody cannot make namespaces here: ${(e as Error).message.split("\n")[0]}`)
+  }
+})()
+
 /** A sandbox with an input, a workspace beside it with a secret, a store-like directory, and a host tool dir. */
 const layout = Effect.gen(function*() {
   const root = yield* tempDir("kiln-view-")
@@ -356,6 +385,64 @@ describe.runIf(probed.works)("the strict view", () => {
         }))
     })
   }
+
+  describe.runIf(asNobody.works)(`the native spawner as another user (${asNobody.why})`, () => {
+    it.scopedLive("shows the view: no host /root, its sandbox at /mnt, no network", () =>
+      Effect.gen(function*() {
+        const l = yield* layout
+        const server = yield* loopbackServer
+        const port = (server.address() as net.AddressInfo).port
+        // The spawner as nobody: a copy of it, and everything it opens or writes, where nobody can reach them.
+        fs.chmodSync(l.root, 0o755)
+        const program = path.join(l.root, "kiln-spawner")
+        fs.copyFileSync(programs[0].program, program)
+        fs.chmodSync(program, 0o755)
+        const wrapper = path.join(l.root, "as-nobody")
+        fs.writeFileSync(wrapper, `#!/bin/sh\nexec setpriv ${asNobody.ids.join(" ")} "${program}" "$@"\n`, {
+          mode: 0o755
+        })
+        const out = path.join(l.root, "out")
+        fs.mkdirSync(out)
+        for (const p of [out, l.sandbox, path.join(l.sandbox, "wd")]) fs.chownSync(p, asNobody.uid, asNobody.uid)
+        const script = [
+          `id -u`,
+          `[ ! -e /root ] && echo no-root`,
+          `pwd`,
+          `cat in.txt`,
+          `! bash -c 'exec 3<>/dev/tcp/127.0.0.1/$1' bash "$1" 2>/dev/null && echo no-host-loopback`,
+          `ip -o link show | wc -l`
+        ].join("\n")
+        const exit = yield* withProgram(
+          wrapper,
+          Effect.gen(function*() {
+            const spawner = yield* Spawner.make()
+            const group = yield* ProcessGroup.spawnGroup(spawner, {
+              argv: ["/bin/sh", "-c", script, "view", String(port)],
+              cwd: path.join(l.sandbox, "wd"),
+              env: { PATH: "/usr/bin:/bin" },
+              stdout: path.join(out, "out"),
+              stderr: path.join(out, "err"),
+              namespace: MountNamespace.toWire({
+                mode: "user",
+                mounts: [],
+                pinned: { sandbox: l.sandbox, cwd: `${MountNamespace.EXEC_ROOT}/wd` },
+                view: { hostPaths: [], network: false }
+              })
+            }, "1 second")
+            return yield* Deferred.await(group.exited)
+          })
+        )
+        assert.strictEqual(exit.code, 0, fs.readFileSync(path.join(out, "err"), "utf8"))
+        assert.deepStrictEqual(fs.readFileSync(path.join(out, "out"), "utf8").trim().split("\n"), [
+          String(asNobody.uid),
+          "no-root",
+          `${MountNamespace.EXEC_ROOT}/wd`,
+          "input",
+          "no-host-loopback",
+          "1"
+        ])
+      }))
+  })
 
   describe("through the engine (the view is the default)", () => {
     const config = (processes: Record<string, unknown>) =>
