@@ -16,6 +16,7 @@ import { parse } from "../../src/domain/Config.js"
 import * as Engine from "../../src/layers/engine/Engine.js"
 import * as ProcessGroup from "../../src/layers/runner/internal/processGroup.js"
 import * as Spawner from "../../src/layers/spawner/Spawner.js"
+import { PROGRAM_ENV } from "../../src/layers/spawner/Warm.js"
 import * as MountNamespace from "../../src/os/MountNamespace.js"
 import { eventually } from "../utils/child.js"
 import { programs, withProgram } from "../utils/spawners.js"
@@ -387,12 +388,12 @@ describe.runIf(probed.works)("the strict view", () => {
   }
 
   describe.runIf(asNobody.works)(`the native spawner as another user (${asNobody.why})`, () => {
-    it.scopedLive("shows the view: no host /root, its sandbox at /mnt, no network", () =>
+    /**
+     * The layout made reachable by nobody, and a spawner run as nobody (through a wrapper of a copy of the program)
+     * that runs scripts in the view as `runInView` does.
+     */
+    const asNobodyIn = (l: Layout) =>
       Effect.gen(function*() {
-        const l = yield* layout
-        const server = yield* loopbackServer
-        const port = (server.address() as net.AddressInfo).port
-        // The spawner as nobody: a copy of it, and everything it opens or writes, where nobody can reach them.
         fs.chmodSync(l.root, 0o755)
         const program = path.join(l.root, "kiln-spawner")
         fs.copyFileSync(programs[0].program, program)
@@ -401,23 +402,24 @@ describe.runIf(probed.works)("the strict view", () => {
         fs.writeFileSync(wrapper, `#!/bin/sh\nexec setpriv ${asNobody.ids.join(" ")} "${program}" "$@"\n`, {
           mode: 0o755
         })
-        const out = path.join(l.root, "out")
-        fs.mkdirSync(out)
-        for (const p of [out, l.sandbox, path.join(l.sandbox, "wd")]) fs.chownSync(p, asNobody.uid, asNobody.uid)
-        const script = [
-          `id -u`,
-          `[ ! -e /root ] && echo no-root`,
-          `pwd`,
-          `cat in.txt`,
-          `! bash -c 'exec 3<>/dev/tcp/127.0.0.1/$1' bash "$1" 2>/dev/null && echo no-host-loopback`,
-          `ip -o link show | wc -l`
-        ].join("\n")
-        const exit = yield* withProgram(
-          wrapper,
+        const chown = (p: string) => fs.chownSync(p, asNobody.uid, asNobody.uid)
+        for (const p of [l.sandbox, path.join(l.sandbox, "wd")]) chown(p)
+        // For the test's scope: the program is looked for as the spawner starts, at its first request.
+        yield* Effect.acquireRelease(
+          Effect.sync(() => {
+            const saved = process.env[PROGRAM_ENV]
+            process.env[PROGRAM_ENV] = wrapper
+            return saved
+          }),
+          (saved) => Effect.sync(() => void (process.env[PROGRAM_ENV] = saved))
+        )
+        const spawner = yield* Spawner.make()
+        const run = (script: string, args: ReadonlyArray<string> = []) =>
           Effect.gen(function*() {
-            const spawner = yield* Spawner.make()
+            const out = fs.mkdtempSync(path.join(l.root, "out-"))
+            chown(out)
             const group = yield* ProcessGroup.spawnGroup(spawner, {
-              argv: ["/bin/sh", "-c", script, "view", String(port)],
+              argv: ["/bin/sh", "-c", script, "view", ...args],
               cwd: path.join(l.sandbox, "wd"),
               env: { PATH: "/usr/bin:/bin" },
               stdout: path.join(out, "out"),
@@ -426,14 +428,35 @@ describe.runIf(probed.works)("the strict view", () => {
                 mode: "user",
                 mounts: [],
                 pinned: { sandbox: l.sandbox, cwd: `${MountNamespace.EXEC_ROOT}/wd` },
-                view: { hostPaths: [], network: false }
+                view: nodeView
               })
             }, "1 second")
-            return yield* Deferred.await(group.exited)
+            const exit = yield* Deferred.await(group.exited)
+            const read = (name: string) => fs.readFileSync(path.join(out, name), "utf8")
+            return { exit, stdout: read("out"), stderr: read("err") }
           })
+        return { run, chown }
+      })
+
+    it.scopedLive("shows the view: no host /root, its sandbox at /mnt, no network", () =>
+      Effect.gen(function*() {
+        const l = yield* layout
+        const server = yield* loopbackServer
+        const port = (server.address() as net.AddressInfo).port
+        const { run } = yield* asNobodyIn(l)
+        const r = yield* run(
+          [
+            `id -u`,
+            `[ ! -e /root ] && echo no-root`,
+            `pwd`,
+            `cat in.txt`,
+            `! bash -c 'exec 3<>/dev/tcp/127.0.0.1/$1' bash "$1" 2>/dev/null && echo no-host-loopback`,
+            `ip -o link show | wc -l`
+          ].join("\n"),
+          [String(port)]
         )
-        assert.strictEqual(exit.code, 0, fs.readFileSync(path.join(out, "err"), "utf8"))
-        assert.deepStrictEqual(fs.readFileSync(path.join(out, "out"), "utf8").trim().split("\n"), [
+        assert.strictEqual(r.exit.code, 0, r.stderr)
+        assert.deepStrictEqual(r.stdout.trim().split("\n"), [
           String(asNobody.uid),
           "no-root",
           `${MountNamespace.EXEC_ROOT}/wd`,
@@ -441,6 +464,32 @@ describe.runIf(probed.works)("the strict view", () => {
           "no-host-loopback",
           "1"
         ])
+      }))
+
+    it.scopedLive("keeps network namespaces too: each of two at once binds the port, the next finds it free", () =>
+      Effect.gen(function*() {
+        const l = yield* layout
+        const wd = path.join(l.sandbox, "wd")
+        writeTree(wd, loopbackScripts)
+        const { chown, run } = yield* asNobodyIn(l)
+        const fifos = ["a-to-b", "b-to-a", "up"].map((name) => path.join(wd, name))
+        childProcess.execFileSync("mkfifo", fifos)
+        fifos.forEach(chown)
+        const ns = `readlink /proc/self/ns/net`
+        // Two at once first, so that the two after start in namespaces the pool kept.
+        yield* Effect.all([run(ns), run(ns)], { concurrency: 2 })
+        const bind = (role: string) => run(`exec "$1" bind.cjs 3000 ${role}`, [process.execPath])
+        const [a, b] = yield* Effect.all([bind("a"), bind("b")], { concurrency: 2 })
+        assert.deepStrictEqual([a.stdout, b.stdout], ["bound\n", "bound\n"], a.stderr + b.stderr)
+        const first = yield* run(`${ns}; "$1" serve.cjs 3000 & cat up`, [process.execPath])
+        assert.strictEqual(first.exit.code, 0, first.stderr)
+        const second = yield* run(`${ns}; exec "$1" probe.cjs 3000`, [process.execPath])
+        assert.strictEqual(second.exit.code, 0, second.stderr)
+        const [firstNs, listening] = first.stdout.trim().split("\n")
+        const [secondNs, ...probed] = second.stdout.trim().split("\n")
+        assert.strictEqual(listening, "listening")
+        assert.deepStrictEqual(probed, ["ECONNREFUSED", "bound"])
+        assert.strictEqual(secondNs, firstNs)
       }))
   })
 

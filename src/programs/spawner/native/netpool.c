@@ -5,16 +5,21 @@
  * namespace no running process holds, and once its PID namespace is gone (its init, the reaper, has exited: every
  * process in it is dead, and their sockets closed) the namespace comes back here for the next one.
  *
- * The spawner enters the namespace itself around the clone (`netpool_enter`, `netpool_leave`), and the clone leaves
- * out CLONE_NEWNET: the child starts in it whatever user namespace it makes, and as another user (mode `user`) it
- * holds no capability over it, since the namespace is the spawner's. Entering or making a network namespace takes
- * CAP_SYS_ADMIN in the spawner's own user namespace, which only root has: as another user the pool is empty for good
- * and each view makes its own namespace, as before. (A view's user namespace is a sibling of the one that made an
- * earlier namespace, so it cannot join that one either.)
+ * As root, the spawner enters the namespace itself around the clone (`netpool_enter`, `netpool_leave`), and the clone
+ * leaves out CLONE_NEWNET: the child starts in it. As another user the spawner can neither enter nor make a network
+ * namespace (both take CAP_SYS_ADMIN in its own user namespace), and a view's own user namespace, a sibling of the
+ * one that owns an earlier view's network namespace, holds no capability over it. So the pool's namespaces belong to
+ * one user namespace of their own (`make_holder`, which maps the user to itself), over which the spawner, its owner
+ * in the parent namespace, has every capability: a view's starter, forked plain, joins it, then a pooled network
+ * namespace (or makes one there), and clones the view's reaper into the rest of its namespaces, its own user
+ * namespace inside the pool's (`netpool_join`, spawner.c's `start_through_pool`). Where that user namespace cannot
+ * be made, each view makes its own network namespace, as before.
  *
- * What a process leaves behind in its namespace is checked as it comes back (`netpool_give`): a TCP socket still
- * closing (TIME_WAIT holds the port) or an interface beyond the loopback, and the namespace is dropped rather than
- * reused. What root may change in a namespace it has (routes, firewall rules, sysctls) is not checked.
+ * What a process leaves behind in its namespace is checked before it is used again (as root as it comes back,
+ * `netpool_give`; as another user by the next starter, which cannot be the spawner): any socket of it left (a TCP
+ * connection in TIME_WAIT holds its port) or an interface beyond the loopback, and the namespace is dropped rather
+ * than reused. What a process running as root may change in its namespace (routes, firewall rules, sysctls) is not
+ * checked; as another user a process holds no capability over it.
  *
  * The pool holds at most the namespaces the most processes running at once held (one is made only when none is
  * free), and `POOL_MAX`. Its descriptors close with the spawner, and are closed in every child it starts, so that
@@ -26,7 +31,9 @@
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define POOL_MAX 64
@@ -37,6 +44,9 @@ static size_t pool_n;
 static int home = -1;
 /** This process cannot make network namespaces (not root): every view makes its own. */
 static bool unavailable;
+/** As another user: the user namespace the pool's network namespaces belong to (see above); -1 until made. */
+static int holder = -1;
+static bool no_holder;
 
 /** The text of `path` (of this thread's network namespace, under /proc/thread-self/net) into `buf`; false if unreadable. */
 static bool read_text(const char *path, char *buf, size_t size) {
@@ -109,6 +119,12 @@ void netpool_leave(void) {
 
 void netpool_give(int fd) {
   if (fd < 0) return;
+  // As another user this process cannot enter it to look: the next view's starter does (`netpool_join`).
+  if (holder >= 0) {
+    if (pool_n < POOL_MAX) pool[pool_n++] = fd;
+    else close(fd);
+    return;
+  }
   if (pool_n == POOL_MAX || setns(fd, CLONE_NEWNET) != 0) {
     close(fd);
     return;
@@ -123,4 +139,62 @@ void netpool_give(int fd) {
 void netpool_close_in_child(void) {
   for (size_t i = 0; i < pool_n; i++) close(pool[i]);
   if (home >= 0) close(home);
+  if (holder >= 0) close(holder);
+}
+
+/**
+ * The pool's user namespace, as another user: made by a child, which maps the user to itself there (so that a view's
+ * own user namespace, made inside it, maps it back as before), and held by its descriptor once the child is gone.
+ * This process, in the parent user namespace and the same user as its owner, has every capability in it: a child of
+ * it that joins it may make and join network namespaces it owns.
+ */
+static bool make_holder(void) {
+  int ready[2];
+  if (pipe2(ready, O_CLOEXEC) != 0) return false;
+  uid_t uid = getuid();
+  gid_t gid = getgid();
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(ready[0]);
+    int e = unshare(CLONE_NEWUSER) == 0 ? map_ids(uid, uid, gid, gid) : errno;
+    ssize_t ignored = write(ready[1], &e, sizeof e);
+    (void)ignored;
+    // Until it is killed: its namespace is opened meanwhile.
+    for (;;) pause();
+  }
+  close(ready[1]);
+  int e = -1;
+  bool made = pid > 0 && read(ready[0], &e, sizeof e) == (ssize_t)sizeof e && e == 0;
+  close(ready[0]);
+  if (made) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/ns/user", (int)pid);
+    holder = open(path, O_RDONLY | O_CLOEXEC);
+  }
+  if (pid > 0) {
+    kill(pid, SIGKILL);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
+  }
+  return holder >= 0;
+}
+
+bool netpool_take(int *fd) {
+  if (holder < 0 && (no_holder || !make_holder())) {
+    no_holder = true;
+    return false;
+  }
+  *fd = pool_n > 0 ? pool[--pool_n] : -1;
+  return true;
+}
+
+int netpool_join(int fd, int *fresh) {
+  *fresh = -1;
+  if (setns(holder, CLONE_NEWUSER) != 0) return errno;
+  if (fd >= 0 && setns(fd, CLONE_NEWNET) == 0 && left_clean() && loopback_up() == 0) return 0;
+  // None free, or one an earlier process left something in: a new one, for the pool from now on.
+  if (unshare(CLONE_NEWNET) != 0) return errno;
+  int e = loopback_up();
+  if (e != 0) return e;
+  *fresh = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+  return *fresh >= 0 ? 0 : errno;
 }

@@ -254,6 +254,28 @@ static void become_reaper(const Program *p, int out, int err, int report) {
 }
 
 /**
+ * In a view's starter, as another user, forked plain (see netpool.c): joins the pool's user namespace and a network
+ * namespace of it, then clones the view's reaper into the rest of its namespaces as the spawner's own child
+ * (CLONE_PARENT), and says which it is, and the network namespace it made if it made one.
+ */
+static _Noreturn void start_through_pool(Program *p, unsigned long flags, int out, int err, int report) {
+  int fresh = -1;
+  int e = netpool_join(p->net_fd, &fresh);
+  if (p->net_fd >= 0) close(p->net_fd);
+  if (e == 0 && fresh >= 0) e = send_report_fd(report, (Report){REPORT_NETNS, 0}, fresh);
+  pid_t pid = e == 0 ? (pid_t)syscall(SYS_clone, CLONE_PARENT | flags | SIGCHLD, NULL, NULL, NULL, NULL) : -1;
+  if (pid == 0) {
+    if (fresh >= 0) close(fresh);
+    become_reaper(p, out, err, report);
+  }
+  if (pid < 0 && e == 0) e = errno;
+  Report m = e != 0 ? (Report){REPORT_NAMESPACE_ERRNO, e} : (Report){REPORT_REAPER, pid};
+  ssize_t ignored = write(report, &m, sizeof m);
+  (void)ignored;
+  _exit(0);
+}
+
+/**
  * Forks `argv` in a session of its own (its pid is its group), stdin /dev/null and stdout, stderr on `out`, `err`,
  * in `cwd` (or here, if NULL), with exactly `env`. Returns its pid once it runs its program, or -errno if it could
  * not: the child reports a failed chdir or exec over a close-on-exec pipe that exec itself closes. With `reaper`,
@@ -279,13 +301,17 @@ static pid_t start_child(Program *p, int out, int err, pid_t *reaper, bool *in_n
     return -e;
   }
   p->status_fd = status[1];
-  // A view without the host's network starts in a pooled namespace, which this process is in until the clone is done.
+  // A view without the host's network starts in a pooled namespace (netpool.c): as root this process is in it until
+  // the clone is done; as another user a starter forked plain joins it (or makes one) and clones the reaper.
   p->net_fd = p->view != NULL && !p->view->network ? netpool_enter() : -1;
-  unsigned long flags = p->view != NULL ? view_clone_flags(p->view) & ~(p->net_fd >= 0 ? CLONE_NEWNET : 0) : 0;
+  bool through_pool = p->net_fd < 0 && p->view != NULL && !p->view->network && p->view->user && netpool_take(&p->net_fd);
+  bool pooled = p->net_fd >= 0 || through_pool;
+  unsigned long flags = p->view != NULL ? view_clone_flags(p->view) & ~(pooled ? CLONE_NEWNET : 0) : 0;
   // The view's reaper is cloned into its namespaces, PID 1 there: single-threaded, this is fork with flags.
-  pid_t pid = p->view != NULL ? (pid_t)syscall(SYS_clone, flags | SIGCHLD, NULL, NULL, NULL, NULL) : fork();
+  pid_t pid = p->view != NULL && !through_pool ? (pid_t)syscall(SYS_clone, flags | SIGCHLD, NULL, NULL, NULL, NULL)
+                                               : fork();
   int clone_errno = errno;
-  if (pid != 0 && p->net_fd >= 0) netpool_leave();
+  if (pid != 0 && p->net_fd >= 0 && !through_pool) netpool_leave();
   if (pid < 0) {
     close(report[0]);
     close(report[1]);
@@ -298,6 +324,7 @@ static pid_t start_child(Program *p, int out, int err, pid_t *reaper, bool *in_n
   if (pid == 0) {
     close(report[0]);
     if (status[0] >= 0) close(status[0]);
+    if (through_pool) start_through_pool(p, flags, out, err, report[1]);
     if (p->net_fd >= 0) close(p->net_fd);
     if (reaper != NULL) become_reaper(p, out, err, report[1]);
     become(p, out, err, report[1]);
@@ -307,15 +334,24 @@ static pid_t start_child(Program *p, int out, int err, pid_t *reaper, bool *in_n
   p->status_fd = status[0];
   // Until every writer is gone: the reaper names the process; the process closes its end by exec, or says why not.
   pid_t child = reaper != NULL ? 0 : pid;
+  // Through the pool, the reaper is the starter's clone (this process's child all the same), which it names.
+  pid_t started = through_pool ? 0 : pid;
   int e = 0;
   for (;;) {
     Report m;
     pid_t sender;
-    if (!read_report(report[0], &m, &sender)) break;
+    int passed;
+    if (!read_report(report[0], &m, &sender, &passed)) break;
     if (m.kind == REPORT_PID) {
       child = m.value;
     } else if (m.kind == REPORT_SELF) {
       child = sender;
+    } else if (m.kind == REPORT_REAPER) {
+      started = m.value;
+    } else if (m.kind == REPORT_NETNS) {
+      // The starter made it: the one taken from the pool (if any) held something of an earlier process's, and goes.
+      if (passed >= 0 && p->net_fd >= 0) close(p->net_fd);
+      if (passed >= 0) p->net_fd = passed;
     } else {
       // The reaper's pid may come after the process's errno: only the errno says where it failed.
       e = m.value;
@@ -323,8 +359,12 @@ static pid_t start_child(Program *p, int out, int err, pid_t *reaper, bool *in_n
     }
   }
   close(report[0]);
-  if (e != 0 || child <= 0) {
+  // The starter has said all it will: it exits.
+  if (through_pool) {
     while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
+  }
+  if (e != 0 || child <= 0) {
+    while (started > 0 && waitpid(started, NULL, 0) < 0 && errno == EINTR) {}
     if (p->status_fd >= 0) close(p->status_fd);
     p->status_fd = -1;
     // Its reaper is gone, and with it the PID namespace: nothing holds the network namespace any more.
@@ -332,7 +372,7 @@ static pid_t start_child(Program *p, int out, int err, pid_t *reaper, bool *in_n
     p->net_fd = -1;
     return -(e != 0 ? e : ECHILD);
   }
-  if (reaper != NULL) *reaper = pid;
+  if (reaper != NULL) *reaper = started;
   return child;
 }
 
