@@ -363,7 +363,14 @@ static pid_t start_child(Program *p, int out, int err, pid_t *reaper, bool *in_n
   if (through_pool) {
     while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
   }
-  if (e != 0 || child <= 0) {
+  // A starter that could not name the reaper leaves a process this one could not tell the exit of: it is ended, and
+  // its network namespace, which it may still be in, is not reused.
+  if (e == 0 && child > 0 && started <= 0) {
+    kill(-child, SIGKILL);
+    if (p->net_fd >= 0) close(p->net_fd);
+    p->net_fd = -1;
+  }
+  if (e != 0 || child <= 0 || started <= 0) {
     while (started > 0 && waitpid(started, NULL, 0) < 0 && errno == EINTR) {}
     if (p->status_fd >= 0) close(p->status_fd);
     p->status_fd = -1;
