@@ -346,6 +346,31 @@ describe.runIf(probed.works)("the strict view", () => {
           })
         ))
 
+      it.scopedLive.runIf(process.getuid?.() === 0)(
+        "an address an earlier process (as root) added to its loopback is not in the next one's",
+        () =>
+          withProgram(
+            program.program,
+            Effect.gen(function*() {
+              const l = yield* layout
+              const spawner = yield* Spawner.make()
+              const first = yield* runInView(
+                l,
+                `ip addr add 10.1.0.1/32 dev lo && ip -o addr show lo`,
+                undefined,
+                [],
+                spawner
+              )
+              assert.strictEqual(first.exit.code, 0, first.stderr)
+              assert.include(first.stdout, "10.1.0.1")
+              const second = yield* runInView(l, `ip -o addr show lo`, undefined, [], spawner)
+              assert.strictEqual(second.exit.code, 0, second.stderr)
+              assert.include(second.stdout, "127.0.0.1")
+              assert.notInclude(second.stdout, "10.1.0.1")
+            })
+          )
+      )
+
       it.scopedLive("its own loopback is up: it can serve and reach itself", () =>
         Effect.gen(function*() {
           const l = yield* layout

@@ -16,10 +16,10 @@
  * be made, each view makes its own network namespace, as before.
  *
  * What a process leaves behind in its namespace is checked before it is used again (as root as it comes back,
- * `netpool_give`; as another user by the next starter, which cannot be the spawner): any socket of it left (a TCP
- * connection in TIME_WAIT holds its port) or an interface beyond the loopback, and the namespace is dropped rather
- * than reused. What a process running as root may change in its namespace (routes, firewall rules, sysctls) is not
- * checked; as another user a process holds no capability over it.
+ * `netpool_give`; as another user by the next starter, which cannot be the spawner): a TCP, UDP or raw socket of it
+ * left (a TCP connection in TIME_WAIT holds its port), an interface beyond the loopback, an address or a route added, and the
+ * namespace is dropped rather than reused. What else a process running as root may change in its namespace (firewall
+ * rules, sysctls) is not checked; as another user a process holds no capability over it.
  *
  * The pool holds at most the namespaces the most processes running at once held (one is made only when none is
  * free), and `POOL_MAX`. Its descriptors close with the spawner, and are closed in every child it starts, so that
@@ -65,23 +65,42 @@ static bool read_text(const char *path, char *buf, size_t size) {
   }
 }
 
+/** Lines of `path`, as `read_text` reads it; -1 if unreadable. */
+static long lines_of(const char *path) {
+  char text[1024];
+  if (!read_text(path, text, sizeof text)) return -1;
+  long lines = 0;
+  for (const char *c = text; *c != 0; c++) lines += *c == '\n';
+  return lines;
+}
+
+/** Whether every `inuse` and `tw` count in sockstat's `text` is 0 (and there is one). */
+static bool no_sockets_in(const char *text) {
+  bool counted = false;
+  for (const char *c = text; (c = strstr(c, " ")) != NULL; c++) {
+    if (strncmp(c + 1, "inuse ", 6) != 0 && strncmp(c + 1, "tw ", 3) != 0) continue;
+    long n = strtol(strchr(c + 1, ' ') + 1, NULL, 10);
+    if (n != 0) return false;
+    counted = true;
+  }
+  return counted;
+}
+
 /**
- * In the namespace just left by its processes: no socket of it left anywhere (sockstat's counts are the namespace's
- * own), none in TIME_WAIT, which would hold its port, and no interface but lo (dev's two lines of headers, then lo).
- * Not /proc/net/tcp: it walks the kernel's whole table of connections, every namespace's.
+ * In the namespace just left by its processes: no TCP, UDP or raw socket of it left (sockstat's counts are the
+ * namespace's own), none in TIME_WAIT, which would hold its port; no interface but lo (dev's two lines of headers,
+ * then lo), no address but lo's own (IPv4, and IPv6's ::1 in if_inet6) and no route (route's header) that root may
+ * have added. Not its count of every socket: a netlink socket (`ip`, getaddrinfo) is freed after an RCU grace period,
+ * and still counted just after its process is gone. Nor /proc/net/tcp: it walks the kernel's whole table of
+ * connections, every namespace's.
  */
 static bool left_clean(void) {
   char text[1024];
-  long used, inuse, orphan, tw;
-  if (!read_text("/proc/thread-self/net/sockstat", text, sizeof text) ||
-      sscanf(text, "sockets: used %ld TCP: inuse %ld orphan %ld tw %ld", &used, &inuse, &orphan, &tw) != 4 ||
-      used != 0 || inuse != 0 || tw != 0) {
-    return false;
-  }
-  if (!read_text("/proc/thread-self/net/dev", text, sizeof text)) return false;
-  long lines = 0;
-  for (const char *c = text; *c != 0; c++) lines += *c == '\n';
-  return lines == 3;
+  if (!read_text("/proc/thread-self/net/sockstat", text, sizeof text) || !no_sockets_in(text)) return false;
+  // Without IPv6 there is no sockstat6.
+  if (read_text("/proc/thread-self/net/sockstat6", text, sizeof text) && !no_sockets_in(text)) return false;
+  return lines_of("/proc/thread-self/net/dev") == 3 && lines_of("/proc/thread-self/net/route") == 1 &&
+         lines_of("/proc/thread-self/net/if_inet6") <= 1 && only_loopback_address();
 }
 
 int netpool_enter(void) {

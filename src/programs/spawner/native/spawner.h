@@ -88,6 +88,8 @@ int enter_view(const Strings *namespace, const View *v, const char **cwd);
 int make_root(const View *v);
 /** Brings up the loopback of this network namespace (net.c); 0, or the errno. */
 int loopback_up(void);
+/** Whether this network namespace's only IPv4 address, if any, is 127.0.0.1 (net.c). */
+bool only_loopback_address(void);
 
 /**
  * The network namespaces kept for views (netpool.c). `netpool_enter` moves this process into one no running process
