@@ -7,6 +7,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Either, Layer } from "effect"
+import * as childProcess from "node:child_process"
 import * as fs from "node:fs"
 import * as net from "node:net"
 import * as os from "node:os"
@@ -15,6 +16,7 @@ import { parse } from "../../src/domain/Config.js"
 import * as Engine from "../../src/layers/engine/Engine.js"
 import * as ProcessGroup from "../../src/layers/runner/internal/processGroup.js"
 import * as Spawner from "../../src/layers/spawner/Spawner.js"
+import { PROGRAM_ENV } from "../../src/layers/spawner/Warm.js"
 import * as MountNamespace from "../../src/os/MountNamespace.js"
 import { eventually } from "../utils/child.js"
 import { programs, withProgram } from "../utils/spawners.js"
@@ -23,6 +25,35 @@ import { tempDir, writeTree } from "../utils/temp.js"
 
 const probed = MountNamespace.strictProbe()
 const mode = MountNamespace.probe().mode
+
+/**
+ * Whether this test run can start a process as nobody in namespaces of its own (as root, with setpriv, and where
+ * the kernel lets nobody make a user namespace), and with which setpriv arguments; `why` says why not.
+ */
+const asNobody = ((): { works: boolean; why: string; uid: number; ids: ReadonlyArray<string> } => {
+  const uid = 65534
+  const ids = [`--reuid=${uid}`, `--regid=${uid}`, "--clear-groups"]
+  const no = (why: string) => ({ works: false, why, uid, ids })
+  if (process.getuid?.() !== 0) return no("not root: cannot become nobody")
+  try {
+    childProcess.execFileSync("setpriv", [
+      ...ids,
+      "unshare",
+      "--user",
+      "--map-root-user",
+      "--mount",
+      "--pid",
+      "--fork",
+      "--net",
+      "true"
+    ], {
+      stdio: "ignore"
+    })
+    return { works: true, why: "nobody, through setpriv", uid, ids }
+  } catch (e) {
+    return no(`nobody cannot make namespaces here: ${(e as Error).message.split("\n")[0]}`)
+  }
+})()
 
 /** A sandbox with an input, a workspace beside it with a secret, a store-like directory, and a host tool dir. */
 const layout = Effect.gen(function*() {
@@ -44,22 +75,27 @@ const layout = Effect.gen(function*() {
 
 type Layout = Effect.Effect.Success<typeof layout>
 
-/** Runs `script` with sh in the view, the sandbox at the exec root; its exit, stdout and stderr. */
+/**
+ * Runs `script` with sh in the view, the sandbox at the exec root, through `spawner` (a spawner of its own without
+ * one); its exit, stdout and stderr.
+ */
 const runInView = (
   l: Layout,
   script: string,
   view: MountNamespace.View = { hostPaths: [], network: false },
-  args: ReadonlyArray<string> = []
+  args: ReadonlyArray<string> = [],
+  spawner?: Spawner.Spawner
 ) =>
   Effect.gen(function*() {
-    const spawner = yield* Spawner.make()
-    const out = path.join(l.root, "out")
-    const err = path.join(l.root, "err")
+    if (spawner === undefined) spawner = yield* Spawner.make()
+    // Each run its own files: runs through one spawner may be at once.
+    const out = fs.mkdtempSync(path.join(l.root, "out-"))
+    const err = path.join(out, "err")
     const group = yield* ProcessGroup.spawnGroup(spawner, {
       argv: ["/bin/sh", "-c", script, "view", ...args],
       cwd: path.join(l.sandbox, "wd"),
       env: { PATH: "/usr/bin:/bin", HOME: os.homedir() },
-      stdout: out,
+      stdout: path.join(out, "out"),
       stderr: err,
       namespace: MountNamespace.toWire({
         mode: mode!,
@@ -69,8 +105,55 @@ const runInView = (
       })
     }, "1 second")
     const exit = yield* Deferred.await(group.exited)
-    return { exit, stdout: fs.readFileSync(out, "utf8"), stderr: fs.readFileSync(err, "utf8") }
+    return { exit, stdout: fs.readFileSync(path.join(out, "out"), "utf8"), stderr: fs.readFileSync(err, "utf8") }
   })
+
+/** Node in the view: at its own path, declared where it is not among the system's directories. */
+const nodeDir = path.dirname(process.execPath)
+const nodeView: MountNamespace.View = {
+  hostPaths: /^\/(usr|bin)\//.test(process.execPath) ? [] : [nodeDir],
+  network: false
+}
+
+/**
+ * Scripts the loopback tests run with Node in the view. `bind.cjs <port> a|b`: two processes meet over two fifos
+ * while each holds its port (or has failed to bind it), and each prints what binding it said. `serve.cjs <port>`:
+ * a server that says it listens on the fifo `up`, and runs until it is killed. `closer.cjs <port>`: a connection
+ * to itself that its server closes first, leaving it in TIME_WAIT. `probe.cjs <port>`: whether the port answers, then
+ * whether it can be bound.
+ */
+const loopbackScripts = {
+  "bind.cjs": `const fs = require("fs"), net = require("net")
+const [port, role] = process.argv.slice(2)
+const met = (said) => {
+  if (role === "a") { fs.writeFileSync("a-to-b", said); fs.readFileSync("b-to-a") }
+  else { fs.readFileSync("a-to-b"); fs.writeFileSync("b-to-a", said) }
+  console.log(said)
+  process.exit(0)
+}
+const server = net.createServer()
+server.on("error", (e) => met(e.code))
+server.listen(Number(port), "127.0.0.1", () => met("bound"))
+`,
+  "serve.cjs": `const fs = require("fs"), net = require("net")
+net.createServer((s) => s.end("hello\\n")).listen(Number(process.argv[2]), "127.0.0.1", () => fs.writeFileSync("up", "listening\\n"))
+`,
+  "closer.cjs": `const net = require("net")
+const server = net.createServer((s) => s.end()).listen(Number(process.argv[2]), "127.0.0.1", () => {
+  const client = net.connect(Number(process.argv[2]), "127.0.0.1")
+  client.on("end", () => client.end()).on("close", () => process.exit(0))
+})
+`,
+  "probe.cjs": `const net = require("net")
+const port = Number(process.argv[2])
+const bind = () => {
+  const server = net.createServer()
+  server.on("error", (e) => { console.log(e.code); process.exit(0) })
+  server.listen(port, "127.0.0.1", () => { console.log("bound"); process.exit(0) })
+}
+net.connect(port, "127.0.0.1").on("connect", () => { console.log("answered"); bind() }).on("error", (e) => { console.log(e.code); bind() })
+`
+}
 
 /** A TCP server on 127.0.0.1 of this (the host's) network, closed with the scope. */
 const loopbackServer = Effect.acquireRelease(
@@ -191,6 +274,103 @@ describe.runIf(probed.works)("the strict view", () => {
           assert.strictEqual(on.stdout, "hello\n")
         }))
 
+      it.scopedLive("two processes at once each bind the same port, each on its own loopback", () =>
+        withProgram(
+          program.program,
+          Effect.gen(function*() {
+            const l = yield* layout
+            const wd = path.join(l.sandbox, "wd")
+            writeTree(wd, loopbackScripts)
+            childProcess.execFileSync("mkfifo", [path.join(wd, "a-to-b"), path.join(wd, "b-to-a")])
+            const spawner = yield* Spawner.make()
+            // Two processes first, at once: the native spawner keeps their namespaces, and the two after start in them.
+            yield* Effect.all([
+              runInView(l, "true", nodeView, [], spawner),
+              runInView(l, "true", nodeView, [], spawner)
+            ], {
+              concurrency: 2
+            })
+            const bind = (role: string) =>
+              runInView(l, `exec "$1" bind.cjs 3000 ${role}`, nodeView, [process.execPath], spawner)
+            const [a, b] = yield* Effect.all([bind("a"), bind("b")], { concurrency: 2 })
+            assert.strictEqual(a.exit.code, 0, a.stderr)
+            assert.strictEqual(b.exit.code, 0, b.stderr)
+            assert.deepStrictEqual([a.stdout, b.stdout], ["bound\n", "bound\n"])
+          })
+        ))
+
+      it.scopedLive("a server a process left running dies with it: the next process finds its port free", () =>
+        withProgram(
+          program.program,
+          Effect.gen(function*() {
+            const l = yield* layout
+            const wd = path.join(l.sandbox, "wd")
+            writeTree(wd, loopbackScripts)
+            childProcess.execFileSync("mkfifo", [path.join(wd, "up")])
+            // One spawner for both: the native one gives the second process the first one's network namespace.
+            const spawner = yield* Spawner.make()
+            const ns = `readlink /proc/self/ns/net`
+            const first = yield* runInView(
+              l,
+              `${ns}; "$1" serve.cjs 3000 & cat up`,
+              nodeView,
+              [process.execPath],
+              spawner
+            )
+            assert.strictEqual(first.exit.code, 0, first.stderr)
+            const second = yield* runInView(l, `${ns}; exec "$1" probe.cjs 3000`, nodeView, [process.execPath], spawner)
+            assert.strictEqual(second.exit.code, 0, second.stderr)
+            const [firstNs, listening] = first.stdout.trim().split("\n")
+            const [secondNs, ...probed] = second.stdout.trim().split("\n")
+            assert.strictEqual(listening, "listening")
+            assert.deepStrictEqual(probed, ["ECONNREFUSED", "bound"])
+            // The native spawner keeps the namespace for the next process (netpool.c): the port was freed in it.
+            if (!program.node) assert.strictEqual(secondNs, firstNs)
+          })
+        ))
+
+      it.scopedLive("a connection an earlier process left in TIME_WAIT is not in the next one's network", () =>
+        withProgram(
+          program.program,
+          Effect.gen(function*() {
+            const l = yield* layout
+            writeTree(path.join(l.sandbox, "wd"), loopbackScripts)
+            const spawner = yield* Spawner.make()
+            const tcp = `grep '^TCP:' /proc/net/sockstat`
+            const first = yield* runInView(l, `"$1" closer.cjs 3000 && ${tcp}`, nodeView, [process.execPath], spawner)
+            assert.strictEqual(first.exit.code, 0, first.stderr)
+            assert.match(first.stdout, / tw 1 /)
+            const second = yield* runInView(l, tcp, nodeView, [], spawner)
+            assert.strictEqual(second.exit.code, 0, second.stderr)
+            assert.match(second.stdout, /^TCP: inuse 0 orphan \d+ tw 0 /)
+          })
+        ))
+
+      it.scopedLive.runIf(process.getuid?.() === 0)(
+        "an address an earlier process (as root) added to its loopback is not in the next one's",
+        () =>
+          withProgram(
+            program.program,
+            Effect.gen(function*() {
+              const l = yield* layout
+              const spawner = yield* Spawner.make()
+              const first = yield* runInView(
+                l,
+                `ip addr add 10.1.0.1/32 dev lo && ip -o addr show lo`,
+                undefined,
+                [],
+                spawner
+              )
+              assert.strictEqual(first.exit.code, 0, first.stderr)
+              assert.include(first.stdout, "10.1.0.1")
+              const second = yield* runInView(l, `ip -o addr show lo`, undefined, [], spawner)
+              assert.strictEqual(second.exit.code, 0, second.stderr)
+              assert.include(second.stdout, "127.0.0.1")
+              assert.notInclude(second.stdout, "10.1.0.1")
+            })
+          )
+      )
+
       it.scopedLive("its own loopback is up: it can serve and reach itself", () =>
         Effect.gen(function*() {
           const l = yield* layout
@@ -231,6 +411,112 @@ describe.runIf(probed.works)("the strict view", () => {
         }))
     })
   }
+
+  describe.runIf(asNobody.works)(`the native spawner as another user (${asNobody.why})`, () => {
+    /**
+     * The layout made reachable by nobody, and a spawner run as nobody (through a wrapper of a copy of the program)
+     * that runs scripts in the view as `runInView` does.
+     */
+    const asNobodyIn = (l: Layout) =>
+      Effect.gen(function*() {
+        fs.chmodSync(l.root, 0o755)
+        const program = path.join(l.root, "kiln-spawner")
+        fs.copyFileSync(programs[0].program, program)
+        fs.chmodSync(program, 0o755)
+        const wrapper = path.join(l.root, "as-nobody")
+        fs.writeFileSync(wrapper, `#!/bin/sh\nexec setpriv ${asNobody.ids.join(" ")} "${program}" "$@"\n`, {
+          mode: 0o755
+        })
+        const chown = (p: string) => fs.chownSync(p, asNobody.uid, asNobody.uid)
+        for (const p of [l.sandbox, path.join(l.sandbox, "wd")]) chown(p)
+        // For the test's scope: the program is looked for as the spawner starts, at its first request.
+        yield* Effect.acquireRelease(
+          Effect.sync(() => {
+            const saved = process.env[PROGRAM_ENV]
+            process.env[PROGRAM_ENV] = wrapper
+            return saved
+          }),
+          (saved) => Effect.sync(() => void (process.env[PROGRAM_ENV] = saved))
+        )
+        const spawner = yield* Spawner.make()
+        const run = (script: string, args: ReadonlyArray<string> = []) =>
+          Effect.gen(function*() {
+            const out = fs.mkdtempSync(path.join(l.root, "out-"))
+            chown(out)
+            const group = yield* ProcessGroup.spawnGroup(spawner, {
+              argv: ["/bin/sh", "-c", script, "view", ...args],
+              cwd: path.join(l.sandbox, "wd"),
+              env: { PATH: "/usr/bin:/bin" },
+              stdout: path.join(out, "out"),
+              stderr: path.join(out, "err"),
+              namespace: MountNamespace.toWire({
+                mode: "user",
+                mounts: [],
+                pinned: { sandbox: l.sandbox, cwd: `${MountNamespace.EXEC_ROOT}/wd` },
+                view: nodeView
+              })
+            }, "1 second")
+            const exit = yield* Deferred.await(group.exited)
+            const read = (name: string) => fs.readFileSync(path.join(out, name), "utf8")
+            return { exit, stdout: read("out"), stderr: read("err") }
+          })
+        return { run, chown }
+      })
+
+    it.scopedLive("shows the view: no host /root, its sandbox at /mnt, no network", () =>
+      Effect.gen(function*() {
+        const l = yield* layout
+        const server = yield* loopbackServer
+        const port = (server.address() as net.AddressInfo).port
+        const { run } = yield* asNobodyIn(l)
+        const r = yield* run(
+          [
+            `id -u`,
+            `[ ! -e /root ] && echo no-root`,
+            `pwd`,
+            `cat in.txt`,
+            `! bash -c 'exec 3<>/dev/tcp/127.0.0.1/$1' bash "$1" 2>/dev/null && echo no-host-loopback`,
+            `ip -o link show | wc -l`
+          ].join("\n"),
+          [String(port)]
+        )
+        assert.strictEqual(r.exit.code, 0, r.stderr)
+        assert.deepStrictEqual(r.stdout.trim().split("\n"), [
+          String(asNobody.uid),
+          "no-root",
+          `${MountNamespace.EXEC_ROOT}/wd`,
+          "input",
+          "no-host-loopback",
+          "1"
+        ])
+      }))
+
+    it.scopedLive("keeps network namespaces too: each of two at once binds the port, the next finds it free", () =>
+      Effect.gen(function*() {
+        const l = yield* layout
+        const wd = path.join(l.sandbox, "wd")
+        writeTree(wd, loopbackScripts)
+        const { chown, run } = yield* asNobodyIn(l)
+        const fifos = ["a-to-b", "b-to-a", "up"].map((name) => path.join(wd, name))
+        childProcess.execFileSync("mkfifo", fifos)
+        fifos.forEach(chown)
+        const ns = `readlink /proc/self/ns/net`
+        // Two at once first, so that the two after start in namespaces the pool kept.
+        yield* Effect.all([run(ns), run(ns)], { concurrency: 2 })
+        const bind = (role: string) => run(`exec "$1" bind.cjs 3000 ${role}`, [process.execPath])
+        const [a, b] = yield* Effect.all([bind("a"), bind("b")], { concurrency: 2 })
+        assert.deepStrictEqual([a.stdout, b.stdout], ["bound\n", "bound\n"], a.stderr + b.stderr)
+        const first = yield* run(`${ns}; "$1" serve.cjs 3000 & cat up`, [process.execPath])
+        assert.strictEqual(first.exit.code, 0, first.stderr)
+        const second = yield* run(`${ns}; exec "$1" probe.cjs 3000`, [process.execPath])
+        assert.strictEqual(second.exit.code, 0, second.stderr)
+        const [firstNs, listening] = first.stdout.trim().split("\n")
+        const [secondNs, ...probed] = second.stdout.trim().split("\n")
+        assert.strictEqual(listening, "listening")
+        assert.deepStrictEqual(probed, ["ECONNREFUSED", "bound"])
+        assert.strictEqual(secondNs, firstNs)
+      }))
+  })
 
   describe("through the engine (the view is the default)", () => {
     const config = (processes: Record<string, unknown>) =>

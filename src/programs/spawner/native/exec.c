@@ -55,9 +55,9 @@ int exec_in(char *const *argv, char *const *env) {
  * The next report from a reaper or its process; false once every writer is gone. `*sender` is the pid (as this
  * program sees it) of the process that wrote it, from the credentials the kernel attaches.
  */
-bool read_report(int fd, Report *m, pid_t *sender) {
+bool read_report(int fd, Report *m, pid_t *sender, int *passed) {
   union {
-    char buf[CMSG_SPACE(sizeof(struct ucred))];
+    char buf[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(sizeof(int))];
     struct cmsghdr align;
   } control;
   for (;;) {
@@ -71,14 +71,40 @@ bool read_report(int fd, Report *m, pid_t *sender) {
     if (n < 0 && errno == EINTR) continue;
     if (n != (ssize_t)sizeof *m) return false;
     *sender = 0;
+    *passed = -1;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&h); c != NULL; c = CMSG_NXTHDR(&h, c)) {
       if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS) {
         struct ucred cred;
         memcpy(&cred, CMSG_DATA(c), sizeof cred);
         *sender = cred.pid;
+      } else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+        memcpy(passed, CMSG_DATA(c), sizeof *passed);
       }
     }
     return true;
+  }
+}
+
+int send_report_fd(int fd, Report m, int passed) {
+  union {
+    char buf[CMSG_SPACE(sizeof(int))];
+    struct cmsghdr align;
+  } control;
+  memset(&control, 0, sizeof control);
+  struct iovec io = {&m, sizeof m};
+  struct msghdr h = {0};
+  h.msg_iov = &io;
+  h.msg_iovlen = 1;
+  h.msg_control = control.buf;
+  h.msg_controllen = sizeof control.buf;
+  struct cmsghdr *c = CMSG_FIRSTHDR(&h);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(c), &passed, sizeof passed);
+  for (;;) {
+    if (sendmsg(fd, &h, 0) == (ssize_t)sizeof m) return 0;
+    if (errno != EINTR) return errno;
   }
 }
 

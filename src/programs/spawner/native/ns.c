@@ -16,7 +16,8 @@
  * `hostrw` one it shows read-write (a named cache); a view always names its sandbox and root. With a view, the spawner clones the process's reaper into new PID, mount, IPC
  * and network namespaces (and a user namespace as another user), where it is PID 1 (spawner.c); the reaper makes the
  * mounts above, then the new root (root.c: the sandbox shown at `root`) and the loopback (net.c), and forks the
- * process in there.
+ * process in there. The network namespace is mostly one an earlier process had, kept once it was gone (netpool.c):
+ * the reaper then starts in it rather than in one of its own.
  */
 #include "spawner.h"
 #include <errno.h>
@@ -39,8 +40,7 @@ static int write_file(const char *path, const char *text) {
   return e;
 }
 
-/** In a user namespace just made: `inside` is `outside` of the parent's (one id each), with no groups to set. */
-static int map_ids(unsigned inside_uid, unsigned outside_uid, unsigned inside_gid, unsigned outside_gid) {
+int map_ids(unsigned inside_uid, unsigned outside_uid, unsigned inside_gid, unsigned outside_gid) {
   char line[64];
   int e = write_file("/proc/self/setgroups", "deny");
   // A kernel before 3.19 has no setgroups file, and needs none.

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -105,6 +106,8 @@ typedef struct {
   long long id;
   /** A view's init writes the process's wait status here before it exits (see `reap_for`); else -1. */
   int status_fd;
+  /** The pooled network namespace its view runs in (netpool.c), given back once the reaper is gone; else -1. */
+  int net_fd;
 } Child;
 
 /** The processes started whose exit has not been seen: each leads its own group, whose id cannot be reused meanwhile. */
@@ -158,6 +161,8 @@ typedef struct {
   int status_fd;
   /** The process itself says it runs (REPORT_SELF): its pid in its namespace is not the spawner's. */
   bool report_self;
+  /** The pooled network namespace the view was started in (netpool.c), the caller's to give back; else -1. */
+  int net_fd;
 } Program;
 
 /** In the forked child: becomes the process, or reports why it could not over `report` and exits 127. */
@@ -207,6 +212,13 @@ static void become_reaper(const Program *p, int out, int err, int report) {
   for (int fd = 0; fd <= 2 && null >= 0; fd++) dup2(null, fd);
   if (null > 2) close(null);
   if (signal_fd >= 0) close(signal_fd);
+  // A reaper never execs, so close-on-exec does not close these: the process could read them through /proc/1/fd
+  // (its reaper is PID 1 of a view), and join another process's network namespace, or read another's status.
+  netpool_close_in_child();
+  for (size_t i = 0; i < running_n; i++) {
+    if (running[i].net_fd >= 0) close(running[i].net_fd);
+    if (running[i].status_fd >= 0) close(running[i].status_fd);
+  }
   // A kernel without it (before 3.4) still runs the process: only what leaves its group outlives it there.
   (void)subreaper();
   Program inner = *p;
@@ -242,6 +254,28 @@ static void become_reaper(const Program *p, int out, int err, int report) {
 }
 
 /**
+ * In a view's starter, as another user, forked plain (see netpool.c): joins the pool's user namespace and a network
+ * namespace of it, then clones the view's reaper into the rest of its namespaces as the spawner's own child
+ * (CLONE_PARENT), and says which it is, and the network namespace it made if it made one.
+ */
+static _Noreturn void start_through_pool(Program *p, unsigned long flags, int out, int err, int report) {
+  int fresh = -1;
+  int e = netpool_join(p->net_fd, &fresh);
+  if (p->net_fd >= 0) close(p->net_fd);
+  if (e == 0 && fresh >= 0) e = send_report_fd(report, (Report){REPORT_NETNS, 0}, fresh);
+  pid_t pid = e == 0 ? (pid_t)syscall(SYS_clone, CLONE_PARENT | flags | SIGCHLD, NULL, NULL, NULL, NULL) : -1;
+  if (pid == 0) {
+    if (fresh >= 0) close(fresh);
+    become_reaper(p, out, err, report);
+  }
+  if (pid < 0 && e == 0) e = errno;
+  Report m = e != 0 ? (Report){REPORT_NAMESPACE_ERRNO, e} : (Report){REPORT_REAPER, pid};
+  ssize_t ignored = write(report, &m, sizeof m);
+  (void)ignored;
+  _exit(0);
+}
+
+/**
  * Forks `argv` in a session of its own (its pid is its group), stdin /dev/null and stdout, stderr on `out`, `err`,
  * in `cwd` (or here, if NULL), with exactly `env`. Returns its pid once it runs its program, or -errno if it could
  * not: the child reports a failed chdir or exec over a close-on-exec pipe that exec itself closes. With `reaper`,
@@ -267,20 +301,31 @@ static pid_t start_child(Program *p, int out, int err, pid_t *reaper, bool *in_n
     return -e;
   }
   p->status_fd = status[1];
+  // A view without the host's network starts in a pooled namespace (netpool.c): as root this process is in it until
+  // the clone is done; as another user a starter forked plain joins it (or makes one) and clones the reaper.
+  p->net_fd = p->view != NULL && !p->view->network ? netpool_enter() : -1;
+  bool through_pool = p->net_fd < 0 && p->view != NULL && !p->view->network && p->view->user && netpool_take(&p->net_fd);
+  bool pooled = p->net_fd >= 0 || through_pool;
+  unsigned long flags = p->view != NULL ? view_clone_flags(p->view) & ~(pooled ? CLONE_NEWNET : 0) : 0;
   // The view's reaper is cloned into its namespaces, PID 1 there: single-threaded, this is fork with flags.
-  pid_t pid = p->view != NULL ? (pid_t)syscall(SYS_clone, view_clone_flags(p->view) | SIGCHLD, NULL, NULL, NULL, NULL)
-                              : fork();
+  pid_t pid = p->view != NULL && !through_pool ? (pid_t)syscall(SYS_clone, flags | SIGCHLD, NULL, NULL, NULL, NULL)
+                                               : fork();
+  int clone_errno = errno;
+  if (pid != 0 && p->net_fd >= 0 && !through_pool) netpool_leave();
   if (pid < 0) {
-    int e = errno;
     close(report[0]);
     close(report[1]);
     if (status[0] >= 0) close(status[0]);
     if (status[1] >= 0) close(status[1]);
-    return -e;
+    netpool_give(p->net_fd);
+    p->net_fd = -1;
+    return -clone_errno;
   }
   if (pid == 0) {
     close(report[0]);
     if (status[0] >= 0) close(status[0]);
+    if (through_pool) start_through_pool(p, flags, out, err, report[1]);
+    if (p->net_fd >= 0) close(p->net_fd);
     if (reaper != NULL) become_reaper(p, out, err, report[1]);
     become(p, out, err, report[1]);
   }
@@ -289,15 +334,24 @@ static pid_t start_child(Program *p, int out, int err, pid_t *reaper, bool *in_n
   p->status_fd = status[0];
   // Until every writer is gone: the reaper names the process; the process closes its end by exec, or says why not.
   pid_t child = reaper != NULL ? 0 : pid;
+  // Through the pool, the reaper is the starter's clone (this process's child all the same), which it names.
+  pid_t started = through_pool ? 0 : pid;
   int e = 0;
   for (;;) {
     Report m;
     pid_t sender;
-    if (!read_report(report[0], &m, &sender)) break;
+    int passed;
+    if (!read_report(report[0], &m, &sender, &passed)) break;
     if (m.kind == REPORT_PID) {
       child = m.value;
     } else if (m.kind == REPORT_SELF) {
       child = sender;
+    } else if (m.kind == REPORT_REAPER) {
+      started = m.value;
+    } else if (m.kind == REPORT_NETNS) {
+      // The starter made it: the one taken from the pool (if any) held something of an earlier process's, and goes.
+      if (passed >= 0 && p->net_fd >= 0) close(p->net_fd);
+      if (passed >= 0) p->net_fd = passed;
     } else {
       // The reaper's pid may come after the process's errno: only the errno says where it failed.
       e = m.value;
@@ -305,13 +359,27 @@ static pid_t start_child(Program *p, int out, int err, pid_t *reaper, bool *in_n
     }
   }
   close(report[0]);
-  if (e != 0 || child <= 0) {
+  // The starter has said all it will: it exits.
+  if (through_pool) {
     while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
+  }
+  // A starter that could not name the reaper leaves a process this one could not tell the exit of: it is ended, and
+  // its network namespace, which it may still be in, is not reused.
+  if (e == 0 && child > 0 && started <= 0) {
+    kill(-child, SIGKILL);
+    if (p->net_fd >= 0) close(p->net_fd);
+    p->net_fd = -1;
+  }
+  if (e != 0 || child <= 0 || started <= 0) {
+    while (started > 0 && waitpid(started, NULL, 0) < 0 && errno == EINTR) {}
     if (p->status_fd >= 0) close(p->status_fd);
     p->status_fd = -1;
+    // Its reaper is gone, and with it the PID namespace: nothing holds the network namespace any more.
+    netpool_give(p->net_fd);
+    p->net_fd = -1;
     return -(e != 0 ? e : ECHILD);
   }
-  if (reaper != NULL) *reaper = pid;
+  if (reaper != NULL) *reaper = started;
   return child;
 }
 
@@ -319,7 +387,7 @@ static void start_post_mortem(void) {
   int log = open(armed.log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
   if (log < 0) log = open("/dev/null", O_WRONLY | O_CLOEXEC);
   // Nothing is left to tell if it fails: the engine is gone, and this process's stderr with it.
-  Program p = {armed.argv.items, environ, NULL, NULL, NULL, -1, false};
+  Program p = {armed.argv.items, environ, NULL, NULL, NULL, -1, false, -1};
   start_child(&p, -1, log, NULL, NULL);
 }
 
@@ -364,7 +432,7 @@ static void spawn_request(const Request *r) {
   view.gid = getgid();
   Program p = {
     r->argv.items, r->env.n == 0 ? no_env : r->env.items, r->cwd, r->has_namespace ? &r->namespace : NULL,
-    view.on ? &view : NULL, -1, false
+    view.on ? &view : NULL, -1, false, -1
   };
   bool in_namespace = false;
   pid_t pid = start_child(&p, fds[0], fds[1], &reaper, &in_namespace);
@@ -379,7 +447,7 @@ static void spawn_request(const Request *r) {
     running = realloc(running, running_cap * sizeof *running);
     if (running == NULL) _exit(70);
   }
-  running[running_n++] = (Child){pid, reaper, r->id, p.status_fd};
+  running[running_n++] = (Child){pid, reaper, r->id, p.status_fd, p.net_fd};
   Buf b = reply("started", r->id);
   buf_str(&b, ",\"pid\":");
   buf_num(&b, pid);
@@ -397,6 +465,8 @@ static void reap(void) {
       long long id = running[i].id;
       pid_t group = running[i].pid;
       int status_fd = running[i].status_fd;
+      // The reaper was PID 1 of the view's PID namespace: its exit ended every process in it.
+      netpool_give(running[i].net_fd);
       running[i] = running[--running_n];
       // A view's init (PID 1 of its namespace) exits 0 having written the process's status: it is the process's.
       if (status_fd >= 0) {

@@ -88,16 +88,43 @@ int enter_view(const Strings *namespace, const View *v, const char **cwd);
 int make_root(const View *v);
 /** Brings up the loopback of this network namespace (net.c); 0, or the errno. */
 int loopback_up(void);
+/** Whether this network namespace's only IPv4 address, if any, is 127.0.0.1 (net.c). */
+bool only_loopback_address(void);
+
+/**
+ * The network namespaces kept for views (netpool.c). `netpool_enter` moves this process into one no running process
+ * holds, made if none is free, and returns its descriptor for `netpool_give` (-1: none, this process stays where it
+ * is, and the view makes its own); `netpool_leave` moves it back. `netpool_give` takes one back once every process in
+ * it is dead. `netpool_close_in_child` closes the pool's descriptors in a child.
+ */
+int netpool_enter(void);
+void netpool_leave(void);
+void netpool_give(int fd);
+void netpool_close_in_child(void);
+/**
+ * As another user (netpool.c): whether a view's starter can join the pool's user namespace, and then in `*fd` a
+ * pooled network namespace for it (-1: it makes one), which the caller gives back as `netpool_give`'s.
+ */
+bool netpool_take(int *fd);
+/**
+ * In a view's starter, as another user: joins the pool's user namespace, then the network namespace `fd` if nothing
+ * of an earlier process is left in it, else one made here, whose descriptor is put in `*fresh`. 0, or the errno.
+ */
+int netpool_join(int fd, int *fresh);
+/** In a user namespace just made: `inside` is `outside` of the parent's (one id each), with no groups to set (ns.c). */
+int map_ids(unsigned inside_uid, unsigned outside_uid, unsigned inside_gid, unsigned outside_gid);
 /** The mount at `path` made read-only, keeping the flags a user namespace locks; 0, or the errno. */
 int remount_read_only(const char *path);
 
 /**
  * What a process's reaper (reaper.c) and the process itself tell the spawner as it starts. `REPORT_SELF` is the
  * process saying it runs, in a PID namespace of its own: its pid as the spawner sees it is the message's sender's,
- * which the kernel translates (SCM_CREDENTIALS), not a number it could write.
+ * which the kernel translates (SCM_CREDENTIALS), not a number it could write. A view's starter as another user
+ * (netpool.c) says `REPORT_REAPER`, the reaper it cloned as the spawner's child, and `REPORT_NETNS` with the network
+ * namespace it made, for the pool.
  */
 typedef struct {
-  enum { REPORT_PID, REPORT_ERRNO, REPORT_NAMESPACE_ERRNO, REPORT_SELF } kind;
+  enum { REPORT_PID, REPORT_ERRNO, REPORT_NAMESPACE_ERRNO, REPORT_SELF, REPORT_REAPER, REPORT_NETNS } kind;
   int value;
 } Report;
 
@@ -108,9 +135,12 @@ typedef struct {
 int exec_in(char *const *argv, char *const *env);
 /**
  * The next report from a reaper or its process; false once every writer is gone. `*sender` is the pid (as the
- * spawner sees it) of the process that wrote it, from the credentials the kernel attaches (exec.c).
+ * spawner sees it) of the process that wrote it, from the credentials the kernel attaches, and `*passed` the
+ * descriptor it passed (REPORT_NETNS), else -1 (exec.c).
  */
-bool read_report(int fd, Report *m, pid_t *sender);
+bool read_report(int fd, Report *m, pid_t *sender, int *passed);
+/** Sends `m` with the descriptor `passed` (SCM_RIGHTS); 0, or the errno (exec.c). */
+int send_report_fd(int fd, Report m, int passed);
 
 /** Makes this process a child subreaper; 0, or the errno. */
 int subreaper(void);
