@@ -145,7 +145,7 @@ describe("the no-op check", () => {
 
   it.scoped("outputs deleted from inside the directory a process globs are written back without snapshotting it", () =>
     Effect.gen(function*() {
-      const { kiln, read, writeConfig, ws } = yield* workspace
+      const { kiln, read, root, writeConfig, ws } = yield* workspace
       fs.mkdirSync(path.join(ws, "pkg"))
       fs.writeFileSync(path.join(ws, "pkg", "a.txt"), "a\n")
       writeConfig({
@@ -159,12 +159,11 @@ describe("the no-op check", () => {
         }
       })
       assert.strictEqual(kiln().code, 0)
-      // The cold run saw the package's directory before its outputs were made in it: the next run looks again, and
-      // finds the same inputs (a glob never takes its own process's outputs, which would make every re-run differ).
-      const second = kiln()
-      assert.strictEqual(second.check, "build: pkg changed")
-      assert.strictEqual(sourceOf(second, "build"), "cache-hit")
-      answered(kiln())
+      // The cold run saw the package's directory before its own outputs were made in it, which its glob never takes.
+      answered(kiln(), "the cold run")
+      // The full run finds the same inputs: a glob that took its own process's outputs would make every re-run differ.
+      const full = kiln(["run", "--trace", path.join(root, "trace.json")])
+      assert.strictEqual(sourceOf(full, "build"), "cache-hit")
       // The package's directory lists other names now; only an output of a process is gone from it.
       fs.rmSync(path.join(ws, "pkg", "dist"), { recursive: true })
       const restore = kiln()

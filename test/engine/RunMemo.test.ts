@@ -142,6 +142,46 @@ describe("run memo evidence", () => {
       assert.match(String(check()), /changed$/, "an input removed is a change, output or not")
     }))
 
+  it.scoped("a directory may gain what its process's globs never take: its own outputs, and what it excludes", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempDir()
+      const pkg = path.join(ws, "pkg")
+      fs.mkdirSync(pkg)
+      fs.writeFileSync(path.join(pkg, "index.ts"), "export {}\n")
+      backdate(path.join(pkg, "index.ts"), pkg)
+      const key = JSON.stringify({ inputs: ["pkg/**", "!pkg/.cache/**"], outputs: ["pkg/dist/"] })
+      const memo: RunMemo.Memo = {
+        ...memoOf({
+          build: entryOf({
+            key,
+            inputs: [RunMemo.obsOf(ws, seeDir(pkg)), RunMemo.obsOf(ws, seeFile(path.join(pkg, "index.ts")))]
+          })
+        }),
+        workspace: ws
+      }
+      const check = () => {
+        const fresh = JSON.parse(JSON.stringify(memo)) as RunMemo.Memo
+        const h = RunMemo.holding(fresh, ws, ["build"], () => key, () => [])
+        return h.valid.has("build") ? "valid" : h.why.get("build")
+      }
+      // What the run itself made in a directory it listed: the next run is the memo's.
+      fs.mkdirSync(path.join(pkg, "dist"))
+      assert.strictEqual(check(), "valid")
+      fs.mkdirSync(path.join(pkg, ".cache"))
+      assert.strictEqual(check(), "valid")
+      fs.writeFileSync(path.join(pkg, "extra.ts"), "")
+      assert.strictEqual(check(), "pkg changed")
+      fs.rmSync(path.join(pkg, "extra.ts"))
+      // Its own output removed again: the directory lists what it listed.
+      fs.rmSync(path.join(pkg, "dist"), { recursive: true })
+      assert.strictEqual(check(), "valid")
+      // Another entry whose globs exclude nothing: the same directory gaining `dist` is a change for it.
+      const other = { ...memo.processes.build!, key: JSON.stringify({ inputs: ["pkg/**"] }) }
+      fs.mkdirSync(path.join(pkg, "dist"))
+      const h = RunMemo.holding({ ...memoOf({ other }), workspace: ws }, ws, ["other"], () => other.key, () => [])
+      assert.strictEqual(h.why.get("other"), "pkg changed")
+    }))
+
   // The one real wait of these tests: a racy window is kernel time (a file's ctime cannot be set), so it has to pass.
   const settle = (seen: ReadonlyArray<RunMemo.Seen>) =>
     eventually(

@@ -362,7 +362,7 @@ export const relativeTo = (workspace: string, abs: string): string => {
   return path.relative(workspace, abs)
 }
 
-/** Every path a process's recorded outputs are at, and every directory above them (see `memoPaths.listingHolds`). */
+/** Every path a process's recorded outputs are at, and every directory above them. */
 const outputPathsOf = (memo: Checked): ReadonlySet<string> => {
   if (memo[OUTPUT_PATHS] !== undefined) return memo[OUTPUT_PATHS]
   const paths = new Set<string>()
@@ -380,9 +380,52 @@ const outputPathsOf = (memo: Checked): ReadonlySet<string> => {
   return paths
 }
 
-/** {@link holds}, where a directory that lost only outputs still holds (see `memoPaths.listingHolds`). */
-const holdsIn = (memo: Checked) => (workspace: string, o: Obs): boolean =>
-  o[1] !== "d" ? holds(workspace, o) : MemoPaths.directoryHolds(workspace, o, outputPathsOf(memo))
+/**
+ * The paths a process's globs never take anything under, read from its config (the entry's key): each exclusion
+ * `!dir/**` without a wildcard before it, and its declared outputs (`inputs.ts` excludes them from its globs, but a
+ * path an input names as it is).
+ */
+const excludedRootsOf = (key: string): ReadonlyArray<string> => {
+  let config: { inputs?: unknown; optionalInputs?: unknown; outputs?: unknown; workingDirectory?: unknown }
+  try {
+    config = JSON.parse(key) as typeof config
+  } catch {
+    return []
+  }
+  const strings = (v: unknown): Array<string> =>
+    Array.isArray(v) ? v.filter((x): x is string => typeof x === "string") : []
+  const globs = [...strings(config.inputs), ...strings(config.optionalInputs)]
+  const literal = (p: string) => !/[*?[\]{}]/.test(p)
+  const roots = globs.filter((g) => g.startsWith("!") && g.endsWith("/**") && literal(g.slice(1, -3)))
+    .map((g) => g.slice(1, -3))
+  const named = new Set(globs.filter((g) => !g.startsWith("!") && literal(g)))
+  const wd = typeof config.workingDirectory === "string" ? config.workingDirectory : ""
+  for (const declared of strings(config.outputs)) {
+    const bare = declared.replace(/^\?/, "")
+    const at = path.posix.normalize(path.posix.join(wd, bare)).replace(/\/+$/, "")
+    if (at === "." || at === "" || at.startsWith("../") || !literal(at)) continue
+    if ([...named].some((n) => n === at || n.startsWith(`${at}/`))) continue
+    roots.push(at)
+  }
+  return roots
+}
+
+/**
+ * {@link holds}, where a directory may have gained or lost names the process's globs never take (see
+ * `excludedRootsOf`: its own outputs, made in a directory it listed, and what it excludes), and may have lost the
+ * recorded outputs of other processes: deleting `dist/` to have it written back moves the stat of the package's
+ * directory. A glob that takes another process's outputs needs a dep on it (`declarations.ts`), and then observed
+ * each of its files, which are checked on their own.
+ */
+const holdsFor = (memo: Checked, e: Entry) => {
+  let roots: ReadonlyArray<string> | undefined
+  const unseen: MemoPaths.Unseen = (p, added) => {
+    roots ??= excludedRootsOf(e.key)
+    if (roots.some((r) => p === r || p.startsWith(`${r}/`))) return true
+    return !added && outputPathsOf(memo).has(p)
+  }
+  return (workspace: string, o: Obs): boolean => MemoPaths.directoryHolds(workspace, o, unseen)
+}
 
 /**
  * Whether the path of a group's observation holds what it held (see `memoPaths.groupPathHolds`), within the check's
@@ -463,12 +506,15 @@ const changed = (memo: Checked, name: string, workspace: string, e: Entry): Evid
   if (before !== undefined) return before
   const seen = (memo[PATHS] ??= new Map())
   let path: string | undefined
+  // A directory's answer is the process's own (see `holdsFor`): not shared with others through `seen`.
+  // Only an input's: an output directory must list what the run left there (a stray file in it is written over).
+  const directoryHolds = holdsFor(memo, e)
   const holdsHere = (o: Obs) => {
-    if (o[1] !== GROUP) return holdsOnce(seen, workspace, o, holdsIn(memo))
+    if (o[1] !== GROUP) return holdsOnce(seen, workspace, o)
     path = groupChange(memo, seen, workspace, String(o[2]))
     return path === undefined
   }
-  const badInput = e.inputs.find((o) => !holdsHere(o))
+  const badInput = e.inputs.find((o) => !(o[1] === "d" ? directoryHolds(workspace, o) : holdsHere(o)))
   const bad = badInput ?? e.outputs.find((o) => !holdsHere(o))
   const why = bad === undefined ? undefined : `${bad[1] === GROUP && path !== "" ? path : bad[0]} changed`
   const evidence = { why, inputsHold: badInput === undefined }

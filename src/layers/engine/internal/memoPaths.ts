@@ -16,8 +16,6 @@ const REREAD_MAX_BYTES = 1024 * 1024
 
 const hashOf = (bytes: Uint8Array | string): string => sha256Hex(bytes)
 
-const NO_OUTPUTS: ReadonlySet<string> = new Set()
-
 /** Whether the content at `abs` is still what the evidence says (a file's: as `Shims.readStored` takes it). */
 export const contentIs = (abs: string, kind: string, evidence: string, workspace?: string): boolean => {
   try {
@@ -57,18 +55,24 @@ const statIs = (o: Obs): boolean =>
 export const holds = (workspace: string, o: Obs): boolean => {
   const there = statOf(workspace, o)
   if (o[1] === "a") return !there
-  if (o[1] === "d") return there && listingHolds(workspace, o, NO_OUTPUTS)
+  if (o[1] === "d") return there && listingHolds(workspace, o, NOTHING_UNSEEN)
   return there && statIs(o) && (o.length < 9 || contentIs(`${workspace}/${o[0]}`, o[1], String(o[8]), workspace))
 }
 
 /**
- * Whether a directory (stat in {@link st}) still lists what its globs took: its stat unchanged (and not racy), or
- * else the same directory whose names are those it had, less some that are (or hold) a process's recorded outputs.
- * Deleting `dist/` to have it written back moves its package directory's stat; the globs of that package's
- * processes never took their own outputs (and a dependent that did recorded each file under them, which is checked
- * on its own), so the listing still gives the tree it gave. A name added is a change: a glob may take it.
+ * Whether a name that is not in a directory any more (`added` false) or is new in it (`added` true) leaves what its
+ * process's globs take as it was: the path is the directory's and the name's, relative to the workspace.
  */
-const listingHolds = (workspace: string, o: Obs, outputs: ReadonlySet<string>): boolean => {
+export type Unseen = (path: string, added: boolean) => boolean
+
+const NOTHING_UNSEEN: Unseen = () => false
+
+/**
+ * Whether a directory (stat in {@link st}) still lists what its globs took: its stat unchanged (and not racy), or
+ * else the same directory whose names are those it had, but for names `unseen` says its globs never take (see
+ * `RunMemo.ts`: deleting `dist/` to have it written back moves its package directory's stat).
+ */
+const listingHolds = (workspace: string, o: Obs, unseen: Unseen): boolean => {
   if (statIs(o) && o.length < 10) return true
   if (st.dev !== o[2] || st.ino !== o[3] || st.mode !== o[4]) return false
   let now: Array<string>
@@ -78,24 +82,18 @@ const listingHolds = (workspace: string, o: Obs, outputs: ReadonlySet<string>): 
     return false
   }
   const before = String(o[8])
-  const sorted = now.sort().join("/")
-  if (sorted === before) return true
-  const had = before === "" ? [] : before.split("/")
-  if (now.length >= had.length) return false
-  const still = new Set(now)
+  if (now.sort().join("/") === before) return true
+  const had = new Set(before === "" ? [] : before.split("/"))
   const dir = o[0] === "" ? "" : `${o[0]}/`
-  let gone = 0
-  for (const name of had) {
-    if (still.has(name)) continue
-    if (!outputs.has(dir + name)) return false
-    gone++
-  }
-  return had.length - gone === now.length
+  for (const name of now) if (!had.has(name) && !unseen(dir + name, true)) return false
+  const still = new Set(now)
+  for (const name of had) if (!still.has(name) && !unseen(dir + name, false)) return false
+  return true
 }
 
-/** {@link listingHolds} of a directory observation, where names that are in `outputs` may be gone. */
-export const directoryHolds = (workspace: string, o: Obs, outputs: ReadonlySet<string>): boolean =>
-  statOf(workspace, o) && listingHolds(workspace, o, outputs)
+/** {@link listingHolds} of a directory observation, where names `unseen` allows may come and go. */
+export const directoryHolds = (workspace: string, o: Obs, unseen: Unseen): boolean =>
+  statOf(workspace, o) && listingHolds(workspace, o, unseen)
 
 /** Whether the content at `abs` is still what a group's evidence says (see `RunMemo.GROUP`). */
 const groupContentIs = (workspace: string, abs: string, kind: string, evidence: string): boolean => {
