@@ -381,38 +381,8 @@ const outputPathsOf = (memo: Checked): ReadonlySet<string> => {
 }
 
 /**
- * The paths a process's globs never take anything under, read from its config (the entry's key): each exclusion
- * `!dir/**` without a wildcard before it, and its declared outputs (`inputs.ts` excludes them from its globs, but a
- * path an input names as it is).
- */
-const excludedRootsOf = (key: string): ReadonlyArray<string> => {
-  let config: { inputs?: unknown; optionalInputs?: unknown; outputs?: unknown; workingDirectory?: unknown }
-  try {
-    config = JSON.parse(key) as typeof config
-  } catch {
-    return []
-  }
-  const strings = (v: unknown): Array<string> =>
-    Array.isArray(v) ? v.filter((x): x is string => typeof x === "string") : []
-  const globs = [...strings(config.inputs), ...strings(config.optionalInputs)]
-  const literal = (p: string) => !/[*?[\]{}]/.test(p)
-  const roots = globs.filter((g) => g.startsWith("!") && g.endsWith("/**") && literal(g.slice(1, -3)))
-    .map((g) => g.slice(1, -3))
-  const named = new Set(globs.filter((g) => !g.startsWith("!") && literal(g)))
-  const wd = typeof config.workingDirectory === "string" ? config.workingDirectory : ""
-  for (const declared of strings(config.outputs)) {
-    const bare = declared.replace(/^\?/, "")
-    const at = path.posix.normalize(path.posix.join(wd, bare)).replace(/\/+$/, "")
-    if (at === "." || at === "" || at.startsWith("../") || !literal(at)) continue
-    if ([...named].some((n) => n === at || n.startsWith(`${at}/`))) continue
-    roots.push(at)
-  }
-  return roots
-}
-
-/**
  * {@link holds}, where a directory may have gained or lost names the process's globs never take (see
- * `excludedRootsOf`: its own outputs, made in a directory it listed, and what it excludes), and may have lost the
+ * `memoPaths.excludedRootsOf`: its own outputs, made in a directory it listed, and what it excludes), and may have lost the
  * recorded outputs of other processes: deleting `dist/` to have it written back moves the stat of the package's
  * directory. A glob that takes another process's outputs needs a dep on it (`declarations.ts`), and then observed
  * each of its files, which are checked on their own.
@@ -420,7 +390,7 @@ const excludedRootsOf = (key: string): ReadonlyArray<string> => {
 const holdsFor = (memo: Checked, e: Entry) => {
   let roots: ReadonlyArray<string> | undefined
   const unseen: MemoPaths.Unseen = (p, added) => {
-    roots ??= excludedRootsOf(e.key)
+    roots ??= MemoPaths.excludedRootsOf(e.key)
     if (roots.some((r) => p === r || p.startsWith(`${r}/`))) return true
     return !added && outputPathsOf(memo).has(p)
   }

@@ -5,6 +5,7 @@
  * @internal
  */
 import * as fs from "node:fs"
+import * as path from "node:path"
 import { sha256Hex } from "../../../os/LazyCrypto.js"
 import * as RawStat from "../../../os/RawStat.js"
 import * as Shims from "../../store/Shims.js"
@@ -133,4 +134,34 @@ export const groupPathHolds = (workspace: string, o: Obs, mayReread: () => boole
 export const isRacy = (st: Pick<Stat, "mtimeNs" | "ctimeNs">, atNs: bigint): boolean => {
   const margin = st.mtimeNs % 1_000_000_000n === 0n ? 2_000_000_000n : 10_000_000n
   return st.mtimeNs + margin >= atNs || st.ctimeNs + margin >= atNs
+}
+
+/**
+ * The paths a process's globs never take anything under, read from its config (the entry's key): each exclusion
+ * `!dir/**` without a wildcard before it, and its declared outputs (`inputs.ts` excludes them from its globs, but a
+ * path an input names as it is).
+ */
+export const excludedRootsOf = (key: string): ReadonlyArray<string> => {
+  let config: { inputs?: unknown; optionalInputs?: unknown; outputs?: unknown; workingDirectory?: unknown }
+  try {
+    config = JSON.parse(key) as typeof config
+  } catch {
+    return []
+  }
+  const strings = (v: unknown): Array<string> =>
+    Array.isArray(v) ? v.filter((x): x is string => typeof x === "string") : []
+  const globs = [...strings(config.inputs), ...strings(config.optionalInputs)]
+  const literal = (p: string) => !/[*?[\]{}]/.test(p)
+  const roots = globs.filter((g) => g.startsWith("!") && g.endsWith("/**") && literal(g.slice(1, -3)))
+    .map((g) => g.slice(1, -3))
+  const named = new Set(globs.filter((g) => !g.startsWith("!") && literal(g)))
+  const wd = typeof config.workingDirectory === "string" ? config.workingDirectory : ""
+  for (const declared of strings(config.outputs)) {
+    const bare = declared.replace(/^\?/, "")
+    const at = path.posix.normalize(path.posix.join(wd, bare)).replace(/\/+$/, "")
+    if (at === "." || at === "" || at.startsWith("../") || !literal(at)) continue
+    if ([...named].some((n) => n === at || n.startsWith(`${at}/`))) continue
+    roots.push(at)
+  }
+  return roots
 }
