@@ -163,6 +163,8 @@ typedef struct {
   bool report_self;
   /** The pooled network namespace the view was started in (netpool.c), the caller's to give back; else -1. */
   int net_fd;
+  /** The process runs in a strict view: it starts without the capabilities caps.c drops. */
+  bool in_view;
 } Program;
 
 /** In the forked child: becomes the process, or reports why it could not over `report` and exits 127. */
@@ -187,6 +189,7 @@ static void become(const Program *p, int out, int err, int report) {
     _exit(127);
   }
   if (e == 0 && cwd != NULL && chdir(cwd) != 0) e = errno;
+  if (e == 0 && p->in_view) e = drop_capabilities();
   if (e == 0) e = exec_in(p->argv, p->env);
   Report m = {REPORT_ERRNO, e};
   ssize_t ignored = write(report, &m, sizeof m);
@@ -234,6 +237,7 @@ static void become_reaper(const Program *p, int out, int err, int report) {
     inner.namespace = NULL;
     inner.view = NULL;
     inner.report_self = true;
+    inner.in_view = true;
   }
   pid_t pid = fork();
   if (pid == 0) {
@@ -387,7 +391,7 @@ static void start_post_mortem(void) {
   int log = open(armed.log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
   if (log < 0) log = open("/dev/null", O_WRONLY | O_CLOEXEC);
   // Nothing is left to tell if it fails: the engine is gone, and this process's stderr with it.
-  Program p = {armed.argv.items, environ, NULL, NULL, NULL, -1, false, -1};
+  Program p = {armed.argv.items, environ, NULL, NULL, NULL, -1, false, -1, false};
   start_child(&p, -1, log, NULL, NULL);
 }
 

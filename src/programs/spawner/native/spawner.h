@@ -133,6 +133,8 @@ typedef struct {
  * /usr/bin:/bin without one. Returns the errno that ends the search (exec.c).
  */
 int exec_in(char *const *argv, char *const *env);
+/** caps.c: in the strict view, before exec, every capability but those a build needs for its own files goes. */
+int drop_capabilities(void);
 /**
  * The next report from a reaper or its process; false once every writer is gone. `*sender` is the pid (as the
  * spawner sees it) of the process that wrote it, from the credentials the kernel attaches, and `*passed` the
