@@ -7,8 +7,9 @@ import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import * as ConfigText from "./ConfigText.js"
 import * as DurationText from "./DurationText.js"
-import { Expected, problemsOf } from "./internal/configIssues.js"
-import { escapeControls, pathText, quoted } from "./internal/fieldText.js"
+import { Expected, problemsOf, reservedKeyIn } from "./internal/configIssues.js"
+import * as Salvage from "./internal/configSalvage.js"
+import { pathText, problemText, quoted } from "./internal/fieldText.js"
 import { placesUnder, problemsIn } from "./internal/processChecks.js"
 import { CachePolicy } from "./Process.js"
 import { needsResolving } from "./ResolvedConfig.js"
@@ -295,37 +296,6 @@ export const ConfigProblem = Schema.Struct({
  */
 export type ConfigProblem = typeof ConfigProblem.Type
 
-/** How wide a quoted line may be: a config written on one line (a generated one) is shown around the error. */
-const QUOTE_WIDTH = 100
-
-/** The line of the file an error is at, and a caret under its column: two lines, escaped. */
-const quotedLine = (location: typeof LocationSchema.Type): string => {
-  // A tab would put the caret under another character; a control character is escaped, as every quoted value is.
-  let text = location.text.replace(/\t/g, " ")
-  let column = location.column - 1
-  if (text.length > QUOTE_WIDTH) {
-    const from = Math.max(0, column - QUOTE_WIDTH / 2)
-    const cut = text.slice(from, from + QUOTE_WIDTH)
-    text = `${from > 0 ? "…" : ""}${cut}${from + QUOTE_WIDTH < location.text.length ? "…" : ""}`
-    column = column - from + (from > 0 ? 1 : 0)
-  }
-  const caretAt = escapeControls(text.slice(0, column)).length
-  return `  ${escapeControls(text)}\n  ${" ".repeat(caretAt)}^`
-}
-
-/** A problem as its lines say it: `file:LINE:COL: path: detail`, then the line and a caret when it is located. */
-const problemText = (file: string, problem: ConfigProblem): string => {
-  const where = problem.location === undefined ? file : `${file}:${problem.location.line}:${problem.location.column}`
-  const head = escapeControls(
-    file === ""
-      ? problem.detail
-      : problem.path === ""
-      ? `${where}: ${problem.detail}`
-      : `${where}: ${problem.path}: ${problem.detail}`
-  )
-  return problem.location === undefined ? head : `${head}\n${quotedLine(problem.location)}`
-}
-
 /**
  * A configuration error: a line naming the file (with the line and column when known), the field and what is
  * wrong, the file's line with a caret under the place; and every further error of the file (`more`), each the same
@@ -497,11 +467,45 @@ export const isPlainConfig = (json: unknown): json is Config => {
  * @category parsing
  */
 export const parse = (file: string, text: string): Either.Either<Config, InvalidConfig> =>
-  Either.flatMap(decode(file, text), (config) => {
+  Either.flatMap(Either.mapLeft(decode(file, text), (e) => withTheRest(file, text, e)), (config) => {
     if (config.tasks !== undefined || needsResolving(config)) return Either.right(config)
     const found = problemsIn(config, placesUnder((name) => ["processes", name]))
     return found.length === 0 ? Either.right(config) : Either.left(invalidAt(file, found, text))
   })
+
+/**
+ * The config `text` has without the values the schema refused, and where they were (see `configSalvage.ts`): what a
+ * task expansion checks for the rest of a file's errors.
+ *
+ * @since 0.1.0
+ * @category parsing
+ */
+export const salvaged = (text: string): Salvaged | undefined => {
+  const s = Salvage.salvage(text, Schema.decodeUnknownEither(Config, { onExcessProperty: "error", errors: "all" }), (
+    issue
+  ) => problemsOf(issue, PROCESS_FIELDS, DEFAULTS_FIELDS))
+  return s && { ...s, merged: (schema, checks) => Salvage.merged(schema, checks, s.broken, invalidConfig) }
+}
+
+/**
+ * What {@link salvaged} gives: the config, and the schema's error with the checks' errors of that config added (but
+ * those in an entry the schema refused part of), in the file's order.
+ *
+ * @since 0.1.0
+ * @category parsing
+ */
+export interface Salvaged extends Salvage.Pruned {
+  readonly config: Config
+  readonly merged: (schema: InvalidConfig, checks: InvalidConfig) => InvalidConfig
+}
+
+/** A schema's error with the checks' errors of the rest of the config (see `configSalvage.ts`). */
+const withTheRest = (file: string, text: string, error: InvalidConfig): InvalidConfig => {
+  const s = salvaged(text)
+  if (s === undefined || s.config.tasks !== undefined || needsResolving(s.config)) return error
+  const found = problemsIn(s.config, placesUnder((name) => ["processes", name]), new Set(s.gone))
+  return found.length === 0 ? error : s.merged(error, invalidAt(file, found, text))
+}
 
 /**
  * The text of a config file as a config, its fields valid, the graph unchecked (see {@link check}).
@@ -575,14 +579,3 @@ export const check = (
  */
 export const findingsIn = (config: Config, placeOf: PlaceOf, known?: ReadonlySet<string>): Array<Finding> =>
   problemsIn(config, placeOf, known)
-
-/** The path of the first own `__proto__` key in `json`'s objects, if any. */
-const reservedKeyIn = (json: unknown, at: Array<PropertyKey>): Array<PropertyKey> | undefined => {
-  if (typeof json !== "object" || json === null) return undefined
-  if (!Array.isArray(json) && Object.hasOwn(json, "__proto__")) return [...at, "__proto__"]
-  for (const [k, v] of Object.entries(json)) {
-    const found = reservedKeyIn(v, [...at, Array.isArray(json) ? Number(k) : k])
-    if (found !== undefined) return found
-  }
-  return undefined
-}

@@ -106,6 +106,38 @@ describe("kiln.json's defaults and tasks: every error in one run", () => {
       ])
     }))
 
+  it.scoped("schema errors and the errors found after them, in one run: those of the entries the schema took", () =>
+    Effect.gen(function*() {
+      const { kiln, ws } = yield* workspace("true")
+      fs.writeFileSync(
+        path.join(ws, "kiln.json"),
+        `{\n  "tasks": {\n    "build": { "deps": ["^build", "web#build"] },\n    "test": { "cache": "no" }\n  },\n` +
+          `  "processes": {\n    "gen": { "argv": ["true"], "deps": ["gne"] },\n` +
+          `    "bad": { "argv": "true", "deps": ["nothing"] }\n  }\n}\n`
+      )
+      const r = yield* kiln(["run"])
+      assert.strictEqual(r.code, 2, r.stderr)
+      // `bad`'s unknown dep is not said: its entry is the schema's to fix first.
+      assert.deepStrictEqual(r.stderr.split("\n").filter((l) => l.startsWith("kiln: ")), [
+        "kiln: kiln.json:3:35: tasks.build.deps[1]: no workspace package is named \"web\"",
+        "kiln: kiln.json:4:24: tasks.test.cache: expected one of \"always\", \"successful\", \"never\"",
+        "kiln: kiln.json:7:41: processes.gen.deps[0]: unknown process \"gne\": did you mean \"gen\"?",
+        "kiln: kiln.json:8:22: processes.bad.argv: expected an array of strings, e.g. [\"true\"]"
+      ])
+      // Without tasks, the same: the processes' checks after the schema's.
+      fs.writeFileSync(
+        path.join(ws, "kiln.json"),
+        `{\n  "processes": {\n    "gen": { "argv": ["true"], "deps": ["gne"] },\n` +
+          `    "bad": { "argv": ["true"], "timeout": 5 }\n  }\n}\n`
+      )
+      const plain = yield* kiln(["run"])
+      assert.strictEqual(plain.code, 2, plain.stderr)
+      assert.deepStrictEqual(plain.stderr.split("\n").filter((l) => l.startsWith("kiln: ")), [
+        "kiln: kiln.json:3:41: processes.gen.deps[0]: unknown process \"gne\": did you mean \"gen\"?",
+        "kiln: kiln.json:4:43: processes.bad.timeout: expected a duration such as \"60s\""
+      ])
+    }))
+
   it.scoped("a process a task gives that conflicts with another: said at the task's entry, naming the package", () =>
     Effect.gen(function*() {
       const { kiln, ws } = yield* workspace("true")

@@ -202,3 +202,14 @@ export const problemsOf = (
     return true
   })
 }
+
+/** The path of the first own `__proto__` key in `json`'s objects, if any. */
+export const reservedKeyIn = (json: unknown, at: Array<PropertyKey>): Array<PropertyKey> | undefined => {
+  if (typeof json !== "object" || json === null) return undefined
+  if (!Array.isArray(json) && Object.hasOwn(json, "__proto__")) return [...at, "__proto__"]
+  for (const [k, v] of Object.entries(json)) {
+    const found = reservedKeyIn(v, [...at, Array.isArray(json) ? Number(k) : k])
+    if (found !== undefined) return found
+  }
+  return undefined
+}

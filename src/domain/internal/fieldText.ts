@@ -32,3 +32,48 @@ export const pathText = (path: ReadonlyArray<PropertyKey>) =>
       ? `${i === 0 ? "" : "."}${String(p)}`
       : `[${quoted(String(p))}]`
   ).join("")
+
+/** Where a problem is in its file: the line, the column, and the line's text. */
+interface Located {
+  readonly line: number
+  readonly column: number
+  readonly text: string
+}
+
+/** How wide a quoted line may be: a config written on one line (a generated one) is shown around the error. */
+const QUOTE_WIDTH = 100
+
+/** The line of the file an error is at, and a caret under its column: two lines, escaped. */
+const quotedLine = (location: Located): string => {
+  // A tab would put the caret under another character; a control character is escaped, as every quoted value is.
+  let text = location.text.replace(/\t/g, " ")
+  let column = location.column - 1
+  if (text.length > QUOTE_WIDTH) {
+    const from = Math.max(0, column - QUOTE_WIDTH / 2)
+    const cut = text.slice(from, from + QUOTE_WIDTH)
+    text = `${from > 0 ? "…" : ""}${cut}${from + QUOTE_WIDTH < location.text.length ? "…" : ""}`
+    column = column - from + (from > 0 ? 1 : 0)
+  }
+  const caretAt = escapeControls(text.slice(0, column)).length
+  return `  ${escapeControls(text)}\n  ${" ".repeat(caretAt)}^`
+}
+
+/**
+ * A problem as its lines say it: `file:LINE:COL: path: detail`, then the line and a caret when it is located.
+ *
+ * @internal
+ */
+export const problemText = (
+  file: string,
+  problem: { readonly path: string; readonly detail: string; readonly location?: Located | undefined }
+): string => {
+  const where = problem.location === undefined ? file : `${file}:${problem.location.line}:${problem.location.column}`
+  const head = escapeControls(
+    file === ""
+      ? problem.detail
+      : problem.path === ""
+      ? `${where}: ${problem.detail}`
+      : `${where}: ${problem.path}: ${problem.detail}`
+  )
+  return problem.location === undefined ? head : `${head}\n${quotedLine(problem.location)}`
+}

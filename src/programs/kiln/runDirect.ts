@@ -10,7 +10,7 @@ import * as Option from "effect/Option"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { InvalidConfig, isPlainConfig, parse as parseConfig } from "../../domain/Config.js"
+import { InvalidConfig, isPlainConfig, parse as parseConfig, salvaged as configSalvaged } from "../../domain/Config.js"
 import type { Config } from "../../domain/Config.js"
 import * as GraphOrder from "../../domain/GraphOrder.js"
 import * as ResolvedConfig from "../../domain/ResolvedConfig.js"
@@ -66,7 +66,7 @@ export const loadConfig = (file: string) =>
       )
     }
     return Either.match(parseConfig(path.basename(file), text), {
-      onLeft: Effect.fail,
+      onLeft: (error) => withTheTasksErrors(file, text, error),
       onRight: (config) =>
         config.tasks === undefined && !ResolvedConfig.needsResolving(config)
           ? Effect.map(
@@ -84,6 +84,28 @@ export const loadConfig = (file: string) =>
           )
     })
   })
+
+/**
+ * A schema error of a config with tasks or values to pass, with the errors their expansion finds in what the schema
+ * did not refuse (`Config.salvaged`): every error of the file in one run.
+ */
+const withTheTasksErrors = (file: string, text: string, error: InvalidConfig) => {
+  const salvaged = configSalvaged(text)
+  if (
+    salvaged === undefined || (salvaged.config.tasks === undefined && !ResolvedConfig.needsResolving(salvaged.config))
+  ) {
+    return Effect.fail(error)
+  }
+  return TaskExpansion.expand(path.dirname(file), path.basename(file), salvaged.config, process.env, text).pipe(
+    Effect.matchEffect({
+      onFailure: (more) =>
+        Effect.fail(
+          more instanceof InvalidConfig ? salvaged.merged(error, more) : error
+        ),
+      onSuccess: () => Effect.fail(error)
+    })
+  )
+}
 
 /** `kiln run`'s arguments, parsed: its names, and a value for every option of its table. */
 export type RunArgs = { readonly names: Array<string> } & ValuesOf<typeof RUN_OPTIONS>

@@ -436,7 +436,7 @@ static void spawn_request(const Request *r) {
   view.gid = getgid();
   Program p = {
     r->argv.items, r->env.n == 0 ? no_env : r->env.items, r->cwd, r->has_namespace ? &r->namespace : NULL,
-    view.on ? &view : NULL, -1, false, -1
+    view.on ? &view : NULL, -1, false, -1, false
   };
   bool in_namespace = false;
   pid_t pid = start_child(&p, fds[0], fds[1], &reaper, &in_namespace);
