@@ -25,15 +25,12 @@ const snapshotInSession = (store: Store.Service, ws: string) =>
 const nodeModulesOf = (store: Store.Service, root: Digest.Digest) =>
   Effect.map(store.getDirectory(root), (d) => d.directories.find((x) => x.name === "node_modules")!.digest)
 
-/** Moves a file's times away from "just now", so that no stat of it is racy when a session walks it. */
-const settle = (ws: string) => {
-  const past = new Date(Date.now() - 60_000)
-  const visit = (p: string) => {
-    if (fs.lstatSync(p).isDirectory()) { for (const n of fs.readdirSync(p)) visit(path.join(p, n)) }
-    fs.utimesSync(p, past, past)
-  }
-  visit(path.join(ws, "node_modules"))
-}
+/**
+ * Moves the times of the workspace's node_modules away from "just now", and waits out the racy margin of the ctimes
+ * that moving them set, so that no stat of it is racy when a session walks it (without the wait, a session right
+ * after found them racy, depending on how fast the test ran).
+ */
+const settle = (ws: string) => settleTimes(path.join(ws, "node_modules"))
 
 describe("whole directories across sessions", () => {
   it.scoped("the next session takes the directory as it was, and sees every kind of change", () =>
