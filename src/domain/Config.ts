@@ -484,7 +484,10 @@ export const salvaged = (text: string): Salvaged | undefined => {
   const s = Salvage.salvage(text, Schema.decodeUnknownEither(Config, { onExcessProperty: "error", errors: "all" }), (
     issue
   ) => problemsOf(issue, PROCESS_FIELDS, DEFAULTS_FIELDS))
-  return s && { ...s, merged: (schema, checks) => Salvage.merged(schema, checks, s.broken, invalidConfig) }
+  if (s === undefined) return undefined
+  const merged = (schema: InvalidConfig, checks: InvalidConfig) =>
+    Salvage.merged(schema, checks, s.broken, invalidConfig)
+  return { config: s.config, broken: s.broken, gone: s.gone, merged }
 }
 
 /**
@@ -494,8 +497,12 @@ export const salvaged = (text: string): Salvaged | undefined => {
  * @since 0.1.0
  * @category parsing
  */
-export interface Salvaged extends Salvage.Pruned {
+export interface Salvaged {
   readonly config: Config
+  /** `processes.NAME`, `tasks.NAME`, `defaults.FIELD`: the entries the schema refused part of. */
+  readonly broken: ReadonlyArray<string>
+  /** Processes left out whole. */
+  readonly gone: ReadonlyArray<string>
   readonly merged: (schema: InvalidConfig, checks: InvalidConfig) => InvalidConfig
 }
 
