@@ -159,7 +159,9 @@ const kilnJson = (ws: PeerWorkspace): string => {
       inputs: [`${t.dir}/src/**`],
       ...(t.deps.length > 0 ? { deps: t.deps } : {}),
       outputs: [t.output],
-      env: { PATH }
+      env: { PATH },
+      // The strict sandbox shows a process only what it declares: the esbuild binary is outside the workspace.
+      ...(ws.case.kind === "esbuild" ? { hostPaths: [path.dirname(ws.esbuild)] } : {})
     }
   }
   return JSON.stringify({ processes }, null, 1)
