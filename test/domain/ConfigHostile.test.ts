@@ -172,3 +172,14 @@ describe("kiln.json nested past any depth kiln.json needs", () => {
     assert.isTrue(Either.isRight(Config.parse("kiln.json", json)))
   })
 })
+
+describe("the rest of a config's errors, past the schema's", () => {
+  it("a refused value under a key that names a prototype salvages nothing and touches no prototype", () => {
+    const text = `{"processes":{"__proto__":{"argv":5},"constructor":{"argv":6},"a":{"argv":["x"],"deps":["zz"]}}}`
+    const parsed = Config.parse("kiln.json", text)
+    assert.isTrue(Either.isLeft(parsed))
+    assert.isUndefined((Object.prototype as Record<string, unknown>).argv)
+    assert.isUndefined(Config.salvaged(text))
+    assert.isFunction(({}).constructor)
+  })
+})

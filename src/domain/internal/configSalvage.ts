@@ -42,6 +42,8 @@ export const prune = (json: unknown, refused: ReadonlyArray<Refused>, wholeEntri
   const gone = new Set<string>()
   for (const refusal of refused) {
     const at = wholeEntries ? refusal.at.slice(0, 2) : refusal.at
+    // A key that names a prototype would walk out of the file's own objects: nothing is salvaged from such a file.
+    if (at.some((k) => k === "__proto__" || k === "constructor" || k === "prototype")) return undefined
     const [section, entry] = at
     if (typeof section !== "string" || !SECTIONS.has(section) || at.length < 2) return undefined
     broken.add(`${section}.${String(entry)}`)
