@@ -22,6 +22,37 @@ const snapshotInSession = (store: Store.Service, ws: string) =>
     return yield* taken!
   }))
 
+/** Each directory's saved walk (`<index>.wholes/<hash>.json`), by the directory's path. */
+const savedWholes = (store: Store.Service): Record<string, { digest: string; savedAtNs: string; file: string }> => {
+  const dir = path.join(store.options.root, "stat-index")
+  const wholes = fs.readdirSync(dir).find((n) => n.endsWith(".wholes"))
+  if (wholes === undefined) return {}
+  return Object.fromEntries(
+    fs.readdirSync(path.join(dir, wholes)).map((n) => {
+      const file = path.join(dir, wholes, n)
+      const saved = JSON.parse(fs.readFileSync(file, "utf8")) as { abs: string; digest: string; savedAtNs: string }
+      return [saved.abs, { ...saved, file }]
+    })
+  )
+}
+
+/** The paths the workspace's stat index holds. */
+const indexed = (store: Store.Service): Array<string> => {
+  const dir = path.join(store.options.root, "stat-index")
+  const file = fs.readdirSync(dir).find((n) => n.endsWith(".json"))!
+  return Object.keys((JSON.parse(fs.readFileSync(path.join(dir, file), "utf8")) as { entries: object }).entries)
+}
+
+/** A snapshot in a session of its own, with how many files the session hashed. */
+const countedSession = (store: Store.Service, ws: string, hashed: Array<number>) =>
+  Effect.scoped(Effect.gen(function*() {
+    const session = yield* store.snapshotSession(ws)
+    const [taken] = yield* store.snapshotMany(ws, [{ globs: GLOBS, observe: true }], session)
+    const snapshot = yield* taken!
+    hashed.push(session.hashed)
+    return snapshot
+  }))
+
 const nodeModulesOf = (store: Store.Service, root: Digest.Digest) =>
   Effect.map(store.getDirectory(root), (d) => d.directories.find((x) => x.name === "node_modules")!.digest)
 
@@ -43,12 +74,8 @@ describe("whole directories across sessions", () => {
       const store = yield* tempStore()
       const first = yield* snapshotInSession(store, ws)
       assert.strictEqual(first.wholeDirectories.length, 2)
-      const dir = path.join(store.options.root, "stat-index")
-      const saved = JSON.parse(
-        fs.readFileSync(path.join(dir, fs.readdirSync(dir).find((n) => n.endsWith(".wholes.json"))!), "utf8")
-      ) as { dirs: Record<string, { digest: string }> }
       assert.strictEqual(
-        saved.dirs[path.join(ws, "node_modules")]!.digest,
+        savedWholes(store)[path.join(ws, "node_modules")]!.digest,
         Digest.format(yield* nodeModulesOf(store, first.digest))
       )
       const again = yield* snapshotInSession(store, ws)
@@ -92,14 +119,7 @@ describe("whole directories across sessions", () => {
         fs.renameSync(`${lock}.tmp`, lock)
         // Its directory and it, no longer racy; nothing else is touched.
         settleTimes(path.join(ws, "node_modules/p1"))
-        const sessionOf = (hashed: Array<number>) =>
-          Effect.scoped(Effect.gen(function*() {
-            const session = yield* store.snapshotSession(ws)
-            const [taken] = yield* store.snapshotMany(ws, [{ globs: GLOBS, observe: true }], session)
-            const snapshot = yield* taken!
-            hashed.push(session.hashed)
-            return snapshot
-          }))
+        const sessionOf = (hashed: Array<number>) => countedSession(store, ws, hashed)
         const hashed: Array<number> = []
         const again = yield* sessionOf(hashed)
         assert.deepStrictEqual(again.digest, first.digest)
@@ -133,5 +153,108 @@ describe("whole directories across sessions", () => {
       const again = yield* snapshotInSession(store, ws)
       assert.deepStrictEqual(again.digest, first.digest)
       assert.isTrue(yield* store.hasFile(f))
+    }))
+  it.scoped(
+    "an edit rewrites only its own directory's saved walk, and the stat index keeps no file of a directory taken whole",
+    () =>
+      Effect.gen(function*() {
+        const ws = yield* tempDir("kiln-wholes-apart-")
+        const files: Record<string, string> = { "src/a.txt": "a\n", "src/b.txt": "b\n" }
+        for (let i = 0; i < 40; i++) files[`node_modules/p${i % 4}/f${i}.js`] = `${i}\n`
+        writeTree(ws, files)
+        settle(ws)
+        settleTimes(path.join(ws, "src"))
+        const store = yield* tempStore()
+        const first = yield* snapshotInSession(store, ws)
+        const before = savedWholes(store)
+        assert.deepStrictEqual(Object.keys(before).sort(), [path.join(ws, "node_modules"), path.join(ws, "src")])
+        // Their files are in their saved walks: the index would be read and written by every edit run.
+        assert.deepStrictEqual(indexed(store).filter((p) => p.startsWith(ws + path.sep)), [])
+        const nodeModulesBytes = fs.readFileSync(before[path.join(ws, "node_modules")]!.file, "utf8")
+
+        fs.writeFileSync(path.join(ws, "src/a.txt"), "A\n")
+        // Only the file edited: its neighbours keep the stats the saved walk has.
+        settleTimes(path.join(ws, "src/a.txt"))
+        const hashed: Array<number> = []
+        const edited = yield* countedSession(store, ws, hashed)
+        assert.notDeepEqual(edited.digest, first.digest)
+        // src/ walked again: a.txt read, b.txt taken by its saved hash.
+        assert.deepStrictEqual(hashed, [1])
+        const after = savedWholes(store)
+        assert.notStrictEqual(after[path.join(ws, "src")]!.savedAtNs, before[path.join(ws, "src")]!.savedAtNs)
+        assert.strictEqual(
+          after[path.join(ws, "node_modules")]!.savedAtNs,
+          before[path.join(ws, "node_modules")]!.savedAtNs
+        )
+        assert.strictEqual(fs.readFileSync(after[path.join(ws, "node_modules")]!.file, "utf8"), nodeModulesBytes)
+        assert.deepStrictEqual(indexed(store).filter((p) => p.startsWith(ws + path.sep)), [])
+      })
+  )
+
+  it.scoped("a directory that changed is walked again, taking each unchanged file by its saved hash, not its bytes", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempDir("kiln-wholes-previous-")
+      const files: Record<string, string> = { "src/a.txt": "a\n" }
+      for (let i = 0; i < 40; i++) files[`node_modules/p${i % 4}/f${i}.js`] = `${i}\n`
+      writeTree(ws, files)
+      settle(ws)
+      const store = yield* tempStore()
+      const first = yield* snapshotInSession(store, ws)
+      fs.writeFileSync(path.join(ws, "node_modules/p1/f5.js"), "9\n")
+      settleTimes(path.join(ws, "node_modules/p1/f5.js"))
+      const hashed: Array<number> = []
+      const edited = yield* countedSession(store, ws, hashed)
+      assert.notDeepEqual(yield* nodeModulesOf(store, edited.digest), yield* nodeModulesOf(store, first.digest))
+      // The one file that changed, of 40, and the stat index held none of them.
+      assert.deepStrictEqual(hashed, [1])
+      // What it took is right: the tree is the one a store without any saved walk takes.
+      const fresh = yield* tempStore()
+      assert.deepStrictEqual((yield* snapshotInSession(fresh, ws)).digest, edited.digest)
+
+      // A saved hash whose stat is within a tick of the walk's save is not vouched for by its stat: read again.
+      const saved = savedWholes(store)[path.join(ws, "node_modules")]!
+      const json = JSON.parse(fs.readFileSync(saved.file, "utf8")) as { savedAtNs: string }
+      json.savedAtNs = String(fs.statSync(path.join(ws, "node_modules/p2/f6.js"), { bigint: true }).mtimeNs)
+      fs.writeFileSync(saved.file, JSON.stringify(json))
+      fs.writeFileSync(path.join(ws, "node_modules/p3/f7.js"), "8\n")
+      settleTimes(path.join(ws, "node_modules/p3/f7.js"))
+      const again: Array<number> = []
+      yield* countedSession(store, ws, again)
+      assert.isAtLeast(again[0]!, 2)
+    }))
+
+  it.scoped("a glob over part of a directory taken whole takes its files by the saved walk's hashes too", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempDir("kiln-wholes-part-")
+      const files: Record<string, string> = { "src/a.txt": "a\n" }
+      for (let i = 0; i < 40; i++) files[`node_modules/p${i % 4}/f${i}.js`] = `${i}\n`
+      writeTree(ws, files)
+      settle(ws)
+      const store = yield* tempStore()
+      yield* snapshotInSession(store, ws)
+      const hashed: Array<number> = []
+      yield* Effect.scoped(Effect.gen(function*() {
+        const session = yield* store.snapshotSession(ws)
+        const taken = yield* store.snapshotMany(ws, [{ globs: GLOBS }, { globs: ["node_modules/p1/*.js"] }], session)
+        for (const t of taken) yield* t
+        hashed.push(session.hashed)
+      }))
+      // Not in the stat index (see above), and not read again either.
+      assert.deepStrictEqual(hashed, [0])
+    }))
+
+  it.scoped("a saved walk found under another directory's name is not taken for it", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempDir("kiln-wholes-collide-")
+      writeTree(ws, { "src/a.txt": "a\n", "node_modules/p/f.js": "f\n" })
+      settle(ws)
+      settleTimes(path.join(ws, "src"))
+      const store = yield* tempStore()
+      const first = yield* snapshotInSession(store, ws)
+      const saved = savedWholes(store)
+      // src's file replaced by node_modules' saved walk: taken for src, it would put node_modules' tree there.
+      fs.copyFileSync(saved[path.join(ws, "node_modules")]!.file, saved[path.join(ws, "src")]!.file)
+      const again = yield* snapshotInSession(store, ws)
+      assert.deepStrictEqual(again.digest, first.digest)
     }))
 })

@@ -39,6 +39,8 @@ interface Walk {
   readonly batch: Batch
   /** Inside a directory taken whole: its subdirectories are part of its walk, not shared on their own. */
   readonly inWhole?: boolean
+  /** The last saved walk of the directory taken whole that this walk is in, if any: its files' hashes by stat. */
+  readonly previous?: WholeDirs.Previous | undefined
   /** The directories taken whole that this walk used (see `wholeDirs`). */
   readonly wholes?: Set<string>
   /** Which include globs matched a path the tree holds (`snapshotMany`'s `unmatched`). */
@@ -72,14 +74,21 @@ type Step<A> = A | Effect.Effect<A, StoreError>
 const run = <A>(step: Step<A>): Effect.Effect<A, StoreError> => Effect.isEffect(step) ? step : Effect.succeed(step)
 
 const readFileNode = (w: Walk, abs: string, useIndex = true): Step<FileNode | undefined> => {
-  if (w.index !== undefined && useIndex && StatIndex.mayKnow(w.index, abs)) {
+  const previous = w.previous ??
+    (w.index !== undefined && w.inWhole !== true ? WholeDirs.enclosingPrevious(w.index, abs) : undefined)
+  const known = previous?.files.has(abs) === true
+  if (w.index !== undefined && useIndex && (known || StatIndex.mayKnow(w.index, abs))) {
     let st: fs.BigIntStats | undefined
     try {
       st = fs.lstatSync(abs, { bigint: true })
     } catch (e) {
       if (errnoOf(e) === "ENOENT") return undefined
     }
-    const digest = st === undefined || !st.isFile() ? undefined : StatIndex.lookupStored(w.index, abs, st)
+    const inWhole = w.inWhole === true
+    const digest = st === undefined || !st.isFile()
+      ? undefined
+      : (known ? WholeDirs.previousDigest(previous!, abs, st) : undefined) ??
+        (StatIndex.mayKnow(w.index, abs) ? StatIndex.lookupStored(w.index, abs, st, inWhole) : undefined)
     if (st !== undefined && digest !== undefined) {
       // The index vouches for the bytes on disk, not for the store: a collected blob is read again.
       const present = Core.hasFileSync(w.core, digest)
@@ -124,7 +133,7 @@ const readFileNode = (w: Walk, abs: string, useIndex = true): Step<FileNode | un
   const normalized = bytes !== raw
   const remember = <A extends { digest: Digest.Digest }>(r: A): A => {
     if (w.index !== undefined && (normalized ? raw!.length === size : r.digest.sizeBytes === size)) {
-      StatIndex.record(w.index, abs, st, r.digest.hash, normalized ? r.digest.sizeBytes : undefined)
+      StatIndex.record(w.index, abs, st, r.digest.hash, normalized ? r.digest.sizeBytes : undefined, w.inWhole === true)
     }
     w.observe?.push(Observation.present("f", abs, st, r.digest.hash))
     w.read?.push([abs, r.digest])
@@ -339,10 +348,11 @@ const walkWhole = (w: Walk, abs: string, rel: string): Effect.Effect<Tree.Node |
       whole.set(abs, entry)
       return Effect.succeed(took(entry))
     }
-    w.index!.wholesWalked = true
+    w.index!.wholesFresh.add(abs)
     const observations: Array<Observation.SnapshotObservation> = []
     const walkedNs = BigInt(Date.now()) * 1_000_000n
-    const inner: Walk = { ...w, observe: observations, inWhole: true, matched: undefined }
+    const previous = WholeDirs.previousOf(w.index!, abs)
+    const inner: Walk = { ...w, observe: observations, inWhole: true, matched: undefined, previous }
     return Effect.map(walkDir(inner, abs, rel, child), () => {
       // Its tree is the directory on disk, empty directories included (see `walkDir`): it may stand in for its tree
       // unless a path changed so recently that another change could leave its stat as it is.

@@ -78,8 +78,13 @@ export interface StatIndex {
   readonly wholeDirs: Map<string, WholeDir>
   /** Tree nodes of this session already encoded and stored, with their digests (see `Tree.encode`). */
   readonly encoded: WeakMap<Tree.Node, Digest.Digest>
-  /** Whether a directory was walked whole afresh this session (the saved ones then change). */
-  wholesWalked: boolean
+  /** Directories walked whole afresh this session, or whose saved walk was read again: saved anew (`wholeDirs.ts`). */
+  readonly wholesFresh: Set<string>
+  /**
+   * Files looked up or recorded by a walk outside a directory taken whole (a glob over part of it, a file named
+   * exactly): kept in the index even where they are under one (see {@link save}).
+   */
+  readonly touched: Set<string>
   /** The store's generation when the session began (see `wholeDirs.ts`). */
   readonly generation: string
   /** The workspace, resolved: what the paths given to `progress` are relative to. */
@@ -122,7 +127,8 @@ export const open = (storeRoot: string, workspace: string, options?: SessionOpti
     dirs: new Map(),
     wholeDirs: new Map(),
     encoded: new WeakMap(),
-    wholesWalked: false,
+    wholesFresh: new Set(),
+    touched: new Set(),
     generation: Generation.read(storeRoot),
     workspace: path.resolve(workspace),
     progress: options?.progress
@@ -203,7 +209,13 @@ export const mayKnow = (index: StatIndex, abs: string): boolean =>
  *
  * @internal
  */
-export const lookupStored = (index: StatIndex, abs: string, st: fs.BigIntStats): Digest.Digest | undefined => {
+export const lookupStored = (
+  index: StatIndex,
+  abs: string,
+  st: fs.BigIntStats,
+  inWhole = false
+): Digest.Digest | undefined => {
+  if (!inWhole) index.touched.add(abs)
   if (index.loaded === undefined && index.unloadedMisses < UNLOADED_HASHES) {
     index.unloadedMisses++
     return undefined
@@ -256,8 +268,10 @@ export const record = (
   abs: string,
   st: fs.BigIntStats,
   hash: string,
-  storedSize?: number
+  storedSize?: number,
+  inWhole = false
 ): void => {
+  if (!inWhole) index.touched.add(abs)
   if (index.loaded === undefined) {
     index.unrecorded.push([abs, st, hash, storedSize])
     return
@@ -291,13 +305,39 @@ export const readdir = (index: StatIndex, abs: string): Listing => {
   return listing
 }
 
-/** Saves the index atomically if anything changed; the save time makes later lookups race-safe. @internal */
+/**
+ * Whether `abs` is under a directory this session took whole: its files are kept with that directory's saved walk
+ * (`wholeDirs.ts`), not here, unless a walk outside it looked them up too, or it is a shim (see `Shims.ts`).
+ */
+const keptElsewhere = (index: StatIndex, abs: string, e: Entry): boolean => {
+  // A shim's: what the store took is not its bytes on disk, and only this entry says how large it was.
+  if (e[7] !== undefined || index.touched.has(abs) || index.wholeDirs.size === 0) return false
+  for (let dir = path.dirname(abs); dir.length >= index.workspace.length; dir = path.dirname(dir)) {
+    if (index.wholeDirs.has(dir)) return true
+    if (dir === path.dirname(dir)) break
+  }
+  return false
+}
+
+/**
+ * Saves the index atomically if anything changed, without the files of directories taken whole (their saved walks
+ * hold them); the save time makes later lookups race-safe.
+ *
+ * @internal
+ */
 export const save = (index: StatIndex): void => {
   WholeDirs.save(index, index.generation)
   // Never read: nothing it holds changed (what was hashed meanwhile is in the run memo).
   if (index.loaded === undefined) return
   const { entries } = index.loaded
-  if (!index.dirty && index.loaded.savedAtNs !== 0n) return
+  let dropped = false
+  for (const [abs, e] of entries) {
+    if (keptElsewhere(index, abs, e)) {
+      entries.delete(abs)
+      dropped = true
+    }
+  }
+  if (!index.dirty && !dropped && index.loaded.savedAtNs !== 0n) return
   mkdirp(path.dirname(index.file))
   const savedAtNs = BigInt(Date.now()) * 1_000_000n
   AtomicFile.write(

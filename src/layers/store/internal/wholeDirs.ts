@@ -1,9 +1,15 @@
 /**
- * Directories taken whole (see `StatIndex.wholeDirs`), kept from one session to the next beside the stat index
- * (`<index>.wholes.json`): the digest of each and every path it held with its stat. A later session whose store is
- * of the same generation (nothing removed since: every blob of the tree is still there) takes such a directory from
- * one `lstat` per path, without reading the index, asking the store about each file or encoding its `Directory`
- * messages again. Only directories that could stand in for their trees are kept (none racy).
+ * Directories taken whole (see `StatIndex.wholeDirs`), kept from one session to the next in a file per directory
+ * beside the stat index (`<index>.wholes/<hash of its path>.json`): the digest of each and every path it held with
+ * its stat. A later session whose store is of the same generation (nothing removed since: every blob of the tree is
+ * still there) takes such a directory from one `lstat` per path, without reading the index, asking the store about
+ * each file or encoding its `Directory` messages again. A file per directory, because an edit changes one small
+ * directory (a package's `src/`) while the large ones (`node_modules`) hold: only what changed is written again, and
+ * a session reads only the directories its globs take.
+ *
+ * A directory that changed is walked again, and what its file holds is where that walk looks first for each file's
+ * hash (see {@link previousOf}): the stat index does not keep the files of directories saved here, so that it stays
+ * the size of the workspace's own sources and an edit run reads and writes that, not every file of `node_modules`.
  *
  * @internal
  */
@@ -13,26 +19,36 @@ import * as Digest from "../../../domain/Digest.js"
 import * as AtomicFile from "../../../os/AtomicFile.js"
 import { sha256Hex } from "../../../os/LazyCrypto.js"
 import { mkdirp } from "../../../os/Mkdirp.js"
-import * as Generation from "../Generation.js"
 import * as Shims from "../Shims.js"
 import * as Observation from "../SnapshotObservation.js"
 import * as StatIndex from "./statIndex.js"
 import type * as Tree from "./tree.js"
 
-/** 2: a `.bin` shim's evidence is the hash of what the store took for it (see `Shims.ts`). */
-const FORMAT = 2
+/** 3: a file per directory, with when it was saved and whether it may stand in (see {@link Saved}). */
+const FORMAT = 3
 
 /** `[kind, abs, dev, ino, mode, size, mtimeNs, ctimeNs, evidence]`, the big numbers as decimal strings. */
 type Row = [string, string, string?, string?, string?, string?, string?, string?, string?]
 
 interface Saved {
   readonly v: number
+  /** The directory, resolved: a file found under its name must be this directory's. */
+  readonly abs: string
+  /** The store's generation when the session that walked it began. */
   readonly generation: string
-  readonly dirs: Record<string, { readonly digest: string; readonly paths: ReadonlyArray<Row> }>
+  /** When it was saved (ns since the epoch): a path whose stat is this close to it is not vouched for by its stat. */
+  readonly savedAtNs: string
+  /** Whether it may stand in for its tree (see `StatIndex.WholeDir.standsIn`); else its files' hashes alone are used. */
+  readonly standsIn: boolean
+  readonly digest: string
+  readonly paths: ReadonlyArray<Row>
 }
 
-const fileOf = (index: StatIndex.StatIndex) => index.file.replace(/\.json$/, ".wholes.json")
-const storeRootOf = (index: StatIndex.StatIndex) => path.dirname(path.dirname(index.file))
+const dirOf = (index: StatIndex.StatIndex) => index.file.replace(/\.json$/, ".wholes")
+const fileOf = (index: StatIndex.StatIndex, abs: string) =>
+  path.join(dirOf(index), `${sha256Hex(abs).slice(0, 32)}.json`)
+/** Where format 2 kept every directory in one file: removed at the first save of the new format. */
+const legacyFileOf = (index: StatIndex.StatIndex) => index.file.replace(/\.json$/, ".wholes.json")
 
 const rowOf = (o: Observation.SnapshotObservation): Row =>
   o.kind === "a"
@@ -52,20 +68,24 @@ const observationOf = (r: Row): Observation.SnapshotObservation =>
     evidence: r[8]!
   }
 
-const loaded = new WeakMap<StatIndex.StatIndex, Saved | null>()
+const loaded = new WeakMap<StatIndex.StatIndex, Map<string, Saved | null>>()
 
-const savedOf = (index: StatIndex.StatIndex): Saved | null => {
-  const known = loaded.get(index)
-  if (known !== undefined) return known
+/** What the last session that walked `abs` saved of it, read once per session (undefined: none, or unreadable). */
+const savedOf = (index: StatIndex.StatIndex, abs: string): Saved | undefined => {
+  let byDir = loaded.get(index)
+  if (byDir === undefined) loaded.set(index, byDir = new Map())
+  const known = byDir.get(abs)
+  if (known !== undefined) return known ?? undefined
   let saved: Saved | null = null
   try {
-    const json = JSON.parse(fs.readFileSync(fileOf(index), "utf8")) as Saved
-    if (json.v === FORMAT && json.generation === Generation.read(storeRootOf(index))) saved = json
+    const json = JSON.parse(fs.readFileSync(fileOf(index, abs), "utf8")) as Saved
+    // Another directory's file under a colliding name, or another format, is as good as none.
+    if (json.v === FORMAT && json.abs === abs && Array.isArray(json.paths)) saved = json
   } catch {
-    // None yet, or damaged: directories are walked as if it were not there.
+    // None yet, or damaged: the directory is walked as if it were not there.
   }
-  loaded.set(index, saved)
-  return saved
+  byDir.set(abs, saved)
+  return saved ?? undefined
 }
 
 /**
@@ -77,15 +97,14 @@ const REREAD_MAX_BYTES = 1024 * 1024
 
 /**
  * Whether `abs`, now with the stat `st`, holds what `o` found there: the same hash (of what the store takes for it: a
- * shim of the workspace `root` as the sandbox reads it), target or names. For a file, the size of what the store took
- * when that is not its bytes on disk (for the index: see `StatIndex.record`), else `true`.
+ * shim of the workspace `root` as the sandbox reads it), target or names.
  */
 const sameContent = (
   root: string,
   o: Observation.Present,
   abs: string,
   st: fs.BigIntStats
-): boolean | { readonly storedSize: number } => {
+): boolean => {
   try {
     if (o.kind === "d") {
       return st.isDirectory() && Observation.namesOf(fs.readdirSync(abs, { withFileTypes: true })) === o.evidence
@@ -93,9 +112,7 @@ const sameContent = (
     if (o.kind === "l") return st.isSymbolicLink() && fs.readlinkSync(abs) === o.evidence
     if (!st.isFile() || st.size > REREAD_MAX_BYTES) return false
     const bytes = fs.readFileSync(abs)
-    const stored = Shims.asStored(root, abs, bytes)
-    if (sha256Hex(stored) !== o.evidence) return false
-    return stored === bytes ? true : { storedSize: stored.length }
+    return sha256Hex(Shims.asStored(root, abs, bytes)) === o.evidence
   } catch {
     return false
   }
@@ -128,19 +145,17 @@ const refreshed = (
     } catch {
       return undefined
     }
-    const same = StatIndex.racyAt(st, nowNs) ? false : sameContent(index.workspace, o, o.abs, st)
-    if (same === false) return undefined
-    // The index learns the file's new stat: a later walk does not hash it again.
-    if (o.kind === "f") StatIndex.record(index, o.abs, st, o.evidence, same === true ? undefined : same.storedSize)
+    if (StatIndex.racyAt(st, nowNs) || !sameContent(index.workspace, o, o.abs, st)) return undefined
+    // Saved with the directory, a later walk does not hash it again.
     out.push(Observation.present(o.kind, o.abs, st, o.evidence))
   }
   return out
 }
 
 /**
- * The digest and observations of `abs` as the last session saw it, if its store has removed nothing since and every
- * path of it still holds what it held (see {@link refreshed}). Paths read again make the session save the directory
- * anew, with their new stats.
+ * The digest and observations of `abs` as the last session saw it, if it may stand in for its tree, its store has
+ * removed nothing since and every path of it still holds what it held (see {@link refreshed}). Paths read again make
+ * the session save the directory anew, with their new stats.
  *
  * @internal
  */
@@ -148,34 +163,119 @@ export const reuse = (
   index: StatIndex.StatIndex,
   abs: string
 ): { readonly digest: Digest.Digest; readonly observations: Array<Observation.SnapshotObservation> } | undefined => {
-  const entry = savedOf(index)?.dirs[abs]
-  if (entry === undefined) return undefined
+  const entry = savedOf(index, abs)
+  if (entry === undefined || !entry.standsIn || entry.generation !== index.generation) return undefined
   const digest = Digest.parse(entry.digest)
   if (digest._tag === "Left") return undefined
   const saved = entry.paths.map(observationOf)
   const observations = refreshed(index, saved)
   if (observations === undefined) return undefined
-  if (observations.some((o, i) => o !== saved[i])) index.wholesWalked = true
+  if (observations.some((o, i) => o !== saved[i])) index.wholesFresh.add(abs)
   return { digest: digest.right, observations }
 }
 
+/** What a walk of a directory that changed may take from its last walk: each file's hash while its stat holds. */
+export interface Previous {
+  /** When the last walk was saved: a stat this close to it may hide a change made in the same tick. */
+  readonly savedAtNs: bigint
+  readonly files: ReadonlyMap<string, Observation.Present>
+}
+
 /**
- * Saves the directories of this session that may stand in for their trees, when one was walked afresh. The
- * generation is the one read when the session began: a removal since then makes the saved directories unusable,
- * which is what a removal should do.
+ * The files of `abs` as the last session that walked it saved them, for a walk of it again (see `snapshot.walkWhole`),
+ * or undefined. Its blobs may have been collected since: the walk asks the store, as it does for the index's.
+ *
+ * @internal
+ */
+export const previousOf = (index: StatIndex.StatIndex, abs: string): Previous | undefined => {
+  let byDir = previousKnown.get(index)
+  if (byDir === undefined) previousKnown.set(index, byDir = new Map())
+  const known = byDir.get(abs)
+  if (known !== undefined) return known ?? undefined
+  const entry = savedOf(index, abs)
+  let previous: Previous | null = null
+  try {
+    if (entry !== undefined) {
+      const files = new Map<string, Observation.Present>()
+      for (const row of entry.paths) {
+        if (row[0] !== "f" || row.length !== 9) continue
+        const o = observationOf(row)
+        if (o.kind === "f") files.set(o.abs, o)
+      }
+      previous = { savedAtNs: BigInt(entry.savedAtNs), files }
+    }
+  } catch {
+    // A damaged saved walk vouches for nothing.
+  }
+  byDir.set(abs, previous)
+  return previous ?? undefined
+}
+
+const previousKnown = new WeakMap<StatIndex.StatIndex, Map<string, Previous | null>>()
+
+/**
+ * The saved walk of the directory taken whole this session that holds `abs`, for a walk outside it that reads the
+ * file too (a glob over part of the directory, a file named exactly): the stat index does not keep it.
+ *
+ * @internal
+ */
+export const enclosingPrevious = (index: StatIndex.StatIndex, abs: string): Previous | undefined => {
+  if (index.wholeDirs.size === 0) return undefined
+  for (let dir = path.dirname(abs); dir.length > index.workspace.length; dir = path.dirname(dir)) {
+    if (index.wholeDirs.has(dir)) return previousOf(index, dir)
+  }
+  return undefined
+}
+
+/**
+ * The digest of the file at `abs`, now with the stat `st`, as a previous walk found it (see {@link previousOf}): when
+ * its stat is the very one it had then, not within a tick of that walk's save. A `.bin` shim is not taken from it:
+ * what the store took for it is not its bytes on disk, and only the stat index keeps how large that was.
+ *
+ * @internal
+ */
+export const previousDigest = (
+  previous: Previous,
+  abs: string,
+  st: fs.BigIntStats
+): Digest.Digest | undefined => {
+  const o = previous.files.get(abs)
+  if (o === undefined || o.kind !== "f" || Shims.isShimPath(abs)) return undefined
+  if (
+    st.dev !== o.dev || st.ino !== o.ino || st.mode !== o.mode || st.size !== o.size || st.mtimeNs !== o.mtimeNs ||
+    st.ctimeNs !== o.ctimeNs || StatIndex.racyAt(st, previous.savedAtNs)
+  ) return undefined
+  return { hash: o.evidence, sizeBytes: Number(st.size) }
+}
+
+/**
+ * Saves each directory of this session walked afresh or read again (see {@link reuse}), in its own file; the others'
+ * files are as they were. The generation is the one read when the session began: a removal since then makes the
+ * saved directories unable to stand in, which is what a removal should do. One that may not stand in (a path changed
+ * within a tick of its walk) is saved too, for its files' hashes.
  *
  * @internal
  */
 export const save = (index: StatIndex.StatIndex, generation: string): void => {
-  if (!index.wholesWalked) return
-  const dirs: Record<string, { digest: string; paths: Array<Row> }> = {}
-  for (const [abs, whole] of index.wholeDirs) {
-    if (!whole.standsIn) continue
-    const digest = "dirs" in whole.node ? index.encoded.get(whole.node) : whole.node
-    if (digest !== undefined) dirs[abs] = { digest: Digest.format(digest), paths: whole.observations.map(rowOf) }
+  if (index.wholesFresh.size === 0) return
+  mkdirp(dirOf(index))
+  const savedAtNs = String(BigInt(Date.now()) * 1_000_000n)
+  for (const abs of index.wholesFresh) {
+    const whole = index.wholeDirs.get(abs)
+    const digest = whole === undefined ? undefined : "dirs" in whole.node ? index.encoded.get(whole.node) : whole.node
+    if (whole === undefined || digest === undefined) continue
+    const saved: Saved = {
+      v: FORMAT,
+      abs,
+      generation,
+      savedAtNs,
+      standsIn: whole.standsIn,
+      digest: Digest.format(digest),
+      paths: whole.observations.map(rowOf)
+    }
+    AtomicFile.write(fileOf(index, abs), JSON.stringify(saved))
   }
-  mkdirp(path.dirname(fileOf(index)))
-  AtomicFile.write(fileOf(index), JSON.stringify({ v: FORMAT, generation, dirs } satisfies Saved))
+  fs.rmSync(legacyFileOf(index), { force: true })
 }
 
 /**
