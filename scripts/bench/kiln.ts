@@ -213,7 +213,12 @@ const tail = (file: string) => {
 export const kilnRun = async (
   tmp: TempRoot,
   env: NodeJS.ProcessEnv,
-  o: { readonly ws: Workspace; readonly store: string; readonly concurrency: number; readonly args?: Array<string> }
+  o: {
+    readonly ws: Pick<Workspace, "config">
+    readonly store: string
+    readonly concurrency: number
+    readonly args?: ReadonlyArray<string>
+  }
 ): Promise<KilnRun> => {
   const summaryFile = tmp.fresh("summary")
   const log = tmp.fresh("log")
