@@ -202,8 +202,9 @@ interface TreeWorkspace extends Workspace {
 /**
  * Writes a workspace of {@link PROCESSES} packages into `dir`. With `declared`, the tree is copied in (`cp -a`, a real
  * directory as `npm ci` leaves it) and every process declares `node_modules/**` and runs its tool from there; without,
- * the tools run from the cached tree by absolute path, outside the workspace and undeclared (kiln's sandboxes are
- * directories, not mount namespaces, so the path resolves), and the inputs are the package's own files only.
+ * the tools run from the cached tree by absolute path, outside the workspace and not among the inputs (declared as a
+ * host path instead, which the strict sandbox shows read-only at its own path), and the inputs are the package's own
+ * files only.
  */
 const writeWorkspace = (dir: string, o: { readonly tree: Tree; readonly salt: string; readonly declared: boolean }) => {
   fs.mkdirSync(dir, { recursive: true })
@@ -224,6 +225,7 @@ const writeWorkspace = (dir: string, o: { readonly tree: Tree; readonly salt: st
     processes[name] = {
       argv,
       inputs: o.declared ? [...own, "node_modules/**"] : own,
+      ...(o.declared ? {} : { hostPaths: [o.tree.dir] }),
       ...(tool === "esbuild" ? { outputs: [`${pkg}/out/a.js`] } : {}),
       env: { PATH }
     }
@@ -487,7 +489,7 @@ const notes = (tree: Tree, compared: string): string => {
     ` different comment in each file, so every process runs again) on the same store: the tree is in the store` +
     ` already. Edit: a line appended to pkgs/p0/src/c.ts (only p0 reads it) before each of ${EDIT_REPS} runs.` +
     ` No-op: ${NOOP_REPS} runs of each workspace after an untimed warm-up, interleaved; the baseline is the same` +
-    ` workspace without \`node_modules\`, its tools run by the absolute path of the cached tree, undeclared.`,
+    ` workspace without \`node_modules\`, its tools run by the absolute path of the cached tree, declared as a host path, not an input.`,
     `- Store size: \`du\` of the store against \`du\` of the tree (one copy), after the cold run and after the` +
     ` second, whose ${PROCESSES} processes use the same tree.`,
     `- Targets (issue #22): cold ≤ ${COLD_TARGET}× (bare + one hashing pass); second cold ≤ ${COLD_TARGET}× bare;` +
