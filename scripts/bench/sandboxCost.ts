@@ -4,6 +4,7 @@
  * order, each on a fresh store with the workspace's outputs removed. What `bench:peers --sandbox-cost` and
  * `bench:trees --sandbox-cost` measure on their workloads (`bench:cold` has the same contender on its own).
  */
+import * as fs from "node:fs"
 import { expectRan, killLive, kilnRun, type Workspace } from "./kiln.js"
 import {
   fmtMs,
@@ -47,8 +48,40 @@ export const sampleNames = (label: string) => ({
   default: `kiln cold ${label}, default sandbox`,
   off: `kiln cold ${label} --sandbox off`,
   defaultEngine: `kiln cold ${label}, default sandbox: engine (--summary wallMs)`,
-  offEngine: `kiln cold ${label} --sandbox off: engine (--summary wallMs)`
+  offEngine: `kiln cold ${label} --sandbox off: engine (--summary wallMs)`,
+  defaultCpu: `kiln cold ${label}, default sandbox: CPU of its tree (user + sys)`,
+  offCpu: `kiln cold ${label} --sandbox off: CPU of its tree (user + sys)`
 })
+
+/**
+ * A wrapper around each run, for the CPU (user + sys) of kiln's whole tree: on a shared, loaded machine wall times
+ * swing with the others' work, CPU much less. GNU time would count only the descendants kiln waits for, and kiln
+ * exits without reaping its spawner (whose children are the reapers and the processes): the wrapper is a child
+ * subreaper (PR_SET_CHILD_SUBREAPER), so the spawner is reparented to it and reaped, and it writes kiln's own time
+ * from fork to exit (what the run's figure is, as without it), then the tree's user and sys seconds once every
+ * descendant has been reaped. The kernel's work in its own threads (a network namespace's teardown) is in neither.
+ */
+const SUBREAPER = [
+  "import ctypes, os, resource, sys, time",
+  "ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)",
+  "out, argv = sys.argv[1], sys.argv[2:]",
+  "t0 = time.monotonic()",
+  "pid = os.fork()",
+  "if pid == 0:",
+  "    os.execv(argv[0], argv)",
+  "status, ms = 1, 0.0",
+  "while True:",
+  "    try:",
+  "        p, st = os.wait()",
+  "    except ChildProcessError:",
+  "        break",
+  "    if p == pid:",
+  "        status, ms = os.waitstatus_to_exitcode(st), (time.monotonic() - t0) * 1000",
+  "ru = resource.getrusage(resource.RUSAGE_CHILDREN)",
+  "open(out, 'w').write(f'{ms} {ru.ru_utime} {ru.ru_stime}')",
+  "sys.exit(status if status >= 0 else 128 - status)"
+].join("\n")
+const PYTHON = "/usr/bin/python3"
 
 /**
  * One untimed cold run of each contender (the page cache, the sandbox root's first sandboxes), then `reps` timed
@@ -73,24 +106,30 @@ export const measureSandboxCost = async (o: {
 }): Promise<SandboxCost> => {
   const names = sampleNames(o.label)
   const kinds = { default: new Set<string>(), off: new Set<string>() }
+  const withCpu = fs.existsSync(PYTHON)
   const ws: Pick<Workspace, "config"> = { config: o.config }
   const once = async (which: Contender) => {
     const store = o.tmp.fresh("store")
     o.clean()
+    const cpuFile = o.tmp.fresh("cpu")
     const limit = setTimeout(killLive, o.limitMs)
     try {
       const r = await kilnRun(o.tmp, o.env, {
         ws,
         store,
         concurrency: o.concurrency,
-        args: [...(o.args ?? []), ...(which === "off" ? ["--sandbox", "off"] : [])]
+        args: [...(o.args ?? []), ...(which === "off" ? ["--sandbox", "off"] : [])],
+        ...(withCpu ? { wrapper: [PYTHON, "-c", SUBREAPER, cpuFile] } : {})
       })
       expectRan(`${which} ${o.label}`, r, o.processes, o.processes)
       for (const p of r.summary.processes) kinds[which].add(p.sandbox ?? "null")
-      return r
+      if (!withCpu) return { ...r, cpuMs: undefined }
+      const [kilnMs, user, sys] = fs.readFileSync(cpuFile, "utf8").trim().split(" ").map(Number)
+      return { ...r, ms: kilnMs!, cpuMs: (user! + sys!) * 1000 }
     } finally {
       clearTimeout(limit)
       rm(store)
+      rm(cpuFile)
     }
   }
   progress(
@@ -107,6 +146,7 @@ export const measureSandboxCost = async (o: {
       rep[which] = r.ms
       o.samples.record(which === "off" ? names.off : names.default, r.ms)
       o.samples.record(which === "off" ? names.offEngine : names.defaultEngine, r.summary.wallMs)
+      if (r.cpuMs !== undefined) o.samples.record(which === "off" ? names.offCpu : names.defaultCpu, r.cpuMs)
     }
     pairs.push({ ratio: rep.default! / rep.off!, diffMs: rep.default! - rep.off! })
     progress(`${o.label}: rep ${i + 1}: ${ms(rep.default!)} / ${ms(rep.off!)} ms (${times(rep.default! / rep.off!)})`)
@@ -148,8 +188,20 @@ export const sandboxCostRows = (samples: Samples, c: SandboxCost): Array<Row> =>
       value: `${ms(de.median)} ms: (default − off) / ${n} = ${perProcess(de.median - offE.median, n)}`,
       baseline: `--sandbox off ${ms(offE.median)} ms`,
       ratio: times(de.median / offE.median)
-    }
+    },
+    ...(samples.has(names.defaultCpu) && samples.has(names.offCpu) ? [cpuRow(samples, c)] : [])
   ]
+}
+
+const cpuRow = (samples: Samples, c: SandboxCost): Row => {
+  const names = sampleNames(c.label)
+  const [d, off] = [samples.summary(names.defaultCpu), samples.summary(names.offCpu)]
+  return {
+    figure: `  ${c.label}: CPU of kiln's whole process tree, user + sys (reaped by a subreaper)`,
+    value: `${fmtMs(d)}: (default − off) / ${c.processes} = ${perProcess(d.median - off.median, c.processes)} CPU`,
+    baseline: `--sandbox off ${fmtMs(off)}`,
+    ratio: ratioText(d, off)
+  }
 }
 
 export const sandboxCostNotes = (o: { readonly what: string }): string =>
@@ -159,7 +211,9 @@ export const sandboxCostNotes = (o: { readonly what: string }): string =>
     "- Each contender: `kiln run --config kiln.json --store-dir S --concurrency C --progress none --summary F`" +
     " (kiln's default sandbox: the strict view where this machine can make it) and the same with `--sandbox off`" +
     " (a sandbox directory and the mount namespace of the exec root only), on the same copy of the workspace, a fresh" +
-    " store every run and the workspace's outputs removed first (both untimed), timed from spawn to exit; every" +
+    " store every run and the workspace's outputs removed first (both untimed), timed from spawn to exit by a python3" +
+    " child subreaper around kiln, which also reaps kiln's spawner (kiln exits without reaping it) and so sums the" +
+    " user + sys CPU of the whole tree (the spawner, the reapers, the processes); every" +
     " summary checked (every process ran). One untimed run of each first, then the timed pairs, the order rotated" +
     " every rep. Medians, mins in brackets; the geometric mean is of each pair's ratio (the two runs of a pair ran" +
     " one right after the other, so a change of load between pairs moves both).",
