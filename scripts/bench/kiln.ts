@@ -213,11 +213,19 @@ const tail = (file: string) => {
 export const kilnRun = async (
   tmp: TempRoot,
   env: NodeJS.ProcessEnv,
-  o: { readonly ws: Workspace; readonly store: string; readonly concurrency: number; readonly args?: Array<string> }
+  o: {
+    readonly ws: Pick<Workspace, "config">
+    readonly store: string
+    readonly concurrency: number
+    readonly args?: ReadonlyArray<string>
+    /** A command that runs kiln's, timed with it (`/usr/bin/time -f … -o FILE`, for the CPU of kiln's tree). */
+    readonly wrapper?: ReadonlyArray<string>
+  }
 ): Promise<KilnRun> => {
   const summaryFile = tmp.fresh("summary")
   const log = tmp.fresh("log")
   const exited = await timedSpawn([
+    ...(o.wrapper ?? []),
     process.execPath,
     cli,
     "run",

@@ -11,18 +11,40 @@
  * - the peak RSS of each tool's processes during its cold runs.
  * Every tool's outputs are compared, byte for byte, by digest: a difference is reported loudly. It never fails on a
  * missed target: it reports, and run in full (no `--only`, no `--tools`) writes its section into report.md.
+ *
+ * `--sandbox-cost[=REPS]` measures only issue #37's cost figure (scripts/bench/sandboxCost.ts): cold kiln runs of the
+ * esbuild workspace (or of the `--only` ones) with kiln's default sandbox (strict) beside `--sandbox off`, interleaved
+ * (6 pairs, `--quick` 3), printing "default ÷ off" and the per-process set-up cost; no peer runs (only esbuild is
+ * installed, Bazel never starts), and report.md is left as it is. A few minutes.
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { killLive, leftovers } from "./kiln.js"
+import { killLive, kilnEnv, leftovers } from "./kiln.js"
 import { bazelTool, killServers } from "./peers/bazel.js"
-import { ensureBazel, installTools } from "./peers/install.js"
+import { ensureBazel, installEsbuild, installTools } from "./peers/install.js"
 import { kilnTool } from "./peers/kilnTool.js"
 import { ensureTime } from "./peers/proc.js"
-import { type Built, CONCURRENCY, type Session, type Tool, TOOL_NAMES, type ToolName } from "./peers/tool.js"
+import {
+  type Built,
+  CONCURRENCY,
+  RUN_LIMIT_MS,
+  type Session,
+  type Tool,
+  TOOL_NAMES,
+  type ToolName
+} from "./peers/tool.js"
 import { turboTool } from "./peers/turbo.js"
-import { type Case, caseOf, editLeaf, leafFile, type PeerWorkspace, planOf, writeCopy } from "./peers/workspace.js"
+import {
+  type Case,
+  caseOf,
+  editLeaf,
+  leafFile,
+  type PeerWorkspace,
+  planOf,
+  removeOutputs,
+  writeCopy
+} from "./peers/workspace.js"
 import {
   argValue,
   cli,
@@ -44,6 +66,13 @@ import {
   times,
   writeOwnSection
 } from "./report.js"
+import {
+  measureSandboxCost,
+  type SandboxCost,
+  sandboxCostNotes,
+  sandboxCostReps,
+  sandboxCostRows
+} from "./sandboxCost.js"
 
 const COLD_REPS = quick ? 1 : 3
 const NOOP_REPS = quick ? 2 : 5
@@ -399,8 +428,11 @@ const revision = (): string => {
   return `- kiln: commit ${commit}${dirty ? " **with uncommitted changes in src/**" : ""}`
 }
 
+/** `--sandbox-cost`: how many pairs of cold runs, if that comparison alone is asked for. */
+const costReps = sandboxCostReps(quick ? 3 : 6)
+
 const selectedCases = (): ReadonlyArray<Case> => {
-  if (onlyArg === undefined) return ALL_CASES
+  if (onlyArg === undefined) return costReps === undefined ? ALL_CASES : ALL_CASES.filter((c) => c.kind === "esbuild")
   const wanted = onlyArg.split(",")
   const cases = ALL_CASES.filter((c) => wanted.includes(c.key) || wanted.includes(c.key.replace(/\d+$/, "")))
   if (cases.length === 0) {
@@ -437,8 +469,75 @@ const setUpTools = (names: ReadonlyArray<ToolName>) => {
   return { tools, skipped, esbuild: installed.esbuild }
 }
 
+/**
+ * `--sandbox-cost`: kiln alone, its default sandbox beside `--sandbox off`, cold, on each selected workspace (one copy
+ * each); its section is printed, never written into report.md.
+ */
+const sandboxCostMain = async (reps: number) => {
+  const cases = selectedCases()
+  const loadStart = os.loadavg()
+  const t0 = now()
+  let section: Section | undefined
+  try {
+    const { esbuild, version } = installEsbuild(path.join(tmp.root, "tools"))
+    const env = kilnEnv(tmp)
+    const costs: Array<SandboxCost> = []
+    for (const c of cases) {
+      const ws = planOf(c, esbuild)
+      const root = tmp.fresh(`kiln-${c.key}`)
+      writeCopy(ws, root)
+      costs.push(
+        await measureSandboxCost({
+          tmp,
+          env,
+          samples,
+          label: c.label,
+          config: path.join(root, "kiln.json"),
+          processes: c.n,
+          concurrency: CONCURRENCY,
+          reps,
+          clean: () => removeOutputs(ws, root),
+          limitMs: RUN_LIMIT_MS
+        })
+      )
+      rm(root)
+    }
+    const left = await leftovers(tmp)
+    const wallSeconds = (now() - t0) / 1000
+    section = {
+      name: "peers",
+      title: "Strict sandbox cost on the peers' workspaces (`npm run bench:peers -- --sandbox-cost`)",
+      quick,
+      wallSeconds,
+      loadStart,
+      loadEnd: os.loadavg(),
+      rows: costs.flatMap((c) => sandboxCostRows(samples, c)),
+      body: [
+        sandboxCostNotes({
+          what: `The peers' workspaces (scripts/bench/peers/workspace.ts), kiln's description only, ${CONCURRENCY} in` +
+            ` flight; esbuild ${version} (its npm package's native binary, by absolute path, declared in each` +
+            " process's `hostPaths`)."
+        }),
+        `- Left behind at the end: ${left.processes} processes, ${left.sandboxes} sandboxes.`,
+        "",
+        revision(),
+        machineNotes({ loadStart, loadEnd: os.loadavg(), tempDir: path.dirname(tmp.root), wallSeconds }),
+        "",
+        "Raw measurements:",
+        "",
+        rawTable(samples)
+      ].join("\n")
+    }
+  } finally {
+    if (section === undefined) await leftovers(tmp)
+    tmp.cleanup()
+  }
+  emit(section, path.dirname(tmp.root))
+}
+
 const main = async () => {
   if (!fs.existsSync(cli)) throw new Error(`${cli} is missing: run \`npm run build\` first`)
+  if (costReps !== undefined) return sandboxCostMain(costReps)
   const cases = selectedCases()
   const names = selectedTools()
   const loadStart = os.loadavg()

@@ -8,6 +8,11 @@
  *
  * Too slow for `npm run bench` (minutes with today's kiln): run alone, it writes its own section into
  * scripts/bench/report.md, which `npm run bench` keeps.
+ *
+ * `--sandbox-cost[=REPS]` measures only issue #37's cost figure (scripts/bench/sandboxCost.ts): cold kiln runs of the
+ * workspace that declares the tree, kiln's default sandbox (strict) beside `--sandbox off`, interleaved (5 pairs,
+ * `--quick` 3), printing "default ÷ off" and the per-process set-up cost; nothing else runs, and report.md is left as
+ * it is.
  */
 import { execFileSync } from "node:child_process"
 import { createHash } from "node:crypto"
@@ -50,6 +55,7 @@ import {
   times,
   writeOwnSection
 } from "./report.js"
+import { measureSandboxCost, sandboxCostNotes, sandboxCostReps, sandboxCostRows } from "./sandboxCost.js"
 
 const CONCURRENCY = 2
 /** Half esbuild, half tsc. */
@@ -196,8 +202,9 @@ interface TreeWorkspace extends Workspace {
 /**
  * Writes a workspace of {@link PROCESSES} packages into `dir`. With `declared`, the tree is copied in (`cp -a`, a real
  * directory as `npm ci` leaves it) and every process declares `node_modules/**` and runs its tool from there; without,
- * the tools run from the cached tree by absolute path, outside the workspace and undeclared (kiln's sandboxes are
- * directories, not mount namespaces, so the path resolves), and the inputs are the package's own files only.
+ * the tools run from the cached tree by absolute path, outside the workspace and not among the inputs (declared as a
+ * host path instead, which the strict sandbox shows read-only at its own path), and the inputs are the package's own
+ * files only.
  */
 const writeWorkspace = (dir: string, o: { readonly tree: Tree; readonly salt: string; readonly declared: boolean }) => {
   fs.mkdirSync(dir, { recursive: true })
@@ -218,6 +225,7 @@ const writeWorkspace = (dir: string, o: { readonly tree: Tree; readonly salt: st
     processes[name] = {
       argv,
       inputs: o.declared ? [...own, "node_modules/**"] : own,
+      ...(o.declared ? {} : { hostPaths: [o.tree.dir] }),
       ...(tool === "esbuild" ? { outputs: [`${pkg}/out/a.js`] } : {}),
       env: { PATH }
     }
@@ -481,7 +489,7 @@ const notes = (tree: Tree, compared: string): string => {
     ` different comment in each file, so every process runs again) on the same store: the tree is in the store` +
     ` already. Edit: a line appended to pkgs/p0/src/c.ts (only p0 reads it) before each of ${EDIT_REPS} runs.` +
     ` No-op: ${NOOP_REPS} runs of each workspace after an untimed warm-up, interleaved; the baseline is the same` +
-    ` workspace without \`node_modules\`, its tools run by the absolute path of the cached tree, undeclared.`,
+    ` workspace without \`node_modules\`, its tools run by the absolute path of the cached tree, declared as a host path, not an input.`,
     `- Store size: \`du\` of the store against \`du\` of the tree (one copy), after the cold run and after the` +
     ` second, whose ${PROCESSES} processes use the same tree.`,
     `- Targets (issue #22): cold ≤ ${COLD_TARGET}× (bare + one hashing pass); second cold ≤ ${COLD_TARGET}× bare;` +
@@ -497,8 +505,71 @@ const revision = (): string => {
   return `- kiln: commit ${commit}${dirty ? " **with uncommitted changes in src/**" : ""}`
 }
 
+/** `--sandbox-cost`: how many pairs of cold runs, if that comparison alone is asked for. */
+const costReps = sandboxCostReps(quick ? 3 : 5)
+
+/** `--sandbox-cost`: the declared workspace's cold runs, default sandbox beside `--sandbox off`; printed only. */
+const sandboxCostMain = async (reps: number) => {
+  const loadStart = os.loadavg()
+  const t0 = now()
+  let section: Section | undefined
+  try {
+    const tree = ensureTree()
+    progress(`the tree: ${tree.files} files, ${mb(tree.bytes)}; writing a workspace with a copy of it`)
+    const a = writeWorkspace(tmp.fresh("ws-a"), { tree, salt: "workspace a", declared: true })
+    const cost = await measureSandboxCost({
+      tmp,
+      env,
+      samples,
+      label: `${PROCESSES} tool processes over the tree`,
+      config: a.config,
+      processes: PROCESSES,
+      concurrency: CONCURRENCY,
+      reps,
+      args: ["--sandbox-root", sandboxRoot],
+      clean: () => {
+        for (const n of a.nodes) rm(path.join(a.dir, "pkgs", n.name, "out"))
+      },
+      limitMs: RUN_LIMIT_MS
+    })
+    const left = await leftovers(tmp)
+    const wallSeconds = (now() - t0) / 1000
+    section = {
+      name: "trees",
+      title: "Strict sandbox cost on the tool-trees workload (`npm run bench:trees -- --sandbox-cost`)",
+      quick,
+      wallSeconds,
+      loadStart,
+      loadEnd: os.loadavg(),
+      rows: sandboxCostRows(samples, cost),
+      body: [
+        sandboxCostNotes({
+          what: `The tool-trees workspace that declares the tree: ${PROCESSES} processes, half esbuild bundles, half` +
+            ` \`tsc --noEmit\`, each with \`node_modules/**\` (${tree.files.toLocaleString("en-US")} files, ${
+              mb(tree.bytes)
+            }) among its inputs, ${CONCURRENCY} in flight, \`--sandbox-root\` under the benchmark's temp dir. A cold` +
+            " run on a fresh store stores the tree too: a cost both contenders pay."
+        }),
+        `- Left behind at the end: ${left.processes} processes, ${left.sandboxes} sandboxes.`,
+        "",
+        revision(),
+        machineNotes({ loadStart, loadEnd: os.loadavg(), tempDir: tmp.root, wallSeconds }),
+        "",
+        "Raw measurements:",
+        "",
+        rawTable(samples)
+      ].join("\n")
+    }
+  } finally {
+    if (section === undefined) await leftovers(tmp)
+    tmp.cleanup()
+  }
+  emit(section, path.dirname(tmp.root))
+}
+
 const main = async () => {
   if (!fs.existsSync(cli)) throw new Error(`${cli} is missing: run \`npm run build\` first`)
+  if (costReps !== undefined) return sandboxCostMain(costReps)
   const loadStart = os.loadavg()
   const t0 = now()
   let section: Section | undefined

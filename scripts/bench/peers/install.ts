@@ -43,6 +43,26 @@ const mustRun = (bin: string, expected: string): string => {
   return v
 }
 
+/** esbuild alone (`--sandbox-cost`, where no peer runs), as {@link installTools} installs it. */
+export const installEsbuild = (dir: string): { readonly esbuild: string; readonly version: string } => {
+  fs.mkdirSync(dir, { recursive: true })
+  fs.writeFileSync(path.join(dir, "package.json"), JSON.stringify({ name: "kiln-bench-peers-tools", private: true }))
+  progress(`npm install esbuild@${ESBUILD_VERSION} into ${dir}`)
+  execFileSync("npm", [
+    "install",
+    "--ignore-scripts",
+    "--no-audit",
+    "--no-fund",
+    "--no-package-lock",
+    `esbuild@${ESBUILD_VERSION}`
+  ], {
+    cwd: dir,
+    stdio: ["ignore", "ignore", "inherit"]
+  })
+  const esbuild = path.join(dir, "node_modules", "@esbuild", "linux-x64", "bin", "esbuild")
+  return { esbuild, version: mustRun(esbuild, ESBUILD_VERSION) }
+}
+
 /** `npm install` of the three packages into `dir` (the npm cache makes a second run's install local). */
 export const installTools = (dir: string): Installed => {
   fs.mkdirSync(dir, { recursive: true })
