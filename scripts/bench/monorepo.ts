@@ -189,10 +189,14 @@ const compareOutputs = (b: Bench, when: string) => {
   }
 }
 
-/** `cp -a`: each tool's own copy of the installed tree (pnpm's symlinks are relative and stay inside it). */
+/**
+ * `cp -a`: each tool's own copy of the installed tree (pnpm's symlinks are relative and stay inside it), patched again:
+ * a tree installed before a change to the patch gets it too.
+ */
 const copyOf = (p: Prepared, tool: ToolName, r: Repo): string => {
   const dest = tmp.fresh(`${tool}-${r.key}`)
   execFileSync("cp", ["-a", p.tree, dest])
+  r.patch(dest)
   return dest
 }
 

@@ -40,7 +40,10 @@ export interface Repo {
   readonly rootFile: string
   /** Why this repository, and what the benchmark changes in its copy. */
   readonly why: string
-  /** The changes, applied to the tree before the install. */
+  /**
+   * The changes, applied to the tree before the install and again to each tool's copy of it (so that an installed
+   * tree cached before a change gets it too): each must be idempotent.
+   */
   readonly patch: (dir: string) => void
 }
 
@@ -48,6 +51,14 @@ const editJson = (file: string, f: (x: Record<string, unknown>) => void) => {
   const x = JSON.parse(fs.readFileSync(file, "utf8")) as Record<string, unknown>
   f(x)
   fs.writeFileSync(file, `${JSON.stringify(x, null, 2)}\n`)
+}
+
+/** Inserts `line` after `anchor` in `file`, once: a second call finds it there and leaves the file as it is. */
+const insertOnce = (file: string, anchor: string, line: string) => {
+  const text = fs.readFileSync(file, "utf8")
+  if (text.includes(line)) return
+  if (!text.includes(anchor)) throw new Error(`${file}: no ${JSON.stringify(anchor)} to insert after`)
+  fs.writeFileSync(file, text.replace(anchor, `${anchor}${line}`))
 }
 
 export const REPOS: ReadonlyArray<Repo> = [
@@ -73,12 +84,21 @@ export const REPOS: ReadonlyArray<Repo> = [
       "`packages/react-email` (the preview CLI: its build bundles a Next.js app and its export test builds one) and " +
       "`packages/create-email` (no scripts). Changed in the copy: turbo.json's `test` gets `dependsOn: [\"^build\"]` " +
       "(as the repository's later turbo.json has: tests import their dependencies' `dist`, so without it a cold run " +
-      "races), and `packages/render/src/render-async-node.spec.tsx` is removed (it fetches https://example.com).",
+      "races), `packages/render/src/render-async-node.spec.tsx` is removed (it fetches https://example.com), and " +
+      "tailwind's `vite.config.ts` gets `build.commonjsOptions.strictRequires: true` (vite 5.0's commonjs plugin, at " +
+      "its default `auto`, decides which CommonJS modules of the bundled polyfills to wrap in a race between its " +
+      "async transforms, rollup/plugins#1425: the same `vite build` gives different bytes from run to run on a loaded " +
+      "box, in either tool, and the comparison of the outputs would flag it).",
     patch: (dir) => {
       editJson(path.join(dir, "turbo.json"), (t) => {
         ;(t.pipeline as Record<string, unknown>).test = { dependsOn: ["^build"] }
       })
       rm(path.join(dir, "packages/render/src/render-async-node.spec.tsx"))
+      insertOnce(
+        path.join(dir, "packages/tailwind/vite.config.ts"),
+        "\n  build: {\n",
+        "    commonjsOptions: { strictRequires: true },\n"
+      )
     }
   },
   {
