@@ -5,11 +5,20 @@
  */
 import * as fs from "node:fs"
 
-/** The boot id as the kernel writes it (`1b4e28ba-2fa1-…`, newline and all); undefined when there is none. */
+let known: { readonly text: string | undefined } | undefined
+
+/**
+ * The boot id as the kernel writes it (`1b4e28ba-2fa1-…`, newline and all); undefined when there is none. Read once
+ * per process: a process never outlives its boot, and the shared trees ask for it for every tree each sandbox mounts.
+ */
 export const bootIdText = (): string | undefined => {
+  if (known !== undefined) return known.text
+  let text: string | undefined
   try {
-    return fs.readFileSync("/proc/sys/kernel/random/boot_id", "utf8")
+    text = fs.readFileSync("/proc/sys/kernel/random/boot_id", "utf8")
   } catch {
-    return undefined
+    text = undefined
   }
+  known = { text }
+  return text
 }
