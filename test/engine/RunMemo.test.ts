@@ -219,6 +219,10 @@ describe("run memo evidence", () => {
       const ws = yield* tempDir()
       const file = path.join(ws, "f")
       fs.writeFileSync(file, "one\n")
+      // Its mtime a moment ahead: racy however long this machine takes to get to the check (its own 10 ms margin
+      // alone passed before the check on a loaded machine).
+      const ahead = new Date(Date.now() + 1500)
+      fs.utimesSync(file, ahead, ahead)
       const seen = seeFile(file)
       const now = BigInt(Date.now()) * 1_000_000n
       assert.isTrue(RunMemo.isRacy(seen, now))
