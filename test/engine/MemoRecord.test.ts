@@ -37,7 +37,10 @@ const result = {
 } as unknown as ProcessResult
 
 /** Records `processes` candidates that all took one whole directory; how often its observations' paths were read. */
-const readsFor = (processes: number) =>
+const readsFor = (
+  processes: number,
+  saved?: { readonly savedWalk: string; readonly previousGroups?: Record<string, ReadonlyArray<RunMemo.Obs>> }
+) =>
   Effect.gen(function*() {
     const root = yield* tempDir("kiln-store-")
     const workspace = yield* tempDir()
@@ -51,7 +54,8 @@ const readsFor = (processes: number) =>
       abs: modules,
       digest: Digest.empty,
       observations,
-      unchanged: () => true
+      unchanged: () => true,
+      ...(saved !== undefined ? { savedWalk: saved.savedWalk } : {})
     }
     const names = Array.from({ length: processes }, (_, i) => `p${i}`)
     const src = (name: string) => path.join(workspace, `${name}.ts`)
@@ -62,7 +66,16 @@ const readsFor = (processes: number) =>
       configHash: "c",
       configText: undefined,
       generation: "g",
-      previous: undefined,
+      previous: saved?.previousGroups === undefined ? undefined : {
+        v: RunMemo.FORMAT,
+        build: RunMemo.buildId("auto"),
+        generation: "g",
+        config: "c",
+        store: [],
+        workspace,
+        processes: {},
+        groups: saved.previousGroups
+      } as unknown as RunMemo.Memo,
       sandbox: "auto",
       startedNs: BigInt(Date.now()) * 1_000_000n,
       names: new Set(names),
@@ -97,5 +110,20 @@ describe("MemoRecord", () => {
       assert.strictEqual(Object.keys(ten.memo!.groups ?? {}).length, 1)
       assert.isAbove(one.reads, 0)
       assert.strictEqual(ten.reads, one.reads)
+    }))
+
+  it.effect("a directory taken from a saved walk is kept under the walk's key, and not made again once the memo has it", () =>
+    Effect.gen(function*() {
+      const first = yield* readsFor(3, { savedWalk: "5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a" })
+      assert.deepStrictEqual(Object.keys(first.memo!.groups ?? {}), ["5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a"])
+      assert.strictEqual(first.memo!.processes["p1"]!.inputs[1]![2], "5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a")
+      assert.isAbove(first.reads, 0)
+      // The next run took the same walk: its group is the one the memo holds, and no path of it is read.
+      const again = yield* readsFor(3, {
+        savedWalk: "5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a",
+        previousGroups: first.memo!.groups!
+      })
+      assert.strictEqual(again.reads, 0)
+      assert.deepStrictEqual(again.memo!.groups, first.memo!.groups)
     }))
 })

@@ -243,6 +243,40 @@ describe("whole directories across sessions", () => {
       assert.deepStrictEqual(hashed, [0])
     }))
 
+  it.scoped(
+    "a saved walk the run's own check vouched for is taken without looking again; its check after a run still sees a change",
+    () =>
+      Effect.gen(function*() {
+        const ws = yield* tempDir("kiln-wholes-vouched-")
+        const files: Record<string, string> = { "src/a.txt": "a\n" }
+        for (let i = 0; i < 40; i++) files[`node_modules/p${i % 4}/f${i}.js`] = `${i}\n`
+        writeTree(ws, files)
+        settle(ws)
+        const store = yield* tempStore()
+        const modules = path.join(ws, "node_modules")
+        const walked = yield* snapshotInSession(store, ws)
+        // A fresh walk has no saved walk to name; the next session takes the saved one as it was saved.
+        assert.isUndefined(walked.wholeDirectories.find((w) => w.abs === modules)!.savedWalk)
+        const reused = yield* snapshotInSession(store, ws)
+        const savedWalk = reused.wholeDirectories.find((w) => w.abs === modules)!.savedWalk
+        assert.isString(savedWalk)
+
+        fs.writeFileSync(path.join(ws, "node_modules/p1/f5.js"), "9\n")
+        settleTimes(path.join(ws, "node_modules/p1/f5.js"))
+        const vouchedFor = yield* Effect.scoped(Effect.gen(function*() {
+          const session = yield* store.snapshotSession(ws, { vouched: new Set([savedWalk!]) })
+          const [taken] = yield* store.snapshotMany(ws, [{ globs: GLOBS, observe: true }], session)
+          return yield* taken!
+        }))
+        // Taken as vouched for: what the check saw (a change after it is a change during the run)...
+        assert.deepStrictEqual(vouchedFor.digest, walked.digest)
+        // ...which the process's own check after it ran sees, so that no result of such a run is kept.
+        assert.isFalse(vouchedFor.wholeDirectories.find((w) => w.abs === modules)!.unchanged())
+        // Not vouched for, the session looks, and sees it.
+        assert.notDeepEqual((yield* snapshotInSession(store, ws)).digest, walked.digest)
+      })
+  )
+
   it.scoped("a saved walk found under another directory's name is not taken for it", () =>
     Effect.gen(function*() {
       const ws = yield* tempDir("kiln-wholes-collide-")

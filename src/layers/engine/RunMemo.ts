@@ -172,12 +172,18 @@ const PATHS = Symbol.for("kiln.memoPaths")
 const OUTPUT_PATHS = Symbol.for("kiln.memoOutputPaths")
 /** Which groups held when this memo was checked. */
 const GROUPS = Symbol.for("kiln.memoGroups")
+/** Paths of groups whose content was read again during this check (their stat moved). */
+const REREAD_PATHS = Symbol.for("kiln.memoRereadPaths")
+/** Groups every path of which held at its recorded stat during this check (see {@link heldByStat}). */
+const BY_STAT = Symbol.for("kiln.memoGroupsByStat")
 type Checked = Memo & {
   [EVIDENCE]?: Map<string, Evidence>
   [HELD]?: Held
   [PATHS]?: Map<string, readonly [Obs, boolean]>
   [GROUPS]?: Map<string, string | undefined>
   [REREAD]?: number
+  [REREAD_PATHS]?: Set<string>
+  [BY_STAT]?: Set<string>
   [OUTPUT_PATHS]?: ReadonlySet<string>
 }
 
@@ -402,7 +408,10 @@ const holdsFor = (memo: Checked, e: Entry) => {
  * {@link REREAD_AT_MOST}.
  */
 const groupHolds = (memo: Checked, workspace: string, o: Obs): boolean =>
-  MemoPaths.groupPathHolds(workspace, o, () => (memo[REREAD] = (memo[REREAD] ?? 0) + 1) <= REREAD_AT_MOST)
+  MemoPaths.groupPathHolds(workspace, o, () => {
+    ;(memo[REREAD_PATHS] ??= new Set()).add(o[0])
+    return (memo[REREAD] = (memo[REREAD] ?? 0) + 1) <= REREAD_AT_MOST
+  })
 
 /** The names of a listing, as evidence (the store's, which its snapshots record). */
 export { namesOf }
@@ -467,8 +476,19 @@ const groupChange = (
   const check = (w: string, o: Obs) => groupHolds(memo, w, o)
   const bad = group === undefined ? "" : group.find((o) => !holdsOnce(seen, workspace, o, check))?.[0]
   held.set(key, bad)
+  const reread = memo[REREAD_PATHS]
+  if (bad === undefined && (reread === undefined || !group!.some((o) => reread.has(o[0])))) {
+    ;(memo[BY_STAT] ??= new Set()).add(key)
+  }
   return bad
 }
+
+/**
+ * The groups of `memo` that its check in this process found holding with every path at its recorded stat (none read
+ * again). A group kept under a saved walk's key (`WholeDirectory.savedWalk`) is then that walk, checked: the run's
+ * snapshot session takes it without a second `lstat` of every path (`SessionOptions.vouched`).
+ */
+export const heldByStat = (memo: Memo): ReadonlySet<string> => (memo as Checked)[BY_STAT] ?? new Set()
 
 const changed = (memo: Checked, name: string, workspace: string, e: Entry): Evidence => {
   const known = memo[EVIDENCE]

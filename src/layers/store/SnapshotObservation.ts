@@ -127,4 +127,9 @@ export interface WholeDirectory {
   readonly observations: ReadonlyArray<SnapshotObservation>
   /** Whether every path under it is still as the snapshot saw it ({@link stillHold}). */
   readonly unchanged: () => boolean
+  /**
+   * When it was taken from a saved walk of an earlier session as that walk was saved: the walk's key (see
+   * `SessionOptions.vouched`), which the run memo keeps its observations under.
+   */
+  readonly savedWalk?: string
 }

@@ -57,6 +57,11 @@ export interface SessionOptions {
   /** Read the index only once a few files had to be hashed without it (see `Store.snapshotSession`). */
   readonly lazy?: boolean
   readonly progress?: HashProgress
+  /**
+   * Saved walks of directories taken whole (by `WholeDirectory.savedWalk`) whose every path a check made in this run,
+   * before the session, found at its saved stat (the run memo's): the session takes them without looking again.
+   */
+  readonly vouched?: ReadonlySet<string>
 }
 
 /**

@@ -51,6 +51,8 @@ export interface MemoConsulted {
    * their result is the memo's, found without snapshotting their inputs or asking the action cache.
    */
   readonly restored: Map<string, RunMemo.Entry>
+  /** The memo's groups this run's check found at their recorded stats (see `RunMemo.heldByStat`). */
+  readonly vouched: ReadonlySet<string>
 }
 
 /**
@@ -102,5 +104,6 @@ export const consult = (options: {
       if (r !== undefined && rememberable(r)) restored.set(name, r)
     }
   }
-  return { generation, previous, sandbox, remembered, restored }
+  const vouched = options.use && previous !== undefined ? RunMemo.heldByStat(previous) : new Set<string>()
+  return { generation, previous, sandbox, remembered, restored, vouched }
 }

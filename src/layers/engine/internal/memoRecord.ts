@@ -114,6 +114,37 @@ const unique = (obs: Array<RunMemo.Obs>): Array<RunMemo.Obs> => {
   return [...byKey.values()]
 }
 
+/**
+ * Each directory taken whole is recorded once, under a key of what was seen in it (so that a copy of it elsewhere,
+ * or the same tree made again, is another group); by its observations, which every process's snapshot shares for a
+ * directory the session walked once. One taken from a saved walk as it was saved is kept under that walk's key,
+ * which the next run's check vouches for to its snapshot session (`SessionOptions.vouched`), and is not made again
+ * when the memo has it already.
+ */
+const groupsOf = (
+  workspace: string,
+  previous: RunMemo.Memo | undefined,
+  racy: (s: RunMemo.Seen) => boolean
+) => {
+  const groups: Record<string, ReadonlyArray<RunMemo.Obs>> = {}
+  const keys = new Map<ReadonlyArray<RunMemo.Seen>, string>()
+  const groupOf = (w: WholeDirectory) => {
+    const known = keys.get(w.observations)
+    if (known !== undefined) return known
+    if (w.savedWalk !== undefined && previous?.groups?.[w.savedWalk] !== undefined) {
+      keys.set(w.observations, w.savedWalk)
+      return w.savedWalk
+    }
+    const obs = w.observations.map((s) => RunMemo.groupObsOf(workspace, s, racy(s)))
+    const settledWalk = w.savedWalk !== undefined && obs.every((ob) => ob.length < 10)
+    const key = settledWalk ? w.savedWalk! : RunMemo.hashOf(JSON.stringify(obs)).slice(0, 32)
+    keys.set(w.observations, key)
+    groups[key] = obs
+    return key
+  }
+  return { groups, groupOf }
+}
+
 /** @internal */
 export const record = (o: {
   readonly root: string
@@ -177,20 +208,7 @@ export const record = (o: {
       }
       return unsettled === undefined
     })
-    // Each directory taken whole is recorded once, under a key of what was seen in it (so that a copy of it
-    // elsewhere, or the same tree made again, is another group).
-    const groups: Record<string, ReadonlyArray<RunMemo.Obs>> = {}
-    // By the observations: every process's snapshot shares them for a directory the session walked once.
-    const keys = new Map<ReadonlyArray<RunMemo.Seen>, string>()
-    const groupOf = (w: WholeDirectory) => {
-      const known = keys.get(w.observations)
-      if (known !== undefined) return known
-      const obs = w.observations.map((s) => RunMemo.groupObsOf(o.workspace, s, racy(s)))
-      const key = RunMemo.hashOf(JSON.stringify(obs)).slice(0, 32)
-      keys.set(w.observations, key)
-      groups[key] = obs
-      return key
-    }
+    const { groupOf, groups } = groupsOf(o.workspace, o.previous, racy)
     const processes: Record<string, RunMemo.Entry> = {}
     const set: Record<string, RunMemo.Entry> = {}
     const drop: Array<string> = []

@@ -68,6 +68,7 @@ export const run = (
     // workspace's stat index read (and rewritten), unless there turn out to be more than a few.
     const session = yield* store.snapshotSession(workspace, {
       lazy: memo.remembered.size + memo.restored.size > 0,
+      vouched: memo.vouched,
       ...(options.onHashing !== undefined ? { progress: options.onHashing } : {})
     })
     // Released when the run's scope closes; taken only if something is written back.

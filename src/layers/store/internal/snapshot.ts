@@ -344,7 +344,12 @@ const walkWhole = (w: Walk, abs: string, rel: string): Effect.Effect<Tree.Node |
     if (known !== undefined) return Effect.succeed(took(known))
     const reused = WholeDirs.reuse(w.index!, abs)
     if (reused !== undefined) {
-      const entry = { node: reused.digest, observations: reused.observations, standsIn: true }
+      const entry = {
+        node: reused.digest,
+        observations: reused.observations,
+        standsIn: true,
+        ...(reused.savedWalk !== undefined ? { savedWalk: reused.savedWalk } : {})
+      }
       whole.set(abs, entry)
       return Effect.succeed(took(entry))
     }

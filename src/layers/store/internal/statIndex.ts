@@ -90,6 +90,8 @@ export interface StatIndex {
   /** The workspace, resolved: what the paths given to `progress` are relative to. */
   readonly workspace: string
   readonly progress: HashProgress | undefined
+  /** See `SessionOptions.vouched`. */
+  readonly vouched: ReadonlySet<string>
 }
 
 /** A directory a session walked whole (see `StatIndex.wholeDirs`). @internal */
@@ -103,6 +105,8 @@ export interface WholeDir {
    * may then stand in for its tree while its paths still hold.
    */
   readonly standsIn: boolean
+  /** The key of the saved walk it was taken from as it was saved (see `wholeDirs.reuse`), if it was. */
+  readonly savedWalk?: string
 }
 
 /**
@@ -131,7 +135,8 @@ export const open = (storeRoot: string, workspace: string, options?: SessionOpti
     touched: new Set(),
     generation: Generation.read(storeRoot),
     workspace: path.resolve(workspace),
-    progress: options?.progress
+    progress: options?.progress,
+    vouched: options?.vouched ?? new Set()
   }
   if (options?.lazy !== true) load(index)
   return index

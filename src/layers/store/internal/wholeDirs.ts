@@ -162,17 +162,37 @@ const refreshed = (
 export const reuse = (
   index: StatIndex.StatIndex,
   abs: string
-): { readonly digest: Digest.Digest; readonly observations: Array<Observation.SnapshotObservation> } | undefined => {
+): {
+  readonly digest: Digest.Digest
+  readonly observations: Array<Observation.SnapshotObservation>
+  readonly savedWalk?: string
+} | undefined => {
   const entry = savedOf(index, abs)
   if (entry === undefined || !entry.standsIn || entry.generation !== index.generation) return undefined
   const digest = Digest.parse(entry.digest)
   if (digest._tag === "Left") return undefined
   const saved = entry.paths.map(observationOf)
+  const savedWalk = savedWalkKey(abs, entry.digest, entry.savedAtNs)
+  // Every path found at its saved stat by this run's check, moments ago: the walk is taken as it was saved. A change
+  // since then is a change during the run, which the processes' own checks after they ran see (`unchanged`).
+  if (index.vouched.has(savedWalk)) return { digest: digest.right, observations: saved, savedWalk }
   const observations = refreshed(index, saved)
   if (observations === undefined) return undefined
-  if (observations.some((o, i) => o !== saved[i])) index.wholesFresh.add(abs)
-  return { digest: digest.right, observations }
+  if (observations.some((o, i) => o !== saved[i])) {
+    index.wholesFresh.add(abs)
+    return { digest: digest.right, observations }
+  }
+  return { digest: digest.right, observations, savedWalk }
 }
+
+/**
+ * The key of a saved walk as it was saved: another save of the directory (a walk again, paths read again) is
+ * another key. Domain-separated from the run memo's other group keys, which hash what was seen.
+ *
+ * @internal
+ */
+export const savedWalkKey = (abs: string, digest: string, savedAtNs: string): string =>
+  sha256Hex(`kiln saved walk\0${abs}\0${digest}\0${savedAtNs}`).slice(0, 32)
 
 /** What a walk of a directory that changed may take from its last walk: each file's hash while its stat holds. */
 export interface Previous {
@@ -292,7 +312,8 @@ export const standingIn = (index: StatIndex.StatIndex, abs: ReadonlySet<string>)
       abs: dir,
       digest,
       observations: whole.observations,
-      unchanged: () => Observation.stillHold(whole.observations)
+      unchanged: () => Observation.stillHold(whole.observations),
+      ...(whole.savedWalk !== undefined ? { savedWalk: whole.savedWalk } : {})
     }]
   })
 
