@@ -277,6 +277,21 @@ describe("whole directories across sessions", () => {
       })
   )
 
+  it.scoped("a damaged saved walk is walked again, not trusted and not fatal", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempDir("kiln-wholes-damaged-")
+      writeTree(ws, { "src/a.txt": "a\n", "node_modules/p/f.js": "f\n", "node_modules/p/g.js": "g\n" })
+      settle(ws)
+      const store = yield* tempStore()
+      const first = yield* snapshotInSession(store, ws)
+      const saved = savedWholes(store)[path.join(ws, "node_modules")]!
+      const json = JSON.parse(fs.readFileSync(saved.file, "utf8")) as { paths: Array<Array<string>> }
+      const row = json.paths.find((r) => r[0] === "f")!
+      row[3] = "an inode"
+      fs.writeFileSync(saved.file, JSON.stringify(json))
+      assert.deepStrictEqual((yield* snapshotInSession(store, ws)).digest, first.digest)
+    }))
+
   it.scoped("a saved walk found under another directory's name is not taken for it", () =>
     Effect.gen(function*() {
       const ws = yield* tempDir("kiln-wholes-collide-")

@@ -171,7 +171,13 @@ export const reuse = (
   if (entry === undefined || !entry.standsIn || entry.generation !== index.generation) return undefined
   const digest = Digest.parse(entry.digest)
   if (digest._tag === "Left") return undefined
-  const saved = entry.paths.map(observationOf)
+  let saved: Array<Observation.SnapshotObservation>
+  try {
+    saved = entry.paths.map(observationOf)
+  } catch {
+    // A damaged saved walk (a number that is not one) vouches for nothing: the directory is walked.
+    return undefined
+  }
   const savedWalk = savedWalkKey(abs, entry.digest, entry.savedAtNs)
   // Every path found at its saved stat by this run's check, moments ago: the walk is taken as it was saved. A change
   // since then is a change during the run, which the processes' own checks after they ran see (`unchanged`).
@@ -241,8 +247,9 @@ const previousKnown = new WeakMap<StatIndex.StatIndex, Map<string, Previous | nu
  */
 export const enclosingPrevious = (index: StatIndex.StatIndex, abs: string): Previous | undefined => {
   if (index.wholeDirs.size === 0) return undefined
-  for (let dir = path.dirname(abs); dir.length > index.workspace.length; dir = path.dirname(dir)) {
+  for (let dir = path.dirname(abs); dir.length >= index.workspace.length; dir = path.dirname(dir)) {
     if (index.wholeDirs.has(dir)) return previousOf(index, dir)
+    if (dir === path.dirname(dir)) break
   }
   return undefined
 }
