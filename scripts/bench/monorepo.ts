@@ -41,11 +41,10 @@ import { readWorkspace, transitiveDeps, type Workspace } from "./monorepo/worksp
 import { ensureTime } from "./peers/proc.js"
 import {
   cli,
+  closingNotes,
   emit,
-  machineNotes,
   now,
   progress,
-  rawTable,
   renderSection,
   repo,
   rm,
@@ -384,16 +383,15 @@ const main = async () => {
         `Each row: medians of ${reps} rep${reps === 1 ? "" : "s"}, kiln then Turborepo, and how many tasks ran.`,
         "",
         notes(repos),
-        `- Left behind at the end: ${left.processes} processes, ${left.sandboxes} sandboxes.`,
-        "",
-        "Machine (this benchmark runs alone, not in `npm run bench`):",
-        "",
-        `- kiln: commit ${commit}`,
-        machineNotes({ loadStart, loadEnd: os.loadavg(), tempDir: path.dirname(tmp.root), wallSeconds }),
-        "",
-        "Raw measurements:",
-        "",
-        rawTable(samples)
+        closingNotes({
+          left,
+          kiln: `- kiln: commit ${commit}`,
+          loadStart,
+          tempDir: path.dirname(tmp.root),
+          wallSeconds: wallSeconds,
+          samples,
+          alone: true
+        })
       ].join("\n")
     }
   } finally {

@@ -48,12 +48,11 @@ import {
 import {
   argValue,
   cli,
+  closingNotes,
   emit,
-  machineNotes,
   now,
   progress,
   quick,
-  rawTable,
   renderSection,
   repo,
   rm,
@@ -518,14 +517,14 @@ const sandboxCostMain = async (reps: number) => {
             ` flight; esbuild ${version} (its npm package's native binary, by absolute path, declared in each` +
             " process's `hostPaths`)."
         }),
-        `- Left behind at the end: ${left.processes} processes, ${left.sandboxes} sandboxes.`,
-        "",
-        revision(),
-        machineNotes({ loadStart, loadEnd: os.loadavg(), tempDir: path.dirname(tmp.root), wallSeconds }),
-        "",
-        "Raw measurements:",
-        "",
-        rawTable(samples)
+        closingNotes({
+          left,
+          kiln: revision(),
+          loadStart,
+          tempDir: path.dirname(tmp.root),
+          wallSeconds: wallSeconds,
+          samples
+        })
       ].join("\n")
     }
   } finally {
@@ -563,16 +562,15 @@ const main = async () => {
         peersTable(toolNames, cases),
         "",
         notes({ tools, skipped, cases, timeOk }),
-        `- Left behind at the end: ${left.processes} processes, ${left.sandboxes} sandboxes.`,
-        "",
-        "Machine (this benchmark runs alone, not in `npm run bench`):",
-        "",
-        revision(),
-        machineNotes({ loadStart, loadEnd: os.loadavg(), tempDir: path.dirname(tmp.root), wallSeconds }),
-        "",
-        "Raw measurements:",
-        "",
-        rawTable(samples),
+        closingNotes({
+          left,
+          kiln: revision(),
+          loadStart,
+          tempDir: path.dirname(tmp.root),
+          wallSeconds: wallSeconds,
+          samples,
+          alone: true
+        }),
         "",
         rssTable()
       ].join("\n")

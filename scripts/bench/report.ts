@@ -195,6 +195,31 @@ export const machineNotes = (o: {
     `- wall time: ${o.wallSeconds.toFixed(0)} s`
   ].join("\n")
 
+/**
+ * How a benchmark's section ends: what the run left behind, the kiln it measured (`kiln`: its revision line), the
+ * machine, and every sample. `alone`: it says that the benchmark runs on its own, not in `npm run bench`.
+ */
+export const closingNotes = (o: {
+  readonly left: { readonly processes: number; readonly sandboxes: number }
+  readonly kiln: string
+  readonly loadStart: ReadonlyArray<number>
+  readonly tempDir: string
+  readonly wallSeconds: number
+  readonly samples: Samples
+  readonly alone?: boolean
+}): string =>
+  [
+    `- Left behind at the end: ${o.left.processes} processes, ${o.left.sandboxes} sandboxes.`,
+    "",
+    ...(o.alone === true ? ["Machine (this benchmark runs alone, not in `npm run bench`):", ""] : []),
+    o.kiln,
+    machineNotes({ loadStart: o.loadStart, loadEnd: os.loadavg(), tempDir: o.tempDir, wallSeconds: o.wallSeconds }),
+    "",
+    "Raw measurements:",
+    "",
+    rawTable(o.samples)
+  ].join("\n")
+
 // ---------------------------------------------------------------------------------------------------------------
 // Report files
 

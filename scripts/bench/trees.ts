@@ -34,14 +34,13 @@ import {
 import {
   argValue,
   cli,
+  closingNotes,
   emit,
   fmtMs,
-  machineNotes,
   ms,
   now,
   progress,
   quick,
-  rawTable,
   renderSection,
   repo,
   rm,
@@ -550,14 +549,7 @@ const sandboxCostMain = async (reps: number) => {
             }) among its inputs, ${CONCURRENCY} in flight, \`--sandbox-root\` under the benchmark's temp dir. A cold` +
             " run on a fresh store stores the tree too: a cost both contenders pay."
         }),
-        `- Left behind at the end: ${left.processes} processes, ${left.sandboxes} sandboxes.`,
-        "",
-        revision(),
-        machineNotes({ loadStart, loadEnd: os.loadavg(), tempDir: tmp.root, wallSeconds }),
-        "",
-        "Raw measurements:",
-        "",
-        rawTable(samples)
+        closingNotes({ left, kiln: revision(), loadStart, tempDir: tmp.root, wallSeconds, samples })
       ].join("\n")
     }
   } finally {
@@ -597,16 +589,15 @@ const main = async () => {
       rows: rows(tree),
       body: [
         notes(tree, compared),
-        `- Left behind at the end: ${left.processes} processes, ${left.sandboxes} sandboxes.`,
-        "",
-        "Machine (this benchmark runs alone, not in `npm run bench`):",
-        "",
-        revision(),
-        machineNotes({ loadStart, loadEnd: os.loadavg(), tempDir: tmp.root, wallSeconds: (now() - t0) / 1000 }),
-        "",
-        "Raw measurements:",
-        "",
-        rawTable(samples)
+        closingNotes({
+          left,
+          kiln: revision(),
+          loadStart,
+          tempDir: tmp.root,
+          wallSeconds: (now() - t0) / 1000,
+          samples,
+          alone: true
+        })
       ].join("\n")
     }
   } finally {

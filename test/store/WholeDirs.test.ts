@@ -53,6 +53,16 @@ const countedSession = (store: Store.Service, ws: string, hashed: Array<number>)
     return snapshot
   }))
 
+/** A settled workspace of 40 files in 4 packages under node_modules, and `src` (by default one file). */
+const modulesWorkspace = (prefix: string, src: Record<string, string> = { "src/a.txt": "a\n" }) =>
+  Effect.map(tempDir(prefix), (ws) => {
+    const files: Record<string, string> = { ...src }
+    for (let i = 0; i < 40; i++) files[`node_modules/p${i % 4}/f${i}.js`] = `${i}\n`
+    writeTree(ws, files)
+    settle(ws)
+    return ws
+  })
+
 const nodeModulesOf = (store: Store.Service, root: Digest.Digest) =>
   Effect.map(store.getDirectory(root), (d) => d.directories.find((x) => x.name === "node_modules")!.digest)
 
@@ -66,11 +76,7 @@ const settle = (ws: string) => settleTimes(path.join(ws, "node_modules"))
 describe("whole directories across sessions", () => {
   it.scoped("the next session takes the directory as it was, and sees every kind of change", () =>
     Effect.gen(function*() {
-      const ws = yield* tempDir("kiln-wholes-")
-      const files: Record<string, string> = { "src/a.txt": "a\n" }
-      for (let i = 0; i < 40; i++) files[`node_modules/p${i % 4}/f${i}.js`] = `${i}\n`
-      writeTree(ws, files)
-      settle(ws)
+      const ws = yield* modulesWorkspace("kiln-wholes-")
       const store = yield* tempStore()
       const first = yield* snapshotInSession(store, ws)
       assert.strictEqual(first.wholeDirectories.length, 2)
@@ -106,11 +112,7 @@ describe("whole directories across sessions", () => {
       "session reads those paths again, not the directory",
     () =>
       Effect.gen(function*() {
-        const ws = yield* tempDir("kiln-wholes-renamed-")
-        const files: Record<string, string> = { "src/a.txt": "a\n" }
-        for (let i = 0; i < 40; i++) files[`node_modules/p${i % 4}/f${i}.js`] = `${i}\n`
-        writeTree(ws, files)
-        settle(ws)
+        const ws = yield* modulesWorkspace("kiln-wholes-renamed-")
         const store = yield* tempStore()
         const first = yield* snapshotInSession(store, ws)
         const lock = path.join(ws, "node_modules/p1/f5.js")
@@ -158,11 +160,7 @@ describe("whole directories across sessions", () => {
     "an edit rewrites only its own directory's saved walk, and the stat index keeps no file of a directory taken whole",
     () =>
       Effect.gen(function*() {
-        const ws = yield* tempDir("kiln-wholes-apart-")
-        const files: Record<string, string> = { "src/a.txt": "a\n", "src/b.txt": "b\n" }
-        for (let i = 0; i < 40; i++) files[`node_modules/p${i % 4}/f${i}.js`] = `${i}\n`
-        writeTree(ws, files)
-        settle(ws)
+        const ws = yield* modulesWorkspace("kiln-wholes-apart-", { "src/a.txt": "a\n", "src/b.txt": "b\n" })
         settleTimes(path.join(ws, "src"))
         const store = yield* tempStore()
         const first = yield* snapshotInSession(store, ws)
@@ -193,11 +191,7 @@ describe("whole directories across sessions", () => {
 
   it.scoped("a directory that changed is walked again, taking each unchanged file by its saved hash, not its bytes", () =>
     Effect.gen(function*() {
-      const ws = yield* tempDir("kiln-wholes-previous-")
-      const files: Record<string, string> = { "src/a.txt": "a\n" }
-      for (let i = 0; i < 40; i++) files[`node_modules/p${i % 4}/f${i}.js`] = `${i}\n`
-      writeTree(ws, files)
-      settle(ws)
+      const ws = yield* modulesWorkspace("kiln-wholes-previous-")
       const store = yield* tempStore()
       const first = yield* snapshotInSession(store, ws)
       fs.writeFileSync(path.join(ws, "node_modules/p1/f5.js"), "9\n")
@@ -225,11 +219,7 @@ describe("whole directories across sessions", () => {
 
   it.scoped("a glob over part of a directory taken whole takes its files by the saved walk's hashes too", () =>
     Effect.gen(function*() {
-      const ws = yield* tempDir("kiln-wholes-part-")
-      const files: Record<string, string> = { "src/a.txt": "a\n" }
-      for (let i = 0; i < 40; i++) files[`node_modules/p${i % 4}/f${i}.js`] = `${i}\n`
-      writeTree(ws, files)
-      settle(ws)
+      const ws = yield* modulesWorkspace("kiln-wholes-part-")
       const store = yield* tempStore()
       yield* snapshotInSession(store, ws)
       const hashed: Array<number> = []
@@ -247,11 +237,7 @@ describe("whole directories across sessions", () => {
     "a saved walk the run's own check vouched for is taken without looking again; its check after a run still sees a change",
     () =>
       Effect.gen(function*() {
-        const ws = yield* tempDir("kiln-wholes-vouched-")
-        const files: Record<string, string> = { "src/a.txt": "a\n" }
-        for (let i = 0; i < 40; i++) files[`node_modules/p${i % 4}/f${i}.js`] = `${i}\n`
-        writeTree(ws, files)
-        settle(ws)
+        const ws = yield* modulesWorkspace("kiln-wholes-vouched-")
         const store = yield* tempStore()
         const modules = path.join(ws, "node_modules")
         const walked = yield* snapshotInSession(store, ws)
