@@ -49,6 +49,12 @@ export interface Transport {
    * blob too large to hold in memory.
    */
   readonly downloadFile: (digest: Digest.Digest, file: string) => Effect.Effect<void, RemoteError | StoreError>
+  /**
+   * Learns, off any process's path, what the first download would otherwise have to ask before it can go (gRPC:
+   * whether the server has BatchReadBlobs); never fails. Started once executions are sent: their results come back
+   * all at once.
+   */
+  readonly prepareDownloads?: Effect.Effect<void>
   /** Runs an action the server has every input of (REAPI `Execution`; none over HTTP). */
   readonly execute?: (
     action: Digest.Digest,
