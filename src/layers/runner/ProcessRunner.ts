@@ -297,8 +297,10 @@ export const make = (options: Options = {}) =>
         }),
       fetchTree: (root) => Option.isSome(remote) ? remote.value.fetchTree(root) : Effect.succeed(false),
       // Twice what the bounded runner admits (itself twice the local concurrency): enough to have the next processes
-      // looked up and laid out while the others run; the figures barely moved between 4 and 64 (report.md).
-      inFlight: Math.max(8, concurrency * 4) + (Option.isSome(remote) ? remote.value.executorJobs : 0)
+      // looked up and laid out while the others run; the figures barely moved between 4 and 64 (report.md). Twice
+      // the executor's jobs too: a whole wave uploaded and waiting for its slots while the one before runs, so that
+      // the slots it frees all at once are taken at once, not as its processes finish bringing their outputs back.
+      inFlight: Math.max(8, concurrency * 4) + (Option.isSome(remote) ? 2 * remote.value.executorJobs : 0)
     }
     return service
   })

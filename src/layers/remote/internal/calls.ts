@@ -324,13 +324,17 @@ export const make = (options: CallsOptions): Calls => {
       if (kind === "probe") return logged
       const retried = Effect.retry(logged, policyOf(kind))
       if (!isLookup(kind)) return retried
-      // A lookup's deadline bounds its retries too: a miss costs a local run, never more waiting.
-      const overall = pastDeadline(options.endpoint, method)
+      // A lookup's deadline bounds its retries too: a miss costs a local run, never more waiting. Its error is made
+      // only once the deadline passes: an error captures a stack and is checked against its schema.
+      let overall: RemoteError | undefined
       return retried.pipe(
-        Effect.timeoutFail({ duration: deadlineMs(kind), onTimeout: () => overall }),
+        Effect.timeoutFail({
+          duration: deadlineMs(kind),
+          onTimeout: () => (overall = pastDeadline(options.endpoint, method))
+        }),
         Effect.tapError((e: E | RemoteError) =>
           Effect.suspend(() => {
-            if (e !== overall) return Effect.void
+            if (overall === undefined || e !== overall) return Effect.void
             record(method, e.code, started, describe)
             // An attempt that failed already counted this call's error; a call cut short in its first one has not.
             return failedAttempts === 0 ? count(cls, method, e) : Effect.void
@@ -343,15 +347,15 @@ export const make = (options: CallsOptions): Calls => {
     Effect.suspend(() => {
       const started = Date.now()
       const region = { failed: 0 }
-      const overall = pastDeadline(options.endpoint, method)
+      let overall: RemoteError | undefined
       return Effect.locally(step, stepFailures, region).pipe(
-        Effect.timeoutFail({ duration: ms, onTimeout: () => overall }),
+        Effect.timeoutFail({ duration: ms, onTimeout: () => (overall = pastDeadline(options.endpoint, method)) }),
         Effect.tapBoth({
           onSuccess: () => Effect.sync(() => breakers.lookup.failures.delete(method)),
           // The step is one failure for the breaker, however many of its calls failed, and counted once.
           onFailure: (e: E | RemoteError) =>
             Effect.suspend(() => {
-              if (e === overall) {
+              if (overall !== undefined && e === overall) {
                 record(method, overall.code, started)
                 if (region.failed === 0) bump(counters, overall.code)
               }

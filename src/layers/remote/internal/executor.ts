@@ -75,6 +75,8 @@ export const make = (
       gathered: Gathered.make(deps.transport.upload, yield* Effect.scope)
     })
     const counters = cacheSide.counters
+    const scope = yield* Effect.scope
+    let downloadsPrepared = false
     let warned = false
     const fallBack = (process: Process, why: string) =>
       Effect.gen(function*() {
@@ -96,6 +98,11 @@ export const make = (
           return yield* fallBack(process, (yield* deps.unusable ?? Effect.succeed(undefined)) ?? "it cannot be used")
         }
         if (!caps.execution) return yield* fallBack(process, "it does not offer remote execution")
+        const prepare = deps.transport.prepareDownloads
+        if (!downloadsPrepared && prepare !== undefined) {
+          downloadsPrepared = true
+          yield* Effect.forkIn(prepare, scope)
+        }
         // An execution silent for the remote timeout is re-attached to; the process's own timeout bounds the whole.
         const ran = yield* Effect.either(
           execution.run(process, key, settings.timeoutMs, jobs.withPermits(1), options?.skipCache === true)

@@ -164,6 +164,34 @@ const downloadBatch = (
     return out
   })
 
+/**
+ * Learns whether the server has BatchReadBlobs before any download needs to know (an empty batch, under the probe's
+ * short deadline and without retries), so that the downloads of the first executions to finish go their way at once
+ * instead of waiting on the one that asks. What it cannot learn (any other failure) is left to that first download.
+ */
+export const learnBatchRead = (conn: Connection): Effect.Effect<void> =>
+  conn.learned.batchReadProbe.withPermits(1)(Effect.suspend(() => {
+    if (conn.learned.batchRead !== "unknown") return Effect.void
+    return unary(
+      conn,
+      `${V2}ContentAddressableStorage`,
+      "BatchReadBlobs",
+      ["BatchReadBlobsRequest", { instance_name: conn.settings.instanceName, digests: [] }],
+      "BatchReadBlobsResponse",
+      "probe",
+      { count: 0 }
+    ).pipe(
+      Effect.match({
+        onFailure: (e) => {
+          if (e.code === "UNIMPLEMENTED") conn.learned.batchRead = false
+        },
+        onSuccess: () => {
+          conn.learned.batchRead = true
+        }
+      })
+    )
+  }))
+
 export const download = (
   conn: Connection,
   digests: ReadonlyArray<Digest.Digest>

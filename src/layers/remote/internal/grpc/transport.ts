@@ -30,6 +30,7 @@ export const make = (settings: Settings, calls: Calls, tool: ToolInfo): Transpor
     findMissing: (digests, kind) => Cas.findMissing(conn, digests, kind),
     upload: (blobs) => Cas.upload(conn, blobs),
     download: (digests) => Cas.download(conn, digests),
+    prepareDownloads: Cas.learnBatchRead(conn),
     close: Effect.sync(() => conn.client.close())
   }
 }
