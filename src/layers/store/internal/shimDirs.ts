@@ -5,8 +5,12 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
-import type * as Digest from "../../../domain/Digest.js"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import * as Digest from "../../../domain/Digest.js"
 import type { StoreError } from "../../../domain/StoreErrors.js"
+import * as AtomicFile from "../../../os/AtomicFile.js"
+import { mkdirp } from "../../../os/Mkdirp.js"
 import type { ShimDir } from "../SharedTrees.js"
 import type * as Store from "../Store.js"
 
@@ -51,7 +55,57 @@ const under = (
   })
 
 /**
- * The `.bin` directories that may hold shims in the tree `digest` of a directory named `name`, by their paths in it.
+ * Where the answer for a tree is kept between runs: a tree is its digest, so the answer never changes, and finding it
+ * decodes every directory of the tree (thousands for a `node_modules`), once per engine.
+ */
+const keptAt = (storeRoot: string, digest: Digest.Digest, name: string) =>
+  path.join(
+    storeRoot,
+    "immutable",
+    "shim-dirs",
+    `${digest.hash}-${digest.sizeBytes}${name === "node_modules" ? "-nm" : ""}.json`
+  )
+
+/** At most this many `.bin` directories in a kept answer: more is a damaged file, not a tree. */
+const KEPT_MAX = 100_000
+
+/** A kept answer, if it is one: relative paths ending in `.bin`, no `..`, well-formed digests. Else undefined. */
+const readKept = (file: string): ReadonlyArray<ShimDir> | undefined => {
+  let json: unknown
+  try {
+    json = JSON.parse(fs.readFileSync(file, "utf8"))
+  } catch {
+    return undefined
+  }
+  if (!Array.isArray(json) || json.length > KEPT_MAX) return undefined
+  const out: Array<ShimDir> = []
+  for (const entry of json as Array<unknown>) {
+    if (typeof entry !== "object" || entry === null) return undefined
+    const { digest, path: p } = entry as { path?: unknown; digest?: unknown }
+    if (typeof p !== "string" || typeof digest !== "string") return undefined
+    const segments = p.split("/")
+    if (segments[segments.length - 1] !== ".bin" || segments.some((x) => x === "" || x === "." || x === "..")) {
+      return undefined
+    }
+    const parsed = Digest.parse(digest)
+    if (parsed._tag === "Left") return undefined
+    out.push({ path: p, digest: parsed.right })
+  }
+  return out
+}
+
+const keep = (file: string, dirs: ReadonlyArray<ShimDir>): void => {
+  try {
+    mkdirp(path.dirname(file))
+    AtomicFile.write(file, JSON.stringify(dirs.map((d) => ({ path: d.path, digest: Digest.format(d.digest) }))))
+  } catch {
+    // Not kept: the next engine finds it again, which is all keeping it saves.
+  }
+}
+
+/**
+ * The `.bin` directories that may hold shims in the tree `digest` of a directory named `name`, by their paths in it:
+ * as an earlier engine kept it in the store, else found and kept.
  *
  * @internal
  */
@@ -62,7 +116,12 @@ export const shimDirsOf = (
   name: string
 ): Effect.Effect<ReadonlyArray<ShimDir>, Digest.MissingDigest | StoreError> =>
   Effect.gen(function*() {
+    const file = keptAt(store.options.root, digest, name)
+    const kept = readKept(file)
+    if (kept !== undefined) return kept
     const inner = yield* under(store, memo, digest)
     const own = name === "node_modules" ? yield* ownBin(store, digest) : undefined
-    return own === undefined ? inner : [{ path: ".bin", digest: own }, ...inner]
+    const found = own === undefined ? inner : [{ path: ".bin", digest: own }, ...inner]
+    keep(file, found)
+    return found
   })
