@@ -6,6 +6,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
+import * as fs from "node:fs"
 import * as path from "node:path"
 import type { Config } from "../../src/domain/Config.js"
 import * as Digest from "../../src/domain/Digest.js"
@@ -126,4 +127,42 @@ describe("MemoRecord", () => {
       assert.strictEqual(again.reads, 0)
       assert.deepStrictEqual(again.memo!.groups, first.memo!.groups)
     }))
+
+  it.effect("a run that records every process again (a restore of 40) appends to the journal, not the whole memo", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir("kiln-store-")
+      const workspace = yield* tempDir()
+      const names = Array.from({ length: 40 }, (_, i) => `p${i}`)
+      const recordOnce = (previous: RunMemo.Memo | undefined) =>
+        MemoRecord.record({
+          root,
+          workspace,
+          config: { processes: Object.fromEntries(names.map((n) => [n, { argv: ["true"] }])) } as unknown as Config,
+          configHash: "c",
+          configText: undefined,
+          generation: "g",
+          previous,
+          sandbox: "auto",
+          startedNs: BigInt(Date.now()) * 1_000_000n,
+          names: new Set(names),
+          remembered: new Set(),
+          candidates: names.map((name): MemoRecord.Candidate => ({
+            name,
+            result,
+            files: { [`${name}.ts`]: "d" },
+            inputs: [counted(path.join(workspace, `${name}.ts`), "f", { n: 0 })],
+            wholes: [],
+            outputs: [],
+            deps: {}
+          })),
+          keyOf: (name) => `key-${name}`
+        })
+      yield* recordOnce(undefined)
+      const file = path.join(root, "engine", "memo", fs.readdirSync(path.join(root, "engine", "memo"))[0]!)
+      const before = fs.readFileSync(file)
+      yield* recordOnce(RunMemo.read(root, workspace))
+      assert.deepStrictEqual(fs.readFileSync(file), before, "the memo was rewritten")
+      assert.isTrue(fs.existsSync(file.replace(/\.json$/, ".journal")))
+      assert.strictEqual(Object.keys(RunMemo.read(root, workspace)!.processes).length, 40)
+    }).pipe(Effect.scoped))
 })

@@ -242,10 +242,18 @@ export interface JournalLine {
   readonly groups?: Record<string, ReadonlyArray<Obs>>
 }
 
-/** Runs that record at most this many entries append them to the journal. */
-export const APPEND_AT_MOST = 32
-/** A journal that would grow past this size is merged: the memo is rewritten whole. */
-export const JOURNAL_MAX_BYTES = 256 * 1024
+/**
+ * Runs that record at most this many entries append them to the journal. A restore records every process of the
+ * workspace again (their outputs have new stats), and a memo holding a large tree's group is megabytes (a pnpm
+ * `node_modules` of 52k paths: 14 MB), which rewriting cost more than the rest of a restore: the bound that matters
+ * is the journal's size, below.
+ */
+export const APPEND_AT_MOST = 4096
+/**
+ * A journal that would grow past this size is merged: the memo is rewritten whole. Every read of the memo parses
+ * the journal too, which at this size is a small part of parsing a memo that holds a large tree.
+ */
+export const JOURNAL_MAX_BYTES = 1024 * 1024
 
 /**
  * Applies a journal's lines over `memo`, in order. A line cut short (a crash while appending) is skipped; so is a
