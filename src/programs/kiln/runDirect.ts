@@ -261,8 +261,6 @@ const runLoaded = (
       const sandboxer = yield* Effect.serviceOption(Sandboxer.Sandboxer)
       if (Option.isSome(sandboxer)) {
         yield* Effect.fork(Effect.catchAll(sandboxer.value.ensureRunning, (e) => Effect.logDebug(e.reason)))
-        // The run's next steps (the memo check, the snapshot) hold the thread for a while: the start goes first.
-        yield* Effect.yieldNow()
       }
     }
     // Not the store's: runs on two stores write the same workspace, and must exclude each other too. Judged as the
