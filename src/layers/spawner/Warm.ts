@@ -14,15 +14,6 @@ import { fileURLToPath } from "node:url"
 
 const KEY = Symbol.for("kiln.warmSpawner")
 
-/** Set with the warm spawner: the CLI's no-op check found a process that will most likely run. */
-const WILL_RUN = Symbol.for("kiln.willRun")
-
-/**
- * Whether this process's no-op check found that the run will most likely run a process (see `startWarm`): the engine
- * then starts the rest of what running one takes (its sandboxer) before it is needed.
- */
-export const willRun = (): boolean => (globalThis as Record<symbol, unknown>)[WILL_RUN] === true
-
 /** Set in a warm spawner's environment (which no process it starts sees: each gets exactly its own). */
 export const WARM_ENV = "KILN_SPAWNER_WARM"
 
@@ -74,7 +65,6 @@ const unref = (s: unknown) => (s as { unref?: () => void } | null)?.unref?.()
 
 /** Starts one for this process. Never throws: without it, the engine starts its own. @internal */
 export const startWarm = (spawn: typeof Spawn): void => {
-  ;(globalThis as Record<symbol, unknown>)[WILL_RUN] = true
   try {
     const command = commandFor(process.pid)
     const child = spawn(command.file, command.args, {

@@ -17,8 +17,6 @@ import * as ResolvedConfig from "../../domain/ResolvedConfig.js"
 import * as Engine from "../../layers/engine/Engine.js"
 import * as RunMemo from "../../layers/engine/RunMemo.js"
 import * as RemoteCache from "../../layers/remote/RemoteCache.js"
-import * as Sandboxer from "../../layers/sandboxer/Sandboxer.js"
-import * as Warm from "../../layers/spawner/Warm.js"
 import * as Store from "../../layers/store/Store.js"
 import * as TaskExpansion from "../../layers/tasks/TaskExpansion.js"
 import * as Tasks from "../../layers/tasks/Tasks.js"
@@ -254,15 +252,6 @@ const runLoaded = (
     if (!(yield* requireRemote)) return
     const store = yield* Store.Store
     const engine = yield* Engine.Engine
-    // The no-op check found a process that will run: its sandboxer (a program of its own, whose start-up was on the
-    // first process's path) starts now, beside the memo check and the snapshot. Not awaited: a sandboxer that cannot
-    // start fails the first process that needs it, as it would have without this.
-    if (Warm.willRun()) {
-      const sandboxer = yield* Effect.serviceOption(Sandboxer.Sandboxer)
-      if (Option.isSome(sandboxer)) {
-        yield* Effect.fork(Effect.catchAll(sandboxer.value.ensureRunning, (e) => Effect.logDebug(e.reason)))
-      }
-    }
     // Not the store's: runs on two stores write the same workspace, and must exclude each other too. Judged as the
     // store's root is: a lock directory others can write is a lock they can forge (a run then waits on their planted
     // holder) or break (their removal lets two runs write one workspace at once).
