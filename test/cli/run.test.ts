@@ -13,7 +13,7 @@ import * as RunRecords from "../../src/layers/engine/internal/runRecords.js"
 import { isAlive } from "../../src/os/Proc.js"
 import { explainProcess } from "../../src/programs/kiln/runCommand.js"
 import { eventually, exitOf, helpersOf } from "../utils/child.js"
-import { cli, stack } from "../utils/stack.js"
+import { cli, cliEnvIn, stack } from "../utils/stack.js"
 import { tempDir } from "../utils/temp.js"
 
 interface Summary {
@@ -32,13 +32,7 @@ const workspace = Effect.gen(function*() {
   const ws = path.join(root, "ws")
   fs.cpSync(path.resolve("examples/workspace"), ws, { recursive: true })
   for (const d of ["gen", "build", "dist"]) fs.rmSync(path.join(ws, d), { recursive: true, force: true })
-  fs.mkdirSync(path.join(root, "sandboxes"))
-  const env = {
-    ...process.env,
-    KILN_STORE_DIR: path.join(root, "store"),
-    KILN_SANDBOX_ROOT: path.join(root, "sandboxes"),
-    KILN_NAMED_CACHES_DIR: path.join(root, "named")
-  }
+  const env = cliEnvIn(root)
   const kiln = (args: ReadonlyArray<string>, extraEnv: Record<string, string> = {}) => {
     const summaryFile = path.join(root, `summary-${Math.random().toString(36).slice(2)}.json`)
     const r = spawnSync(process.execPath, [cli, ...args, "--progress", "plain", "--summary", summaryFile], {

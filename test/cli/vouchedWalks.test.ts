@@ -8,7 +8,7 @@ import { Effect } from "effect"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { cli } from "../utils/stack.js"
+import { cli, cliEnvIn } from "../utils/stack.js"
 import { settleTimes, tempDir, writeTree } from "../utils/temp.js"
 
 const PATH = "/usr/bin:/bin"
@@ -32,13 +32,7 @@ const workspace = Effect.gen(function*() {
   writeTree(ws, files)
   settleTimes(path.join(ws, "node_modules"))
   settleTimes(path.join(ws, "src"))
-  fs.mkdirSync(path.join(root, "sandboxes"))
-  const env = {
-    ...process.env,
-    KILN_STORE_DIR: path.join(root, "store"),
-    KILN_SANDBOX_ROOT: path.join(root, "sandboxes"),
-    KILN_NAMED_CACHES_DIR: path.join(root, "named")
-  }
+  const env = cliEnvIn(root)
   const run = () => {
     const r = spawnSync(process.execPath, [cli, "run", "--progress", "plain"], { cwd: ws, encoding: "utf8", env })
     assert.strictEqual(r.status, 0, r.stderr)

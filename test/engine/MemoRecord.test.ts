@@ -37,6 +37,42 @@ const result = {
   stderrDigest: Digest.empty
 } as unknown as ProcessResult
 
+/** Records `names` over `previous`, each candidate with its own file and the whole directories given. */
+const recordAll = (o: {
+  readonly root: string
+  readonly workspace: string
+  readonly names: ReadonlyArray<string>
+  readonly previous: RunMemo.Memo | undefined
+  readonly wholes: ReadonlyArray<SnapshotObservation.WholeDirectory>
+}) =>
+  MemoRecord.record({
+    root: o.root,
+    workspace: o.workspace,
+    config: { processes: Object.fromEntries(o.names.map((n) => [n, { argv: ["true"] }])) } as unknown as Config,
+    configHash: "c",
+    configText: undefined,
+    generation: "g",
+    previous: o.previous,
+    sandbox: "auto",
+    startedNs: BigInt(Date.now()) * 1_000_000n,
+    names: new Set(o.names),
+    remembered: new Set(),
+    candidates: o.names.map((name): MemoRecord.Candidate => ({
+      name,
+      result,
+      files: { [`${name}.ts`]: "d", ...(o.wholes.length > 0 ? { "node_modules/": "tree d" } : {}) },
+      // As a snapshot gives them: its own paths, and the whole directory's among them.
+      inputs: [
+        counted(path.join(o.workspace, `${name}.ts`), "f", { n: 0 }),
+        ...o.wholes.flatMap((w) => w.observations)
+      ],
+      wholes: o.wholes,
+      outputs: [],
+      deps: {}
+    })),
+    keyOf: (name) => `key-${name}`
+  })
+
 /** Records `processes` candidates that all took one whole directory; how often its observations' paths were read. */
 const readsFor = (
   processes: number,
@@ -59,40 +95,17 @@ const readsFor = (
       ...(saved !== undefined ? { savedWalk: saved.savedWalk } : {})
     }
     const names = Array.from({ length: processes }, (_, i) => `p${i}`)
-    const src = (name: string) => path.join(workspace, `${name}.ts`)
-    yield* MemoRecord.record({
-      root,
-      workspace,
-      config: { processes: Object.fromEntries(names.map((n) => [n, { argv: ["true"] }])) } as unknown as Config,
-      configHash: "c",
-      configText: undefined,
+    const previous = saved?.previousGroups === undefined ? undefined : {
+      v: RunMemo.FORMAT,
+      build: RunMemo.buildId("auto"),
       generation: "g",
-      previous: saved?.previousGroups === undefined ? undefined : {
-        v: RunMemo.FORMAT,
-        build: RunMemo.buildId("auto"),
-        generation: "g",
-        config: "c",
-        store: [],
-        workspace,
-        processes: {},
-        groups: saved.previousGroups
-      } as unknown as RunMemo.Memo,
-      sandbox: "auto",
-      startedNs: BigInt(Date.now()) * 1_000_000n,
-      names: new Set(names),
-      remembered: new Set(),
-      candidates: names.map((name): MemoRecord.Candidate => ({
-        name,
-        result,
-        files: { [`${name}.ts`]: "d", "node_modules/": "tree d" },
-        // As a snapshot gives them: its own paths, and the whole directory's among them.
-        inputs: [counted(src(name), "f", { n: 0 }), ...observations],
-        wholes: [whole],
-        outputs: [],
-        deps: {}
-      })),
-      keyOf: (name) => `key-${name}`
-    })
+      config: "c",
+      store: [],
+      workspace,
+      processes: {},
+      groups: saved.previousGroups
+    } as unknown as RunMemo.Memo
+    yield* recordAll({ root, workspace, names, previous, wholes: [whole] })
     const memo = RunMemo.read(root, workspace)
     return { reads: reads.n, recorded: Object.keys(memo?.processes ?? {}).length, memo }
   }).pipe(Effect.scoped)
@@ -134,29 +147,7 @@ describe("MemoRecord", () => {
       const workspace = yield* tempDir()
       const names = Array.from({ length: 40 }, (_, i) => `p${i}`)
       const recordOnce = (previous: RunMemo.Memo | undefined) =>
-        MemoRecord.record({
-          root,
-          workspace,
-          config: { processes: Object.fromEntries(names.map((n) => [n, { argv: ["true"] }])) } as unknown as Config,
-          configHash: "c",
-          configText: undefined,
-          generation: "g",
-          previous,
-          sandbox: "auto",
-          startedNs: BigInt(Date.now()) * 1_000_000n,
-          names: new Set(names),
-          remembered: new Set(),
-          candidates: names.map((name): MemoRecord.Candidate => ({
-            name,
-            result,
-            files: { [`${name}.ts`]: "d" },
-            inputs: [counted(path.join(workspace, `${name}.ts`), "f", { n: 0 })],
-            wholes: [],
-            outputs: [],
-            deps: {}
-          })),
-          keyOf: (name) => `key-${name}`
-        })
+        recordAll({ root, workspace, names, previous, wholes: [] })
       yield* recordOnce(undefined)
       const file = path.join(root, "engine", "memo", fs.readdirSync(path.join(root, "engine", "memo"))[0]!)
       const before = fs.readFileSync(file)

@@ -1,4 +1,5 @@
 import { Layer } from "effect"
+import * as fs from "node:fs"
 import * as path from "node:path"
 import * as ProcessRunner from "../../src/layers/runner/ProcessRunner.js"
 import * as Sandboxes from "../../src/layers/sandbox/Sandboxes.js"
@@ -7,6 +8,20 @@ import * as Store from "../../src/layers/store/Store.js"
 import * as Workspace from "../../src/layers/workspace/Workspace.js"
 
 export const cli = path.resolve("dist/cli.js")
+
+/**
+ * The environment a test runs the built CLI in: this process's, with the store, sandbox root (made here) and named
+ * caches under `root`, so that nothing the run keeps is outside the test's temp dir.
+ */
+export const cliEnvIn = (root: string) => {
+  fs.mkdirSync(path.join(root, "sandboxes"), { recursive: true })
+  return {
+    ...process.env,
+    KILN_STORE_DIR: path.join(root, "store"),
+    KILN_SANDBOX_ROOT: path.join(root, "sandboxes"),
+    KILN_NAMED_CACHES_DIR: path.join(root, "named")
+  }
+}
 
 export interface StackOptions {
   readonly root: string
