@@ -115,69 +115,76 @@ const request = (
   const name = `${method} ${path.split("/")[0]}`
   const fail = (code: string, detail: string) =>
     new RemoteError({ endpoint: endpoint.display, method: name, code, detail })
-  return withProgress<{ status: number; body: Buffer }>(
+  return withProgress(
     calls.deadlineMs(kind),
     calls.totalMs(kind, bytes),
     (why) => fail("DEADLINE_EXCEEDED", why),
-    (settle, progress) => {
-      const over = () => {
-        req.destroy()
-        settle(Effect.fail(tooLarge(endpoint.display, name, `${path}: the answer is over ${limit} bytes`)))
-      }
-      const req = (secure ? https : http).request({
-        host: endpoint.host,
-        port: endpoint.port,
-        method,
-        path: `${endpoint.prefix}/${path}`,
-        agent,
-        headers: body !== undefined ? { ...headers, "content-length": String(body.length) } : headers
-      }, (res) => {
-        progress()
-        const status = res.statusCode ?? 0
-        const declared = Number(res.headers["content-length"] ?? Number.NaN)
-        if (status < 200 || status >= 300) {
-          // The status is the answer. A small body is drained, keeping the connection; any other goes with it.
-          if (declared <= ERROR_BODY_BYTES) res.resume()
-          else req.destroy()
-          return settle(Effect.succeed({ status, body: Buffer.alloc(0) }))
+    (progress) =>
+      Effect.async<{ status: number; body: Buffer }, RemoteError>((resume) => {
+        let settled = false
+        const settle = (outcome: Effect.Effect<{ status: number; body: Buffer }, RemoteError>) => {
+          if (settled) return
+          settled = true
+          resume(outcome)
         }
-        // A HEAD's length is the resource's, with no body to follow.
-        if (method !== "HEAD" && declared > limit) return over()
-        const chunks: Array<Buffer> = []
-        let size = 0
-        res.on("data", (c: Buffer) => {
+        const over = () => {
+          req.destroy()
+          settle(Effect.fail(tooLarge(endpoint.display, name, `${path}: the answer is over ${limit} bytes`)))
+        }
+        const req = (secure ? https : http).request({
+          host: endpoint.host,
+          port: endpoint.port,
+          method,
+          path: `${endpoint.prefix}/${path}`,
+          agent,
+          headers: body !== undefined ? { ...headers, "content-length": String(body.length) } : headers
+        }, (res) => {
           progress()
-          size += c.length
-          if (size > limit) return over()
-          if (sink === undefined) return void chunks.push(c)
-          if (!sink(c)) {
-            req.destroy()
-            settle(Effect.fail(fail("CANCELLED", `${path}: the download could not be written`)))
+          const status = res.statusCode ?? 0
+          const declared = Number(res.headers["content-length"] ?? Number.NaN)
+          if (status < 200 || status >= 300) {
+            // The status is the answer. A small body is drained, keeping the connection; any other goes with it.
+            if (declared <= ERROR_BODY_BYTES) res.resume()
+            else req.destroy()
+            return settle(Effect.succeed({ status, body: Buffer.alloc(0) }))
           }
-        })
-        res.on("error", (e) => settle(Effect.fail(fail("UNAVAILABLE", e.message))))
-        res.on("end", () => settle(Effect.succeed({ status, body: Buffer.concat(chunks) })))
-      })
-      req.on("error", (e: NodeJS.ErrnoException) => settle(Effect.fail(fail("UNAVAILABLE", e.code ?? e.message))))
-      if (body !== undefined) {
-        // Written in slices, so that progress is seen while a large blob goes out.
-        let offset = 0
-        const pump = () => {
-          while (offset < body.length) {
-            const end = Math.min(offset + 1024 * 1024, body.length)
-            const ok = req.write(body.subarray(offset, end))
-            offset = end
+          // A HEAD's length is the resource's, with no body to follow.
+          if (method !== "HEAD" && declared > limit) return over()
+          const chunks: Array<Buffer> = []
+          let size = 0
+          res.on("data", (c: Buffer) => {
             progress()
-            if (!ok) return void req.once("drain", pump)
+            size += c.length
+            if (size > limit) return over()
+            if (sink === undefined) return void chunks.push(c)
+            if (!sink(c)) {
+              req.destroy()
+              settle(Effect.fail(fail("CANCELLED", `${path}: the download could not be written`)))
+            }
+          })
+          res.on("error", (e) => settle(Effect.fail(fail("UNAVAILABLE", e.message))))
+          res.on("end", () => settle(Effect.succeed({ status, body: Buffer.concat(chunks) })))
+        })
+        req.on("error", (e: NodeJS.ErrnoException) => settle(Effect.fail(fail("UNAVAILABLE", e.code ?? e.message))))
+        if (body !== undefined) {
+          // Written in slices, so that progress is seen while a large blob goes out.
+          let offset = 0
+          const pump = () => {
+            while (offset < body.length) {
+              const end = Math.min(offset + 1024 * 1024, body.length)
+              const ok = req.write(body.subarray(offset, end))
+              offset = end
+              progress()
+              if (!ok) return void req.once("drain", pump)
+            }
+            req.end()
           }
+          pump()
+        } else {
           req.end()
         }
-        pump()
-      } else {
-        req.end()
-      }
-      return () => req.destroy()
-    }
+        return Effect.sync(() => req.destroy())
+      })
   ).pipe(
     Effect.flatMap((res) =>
       res.status >= 200 && res.status < 300

@@ -185,65 +185,25 @@ export const checkSizes = (
     )
 }
 
-/** The longest a Node timer waits (a longer delay fires at once): a longer bound is looked at again then. */
-const MAX_TIMER_MS = 2 ** 31 - 1
-
 /**
- * A call's callbacks, started by {@link withProgress}: `resume` with its outcome (only the first counts), `progress`
- * whenever bytes or news arrive; it returns what cancels the call.
- */
-export type Watched<A> = (
-  resume: (outcome: Effect.Effect<A, RemoteError>) => void,
-  progress: () => void
-) => () => void
-
-/**
- * The call `start` makes, failed with DEADLINE_EXCEEDED (and cancelled) when it makes no progress for `idleMs`, or has
- * not finished within `totalMs`: the idle bound catches a stalled transfer early, the total one a server that keeps a
- * call alive with a trickle of bytes. No `totalMs`: an execution's stream, bounded by the news it brings. One timer,
- * set for the nearer bound and looked at again when it fires, rather than a watching fiber raced against the call:
- * every execution and download has one, and the race's fibers cost more than the call's own callbacks.
+ * Fails with DEADLINE_EXCEEDED when `run` makes no progress (calls `progress`) for `idleMs`, or has not finished
+ * within `totalMs`: the idle bound catches a stalled transfer early, the total one a server that keeps a call alive
+ * with a trickle of bytes. No `totalMs`: an execution's stream, bounded by the news it brings.
  */
 export const withProgress = <A>(
   idleMs: number,
   totalMs: number | undefined,
   fail: (why: string) => RemoteError,
-  start: Watched<A>
+  run: (progress: () => void) => Effect.Effect<A, RemoteError>
 ): Effect.Effect<A, RemoteError> =>
-  Effect.async<A, RemoteError>((resume) => {
-    const started = Date.now()
-    let last = started
-    let over = false
-    let timer: ReturnType<typeof setTimeout> | undefined
-    const finish = (outcome: Effect.Effect<A, RemoteError>) => {
-      if (over) return
-      over = true
-      clearTimeout(timer)
-      resume(outcome)
-    }
-    const cancel = start(finish, () => {
-      last = Date.now()
-    })
-    const watch = () => {
-      const now = Date.now()
-      const why = totalMs !== undefined && now - started >= totalMs
-        ? "not finished in time"
-        : now - last >= idleMs
-        ? "no progress"
-        : undefined
-      if (why === undefined) {
-        timer = setTimeout(watch, Math.min(last + idleMs, started + (totalMs ?? Infinity), now + MAX_TIMER_MS) - now)
-        return
-      }
-      if (over) return
-      over = true
-      cancel()
-      resume(Effect.fail(fail(why)))
-    }
-    if (!over) timer = setTimeout(watch, Math.min(idleMs, totalMs ?? Infinity, MAX_TIMER_MS))
-    return Effect.sync(() => {
-      over = true
-      clearTimeout(timer)
-      cancel()
-    })
+  Effect.suspend(() => {
+    let last = Date.now()
+    const watch = Effect.suspend(() => {
+      const left = last + idleMs - Date.now()
+      return left <= 0 ? Effect.fail(fail("no progress")) : Effect.sleep(Math.min(left, 1_000))
+    }).pipe(Effect.forever)
+    const raced = Effect.raceFirst(run(() => (last = Date.now())), watch)
+    return totalMs === undefined
+      ? raced
+      : Effect.timeoutFail(raced, { duration: totalMs, onTimeout: () => fail("not finished in time") })
   })

@@ -61,45 +61,46 @@ const writeFrom = (conn: Connection, blob: Blob, name: string, from: number): Ef
     calls.deadlineMs("transfer"),
     calls.totalMs("transfer", blob.digest.sizeBytes - from),
     (why) => fail(conn, method, "DEADLINE_EXCEEDED", why),
-    (resume, progress) => {
-      const stream = client.makeClientStreamRequest<Record<string, unknown>, { committed_size?: number }>(
-        "/google.bytestream.ByteStream/Write",
-        ser("google.bytestream.WriteRequest"),
-        de("google.bytestream.WriteResponse"),
-        metadata(conn),
-        {},
-        (err, res) => {
-          if (err) return resume(Effect.fail(fromGrpc(conn, method, err)))
-          const committed = Number(res?.committed_size ?? 0)
-          // A server that has the blob already may end the write early, committing the whole size.
-          resume(
-            committed === blob.digest.sizeBytes
-              ? Effect.void
-              : Effect.fail(
-                fail(conn, method, "DATA_LOSS", `committed ${committed} of ${blob.digest.sizeBytes} bytes`)
-              )
-          )
+    (progress) =>
+      Effect.async<void, RemoteError>((resume) => {
+        const stream = client.makeClientStreamRequest<Record<string, unknown>, { committed_size?: number }>(
+          "/google.bytestream.ByteStream/Write",
+          ser("google.bytestream.WriteRequest"),
+          de("google.bytestream.WriteResponse"),
+          metadata(conn),
+          {},
+          (err, res) => {
+            if (err) return resume(Effect.fail(fromGrpc(conn, method, err)))
+            const committed = Number(res?.committed_size ?? 0)
+            // A server that has the blob already may end the write early, committing the whole size.
+            resume(
+              committed === blob.digest.sizeBytes
+                ? Effect.void
+                : Effect.fail(
+                  fail(conn, method, "DATA_LOSS", `committed ${committed} of ${blob.digest.sizeBytes} bytes`)
+                )
+            )
+          }
+        )
+        let offset = from
+        const pump = () => {
+          while (offset < blob.bytes.length) {
+            const end = Math.min(offset + CHUNK, blob.bytes.length)
+            const ok = stream.write({
+              ...(offset === from ? { resource_name: name } : {}),
+              write_offset: offset,
+              data: blob.bytes.subarray(offset, end),
+              ...(end === blob.bytes.length ? { finish_write: true } : {})
+            })
+            offset = end
+            progress()
+            if (!ok) return void stream.once("drain", pump)
+          }
+          stream.end()
         }
-      )
-      let offset = from
-      const pump = () => {
-        while (offset < blob.bytes.length) {
-          const end = Math.min(offset + CHUNK, blob.bytes.length)
-          const ok = stream.write({
-            ...(offset === from ? { resource_name: name } : {}),
-            write_offset: offset,
-            data: blob.bytes.subarray(offset, end),
-            ...(end === blob.bytes.length ? { finish_write: true } : {})
-          })
-          offset = end
-          progress()
-          if (!ok) return void stream.once("drain", pump)
-        }
-        stream.end()
-      }
-      pump()
-      return () => stream.cancel()
-    }
+        pump()
+        return Effect.sync(() => stream.cancel())
+      })
   )
 }
 
@@ -111,46 +112,47 @@ const readInto = (conn: Connection, digest: Digest.Digest, sink: Sink): Effect.E
     calls.deadlineMs("transfer"),
     calls.totalMs("transfer", digest.sizeBytes),
     (why) => fail(conn, method, "DEADLINE_EXCEEDED", why),
-    (resume, progress) => {
-      const stream = client.makeServerStreamRequest<Record<string, unknown>, { data?: Uint8Array }>(
-        "/google.bytestream.ByteStream/Read",
-        ser("google.bytestream.ReadRequest"),
-        de("google.bytestream.ReadResponse"),
-        { resource_name: resource(conn, digest) },
-        metadata(conn)
-      )
-      let size = 0
-      stream.on("data", (res: { data?: Uint8Array }) => {
-        progress()
-        if (res.data === undefined) return
-        size += res.data.length
-        if (size > digest.sizeBytes) {
-          stream.cancel()
-          return resume(
-            Effect.fail(fail(conn, method, "DIGEST_MISMATCH", `${Digest.format(digest)}: the server sent more bytes`))
-          )
-        }
-        if (!sink(res.data)) {
-          stream.cancel()
-          resume(
-            Effect.fail(
-              fail(conn, method, "CANCELLED", `${Digest.format(digest)}: the download could not be written`)
+    (progress) =>
+      Effect.async<void, RemoteError>((resume) => {
+        const stream = client.makeServerStreamRequest<Record<string, unknown>, { data?: Uint8Array }>(
+          "/google.bytestream.ByteStream/Read",
+          ser("google.bytestream.ReadRequest"),
+          de("google.bytestream.ReadResponse"),
+          { resource_name: resource(conn, digest) },
+          metadata(conn)
+        )
+        let size = 0
+        stream.on("data", (res: { data?: Uint8Array }) => {
+          progress()
+          if (res.data === undefined) return
+          size += res.data.length
+          if (size > digest.sizeBytes) {
+            stream.cancel()
+            return resume(
+              Effect.fail(fail(conn, method, "DIGEST_MISMATCH", `${Digest.format(digest)}: the server sent more bytes`))
             )
-          )
-        }
+          }
+          if (!sink(res.data)) {
+            stream.cancel()
+            resume(
+              Effect.fail(
+                fail(conn, method, "CANCELLED", `${Digest.format(digest)}: the download could not be written`)
+              )
+            )
+          }
+        })
+        stream.on("error", (err: grpc.ServiceError) => {
+          const e = fromGrpc(conn, method, err)
+          // Bazel's worker checks what it reads: INTERNAL naming the digest means its copy is bad.
+          resume(Effect.fail(
+            e.code === "INTERNAL" && /digest/i.test(e.detail)
+              ? new RemoteError({ ...e, corruptBlob: digest.hash })
+              : e
+          ))
+        })
+        stream.on("end", () => resume(Effect.void))
+        return Effect.sync(() => stream.cancel())
       })
-      stream.on("error", (err: grpc.ServiceError) => {
-        const e = fromGrpc(conn, method, err)
-        // Bazel's worker checks what it reads: INTERNAL naming the digest means its copy is bad.
-        resume(Effect.fail(
-          e.code === "INTERNAL" && /digest/i.test(e.detail)
-            ? new RemoteError({ ...e, corruptBlob: digest.hash })
-            : e
-        ))
-      })
-      stream.on("end", () => resume(Effect.void))
-      return () => stream.cancel()
-    }
   )
 }
 

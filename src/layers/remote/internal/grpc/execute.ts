@@ -137,38 +137,39 @@ const stream = (
   stallMs: number,
   named: Named
 ): Effect.Effect<Executed, RemoteError> =>
-  withProgress<WireOperation>(
+  withProgress(
     stallMs,
     undefined,
     () => fail(conn, method, "DEADLINE_EXCEEDED", `no news of the execution for ${stallMs} ms`),
-    (resume, progress) => {
-      const call = conn.client.makeServerStreamRequest<Record<string, unknown>, WireOperation>(
-        `${EXECUTION}${method}`,
-        ser(request[0]),
-        de("google.longrunning.Operation"),
-        request[1],
-        metadata(conn, action.hash)
-      )
-      let done = false
-      call.on("data", (op: WireOperation) => {
-        progress()
-        named.news++
-        if (op.name !== undefined && op.name !== "") named.name = op.name
-        if (op.done === true && !done) {
-          done = true
-          resume(Effect.succeed(op))
-        }
+    (progress) =>
+      Effect.async<WireOperation, RemoteError>((resume) => {
+        const call = conn.client.makeServerStreamRequest<Record<string, unknown>, WireOperation>(
+          `${EXECUTION}${method}`,
+          ser(request[0]),
+          de("google.longrunning.Operation"),
+          request[1],
+          metadata(conn, action.hash)
+        )
+        let done = false
+        call.on("data", (op: WireOperation) => {
+          progress()
+          named.news++
+          if (op.name !== undefined && op.name !== "") named.name = op.name
+          if (op.done === true && !done) {
+            done = true
+            resume(Effect.succeed(op))
+          }
+        })
+        call.on("error", (err: grpc.ServiceError) => {
+          if (!done) resume(Effect.fail(fromGrpc(conn, method, err)))
+        })
+        call.on("end", () => {
+          if (!done) {
+            resume(Effect.fail(fail(conn, method, "UNAVAILABLE", "the stream ended before the operation finished")))
+          }
+        })
+        return Effect.sync(() => call.cancel())
       })
-      call.on("error", (err: grpc.ServiceError) => {
-        if (!done) resume(Effect.fail(fromGrpc(conn, method, err)))
-      })
-      call.on("end", () => {
-        if (!done) {
-          resume(Effect.fail(fail(conn, method, "UNAVAILABLE", "the stream ended before the operation finished")))
-        }
-      })
-      return () => call.cancel()
-    }
   ).pipe(Effect.flatMap((op) => outcome(conn, method, op)))
 
 /** Asks the server to stop an operation (Bazel's worker cannot: UNIMPLEMENTED, and its action runs on). */
