@@ -6,10 +6,9 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { cli } from "../utils/stack.js"
+import { summarizedCli } from "../utils/stack.js"
 import { tempDir, writeTree } from "../utils/temp.js"
 
 interface Undeclared {
@@ -37,27 +36,8 @@ const workspace = (processes: Record<string, unknown>) =>
       "src/a.txt": "a\n",
       "data/state.txt": "0\n"
     })
-    fs.mkdirSync(path.join(root, "sandboxes"))
-    let runs = 0
-    const kiln = (args: ReadonlyArray<string>) => {
-      const summaryFile = path.join(root, `summary-${++runs}.json`)
-      const r = spawnSync(process.execPath, [cli, "run", ...args, "--progress", "plain", "--summary", summaryFile], {
-        cwd: ws,
-        encoding: "utf8",
-        env: {
-          PATH: process.env.PATH,
-          HOME: process.env.HOME,
-          KILN_STORE_DIR: path.join(root, "store"),
-          KILN_SANDBOX_ROOT: path.join(root, "sandboxes"),
-          KILN_NAMED_CACHES_DIR: path.join(root, "named"),
-          KILN_LOCK_DIR: path.join(root, "locks")
-        }
-      })
-      const summary = fs.existsSync(summaryFile)
-        ? JSON.parse(fs.readFileSync(summaryFile, "utf8")) as Summary
-        : undefined
-      return { code: r.status, stderr: r.stderr, summary }
-    }
+    const run = summarizedCli<Summary>(root, ws)
+    const kiln = (args: ReadonlyArray<string>) => run(["run", ...args])
     return { ws, kiln }
   })
 

@@ -155,6 +155,16 @@ net.connect(port, "127.0.0.1").on("connect", () => { console.log("answered"); bi
 `
 }
 
+/** The loopback scripts in the sandbox's `wd`, with these fifos beside them, and a spawner of its own. */
+const loopbackWorkspace = (fifos: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const l = yield* layout
+    const wd = path.join(l.sandbox, "wd")
+    writeTree(wd, loopbackScripts)
+    childProcess.execFileSync("mkfifo", fifos.map((name) => path.join(wd, name)))
+    return { l, wd, spawner: yield* Spawner.make() }
+  })
+
 /** A TCP server on 127.0.0.1 of this (the host's) network, closed with the scope. */
 const loopbackServer = Effect.acquireRelease(
   Effect.async<net.Server>((resume) => {
@@ -278,11 +288,7 @@ describe.runIf(probed.works)("the strict view", () => {
         withProgram(
           program.program,
           Effect.gen(function*() {
-            const l = yield* layout
-            const wd = path.join(l.sandbox, "wd")
-            writeTree(wd, loopbackScripts)
-            childProcess.execFileSync("mkfifo", [path.join(wd, "a-to-b"), path.join(wd, "b-to-a")])
-            const spawner = yield* Spawner.make()
+            const { l, spawner } = yield* loopbackWorkspace(["a-to-b", "b-to-a"])
             // Two processes first, at once: the native spawner keeps their namespaces, and the two after start in them.
             yield* Effect.all([
               runInView(l, "true", nodeView, [], spawner),
@@ -303,12 +309,8 @@ describe.runIf(probed.works)("the strict view", () => {
         withProgram(
           program.program,
           Effect.gen(function*() {
-            const l = yield* layout
-            const wd = path.join(l.sandbox, "wd")
-            writeTree(wd, loopbackScripts)
-            childProcess.execFileSync("mkfifo", [path.join(wd, "up")])
             // One spawner for both: the native one gives the second process the first one's network namespace.
-            const spawner = yield* Spawner.make()
+            const { l, spawner } = yield* loopbackWorkspace(["up"])
             const ns = `readlink /proc/self/ns/net`
             const first = yield* runInView(
               l,

@@ -1,4 +1,5 @@
 import { Layer } from "effect"
+import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as ProcessRunner from "../../src/layers/runner/ProcessRunner.js"
@@ -20,6 +21,33 @@ export const cliEnvIn = (root: string) => {
     KILN_STORE_DIR: path.join(root, "store"),
     KILN_SANDBOX_ROOT: path.join(root, "sandboxes"),
     KILN_NAMED_CACHES_DIR: path.join(root, "named")
+  }
+}
+
+/**
+ * Runs the built CLI in `ws` with nothing of this process's environment but PATH and HOME, its store, sandboxes,
+ * named caches and workspace locks under `root`: each run with its own `--summary` file, read back.
+ */
+export const summarizedCli = <Summary>(root: string, ws: string) => {
+  fs.mkdirSync(path.join(root, "sandboxes"), { recursive: true })
+  const env = {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    KILN_STORE_DIR: path.join(root, "store"),
+    KILN_SANDBOX_ROOT: path.join(root, "sandboxes"),
+    KILN_NAMED_CACHES_DIR: path.join(root, "named"),
+    KILN_LOCK_DIR: path.join(root, "locks")
+  }
+  let runs = 0
+  return (args: ReadonlyArray<string>) => {
+    const summaryFile = path.join(root, `summary-${++runs}.json`)
+    const r = spawnSync(process.execPath, [cli, ...args, "--progress", "plain", "--summary", summaryFile], {
+      cwd: ws,
+      encoding: "utf8",
+      env
+    })
+    const summary = fs.existsSync(summaryFile) ? JSON.parse(fs.readFileSync(summaryFile, "utf8")) as Summary : undefined
+    return { code: r.status, stderr: r.stderr, summary }
   }
 }
 
