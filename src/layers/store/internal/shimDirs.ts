@@ -19,7 +19,10 @@ const MEMO_MAX = 200_000
 
 const NONE: ReadonlyArray<ShimDir> = []
 
-/** What a tree holds under it, by the hash of each directory: a shared tree is walked once per engine. @internal */
+/**
+ * What a tree holds under it, by the hash of each directory, and each answer asked for (`kept:` and its kept file's
+ * name): a shared tree is walked, or its kept answer read, once per engine. @internal
+ */
 export type Memo = Map<string, ReadonlyArray<ShimDir>>
 
 /** The digest of the `.bin` directly in the directory `digest`, if it has a file of its own. */
@@ -117,11 +120,19 @@ export const shimDirsOf = (
 ): Effect.Effect<ReadonlyArray<ShimDir>, Digest.MissingDigest | StoreError> =>
   Effect.gen(function*() {
     const file = keptAt(store.options.root, digest, name)
+    // Every process that mounts the tree asks: the kept file is read once per engine.
+    const asked = `kept:${path.basename(file)}`
+    const known = memo.get(asked)
+    if (known !== undefined) return known
     const kept = readKept(file)
-    if (kept !== undefined) return kept
+    if (kept !== undefined) {
+      memo.set(asked, kept)
+      return kept
+    }
     const inner = yield* under(store, memo, digest)
     const own = name === "node_modules" ? yield* ownBin(store, digest) : undefined
     const found = own === undefined ? inner : [{ path: ".bin", digest: own }, ...inner]
     keep(file, found)
+    memo.set(asked, found)
     return found
   })
