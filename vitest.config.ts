@@ -10,7 +10,12 @@ export default defineConfig({
     // The spawner program built from its sources by the global setup, the native one as kiln's build makes it: kiln
     // run from src/ has no dist/ beside it. test/spawner/ also runs the Node one (.kiln-test/spawner.cjs).
     // Workspace locks of the CLIs the tests start go there too, not into the user's ~/.cache/kiln/locks.
-    env: { KILN_SPAWNER: path.resolve(".kiln-test/kiln-spawner"), KILN_LOCK_DIR: path.resolve(".kiln-test/locks") },
+    // The lstat addon likewise (src/os/StatMany.ts).
+    env: {
+      KILN_SPAWNER: path.resolve(".kiln-test/kiln-spawner"),
+      KILN_LSTAT_ADDON: path.resolve(".kiln-test/kiln-lstat.node"),
+      KILN_LOCK_DIR: path.resolve(".kiln-test/locks")
+    },
     testTimeout: 120_000,
     hookTimeout: 60_000
   }

@@ -10,6 +10,7 @@ import { execFileSync } from "node:child_process"
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { buildLstatAddon } from "./nativeAddons.mjs"
 import { bundleSpawner } from "./spawnerBundle.mjs"
 import { buildNativeSpawner } from "./spawnerNative.mjs"
 import { unusedProtoLoader, vendorLibraryDependencies } from "./vendor.mjs"
@@ -89,6 +90,17 @@ await bundleSpawner("dist/spawner.cjs", { minify: process.env.KILN_NO_MINIFY !==
   if (why !== undefined) {
     rmSync(native, { force: true })
     process.stderr.write(`bundle: the native spawner was not built, kiln will use dist/spawner.cjs: ${why}\n`)
+  }
+}
+
+// And the addon that stats a large tree's paths at once (`dist/kiln-lstat-<platform>-<arch>.node`, the name
+// src/os/StatMany.ts looks for). Without it kiln stats them one after another through Node, and says why here.
+{
+  const addon = `dist/kiln-lstat-${process.platform}-${process.arch}.node`
+  const why = buildLstatAddon(addon)
+  if (why !== undefined) {
+    rmSync(addon, { force: true })
+    process.stderr.write(`bundle: the lstat addon was not built, kiln will stat through Node: ${why}\n`)
   }
 }
 

@@ -3,12 +3,13 @@
  * becomes `.kiln-test/fixtures/<name>.mjs`, one ESM bundle each, with packages left external so that `lmdb` (a
  * native addon) and `effect` load from node_modules as they would in kiln. And the spawner programs, from their
  * sources, as kiln's build makes them: the native one (`vitest.config.ts` points KILN_SPAWNER at it) and the Node
- * one, which kiln falls back on without a C compiler.
+ * one, which kiln falls back on without a C compiler. And the lstat addon (src/os/StatMany.ts).
  */
 import { build } from "esbuild"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { buildLstatAddon } from "../scripts/nativeAddons.mjs"
 import { bundleSpawner } from "../scripts/spawnerBundle.mjs"
 import { buildNativeSpawner } from "../scripts/spawnerNative.mjs"
 
@@ -24,6 +25,12 @@ export default async function setup() {
   const why = buildNativeSpawner(path.join(projectRoot, ".kiln-test", "kiln-spawner"))
   if (why !== undefined) {
     throw new Error(`the tests need the native spawner, built with the C compiler kiln's install uses: ${why}`)
+  }
+  // The lstat addon, as the build makes it (`vitest.config.ts` points KILN_LSTAT_ADDON at it): the tests take the
+  // path kiln takes. test/os/StatMany.test.ts checks that the fallback answers the same.
+  const addonWhy = buildLstatAddon(path.join(projectRoot, ".kiln-test", "kiln-lstat.node"))
+  if (addonWhy !== undefined) {
+    throw new Error(`the tests need the lstat addon, built with the C compiler kiln's install uses: ${addonWhy}`)
   }
   const sources = path.join(projectRoot, "test", "fixtures")
   const entryPoints = fs.readdirSync(sources).filter((f) => f.endsWith("Worker.ts")).map((f) => path.join(sources, f))

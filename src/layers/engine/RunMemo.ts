@@ -411,15 +411,11 @@ const holdsFor = (memo: Checked, e: Entry) => {
   return (workspace: string, o: Obs): boolean => MemoPaths.directoryHolds(workspace, o, unseen)
 }
 
-/**
- * Whether the path of a group's observation holds what it held (see `memoPaths.groupPathHolds`), within the check's
- * {@link REREAD_AT_MOST}.
- */
-const groupHolds = (memo: Checked, workspace: string, o: Obs): boolean =>
-  MemoPaths.groupPathHolds(workspace, o, () => {
-    ;(memo[REREAD_PATHS] ??= new Set()).add(o[0])
-    return (memo[REREAD] = (memo[REREAD] ?? 0) + 1) <= REREAD_AT_MOST
-  })
+/** Whether one more path of a group may be read again in this check (see {@link REREAD_AT_MOST}). */
+const mayReread = (memo: Checked, o: Obs): boolean => {
+  ;(memo[REREAD_PATHS] ??= new Set()).add(o[0])
+  return (memo[REREAD] = (memo[REREAD] ?? 0) + 1) <= REREAD_AT_MOST
+}
 
 /** The names of a listing, as evidence (the store's, which its snapshots record). */
 export { namesOf }
@@ -453,17 +449,10 @@ export const confirm = (s: Seen, settled = true, workspace?: string): boolean =>
  * {@link holds}, once per path per check: processes that share a tool tree (`node_modules/**`) each observed its
  * 11,000 paths, with the same stats; a path observed again with the same fields has the same answer.
  */
-const holdsOnce = (
-  seen: Map<string, readonly [Obs, boolean]>,
-  workspace: string,
-  o: Obs,
-  check: (workspace: string, o: Obs) => boolean = holds
-): boolean => {
+const holdsOnce = (seen: Map<string, readonly [Obs, boolean]>, workspace: string, o: Obs): boolean => {
   const before = seen.get(o[0])
-  if (before !== undefined && before[0].length === o.length && before[0].every((v, i) => v === o[i])) {
-    return before[1]
-  }
-  const ok = check(workspace, o)
+  if (before !== undefined && MemoPaths.sameObs(before[0], o)) return before[1]
+  const ok = holds(workspace, o)
   seen.set(o[0], [o, ok])
   return ok
 }
@@ -481,8 +470,7 @@ const groupChange = (
   const held = (memo[GROUPS] ??= new Map())
   if (held.has(key)) return held.get(key)
   const group = memo.groups?.[key]
-  const check = (w: string, o: Obs) => groupHolds(memo, w, o)
-  const bad = group === undefined ? "" : group.find((o) => !holdsOnce(seen, workspace, o, check))?.[0]
+  const bad = group === undefined ? "" : MemoPaths.firstChanged(workspace, group, seen, (o) => mayReread(memo, o))
   held.set(key, bad)
   const reread = memo[REREAD_PATHS]
   if (bad === undefined && (reread === undefined || !group!.some((o) => reread.has(o[0])))) {

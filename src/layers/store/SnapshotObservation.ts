@@ -8,6 +8,7 @@
 import type * as fs from "node:fs"
 import type { Digest } from "../../domain/Digest.js"
 import * as RawStat from "../../os/RawStat.js"
+import * as StatMany from "../../os/StatMany.js"
 
 /**
  * The stat fields that tell a path unchanged, as the kernel gave them (nanosecond times, so that a stat taken within
@@ -92,25 +93,67 @@ export const namesOf = (entries: ReadonlyArray<{ readonly name: string }>): stri
  * @category checks
  */
 export const stillHold = (observations: ReadonlyArray<SnapshotObservation>): boolean => {
-  const st: RawStat.RawStat = { dev: 0, ino: 0, mode: 0, size: 0, mtimeMs: 0, ctimeMs: 0 }
-  for (const o of observations) {
-    let there: boolean
-    try {
-      there = RawStat.lstatInto(o.abs, st, "/")
-    } catch {
-      there = false
-    }
-    if (o.kind === "a") {
-      if (there) return false
-      continue
-    }
-    if (
-      !there || st.ino !== Number(o.ino) || st.mtimeMs !== RawStat.msOfNs(o.mtimeNs) ||
-      st.ctimeMs !== RawStat.msOfNs(o.ctimeNs) || st.size !== Number(o.size) || st.mode !== Number(o.mode) ||
-      st.dev !== Number(o.dev)
-    ) return false
-  }
+  const { paths, expected } = expectedOf(observations)
+  const table = StatMany.lstatMany("", paths, "/")
+  for (let i = 0; i < paths.length; i++) if (!holdsAt(expected, table, i)) return false
   return true
+}
+
+/**
+ * Whether each path observed is still as it was, as {@link stillHold} asks of them all: one answer per observation,
+ * their paths stat'ed at once.
+ *
+ * @since 0.1.0
+ * @category checks
+ */
+export const holdingEach = (observations: ReadonlyArray<SnapshotObservation>): ReadonlyArray<boolean> => {
+  const { paths, expected } = expectedOf(observations)
+  const table = StatMany.lstatMany("", paths, "/")
+  return paths.map((_, i) => holdsAt(expected, table, i))
+}
+
+const st: RawStat.RawStat = { dev: 0, ino: 0, mode: 0, size: 0, mtimeMs: 0, ctimeMs: 0 }
+
+/** Whether path `i` of `table` has the stat `expected` holds for it (absent where it was). */
+const holdsAt = (expected: Float64Array, table: StatMany.StatTable, i: number): boolean => {
+  const there = StatMany.statAt(table, i, st)
+  const at = i * 6
+  if (expected[at + 2] === ABSENT) return !there
+  return there && st.ino === expected[at + 1] && st.mtimeMs === expected[at + 4] &&
+    st.ctimeMs === expected[at + 5] && st.size === expected[at + 3] && st.mode === expected[at + 2] &&
+    st.dev === expected[at]
+}
+
+/** The mode {@link expectedOf} gives a path observed absent. */
+const ABSENT = -1
+
+/** What {@link stillHold} compares, per observations: a large tree's are checked again after each process that mounted it. */
+const expectedKnown = new WeakMap<
+  ReadonlyArray<SnapshotObservation>,
+  { readonly paths: ReadonlyArray<string>; readonly expected: Float64Array }
+>()
+
+/** The paths of `observations` and their stats as `lstat` gives them in numbers (dev, ino, mode, size, ms times). */
+const expectedOf = (observations: ReadonlyArray<SnapshotObservation>) => {
+  const known = expectedKnown.get(observations)
+  if (known !== undefined) return known
+  const expected = new Float64Array(observations.length * 6)
+  observations.forEach((o, i) => {
+    const at = i * 6
+    if (o.kind === "a") {
+      expected[at + 2] = ABSENT
+      return
+    }
+    expected[at] = Number(o.dev)
+    expected[at + 1] = Number(o.ino)
+    expected[at + 2] = Number(o.mode)
+    expected[at + 3] = Number(o.size)
+    expected[at + 4] = RawStat.msOfNs(o.mtimeNs)
+    expected[at + 5] = RawStat.msOfNs(o.ctimeNs)
+  })
+  const made = { paths: observations.map((o) => o.abs), expected }
+  expectedKnown.set(observations, made)
+  return made
 }
 
 /**
