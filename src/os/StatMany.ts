@@ -111,6 +111,29 @@ export const lstatMany = (
   return { count: names.length, fields }
 }
 
+/**
+ * {@link lstatMany} of `count` names already joined by NUL (a run memo's group keeps its paths so: they go to the
+ * addon without being split).
+ */
+export const lstatJoined = (
+  prefix: string,
+  joined: string,
+  count: number,
+  probe: string,
+  through: "addon" | "node" = "addon"
+): StatTable => {
+  const native = count === 0 || through === "node" ? undefined : addonFor(probe)
+  if (native === undefined) return lstatMany(prefix, count === 0 ? [] : joined.split("\0"), probe, "node")
+  const fields = new Float64Array(count * FIELDS)
+  try {
+    native(prefix, joined, fields)
+  } catch {
+    // A count that is not the names' (the addon's TypeError): answered name by name, as many as there are.
+    return lstatMany(prefix, joined.split("\0"), probe, "node")
+  }
+  return { count, fields }
+}
+
 /** The stat of the table's path `i` written into `out`, or false when nothing could be stat'ed there. */
 export const statAt = (table: StatTable, i: number, out: RawStat.RawStat): boolean => {
   const f = table.fields

@@ -76,7 +76,10 @@ const recordAll = (o: {
 /** Records `processes` candidates that all took one whole directory; how often its observations' paths were read. */
 const readsFor = (
   processes: number,
-  saved?: { readonly savedWalk: string; readonly previousGroups?: Record<string, ReadonlyArray<RunMemo.Obs>> }
+  saved?: {
+    readonly savedWalk: string
+    readonly previousGroups?: Record<string, NonNullable<RunMemo.Memo["groups"]>[string]>
+  }
 ) =>
   Effect.gen(function*() {
     const root = yield* tempDir("kiln-store-")

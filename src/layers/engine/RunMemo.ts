@@ -26,11 +26,12 @@ import { sha256Hex } from "../../os/LazyCrypto.js"
 import * as RawStat from "../../os/RawStat.js"
 import * as Generation from "../store/Generation.js"
 import * as Layout from "../store/Layout.js"
-import { namesOf, type SnapshotObservation, type Stat } from "../store/SnapshotObservation.js"
+import { namesOf, type Present, type SnapshotObservation, type Stat } from "../store/SnapshotObservation.js"
+import * as MemoGroups from "./internal/memoGroups.js"
 import * as MemoPaths from "./internal/memoPaths.js"
 
 /** Bump when what a memo means changes. */
-export const FORMAT = 10
+export const FORMAT = 11
 
 /** Something a walk read, with the evidence of what it found: a file's hash, a symlink's target, a listing. */
 export type Seen = SnapshotObservation
@@ -53,9 +54,9 @@ export type Obs = readonly [string, string, ...Array<number | string>]
  * `groups` under `key` however many processes took it (eight processes over one node_modules recorded its 11,000
  * paths eight times, and a check stat'ed them eight times).
  *
- * A group's observations (`[path, kind, dev, ino, mode, size, mtimeMs, ctimeMs, evidence]`, `1` after it when racy,
- * `[path, "a"]` for an absent one) each carry what was found there: the first {@link GROUP_EVIDENCE_LENGTH} hex digits
- * of a file's hash or of the hash of a directory's names (see {@link namesOf}), or a symlink's target. A no-op `pnpm install`
+ * A group (`memoGroups.Group`, packed in columns: a path, a kind, six stat numbers and evidence per row, and which
+ * rows are racy) keeps for each path what was found there: the first {@link GROUP_EVIDENCE_LENGTH} hex digits of a
+ * file's hash or of the hash of a directory's names (see {@link namesOf}), or a symlink's target. A no-op `pnpm install`
  * renames a file of the same bytes into `node_modules/.pnpm`, which moves its stat and its directory's: a path whose
  * stat moved holds while it holds the same content (else every run after an install walked the whole tree again).
  */
@@ -104,7 +105,7 @@ export interface Memo {
   readonly store: ReadonlyArray<[string, string, string, number]>
   readonly processes: Record<string, Entry>
   /** The observations of directories taken whole, by key (see {@link GROUP}). */
-  readonly groups?: Record<string, ReadonlyArray<Obs>>
+  readonly groups?: Record<string, MemoGroups.Group>
 }
 
 /** Which kiln wrote it, whether processes run at the exec root, and the run's sandbox mode (`auto` adds nothing). */
@@ -164,7 +165,7 @@ interface Held {
   readonly names: ReadonlyArray<string>
   readonly answer: Holding
 }
-/** Paths of groups read again during this check (see {@link REREAD_AT_MOST}). */
+/** How many paths of groups this check read again (see {@link REREAD_AT_MOST}). */
 const REREAD = Symbol.for("kiln.memoReread")
 /** What each path observed held when this memo was checked (see `holdsOnce`). */
 const PATHS = Symbol.for("kiln.memoPaths")
@@ -172,8 +173,6 @@ const PATHS = Symbol.for("kiln.memoPaths")
 const OUTPUT_PATHS = Symbol.for("kiln.memoOutputPaths")
 /** Which groups held when this memo was checked. */
 const GROUPS = Symbol.for("kiln.memoGroups")
-/** Paths of groups whose content was read again during this check (their stat moved). */
-const REREAD_PATHS = Symbol.for("kiln.memoRereadPaths")
 /** Groups every path of which held at its recorded stat during this check (see {@link heldByStat}). */
 const BY_STAT = Symbol.for("kiln.memoGroupsByStat")
 type Checked = Memo & {
@@ -182,7 +181,6 @@ type Checked = Memo & {
   [PATHS]?: Map<string, readonly [Obs, boolean]>
   [GROUPS]?: Map<string, string | undefined>
   [REREAD]?: number
-  [REREAD_PATHS]?: Set<string>
   [BY_STAT]?: Set<string>
   [OUTPUT_PATHS]?: ReadonlySet<string>
 }
@@ -239,7 +237,7 @@ export interface JournalLine {
   readonly set: Record<string, Entry>
   readonly drop: ReadonlyArray<string>
   /** Groups the entries set refer to that the memo did not hold. */
-  readonly groups?: Record<string, ReadonlyArray<Obs>>
+  readonly groups?: Record<string, MemoGroups.Group>
 }
 
 /**
@@ -271,7 +269,7 @@ const applyJournal = (memo: Memo, text: string): void =>
     for (const name of line.drop) delete memo.processes[name]
     Object.assign(memo.processes, line.set)
     if (line.groups !== undefined) {
-      ;(memo as { groups?: Record<string, ReadonlyArray<Obs>> }).groups = { ...memo.groups, ...line.groups }
+      ;(memo as { groups?: Record<string, MemoGroups.Group> }).groups = { ...memo.groups, ...line.groups }
     }
     ;(memo as { store: Memo["store"] }).store = line.store
   })
@@ -353,15 +351,11 @@ export const obsOf = (workspace: string, seen: Seen, racy = false): Obs =>
     ? [relativeTo(workspace, seen.abs), seen.kind, ...fieldsOfBig(seen), seen.evidence]
     : [relativeTo(workspace, seen.abs), seen.kind, ...fieldsOfBig(seen)]
 
-/** An observation as a group keeps it (see {@link GROUP}). */
-export const groupObsOf = (workspace: string, seen: Seen, racy: boolean): Obs => {
-  if (seen.kind === "a") return [relativeTo(workspace, seen.abs), "a"]
-  const evidence = seen.kind === "l"
+/** The evidence a group keeps of a path (see {@link GROUP}). */
+export const groupEvidenceOf = (seen: Present): string =>
+  seen.kind === "l"
     ? seen.evidence
     : (seen.kind === "d" ? hashOf(seen.evidence) : seen.evidence).slice(0, GROUP_EVIDENCE_LENGTH)
-  const obs: Obs = [relativeTo(workspace, seen.abs), seen.kind, ...fieldsOfBig(seen), evidence]
-  return racy ? [...obs, 1] : obs
-}
 
 /**
  * `path.relative` for a path under `workspace` (every observation of a snapshot is), without its normalizing: a
@@ -412,10 +406,7 @@ const holdsFor = (memo: Checked, e: Entry) => {
 }
 
 /** Whether one more path of a group may be read again in this check (see {@link REREAD_AT_MOST}). */
-const mayReread = (memo: Checked, o: Obs): boolean => {
-  ;(memo[REREAD_PATHS] ??= new Set()).add(o[0])
-  return (memo[REREAD] = (memo[REREAD] ?? 0) + 1) <= REREAD_AT_MOST
-}
+const mayReread = (memo: Checked): boolean => (memo[REREAD] = (memo[REREAD] ?? 0) + 1) <= REREAD_AT_MOST
 
 /** The names of a listing, as evidence (the store's, which its snapshots record). */
 export { namesOf }
@@ -470,12 +461,10 @@ const groupChange = (
   const held = (memo[GROUPS] ??= new Map())
   if (held.has(key)) return held.get(key)
   const group = memo.groups?.[key]
-  const bad = group === undefined ? "" : MemoPaths.firstChanged(workspace, group, seen, (o) => mayReread(memo, o))
+  const rereadBefore = memo[REREAD] ?? 0
+  const bad = group === undefined ? "" : MemoGroups.firstChanged(workspace, group, () => mayReread(memo))
   held.set(key, bad)
-  const reread = memo[REREAD_PATHS]
-  if (bad === undefined && (reread === undefined || !group!.some((o) => reread.has(o[0])))) {
-    ;(memo[BY_STAT] ??= new Set()).add(key)
-  }
+  if (bad === undefined && (memo[REREAD] ?? 0) === rereadBefore) (memo[BY_STAT] ??= new Set()).add(key)
   return bad
 }
 

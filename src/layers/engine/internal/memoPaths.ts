@@ -8,7 +8,6 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { sha256Hex } from "../../../os/LazyCrypto.js"
 import * as RawStat from "../../../os/RawStat.js"
-import * as StatMany from "../../../os/StatMany.js"
 import * as Shims from "../../store/Shims.js"
 import { namesOf, type Stat } from "../../store/SnapshotObservation.js"
 import type { Obs } from "../RunMemo.js"
@@ -97,12 +96,21 @@ const listingHolds = (workspace: string, o: Obs, unseen: Unseen): boolean => {
 export const directoryHolds = (workspace: string, o: Obs, unseen: Unseen): boolean =>
   statOf(workspace, o) && listingHolds(workspace, o, unseen)
 
-/** Whether the content at `abs` is still what a group's evidence says (see `RunMemo.GROUP`). */
-const groupContentIs = (workspace: string, abs: string, kind: string, evidence: string): boolean => {
+/**
+ * Whether the content at `abs` (a path of kind `kind`, `size` bytes now) is still what a group's evidence says (see
+ * `RunMemo.GROUP`).
+ */
+export const groupContentIs = (
+  workspace: string,
+  abs: string,
+  kind: string,
+  evidence: string,
+  size: number
+): boolean => {
   try {
     switch (kind) {
       case "f":
-        return st.size <= REREAD_MAX_BYTES && hashOf(Shims.readStored(workspace, abs)).startsWith(evidence)
+        return size <= REREAD_MAX_BYTES && hashOf(Shims.readStored(workspace, abs)).startsWith(evidence)
       case "l":
         return fs.readlinkSync(abs) === evidence
       case "d":
@@ -114,53 +122,8 @@ const groupContentIs = (workspace: string, abs: string, kind: string, evidence: 
   return false
 }
 
-/**
- * Whether the path of a group's observation holds what it held, its stat the `i`th of `table` (a group's paths are
- * stat'ed at once: {@link firstChanged}): its stat unchanged (and not racy), or else, of the same kind and mode, the
- * same content read again while `mayReread` allows one more.
- */
-const groupPathHoldsAt = (
-  workspace: string,
-  o: Obs,
-  table: StatMany.StatTable,
-  i: number,
-  mayReread: () => boolean
-): boolean => {
-  const there = StatMany.statAt(table, i, st)
-  if (o[1] === "a") return !there
-  if (!there) return false
-  if (statIs(o) && o.length < 10) return true
-  // The kind and the executable bits are in the tree: those must not have changed whatever the content.
-  if (st.mode !== o[4] || !mayReread()) return false
-  return groupContentIs(workspace, `${workspace}/${o[0]}`, o[1], String(o[8]))
-}
-
 /** Whether two observations of a path are the same, field by field. */
 export const sameObs = (a: Obs, b: Obs): boolean => a.length === b.length && a.every((v, i) => v === b[i])
-
-/**
- * The first path of a group that no longer holds what it held (see {@link groupPathHoldsAt}), or undefined. Its paths
- * are stat'ed at once (a `node_modules` group holds tens of thousands: `StatMany.lstatMany`); a path `seen` already
- * answered for with the same observation keeps its answer. Its own answers are not added to `seen`: no other group
- * or process observes the paths of a tree taken whole.
- */
-export const firstChanged = (
-  workspace: string,
-  group: ReadonlyArray<Obs>,
-  seen: ReadonlyMap<string, readonly [Obs, boolean]>,
-  mayReread: (o: Obs) => boolean
-): string | undefined => {
-  const table = StatMany.lstatMany(`${workspace}/`, group.map((o) => o[0]), workspace)
-  for (let i = 0; i < group.length; i++) {
-    const o = group[i]!
-    const before = seen.get(o[0])
-    const holds = before !== undefined && sameObs(before[0], o)
-      ? before[1]
-      : groupPathHoldsAt(workspace, o, table, i, () => mayReread(o))
-    if (!holds) return o[0]
-  }
-  return undefined
-}
 
 /**
  * Whether a stat is racy at `atNs`: changed so shortly before that another change in the same timestamp tick would

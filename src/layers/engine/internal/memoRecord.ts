@@ -14,6 +14,7 @@ import type { ProcessResult } from "../../../domain/Process.js"
 import * as Generation from "../../store/Generation.js"
 import type { WholeDirectory } from "../../store/SnapshotObservation.js"
 import * as RunMemo from "../RunMemo.js"
+import * as MemoGroups from "./memoGroups.js"
 
 /**
  * A racy observation is kept with its evidence, checked by content on every later check (see `RunMemo.Obs`); a file
@@ -126,7 +127,7 @@ const groupsOf = (
   previous: RunMemo.Memo | undefined,
   racy: (s: RunMemo.Seen) => boolean
 ) => {
-  const groups: Record<string, ReadonlyArray<RunMemo.Obs>> = {}
+  const groups: Record<string, MemoGroups.Group> = {}
   const keys = new Map<ReadonlyArray<RunMemo.Seen>, string>()
   const groupOf = (w: WholeDirectory) => {
     const known = keys.get(w.observations)
@@ -135,11 +136,16 @@ const groupsOf = (
       keys.set(w.observations, w.savedWalk)
       return w.savedWalk
     }
-    const obs = w.observations.map((s) => RunMemo.groupObsOf(workspace, s, racy(s)))
-    const settledWalk = w.savedWalk !== undefined && obs.every((ob) => ob.length < 10)
-    const key = settledWalk ? w.savedWalk! : RunMemo.hashOf(JSON.stringify(obs)).slice(0, 32)
+    const group = MemoGroups.pack(
+      w.observations,
+      (abs) => RunMemo.relativeTo(workspace, abs),
+      RunMemo.groupEvidenceOf,
+      racy
+    )
+    const settledWalk = w.savedWalk !== undefined && group.racy.length === 0
+    const key = settledWalk ? w.savedWalk! : RunMemo.hashOf(JSON.stringify(group)).slice(0, 32)
     keys.set(w.observations, key)
-    groups[key] = obs
+    groups[key] = group
     return key
   }
   return { groups, groupOf }
@@ -245,7 +251,7 @@ export const record = (o: {
     const known = { ...o.previous?.groups, ...groups }
     // The groups entries refer to: a journal line carries those the memo lacks, a rewrite those still in use.
     const referenced = (entries: Record<string, RunMemo.Entry>, skip?: Record<string, unknown>) => {
-      const out: Record<string, ReadonlyArray<RunMemo.Obs>> = {}
+      const out: Record<string, MemoGroups.Group> = {}
       for (const e of Object.values(entries)) {
         for (const ob of e.inputs) {
           const key = String(ob[2])

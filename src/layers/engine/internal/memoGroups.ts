@@ -1,0 +1,138 @@
+/**
+ * A group of the run memo (see `RunMemo.GROUP`: every observation of a directory taken whole, kept once), packed in
+ * columns rather than an array per path: a real `node_modules` is tens of thousands of paths, and every run that
+ * reads the memo (a no-op, an edit, a restore) parsed, allocated and collected an array, a string and six numbers for
+ * each of them. Packed, the paths are one string that goes to `StatMany` as it is, the stats one array of doubles,
+ * and a path's name or evidence is taken out only when it has changed.
+ *
+ * @internal
+ */
+import * as RawStat from "../../../os/RawStat.js"
+import * as StatMany from "../../../os/StatMany.js"
+import type * as Observation from "../../store/SnapshotObservation.js"
+import { groupContentIs } from "./memoPaths.js"
+
+/** Numbers per path in {@link Group.stats}: dev, ino, mode, size, mtimeMs, ctimeMs (0s for an absent path). */
+const FIELDS = 6
+
+/**
+ * The observations of a directory taken whole. Row `i` is the `i`th path of `paths`, of kind `kinds[i]` (`f`, `l`,
+ * `d`, or `a` for absent), with its stat at `stats[6i…6i+5]` and its evidence (see `RunMemo.GROUP`) the `i`th of
+ * `evidence`; `racy` lists the rows whose stat was taken within a tick of a change, which hold only by their content.
+ */
+export interface Group {
+  /** Paths relative to the workspace, separated by NUL (which no path holds). */
+  readonly paths: string
+  readonly kinds: string
+  readonly stats: ReadonlyArray<number>
+  /** Evidence, separated by NUL ("" for an absent path). */
+  readonly evidence: string
+  readonly racy: ReadonlyArray<number>
+}
+
+/** Node's conversion of a timespec to milliseconds, so that BigInt and number stats give the same double. */
+const pushStat = (stats: Array<number>, st: Observation.Stat) => {
+  stats.push(
+    Number(st.dev),
+    Number(st.ino),
+    Number(st.mode),
+    Number(st.size),
+    RawStat.msOfNs(st.mtimeNs),
+    RawStat.msOfNs(st.ctimeNs)
+  )
+}
+
+/**
+ * The group of a directory's observations: each one's path through `rel`, and its evidence through `evidenceOf`
+ * (see `RunMemo.groupEvidenceOf`); `racy` says which stats were taken within a tick of a change.
+ */
+export const pack = (
+  observations: ReadonlyArray<Observation.SnapshotObservation>,
+  rel: (abs: string) => string,
+  evidenceOf: (o: Observation.Present) => string,
+  racy: (o: Observation.SnapshotObservation) => boolean
+): Group => {
+  const paths: Array<string> = []
+  const evidence: Array<string> = []
+  const stats: Array<number> = []
+  const racyRows: Array<number> = []
+  let kinds = ""
+  observations.forEach((o, i) => {
+    paths.push(rel(o.abs))
+    kinds += o.kind
+    if (o.kind === "a") {
+      stats.push(0, 0, 0, 0, 0, 0)
+      evidence.push("")
+      return
+    }
+    pushStat(stats, o)
+    evidence.push(evidenceOf(o))
+    if (racy(o)) racyRows.push(i)
+  })
+  return { paths: paths.join("\0"), kinds, stats, evidence: evidence.join("\0"), racy: racyRows }
+}
+
+/** Whether `g` is a group at all, its columns of one length: a memo damaged otherwise answers "changed". */
+const wellFormed = (g: Group): boolean => {
+  if (
+    typeof g !== "object" || g === null || typeof g.paths !== "string" || typeof g.kinds !== "string" ||
+    typeof g.evidence !== "string" || !Array.isArray(g.stats) || !Array.isArray(g.racy)
+  ) return false
+  const n = g.kinds.length
+  if (n === 0 || g.stats.length !== n * FIELDS) return false
+  let nuls = 0
+  for (let i = g.paths.indexOf("\0"); i !== -1; i = g.paths.indexOf("\0", i + 1)) nuls++
+  if (nuls !== n - 1) return false
+  let evidenceNuls = 0
+  for (let i = g.evidence.indexOf("\0"); i !== -1; i = g.evidence.indexOf("\0", i + 1)) evidenceNuls++
+  return evidenceNuls === n - 1 && /^[flda]*$/.test(g.kinds)
+}
+
+/** The row count of a group (0 for one that is not well formed). */
+export const sizeOf = (g: Group): number => wellFormed(g) ? g.kinds.length : 0
+
+/** The paths of a group, in order (split once, when one is asked for). */
+export const pathsOf = (g: Group): ReadonlyArray<string> => g.paths.split("\0")
+
+const st: RawStat.RawStat = { dev: 0, ino: 0, mode: 0, size: 0, mtimeMs: 0, ctimeMs: 0 }
+
+/**
+ * The first path of a group that no longer holds what it held, "" for a group that is not well formed, or undefined
+ * when every one holds: its stat unchanged (and not racy), or else, of the same kind and mode, the same content read
+ * again while `mayReread` allows one more. Every path is stat'ed at once (`StatMany`); the paths' names are split
+ * out only if one needs its name.
+ */
+export const firstChanged = (
+  workspace: string,
+  g: Group,
+  mayReread: (path: string) => boolean
+): string | undefined => {
+  if (!wellFormed(g)) return ""
+  const n = g.kinds.length
+  let names: ReadonlyArray<string> | undefined
+  const nameOf = (i: number) => (names ??= pathsOf(g))[i]!
+  const table = StatMany.lstatJoined(`${workspace}/`, g.paths, n, workspace)
+  const racy = g.racy.length === 0 ? undefined : new Set(g.racy)
+  const s = g.stats
+  let evidence: ReadonlyArray<string> | undefined
+  for (let i = 0; i < n; i++) {
+    const there = StatMany.statAt(table, i, st)
+    const kind = g.kinds[i]!
+    if (kind === "a") {
+      if (there) return nameOf(i)
+      continue
+    }
+    if (!there) return nameOf(i)
+    const at = i * FIELDS
+    if (
+      st.ino === s[at + 1] && st.mtimeMs === s[at + 4] && st.ctimeMs === s[at + 5] && st.size === s[at + 3] &&
+      st.mode === s[at + 2] && st.dev === s[at] && racy?.has(i) !== true
+    ) continue
+    // The kind and the executable bits are in the tree: those must not have changed whatever the content.
+    const name = nameOf(i)
+    if (st.mode !== s[at + 2] || !mayReread(name)) return name
+    evidence ??= g.evidence.split("\0")
+    if (!groupContentIs(workspace, `${workspace}/${name}`, kind, evidence[i]!, st.size)) return name
+  }
+  return undefined
+}
