@@ -87,7 +87,6 @@ describe("MemoGroups", () => {
         { ...group, kinds: group.kinds.slice(1) },
         { ...group, stats: group.stats.slice(6) },
         { ...group, paths: `${group.paths}\0extra` },
-        { ...group, evidence: group.evidence.replace("\0", "") },
         { ...group, kinds: `x${group.kinds.slice(1)}` },
         { ...group, paths: 7 },
         { ...group, kinds: "", stats: [], paths: "", evidence: "" },
@@ -95,5 +94,11 @@ describe("MemoGroups", () => {
         "a string"
       ]
       for (const g of damaged) assert.strictEqual(MemoGroups.firstChanged(ws, g as MemoGroups.Group, always), "")
+      // Evidence is read only where a stat moved: one that does not line up with the paths then changes the path.
+      const shortEvidence = { ...group, evidence: group.evidence.replace("\0", "") }
+      assert.isUndefined(MemoGroups.firstChanged(ws, shortEvidence, always))
+      fs.writeFileSync(path.join(ws, "node_modules", "a", "index.js"), "module.exports = 1\n")
+      assert.strictEqual(MemoGroups.firstChanged(ws, shortEvidence, always), "node_modules/a/index.js")
+      assert.isUndefined(MemoGroups.firstChanged(ws, group, always))
     }))
 })

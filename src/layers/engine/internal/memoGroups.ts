@@ -72,24 +72,17 @@ export const pack = (
   return { paths: paths.join("\0"), kinds, stats, evidence: evidence.join("\0"), racy: racyRows }
 }
 
-/** Whether `g` is a group at all, its columns of one length: a memo damaged otherwise answers "changed". */
-const wellFormed = (g: Group): boolean => {
-  if (
-    typeof g !== "object" || g === null || typeof g.paths !== "string" || typeof g.kinds !== "string" ||
-    typeof g.evidence !== "string" || !Array.isArray(g.stats) || !Array.isArray(g.racy)
-  ) return false
-  const n = g.kinds.length
-  if (n === 0 || g.stats.length !== n * FIELDS) return false
-  let nuls = 0
-  for (let i = g.paths.indexOf("\0"); i !== -1; i = g.paths.indexOf("\0", i + 1)) nuls++
-  if (nuls !== n - 1) return false
-  let evidenceNuls = 0
-  for (let i = g.evidence.indexOf("\0"); i !== -1; i = g.evidence.indexOf("\0", i + 1)) evidenceNuls++
-  return evidenceNuls === n - 1 && /^[flda]*$/.test(g.kinds)
-}
+/**
+ * Whether `g` is a group at all, its kinds and stats of one length: a memo damaged otherwise answers "changed". (Its
+ * paths' count is checked by the stat that splits them, its evidence's when it is read.)
+ */
+const wellFormed = (g: Group): boolean =>
+  typeof g === "object" && g !== null && typeof g.paths === "string" && typeof g.kinds === "string" &&
+  typeof g.evidence === "string" && Array.isArray(g.stats) && Array.isArray(g.racy) && g.kinds.length > 0 &&
+  g.stats.length === g.kinds.length * FIELDS && /^[flda]*$/.test(g.kinds)
 
 /** The row count of a group (0 for one that is not well formed). */
-export const sizeOf = (g: Group): number => wellFormed(g) ? g.kinds.length : 0
+export const sizeOf = (g: Group): number => wellFormed(g) && pathsOf(g).length === g.kinds.length ? g.kinds.length : 0
 
 /** The paths of a group, in order (split once, when one is asked for). */
 export const pathsOf = (g: Group): ReadonlyArray<string> => g.paths.split("\0")
@@ -112,6 +105,7 @@ export const firstChanged = (
   let names: ReadonlyArray<string> | undefined
   const nameOf = (i: number) => (names ??= pathsOf(g))[i]!
   const table = StatMany.lstatJoined(`${workspace}/`, g.paths, n, workspace)
+  if (table.count !== n) return ""
   const racy = g.racy.length === 0 ? undefined : new Set(g.racy)
   const s = g.stats
   let evidence: ReadonlyArray<string> | undefined
@@ -132,7 +126,9 @@ export const firstChanged = (
     const name = nameOf(i)
     if (st.mode !== s[at + 2] || !mayReread(name)) return name
     evidence ??= g.evidence.split("\0")
-    if (!groupContentIs(workspace, `${workspace}/${name}`, kind, evidence[i]!, st.size)) return name
+    if (evidence.length !== n || !groupContentIs(workspace, `${workspace}/${name}`, kind, evidence[i]!, st.size)) {
+      return name
+    }
   }
   return undefined
 }
