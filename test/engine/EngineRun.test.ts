@@ -324,6 +324,8 @@ describe("Engine.run: a failed tool's report", () => {
           ),
         lookup: (ps) => Effect.succeed(ps.map(() => Option.none())),
         warmUp: Effect.void,
+        warmUpSandboxer: Effect.void,
+        sandboxerRunning: Effect.succeed(false),
         fetchTree: () => Effect.succeed(false)
       })
       const report = yield* Effect.flatMap(Engine.Engine, (engine) => engine.run({ workspace: root, config })).pipe(
@@ -338,5 +340,67 @@ describe("Engine.run: a failed tool's report", () => {
       const fails = report.processes.find((p) => p.name === "fails")!
       assert.strictEqual(fails.exitCode, 3)
       assert.include(fails.detail ?? "", `its stderr ${Digest.format(gone)} could not be read`)
+    }))
+})
+
+describe("Engine.run: the sandboxer's start", () => {
+  /** Runs `p` twice through a runner that logs its calls, editing its input between; the second run's log. */
+  const secondRunLog = (sandboxerRan: boolean) =>
+    Effect.gen(function*() {
+      const { config, root, workspace } = yield* workspaceOf({ p: sh("true", { inputs: ["a.txt"] }) }, {
+        "a.txt": "one\n"
+      })
+      const log: Array<string> = []
+      const runner = Layer.succeed(ProcessRunner.ProcessRunner, {
+        run: (p) =>
+          Effect.sync(() => {
+            log.push("run")
+            return new ProcessResult({
+              exitCode: 0,
+              signal: null,
+              timedOut: false,
+              stdoutDigest: Digest.empty,
+              stderrDigest: Digest.empty,
+              outputDigest: Digest.empty,
+              actionDigest: Digest.ofBytes(new TextEncoder().encode(p.description ?? "")),
+              durationMs: 1,
+              source: "ran",
+              timings: {}
+            })
+          }),
+        lookup: (ps) => Effect.succeed(ps.map(() => Option.none())),
+        warmUp: Effect.sync(() => void log.push("warmUp")),
+        warmUpSandboxer: Effect.sync(() => void log.push("warmUpSandboxer")),
+        sandboxerRunning: Effect.succeed(sandboxerRan),
+        fetchTree: () => Effect.succeed(false)
+      })
+      const engineLayer = Engine.layer.pipe(
+        Layer.provideMerge(Workspace.layer),
+        Layer.provide(Sandboxes.layer({ root: path.join(root, "sandboxes"), sweepOnStart: false })),
+        Layer.provideMerge(Layer.merge(runner, Store.layer({ root: path.join(root, "store") })))
+      )
+      const once = Effect.flatMap(Engine.Engine, (engine) => engine.run({ workspace, config })).pipe(
+        Effect.provide(engineLayer)
+      )
+      yield* once
+      fs.writeFileSync(path.join(workspace, "a.txt"), "two\n")
+      log.length = 0
+      const report = yield* once
+      assert.strictEqual(report.ran, 1)
+      return log
+    })
+
+  it.scoped("starts at once, before the snapshot, when the last run that ran needed it", () =>
+    Effect.gen(function*() {
+      const log = yield* secondRunLog(true)
+      assert.deepStrictEqual(log.slice(0, 2), ["warmUp", "warmUpSandboxer"])
+      assert.include(log, "run")
+    }))
+
+  it.scoped("is left to the first process that needs it when the last run did not", () =>
+    Effect.gen(function*() {
+      const log = yield* secondRunLog(false)
+      assert.notInclude(log, "warmUpSandboxer")
+      assert.include(log, "run")
     }))
 })

@@ -54,6 +54,7 @@ const recordAll = (o: {
     generation: "g",
     previous: o.previous,
     sandbox: "auto",
+    sandboxer: false,
     startedNs: BigInt(Date.now()) * 1_000_000n,
     names: new Set(o.names),
     remembered: new Set(),

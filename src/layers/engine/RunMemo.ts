@@ -106,6 +106,11 @@ export interface Memo {
   readonly processes: Record<string, Entry>
   /** The observations of directories taken whole, by key (see {@link GROUP}). */
   readonly groups?: Record<string, MemoGroups.Group>
+  /**
+   * Whether the last run that ran processes needed the sandboxer (a sandbox too large to lay out in the engine): the
+   * next run that will run something starts it at once, its Node start beside the snapshot.
+   */
+  readonly sandboxer?: boolean
 }
 
 /** Which kiln wrote it, whether processes run at the exec root, and the run's sandbox mode (`auto` adds nothing). */
@@ -238,6 +243,7 @@ export interface JournalLine {
   readonly drop: ReadonlyArray<string>
   /** Groups the entries set refer to that the memo did not hold. */
   readonly groups?: Record<string, MemoGroups.Group>
+  readonly sandboxer?: boolean
 }
 
 /**
@@ -272,6 +278,7 @@ const applyJournal = (memo: Memo, text: string): void =>
       ;(memo as { groups?: Record<string, MemoGroups.Group> }).groups = { ...memo.groups, ...line.groups }
     }
     ;(memo as { store: Memo["store"] }).store = line.store
+    if (typeof line.sandboxer === "boolean") (memo as { sandboxer?: boolean }).sandboxer = line.sandboxer
   })
 
 /** The journal's text and a stamp of it ("-" when there is none). */

@@ -116,6 +116,13 @@ export interface Service {
    */
   readonly warmUp: Effect.Effect<void>
   /**
+   * Starts the sandboxer (which lays out large sandboxes: a Node start) without waiting, for a caller that expects
+   * to need it. A failure to start shows at the first process that needs it.
+   */
+  readonly warmUpSandboxer: Effect.Effect<void>
+  /** Whether this runner's sandboxer runs: some process of this run needed it (or `warmUpSandboxer` started it). */
+  readonly sandboxerRunning: Effect.Effect<boolean>
+  /**
    * Brings the files of a tree whose directories are in the store into it from the remote cache, if there is one
    * (a remote hit under `validate` or `defer` leaves them there until needed); false when it cannot.
    */
@@ -287,6 +294,10 @@ export const make = (options: Options = {}) =>
           )
         )
       }),
+      warmUpSandboxer: sandboxer.start.pipe(
+        Effect.catchAll((e) => Effect.logDebug(`could not start the sandboxer ahead of time: ${e.message}`))
+      ),
+      sandboxerRunning: Effect.map(sandboxer.pid, Option.isSome),
       run: (process, opts) =>
         cached.run(process, {
           ...(opts?.cache ?? { read: true, write: true }),

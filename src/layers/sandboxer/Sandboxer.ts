@@ -61,6 +61,11 @@ export interface Service {
   readonly pid: Effect.Effect<Option.Option<number>>
   /** Starts the sandboxer if it is not running yet, and waits until it is ready. */
   readonly ensureRunning: Effect.Effect<void, SandboxerUnavailable>
+  /**
+   * Starts the sandboxer if it is not running yet, without waiting for it: its Node start then overlaps whatever
+   * the caller does before its first `materialize`.
+   */
+  readonly start: Effect.Effect<void, SandboxerUnavailable>
 }
 
 /**
@@ -182,7 +187,8 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Store
             catch: (e) => new SandboxerUnavailable({ reason: `cannot prepare ${dir}: ${describeErrno(e)}` })
           })),
       pid: Effect.sync(() => Option.fromNullable(generations.current()?.child.pid)),
-      ensureRunning: Effect.flatMap(generation(), (gen) => Effect.asVoid(Deferred.await(gen.client)))
+      ensureRunning: Effect.flatMap(generation(), (gen) => Effect.asVoid(Deferred.await(gen.client))),
+      start: Effect.asVoid(generation())
     }
     return service
   })
@@ -215,6 +221,7 @@ export const layerInProcess: Layer.Layer<Sandboxer, never, Store.Store> = Layer.
     watch: () => Effect.void,
     postMortem: () => Effect.succeed(Option.none()),
     pid: Effect.succeed(Option.none()),
-    ensureRunning: Effect.void
+    ensureRunning: Effect.void,
+    start: Effect.void
   }))
 )

@@ -163,6 +163,8 @@ export const record = (o: {
   readonly previous: RunMemo.Memo | undefined
   /** The run's sandbox mode, which the memo is kept under. */
   readonly sandbox: string
+  /** Whether the next run that runs something starts the sandboxer at once (see `Memo.sandboxer`). */
+  readonly sandboxer: boolean
   readonly startedNs: bigint
   /** Every process of this run. */
   readonly names: ReadonlySet<string>
@@ -271,7 +273,8 @@ export const record = (o: {
             store: Generation.fingerprint(o.root),
             set,
             drop,
-            groups: referenced(set, o.previous?.groups)
+            groups: referenced(set, o.previous?.groups),
+            sandboxer: o.sandboxer
           })) ||
         RunMemo.write(o.root, o.workspace, {
           v: RunMemo.FORMAT,
@@ -283,7 +286,8 @@ export const record = (o: {
             : {}),
           store: Generation.fingerprint(o.root),
           processes,
-          groups: referenced(processes)
+          groups: referenced(processes),
+          sandboxer: o.sandboxer
         }),
       catch: (e) => e instanceof Error ? e : new Error(String(e))
     })

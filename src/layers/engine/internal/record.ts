@@ -53,8 +53,13 @@ export const record = (state: RunState, memo: MemoConsulted) =>
     yield* Effect.try(() => RunRecords.write(root, state.workspace, state.records)).pipe(
       Effect.catchAll((e) => Effect.logWarning(`could not record the run for \`kiln explain\`: ${e.error}`))
     )
+    // Whether the next run that runs something should start the sandboxer at once: this run's answer, or, when
+    // nothing ran here, the last one's.
+    const ranHere = state.reports.some((p) => p.source === "ran")
+    const sandboxer = (yield* state.runner.sandboxerRunning) || (!ranHere && memo.previous?.sandboxer === true)
     yield* MemoRecord.record({
       root,
+      sandboxer,
       workspace: state.workspace,
       config: state.config,
       configHash: state.options.configHash ?? "",

@@ -64,6 +64,13 @@ export const run = (
       use: RunState.policyOf(options.cache ?? "read-write").read && options.memo !== false,
       sandbox: yield* sandboxModeNow
     })
+    // A process the memo knew whose inputs no longer hold will most likely run: its helpers start now, beside the
+    // snapshot, rather than once the snapshot has hashed what changed. The sandboxer (a Node start) only if the last
+    // run that recorded needed it: a workspace whose sandboxes are all small never does.
+    if (memo.previous !== undefined && names.some((n) => !memo.remembered.has(n) && !memo.restored.has(n))) {
+      yield* runner.warmUp
+      if (memo.previous.sandboxer === true) yield* runner.warmUpSandboxer
+    }
     // What the memo vouches for is not looked at again: the few files of the rest are hashed rather than the whole
     // workspace's stat index read (and rewritten), unless there turn out to be more than a few.
     const session = yield* store.snapshotSession(workspace, {
