@@ -325,7 +325,7 @@ describe("Engine.run: a failed tool's report", () => {
         lookup: (ps) => Effect.succeed(ps.map(() => Option.none())),
         warmUp: Effect.void,
         warmUpSandboxer: Effect.void,
-        sandboxerRunning: Effect.succeed(false),
+        sandboxerUsed: Effect.succeed(false),
         fetchTree: () => Effect.succeed(false)
       })
       const report = yield* Effect.flatMap(Engine.Engine, (engine) => engine.run({ workspace: root, config })).pipe(
@@ -371,7 +371,7 @@ describe("Engine.run: the sandboxer's start", () => {
         lookup: (ps) => Effect.succeed(ps.map(() => Option.none())),
         warmUp: Effect.sync(() => void log.push("warmUp")),
         warmUpSandboxer: Effect.sync(() => void log.push("warmUpSandboxer")),
-        sandboxerRunning: Effect.succeed(sandboxerRan),
+        sandboxerUsed: Effect.succeed(sandboxerRan),
         fetchTree: () => Effect.succeed(false)
       })
       const engineLayer = Engine.layer.pipe(

@@ -91,6 +91,18 @@ for (const kind of ["process", "inProcess"] as const) {
 }
 
 describe("Sandboxer (process)", () => {
+  it.scoped("start launches it without waiting, and only a materialize counts as using it", () =>
+    Effect.gen(function*() {
+      const { root, sandboxer, store } = yield* setup("process")
+      assert.isTrue(Option.isNone(yield* sandboxer.pid))
+      yield* sandboxer.start
+      assert.isTrue(Option.isSome(yield* sandboxer.pid), "a start launches it")
+      assert.isFalse(yield* sandboxer.used, "a start alone is not a use")
+      writeTree(path.join(root, "work"), { "x.txt": "x" })
+      yield* sandboxer.materialize(yield* store.snapshot(path.join(root, "work")), path.join(root, "one"))
+      assert.isTrue(yield* sandboxer.used)
+    }))
+
   it.scoped("a sandboxer SIGKILLed between two requests is respawned and the request succeeds", () =>
     Effect.gen(function*() {
       const { root, sandboxer, store } = yield* setup("process")

@@ -120,8 +120,8 @@ export interface Service {
    * to need it. A failure to start shows at the first process that needs it.
    */
   readonly warmUpSandboxer: Effect.Effect<void>
-  /** Whether this runner's sandboxer runs: some process of this run needed it (or `warmUpSandboxer` started it). */
-  readonly sandboxerRunning: Effect.Effect<boolean>
+  /** Whether some process of this run (or a shared tree) was laid out by the sandboxer. */
+  readonly sandboxerUsed: Effect.Effect<boolean>
   /**
    * Brings the files of a tree whose directories are in the store into it from the remote cache, if there is one
    * (a remote hit under `validate` or `defer` leaves them there until needed); false when it cannot.
@@ -297,7 +297,7 @@ export const make = (options: Options = {}) =>
       warmUpSandboxer: sandboxer.start.pipe(
         Effect.catchAll((e) => Effect.logDebug(`could not start the sandboxer ahead of time: ${e.message}`))
       ),
-      sandboxerRunning: Effect.map(sandboxer.pid, Option.isSome),
+      sandboxerUsed: sandboxer.used,
       run: (process, opts) =>
         cached.run(process, {
           ...(opts?.cache ?? { read: true, write: true }),

@@ -66,6 +66,8 @@ export interface Service {
    * the caller does before its first `materialize`.
    */
   readonly start: Effect.Effect<void, SandboxerUnavailable>
+  /** Whether anything was materialized through it in this process (a start alone does not count). */
+  readonly used: Effect.Effect<boolean>
 }
 
 /**
@@ -142,9 +144,11 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Store
         gen.roots.add(root)
       })
 
+    let used = false
     const service: Service = {
       materialize: (digest, destination, opts) =>
         Effect.gen(function*() {
+          used = true
           const mutablePaths = opts?.mutablePaths ?? []
           for (let attempt = 0;; attempt++) {
             const r = yield* Effect.either(
@@ -188,7 +192,8 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Store
           })),
       pid: Effect.sync(() => Option.fromNullable(generations.current()?.child.pid)),
       ensureRunning: Effect.flatMap(generation(), (gen) => Effect.asVoid(Deferred.await(gen.client))),
-      start: Effect.asVoid(generation())
+      start: Effect.asVoid(generation()),
+      used: Effect.sync(() => used)
     }
     return service
   })
@@ -222,6 +227,7 @@ export const layerInProcess: Layer.Layer<Sandboxer, never, Store.Store> = Layer.
     postMortem: () => Effect.succeed(Option.none()),
     pid: Effect.succeed(Option.none()),
     ensureRunning: Effect.void,
-    start: Effect.void
+    start: Effect.void,
+    used: Effect.succeed(false)
   }))
 )

@@ -127,7 +127,10 @@ const holdsAt = (expected: Float64Array, table: StatMany.StatTable, i: number): 
 /** The mode {@link expectedOf} gives a path observed absent. */
 const ABSENT = -1
 
-/** What {@link stillHold} compares, per observations: a large tree's are checked again after each process that mounted it. */
+/**
+ * What {@link stillHold} compares, per observations: a large tree's are checked again after each process that
+ * mounted it. (Observations are never added to once made; a different length is made again all the same.)
+ */
 const expectedKnown = new WeakMap<
   ReadonlyArray<SnapshotObservation>,
   { readonly paths: ReadonlyArray<string>; readonly expected: Float64Array }
@@ -136,7 +139,7 @@ const expectedKnown = new WeakMap<
 /** The paths of `observations` and their stats as `lstat` gives them in numbers (dev, ino, mode, size, ms times). */
 const expectedOf = (observations: ReadonlyArray<SnapshotObservation>) => {
   const known = expectedKnown.get(observations)
-  if (known !== undefined) return known
+  if (known !== undefined && known.paths.length === observations.length) return known
   const expected = new Float64Array(observations.length * 6)
   observations.forEach((o, i) => {
     const at = i * 6

@@ -56,7 +56,7 @@ export const record = (state: RunState, memo: MemoConsulted) =>
     // Whether the next run that runs something should start the sandboxer at once: this run's answer, or, when
     // nothing ran here, the last one's.
     const ranHere = state.reports.some((p) => p.source === "ran")
-    const sandboxer = (yield* state.runner.sandboxerRunning) || (!ranHere && memo.previous?.sandboxer === true)
+    const sandboxer = (yield* state.runner.sandboxerUsed) || (!ranHere && memo.previous?.sandboxer === true)
     yield* MemoRecord.record({
       root,
       sandboxer,
