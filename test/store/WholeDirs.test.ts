@@ -366,9 +366,13 @@ describe("saved walks' file", () => {
     for (const text of refused) assert.isUndefined(SavedWalk.decode(text, dir), text.slice(0, 120))
   })
 
-  it.scoped("a session refuses a hostile, damaged or old-format file: the directory is walked again", () =>
+  it.scoped("a session takes back what it saved, and refuses a hostile, damaged or old-format file: walked again", () =>
     Effect.gen(function*() {
-      const ws = yield* modulesWorkspace("kiln-wholes-hostile-")
+      // A name beyond ASCII: the file is read as UTF-8, not as the one byte a character of ASCII-only files.
+      const ws = yield* modulesWorkspace("kiln-wholes-hostile-", {
+        "src/a.txt": "a\n",
+        "node_modules/p0/naïve é.js": "é\n"
+      })
       const store = yield* tempStore()
       const modules = path.join(ws, "node_modules")
       const first = yield* snapshotInSession(store, ws)
@@ -377,6 +381,7 @@ describe("saved walks' file", () => {
       const again = yield* snapshotInSession(store, ws)
       assert.isString(walkedOf(again).savedWalk)
       assert.deepStrictEqual(walkedOf(again).observations, walkedOf(first).observations)
+      assert.isTrue(walkedOf(again).observations.some((o) => o.abs.endsWith("naïve é.js")))
 
       type Json = Record<string, unknown> & { kinds: string; paths: Array<string>; ino: Array<unknown> }
       const edits: Array<[string, (j: Json, text: string) => string]> = [
@@ -407,8 +412,8 @@ describe("saved walks' file", () => {
         fs.writeFileSync(file, edit(JSON.parse(text) as Json, text))
         const hashed: Array<number> = []
         const taken = yield* countedSession(store, ws, hashed)
-        // Walked: each of its 40 files read again, none taken from the refused file.
-        assert.deepStrictEqual([what, hashed[0], walkedOf(taken).savedWalk], [what, 40, undefined])
+        // Walked: each of its 41 files read again, none taken from the refused file.
+        assert.deepStrictEqual([what, hashed[0], walkedOf(taken).savedWalk], [what, 41, undefined])
         assert.deepStrictEqual(taken.digest, first.digest)
       }
     }))
