@@ -295,6 +295,13 @@ describe("whole directories across sessions", () => {
     }))
 })
 
+/** A saved walk's file as JSON, with the relative path of row `row` replaced by `rel`. */
+const withPath = <J extends { self: number; paths: string }>(j: J, row: number, rel: string): J => {
+  const paths = j.paths.split("\0")
+  paths[j.self !== -1 && j.self < row ? row - 1 : row] = rel
+  return { ...j, paths: paths.join("\0") }
+}
+
 describe("saved walks' file", () => {
   const dir = "/ws/node_modules"
   const stat = {
@@ -329,17 +336,38 @@ describe("saved walks' file", () => {
     assert.isUndefined(SavedWalk.decode(text.replace(`"v":${SavedWalk.FORMAT}`, `"v":3`), dir))
   })
 
+  it("gives back a directory whose path holds `$`, one holding nothing, and rows without the directory's own", () => {
+    for (const abs of ["/ws/$&/$$/$1/node_modules", "/"]) {
+      const moved = observations.map((o) => ({
+        ...o,
+        abs: o.abs === dir ? abs : path.join(abs, path.relative(dir, o.abs))
+      }))
+      const text = SavedWalk.encode({ ...saved, abs, observations: moved })!
+      assert.deepStrictEqual(SavedWalk.decode(text, abs), { ...saved, abs, observations: moved })
+    }
+    for (const some of [[], observations.slice(0, 1), observations.slice(1), observations.slice(4)]) {
+      const text = SavedWalk.encode({ ...saved, observations: some })!
+      assert.deepStrictEqual(SavedWalk.decode(text, dir), { ...saved, observations: some })
+    }
+  })
+
   it("saves nothing for a path it cannot say relative to the directory", () => {
     const outside = { ...observations[1]!, abs: "/ws/src/a.ts" }
     assert.isUndefined(SavedWalk.encode({ ...saved, observations: [outside] }))
     assert.isUndefined(SavedWalk.encode({ ...saved, observations: [{ ...outside, abs: `${dir}/p/../../src/a.ts` }] }))
+    assert.isUndefined(SavedWalk.encode({ ...saved, observations: [{ ...outside, abs: `${dir}/p/a\0b` }] }))
+    assert.isUndefined(
+      SavedWalk.encode({ ...saved, observations: [{ ...(observations[3] as Observation.Present), evidence: "a\0b" }] })
+    )
   })
 
   it("refuses a hostile or damaged file, never throws", () => {
     const json = JSON.parse(SavedWalk.encode(saved)!) as Record<string, unknown> & {
-      paths: Array<string>
+      self: number
+      paths: string
+      evidence: string
       ino: Array<unknown>
-      mtimeNs: Array<unknown>
+      mtimeSubNs: Array<unknown>
     }
     const variant = (f: (j: typeof json) => void) => {
       const j = structuredClone(json)
@@ -347,18 +375,23 @@ describe("saved walks' file", () => {
       return JSON.stringify(j)
     }
     const refused = [
-      ...["/etc/passwd", "../outside", "p/../../outside", "", "p//index.js", "p/./index.js", "p/", "./p", "p/\0x"].map(
-        (rel) => variant((j) => j.paths[1] = rel)
-      ),
+      ...["/etc/passwd", "../outside", "p/../../outside", "", "p//index.js", "p/./index.js", "p/", "./p", ".", "p/\0x"]
+        .map((rel) => JSON.stringify(withPath(json, 1, rel))),
+      variant((j) => j.self = 7),
+      variant((j) => j.self = -1),
+      variant((j) => j.self = 0.5),
+      variant((j) => j.paths = ""),
+      variant((j) => j.evidence = `${j.evidence}\0`),
+      variant((j) => (j as Record<string, unknown>).evidence = 1),
       variant((j) => j.abs = "/ws"),
       variant((j) => j.ino[1] = "an inode"),
       variant((j) => j.ino[1] = ""),
       variant((j) => j.ino[1] = 1.5),
       variant((j) => j.ino[1] = 2 ** 60),
-      variant((j) => j.mtimeNs[1] = 1e9),
+      variant((j) => j.mtimeSubNs[1] = 1e9),
       variant((j) => j.ino.pop()),
       variant((j) => j.kinds = "dffxa"),
-      variant((j) => delete j.evidence),
+      variant((j) => delete (j as Record<string, unknown>).evidence),
       SavedWalk.encode(saved)!.slice(0, 200),
       "null",
       "[]"
@@ -383,10 +416,10 @@ describe("saved walks' file", () => {
       assert.deepStrictEqual(walkedOf(again).observations, walkedOf(first).observations)
       assert.isTrue(walkedOf(again).observations.some((o) => o.abs.endsWith("naïve é.js")))
 
-      type Json = Record<string, unknown> & { kinds: string; paths: Array<string>; ino: Array<unknown> }
+      type Json = Record<string, unknown> & { kinds: string; self: number; paths: string; ino: Array<unknown> }
       const edits: Array<[string, (j: Json, text: string) => string]> = [
-        ["absolute", (j) => (j.paths[j.kinds.indexOf("f")] = path.join(ws, "src/a.txt"), JSON.stringify(j))],
-        ["climbing", (j) => (j.paths[j.kinds.indexOf("f")] = "../src/a.txt", JSON.stringify(j))],
+        ["absolute", (j) => JSON.stringify(withPath(j, j.kinds.indexOf("f"), path.join(ws, "src/a.txt")))],
+        ["climbing", (j) => JSON.stringify(withPath(j, j.kinds.indexOf("f"), "../src/a.txt"))],
         ["another's", (j) => (j.abs = path.join(ws, "src"), JSON.stringify(j))],
         ["not a number", (j) => (j.ino[j.kinds.indexOf("f")] = "an inode", JSON.stringify(j))],
         ["truncated", (_, text) => text.slice(0, text.length - 100)],

@@ -5,7 +5,9 @@
  *
  * - one array per field (columns), not one array per path: JSON.parse makes a few long arrays of numbers instead of a
  *   small array and nine strings per path;
- * - paths relative to the directory, not its absolute path repeated for each;
+ * - paths relative to the directory, not its absolute path repeated for each, and the paths and the evidence each in
+ *   one string, NUL between them (no path, name or symlink target holds one): two long strings to parse, not two
+ *   per path, and each path is a slice of one string of them all, absolute, made in one pass;
  * - the stat's integers as JSON numbers where they are safe integers (decimal strings otherwise), so that each becomes
  *   a bigint by `BigInt(number)`, several times cheaper than parsing a decimal string; a time, in nanoseconds since
  *   the epoch, does not fit a number: it is kept exactly, as whole seconds and the nanoseconds within the second.
@@ -18,7 +20,7 @@
  */
 import type * as Observation from "../SnapshotObservation.js"
 
-/** 4: columns, paths relative to the directory, integers as numbers (see the module's comment). */
+/** 4: columns, paths relative to the directory, joined, integers as numbers (see the module's comment). */
 export const FORMAT = 4
 
 /** A stat integer as saved: a number when it is a safe integer, else its decimal string. */
@@ -36,18 +38,21 @@ interface File {
   readonly digest: string
   /** One letter per path, its observation's kind (`f`, `l`, `d`, `a`). */
   readonly kinds: string
-  /** Each path relative to the directory, `.` for the directory itself. */
-  readonly paths: ReadonlyArray<string>
+  /** The row of the directory itself, or -1. */
+  readonly self: number
+  /** Each other row's path relative to the directory, NUL between them. */
+  readonly paths: string
   readonly dev: ReadonlyArray<Int>
   readonly ino: ReadonlyArray<Int>
   readonly mode: ReadonlyArray<Int>
   readonly size: ReadonlyArray<Int>
   /** Whole seconds of the time (truncated toward zero, as bigint division is), and the nanoseconds left. */
   readonly mtimeS: ReadonlyArray<Int>
-  readonly mtimeNs: ReadonlyArray<number>
+  readonly mtimeSubNs: ReadonlyArray<number>
   readonly ctimeS: ReadonlyArray<Int>
-  readonly ctimeNs: ReadonlyArray<number>
-  readonly evidence: ReadonlyArray<string>
+  readonly ctimeSubNs: ReadonlyArray<number>
+  /** Each row's evidence (empty for `a`), NUL between them. */
+  readonly evidence: string
 }
 
 /** A saved walk as read back. */
@@ -72,43 +77,43 @@ const intOf = (n: bigint): Int => (n <= MAX_SAFE && n >= -MAX_SAFE ? Number(n) :
 const prefixOf = (abs: string) => (abs.endsWith("/") ? abs : `${abs}/`)
 
 /**
- * The file of `saved`, or undefined when a path observed is not `abs` or under it, which a relative path cannot say
- * (a walk of the directory observes none such).
+ * The file of `saved`, or undefined when it cannot say a path: one not `abs` or under it, or a NUL in a path or an
+ * evidence (a walk of the directory observes none such).
  */
 export const encode = (saved: Saved): string | undefined => {
   const prefix = prefixOf(saved.abs)
   const n = saved.observations.length
   const kinds: Array<string> = []
   const paths: Array<string> = []
+  const evidence = new Array<string>(n)
+  let self = -1
   const columns = {
     dev: new Array<Int>(n),
     ino: new Array<Int>(n),
     mode: new Array<Int>(n),
     size: new Array<Int>(n),
     mtimeS: new Array<Int>(n),
-    mtimeNs: new Array<number>(n),
+    mtimeSubNs: new Array<number>(n),
     ctimeS: new Array<Int>(n),
-    ctimeNs: new Array<number>(n),
-    evidence: new Array<string>(n)
+    ctimeSubNs: new Array<number>(n)
   }
   for (let i = 0; i < n; i++) {
     const o = saved.observations[i]!
-    let rel: string
-    if (o.abs === saved.abs) rel = "."
-    else if (o.abs.startsWith(prefix) && validRel(o.abs.slice(prefix.length))) rel = o.abs.slice(prefix.length)
+    if (o.abs === saved.abs && self === -1) self = i
+    else if (o.abs.startsWith(prefix) && sayable(o.abs.slice(prefix.length))) paths.push(o.abs.slice(prefix.length))
     else return undefined
     kinds.push(o.kind)
-    paths.push(rel)
     const present = o.kind === "a" ? undefined : o
     columns.dev[i] = present === undefined ? 0 : intOf(present.dev)
     columns.ino[i] = present === undefined ? 0 : intOf(present.ino)
     columns.mode[i] = present === undefined ? 0 : intOf(present.mode)
     columns.size[i] = present === undefined ? 0 : intOf(present.size)
     columns.mtimeS[i] = present === undefined ? 0 : intOf(present.mtimeNs / NS_PER_S)
-    columns.mtimeNs[i] = present === undefined ? 0 : Number(present.mtimeNs % NS_PER_S)
+    columns.mtimeSubNs[i] = present === undefined ? 0 : Number(present.mtimeNs % NS_PER_S)
     columns.ctimeS[i] = present === undefined ? 0 : intOf(present.ctimeNs / NS_PER_S)
-    columns.ctimeNs[i] = present === undefined ? 0 : Number(present.ctimeNs % NS_PER_S)
-    columns.evidence[i] = present === undefined ? "" : present.evidence
+    columns.ctimeSubNs[i] = present === undefined ? 0 : Number(present.ctimeNs % NS_PER_S)
+    evidence[i] = present === undefined ? "" : present.evidence
+    if (evidence[i]!.includes("\0")) return undefined
   }
   const file: File = {
     v: FORMAT,
@@ -118,17 +123,42 @@ export const encode = (saved: Saved): string | undefined => {
     standsIn: saved.standsIn,
     digest: saved.digest,
     kinds: kinds.join(""),
-    paths,
-    ...columns
+    self,
+    paths: paths.join("\0"),
+    ...columns,
+    evidence: evidence.join("\0")
   }
   return JSON.stringify(file)
 }
 
-/** An empty segment (a leading, doubled or trailing slash), `.` or `..`; or a NUL, which no path holds. */
-const BAD_SEGMENT = /(?:^|\/)\.{0,2}(?:\/|$)|\0/
+/**
+ * In relative paths, NUL between them, one that is not under the directory: an empty segment (an empty path, a
+ * leading, doubled or trailing slash), `.` or `..`.
+ */
+const BAD_PATHS = /(?:^|[/\0])\.{0,2}(?=[/\0]|$)/
 
-/** A path relative to the directory, under it: not empty, not absolute, no `.`, `..` or empty segment. */
-const validRel = (rel: string): boolean => !BAD_SEGMENT.test(rel)
+/** Whether a path relative to the directory is one under it that the file can hold. */
+const sayable = (rel: string) => !rel.includes("\0") && !BAD_PATHS.test(rel)
+
+/** The `count` strings of `joined`, NUL between them, or undefined when it holds another number of them. */
+const split = (joined: string, count: number): Array<string> | undefined => {
+  if (count === 0) return joined === "" ? [] : undefined
+  const parts = joined.split("\0")
+  return parts.length === count ? parts : undefined
+}
+
+/**
+ * The absolute paths of `paths` (`count` paths relative to the directory, NUL between them) under `prefix`, or
+ * undefined if one is not under it (see {@link BAD_PATHS}): the prefix put before each in one pass over one string,
+ * each path then a slice of it, which later checks read as it is (a concatenation per path is copied again at its
+ * first `lstat`).
+ */
+const absolute = (prefix: string, paths: string, count: number): Array<string> | undefined => {
+  if (count === 0) return paths === "" ? [] : undefined
+  if (BAD_PATHS.test(paths)) return undefined
+  // `$` in a replacement names a match: `$$` is one `$`.
+  return split(prefix + paths.replaceAll("\0", `\0${prefix.replaceAll("$", "$$$$")}`), count)
+}
 
 const DECIMAL = /^-?[0-9]+$/
 
@@ -177,39 +207,39 @@ export const decode = (text: string, abs: string): Saved | undefined => {
       typeof f.savedAtNs !== "string" || !DECIMAL.test(f.savedAtNs) || typeof f.standsIn !== "boolean" ||
       typeof f.digest !== "string" || typeof f.kinds !== "string"
     ) return undefined
-    const { kinds } = f
+    const { kinds, self } = f
     const n = kinds.length
-    const { ctimeNs, ctimeS, dev, evidence, ino, mode, mtimeNs, mtimeS, paths, size } = f
+    const { ctimeS, ctimeSubNs, dev, ino, mode, mtimeS, mtimeSubNs, size } = f
     if (
-      !isColumn(paths, n) || !isColumn(dev, n) || !isColumn(ino, n) || !isColumn(mode, n) || !isColumn(size, n) ||
-      !isColumn(mtimeS, n) || !isColumn(mtimeNs, n) || !isColumn(ctimeS, n) || !isColumn(ctimeNs, n) ||
-      !isColumn(evidence, n)
+      typeof self !== "number" || !Number.isSafeInteger(self) || self < -1 || self >= n ||
+      typeof f.paths !== "string" || typeof f.evidence !== "string" ||
+      !isColumn(dev, n) || !isColumn(ino, n) || !isColumn(mode, n) || !isColumn(size, n) || !isColumn(mtimeS, n) ||
+      !isColumn(mtimeSubNs, n) || !isColumn(ctimeS, n) || !isColumn(ctimeSubNs, n)
     ) return undefined
-    const prefix = prefixOf(abs)
+    const paths = absolute(prefixOf(abs), f.paths, self === -1 ? n : n - 1)
+    const evidence = split(f.evidence, n)
+    if (paths === undefined || evidence === undefined) return undefined
     const devOf = lastBigOf()
     const modeOf = lastBigOf()
     const observations = new Array<Observation.SnapshotObservation>(n)
-    for (let i = 0; i < n; i++) {
-      const rel = paths[i]
-      if (typeof rel !== "string" || (rel !== "." && !validRel(rel))) return undefined
-      const at = rel === "." ? abs : prefix + rel
+    for (let i = 0, next = 0; i < n; i++) {
+      const at = i === self ? abs : paths[next++]!
       const kind = kinds[i]
       if (kind === "a") {
         observations[i] = { kind, abs: at }
         continue
       }
-      const found = evidence[i]
-      if ((kind !== "f" && kind !== "l" && kind !== "d") || typeof found !== "string") return undefined
+      if (kind !== "f" && kind !== "l" && kind !== "d") return undefined
       observations[i] = {
         kind,
         abs: at,
-        evidence: found,
+        evidence: evidence[i]!,
         dev: devOf(dev[i]),
         ino: bigOf(ino[i]),
         mode: modeOf(mode[i]),
         size: bigOf(size[i]),
-        mtimeNs: timeOf(mtimeS[i], mtimeNs[i]),
-        ctimeNs: timeOf(ctimeS[i], ctimeNs[i])
+        mtimeNs: timeOf(mtimeS[i], mtimeSubNs[i]),
+        ctimeNs: timeOf(ctimeS[i], ctimeSubNs[i])
       }
     }
     return {
