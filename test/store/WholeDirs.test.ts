@@ -316,7 +316,14 @@ describe("saved walks' file", () => {
     { kind: "d", abs: dir, evidence: ".bin/p", ...stat, mode: 0o40755n, ino: 7n },
     { kind: "f", abs: `${dir}/p/index.js`, evidence: "ab".repeat(32), ...stat },
     { kind: "f", abs: `${dir}/p/..x/é f.js`, evidence: "cd".repeat(32), ...stat, size: 0n, mtimeNs: 999_999_999n },
-    { kind: "l", abs: `${dir}/.bin/p`, evidence: "../p/index.js", ...stat, dev: 2n ** 64n - 1n },
+    {
+      kind: "l",
+      abs: `${dir}/.bin/p`,
+      evidence: "../p/index.js",
+      ...stat,
+      dev: 2n ** 64n - 1n,
+      ctimeNs: 2n ** 90n + 7n
+    },
     { kind: "a", abs: `${dir}/gone` }
   ]
   const saved: SavedWalk.Saved = {
@@ -328,7 +335,7 @@ describe("saved walks' file", () => {
     observations
   }
 
-  it("gives back exactly what was saved: bigints beyond 2^53, times before the epoch, each kind", () => {
+  it("gives back exactly what was saved: bigints beyond 2^53, times before the epoch or past 2^53 s, each kind", () => {
     const text = SavedWalk.encode(saved)!
     assert.deepStrictEqual(SavedWalk.decode(text, dir), saved)
     // Another directory's file, or one of another format, is none.

@@ -185,12 +185,34 @@ const lastBigOf = (): (v: unknown) => bigint => {
   }
 }
 
+const isSubNs = (ns: unknown): ns is number =>
+  typeof ns === "number" && Number.isSafeInteger(ns) && ns > -1_000_000_000 && ns < 1_000_000_000
+
 /** A time saved as whole seconds and the nanoseconds within the second (see {@link File}). */
 const timeOf = (s: unknown, ns: unknown): bigint => {
-  if (typeof ns !== "number" || !Number.isSafeInteger(ns) || ns <= -1e9 || ns >= 1e9) {
-    throw new TypeError("not nanoseconds")
-  }
+  if (!isSubNs(ns)) throw new TypeError("not nanoseconds")
   return bigOf(s) * NS_PER_S + BigInt(ns)
+}
+
+/**
+ * {@link timeOf} that hands out one bigint for each distinct time: the paths of an install share a few thousand
+ * times between tens of thousands of them, and a bigint kept per path (and the three made on the way to it) was
+ * garbage and memory to no purpose.
+ */
+const timesOf = (): (s: unknown, ns: unknown) => bigint => {
+  const bySeconds = new Map<number, { readonly base: bigint; readonly byNs: Map<number, bigint> }>()
+  return (s, ns) => {
+    if (typeof s !== "number") return timeOf(s, ns)
+    let second = bySeconds.get(s)
+    if (second === undefined) bySeconds.set(s, second = { base: bigOf(s) * NS_PER_S, byNs: new Map() })
+    // Only valid nanoseconds are ever set: another value misses, and is refused below.
+    let time = second.byNs.get(ns as number)
+    if (time === undefined) {
+      if (!isSubNs(ns)) throw new TypeError("not nanoseconds")
+      second.byNs.set(ns, time = second.base + BigInt(ns))
+    }
+    return time
+  }
 }
 
 const isColumn = (v: unknown, n: number): v is ReadonlyArray<unknown> => Array.isArray(v) && v.length === n
@@ -221,6 +243,8 @@ export const decode = (text: string, abs: string): Saved | undefined => {
     if (paths === undefined || evidence === undefined) return undefined
     const devOf = lastBigOf()
     const modeOf = lastBigOf()
+    const mtimeOf = timesOf()
+    const ctimeOf = timesOf()
     const observations = new Array<Observation.SnapshotObservation>(n)
     for (let i = 0, next = 0; i < n; i++) {
       const at = i === self ? abs : paths[next++]!
@@ -238,8 +262,8 @@ export const decode = (text: string, abs: string): Saved | undefined => {
         ino: bigOf(ino[i]),
         mode: modeOf(mode[i]),
         size: bigOf(size[i]),
-        mtimeNs: timeOf(mtimeS[i], mtimeSubNs[i]),
-        ctimeNs: timeOf(ctimeS[i], ctimeSubNs[i])
+        mtimeNs: mtimeOf(mtimeS[i], mtimeSubNs[i]),
+        ctimeNs: ctimeOf(ctimeS[i], ctimeSubNs[i])
       }
     }
     return {
