@@ -3,9 +3,9 @@
  * beside the stat index (`<index>.wholes/<hash of its path>.json`, laid out in `savedWalk.ts` to parse cheaply): the
  * digest of each and every path it held with its stat. A later session whose store is of the same generation (nothing
  * removed since: every blob of the tree is still there) takes such a directory from one `lstat` per path, without
- * reading the index, asking the store about each file or encoding its `Directory` messages again. A file per directory, because an edit changes one small
- * directory (a package's `src/`) while the large ones (`node_modules`) hold: only what changed is written again, and
- * a session reads only the directories its globs take.
+ * reading the index, asking the store about each file or encoding its `Directory` messages again. A file per
+ * directory, because an edit changes one small directory (a package's `src/`) while the large ones (`node_modules`)
+ * hold: only what changed is written again, and a session reads only the directories its globs take.
  *
  * A directory that changed is walked again, and what its file holds is where that walk looks first for each file's
  * hash (see {@link previousOf}): the stat index does not keep the files of directories saved here, so that it stays
@@ -46,8 +46,8 @@ const savedOf = (index: StatIndex.StatIndex, abs: string): SavedWalk.Saved | und
   let text: string | undefined
   try {
     const bytes = fs.readFileSync(fileOf(index, abs))
-    // Node's UTF-8 decoding of tens of megabytes was a tenth of the load; bytes that are all ASCII (paths in ASCII:
-    // the usual case) are the same characters as latin1, which is a copy.
+    // Node's UTF-8 decoding of a file this large costs several times the copy that latin1 is, and bytes that are all
+    // ASCII (paths in ASCII: the usual case) are the same characters either way.
     text = isAscii(bytes) ? bytes.toString("latin1") : bytes.toString("utf8")
   } catch {
     // None yet: the directory is walked.
@@ -144,6 +144,7 @@ export const reuse = (
   const savedWalk = savedWalkKey(abs, entry.digest, entry.savedAtNs)
   // Every path found at its saved stat by this run's check, moments ago: the walk is taken as it was saved. A change
   // since then is a change during the run, which the processes' own checks after they ran see (`unchanged`).
+  // A copy: the session's, not the cache of what the file holds (see savedOf).
   if (index.vouched.has(savedWalk)) return { digest: digest.right, observations: [...saved], savedWalk }
   const observations = refreshed(index, saved)
   if (observations === undefined) return undefined
