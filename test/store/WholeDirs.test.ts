@@ -8,6 +8,8 @@ import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../../src/domain/Digest.js"
+import * as SavedWalk from "../../src/layers/store/internal/savedWalk.js"
+import type * as Observation from "../../src/layers/store/SnapshotObservation.js"
 import type * as Store from "../../src/layers/store/Store.js"
 import * as StoreMaintenance from "../../src/layers/store/StoreMaintenance.js"
 import { settleTimes, tempDir, tempStore, writeTree } from "../utils/temp.js"
@@ -271,9 +273,8 @@ describe("whole directories across sessions", () => {
       const store = yield* tempStore()
       const first = yield* snapshotInSession(store, ws)
       const saved = savedWholes(store)[path.join(ws, "node_modules")]!
-      const json = JSON.parse(fs.readFileSync(saved.file, "utf8")) as { paths: Array<Array<string>> }
-      const row = json.paths.find((r) => r[0] === "f")!
-      row[3] = "an inode"
+      const json = JSON.parse(fs.readFileSync(saved.file, "utf8")) as { kinds: string; ino: Array<unknown> }
+      json.ino[json.kinds.indexOf("f")] = "an inode"
       fs.writeFileSync(saved.file, JSON.stringify(json))
       assert.deepStrictEqual((yield* snapshotInSession(store, ws)).digest, first.digest)
     }))
@@ -291,5 +292,169 @@ describe("whole directories across sessions", () => {
       fs.copyFileSync(saved[path.join(ws, "node_modules")]!.file, saved[path.join(ws, "src")]!.file)
       const again = yield* snapshotInSession(store, ws)
       assert.deepStrictEqual(again.digest, first.digest)
+    }))
+})
+
+/** A saved walk's file as JSON, with the relative path of row `row` replaced by `rel`. */
+const withPath = <J extends { self: number; paths: string }>(j: J, row: number, rel: string): J => {
+  const paths = j.paths.split("\0")
+  paths[j.self !== -1 && j.self < row ? row - 1 : row] = rel
+  return { ...j, paths: paths.join("\0") }
+}
+
+describe("saved walks' file", () => {
+  const dir = "/ws/node_modules"
+  const stat = {
+    dev: 2049n,
+    ino: 18_446_744_073_709_551_557n,
+    mode: 0o100644n,
+    size: 9_007_199_254_740_993n,
+    mtimeNs: 1_796_455_519_489_359_457n,
+    ctimeNs: -1_500_000_000_123_456_789n
+  }
+  const observations: Array<Observation.SnapshotObservation> = [
+    { kind: "d", abs: dir, evidence: ".bin/p", ...stat, mode: 0o40755n, ino: 7n },
+    { kind: "f", abs: `${dir}/p/index.js`, evidence: "ab".repeat(32), ...stat },
+    { kind: "f", abs: `${dir}/p/..x/é f.js`, evidence: "cd".repeat(32), ...stat, size: 0n, mtimeNs: 999_999_999n },
+    {
+      kind: "l",
+      abs: `${dir}/.bin/p`,
+      evidence: "../p/index.js",
+      ...stat,
+      dev: 2n ** 64n - 1n,
+      ctimeNs: 2n ** 90n + 7n
+    },
+    { kind: "a", abs: `${dir}/gone` }
+  ]
+  const saved: SavedWalk.Saved = {
+    abs: dir,
+    generation: "g1",
+    savedAtNs: "1796455519489359457",
+    standsIn: true,
+    digest: `${"ef".repeat(32)}/12`,
+    observations
+  }
+
+  it("gives back exactly what was saved: bigints beyond 2^53, times before the epoch or past 2^53 s, each kind", () => {
+    const text = SavedWalk.encode(saved)!
+    assert.deepStrictEqual(SavedWalk.decode(text, dir), saved)
+    // Another directory's file, or one of another format, is none.
+    assert.isUndefined(SavedWalk.decode(text, "/ws/src"))
+    assert.isUndefined(SavedWalk.decode(text.replace(`"v":${SavedWalk.FORMAT}`, `"v":3`), dir))
+  })
+
+  it("gives back a directory whose path holds `$`, one holding nothing, and rows without the directory's own", () => {
+    for (const abs of ["/ws/$&/$$/$1/node_modules", "/"]) {
+      const moved = observations.map((o) => ({
+        ...o,
+        abs: o.abs === dir ? abs : path.join(abs, path.relative(dir, o.abs))
+      }))
+      const text = SavedWalk.encode({ ...saved, abs, observations: moved })!
+      assert.deepStrictEqual(SavedWalk.decode(text, abs), { ...saved, abs, observations: moved })
+    }
+    for (const some of [[], observations.slice(0, 1), observations.slice(1), observations.slice(4)]) {
+      const text = SavedWalk.encode({ ...saved, observations: some })!
+      assert.deepStrictEqual(SavedWalk.decode(text, dir), { ...saved, observations: some })
+    }
+  })
+
+  it("saves nothing for a path it cannot say relative to the directory", () => {
+    const outside = { ...observations[1]!, abs: "/ws/src/a.ts" }
+    assert.isUndefined(SavedWalk.encode({ ...saved, observations: [outside] }))
+    assert.isUndefined(SavedWalk.encode({ ...saved, observations: [{ ...outside, abs: `${dir}/p/../../src/a.ts` }] }))
+    assert.isUndefined(SavedWalk.encode({ ...saved, observations: [{ ...outside, abs: `${dir}/p/a\0b` }] }))
+    assert.isUndefined(
+      SavedWalk.encode({ ...saved, observations: [{ ...(observations[3] as Observation.Present), evidence: "a\0b" }] })
+    )
+  })
+
+  it("refuses a hostile or damaged file, never throws", () => {
+    const json = JSON.parse(SavedWalk.encode(saved)!) as Record<string, unknown> & {
+      self: number
+      paths: string
+      evidence: string
+      ino: Array<unknown>
+      mtimeSubNs: Array<unknown>
+    }
+    const variant = (f: (j: typeof json) => void) => {
+      const j = structuredClone(json)
+      f(j)
+      return JSON.stringify(j)
+    }
+    const refused = [
+      ...["/etc/passwd", "../outside", "p/../../outside", "", "p//index.js", "p/./index.js", "p/", "./p", ".", "p/\0x"]
+        .map((rel) => JSON.stringify(withPath(json, 1, rel))),
+      variant((j) => j.self = 7),
+      variant((j) => j.self = -1),
+      variant((j) => j.self = 0.5),
+      variant((j) => j.paths = ""),
+      variant((j) => j.evidence = `${j.evidence}\0`),
+      variant((j) => (j as Record<string, unknown>).evidence = 1),
+      variant((j) => j.abs = "/ws"),
+      variant((j) => j.ino[1] = "an inode"),
+      variant((j) => j.ino[1] = ""),
+      variant((j) => j.ino[1] = 1.5),
+      variant((j) => j.ino[1] = 2 ** 60),
+      variant((j) => j.mtimeSubNs[1] = 1e9),
+      variant((j) => j.ino.pop()),
+      variant((j) => j.kinds = "dffxa"),
+      variant((j) => delete (j as Record<string, unknown>).evidence),
+      SavedWalk.encode(saved)!.slice(0, 200),
+      "null",
+      "[]"
+    ]
+    for (const text of refused) assert.isUndefined(SavedWalk.decode(text, dir), text.slice(0, 120))
+  })
+
+  it.scoped("a session takes back what it saved, and refuses a hostile, damaged or old-format file: walked again", () =>
+    Effect.gen(function*() {
+      // A name beyond ASCII: the file is read as UTF-8, not as the one byte a character of ASCII-only files.
+      const ws = yield* modulesWorkspace("kiln-wholes-hostile-", {
+        "src/a.txt": "a\n",
+        "node_modules/p0/naïve é.js": "é\n"
+      })
+      const store = yield* tempStore()
+      const modules = path.join(ws, "node_modules")
+      const first = yield* snapshotInSession(store, ws)
+      const walkedOf = (s: Store.Snapshot) => s.wholeDirectories.find((w) => w.abs === modules)!
+      // Taken back from its file: the very observations the walk saved, stats and all.
+      const again = yield* snapshotInSession(store, ws)
+      assert.isString(walkedOf(again).savedWalk)
+      assert.deepStrictEqual(walkedOf(again).observations, walkedOf(first).observations)
+      assert.isTrue(walkedOf(again).observations.some((o) => o.abs.endsWith("naïve é.js")))
+
+      type Json = Record<string, unknown> & { kinds: string; self: number; paths: string; ino: Array<unknown> }
+      const edits: Array<[string, (j: Json, text: string) => string]> = [
+        ["absolute", (j) => JSON.stringify(withPath(j, j.kinds.indexOf("f"), path.join(ws, "src/a.txt")))],
+        ["climbing", (j) => JSON.stringify(withPath(j, j.kinds.indexOf("f"), "../src/a.txt"))],
+        ["another's", (j) => (j.abs = path.join(ws, "src"), JSON.stringify(j))],
+        ["not a number", (j) => (j.ino[j.kinds.indexOf("f")] = "an inode", JSON.stringify(j))],
+        ["truncated", (_, text) => text.slice(0, text.length - 100)],
+        // A whole and valid file of the format before, which took it from the same walk.
+        ["format 3", (j) =>
+          JSON.stringify({
+            v: 3,
+            abs: modules,
+            generation: j.generation,
+            savedAtNs: j.savedAtNs,
+            standsIn: j.standsIn,
+            digest: j.digest,
+            paths: walkedOf(first).observations.map((o) =>
+              o.kind === "a"
+                ? ["a", o.abs]
+                : [o.kind, o.abs, ...[o.dev, o.ino, o.mode, o.size, o.mtimeNs, o.ctimeNs].map(String), o.evidence]
+            )
+          })]
+      ]
+      for (const [what, edit] of edits) {
+        const file = savedWholes(store)[modules]!.file
+        const text = fs.readFileSync(file, "utf8")
+        fs.writeFileSync(file, edit(JSON.parse(text) as Json, text))
+        const hashed: Array<number> = []
+        const taken = yield* countedSession(store, ws, hashed)
+        // Walked: each of its 41 files read again, none taken from the refused file.
+        assert.deepStrictEqual([what, hashed[0], walkedOf(taken).savedWalk], [what, 41, undefined])
+        assert.deepStrictEqual(taken.digest, first.digest)
+      }
     }))
 })

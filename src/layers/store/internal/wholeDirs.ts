@@ -1,11 +1,11 @@
 /**
  * Directories taken whole (see `StatIndex.wholeDirs`), kept from one session to the next in a file per directory
- * beside the stat index (`<index>.wholes/<hash of its path>.json`): the digest of each and every path it held with
- * its stat. A later session whose store is of the same generation (nothing removed since: every blob of the tree is
- * still there) takes such a directory from one `lstat` per path, without reading the index, asking the store about
- * each file or encoding its `Directory` messages again. A file per directory, because an edit changes one small
- * directory (a package's `src/`) while the large ones (`node_modules`) hold: only what changed is written again, and
- * a session reads only the directories its globs take.
+ * beside the stat index (`<index>.wholes/<hash of its path>.json`, laid out in `savedWalk.ts` to parse cheaply): the
+ * digest of each and every path it held with its stat. A later session whose store is of the same generation (nothing
+ * removed since: every blob of the tree is still there) takes such a directory from one `lstat` per path, without
+ * reading the index, asking the store about each file or encoding its `Directory` messages again. A file per
+ * directory, because an edit changes one small directory (a package's `src/`) while the large ones (`node_modules`)
+ * hold: only what changed is written again, and a session reads only the directories its globs take.
  *
  * A directory that changed is walked again, and what its file holds is where that walk looks first for each file's
  * hash (see {@link previousOf}): the stat index does not keep the files of directories saved here, so that it stays
@@ -13,6 +13,7 @@
  *
  * @internal
  */
+import { isAscii } from "node:buffer"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../../../domain/Digest.js"
@@ -21,71 +22,39 @@ import { sha256Hex } from "../../../os/LazyCrypto.js"
 import { mkdirp } from "../../../os/Mkdirp.js"
 import * as Shims from "../Shims.js"
 import * as Observation from "../SnapshotObservation.js"
+import * as SavedWalk from "./savedWalk.js"
 import * as StatIndex from "./statIndex.js"
 import type * as Tree from "./tree.js"
-
-/** 3: a file per directory, with when it was saved and whether it may stand in (see {@link Saved}). */
-const FORMAT = 3
-
-/** `[kind, abs, dev, ino, mode, size, mtimeNs, ctimeNs, evidence]`, the big numbers as decimal strings. */
-type Row = [string, string, string?, string?, string?, string?, string?, string?, string?]
-
-interface Saved {
-  readonly v: number
-  /** The directory, resolved: a file found under its name must be this directory's. */
-  readonly abs: string
-  /** The store's generation when the session that walked it began. */
-  readonly generation: string
-  /** When it was saved (ns since the epoch): a path whose stat is this close to it is not vouched for by its stat. */
-  readonly savedAtNs: string
-  /** Whether it may stand in for its tree (see `StatIndex.WholeDir.standsIn`); else its files' hashes alone are used. */
-  readonly standsIn: boolean
-  readonly digest: string
-  readonly paths: ReadonlyArray<Row>
-}
 
 const dirOf = (index: StatIndex.StatIndex) => index.file.replace(/\.json$/, ".wholes")
 const fileOf = (index: StatIndex.StatIndex, abs: string) =>
   path.join(dirOf(index), `${sha256Hex(abs).slice(0, 32)}.json`)
-/** Where format 2 kept every directory in one file: removed at the first save of the new format. */
+/** Where format 2 kept every directory in one file: removed at the first save of a later format. */
 const legacyFileOf = (index: StatIndex.StatIndex) => index.file.replace(/\.json$/, ".wholes.json")
 
-const rowOf = (o: Observation.SnapshotObservation): Row =>
-  o.kind === "a"
-    ? ["a", o.abs]
-    : [o.kind, o.abs, `${o.dev}`, `${o.ino}`, `${o.mode}`, `${o.size}`, `${o.mtimeNs}`, `${o.ctimeNs}`, o.evidence]
+const loaded = new WeakMap<StatIndex.StatIndex, Map<string, SavedWalk.Saved | null>>()
 
-const observationOf = (r: Row): Observation.SnapshotObservation =>
-  r[0] === "a" ? { kind: "a", abs: r[1] } : {
-    kind: r[0] as "f" | "l" | "d",
-    abs: r[1],
-    dev: BigInt(r[2]!),
-    ino: BigInt(r[3]!),
-    mode: BigInt(r[4]!),
-    size: BigInt(r[5]!),
-    mtimeNs: BigInt(r[6]!),
-    ctimeNs: BigInt(r[7]!),
-    evidence: r[8]!
-  }
-
-const loaded = new WeakMap<StatIndex.StatIndex, Map<string, Saved | null>>()
-
-/** What the last session that walked `abs` saved of it, read once per session (undefined: none, or unreadable). */
-const savedOf = (index: StatIndex.StatIndex, abs: string): Saved | undefined => {
+/**
+ * What the last session that walked `abs` saved of it, read once per session (undefined: none, unreadable, of
+ * another format or another directory's: see `savedWalk.decode`).
+ */
+const savedOf = (index: StatIndex.StatIndex, abs: string): SavedWalk.Saved | undefined => {
   let byDir = loaded.get(index)
   if (byDir === undefined) loaded.set(index, byDir = new Map())
   const known = byDir.get(abs)
   if (known !== undefined) return known ?? undefined
-  let saved: Saved | null = null
+  let text: string | undefined
   try {
-    const json = JSON.parse(fs.readFileSync(fileOf(index, abs), "utf8")) as Saved
-    // Another directory's file under a colliding name, or another format, is as good as none.
-    if (json.v === FORMAT && json.abs === abs && Array.isArray(json.paths)) saved = json
+    const bytes = fs.readFileSync(fileOf(index, abs))
+    // Node's UTF-8 decoding of a file this large costs several times the copy that latin1 is, and bytes that are all
+    // ASCII (paths in ASCII: the usual case) are the same characters either way.
+    text = isAscii(bytes) ? bytes.toString("latin1") : bytes.toString("utf8")
   } catch {
-    // None yet, or damaged: the directory is walked as if it were not there.
+    // None yet: the directory is walked.
   }
-  byDir.set(abs, saved)
-  return saved ?? undefined
+  const saved = text === undefined ? undefined : SavedWalk.decode(text, abs)
+  byDir.set(abs, saved ?? null)
+  return saved
 }
 
 /**
@@ -171,17 +140,12 @@ export const reuse = (
   if (entry === undefined || !entry.standsIn || entry.generation !== index.generation) return undefined
   const digest = Digest.parse(entry.digest)
   if (digest._tag === "Left") return undefined
-  let saved: Array<Observation.SnapshotObservation>
-  try {
-    saved = entry.paths.map(observationOf)
-  } catch {
-    // A damaged saved walk (a number that is not one) vouches for nothing: the directory is walked.
-    return undefined
-  }
+  const saved = entry.observations
   const savedWalk = savedWalkKey(abs, entry.digest, entry.savedAtNs)
   // Every path found at its saved stat by this run's check, moments ago: the walk is taken as it was saved. A change
   // since then is a change during the run, which the processes' own checks after they ran see (`unchanged`).
-  if (index.vouched.has(savedWalk)) return { digest: digest.right, observations: saved, savedWalk }
+  // A copy: the session's, not the cache of what the file holds (see savedOf).
+  if (index.vouched.has(savedWalk)) return { digest: digest.right, observations: [...saved], savedWalk }
   const observations = refreshed(index, saved)
   if (observations === undefined) return undefined
   if (observations.some((o, i) => o !== saved[i])) {
@@ -220,18 +184,10 @@ export const previousOf = (index: StatIndex.StatIndex, abs: string): Previous | 
   if (known !== undefined) return known ?? undefined
   const entry = savedOf(index, abs)
   let previous: Previous | null = null
-  try {
-    if (entry !== undefined) {
-      const files = new Map<string, Observation.Present>()
-      for (const row of entry.paths) {
-        if (row[0] !== "f" || row.length !== 9) continue
-        const o = observationOf(row)
-        if (o.kind === "f") files.set(o.abs, o)
-      }
-      previous = { savedAtNs: BigInt(entry.savedAtNs), files }
-    }
-  } catch {
-    // A damaged saved walk vouches for nothing.
+  if (entry !== undefined) {
+    const files = new Map<string, Observation.Present>()
+    for (const o of entry.observations) if (o.kind === "f") files.set(o.abs, o)
+    previous = { savedAtNs: BigInt(entry.savedAtNs), files }
   }
   byDir.set(abs, previous)
   return previous ?? undefined
@@ -291,16 +247,17 @@ export const save = (index: StatIndex.StatIndex, generation: string): void => {
     const whole = index.wholeDirs.get(abs)
     const digest = whole === undefined ? undefined : "dirs" in whole.node ? index.encoded.get(whole.node) : whole.node
     if (whole === undefined || digest === undefined) continue
-    const saved: Saved = {
-      v: FORMAT,
+    const text = SavedWalk.encode({
       abs,
       generation,
       savedAtNs,
       standsIn: whole.standsIn,
       digest: Digest.format(digest),
-      paths: whole.observations.map(rowOf)
-    }
-    AtomicFile.write(fileOf(index, abs), JSON.stringify(saved))
+      observations: whole.observations
+    })
+    // A path it cannot say (none a walk observes): the file is removed, so the next session walks the directory.
+    if (text === undefined) fs.rmSync(fileOf(index, abs), { force: true })
+    else AtomicFile.write(fileOf(index, abs), text)
   }
   fs.rmSync(legacyFileOf(index), { force: true })
 }
