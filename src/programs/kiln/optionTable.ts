@@ -133,7 +133,8 @@ export const REMOTE_OPTIONS = {
   remoteLog: {
     kind: "file",
     flag: "remote-log",
-    description: "append one JSON line per remote call (method, digest, bytes, status, ms) to this file",
+    description:
+      "append one JSON line per remote call (method, digest, bytes, status, when it started, ms) to this file",
     fast: false
   },
   cacheNamespace: {

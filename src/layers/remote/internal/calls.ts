@@ -174,6 +174,8 @@ const recordTo = (log: number | undefined) => (method: string, status: string, s
     ...(d?.bytes !== undefined ? { bytes: d.bytes } : {}),
     ...(d?.count !== undefined ? { count: d.count } : {}),
     status,
+    // When it started (epoch ms), so that the lines make a timeline of the run's calls.
+    at: started,
     ms: Date.now() - started
   })
   try {
