@@ -98,12 +98,14 @@ const refreshed = (
   index: StatIndex.StatIndex,
   observations: ReadonlyArray<Observation.SnapshotObservation>
 ): Array<Observation.SnapshotObservation> | undefined => {
-  if (Observation.stillHold(observations)) return [...observations]
+  // Every path stat'ed at once; those whose stat moved are then looked at one by one.
+  const holding = Observation.holdingEach(observations)
+  if (holding.every((h) => h)) return [...observations]
   const nowNs = BigInt(Date.now()) * 1_000_000n
   let reread = 0
   const out: Array<Observation.SnapshotObservation> = []
-  for (const o of observations) {
-    if (o.kind === "a" || Observation.stillHold([o])) {
+  for (const [i, o] of observations.entries()) {
+    if (o.kind === "a" || holding[i]) {
       out.push(o)
       continue
     }
