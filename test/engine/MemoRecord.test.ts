@@ -44,6 +44,8 @@ const recordAll = (o: {
   readonly names: ReadonlyArray<string>
   readonly previous: RunMemo.Memo | undefined
   readonly wholes: ReadonlyArray<SnapshotObservation.WholeDirectory>
+  /** The processes that ran (default: all of `names`); the others' entries stay as `previous` has them. */
+  readonly ran?: ReadonlyArray<string>
 }) =>
   MemoRecord.record({
     root: o.root,
@@ -57,8 +59,8 @@ const recordAll = (o: {
     sandboxer: false,
     startedNs: BigInt(Date.now()) * 1_000_000n,
     names: new Set(o.names),
-    remembered: new Set(),
-    candidates: o.names.map((name): MemoRecord.Candidate => ({
+    remembered: new Set(o.names.filter((n) => !(o.ran ?? o.names).includes(n))),
+    candidates: (o.ran ?? o.names).map((name): MemoRecord.Candidate => ({
       name,
       result,
       files: { [`${name}.ts`]: "d", ...(o.wholes.length > 0 ? { "node_modules/": "tree d" } : {}) },
@@ -144,6 +146,41 @@ describe("MemoRecord", () => {
       assert.strictEqual(again.reads, 0)
       assert.deepStrictEqual(again.memo!.groups, first.memo!.groups)
     }))
+
+  it.effect("a directory recorded under a new key takes the other entries with it: one group, or theirs are dropped", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir("kiln-store-")
+      const workspace = yield* tempDir()
+      const modules = path.join(workspace, "node_modules")
+      const observations = Array.from({ length: 20 }, (_, i) => counted(path.join(modules, `f${i}.js`), "f", { n: 0 }))
+      const whole = (obs: ReadonlyArray<SnapshotObservation.Present>, savedWalk?: string) => ({
+        abs: modules,
+        digest: Digest.empty,
+        observations: obs,
+        unchanged: () => true,
+        ...(savedWalk !== undefined ? { savedWalk } : {})
+      })
+      const names = ["p0", "p1", "p2"]
+      // The cold run walked the directory: its group is keyed by what was seen.
+      yield* recordAll({ root, workspace, names, previous: undefined, wholes: [whole(observations)] })
+      const cold = RunMemo.read(root, workspace)!
+      assert.strictEqual(Object.keys(cold.groups ?? {}).length, 1)
+      // An edit ran p0 alone, over the same walk taken from its saved file: the others follow it to the walk's key.
+      const walk = "5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a"
+      yield* recordAll({ root, workspace, names, previous: cold, wholes: [whole(observations, walk)], ran: ["p0"] })
+      const edited = RunMemo.read(root, workspace)!
+      assert.deepStrictEqual(Object.keys(edited.processes).sort(), names)
+      for (const name of names) assert.strictEqual(edited.processes[name]!.inputs[1]![2], walk, name)
+      // A walk made again of a changed directory: entries still on the old group could not hold, and are dropped.
+      const changed = observations.map((o, i) => i === 3 ? { ...o, abs: o.abs, mtimeNs: 2n } : o)
+      yield* recordAll({ root, workspace, names, previous: edited, wholes: [whole(changed)], ran: ["p1"] })
+      const after = RunMemo.read(root, workspace)!
+      assert.deepStrictEqual(Object.keys(after.processes), ["p1"])
+      yield* recordAll({ root, workspace, names, previous: after, wholes: [whole(changed)], ran: ["p2"] })
+      const last = RunMemo.read(root, workspace)!
+      const referenced = new Set(Object.values(last.processes).map((e) => e.inputs[1]![2]))
+      assert.strictEqual(referenced.size, 1, "every entry refers to the one group of the directory as it is")
+    }).pipe(Effect.scoped))
 
   it.effect("a run that records every process again (a restore of 40) appends to the journal, not the whole memo", () =>
     Effect.gen(function*() {

@@ -81,6 +81,19 @@ const wellFormed = (g: Group): boolean =>
   typeof g.evidence === "string" && Array.isArray(g.stats) && Array.isArray(g.racy) && g.kinds.length > 0 &&
   g.stats.length === g.kinds.length * FIELDS && /^[flda]*$/.test(g.kinds)
 
+/** Whether two groups hold the same observations (either may be absent: then not). */
+export const equal = (a: Group | undefined, b: Group | undefined): boolean => {
+  if (a === undefined || b === undefined || !wellFormed(a) || !wellFormed(b)) return false
+  if (a === b) return true
+  if (
+    a.paths !== b.paths || a.kinds !== b.kinds || a.evidence !== b.evidence || a.racy.length !== b.racy.length ||
+    a.stats.length !== b.stats.length
+  ) return false
+  for (let i = 0; i < a.racy.length; i++) if (a.racy[i] !== b.racy[i]) return false
+  for (let i = 0; i < a.stats.length; i++) if (a.stats[i] !== b.stats[i]) return false
+  return true
+}
+
 /** The row count of a group (0 for one that is not well formed). */
 export const sizeOf = (g: Group): number => wellFormed(g) && pathsOf(g).length === g.kinds.length ? g.kinds.length : 0
 

@@ -151,6 +151,51 @@ const groupsOf = (
   return { groups, groupOf }
 }
 
+/**
+ * A directory this run recorded under another key than the memo's other entries refer to (the cold run's walk, then
+ * the same walk taken from its saved file; or a walk made again) left those entries on the old group: the same tree
+ * twice in the memo, and `lstat`ed twice by every run's check. Each entry of a process that did not run here is
+ * pointed at this run's group when its own holds the same observations, and dropped when it does not (it could not
+ * hold: the directory is no longer as its group saw it).
+ */
+const repoint = (
+  processes: Record<string, RunMemo.Entry>,
+  set: Record<string, RunMemo.Entry>,
+  drop: Array<string>,
+  groups: Readonly<Record<string, MemoGroups.Group>>
+) => {
+  // Each directory's group, as this run's entries refer to it.
+  const current = new Map<string, string>()
+  for (const e of Object.values(set)) {
+    for (const ob of e.inputs) if (ob[1] === RunMemo.GROUP) current.set(ob[0], String(ob[2]))
+  }
+  if (current.size === 0) return
+  const sameAs = new Map<string, boolean>()
+  const same = (was: string, now: string) => {
+    const pair = `${was} ${now}`
+    if (!sameAs.has(pair)) sameAs.set(pair, MemoGroups.equal(groups[was], groups[now]))
+    return sameAs.get(pair)!
+  }
+  for (const [name, e] of Object.entries(processes)) {
+    if (name in set) continue
+    let moved = false
+    let stale = false
+    const inputs = e.inputs.map((ob): RunMemo.Obs => {
+      const now = ob[1] === RunMemo.GROUP ? current.get(ob[0]) : undefined
+      if (now === undefined || now === String(ob[2])) return ob
+      if (!same(String(ob[2]), now)) stale = true
+      moved = true
+      return [ob[0], RunMemo.GROUP, now]
+    })
+    if (stale) {
+      delete processes[name]
+      drop.push(name)
+    } else if (moved) {
+      processes[name] = set[name] = { ...e, inputs }
+    }
+  }
+}
+
 /** @internal */
 export const record = (o: {
   readonly root: string
@@ -248,9 +293,10 @@ export const record = (o: {
         outputs: unique(c.outputs.map((s) => RunMemo.obsOf(o.workspace, s, racy(s))))
       }
     }
+    const known = { ...o.previous?.groups, ...groups }
+    repoint(processes, set, drop, known)
     const recorded = Object.keys(set).length
     if (over && recorded === 0 && drop.length === 0) return
-    const known = { ...o.previous?.groups, ...groups }
     // The groups entries refer to: a journal line carries those the memo lacks, a rewrite those still in use.
     const referenced = (entries: Record<string, RunMemo.Entry>, skip?: Record<string, unknown>) => {
       const out: Record<string, MemoGroups.Group> = {}
