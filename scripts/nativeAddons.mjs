@@ -3,10 +3,10 @@
 // compiler is the one kiln's install already uses (`$CC`, or `cc`), with the N-API headers Node's own install carries
 // (`<prefix>/include/node`, as lmdb's build uses them). Without either kiln still works: StatMany.ts falls back on
 // Node's lstat.
-import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { compileTo } from "./compileC.mjs"
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 const source = path.join(repo, "src/os/native/lstatMany.c")
@@ -26,34 +26,17 @@ const nodeHeaders = () =>
 export const buildLstatAddon = (outfile) => {
   const headers = nodeHeaders()
   if (headers === undefined) return `no node_api.h beside ${process.execPath} (set npm_config_nodedir)`
-  const cc = process.env.CC || "cc"
-  const tmp = `${outfile}.${process.pid}.tmp`
-  const r = spawnSync(
-    cc,
-    // No contraction into fused multiply-adds: the addon hands back integers, but nothing it computes may round
-    // differently from Node.
-    [
-      "-O2",
-      "-std=gnu11",
-      "-Wall",
-      "-Wextra",
-      "-ffp-contract=off",
-      "-shared",
-      "-fPIC",
-      "-pthread",
-      `-I${headers}`,
-      "-o",
-      tmp,
-      source
-    ],
-    { encoding: "utf8" }
-  )
-  if (r.error !== undefined) return `${cc}: ${r.error.message}`
-  if (r.status !== 0) {
-    fs.rmSync(tmp, { force: true })
-    return `${cc} failed (exit ${r.status}): ${r.stderr.split("\n").slice(0, 5).join("\n")}`
-  }
-  if (r.stderr.trim() !== "") process.stderr.write(r.stderr)
-  fs.renameSync(tmp, outfile)
-  return undefined
+  // No contraction into fused multiply-adds: nothing the addon computes may round differently from Node.
+  return compileTo(outfile, [[
+    "-O2",
+    "-std=gnu11",
+    "-Wall",
+    "-Wextra",
+    "-ffp-contract=off",
+    "-shared",
+    "-fPIC",
+    "-pthread",
+    `-I${headers}`,
+    source
+  ]])
 }

@@ -8,7 +8,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { decode, parse } from "../../src/domain/Config.js"
 import * as Digest from "../../src/domain/Digest.js"
-import { ProcessResult } from "../../src/domain/Process.js"
+import { type Process, ProcessResult } from "../../src/domain/Process.js"
 import * as Engine from "../../src/layers/engine/Engine.js"
 import * as ProcessRunner from "../../src/layers/runner/ProcessRunner.js"
 import { SandboxMode } from "../../src/layers/runner/SandboxMode.js"
@@ -299,6 +299,22 @@ const runs = (pid: number): boolean => {
   }
 }
 
+/** What a fake runner says it ran: exit 0, nothing written, unless `fields` say otherwise. */
+const ranResult = (p: Process, fields: Partial<ConstructorParameters<typeof ProcessResult>[0]> = {}) =>
+  new ProcessResult({
+    exitCode: 0,
+    signal: null,
+    timedOut: false,
+    stdoutDigest: Digest.empty,
+    stderrDigest: Digest.empty,
+    outputDigest: Digest.empty,
+    actionDigest: Digest.ofBytes(new TextEncoder().encode(p.description ?? "")),
+    durationMs: 1,
+    source: "ran",
+    timings: {},
+    ...fields
+  })
+
 describe("Engine.run: a failed tool's report", () => {
   it.scopedLive("when its stderr cannot be read back from the store, the report says so instead of an empty tail", () =>
     Effect.gen(function*() {
@@ -307,21 +323,7 @@ describe("Engine.run: a failed tool's report", () => {
       // A runner whose failed result names a stderr blob no store holds.
       const gone = blobOf("the stderr nobody stored\n")
       const runner = Layer.succeed(ProcessRunner.ProcessRunner, {
-        run: (p) =>
-          Effect.succeed(
-            new ProcessResult({
-              exitCode: 3,
-              signal: null,
-              timedOut: false,
-              stdoutDigest: Digest.empty,
-              stderrDigest: gone,
-              outputDigest: Digest.empty,
-              actionDigest: Digest.ofBytes(new TextEncoder().encode(p.description ?? "")),
-              durationMs: 1,
-              source: "ran",
-              timings: {}
-            })
-          ),
+        run: (p) => Effect.succeed(ranResult(p, { exitCode: 3, stderrDigest: gone })),
         lookup: (ps) => Effect.succeed(ps.map(() => Option.none())),
         warmUp: Effect.void,
         warmUpSandboxer: Effect.void,
@@ -355,18 +357,7 @@ describe("Engine.run: the sandboxer's start", () => {
         run: (p) =>
           Effect.sync(() => {
             log.push("run")
-            return new ProcessResult({
-              exitCode: 0,
-              signal: null,
-              timedOut: false,
-              stdoutDigest: Digest.empty,
-              stderrDigest: Digest.empty,
-              outputDigest: Digest.empty,
-              actionDigest: Digest.ofBytes(new TextEncoder().encode(p.description ?? "")),
-              durationMs: 1,
-              source: "ran",
-              timings: {}
-            })
+            return ranResult(p)
           }),
         lookup: (ps) => Effect.succeed(ps.map(() => Option.none())),
         warmUp: Effect.sync(() => void log.push("warmUp")),

@@ -23,10 +23,9 @@ import * as path from "node:path"
 import * as AtomicFile from "../../os/AtomicFile.js"
 import * as Journal from "../../os/Journal.js"
 import { sha256Hex } from "../../os/LazyCrypto.js"
-import * as RawStat from "../../os/RawStat.js"
 import * as Generation from "../store/Generation.js"
 import * as Layout from "../store/Layout.js"
-import { namesOf, type Present, type SnapshotObservation, type Stat } from "../store/SnapshotObservation.js"
+import { namesOf, type Present, type SnapshotObservation } from "../store/SnapshotObservation.js"
 import * as MemoGroups from "./internal/memoGroups.js"
 import * as MemoPaths from "./internal/memoPaths.js"
 
@@ -337,16 +336,7 @@ export const hashOf = (bytes: Uint8Array | string): string => sha256Hex(bytes)
 export const storeHolds = (storeRoot: string, memo: Memo): string | undefined =>
   Generation.holds(storeRoot, { generation: memo.generation, files: memo.store })
 
-/** Node's own conversion of a timespec to milliseconds, so that BigInt and number stats give the same double. */
-
-const fieldsOfBig = (st: Stat): Array<number> => [
-  Number(st.dev),
-  Number(st.ino),
-  Number(st.mode),
-  Number(st.size),
-  RawStat.msOfNs(st.mtimeNs),
-  RawStat.msOfNs(st.ctimeNs)
-]
+const fieldsOfBig = MemoPaths.numbersOf
 
 /** An observation as the memo keeps it; with `racy`, with its evidence (see {@link GROUP}). */
 export const obsOf = (workspace: string, seen: Seen, racy = false): Obs =>

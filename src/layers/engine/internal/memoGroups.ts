@@ -7,10 +7,10 @@
  *
  * @internal
  */
-import * as RawStat from "../../../os/RawStat.js"
+import type * as RawStat from "../../../os/RawStat.js"
 import * as StatMany from "../../../os/StatMany.js"
 import type * as Observation from "../../store/SnapshotObservation.js"
-import { groupContentIs } from "./memoPaths.js"
+import { groupContentIs, numbersOf } from "./memoPaths.js"
 
 /** Numbers per path in {@link Group.stats}: dev, ino, mode, size, mtimeMs, ctimeMs (0s for an absent path). */
 const FIELDS = 6
@@ -28,18 +28,6 @@ export interface Group {
   /** Evidence, separated by NUL ("" for an absent path). */
   readonly evidence: string
   readonly racy: ReadonlyArray<number>
-}
-
-/** Node's conversion of a timespec to milliseconds, so that BigInt and number stats give the same double. */
-const pushStat = (stats: Array<number>, st: Observation.Stat) => {
-  stats.push(
-    Number(st.dev),
-    Number(st.ino),
-    Number(st.mode),
-    Number(st.size),
-    RawStat.msOfNs(st.mtimeNs),
-    RawStat.msOfNs(st.ctimeNs)
-  )
 }
 
 /**
@@ -65,7 +53,7 @@ export const pack = (
       evidence.push("")
       return
     }
-    pushStat(stats, o)
+    stats.push(...numbersOf(o))
     evidence.push(evidenceOf(o))
     if (racy(o)) racyRows.push(i)
   })

@@ -122,6 +122,19 @@ export const groupContentIs = (
   return false
 }
 
+/**
+ * A stat as the memo keeps it: dev, ino, mode, size and the times in milliseconds as Node computes them from a
+ * timespec, so that BigInt and number stats give the same double.
+ */
+export const numbersOf = (st: Stat): Array<number> => [
+  Number(st.dev),
+  Number(st.ino),
+  Number(st.mode),
+  Number(st.size),
+  RawStat.msOfNs(st.mtimeNs),
+  RawStat.msOfNs(st.ctimeNs)
+]
+
 /** Whether two observations of a path are the same, field by field. */
 export const sameObs = (a: Obs, b: Obs): boolean => a.length === b.length && a.every((v, i) => v === b[i])
 
