@@ -26,8 +26,8 @@ import { sha256Hex } from "../../os/LazyCrypto.js"
 import * as Generation from "../store/Generation.js"
 import * as Layout from "../store/Layout.js"
 import { namesOf, type Present, type SnapshotObservation } from "../store/SnapshotObservation.js"
-import * as MemoGroups from "./internal/memoGroups.js"
-import * as MemoPaths from "./internal/memoPaths.js"
+import * as MemoGroups from "./internal/memo/memoGroups.js"
+import * as MemoPaths from "./internal/memo/memoPaths.js"
 
 /** Bump when what a memo means changes. */
 export const FORMAT = 11

@@ -6,7 +6,7 @@
  * @since 0.1.0
  */
 import type * as fs from "node:fs"
-import * as StatIndex from "./internal/statIndex.js"
+import * as StatIndex from "./internal/walks/statIndex.js"
 
 /**
  * @since 0.1.0

@@ -18,7 +18,7 @@ import type { InputConflict } from "../../../domain/TreeErrors.js"
 import type { SnapshotSession, Store } from "../../store/Store.js"
 import type { Explanation } from "../Engine.js"
 import { mergeInputs, processOf, snapshotOwn } from "./inputs.js"
-import { consult, sandboxModeNow } from "./memoConsult.js"
+import { consult, sandboxModeNow } from "./memo/memoConsult.js"
 import * as RunRecords from "./runRecords.js"
 import { treeChanges } from "./treeChanges.js"
 

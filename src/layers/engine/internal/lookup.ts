@@ -14,7 +14,7 @@ import * as Option from "effect/Option"
 import * as Digest from "../../../domain/Digest.js"
 import type { Process } from "../../../domain/Process.js"
 import { inputOf, ownOf, ownOfMany, processOf } from "./inputs.js"
-import { rememberedResult } from "./memoConsult.js"
+import { rememberedResult } from "./memo/memoConsult.js"
 import { depOutputs, depsOf, type RunState } from "./runState.js"
 
 /**

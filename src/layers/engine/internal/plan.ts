@@ -18,7 +18,7 @@ import type { ProcessRunner } from "../../runner/ProcessRunner.js"
 import type { Store } from "../../store/Store.js"
 import type { Planned } from "../Engine.js"
 import { mergeInputs, processOf, snapshotOwn } from "./inputs.js"
-import { consult, rememberedResult } from "./memoConsult.js"
+import { consult, rememberedResult } from "./memo/memoConsult.js"
 
 /** @internal */
 export interface PlanOptions {

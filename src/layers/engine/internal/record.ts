@@ -6,8 +6,8 @@
  */
 import * as Effect from "effect/Effect"
 import type { RunReport } from "../Engine.js"
-import { keyOf, type MemoConsulted } from "./memoConsult.js"
-import * as MemoRecord from "./memoRecord.js"
+import { keyOf, type MemoConsulted } from "./memo/memoConsult.js"
+import * as MemoRecord from "./memo/memoRecord.js"
 import * as RunRecords from "./runRecords.js"
 import type { RunState } from "./runState.js"
 

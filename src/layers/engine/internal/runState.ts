@@ -16,7 +16,7 @@ import type { SnapshotObservation, SnapshotSession, Store } from "../../store/St
 import type { Workspace } from "../../workspace/Workspace.js"
 import type { Event, ProcessReport, RunOptions } from "../Engine.js"
 import type * as RunMemo from "../RunMemo.js"
-import { rememberedResult } from "./memoConsult.js"
+import { rememberedResult } from "./memo/memoConsult.js"
 import type * as RunRecords from "./runRecords.js"
 import type { WorkspaceLock } from "./workspaceLock.js"
 

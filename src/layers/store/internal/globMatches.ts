@@ -6,8 +6,8 @@
  * @internal
  */
 import type { Filter } from "./snapshotFilter.js"
-import type { WholeDir } from "./statIndex.js"
-import * as WholeDirs from "./wholeDirs.js"
+import type { WholeDir } from "./walks/statIndex.js"
+import * as WholeDirs from "./walks/wholeDirs.js"
 
 /** @internal */
 export interface GlobMatches {

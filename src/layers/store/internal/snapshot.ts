@@ -21,9 +21,9 @@ import * as GlobMatches from "./globMatches.js"
 import * as LargeFiles from "./largeFiles.js"
 import * as Sharded from "./lmdb/shards.js"
 import { type Filter, filterOf } from "./snapshotFilter.js"
-import * as StatIndex from "./statIndex.js"
 import * as Tree from "./tree.js"
-import * as WholeDirs from "./wholeDirs.js"
+import * as StatIndex from "./walks/statIndex.js"
+import * as WholeDirs from "./walks/wholeDirs.js"
 
 const FLUSH_BYTES = 32 * 1024 * 1024
 

@@ -7,12 +7,12 @@
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import type { Config } from "../../../domain/Config.js"
-import * as Digest from "../../../domain/Digest.js"
-import { ProcessResult } from "../../../domain/Process.js"
-import { SandboxMode } from "../../runner/SandboxMode.js"
-import * as Generation from "../../store/Generation.js"
-import * as RunMemo from "../RunMemo.js"
+import type { Config } from "../../../../domain/Config.js"
+import * as Digest from "../../../../domain/Digest.js"
+import { ProcessResult } from "../../../../domain/Process.js"
+import { SandboxMode } from "../../../runner/SandboxMode.js"
+import * as Generation from "../../../store/Generation.js"
+import * as RunMemo from "../../RunMemo.js"
 
 /** The timings a remembered hit reports: it took no time. */
 export const REMEMBERED_TIMINGS = { cacheLookup: 0 }

@@ -7,9 +7,9 @@
  *
  * @internal
  */
-import type * as RawStat from "../../../os/RawStat.js"
-import * as StatMany from "../../../os/StatMany.js"
-import type * as Observation from "../../store/SnapshotObservation.js"
+import type * as RawStat from "../../../../os/RawStat.js"
+import * as StatMany from "../../../../os/StatMany.js"
+import type * as Observation from "../../../store/SnapshotObservation.js"
 import { groupContentIs, numbersOf } from "./memoPaths.js"
 
 /** Numbers per path in {@link Group.stats}: dev, ino, mode, size, mtimeMs, ctimeMs (0s for an absent path). */

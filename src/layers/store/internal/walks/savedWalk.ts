@@ -18,7 +18,7 @@
  *
  * @internal
  */
-import type * as Observation from "../SnapshotObservation.js"
+import type * as Observation from "../../SnapshotObservation.js"
 
 /** 4: columns, paths relative to the directory, joined, integers as numbers (see the module's comment). */
 export const FORMAT = 4

@@ -6,11 +6,11 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { sha256Hex } from "../../../os/LazyCrypto.js"
-import * as RawStat from "../../../os/RawStat.js"
-import * as Shims from "../../store/Shims.js"
-import { namesOf, type Stat } from "../../store/SnapshotObservation.js"
-import type { Obs } from "../RunMemo.js"
+import { sha256Hex } from "../../../../os/LazyCrypto.js"
+import * as RawStat from "../../../../os/RawStat.js"
+import * as Shims from "../../../store/Shims.js"
+import { namesOf, type Stat } from "../../../store/SnapshotObservation.js"
+import type { Obs } from "../../RunMemo.js"
 
 /** The largest file a group's check hashes again. */
 const REREAD_MAX_BYTES = 1024 * 1024

@@ -16,15 +16,15 @@
 import { isAscii } from "node:buffer"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import * as Digest from "../../../domain/Digest.js"
-import * as AtomicFile from "../../../os/AtomicFile.js"
-import { sha256Hex } from "../../../os/LazyCrypto.js"
-import { mkdirp } from "../../../os/Mkdirp.js"
-import * as Shims from "../Shims.js"
-import * as Observation from "../SnapshotObservation.js"
+import * as Digest from "../../../../domain/Digest.js"
+import * as AtomicFile from "../../../../os/AtomicFile.js"
+import { sha256Hex } from "../../../../os/LazyCrypto.js"
+import { mkdirp } from "../../../../os/Mkdirp.js"
+import * as Shims from "../../Shims.js"
+import * as Observation from "../../SnapshotObservation.js"
+import type * as Tree from "../tree.js"
 import * as SavedWalk from "./savedWalk.js"
 import * as StatIndex from "./statIndex.js"
-import type * as Tree from "./tree.js"
 
 const dirOf = (index: StatIndex.StatIndex) => index.file.replace(/\.json$/, ".wholes")
 const fileOf = (index: StatIndex.StatIndex, abs: string) =>

@@ -8,12 +8,12 @@
  */
 import * as Effect from "effect/Effect"
 import * as path from "node:path"
-import type { Config } from "../../../domain/Config.js"
-import * as Digest from "../../../domain/Digest.js"
-import type { ProcessResult } from "../../../domain/Process.js"
-import * as Generation from "../../store/Generation.js"
-import type { WholeDirectory } from "../../store/SnapshotObservation.js"
-import * as RunMemo from "../RunMemo.js"
+import type { Config } from "../../../../domain/Config.js"
+import * as Digest from "../../../../domain/Digest.js"
+import type { ProcessResult } from "../../../../domain/Process.js"
+import * as Generation from "../../../store/Generation.js"
+import type { WholeDirectory } from "../../../store/SnapshotObservation.js"
+import * as RunMemo from "../../RunMemo.js"
 import * as MemoGroups from "./memoGroups.js"
 
 /**
