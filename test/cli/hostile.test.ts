@@ -89,6 +89,9 @@ const kiln = (
         KILN_STORE_DIR: options.store ?? dirs.store,
         KILN_SANDBOX_ROOT: options.sandboxes ?? dirs.sandboxes,
         KILN_NAMED_CACHES_DIR: dirs.named,
+        // A fresh store's first run starts a collection; detached, it would outlive the run and hold the full-disk
+        // tests' tmpfs busy at unmount. Waiting for it keeps each run's processes inside the run.
+        KILN_STORE_GC: "wait",
         // Another user's kiln refuses the suite's lock directory (root's): it gets one of its own.
         ...(options.uid !== undefined ? { KILN_LOCK_DIR: lockDirOf(dirs, options.uid) } : {})
       },

@@ -5,7 +5,7 @@
  */
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
-import { execFileSync } from "node:child_process"
+import { execFileSync, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -42,5 +42,23 @@ export const tmpfs = (
       execFileSync("mount", ["-t", "tmpfs", "-o", flags.join(","), "tmpfs", dir])
       return dir
     }),
-    () => Effect.sync(() => execFileSync("umount", [dir]))
+    () => Effect.sync(() => unmount(dir))
   )
+
+/** Unmounts `dir`; when it is busy, the error names the processes holding it (a test that left one running). */
+const unmount = (dir: string): void => {
+  try {
+    execFileSync("umount", [dir], { stdio: ["ignore", "ignore", "pipe"] })
+  } catch (e) {
+    const holders = spawnSync("fuser", ["-vm", dir], { encoding: "utf8" })
+    const pids = `${holders.stdout ?? ""}`.trim().split(/\s+/).filter((p) => /^\d+$/.test(p))
+    const commands = pids.map((pid) => {
+      try {
+        return `${pid}: ${fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").join(" ").trim()}`
+      } catch {
+        return `${pid}: (gone)`
+      }
+    })
+    throw new Error(`cannot unmount ${dir}: ${String(e)}; held by: ${commands.join("; ") || "nothing fuser sees"}`)
+  }
+}
