@@ -14,7 +14,9 @@ export default defineConfig({
     env: {
       KILN_SPAWNER: path.resolve(".kiln-test/kiln-spawner"),
       KILN_LSTAT_ADDON: path.resolve(".kiln-test/kiln-lstat.node"),
-      KILN_LOCK_DIR: path.resolve(".kiln-test/locks")
+      KILN_LOCK_DIR: path.resolve(".kiln-test/locks"),
+      // No test's run leaves a standby engine behind (test/cli/standby.test.ts turns them on in its own runs).
+      KILN_STANDBY: "off"
     },
     testTimeout: 120_000,
     hookTimeout: 60_000

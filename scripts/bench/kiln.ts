@@ -359,11 +359,56 @@ const procs = () => {
 }
 
 /**
- * After every run ended: waits up to 3 s for every process of the temp root (a sandboxer names its socket there; a
- * sandboxed process runs there) to end, then SIGKILLs what is left by pid and counts it, and counts the sandboxes left
- * in the sandbox root. Both should be 0; the section's notes print them.
+ * The standby engines (`src/programs/kiln/standby/`) of the runs under `tmp`: kiln processes waiting for the next run,
+ * found by the runtime directory {@link kilnEnv} gives. A run one takes on is its engine: its memory counts among the
+ * run's (`extraRoots`).
+ */
+export const standbysOf = (tmp: TempRoot): Array<number> => {
+  const runtime = `XDG_RUNTIME_DIR=${path.join(tmp.root, "run")}`
+  return fs.readdirSync("/proc").filter((n) => /^\d+$/.test(n)).flatMap((n) => {
+    try {
+      const argv = fs.readFileSync(`/proc/${n}/cmdline`, "utf8").split("\0").filter((a) => a !== "")
+      if (argv[argv.length - 1] !== "standby") return []
+      return fs.readFileSync(`/proc/${n}/environ`, "utf8").split("\0").includes(runtime) ? [Number(n)] : []
+    } catch {
+      return []
+    }
+  })
+}
+
+/**
+ * After a kiln run: waits (up to 3 s) for the standby it started to be loaded and listening, as a user's next command
+ * comes after it. The next run measured, of kiln or of another tool, then does not share the machine with its
+ * loading; one that comes sooner than that finds no standby and loads the engine itself.
+ */
+export const settleStandby = async (tmp: TempRoot): Promise<void> => {
+  const dir = path.join(tmp.root, "run", "kiln")
+  const listening = () => {
+    try {
+      return fs.readdirSync(dir).some((f) => f.startsWith("standby-") && f.endsWith(".sock"))
+    } catch {
+      return false
+    }
+  }
+  for (let i = 0; i < 300 && standbysOf(tmp).length > 0 && !listening(); i++) {
+    await new Promise((r) => setTimeout(r, 10))
+  }
+}
+
+/**
+ * After every run ended: stops the standby engines of the runs (they wait by design, and are not counted), then
+ * waits up to 3 s for every process of the temp root (a sandboxer names its socket there; a sandboxed process runs
+ * there) to end, then SIGKILLs what is left by pid and counts it, and counts the sandboxes left in the sandbox root.
+ * Both should be 0; the section's notes print them.
  */
 export const leftovers = async (tmp: TempRoot): Promise<{ readonly processes: number; readonly sandboxes: number }> => {
+  for (const pid of standbysOf(tmp)) {
+    try {
+      process.kill(pid, "SIGTERM")
+    } catch {
+      // Gone.
+    }
+  }
   const ours = () =>
     procs().filter((p) => p.cmdline.includes(tmp.root) || p.cwd === tmp.root || p.cwd.startsWith(`${tmp.root}/`))
   let left = ours()

@@ -8,7 +8,7 @@ import { execFileSync } from "node:child_process"
 import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { kilnEnv, type RunSummary } from "../kiln.js"
+import { kilnEnv, type RunSummary, settleStandby, standbysOf } from "../kiln.js"
 import { measure, tailOf } from "../peers/proc.js"
 import { cli, progress, rm, type TempRoot } from "../report.js"
 import { kilnProcesses } from "./kilnConfig.js"
@@ -171,8 +171,11 @@ export const kilnSession = (tmp: TempRoot, ws: Workspace, r: Repo, root: string,
         env,
         log: tmp.fresh("log"),
         rss: o.rss,
+        // The standby that takes the run on is its engine.
+        ...(o.rss ? { extraRoots: standbysOf(tmp) } : {}),
         limitMs: RUN_LIMIT_MS
       })
+      await settleStandby(tmp)
       const s = JSON.parse(fs.readFileSync(summaryFile, "utf8")) as RunSummary
       rm(summaryFile)
       if (s.failed !== 0 || s.processes.length !== taskCount) {

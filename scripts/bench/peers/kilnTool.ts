@@ -5,7 +5,7 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { kilnEnv, type RunSummary } from "../kiln.js"
+import { kilnEnv, type RunSummary, settleStandby, standbysOf } from "../kiln.js"
 import { cli, rm, sh } from "../report.js"
 import { runChecked } from "./proc.js"
 import { CONCURRENCY, type Context, differs, joinChecks, outputDigests, RUN_LIMIT_MS, type Tool } from "./tool.js"
@@ -44,8 +44,11 @@ export const kilnTool = (ctx: Context): Tool => {
             env,
             log: ctx.tmp.fresh("log"),
             rss: o.rss,
+            // The standby that takes the run on is its engine.
+            ...(o.rss === true ? { extraRoots: standbysOf(ctx.tmp) } : {}),
             limitMs: RUN_LIMIT_MS
           })
+          await settleStandby(ctx.tmp)
           const s = JSON.parse(fs.readFileSync(summaryFile, "utf8")) as RunSummary
           rm(summaryFile)
           const n = ws.tasks.length

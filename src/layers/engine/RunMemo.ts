@@ -294,6 +294,14 @@ const readJournal = (file: string): { readonly text: string; readonly stamp: str
 }
 
 /**
+ * Drops a memo a check handed over: a process that checked a run and did not start its engine (a standby that answered
+ * a no-op) must check the next run afresh, never through evidence the last check cached on the memo.
+ */
+export const forgetHandover = (): void => {
+  delete (globalThis as { [HANDOVER]?: Handover })[HANDOVER]
+}
+
+/**
  * The memo of a workspace, if there is one this build can use under `sandbox` (see {@link buildId}), with its journal
  * applied. With `handOver`, what its checks find is kept for the next `read` of the same files in this process (see
  * {@link HANDOVER}).

@@ -3,9 +3,11 @@
  * build time, so start-up skips parsing and compiling the bundle. A cache that V8 rejects (another Node version)
  * only costs the compile it would have saved.
  *
- * Before that, a `kiln run` is checked against the run memo (`noop.ts`): a run where nothing changed is answered
- * without loading the bundle at all; one that will run processes starts its spawner first (`spawner/Warm.ts`). Both
- * are plain code, kept out of the bundle: loading Effect is what they save.
+ * Before that, a `kiln run` is handed to a standby engine if one waits (`standby/`: a kiln with the bundle loaded),
+ * else checked against the run memo (`noop.ts`): a run where nothing changed is answered without loading the bundle
+ * at all; one that will run processes starts its spawner first (`spawner/Warm.ts`), and a standby for the next run at
+ * its end. All are plain code, kept out of the bundle: loading Effect is what they save. `kiln standby` (started so,
+ * never by hand) is this same file, serving.
  *
  * It does not start the sandboxer early: a process waits for the sandboxer only when it needs a large tree written,
  * and a whole second kiln starting beside the engine takes CPU the engine's own start needs on a small machine.
@@ -13,6 +15,7 @@
 import type * as ChildProcess from "node:child_process"
 import * as fs from "node:fs"
 import Module, { createRequire } from "node:module"
+import type * as Net from "node:net"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import type * as V8 from "node:v8"
@@ -20,6 +23,9 @@ import * as vm from "node:vm"
 import { startWarm } from "../../layers/spawner/Warm.js"
 import { libcOfSelf } from "../../os/Libc.js"
 import * as Noop from "./noop.js"
+import * as StandbyClient from "./standby/client.js"
+import * as StandbyProtocol from "./standby/protocol.js"
+import * as StandbyServe from "./standby/serve.js"
 
 // `dist/cli.js` is a symlink to `cli.cjs`, this file built as CommonJS: Node picks a main module's format from its real
 // path, and starting through Node's ES module loader is a visible cost of every run.
@@ -28,7 +34,8 @@ const here = typeof __dirname === "string" ? __dirname : path.dirname(fileURLToP
 const bundle = path.join(here, "kiln.cjs")
 // How kiln runs itself (the sandboxer is `kiln sandboxer`), whatever name or symlink it was started through: the
 // loader's real file, since a package installed from npm has no `cli.js` (npm packs no symlinks).
-process.env.KILN_CLI = path.join(here, "cli.cjs")
+const cli = path.join(here, "cli.cjs")
+process.env.KILN_CLI = cli
 // lmdb loads msgpackr, which looks for and loads a native msgpack decoder at start-up; kiln stores only binary
 // values and never decodes msgpack, so that is start-up time for nothing.
 process.env.MSGPACKR_NATIVE_ACCELERATION_DISABLED ??= "true"
@@ -143,13 +150,52 @@ const load = () => {
   fn(module.exports, createRequire(bundle), module, bundle, here)
 }
 
-// A run where nothing changed is answered from the run memo without loading the engine at all. One that will run
-// processes starts its spawner now, so that its start-up overlaps the engine's.
-const verdict = process.argv[2] === "run" ? Noop.answer(process.argv.slice(2)) : "other"
-if (verdict === "runs") {
-  if (process.env.KILN_NOOP_DEBUG === "1") {
-    process.stderr.write("kiln: no-op check: a process will run: spawner started\n")
+const nodeRequire = createRequire(bundle)
+const spawnOf = () => (nodeRequire("node:child_process") as typeof ChildProcess).spawn
+const netOf = () => nodeRequire("node:net") as typeof Net
+
+// Started as a standby (`standby/`): the engine is loaded now, and started when a run is handed over.
+const standbyKey = process.argv[2] === "standby" ? process.env[StandbyProtocol.SERVE_ENV] : undefined
+delete process.env[StandbyProtocol.SERVE_ENV]
+
+if (standbyKey !== undefined && standbyKey !== "") {
+  StandbyServe.serve(standbyKey, {
+    require: nodeRequire,
+    net: netOf(),
+    spawn: spawnOf(),
+    cli,
+    load,
+    preload: () => {
+      try {
+        nodeRequire("lmdb")
+      } catch {
+        // The run loads it, and says why it cannot.
+      }
+    },
+    answer: (args) => Noop.answer(args),
+    forget: Noop.forgetHandovers,
+    startSpawner: () => startWarm(spawnOf())
+  })
+} else {
+  const args = process.argv.slice(2)
+  const standby = args[0] === "run" && !writeCodeCache ? StandbyClient.usableKey(bundle) : undefined
+  // A run where nothing changed is answered from the run memo without loading the engine at all. One that will run
+  // processes starts its spawner now, so that its start-up overlaps the engine's, and a standby for the next run at
+  // its end.
+  const runHere = () => {
+    const verdict = args[0] === "run" ? Noop.answer(args) : "other"
+    if (verdict === "runs") {
+      if (process.env.KILN_NOOP_DEBUG === "1") {
+        process.stderr.write("kiln: no-op check: a process will run: spawner started\n")
+      }
+      startWarm(spawnOf())
+      load()
+      if (standby !== undefined) process.once("exit", () => StandbyClient.startStandby(spawnOf(), cli, standby))
+    } else if (verdict !== "answered") {
+      load()
+    }
   }
-  startWarm((createRequire(bundle)("node:child_process") as typeof ChildProcess).spawn)
+  // A standby that waits with the engine loaded answers the run instead, no-op check included.
+  if (standby === undefined) runHere()
+  else StandbyClient.delegate(netOf(), standby, args, runHere)
 }
-if (verdict !== "answered") load()

@@ -27,10 +27,6 @@ const describe = (error: unknown): string =>
 const isUnsafeDirectory = (error: unknown): boolean =>
   typeof error === "object" && error !== null && "_tag" in error && error._tag === "UnsafeDirectory"
 
-// A plain `kiln run` skips @effect/cli's parser (see directRunArgs) and the platform services only the parser uses;
-// anything else goes through both, loaded only then: evaluating their modules is a visible part of every run's start.
-const direct = directRunArgs(process.argv.slice(2))
-
 const loadCli = Effect.promise(() =>
   Promise.all([
     import("./commands.js"),
@@ -46,16 +42,17 @@ const trainsCodeCache = (globalThis as Record<symbol, unknown>)[Symbol.for("kiln
 
 const STYLES = new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, "g")
 
-/** The command the arguments name (`store gc`), for the usage errors only @effect/cli's parser finds. */
-const words = commandOf(process.argv.slice(2))?.words
-
 /**
  * @effect/cli renders what it prints with terminal styles wherever it goes: they stay only on a terminal, and not under
  * NO_COLOR (`kiln --completions bash > file` otherwise got escape codes). What it prints on stderr before a command's
  * handler starts is a usage error that `usage.ts` left to the parser (a path that must exist, a digest): said in one
  * line, as kiln's others are (`cliProblem`).
  */
-const inKilnsWords = <A, E, R>(effect: Effect.Effect<A, E, R>, handlerStarted: () => boolean) => {
+const inKilnsWords = <A, E, R>(
+  effect: Effect.Effect<A, E, R>,
+  handlerStarted: () => boolean,
+  words: string | undefined
+) => {
   const plain = (stream: NodeJS.WriteStream) => !stream.isTTY || (process.env.NO_COLOR ?? "") !== ""
   const strip = (args: ReadonlyArray<unknown>) => args.map((a) => typeof a === "string" ? a.replace(STYLES, "") : a)
   const usage = (args: ReadonlyArray<unknown>) => [`kiln: ${cliProblem(strip(args).join(" "), words)}`]
@@ -69,30 +66,33 @@ const inKilnsWords = <A, E, R>(effect: Effect.Effect<A, E, R>, handlerStarted: (
   )
 }
 
-const viaCli = Effect.flatMap(
-  loadCli,
-  ([{ runWith }, NodeContext, ValidationError, HelpDoc]) => {
-    let handlerStarted = false
-    const run = runWith(Effect.sync(() => {
-      handlerStarted = true
-    }))
-    return Effect.provide(inKilnsWords(run(affectedArgs(process.argv)), () => handlerStarted), NodeContext.layer)
-      .pipe(
-        Effect.catchIf(ValidationError.isValidationError, (error) =>
-          Effect.sync(() => {
-            // The parser's own were said as they were found; a handler's (`--input and --input-dir are exclusive`)
-            // are said here.
-            if (handlerStarted) {
-              process.stderr.write(`kiln: ${cliProblem(HelpDoc.toAnsiText(error.error).replace(STYLES, ""), words)}\n`)
-            }
-            process.exitCode = 2
-          }))
+const viaCli = (words: string | undefined) =>
+  Effect.flatMap(
+    loadCli,
+    ([{ runWith }, NodeContext, ValidationError, HelpDoc]) => {
+      let handlerStarted = false
+      const run = runWith(Effect.sync(() => {
+        handlerStarted = true
+      }))
+      return Effect.provide(
+        inKilnsWords(run(affectedArgs(process.argv)), () => handlerStarted, words),
+        NodeContext.layer
       )
-  }
-)
-
-// `kiln --version` needs no parser either (@effect/cli printed it as a paragraph, with a blank line after it).
-const versionOnly = process.argv.length === 3 && process.argv[2] === "--version"
+        .pipe(
+          Effect.catchIf(ValidationError.isValidationError, (error) =>
+            Effect.sync(() => {
+              // The parser's own were said as they were found; a handler's (`--input and --input-dir are exclusive`)
+              // are said here.
+              if (handlerStarted) {
+                process.stderr.write(
+                  `kiln: ${cliProblem(HelpDoc.toAnsiText(error.error).replace(STYLES, ""), words)}\n`
+                )
+              }
+              process.exitCode = 2
+            }))
+        )
+    }
+  )
 
 /** kiln.json's process names, when there is one to read here or above: what `kiln build` may have meant. */
 const processNames = (): ReadonlyArray<string> => {
@@ -108,17 +108,33 @@ const processNames = (): ReadonlyArray<string> => {
   }
 }
 
-// Help, and usage errors, in kiln's words (`usage.ts`), before @effect/cli would say them in its own: its help listed
-// every option of every command.
-const reading = direct !== undefined || versionOnly
-  ? undefined
-  : readArgs(
-    affectedArgs(process.argv.slice(2)),
-    process.stdout.isTTY === true && (process.env.NO_COLOR ?? "") === "",
-    processNames
-  )
+/** What the arguments ask for, read when the run starts (a standby loads this module before it has them). */
+const invocation = () => {
+  const args = process.argv.slice(2)
+  // A plain `kiln run` skips @effect/cli's parser (see directRunArgs) and the platform services only the parser uses;
+  // anything else goes through both, loaded only then: evaluating their modules is a visible part of every run's
+  // start.
+  const direct = directRunArgs(args)
+  // `kiln --version` needs no parser either (@effect/cli printed it as a paragraph, with a blank line after it).
+  const versionOnly = process.argv.length === 3 && process.argv[2] === "--version"
+  return {
+    direct,
+    versionOnly,
+    /** The command the arguments name (`store gc`), for the usage errors only @effect/cli's parser finds. */
+    words: commandOf(args)?.words,
+    // Help, and usage errors, in kiln's words (`usage.ts`), before @effect/cli would say them in its own: its help
+    // listed every option of every command.
+    reading: direct !== undefined || versionOnly
+      ? undefined
+      : readArgs(
+        affectedArgs(args),
+        process.stdout.isTTY === true && (process.env.NO_COLOR ?? "") === "",
+        processNames
+      )
+  }
+}
 
-const main = () =>
+const main = ({ direct, reading, versionOnly, words }: ReturnType<typeof invocation>) =>
   (direct !== undefined
     ? Effect.zipLeft(runParsed(direct), trainsCodeCache ? loadCli : Effect.void)
     : versionOnly
@@ -133,7 +149,7 @@ const main = () =>
       process.stderr.write(`kiln: ${reading.message}\n`)
       process.exitCode = 2
     })
-    : viaCli).pipe(
+    : viaCli(words)).pipe(
       Effect.catchAllCause((cause) =>
         Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.sync(() => {
           const failure = Cause.failureOption(cause)
@@ -153,15 +169,25 @@ const main = () =>
  */
 const nothingQueued = () => process.stdout.writableLength === 0 && process.stderr.writableLength === 0
 
-NodeRuntime.runMain(main(), {
-  disableErrorReporting: true,
-  disablePrettyLogger: true,
-  teardown: (exit, onExit) => {
-    const code = Exit.isInterrupted(exit) ? onInterrupt.code : Exit.isFailure(exit) ? 1 : Number(process.exitCode ?? 0)
-    // Everything kiln started has been ended and waited for by now (the store closed and flushed, the sandboxer
-    // drained, the spawner disarmed). Leaving the event loop to drain would add Node's teardown of the whole heap,
-    // page by page, which on a VM (every unmapping a TLB shootdown) is a large share of an edit run.
-    if (code === 0 && nothingQueued()) process.exit(0)
-    onExit(code)
-  }
-})
+const runCli = () =>
+  NodeRuntime.runMain(main(invocation()), {
+    disableErrorReporting: true,
+    disablePrettyLogger: true,
+    teardown: (exit, onExit) => {
+      const code = Exit.isInterrupted(exit)
+        ? onInterrupt.code
+        : Exit.isFailure(exit)
+        ? 1
+        : Number(process.exitCode ?? 0)
+      // Everything kiln started has been ended and waited for by now (the store closed and flushed, the sandboxer
+      // drained, the spawner disarmed). Leaving the event loop to drain would add Node's teardown of the whole heap,
+      // page by page, which on a VM (every unmapping a TLB shootdown) is a large share of an edit run.
+      if (code === 0 && nothingQueued()) process.exit(0)
+      onExit(code)
+    }
+  })
+
+// A standby (`standby/serve.ts`) loads all this ahead of a run, and starts it once a run is handed over.
+const deferred = (globalThis as Record<symbol, { start?: () => void } | undefined>)[Symbol.for("kiln.standby.main")]
+if (deferred !== undefined) deferred.start = runCli
+else runCli()

@@ -51,6 +51,12 @@ export const takeValidatedConfig = (file: string): ValidatedConfig | undefined =
   return handed?.file === file ? handed : undefined
 }
 
+/** Drops what a check left for the engine (the config and the memo), when no engine follows it in this process. */
+export const forgetHandovers = (): void => {
+  delete (globalThis as { [CONFIG_HANDOVER]?: ValidatedConfig })[CONFIG_HANDOVER]
+  RunMemo.forgetHandover()
+}
+
 export interface Parsed {
   readonly names: Array<string>
   readonly options: Map<string, string>

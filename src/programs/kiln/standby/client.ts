@@ -1,0 +1,134 @@
+/**
+ * The client's side of a standby engine (see `protocol.ts`): the loader of a `kiln run` that will run processes asks
+ * the standby of its build to take the run over, and passes on its signals until the standby sends the run's exit
+ * code. Anything short of the standby taking the run over (none there, one of another build, a declined request, a
+ * standby that ended first) falls back to loading the engine here, exactly as without standbys. A run that loaded the
+ * engine itself starts a standby for the next run at its end.
+ *
+ * @internal
+ */
+import type { spawn as Spawn } from "node:child_process"
+import * as fs from "node:fs"
+import type * as Net from "node:net"
+import * as Protocol from "./protocol.js"
+
+const debug = (line: string) => {
+  if (process.env.KILN_STANDBY_DEBUG === "1") {
+    process.stderr.write(`kiln: standby: ${line} (${Math.round(performance.now())} ms)\n`)
+  }
+}
+
+/** What a descriptor is, as the standby's stream of it says: a terminal (and its width) or not. */
+const outputOf = (stream: NodeJS.WriteStream): Protocol.Output =>
+  stream.isTTY === true && typeof stream.columns === "number" ? { tty: true, columns: stream.columns } : {
+    tty: false
+  }
+
+/** The key of the standby this run may use, or undefined when standbys are off for it. */
+export const usableKey = (bundle: string): string | undefined =>
+  Protocol.enabled(process.env) ? Protocol.keyOf(bundle) : undefined
+
+/**
+ * Starts a standby for `key` (detached, its own session, at the file system's root so that it holds no directory of
+ * the user's). One that finds another already serving exits at once.
+ */
+export const startStandby = (spawn: typeof Spawn, cli: string, key: string): void => {
+  try {
+    const child = spawn(process.execPath, [...process.execArgv, cli, "standby"], {
+      detached: true,
+      stdio: "ignore",
+      cwd: "/",
+      env: { ...process.env, [Protocol.SERVE_ENV]: key }
+    })
+    child.on("error", () => undefined)
+    child.unref()
+  } catch {
+    // The next run loads the engine itself.
+  }
+}
+
+/**
+ * Hands this run (`argv`, after `node cli.js`) to the standby of `key`, or calls `fallback` (once) when none takes it:
+ * right away when there is no socket, else when the standby refuses or is gone.
+ */
+export const delegate = (
+  net: typeof Net,
+  key: string,
+  argv: ReadonlyArray<string>,
+  fallback: () => void
+): void => {
+  const socket = Protocol.socketOf(key)
+  if (!fs.existsSync(socket)) {
+    debug("none waiting")
+    return fallback()
+  }
+  let state: "asking" | "taken" | "ended" | "fellBack" = "asking"
+  const fall = (why: string) => {
+    if (state !== "asking") return
+    state = "fellBack"
+    debug(why)
+    conn.destroy()
+    fallback()
+  }
+  const conn = net.createConnection(socket)
+  conn.on("error", (e) => fall(`cannot reach it: ${e.message}`))
+  conn.on("connect", () => {
+    const request: Protocol.Request = {
+      v: 1,
+      argv,
+      cwd: process.cwd(),
+      env: Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => e[1] !== undefined)),
+      umask: process.umask(),
+      stdout: outputOf(process.stdout),
+      stderr: outputOf(process.stderr)
+    }
+    conn.write(`${JSON.stringify(request)}\n`)
+  })
+  let pending: Buffer = Buffer.alloc(0)
+  // The frames after `A`: output to write here, then the exit code.
+  const frames = () => {
+    while (pending.length >= 5) {
+      const kind = pending[0]
+      if (kind === Protocol.EXITED) {
+        debug("the run ended")
+        process.exitCode = pending.readInt32BE(1)
+        state = "ended"
+        for (const signal of Protocol.SIGNALS) process.removeAllListeners(signal)
+        conn.destroy()
+        return
+      }
+      const length = pending.readUInt32BE(1)
+      if (kind !== Protocol.STDOUT && kind !== Protocol.STDERR) return lost("a frame it does not know")
+      if (pending.length < 5 + length) return
+      ;(kind === Protocol.STDOUT ? process.stdout : process.stderr).write(pending.subarray(5, 5 + length))
+      pending = pending.subarray(5 + length)
+    }
+  }
+  const lost = (why: string) => {
+    state = "ended"
+    process.stderr.write(`kiln: the standby engine that took this run on ${why}\n`)
+    process.exitCode = 1
+    conn.destroy()
+  }
+  conn.on("data", (chunk: Buffer) => {
+    pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk])
+    if (state === "asking") {
+      if (pending[0] === Protocol.DECLINED) {
+        const end = pending.indexOf(10)
+        if (end !== -1) fall(`declined: ${pending.subarray(1, end).toString("utf8")}`)
+        return
+      }
+      if (pending[0] !== Protocol.ACCEPTED) return fall("an answer it does not know")
+      state = "taken"
+      debug("taken on")
+      pending = pending.subarray(1)
+      Protocol.SIGNALS.forEach((signal, i) => process.on(signal, () => conn.write(Buffer.from([i + 1]))))
+    }
+    if (state === "taken") frames()
+  })
+  conn.on("close", () => {
+    if (state === "asking") return fall("it closed the connection")
+    // A standby that took the run on and ended without its exit code crashed: the run's outcome is unknown.
+    if (state === "taken") lost("ended before the run did")
+  })
+}

@@ -1,0 +1,167 @@
+/**
+ * The standby engine's socket and what its client and it say.
+ *
+ * A `kiln run` that will run processes spends about as long loading the engine (the bundle, Effect, LMDB's module)
+ * as a one-file edit's processes take. A standby is a kiln that has loaded it already and waits, on a socket in this
+ * user's runtime directory. The client (the loader of the `kiln` the user started) sends its arguments, working
+ * directory, environment, umask and what its stdout and stderr are; the standby takes all of them on and runs the
+ * no-op check. A no-op it answers, and goes on waiting; a run that will run processes it becomes, and it is replaced by
+ * a fresh standby at that run's end: a run never meets the module state another run left. What the run writes comes
+ * back to the client, which writes it, and at the end its exit code.
+ *
+ * Plain code without Effect: the loader uses it before anything else is loaded.
+ *
+ * @internal
+ */
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { socketDirectory } from "../../../os/RuntimeDir.js"
+
+/** Set (to the socket's key) in a standby's environment, with `standby` as its command: what makes it one. */
+export const SERVE_ENV = "KILN_STANDBY_SERVE"
+
+/** `off` turns standbys off: every run loads the engine itself, and none is started. */
+export const SWITCH_ENV = "KILN_STANDBY"
+
+/** How long an unused standby waits before it exits, in ms (default 30 minutes). */
+export const IDLE_ENV = "KILN_STANDBY_IDLE_MS"
+
+export const DEFAULT_IDLE_MS = 30 * 60_000
+
+/** Bytes of a request the standby reads at most: arguments and environment, never more. */
+export const MAX_REQUEST_BYTES = 4 * 1024 * 1024
+
+/** What the client's stdout or stderr is: the standby's streams say the same (a terminal's progress line, its width). */
+export interface Output {
+  readonly tty: boolean
+  readonly columns?: number
+}
+
+/** What a run sends a standby: one line of JSON. */
+export interface Request {
+  readonly v: 1
+  readonly argv: ReadonlyArray<string>
+  readonly cwd: string
+  readonly env: Record<string, string>
+  readonly umask: number
+  readonly stdout: Output
+  readonly stderr: Output
+}
+
+/**
+ * The standby's answers: it took the run over (`A`), or declined it (`D`, then a line saying why); then what the run
+ * writes to stdout (`O`) and stderr (`E`), each a length (4 bytes) and the bytes, which the client writes to its own;
+ * last the exit code (`X`, 4 bytes). The client writes the output itself, so that it goes exactly where the client's
+ * would (a file's offset, a terminal, a socket), whatever the client's descriptors are.
+ */
+export const ACCEPTED = 0x41 // "A"
+export const DECLINED = 0x44 // "D"
+export const STDOUT = 0x4f // "O"
+export const STDERR = 0x45 // "E"
+export const EXITED = 0x58 // "X"
+
+/** An output frame: its kind, length and bytes. */
+export const outputFrame = (kind: typeof STDOUT | typeof STDERR, bytes: Uint8Array): Buffer => {
+  const head = Buffer.alloc(5)
+  head[0] = kind
+  head.writeUInt32BE(bytes.length, 1)
+  return Buffer.concat([head, bytes])
+}
+
+/** The exit frame. */
+export const exitFrame = (code: number): Buffer => {
+  const bytes = Buffer.alloc(5)
+  bytes[0] = EXITED
+  bytes.writeInt32BE(code, 1)
+  return bytes
+}
+
+/** Signals the client passes on, one byte each, after the standby took its run over. */
+export const SIGNALS: ReadonlyArray<NodeJS.Signals> = ["SIGINT", "SIGTERM", "SIGHUP"]
+
+/**
+ * Whether standbys are on for this environment: only in a user's session, which has a runtime directory
+ * (`$XDG_RUNTIME_DIR`, made at login and removed at logout: a standby outlives no session); not on CI (a `CI`
+ * variable: a machine that runs one build has nothing to keep a standby for); not when turned off.
+ */
+export const enabled = (env: NodeJS.ProcessEnv): boolean =>
+  env[SWITCH_ENV] !== "off" && (env.CI === undefined || env.CI === "" || env.CI === "false") &&
+  env.XDG_RUNTIME_DIR !== undefined && path.isAbsolute(env.XDG_RUNTIME_DIR)
+
+/**
+ * The key of the standby that may serve this process's run: the same build of kiln (its bundle's size and time), the
+ * same Node and the same Node options. A standby of another differs in what it would run, and is not asked.
+ */
+export const keyOf = (bundle: string): string | undefined => {
+  let build: string
+  try {
+    const st = fs.statSync(bundle)
+    build = `${bundle}:${st.size}:${st.mtimeMs}`
+  } catch {
+    return undefined
+  }
+  return nameHash(
+    [build, process.execPath, process.version, ...process.execArgv, process.env.NODE_OPTIONS ?? ""].join("\0")
+  )
+}
+
+/** 64 bits of two FNV-1a hashes of `text`, in hex: a socket's name, in a directory only this user can reach. */
+const nameHash = (text: string): string => {
+  let a = 0x811c9dc5
+  let b = 0x9e3779b9
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    a = Math.imul(a ^ c, 0x01000193)
+    b = Math.imul(b ^ c, 0x01000193) ^ (b >>> 15)
+  }
+  return (a >>> 0).toString(16).padStart(8, "0") + (b >>> 0).toString(16).padStart(8, "0")
+}
+
+/** The standby's socket for `key`, in this user's runtime directory. */
+export const socketOf = (key: string, env: NodeJS.ProcessEnv = process.env): string =>
+  path.join(socketDirectory(env), `standby-${key}.sock`)
+
+/** A request as the standby reads it: every field checked, or a reason. */
+export const parseRequest = (line: string): Request | string => {
+  let value: unknown
+  try {
+    value = JSON.parse(line)
+  } catch {
+    return "the request is not JSON"
+  }
+  if (typeof value !== "object" || value === null) return "the request is not an object"
+  const r = value as Record<string, unknown>
+  if (r.v !== 1) return "the request is of another version"
+  if (!Array.isArray(r.argv) || !r.argv.every((a) => typeof a === "string")) return "the request's argv is invalid"
+  if (typeof r.cwd !== "string" || !path.isAbsolute(r.cwd)) return "the request's cwd is invalid"
+  if (typeof r.umask !== "number" || !Number.isInteger(r.umask) || r.umask < 0 || r.umask > 0o777) {
+    return "the request's umask is invalid"
+  }
+  const env = r.env
+  if (
+    typeof env !== "object" || env === null || Array.isArray(env) ||
+    !Object.entries(env).every(([k, v]) => typeof v === "string" && k !== "" && !k.includes("=") && !k.includes("\0"))
+  ) return "the request's env is invalid"
+  const stdout = outputOf(r.stdout)
+  const stderr = outputOf(r.stderr)
+  if (stdout === undefined || stderr === undefined) return "the request's outputs are invalid"
+  return {
+    v: 1,
+    stdout,
+    stderr,
+    argv: r.argv as Array<string>,
+    cwd: r.cwd,
+    env: env as Record<string, string>,
+    umask: r.umask
+  }
+}
+
+const outputOf = (value: unknown): Output | undefined => {
+  if (typeof value !== "object" || value === null) return undefined
+  const o = value as Record<string, unknown>
+  if (typeof o.tty !== "boolean") return undefined
+  if (o.columns === undefined) return { tty: o.tty }
+  return typeof o.columns === "number" && Number.isInteger(o.columns) && o.columns > 0 && o.columns < 100_000
+    ? { tty: o.tty, columns: o.columns }
+    : undefined
+}

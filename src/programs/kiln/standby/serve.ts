@@ -1,0 +1,249 @@
+/**
+ * The standby's side (see `protocol.ts`): listen on the socket of its key, load the engine with its `main` held back,
+ * wait for one run (or exit when idle), take that run over (the client's stdout and stderr, arguments, working
+ * directory, environment and umask), run it, and at its end send the exit code and start the next standby.
+ *
+ * What it must never do: serve a second run (module state of one run is never seen by another), take a run whose
+ * output it cannot write where the client's goes, or hold anything of the user's while it waits (its working
+ * directory is `/`; it opens no store, workspace or lock before a run).
+ *
+ * @internal
+ */
+import type { spawn as Spawn } from "node:child_process"
+import * as fs from "node:fs"
+import type * as Net from "node:net"
+import { startStandby } from "./client.js"
+import * as Identity from "./identity.js"
+import * as Protocol from "./protocol.js"
+
+/** Where `main.ts` leaves its start instead of running, in a standby. */
+export const DEFERRED_MAIN = Symbol.for("kiln.standby.main")
+
+interface Deferred {
+  start?: () => void
+}
+
+/** The socket's own descriptor, for the exit code written from the `exit` event, where nothing asynchronous runs. */
+const fdOf = (conn: Net.Socket): number | undefined => {
+  const fd = (conn as unknown as { _handle?: { fd?: unknown } })._handle?.fd
+  return typeof fd === "number" && fd >= 0 ? fd : undefined
+}
+
+/** Reads the request's line from `conn`, at most {@link Protocol.MAX_REQUEST_BYTES}. */
+const readRequest = (conn: Net.Socket, then: (request: Protocol.Request | string) => void) => {
+  const chunks: Array<Buffer> = []
+  let size = 0
+  const onData = (chunk: Buffer) => {
+    const end = chunk.indexOf(10)
+    chunks.push(end === -1 ? chunk : chunk.subarray(0, end))
+    size += chunk.length
+    if (end === -1 && size <= Protocol.MAX_REQUEST_BYTES) return
+    conn.off("data", onData)
+    then(end === -1 ? "the request is too long" : Protocol.parseRequest(Buffer.concat(chunks).toString("utf8")))
+  }
+  conn.on("data", onData)
+}
+
+export interface Hooks {
+  readonly require: NodeJS.Require
+  readonly net: typeof Net
+  readonly spawn: typeof Spawn
+  /** The CLI's loader (`dist/cli.cjs`): what the next standby runs. */
+  readonly cli: string
+  /** Loads the engine; its `main` leaves its start at {@link DEFERRED_MAIN}. */
+  readonly load: () => void
+  /** Loads, while it waits, what every run loads lazily (LMDB's module). */
+  readonly preload: () => void
+  /** The no-op check (`noop.ts`) of a run's arguments, in the run's identity. */
+  readonly answer: (args: ReadonlyArray<string>) => "answered" | "runs" | "other"
+  /** Drops what a check left for an engine that did not start (it answered). */
+  readonly forget: () => void
+  /** Starts the spawner for the run taken over (the loader does so for a run it loads the engine for). */
+  readonly startSpawner: () => void
+}
+
+/** Whether `pid` is a standby (its command says so): a lock naming a pid the system gave another is stale. */
+const isStandby = (pid: number): boolean => {
+  if (!Number.isSafeInteger(pid) || pid <= 0) return false
+  try {
+    const argv = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").filter((a) => a !== "")
+    return argv[argv.length - 1] === "standby"
+  } catch {
+    return false
+  }
+}
+
+/** Takes the lock of a key's standby (a file naming its pid), unless a standby holds it. */
+const claim = (lock: string): boolean => {
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      fs.writeFileSync(lock, String(process.pid), { flag: "wx", mode: 0o600 })
+      return true
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "EEXIST") return false
+      let holder = 0
+      try {
+        holder = Number(fs.readFileSync(lock, "utf8"))
+      } catch {
+        // Released meanwhile: try again.
+      }
+      if (isStandby(holder) && holder !== process.pid) return false
+      try {
+        fs.unlinkSync(lock)
+      } catch {
+        // Another took it away first.
+      }
+    }
+  }
+  return false
+}
+
+/** Gives the lock up, if it is still this process's. */
+const release = (lock: string): void => {
+  try {
+    if (fs.readFileSync(lock, "utf8") === String(process.pid)) fs.unlinkSync(lock)
+  } catch {
+    // Gone already.
+  }
+}
+
+/**
+ * Once a run is taken over: its end sends its exit code after all it wrote (`process.exit` waits for the connection
+ * to pass both on) and starts a standby for the next run; the client's signals are raised here; a client that dies
+ * (SIGKILL) ends its run, as the engine's own death would.
+ */
+const wireRun = (conn: Net.Socket, key: string, hooks: Hooks) => {
+  const exit = process.exit.bind(process)
+  let ended = false
+  const end = (code: number) => {
+    if (ended) return
+    ended = true
+    startStandby(hooks.spawn, hooks.cli, key)
+    conn.ref()
+    conn.once("close", () => exit(code))
+    conn.end(Protocol.exitFrame(code), () => exit(code))
+  }
+  process.exit = ((code?: number | string | null) => {
+    end(Number(code ?? process.exitCode ?? 0) || 0)
+  }) as typeof process.exit
+  // A run whose work is done and whose process would end on its own.
+  process.on("beforeExit", () => end(Number(process.exitCode ?? 0) || 0))
+  // A crash ends the process at once: the client is told the code, if the connection takes it now.
+  process.on("exit", (code) => {
+    if (ended) return
+    const fd = fdOf(conn)
+    try {
+      if (fd !== undefined) fs.writeSync(fd, Protocol.exitFrame(code))
+    } catch {
+      // The client then says its run ended without a code.
+    }
+  })
+  conn.on("data", (bytes: Buffer) => {
+    for (const b of bytes) {
+      const signal = Protocol.SIGNALS[b - 1]
+      if (signal !== undefined) process.kill(process.pid, signal)
+    }
+  })
+  conn.on("close", () => {
+    if (!ended) process.kill(process.pid, "SIGTERM")
+  })
+  // The run's own work keeps the process up until it ends.
+  conn.unref()
+}
+
+/**
+ * Serves as the standby of `key`: no-op runs are answered and the standby goes on waiting; the first run that will run
+ * processes is taken over, and the standby is then that run. It exits when another serves already, or after the idle
+ * time with no run.
+ */
+export const serve = (key: string, hooks: Hooks): void => {
+  const socket = Protocol.socketOf(key)
+  const lock = `${socket.slice(0, -".sock".length)}.pid`
+  const idleEnv = Number(process.env[Protocol.IDLE_ENV] ?? Protocol.DEFAULT_IDLE_MS)
+  const idleMs = Number.isFinite(idleEnv) && idleEnv > 0 ? idleEnv : Protocol.DEFAULT_IDLE_MS
+  // One standby of a key: a second one started meanwhile (two runs ending together) leaves at once.
+  if (!claim(lock)) return process.exit(0)
+  const deferred: Deferred = {}
+  ;(globalThis as Record<symbol, unknown>)[DEFERRED_MAIN] = deferred
+  hooks.load()
+  hooks.preload()
+  const modules = Identity.modulesOf(hooks.require)
+  // The socket appears only now, loaded: a run that comes earlier does its own work rather than wait for this.
+  try {
+    fs.unlinkSync(socket)
+  } catch {
+    // None left behind.
+  }
+  const server = hooks.net.createServer()
+  server.on("error", () => {
+    release(lock)
+    process.exit(0)
+  })
+  server.listen(socket, () => waitForRuns({ server, socket, lock, idleMs, key, hooks, deferred, modules }))
+}
+
+interface Waiting {
+  readonly server: Net.Server
+  readonly socket: string
+  readonly lock: string
+  readonly idleMs: number
+  readonly key: string
+  readonly hooks: Hooks
+  readonly deferred: Deferred
+  readonly modules: Identity.Modules
+}
+
+/** Listening: answers no-ops, and becomes the first run that will run processes; exits when idle. */
+const waitForRuns = ({ deferred, hooks, idleMs, key, lock, modules, server, socket }: Waiting): void => {
+  const ino = fs.statSync(socket).ino
+  const stopListening = () => {
+    server.close()
+    try {
+      // Only its own: a standby that replaced it after a race keeps its socket.
+      if (fs.statSync(socket).ino === ino) fs.unlinkSync(socket)
+    } catch {
+      // Gone already.
+    }
+    release(lock)
+  }
+  let idle: NodeJS.Timeout | undefined
+  const waitIdle = () => {
+    clearTimeout(idle)
+    idle = setTimeout(() => {
+      stopListening()
+      process.exit(0)
+    }, idleMs)
+  }
+  waitIdle()
+  let taken = false
+  server.on("connection", (conn: Net.Socket) => {
+    const decline = (why: string) =>
+      conn.end(Buffer.concat([Buffer.from([Protocol.DECLINED]), Buffer.from(`${why}\n`)]))
+    conn.on("error", () => undefined)
+    readRequest(conn, (request) => {
+      if (taken) return decline("it serves another run")
+      if (typeof request === "string") return decline(request)
+      if (deferred.start === undefined) return decline("it cannot serve here")
+      let restore: Identity.Restore
+      try {
+        restore = Identity.assume(modules, conn, request, hooks.cli)
+      } catch (e) {
+        return decline(`cannot take the run on: ${(e as Error).message}`)
+      }
+      conn.write(Buffer.from([Protocol.ACCEPTED]))
+      const verdict = hooks.answer(request.argv)
+      if (verdict === "answered") {
+        restore()
+        hooks.forget()
+        conn.end(Protocol.exitFrame(0))
+        return waitIdle()
+      }
+      taken = true
+      clearTimeout(idle)
+      stopListening()
+      wireRun(conn, key, hooks)
+      hooks.startSpawner()
+      deferred.start()
+    })
+  })
+}

@@ -1,0 +1,253 @@
+/**
+ * The standby engine end to end, through the built CLI (`src/programs/kiln/standby/`): a run that ran processes leaves
+ * a kiln with the engine loaded, waiting in the user's runtime directory; the next `kiln run` hands itself to it, and
+ * everything the user sees is that run's own: its output where the client's goes, its exit code, its files, its
+ * environment and working directory, its signals. No-ops are answered and the standby waits on; a change after them
+ * is seen. Each test's runs carry a marker in their environment, by which every standby they started is found and
+ * ended at the test's end.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { eventually, exitOf } from "../utils/child.js"
+import type { CliResult } from "../utils/cliRun.js"
+import { cli } from "../utils/stack.js"
+import { tempDir } from "../utils/temp.js"
+
+const PATH = "/usr/bin:/bin"
+
+const isAlive = (pid: number) => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** The standbys whose environment carries `mark` (their runs' marker): their pids. */
+const standbysOf = (mark: string): Array<number> =>
+  fs.readdirSync("/proc").filter((n) => /^\d+$/.test(n)).flatMap((n) => {
+    try {
+      const cmdline = fs.readFileSync(`/proc/${n}/cmdline`, "utf8").split("\0")
+      if (cmdline[cmdline.length - 2] !== "standby" && cmdline[cmdline.length - 1] !== "standby") return []
+      return fs.readFileSync(`/proc/${n}/environ`, "utf8").split("\0").includes(`KILN_TEST_STANDBY_MARK=${mark}`)
+        ? [Number(n)]
+        : []
+    } catch {
+      return []
+    }
+  })
+
+/** A workspace whose runs may use standbys, in a runtime directory of its own; its standbys end with the test. */
+const workspace = (processes: Record<string, unknown>, files: Record<string, string>) =>
+  Effect.gen(function*() {
+    const root = yield* tempDir("kiln-standby-")
+    const ws = path.join(root, "ws")
+    const run = path.join(root, "run")
+    fs.mkdirSync(ws)
+    fs.mkdirSync(run, { mode: 0o700 })
+    fs.writeFileSync(path.join(ws, "kiln.json"), JSON.stringify({ processes }))
+    for (const [rel, text] of Object.entries(files)) {
+      fs.mkdirSync(path.dirname(path.join(ws, rel)), { recursive: true })
+      fs.writeFileSync(path.join(ws, rel), text)
+    }
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      HOME: root,
+      KILN_STORE_DIR: path.join(root, "store"),
+      KILN_SANDBOX_ROOT: path.join(root, "sandboxes"),
+      KILN_NAMED_CACHES_DIR: path.join(root, "named"),
+      XDG_RUNTIME_DIR: run,
+      KILN_STANDBY: "",
+      KILN_STANDBY_DEBUG: "1",
+      CI: "",
+      KILN_TEST_STANDBY_MARK: root
+    }
+    yield* Effect.addFinalizer(() =>
+      Effect.gen(function*() {
+        for (const pid of standbysOf(root)) process.kill(pid, "SIGKILL")
+        yield* eventually("the test's standbys are gone", () => standbysOf(root).length === 0)
+      }).pipe(Effect.orDie)
+    )
+    /** Waits for a standby to listen (its socket there, its process up): the next run is then handed to it. */
+    const standbyWaits = eventually("a standby waits", () => {
+      const dir = path.join(run, "kiln")
+      const sockets = fs.existsSync(dir)
+        ? fs.readdirSync(dir).filter((f) => f.startsWith("standby-") && f.endsWith(".sock"))
+        : []
+      return sockets.length === 1 && standbysOf(root).length === 1
+    }, "30 seconds")
+    let runs = 0
+    // Into files, as a shell's redirection or a terminal: Node's own pipes to a child are sockets, which a standby
+    // cannot open through /proc (the client then loads the engine itself).
+    const kiln = (args: ReadonlyArray<string>, extra: NodeJS.ProcessEnv = {}, cwd = ws) =>
+      Effect.gen(function*() {
+        const out = path.join(root, `out-${++runs}`)
+        const err = path.join(root, `err-${runs}`)
+        const fds = [fs.openSync(out, "w"), fs.openSync(err, "w")] as const
+        const child = spawn(process.execPath, [cli, ...args], {
+          cwd,
+          env: Object.fromEntries(Object.entries({ ...env, ...extra }).filter(([, v]) => v !== undefined)),
+          stdio: ["ignore", fds[0], fds[1]]
+        })
+        fds.forEach((fd) => fs.closeSync(fd))
+        yield* Effect.addFinalizer(() => Effect.sync(() => child.exitCode === null && child.kill("SIGKILL")))
+        const exit = yield* exitOf(child)
+        const result: CliResult = {
+          code: exit.code,
+          signal: exit.signal,
+          stdout: fs.readFileSync(out, "utf8"),
+          stderr: fs.readFileSync(err, "utf8")
+        }
+        return result
+      })
+    return { root, ws, run, env, kiln, standbyWaits, standbys: () => standbysOf(root) }
+  })
+
+const gen = {
+  argv: ["/bin/sh", "-c", "mkdir -p out && cat src/* > out/gen.txt && grep -q fail src/a.txt && exit 3; true"],
+  inputs: ["src/**"],
+  outputs: ["out/gen.txt"],
+  env: { PATH }
+}
+
+const summaryOf = (r: CliResult) => JSON.parse(r.stdout) as { ran: number; cacheHits: number; failed: number }
+
+describe("kiln run through a standby", () => {
+  it.scopedLive("a run that will run processes is handed to the standby the run before left; all it does is its own", () =>
+    Effect.gen(function*() {
+      const w = yield* workspace({ gen }, { "src/a.txt": "one\n" })
+      const first = yield* w.kiln(["run", "--progress", "plain"])
+      assert.strictEqual(first.code, 0, first.stderr)
+      assert.include(first.stderr, "kiln: standby: none waiting")
+      yield* w.standbyWaits
+      fs.writeFileSync(path.join(w.ws, "src/a.txt"), "two\n")
+      const second = yield* w.kiln(["run", "--progress", "plain", "--summary", "-"])
+      assert.strictEqual(second.code, 0, second.stderr)
+      assert.include(second.stderr, "kiln: standby: taken on")
+      assert.match(second.stderr, /^✓ gen \d/m, second.stderr)
+      assert.strictEqual(summaryOf(second).ran, 1)
+      assert.strictEqual(fs.readFileSync(path.join(w.ws, "out/gen.txt"), "utf8"), "two\n")
+      // A failure is the run's too: its report on the client's stderr, and exit 1.
+      yield* w.standbyWaits
+      fs.writeFileSync(path.join(w.ws, "src/a.txt"), "fail\n")
+      const failed = yield* w.kiln(["run", "--progress", "plain"])
+      assert.strictEqual(failed.code, 1, failed.stderr)
+      assert.include(failed.stderr, "kiln: standby: taken on")
+      assert.match(failed.stderr, /^✗ gen/m)
+    }))
+
+  it.scopedLive("a no-op is answered and the standby waits on; a change made after it is seen", () =>
+    Effect.gen(function*() {
+      const w = yield* workspace({ gen }, { "src/a.txt": "one\n" })
+      assert.strictEqual((yield* w.kiln(["run"])).code, 0)
+      yield* w.standbyWaits
+      const [standby] = w.standbys()
+      // Three: the check of a no-op leaves what it found for an engine that never starts; the next check must not take it.
+      for (let i = 0; i < 3; i++) {
+        const noop = yield* w.kiln(["run", "--summary", "-"])
+        assert.strictEqual(noop.code, 0, noop.stderr)
+        assert.include(noop.stderr, "kiln: standby: taken on")
+        assert.deepStrictEqual([summaryOf(noop).ran, summaryOf(noop).cacheHits], [0, 1])
+        assert.deepStrictEqual(w.standbys(), [standby!], "the standby that answered still waits")
+      }
+      // What the last check found is never taken for the next one's: the edit runs the process.
+      fs.writeFileSync(path.join(w.ws, "src/a.txt"), "two\n")
+      const edited = yield* w.kiln(["run", "--summary", "-"])
+      assert.strictEqual(edited.code, 0, edited.stderr)
+      assert.include(edited.stderr, "kiln: standby: taken on")
+      assert.strictEqual(summaryOf(edited).ran, 1)
+      assert.strictEqual(fs.readFileSync(path.join(w.ws, "out/gen.txt"), "utf8"), "two\n")
+      yield* eventually("the standby that ran it has ended", () => !isAlive(standby!))
+    }))
+
+  it.scopedLive("the run has the client's environment and working directory, not the standby's", () =>
+    Effect.gen(function*() {
+      const greet = {
+        argv: ["/bin/sh", "-c", "mkdir -p out && printf '%s' \"$GREETING\" > out/greeting.txt"],
+        inputs: ["src/**"],
+        outputs: ["out/greeting.txt"],
+        passEnv: ["GREETING"],
+        env: { PATH }
+      }
+      const w = yield* workspace({ greet }, { "src/a.txt": "a\n" })
+      assert.strictEqual((yield* w.kiln(["run"], { GREETING: "one" })).code, 0)
+      yield* w.standbyWaits
+      // The standby was started by that run, with its environment: the next run's own must win.
+      const second = yield* w.kiln(["run", "--summary", "s.json"], { GREETING: "two" }, path.join(w.ws, "src"))
+      assert.strictEqual(second.code, 0, second.stderr)
+      assert.include(second.stderr, "kiln: standby: taken on")
+      assert.strictEqual(fs.readFileSync(path.join(w.ws, "out/greeting.txt"), "utf8"), "two")
+      assert.isTrue(fs.existsSync(path.join(w.ws, "src/s.json")), "the summary is written where the client runs")
+    }))
+
+  for (const signal of ["SIGINT", "SIGKILL"] as const) {
+    it.scopedLive(`${signal} to the client while a process runs: the process ends, and the standby that ran it`, () =>
+      Effect.gen(function*() {
+        const marks = yield* tempDir("kiln-standby-marks-")
+        const long = {
+          argv: ["/bin/sh", "-c", `if grep -q long src/a.txt; then echo $$ > ${marks}/pid; sleep 300; fi`],
+          inputs: ["src/**"],
+          cache: "never"
+        }
+        const w = yield* workspace({ long }, { "src/a.txt": "short\n" })
+        // The process notes its pid in a file of the host, which the strict view hides.
+        const env = { ...w.env, KILN_STRICT_VIEW: "0" }
+        assert.strictEqual((yield* w.kiln(["run"], { KILN_STRICT_VIEW: "0" })).code, 0)
+        yield* w.standbyWaits
+        const [standby] = w.standbys()
+        fs.writeFileSync(path.join(w.ws, "src/a.txt"), "long\n")
+        const child = spawn(process.execPath, [cli, "run", "--progress", "none"], { cwd: w.ws, env, stdio: "ignore" })
+        yield* Effect.addFinalizer(() => Effect.sync(() => child.exitCode === null && child.kill("SIGKILL")))
+        const pidFile = path.join(marks, "pid")
+        yield* eventually(
+          "the process started",
+          () => fs.existsSync(pidFile) && /^\d+\n$/.test(fs.readFileSync(pidFile, "utf8")),
+          "30 seconds"
+        )
+        const pid = Number(fs.readFileSync(pidFile, "utf8"))
+        child.kill(signal)
+        const exit = yield* exitOf(child)
+        if (signal === "SIGINT") assert.strictEqual(exit.code, 130)
+        yield* eventually("the process has ended", () => !isAlive(pid), "30 seconds")
+        yield* eventually("the standby that ran it has ended", () => !isAlive(standby!), "30 seconds")
+      }))
+  }
+
+  it.scopedLive("a socket left by a standby that died is passed over, and replaced", () =>
+    Effect.gen(function*() {
+      const w = yield* workspace({ gen }, { "src/a.txt": "one\n" })
+      assert.strictEqual((yield* w.kiln(["run"])).code, 0)
+      yield* w.standbyWaits
+      const [dead] = w.standbys()
+      process.kill(dead!, "SIGKILL")
+      yield* eventually("it is gone", () => !isAlive(dead!))
+      fs.writeFileSync(path.join(w.ws, "src/a.txt"), "two\n")
+      const r = yield* w.kiln(["run", "--progress", "plain"])
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.match(r.stderr, /kiln: standby: cannot reach it: connect ECONNREFUSED/)
+      assert.strictEqual(fs.readFileSync(path.join(w.ws, "out/gen.txt"), "utf8"), "two\n")
+      yield* w.standbyWaits
+    }))
+
+  it.scopedLive("none is started with KILN_STANDBY=off, on CI, or outside a session (no XDG_RUNTIME_DIR)", () =>
+    Effect.gen(function*() {
+      const w = yield* workspace({ gen }, { "src/a.txt": "0\n" })
+      const cases: ReadonlyArray<NodeJS.ProcessEnv> = [
+        { KILN_STANDBY: "off" },
+        { CI: "true" },
+        { XDG_RUNTIME_DIR: undefined }
+      ]
+      for (const [i, extra] of cases.entries()) {
+        fs.writeFileSync(path.join(w.ws, "src/a.txt"), `${i + 1}\n`)
+        const r = yield* w.kiln(["run"], extra)
+        assert.strictEqual(r.code, 0, r.stderr)
+        assert.notInclude(r.stderr, "kiln: standby:", JSON.stringify(extra))
+        // A standby is started as the run exits: it would be there by now.
+        assert.deepStrictEqual(w.standbys(), [], JSON.stringify(extra))
+      }
+    }))
+})
