@@ -316,6 +316,23 @@ const listProcs = (): Array<Proc> => {
   return procs
 }
 
+/** The standby engines of this harness's runs: `kiln standby`, in its runtime directory. */
+const standbysOf = (procs: ReadonlyArray<Proc>): Array<Proc> =>
+  procs.filter((p) => {
+    if (p.state === "Z" || !p.cmdline.endsWith(" standby")) return false
+    try {
+      return fs.readFileSync(`/proc/${p.pid}/environ`, "utf8").split("\0").includes(`XDG_RUNTIME_DIR=${runtimeDir}`)
+    } catch {
+      return false
+    }
+  })
+
+/** Stops standbys as a logout would (SIGTERM), and waits for them: what they leave is then counted. */
+const stopStandbys = async (standbys: ReadonlyArray<Proc>) => {
+  for (const p of standbys) signal(p.pid, "SIGTERM")
+  for (let i = 0; i < 100 && standbys.some((p) => Proc.isAlive(p.pid)); i++) await sleep(50)
+}
+
 /** A live process of this harness's: run from the temp root, or naming it (a sandboxer names its socket). */
 const ours = (p: Proc) =>
   p.state !== "Z" && (p.cmdline.includes(root) || p.cwd === root || p.cwd.startsWith(`${root}/`))
@@ -669,7 +686,14 @@ const round = async (index: number, kind: Kind): Promise<RoundResult> => {
   const procs = listProcs()
   const sandboxers = sandboxersOf(procs)
   const orphans = sandboxers.filter((s) => !Proc.ownerAlive(s.parent))
-  const strays = procs.filter((p) => ours(p) && !sandboxers.some((s) => s.pid === p.pid))
+  // A standby engine waits for the next run by design: one is expected, a second is a stray. Stopped now, it must
+  // leave no socket (what `leftover sockets` then counts is a standby's that died, or anything else's).
+  const standbys = standbysOf(procs)
+  const strays = [
+    ...procs.filter((p) => ours(p) && !sandboxers.some((s) => s.pid === p.pid)),
+    ...standbys.slice(1)
+  ]
+  await stopStandbys(standbys)
   const stale = staleReaders()
   const leaked = leakedSandboxes()
   const sockets = listSockets()

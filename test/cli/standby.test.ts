@@ -233,6 +233,20 @@ describe("kiln run through a standby", () => {
       yield* w.standbyWaits
     }))
 
+  it.scopedLive("a standby stopped while it waits (SIGTERM, a logout's SIGHUP) leaves neither socket nor lock", () =>
+    Effect.gen(function*() {
+      const w = yield* workspace({ gen }, { "src/a.txt": "one\n" })
+      for (const [i, signal] of (["SIGTERM", "SIGHUP"] as const).entries()) {
+        fs.writeFileSync(path.join(w.ws, "src/a.txt"), `${i}\n`)
+        assert.strictEqual((yield* w.kiln(["run"])).code, 0)
+        yield* w.standbyWaits
+        const [standby] = w.standbys()
+        process.kill(standby!, signal)
+        yield* eventually("it has ended", () => !isAlive(standby!))
+        assert.deepStrictEqual(fs.readdirSync(path.join(w.run, "kiln")), [], signal)
+      }
+    }))
+
   it.scopedLive("none is started with KILN_STANDBY=off, on CI, or outside a session (no XDG_RUNTIME_DIR)", () =>
     Effect.gen(function*() {
       const w = yield* workspace({ gen }, { "src/a.txt": "0\n" })

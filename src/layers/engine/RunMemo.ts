@@ -563,12 +563,17 @@ export const holding = (
 export const write = (storeRoot: string, workspace: string, memo: Omit<Memo, "workspace">): void => {
   const file = fileOf(storeRoot, workspace)
   fs.mkdirSync(path.dirname(file), { recursive: true })
-  AtomicFile.write(file, JSON.stringify({ ...memo, workspace: path.resolve(workspace) }), {
+  // The workspace last, whatever the object held: `kiln store gc` reads it from the file's end (`memoPrune.ts`).
+  const { workspace: _held, ...fields } = memo as Memo
+  AtomicFile.write(file, JSON.stringify({ ...fields, workspace: path.resolve(workspace) }), {
     // The journal goes first: a reader in between sees the old memo alone (fewer entries), never the old journal
     // over the new memo. A line another run appends meanwhile starts a new journal, which applies to this memo.
     beforeRename: () => fs.rmSync(journalOf(file), { force: true })
   })
 }
+
+/** Removes the memos of workspaces that are gone (`kiln store gc`). */
+export { pruneGone } from "./internal/memo/memoPrune.js"
 
 /**
  * Appends one run's changes to the memo's journal, or says it did not (false: no memo to append to, or the journal

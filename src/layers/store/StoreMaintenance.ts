@@ -68,6 +68,12 @@ export interface GcReport {
   readonly sharedTreesRemoved: number
   /** Shared trees kept because a live process uses them. */
   readonly sharedTreesInUse: number
+  /**
+   * Files kept beside the entries for directories that are gone (a workspace's stat index, a directory's saved walk),
+   * removed, and their bytes: a deleted checkout's or a temporary workspace's.
+   */
+  readonly goneDirectoryFiles: number
+  readonly goneDirectoryBytes: number
   /** False when leased entries alone exceed the target. */
   readonly reachedTarget: boolean
 }

@@ -11,6 +11,7 @@ import * as childProcess from "node:child_process"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as Size from "../../domain/Size.js"
+import * as RunMemo from "../../layers/engine/RunMemo.js"
 import * as Store from "../../layers/store/Store.js"
 import * as StoreMaintenance from "../../layers/store/StoreMaintenance.js"
 import * as GenerationLock from "../../os/GenerationLock.js"
@@ -83,6 +84,29 @@ export const startIfDue = (flags: StoreFlags) =>
     Effect.catchAll((e) => Effect.logDebug(`no collection started: ${e.message}`))
   )
 
+/**
+ * A collection of the store these flags name, and of the run memos of workspaces that are gone: the engine's records
+ * of them, beside the store's own (its stat indexes and saved walks), counted with them.
+ */
+export const collectWithMemos = (
+  maintenance: StoreMaintenance.Service,
+  flags: StoreFlags,
+  options: { readonly targetSizeBytes?: number } = {}
+) =>
+  Effect.gen(function*() {
+    const report = yield* maintenance.gc(options)
+    const root = path.resolve(Store.defaultOptions(toStoreOptions(flags)).root)
+    const memos = yield* Effect.try({
+      try: () => RunMemo.pruneGone(root),
+      catch: ioError(root, "cannot remove the run memos of workspaces that are gone")
+    })
+    return {
+      ...report,
+      goneDirectoryFiles: report.goneDirectoryFiles + memos.files,
+      goneDirectoryBytes: report.goneDirectoryBytes + memos.bytes
+    }
+  })
+
 /** What `kiln store gc --auto` reports, or undefined when another collection holds the lock. */
 export const collect = (maintenance: StoreMaintenance.Service, flags: StoreFlags) =>
   Effect.gen(function*() {
@@ -106,5 +130,5 @@ export const collect = (maintenance: StoreMaintenance.Service, flags: StoreFlags
     // Over its cap by the estimate: down to below it, so that the next runs do not each start a collection. Else
     // (a long record, a store never measured) the collection only measures, unless the store is over its cap after all.
     const target = usage.estimateBytes > cap.bytes ? StoreMaintenance.collectionTarget(cap) : cap.bytes
-    return yield* maintenance.gc({ targetSizeBytes: target })
+    return yield* collectWithMemos(maintenance, flags, { targetSizeBytes: target })
   }).pipe(Effect.scoped)

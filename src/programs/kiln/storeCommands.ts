@@ -169,12 +169,17 @@ const gc = Command.make(
           if (json && report !== undefined) yield* Console.log(JSON.stringify(report, null, 2))
           return
         }
-        const report = yield* maintenance.gc(Option.isSome(targetSize) ? { targetSizeBytes: targetSize.value } : {})
+        const report = yield* AutoGc.collectWithMemos(
+          maintenance,
+          global,
+          Option.isSome(targetSize) ? { targetSizeBytes: targetSize.value } : {}
+        )
         if (json) return yield* Console.log(JSON.stringify(report, null, 2))
         yield* Console.log(
           `removed ${report.removedEntries} entries (${Size.format(report.removedBytes)}), ` +
-            `${report.sharedTreesRemoved} shared trees and ` +
-            `${report.strayFilesRemoved} stray files: ${Size.format(report.beforeBytes)} -> ` +
+            `${report.sharedTreesRemoved} shared trees, ${report.strayFilesRemoved} stray files and ` +
+            `${report.goneDirectoryFiles} records of directories that are gone ` +
+            `(${Size.format(report.goneDirectoryBytes)}): ${Size.format(report.beforeBytes)} -> ` +
             `${Size.format(report.afterBytes)} (target ${Size.format(report.targetBytes)})`
         )
         if (!report.reachedTarget) {

@@ -19,6 +19,7 @@ import * as LargeFiles from "./largeFiles.js"
 import * as LmdbEnvs from "./lmdb/envs.js"
 import * as Sharded from "./lmdb/shards.js"
 import * as TreeMaintenance from "./treeMaintenance.js"
+import * as Walks from "./walks/prune.js"
 
 const HASH = /^[0-9a-f]{64}$/
 
@@ -270,6 +271,10 @@ export const gc = (core: Core.Core, targetBytes: number): Effect.Effect<GcReport
         }),
       catch: ioError(core.root, "cannot collect the shared trees")
     })
+    const gone = yield* Effect.try({
+      try: () => Walks.pruneGone(core.root),
+      catch: ioError(core.root, "cannot remove what the store kept of directories that are gone")
+    })
     const leasedBytes = entries.filter((e) => e.until > now).reduce((n, e) => n + e.size, 0)
     const afterBytes = beforeBytes - removedBytes
     return {
@@ -282,6 +287,8 @@ export const gc = (core: Core.Core, targetBytes: number): Effect.Effect<GcReport
       strayFilesRemoved: strays + trees.tempsRemoved,
       sharedTreesRemoved: trees.removed,
       sharedTreesInUse: trees.inUse,
+      goneDirectoryFiles: gone.files,
+      goneDirectoryBytes: gone.bytes,
       reachedTarget: afterBytes <= targetBytes
     }
   })

@@ -163,6 +163,15 @@ export const serve = (key: string, hooks: Hooks): void => {
   const idleMs = Number.isFinite(idleEnv) && idleEnv > 0 ? idleEnv : Protocol.DEFAULT_IDLE_MS
   // One standby of a key: a second one started meanwhile (two runs ending together) leaves at once.
   if (!claim(lock)) return process.exit(0)
+  // Stopped while it waits (`kill`, a logout): it leaves neither its socket nor its lock behind. A signal that comes
+  // while it loads is handled once the load is done.
+  const stopping = { listening: undefined as (() => void) | undefined }
+  const stop = () => {
+    stopping.listening?.()
+    release(lock)
+    process.exit(0)
+  }
+  for (const signal of Protocol.SIGNALS) process.on(signal, stop)
   const deferred: Deferred = {}
   ;(globalThis as Record<symbol, unknown>)[DEFERRED_MAIN] = deferred
   hooks.load()
@@ -179,13 +188,42 @@ export const serve = (key: string, hooks: Hooks): void => {
     release(lock)
     process.exit(0)
   })
-  server.listen(socket, () => waitForRuns({ server, socket, lock, idleMs, key, hooks, deferred, modules }))
+  server.listen(socket, () => {
+    const ino = fs.statSync(socket).ino
+    stopping.listening = () => {
+      server.close()
+      try {
+        // Only its own: a standby that replaced it after a race keeps its socket.
+        if (fs.statSync(socket).ino === ino) fs.unlinkSync(socket)
+      } catch {
+        // Gone already.
+      }
+      release(lock)
+    }
+    const stopListening = stopping.listening
+    waitForRuns({
+      server,
+      stopListening,
+      // Taken: the run's own handlers are the ones for these signals from now on.
+      taken: () => {
+        for (const signal of Protocol.SIGNALS) process.off(signal, stop)
+        stopListening()
+      },
+      idleMs,
+      key,
+      hooks,
+      deferred,
+      modules
+    })
+  })
 }
 
 interface Waiting {
   readonly server: Net.Server
-  readonly socket: string
-  readonly lock: string
+  /** Closes the socket and gives the lock up. */
+  readonly stopListening: () => void
+  /** The same, when a run is taken on: signals are the run's from then on. */
+  readonly taken: () => void
   readonly idleMs: number
   readonly key: string
   readonly hooks: Hooks
@@ -194,18 +232,7 @@ interface Waiting {
 }
 
 /** Listening: answers no-ops, and becomes the first run that will run processes; exits when idle. */
-const waitForRuns = ({ deferred, hooks, idleMs, key, lock, modules, server, socket }: Waiting): void => {
-  const ino = fs.statSync(socket).ino
-  const stopListening = () => {
-    server.close()
-    try {
-      // Only its own: a standby that replaced it after a race keeps its socket.
-      if (fs.statSync(socket).ino === ino) fs.unlinkSync(socket)
-    } catch {
-      // Gone already.
-    }
-    release(lock)
-  }
+const waitForRuns = ({ deferred, hooks, idleMs, key, modules, server, stopListening, taken }: Waiting): void => {
   let idle: NodeJS.Timeout | undefined
   const waitIdle = () => {
     clearTimeout(idle)
@@ -215,13 +242,13 @@ const waitForRuns = ({ deferred, hooks, idleMs, key, lock, modules, server, sock
     }, idleMs)
   }
   waitIdle()
-  let taken = false
+  let serving = false
   server.on("connection", (conn: Net.Socket) => {
     const decline = (why: string) =>
       conn.end(Buffer.concat([Buffer.from([Protocol.DECLINED]), Buffer.from(`${why}\n`)]))
     conn.on("error", () => undefined)
     readRequest(conn, (request) => {
-      if (taken) return decline("it serves another run")
+      if (serving) return decline("it serves another run")
       if (typeof request === "string") return decline(request)
       if (deferred.start === undefined) return decline("it cannot serve here")
       let restore: Identity.Restore
@@ -238,9 +265,9 @@ const waitForRuns = ({ deferred, hooks, idleMs, key, lock, modules, server, sock
         conn.end(Protocol.exitFrame(0))
         return waitIdle()
       }
-      taken = true
+      serving = true
       clearTimeout(idle)
-      stopListening()
+      taken()
       wireRun(conn, key, hooks)
       hooks.startSpawner()
       deferred.start()

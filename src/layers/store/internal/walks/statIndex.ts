@@ -347,7 +347,13 @@ export const save = (index: StatIndex): void => {
   const savedAtNs = BigInt(Date.now()) * 1_000_000n
   AtomicFile.write(
     index.file,
-    JSON.stringify({ v: FORMAT, savedAtNs: String(savedAtNs), entries: Object.fromEntries(entries) })
+    // The workspace among the first fields: what `kiln store gc` reads to tell an index of one that is gone.
+    JSON.stringify({
+      v: FORMAT,
+      workspace: index.workspace,
+      savedAtNs: String(savedAtNs),
+      entries: Object.fromEntries(entries)
+    })
   )
   index.dirty = false
 }

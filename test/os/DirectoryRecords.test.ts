@@ -1,0 +1,50 @@
+/**
+ * Which directory a record names, read from its edge only, and whether that directory is gone: what `kiln store gc`
+ * decides on before it removes a record. A record it cannot read a directory from is kept.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import * as Records from "../../src/os/DirectoryRecords.js"
+import { tempDir } from "../utils/temp.js"
+
+describe("DirectoryRecords", () => {
+  it.scoped("names the directory among a file's first fields, or as its last; else nothing", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("kiln-records-")
+      const file = (name: string, value: unknown) => {
+        const f = path.join(dir, name)
+        fs.writeFileSync(f, JSON.stringify(value))
+        return f
+      }
+      const odd = "/tmp/a \"quoted\" dir/\\x"
+      const big = "x".repeat(10_000)
+      assert.strictEqual(Records.directoryNamedIn(file("head", { v: 4, abs: odd, rest: big }), "abs", "head"), odd)
+      assert.strictEqual(
+        Records.directoryNamedIn(file("tail", { rest: big, workspace: odd }), "workspace", "tail"),
+        odd
+      )
+      // Past the edge read, under another name, not absolute, not the last field, not JSON, not there: nothing.
+      assert.isUndefined(Records.directoryNamedIn(file("far", { rest: big, abs: odd }), "abs", "head"))
+      assert.isUndefined(Records.directoryNamedIn(file("other", { v: 4, dir: odd }), "abs", "head"))
+      assert.isUndefined(Records.directoryNamedIn(file("relative", { abs: "ws/x" }), "abs", "head"))
+      assert.isUndefined(Records.directoryNamedIn(file("notLast", { workspace: odd, rest: 1 }), "workspace", "tail"))
+      fs.writeFileSync(path.join(dir, "junk"), "abs: /x")
+      assert.isUndefined(Records.directoryNamedIn(path.join(dir, "junk"), "abs", "head"))
+      assert.isUndefined(Records.directoryNamedIn(path.join(dir, "missing"), "abs", "head"))
+    }))
+
+  it.scoped("a directory is gone when nothing is there or a file is in its path; one that is there is not", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("kiln-records-")
+      fs.writeFileSync(path.join(dir, "file"), "")
+      assert.isFalse(Records.isGone(dir))
+      assert.isFalse(Records.isGone(path.join(dir, "file")))
+      assert.isTrue(Records.isGone(path.join(dir, "missing")))
+      assert.isTrue(Records.isGone(path.join(dir, "file", "below")))
+      assert.isUndefined(Records.remove(path.join(dir, "missing")))
+      assert.strictEqual(Records.remove(path.join(dir, "file")), 0)
+      assert.isFalse(fs.existsSync(path.join(dir, "file")))
+    }))
+})
