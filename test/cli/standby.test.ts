@@ -104,7 +104,15 @@ const workspace = (processes: Record<string, unknown>, files: Record<string, str
         }
         return result
       })
-    return { root, ws, run, env, kiln, standbyWaits, standbys: () => standbysOf(root) }
+    /** A run that exits 0, then the standby it started, once that waits: its pid. */
+    const runThenStandby = (extra: NodeJS.ProcessEnv = {}) =>
+      Effect.gen(function*() {
+        const r = yield* kiln(["run"], extra)
+        assert.strictEqual(r.code, 0, r.stderr)
+        yield* standbyWaits
+        return standbysOf(root)[0]!
+      })
+    return { root, ws, run, env, kiln, standbyWaits, runThenStandby, standbys: () => standbysOf(root) }
   })
 
 const gen = {
@@ -143,16 +151,14 @@ describe("kiln run through a standby", () => {
   it.scopedLive("a no-op is answered and the standby waits on; a change made after it is seen", () =>
     Effect.gen(function*() {
       const w = yield* workspace({ gen }, { "src/a.txt": "one\n" })
-      assert.strictEqual((yield* w.kiln(["run"])).code, 0)
-      yield* w.standbyWaits
-      const [standby] = w.standbys()
+      const standby = yield* w.runThenStandby()
       // Three: the check of a no-op leaves what it found for an engine that never starts; the next check must not take it.
       for (let i = 0; i < 3; i++) {
         const noop = yield* w.kiln(["run", "--summary", "-"])
         assert.strictEqual(noop.code, 0, noop.stderr)
         assert.include(noop.stderr, "kiln: standby: taken on")
         assert.deepStrictEqual([summaryOf(noop).ran, summaryOf(noop).cacheHits], [0, 1])
-        assert.deepStrictEqual(w.standbys(), [standby!], "the standby that answered still waits")
+        assert.deepStrictEqual(w.standbys(), [standby], "the standby that answered still waits")
       }
       // What the last check found is never taken for the next one's: the edit runs the process.
       fs.writeFileSync(path.join(w.ws, "src/a.txt"), "two\n")
@@ -161,7 +167,7 @@ describe("kiln run through a standby", () => {
       assert.include(edited.stderr, "kiln: standby: taken on")
       assert.strictEqual(summaryOf(edited).ran, 1)
       assert.strictEqual(fs.readFileSync(path.join(w.ws, "out/gen.txt"), "utf8"), "two\n")
-      yield* eventually("the standby that ran it has ended", () => !isAlive(standby!))
+      yield* eventually("the standby that ran it has ended", () => !isAlive(standby))
     }))
 
   it.scopedLive("the run has the client's environment and working directory, not the standby's", () =>
@@ -196,9 +202,7 @@ describe("kiln run through a standby", () => {
         const w = yield* workspace({ long }, { "src/a.txt": "short\n" })
         // The process notes its pid in a file of the host, which the strict view hides.
         const env = { ...w.env, KILN_STRICT_VIEW: "0" }
-        assert.strictEqual((yield* w.kiln(["run"], { KILN_STRICT_VIEW: "0" })).code, 0)
-        yield* w.standbyWaits
-        const [standby] = w.standbys()
+        const standby = yield* w.runThenStandby({ KILN_STRICT_VIEW: "0" })
         fs.writeFileSync(path.join(w.ws, "src/a.txt"), "long\n")
         const child = spawn(process.execPath, [cli, "run", "--progress", "none"], { cwd: w.ws, env, stdio: "ignore" })
         yield* Effect.addFinalizer(() => Effect.sync(() => child.exitCode === null && child.kill("SIGKILL")))
@@ -213,18 +217,16 @@ describe("kiln run through a standby", () => {
         const exit = yield* exitOf(child)
         if (signal === "SIGINT") assert.strictEqual(exit.code, 130)
         yield* eventually("the process has ended", () => !isAlive(pid), "30 seconds")
-        yield* eventually("the standby that ran it has ended", () => !isAlive(standby!), "30 seconds")
+        yield* eventually("the standby that ran it has ended", () => !isAlive(standby), "30 seconds")
       }))
   }
 
   it.scopedLive("a socket left by a standby that died is passed over, and replaced", () =>
     Effect.gen(function*() {
       const w = yield* workspace({ gen }, { "src/a.txt": "one\n" })
-      assert.strictEqual((yield* w.kiln(["run"])).code, 0)
-      yield* w.standbyWaits
-      const [dead] = w.standbys()
-      process.kill(dead!, "SIGKILL")
-      yield* eventually("it is gone", () => !isAlive(dead!))
+      const dead = yield* w.runThenStandby()
+      process.kill(dead, "SIGKILL")
+      yield* eventually("it is gone", () => !isAlive(dead))
       fs.writeFileSync(path.join(w.ws, "src/a.txt"), "two\n")
       const r = yield* w.kiln(["run", "--progress", "plain"])
       assert.strictEqual(r.code, 0, r.stderr)
@@ -238,11 +240,9 @@ describe("kiln run through a standby", () => {
       const w = yield* workspace({ gen }, { "src/a.txt": "one\n" })
       for (const [i, signal] of (["SIGTERM", "SIGHUP"] as const).entries()) {
         fs.writeFileSync(path.join(w.ws, "src/a.txt"), `${i}\n`)
-        assert.strictEqual((yield* w.kiln(["run"])).code, 0)
-        yield* w.standbyWaits
-        const [standby] = w.standbys()
-        process.kill(standby!, signal)
-        yield* eventually("it has ended", () => !isAlive(standby!))
+        const standby = yield* w.runThenStandby()
+        process.kill(standby, signal)
+        yield* eventually("it has ended", () => !isAlive(standby))
         assert.deepStrictEqual(fs.readdirSync(path.join(w.run, "kiln")), [], signal)
       }
     }))

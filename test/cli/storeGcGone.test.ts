@@ -9,19 +9,9 @@ import { Effect } from "effect"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { nodeModulesWorkspace } from "../utils/nodeModulesWorkspace.js"
 import { cli, cliEnvIn } from "../utils/stack.js"
 import { tempDir, writeTree } from "../utils/temp.js"
-
-const CONFIG = {
-  processes: {
-    read: {
-      argv: ["/bin/sh", "-c", "cat node_modules/p1/f5.js src/a.txt > out.txt"],
-      inputs: ["node_modules/**", "src/**"],
-      outputs: ["out.txt"],
-      env: { PATH: "/usr/bin:/bin" }
-    }
-  }
-}
 
 /** Every file under `dir`, relative to it. */
 const filesUnder = (dir: string): Array<string> =>
@@ -44,9 +34,7 @@ describe("kiln store gc and directories that are gone", () => {
       }
       const workspaces = ["kept", "deleted"].map((name) => {
         const ws = path.join(root, name)
-        const files: Record<string, string> = { "src/a.txt": `${name}\n`, "kiln.json": JSON.stringify(CONFIG) }
-        for (let i = 0; i < 40; i++) files[`node_modules/p${i % 4}/f${i}.js`] = `${i}\n`
-        writeTree(ws, files)
+        writeTree(ws, nodeModulesWorkspace(`${name}\n`))
         kiln(ws, ["run", "--progress", "none"])
         return ws
       })

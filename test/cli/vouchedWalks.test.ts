@@ -8,28 +8,14 @@ import { Effect } from "effect"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { nodeModulesWorkspace } from "../utils/nodeModulesWorkspace.js"
 import { cli, cliEnvIn } from "../utils/stack.js"
 import { settleTimes, tempDir, writeTree } from "../utils/temp.js"
-
-const PATH = "/usr/bin:/bin"
-
-const CONFIG = {
-  processes: {
-    read: {
-      argv: ["/bin/sh", "-c", "cat node_modules/p1/f5.js src/a.txt > out.txt"],
-      inputs: ["node_modules/**", "src/**"],
-      outputs: ["out.txt"],
-      env: { PATH }
-    }
-  }
-}
 
 const workspace = Effect.gen(function*() {
   const root = yield* tempDir("kiln-vouched-")
   const ws = path.join(root, "ws")
-  const files: Record<string, string> = { "src/a.txt": "a0\n", "kiln.json": JSON.stringify(CONFIG) }
-  for (let i = 0; i < 40; i++) files[`node_modules/p${i % 4}/f${i}.js`] = `${i}\n`
-  writeTree(ws, files)
+  writeTree(ws, nodeModulesWorkspace("a0\n"))
   settleTimes(path.join(ws, "node_modules"))
   settleTimes(path.join(ws, "src"))
   const env = cliEnvIn(root)

@@ -20,6 +20,7 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { nameHash } from "../../domain/NameHash.js"
 import * as AtomicFile from "../../os/AtomicFile.js"
 import * as Journal from "../../os/Journal.js"
 import { sha256Hex } from "../../os/LazyCrypto.js"
@@ -123,21 +124,6 @@ export const buildId = (sandbox = "auto"): string => {
   } catch {
     return `${FORMAT}:lib:${ns}`
   }
-}
-
-/**
- * 64 bits of two FNV-1a hashes of `text`'s UTF-16 units, in hex: a file name, not a digest. A memo records the
- * workspace it is of, and one of another workspace under the same name is not used.
- */
-const nameHash = (text: string): string => {
-  let a = 0x811c9dc5
-  let b = 0x9e3779b9
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i)
-    a = Math.imul(a ^ c, 0x01000193)
-    b = Math.imul(b ^ c, 0x5bd1e995)
-  }
-  return (a >>> 0).toString(16).padStart(8, "0") + (b >>> 0).toString(16).padStart(8, "0")
 }
 
 /** The memo file of a workspace, named without hashing it cryptographically (see `os/LazyCrypto.ts`). */

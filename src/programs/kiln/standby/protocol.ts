@@ -15,6 +15,7 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { nameHash } from "../../../domain/NameHash.js"
 import { socketDirectory } from "../../../os/RuntimeDir.js"
 
 /** Set (to the socket's key) in a standby's environment, with `standby` as its command: what makes it one. */
@@ -103,18 +104,6 @@ export const keyOf = (bundle: string): string | undefined => {
   return nameHash(
     [build, process.execPath, process.version, ...process.execArgv, process.env.NODE_OPTIONS ?? ""].join("\0")
   )
-}
-
-/** 64 bits of two FNV-1a hashes of `text`, in hex: a socket's name, in a directory only this user can reach. */
-const nameHash = (text: string): string => {
-  let a = 0x811c9dc5
-  let b = 0x9e3779b9
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i)
-    a = Math.imul(a ^ c, 0x01000193)
-    b = Math.imul(b ^ c, 0x01000193) ^ (b >>> 15)
-  }
-  return (a >>> 0).toString(16).padStart(8, "0") + (b >>> 0).toString(16).padStart(8, "0")
 }
 
 /** The standby's socket for `key`, in this user's runtime directory. */
