@@ -3,8 +3,7 @@
  * name, never a digest: what it names records what it is of (a memo its workspace), or lives where only its user can
  * reach (a standby's socket).
  *
- * @since 0.1.0
- * @category naming
+ * @internal
  */
 export const nameHash = (text: string): string => {
   let a = 0x811c9dc5

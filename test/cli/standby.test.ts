@@ -10,6 +10,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
+import * as net from "node:net"
 import * as path from "node:path"
 import { eventually, exitOf } from "../utils/child.js"
 import type { CliResult } from "../utils/cliRun.js"
@@ -233,6 +234,50 @@ describe("kiln run through a standby", () => {
       assert.match(r.stderr, /kiln: standby: cannot reach it: connect ECONNREFUSED/)
       assert.strictEqual(fs.readFileSync(path.join(w.ws, "out/gen.txt"), "utf8"), "two\n")
       yield* w.standbyWaits
+    }))
+
+  it.scopedLive("a request that is not one (not JSON, bad fields, too long) is declined, and the standby serves on", () =>
+    Effect.gen(function*() {
+      const w = yield* workspace({ gen }, { "src/a.txt": "one\n" })
+      const standby = yield* w.runThenStandby()
+      const socket = path.join(
+        w.run,
+        "kiln",
+        fs.readdirSync(path.join(w.run, "kiln")).find((f) => f.endsWith(".sock"))!
+      )
+      const ask = (bytes: Buffer) =>
+        Effect.async<string>((resume) => {
+          const conn = net.createConnection(socket)
+          let answer = ""
+          conn.on("connect", () => conn.write(bytes))
+          conn.on("data", (d) => (answer += d.toString("latin1")))
+          conn.on("close", () => resume(Effect.succeed(answer)))
+          conn.on("error", () => undefined)
+        })
+      const valid = {
+        v: 1,
+        argv: ["run"],
+        cwd: w.ws,
+        env: {},
+        umask: 0o22,
+        stdout: { tty: false },
+        stderr: { tty: false }
+      }
+      const refusals: ReadonlyArray<[string, Buffer]> = [
+        ["the request is not JSON", Buffer.from("{nope\n")],
+        ["the request is of another version", Buffer.from(`${JSON.stringify({ ...valid, v: 2 })}\n`)],
+        ["the request's cwd is invalid", Buffer.from(`${JSON.stringify({ ...valid, cwd: "ws" })}\n`)],
+        ["the request's env is invalid", Buffer.from(`${JSON.stringify({ ...valid, env: { "A=B": "c" } })}\n`)],
+        ["the request's outputs are invalid", Buffer.from(`${JSON.stringify({ ...valid, stdout: { tty: "yes" } })}\n`)],
+        ["the request is too long", Buffer.alloc(5 * 1024 * 1024, 0x20)]
+      ]
+      for (const [why, bytes] of refusals) assert.strictEqual(yield* ask(bytes), `D${why}\n`)
+      assert.deepStrictEqual(w.standbys(), [standby], "it still waits")
+      fs.writeFileSync(path.join(w.ws, "src/a.txt"), "two\n")
+      const r = yield* w.kiln(["run", "--progress", "plain"])
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.include(r.stderr, "kiln: standby: taken on")
+      assert.strictEqual(fs.readFileSync(path.join(w.ws, "out/gen.txt"), "utf8"), "two\n")
     }))
 
   it.scopedLive("a standby stopped while it waits (SIGTERM, a logout's SIGHUP) leaves neither socket nor lock", () =>

@@ -1,9 +1,9 @@
 /**
- * The client's side of a standby engine (see `protocol.ts`): the loader of a `kiln run` that will run processes asks
- * the standby of its build to take the run over, and passes on its signals until the standby sends the run's exit
- * code. Anything short of the standby taking the run over (none there, one of another build, a declined request, a
- * standby that ended first) falls back to loading the engine here, exactly as without standbys. A run that loaded the
- * engine itself starts a standby for the next run at its end.
+ * The client's side of a standby engine (see `protocol.ts`): the loader of a `kiln run` asks the standby of its build
+ * to take the run on (no-op check included), writes what the run writes to its own stdout and stderr, passes its
+ * signals on, and exits with the run's code. Anything short of the standby taking the run on (none there, one of
+ * another build, a declined request, a standby that ended first) falls back to the loader's own path, exactly as
+ * without standbys; a run that loaded the engine itself starts a standby for the next run at its end.
  *
  * @internal
  */

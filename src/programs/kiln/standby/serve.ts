@@ -1,11 +1,13 @@
 /**
- * The standby's side (see `protocol.ts`): listen on the socket of its key, load the engine with its `main` held back,
- * wait for one run (or exit when idle), take that run over (the client's stdout and stderr, arguments, working
- * directory, environment and umask), run it, and at its end send the exit code and start the next standby.
+ * The standby's side (see `protocol.ts`): take the lock of its key, load the engine with `main` held back, then
+ * listen. Each run that comes is taken on (its arguments, working directory, environment, umask, and stdout and stderr
+ * that send back to the client) and checked: a no-op is answered and the standby's own identity given back; the first
+ * run that will run processes it becomes, and at that run's end it sends the exit code and starts the next standby.
  *
- * What it must never do: serve a second run (module state of one run is never seen by another), take a run whose
- * output it cannot write where the client's goes, or hold anything of the user's while it waits (its working
- * directory is `/`; it opens no store, workspace or lock before a run).
+ * What it must never do: serve a second run that runs (module state of one run is never seen by another; a check's
+ * handovers are dropped after a no-op), or hold anything of the user's while it waits (its working directory is `/`;
+ * it opens no store, workspace or lock before a run). Stopped while it waits, or idle for its time, it leaves neither
+ * socket nor lock.
  *
  * @internal
  */
