@@ -17,7 +17,40 @@ const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "
 
 const fixturesDir = path.join(projectRoot, ".kiln-test", "fixtures")
 
+/** The standby engines of this checkout's CLI (`kiln standby`, from its dist/): their pids. */
+const standbys = (): Array<number> => {
+  const cli = path.join(projectRoot, "dist", "cli.cjs")
+  return fs.readdirSync("/proc").filter((n) => /^\d+$/.test(n)).flatMap((n) => {
+    try {
+      const argv = fs.readFileSync(`/proc/${n}/cmdline`, "utf8").split("\0").filter((a) => a !== "")
+      return argv[argv.length - 1] === "standby" && argv.includes(cli) ? [Number(n)] : []
+    } catch {
+      return []
+    }
+  })
+}
+
+/**
+ * After the suite: a standby engine one of its tests started and left (a test whose runs had a runtime directory and
+ * not `KILN_STANDBY=off`) is killed, and the suite fails naming it. Tests clean up everything they start.
+ */
+const leftStandbys = (before: ReadonlySet<number>) => () => {
+  const left = standbys().filter((pid) => !before.has(pid))
+  const homes = left.map((pid) => {
+    let home = ""
+    try {
+      home = fs.readFileSync(`/proc/${pid}/environ`, "utf8").split("\0").find((e) => e.startsWith("HOME=")) ?? ""
+    } catch {
+      // Gone meanwhile.
+    }
+    process.kill(pid, "SIGKILL")
+    return `${pid} (${home})`
+  })
+  if (homes.length > 0) throw new Error(`tests left standby engines running, killed now: ${homes.join(", ")}`)
+}
+
 export default async function setup() {
+  const teardown = leftStandbys(new Set(standbys()))
   // Replaced by a rename, as the fixtures below: another test run may be starting it meanwhile.
   const spawner = path.join(projectRoot, ".kiln-test", "spawner.cjs")
   await bundleSpawner(`${spawner}.${process.pid}.tmp`)
@@ -54,4 +87,5 @@ export default async function setup() {
     fs.writeFileSync(tmp, file.contents)
     fs.renameSync(tmp, file.path)
   }
+  return teardown
 }

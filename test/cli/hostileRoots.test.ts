@@ -67,7 +67,10 @@ const madeBy = (p: string, uid: number, gid: number, mode: number) => {
 const kiln = (dirs: Dirs, args: ReadonlyArray<string>, env: Record<string, string> = {}): Effect.Effect<Result> =>
   Effect.scoped(Effect.gen(function*() {
     const base: Record<string, string> = {}
-    for (const k of ["PATH", "KILN_SPAWNER"]) if (process.env[k] !== undefined) base[k] = process.env[k]!
+    // And no standby engine: these runs' runtime directories are the test's to judge, not to leave one in.
+    for (const k of ["PATH", "KILN_SPAWNER", "KILN_STANDBY"]) {
+      if (process.env[k] !== undefined) base[k] = process.env[k]!
+    }
     const child = yield* Effect.acquireRelease(
       Effect.sync(() =>
         spawn(process.execPath, [cli, ...args], {
