@@ -13,9 +13,14 @@ import * as path from "node:path"
 
 export const checkout = path.resolve(".")
 
-/** The environment without what `npm test` and the developer's shell set for npm and kiln. */
-export const cleanEnv = (): NodeJS.ProcessEnv =>
-  Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(npm_|KILN_)/i.test(k)))
+/**
+ * The environment without what `npm test` and the developer's shell set for npm and kiln; and no standby engine,
+ * which a developer's session (its `XDG_RUNTIME_DIR`) would otherwise leave behind from the installed kiln's runs.
+ */
+export const cleanEnv = (): NodeJS.ProcessEnv => ({
+  ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(npm_|KILN_)/i.test(k))),
+  KILN_STANDBY: "off"
+})
 
 /** Runs a command to its end without blocking the test worker (an install takes a minute; vitest's RPC must not wait). */
 export const sh = (command: string, args: ReadonlyArray<string>, cwd: string, env: NodeJS.ProcessEnv = cleanEnv()) =>
