@@ -12,6 +12,8 @@ import { fileURLToPath } from "node:url"
 import { buildLstatAddon } from "../scripts/nativeAddons.mjs"
 import { bundleSpawner } from "../scripts/spawnerBundle.mjs"
 import { buildNativeSpawner } from "../scripts/spawnerNative.mjs"
+import * as Proc from "../src/os/Proc.js"
+import { standbyPids } from "../src/programs/kiln/standby/protocol.js"
 
 const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 
@@ -20,14 +22,7 @@ const fixturesDir = path.join(projectRoot, ".kiln-test", "fixtures")
 /** The standby engines of this checkout's CLI (`kiln standby`, from its dist/): their pids. */
 const standbys = (): Array<number> => {
   const cli = path.join(projectRoot, "dist", "cli.cjs")
-  return fs.readdirSync("/proc").filter((n) => /^\d+$/.test(n)).flatMap((n) => {
-    try {
-      const argv = fs.readFileSync(`/proc/${n}/cmdline`, "utf8").split("\0").filter((a) => a !== "")
-      return argv[argv.length - 1] === "standby" && argv.includes(cli) ? [Number(n)] : []
-    } catch {
-      return []
-    }
-  })
+  return standbyPids((pid) => Proc.argvOf(pid)?.includes(cli) === true)
 }
 
 /**

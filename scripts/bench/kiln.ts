@@ -7,6 +7,8 @@ import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import * as Proc from "../../src/os/Proc.js"
+import { standbyPids } from "../../src/programs/kiln/standby/protocol.js"
 import { cli, emit, now, progress, quick, rawTable, rm, type Row, type Samples, type TempRoot } from "./report.js"
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -365,15 +367,7 @@ const procs = () => {
  */
 export const standbysOf = (tmp: TempRoot): Array<number> => {
   const runtime = `XDG_RUNTIME_DIR=${path.join(tmp.root, "run")}`
-  return fs.readdirSync("/proc").filter((n) => /^\d+$/.test(n)).flatMap((n) => {
-    try {
-      const argv = fs.readFileSync(`/proc/${n}/cmdline`, "utf8").split("\0").filter((a) => a !== "")
-      if (argv[argv.length - 1] !== "standby") return []
-      return fs.readFileSync(`/proc/${n}/environ`, "utf8").split("\0").includes(runtime) ? [Number(n)] : []
-    } catch {
-      return []
-    }
-  })
+  return standbyPids((pid) => Proc.environOf(pid)?.includes(runtime) === true)
 }
 
 /**

@@ -40,6 +40,7 @@ import * as SandboxDir from "../../src/layers/sandbox/internal/sandboxDir.js"
 import { errnoOf } from "../../src/os/Errno.js"
 import * as Proc from "../../src/os/Proc.js"
 import { removeTree } from "../../src/os/RemoveTree.js"
+import * as StandbyProtocol from "../../src/programs/kiln/standby/protocol.js"
 
 // dist/chaos/chaos.mjs → the repository root.
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..")
@@ -317,15 +318,12 @@ const listProcs = (): Array<Proc> => {
 }
 
 /** The standby engines of this harness's runs: `kiln standby`, in its runtime directory. */
-const standbysOf = (procs: ReadonlyArray<Proc>): Array<Proc> =>
-  procs.filter((p) => {
-    if (p.state === "Z" || !p.cmdline.endsWith(" standby")) return false
-    try {
-      return fs.readFileSync(`/proc/${p.pid}/environ`, "utf8").split("\0").includes(`XDG_RUNTIME_DIR=${runtimeDir}`)
-    } catch {
-      return false
-    }
-  })
+const standbysOf = (procs: ReadonlyArray<Proc>): Array<Proc> => {
+  const ours = new Set(
+    StandbyProtocol.standbyPids((pid) => Proc.environOf(pid)?.includes(`XDG_RUNTIME_DIR=${runtimeDir}`) === true)
+  )
+  return procs.filter((p) => ours.has(p.pid))
+}
 
 /** Stops standbys as a logout would (SIGTERM), and waits for them: what they leave is then counted. */
 const stopStandbys = async (standbys: ReadonlyArray<Proc>) => {

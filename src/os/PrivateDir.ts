@@ -12,6 +12,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as DirectoryFinding from "../domain/DirectoryFinding.js"
+import { cacheDir } from "./CacheDir.js"
 import { errnoOf } from "./Errno.js"
 import { mkdirp } from "./Mkdirp.js"
 
@@ -213,4 +214,52 @@ export class UnsafeDirectoryError extends Error {
 export const ensureOrThrow = (role: string, dir: string, sharing: Sharing): void => {
   const found = ensure(dir, sharing)
   if (found !== undefined) throw new UnsafeDirectoryError(role, dir, found)
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The runtime directory: where kiln's sockets go (the sandboxer's, the standby engine's)
+
+/** `sockaddr_un.sun_path` is 108 bytes on Linux, NUL included. @internal */
+export const MAX_SOCKET_PATH = 107
+
+/**
+ * The directory, made if missing: the first of `$XDG_RUNTIME_DIR/kiln` (the user's own by its definition, and
+ * checked), `$KILN_RUNTIME_DIR`, `$XDG_CACHE_HOME/kiln/run` (`~/.cache/kiln/run`, beside the store and sandbox roots),
+ * `/tmp/kiln-<uid>` that is or can be made so and whose socket paths fit in 107 bytes; else a fresh
+ * `/tmp/kiln-<uid>-XXXXXX` of this process's own. A directory another user made first is passed over, never a reason
+ * a socket cannot be made. Never under the workspace, whose path can be arbitrarily long.
+ *
+ * @internal
+ */
+export const socketDirectory = (env: NodeJS.ProcessEnv = process.env): string => {
+  const uid = typeof process.getuid === "function" ? process.getuid() : 0
+  const fits = (d: string) => d.length + 40 <= MAX_SOCKET_PATH
+  const xdg = env.XDG_RUNTIME_DIR
+  const candidates = [
+    ...(xdg !== undefined && path.isAbsolute(xdg) && isOwnPrivate(xdg) ? [path.join(xdg, "kiln")] : []),
+    cacheDir("run", "KILN_RUNTIME_DIR", env),
+    `/tmp/kiln-${uid}`
+  ].filter(fits)
+  const usable = candidates.find((d) => {
+    try {
+      return ensure(d, "own") === undefined
+    } catch {
+      return false
+    }
+  })
+  if (usable !== undefined) return usable
+  try {
+    return fs.mkdtempSync(`/tmp/kiln-${uid}-`)
+  } catch {
+    // Whatever makes a socket there says why it cannot.
+    return candidates[0] ?? `/tmp/kiln-${uid}`
+  }
+}
+
+const isOwnPrivate = (dir: string): boolean => {
+  try {
+    return fs.statSync(dir).isDirectory() && inspect(dir, "own") === undefined
+  } catch {
+    return false
+  }
 }

@@ -94,6 +94,24 @@ export const pids = (): Array<string> | undefined => {
   return names.filter((p) => p.charCodeAt(0) >= 48 && p.charCodeAt(0) <= 57)
 }
 
+/** The command line of `pid`, as it was started; undefined when it is gone, not ours to read, or there is no `/proc`. */
+export const argvOf = (pid: number | string): Array<string> | undefined => {
+  try {
+    return fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").filter((a) => a !== "")
+  } catch {
+    return undefined
+  }
+}
+
+/** The environment `pid` was started with (`NAME=value` each); undefined as for {@link argvOf}. */
+export const environOf = (pid: number | string): Array<string> | undefined => {
+  try {
+    return fs.readFileSync(`/proc/${pid}/environ`, "utf8").split("\0").filter((a) => a !== "")
+  } catch {
+    return undefined
+  }
+}
+
 /** The working directory of `pid`; undefined when it is gone, not ours to read, or there is no `/proc`. */
 export const cwdOf = (pid: number | string): string | undefined => {
   try {

@@ -12,6 +12,8 @@ import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as net from "node:net"
 import * as path from "node:path"
+import * as Proc from "../../src/os/Proc.js"
+import { standbyPids } from "../../src/programs/kiln/standby/protocol.js"
 import { eventually, exitOf } from "../utils/child.js"
 import type { CliResult } from "../utils/cliRun.js"
 import { cli } from "../utils/stack.js"
@@ -30,17 +32,7 @@ const isAlive = (pid: number) => {
 
 /** The standbys whose environment carries `mark` (their runs' marker): their pids. */
 const standbysOf = (mark: string): Array<number> =>
-  fs.readdirSync("/proc").filter((n) => /^\d+$/.test(n)).flatMap((n) => {
-    try {
-      const cmdline = fs.readFileSync(`/proc/${n}/cmdline`, "utf8").split("\0")
-      if (cmdline[cmdline.length - 2] !== "standby" && cmdline[cmdline.length - 1] !== "standby") return []
-      return fs.readFileSync(`/proc/${n}/environ`, "utf8").split("\0").includes(`KILN_TEST_STANDBY_MARK=${mark}`)
-        ? [Number(n)]
-        : []
-    } catch {
-      return []
-    }
-  })
+  standbyPids((pid) => Proc.environOf(pid)?.includes(`KILN_TEST_STANDBY_MARK=${mark}`) === true)
 
 /** A workspace whose runs may use standbys, in a runtime directory of its own; its standbys end with the test. */
 const workspace = (processes: Record<string, unknown>, files: Record<string, string>) =>

@@ -20,10 +20,9 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { nameHash } from "../../domain/NameHash.js"
 import * as AtomicFile from "../../os/AtomicFile.js"
 import * as Journal from "../../os/Journal.js"
-import { sha256Hex } from "../../os/LazyCrypto.js"
+import { nameHash, sha256Hex } from "../../os/LazyCrypto.js"
 import * as Generation from "../store/Generation.js"
 import * as Layout from "../store/Layout.js"
 import { namesOf, type Present, type SnapshotObservation } from "../store/SnapshotObservation.js"

@@ -15,8 +15,9 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { nameHash } from "../../../domain/NameHash.js"
-import { socketDirectory } from "../../../os/RuntimeDir.js"
+import { nameHash } from "../../../os/LazyCrypto.js"
+import { socketDirectory } from "../../../os/PrivateDir.js"
+import * as Proc from "../../../os/Proc.js"
 
 /** Set (to the socket's key) in a standby's environment, with `standby` as its command: what makes it one. */
 export const SERVE_ENV = "KILN_STANDBY_SERVE"
@@ -109,6 +110,13 @@ export const keyOf = (bundle: string): string | undefined => {
 /** The standby's socket for `key`, in this user's runtime directory. */
 export const socketOf = (key: string, env: NodeJS.ProcessEnv = process.env): string =>
   path.join(socketDirectory(env), `standby-${key}.sock`)
+
+/** Whether `pid` is a standby that runs: its command line ends with `standby` (`kiln standby`, as `client.ts` starts it). */
+export const isStandby = (pid: number): boolean => Proc.argvOf(pid)?.at(-1) === "standby" && Proc.isAlive(pid)
+
+/** The standbys that run now, those `where` keeps (by their environment, their command line). */
+export const standbyPids = (where: (pid: number) => boolean = () => true): Array<number> =>
+  (Proc.pids() ?? []).map(Number).filter((pid) => isStandby(pid) && where(pid))
 
 /** A request as the standby reads it: every field checked, or a reason. */
 export const parseRequest = (line: string): Request | string => {

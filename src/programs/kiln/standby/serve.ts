@@ -64,17 +64,6 @@ export interface Hooks {
   readonly startSpawner: () => void
 }
 
-/** Whether `pid` is a standby (its command says so): a lock naming a pid the system gave another is stale. */
-const isStandby = (pid: number): boolean => {
-  if (!Number.isSafeInteger(pid) || pid <= 0) return false
-  try {
-    const argv = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").filter((a) => a !== "")
-    return argv[argv.length - 1] === "standby"
-  } catch {
-    return false
-  }
-}
-
 /** Takes the lock of a key's standby (a file naming its pid), unless a standby holds it. */
 const claim = (lock: string): boolean => {
   for (let attempt = 0; attempt < 2; attempt++) {
@@ -89,7 +78,8 @@ const claim = (lock: string): boolean => {
       } catch {
         // Released meanwhile: try again.
       }
-      if (isStandby(holder) && holder !== process.pid) return false
+      // A lock naming a pid the system has given another process since is stale.
+      if (Protocol.isStandby(holder) && holder !== process.pid) return false
       try {
         fs.unlinkSync(lock)
       } catch {
@@ -235,6 +225,8 @@ interface Waiting {
 
 /** Listening: answers no-ops, and becomes the first run that will run processes; exits when idle. */
 const waitForRuns = ({ deferred, hooks, idleMs, key, modules, server, stopListening, taken }: Waiting): void => {
+  // A plain timer, not Effect's: this is the loader's code, which the build keeps free of packages (Effect is in the
+  // bundle it loads, whose start is held back until a run comes); nothing else here waits on time.
   let idle: NodeJS.Timeout | undefined
   const waitIdle = () => {
     clearTimeout(idle)

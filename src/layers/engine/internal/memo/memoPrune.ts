@@ -7,8 +7,8 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
-import * as Records from "../../../../os/DirectoryRecords.js"
 import { errnoOf } from "../../../../os/Errno.js"
+import * as Records from "../../../store/DirectoryRecords.js"
 import * as Layout from "../../../store/Layout.js"
 import * as RunRecords from "../runRecords.js"
 

@@ -9,8 +9,8 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
-import * as Records from "../../../../os/DirectoryRecords.js"
 import { errnoOf } from "../../../../os/Errno.js"
+import * as Records from "../../DirectoryRecords.js"
 
 /** What a pruning removed. */
 export interface Pruned {

@@ -1,13 +1,14 @@
 /**
  * Records kiln keeps per directory (a workspace's stat index and run memo, a directory's saved walk), files of
  * megabytes that name the directory they are of: which directory that is, read from the file's first or last few
- * kilobytes without reading (or parsing) the rest, and whether it is gone, so that its records can go too.
+ * kilobytes without reading (or parsing) the rest, and whether it is gone, so that its records can go too. The
+ * store's own and the engine's (in its folder of the store, `Layout.ownedDirectory`) are read alike.
  *
  * @internal
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { errnoOf } from "./Errno.js"
+import { errnoOf } from "../../os/Errno.js"
 
 /** How much of a file's start or end is read. */
 const EDGE_BYTES = 4096

@@ -6,7 +6,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import * as Records from "../../src/os/DirectoryRecords.js"
+import * as Records from "../../src/layers/store/DirectoryRecords.js"
 import { tempDir } from "../utils/temp.js"
 
 describe("DirectoryRecords", () => {
