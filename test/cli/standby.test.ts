@@ -163,6 +163,36 @@ describe("kiln run through a standby", () => {
       yield* eventually("the standby that ran it has ended", () => !isAlive(standby))
     }))
 
+  it.scopedLive("a standby rehearses the run that started it and keeps nothing of it: no file, no directory, no config", () =>
+    Effect.gen(function*() {
+      const w = yield* workspace({ gen }, { "src/a.txt": "one\n" })
+      const first = yield* w.kiln(["run", "--summary", "s.json"])
+      assert.strictEqual(first.code, 0, first.stderr)
+      fs.rmSync(path.join(w.ws, "s.json"))
+      yield* w.standbyWaits
+      const [standby] = w.standbys()
+      // Its rehearsal checked that run (`--summary s.json` included) and wrote nothing.
+      assert.isFalse(fs.existsSync(path.join(w.ws, "s.json")), "the rehearsal wrote the summary")
+      assert.strictEqual(fs.readlinkSync(`/proc/${standby}/cwd`), "/")
+      const held = fs.readdirSync(`/proc/${standby}/fd`).flatMap((fd) => {
+        try {
+          return [fs.readlinkSync(`/proc/${standby}/fd/${fd}`)]
+        } catch {
+          return []
+        }
+      })
+      assert.deepStrictEqual(held.filter((target) => target.startsWith(w.ws)), [])
+      // The rehearsal's check found the config as the run left it, and dropped it: a config changed since is the one
+      // that runs.
+      const changed = { ...gen, argv: ["/bin/sh", "-c", "mkdir -p out && echo changed > out/gen.txt"] }
+      fs.writeFileSync(path.join(w.ws, "kiln.json"), JSON.stringify({ processes: { gen: changed } }))
+      const second = yield* w.kiln(["run", "--summary", "-"])
+      assert.strictEqual(second.code, 0, second.stderr)
+      assert.include(second.stderr, "kiln: standby: taken on")
+      assert.strictEqual(summaryOf(second).ran, 1)
+      assert.strictEqual(fs.readFileSync(path.join(w.ws, "out/gen.txt"), "utf8"), "changed\n")
+    }))
+
   it.scopedLive("the run has the client's environment and working directory, not the standby's", () =>
     Effect.gen(function*() {
       const greet = {

@@ -173,6 +173,7 @@ if (standbyKey !== undefined && standbyKey !== "") {
       }
     },
     answer: (args) => Noop.answer(args),
+    rehearse: (args) => Noop.rehearse(args),
     forget: Noop.forgetHandovers,
     startSpawner: () => startWarm(spawnOf())
   })
@@ -190,7 +191,11 @@ if (standbyKey !== undefined && standbyKey !== "") {
       }
       startWarm(spawnOf())
       load()
-      if (standby !== undefined) process.once("exit", () => StandbyClient.startStandby(spawnOf(), cli, standby))
+      if (standby !== undefined) {
+        // The directory as the run started in it: what the next run in this workspace starts in too.
+        const cwd = process.cwd()
+        process.once("exit", () => StandbyClient.startStandby(spawnOf(), cli, standby, { argv: args, cwd }))
+      }
     } else if (verdict !== "answered") {
       load()
     }

@@ -299,6 +299,14 @@ const uploadsPending = (storeRoot: string): boolean => {
 }
 
 /**
+ * The check of `args` and nothing else: no output, no summary, and what it found is left for the caller to drop
+ * ({@link forgetHandovers}). A standby runs it once before it waits, so that the next run's check meets warm code.
+ */
+export const rehearse = (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv = process.env): void => {
+  check(args, env, Date.now())
+}
+
+/**
  * Answers `kiln run` from the run memo when nothing changed: "answered" when it did (the exit code is 0); else the
  * full CLI must run, and "runs" says that it will most likely run a process.
  */

@@ -30,15 +30,25 @@ export const usableKey = (bundle: string): string | undefined =>
 
 /**
  * Starts a standby for `key` (detached, its own session, at the file system's root so that it holds no directory of
- * the user's). One that finds another already serving exits at once.
+ * the user's), which rehearses `rehearsal` (the run that starts it) before it listens. One that finds another already
+ * serving exits at once.
  */
-export const startStandby = (spawn: typeof Spawn, cli: string, key: string): void => {
+export const startStandby = (
+  spawn: typeof Spawn,
+  cli: string,
+  key: string,
+  rehearsal: Protocol.Rehearsal
+): void => {
   try {
     const child = spawn(process.execPath, [...process.execArgv, cli, "standby"], {
       detached: true,
       stdio: "ignore",
       cwd: "/",
-      env: { ...process.env, [Protocol.SERVE_ENV]: key }
+      env: {
+        ...process.env,
+        [Protocol.SERVE_ENV]: key,
+        [Protocol.REHEARSAL_ENV]: JSON.stringify({ argv: rehearsal.argv, cwd: rehearsal.cwd })
+      }
     })
     child.on("error", () => undefined)
     child.unref()

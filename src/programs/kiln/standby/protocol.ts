@@ -22,6 +22,40 @@ import * as Proc from "../../../os/Proc.js"
 /** Set (to the socket's key) in a standby's environment, with `standby` as its command: what makes it one. */
 export const SERVE_ENV = "KILN_STANDBY_SERVE"
 
+/**
+ * Set in a standby's environment by the run that starts it: that run's arguments and working directory (see
+ * {@link Rehearsal}).
+ */
+export const REHEARSAL_ENV = "KILN_STANDBY_REHEARSAL"
+
+/** Bytes of a rehearsal the standby takes at most: a run's arguments, never more. */
+const MAX_REHEARSAL_BYTES = 64 * 1024
+
+/**
+ * The run a standby checks once, with its result dropped, before it listens: the run that started it, whose next run
+ * is most likely the same command in the same workspace. The check's code is then compiled and its caches shaped for
+ * that workspace when the next run comes, which a fresh standby's first check otherwise pays for (about as long again
+ * as a warm one).
+ */
+export interface Rehearsal {
+  readonly argv: ReadonlyArray<string>
+  readonly cwd: string
+}
+
+/** A rehearsal as a standby's environment carries it, or undefined when it is absent, too long or malformed. */
+export const parseRehearsal = (text: string | undefined): Rehearsal | undefined => {
+  if (text === undefined || text.length > MAX_REHEARSAL_BYTES) return undefined
+  try {
+    const r = JSON.parse(text) as Record<string, unknown>
+    return Array.isArray(r.argv) && r.argv.every((a) => typeof a === "string") && typeof r.cwd === "string" &&
+        path.isAbsolute(r.cwd)
+      ? { argv: r.argv as Array<string>, cwd: r.cwd }
+      : undefined
+  } catch {
+    return undefined
+  }
+}
+
 /** `off` turns standbys off: every run loads the engine itself, and none is started. */
 export const SWITCH_ENV = "KILN_STANDBY"
 

@@ -1,6 +1,6 @@
 /**
- * The standby's side (see `protocol.ts`): take the lock of its key, load the engine with `main` held back, then
- * listen. Each run that comes is taken on (its arguments, working directory, environment, umask, and stdout and stderr
+ * The standby's side (see `protocol.ts`): take the lock of its key, load the engine with `main` held back, rehearse
+ * the run that started it (see `Protocol.Rehearsal`), then listen. Each run that comes is taken on (its arguments, working directory, environment, umask, and stdout and stderr
  * that send back to the client) and checked: a no-op is answered and the standby's own identity given back; the first
  * run that will run processes it becomes, and at that run's end it sends the exit code and starts the next standby.
  *
@@ -58,6 +58,8 @@ export interface Hooks {
   readonly preload: () => void
   /** The no-op check (`noop.ts`) of a run's arguments, in the run's identity. */
   readonly answer: (args: ReadonlyArray<string>) => "answered" | "runs" | "other"
+  /** The no-op check of a run's arguments, in the run's directory, for its compiled code only: nothing is written. */
+  readonly rehearse: (args: ReadonlyArray<string>) => void
   /** Drops what a check left for an engine that did not start (it answered). */
   readonly forget: () => void
   /** Starts the spawner for the run taken over (the loader does so for a run it loads the engine for). */
@@ -100,17 +102,34 @@ const release = (lock: string): void => {
 }
 
 /**
+ * Checks the run that started this standby, in its directory, and drops what the check found (see
+ * {@link Protocol.Rehearsal}); it then waits at the root again, holding nothing of that workspace. A directory that is
+ * gone, or a check that fails, only leaves the standby as cold as it would have been.
+ */
+const rehearse = (rehearsal: Protocol.Rehearsal, hooks: Hooks): void => {
+  try {
+    process.chdir(rehearsal.cwd)
+    hooks.rehearse(rehearsal.argv)
+  } catch {
+    // Cold, then.
+  } finally {
+    hooks.forget()
+    process.chdir("/")
+  }
+}
+
+/**
  * Once a run is taken over: its end sends its exit code after all it wrote (`process.exit` waits for the connection
  * to pass both on) and starts a standby for the next run; the client's signals are raised here; a client that dies
  * (SIGKILL) ends its run, as the engine's own death would.
  */
-const wireRun = (conn: Net.Socket, key: string, hooks: Hooks) => {
+const wireRun = (conn: Net.Socket, key: string, hooks: Hooks, request: Protocol.Request) => {
   const exit = process.exit.bind(process)
   let ended = false
   const end = (code: number) => {
     if (ended) return
     ended = true
-    startStandby(hooks.spawn, hooks.cli, key)
+    startStandby(hooks.spawn, hooks.cli, key, request)
     conn.ref()
     conn.once("close", () => exit(code))
     conn.end(Protocol.exitFrame(code), () => exit(code))
@@ -164,10 +183,13 @@ export const serve = (key: string, hooks: Hooks): void => {
     process.exit(0)
   }
   for (const signal of Protocol.SIGNALS) process.on(signal, stop)
+  const rehearsal = Protocol.parseRehearsal(process.env[Protocol.REHEARSAL_ENV])
+  delete process.env[Protocol.REHEARSAL_ENV]
   const deferred: Deferred = {}
   ;(globalThis as Record<symbol, unknown>)[DEFERRED_MAIN] = deferred
   hooks.load()
   hooks.preload()
+  if (rehearsal !== undefined) rehearse(rehearsal, hooks)
   const modules = Identity.modulesOf(hooks.require)
   // The socket appears only now, loaded: a run that comes earlier does its own work rather than wait for this.
   try {
@@ -262,7 +284,7 @@ const waitForRuns = ({ deferred, hooks, idleMs, key, modules, server, stopListen
       serving = true
       clearTimeout(idle)
       taken()
-      wireRun(conn, key, hooks)
+      wireRun(conn, key, hooks, request)
       hooks.startSpawner()
       deferred.start()
     })
