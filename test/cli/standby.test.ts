@@ -193,6 +193,22 @@ describe("kiln run through a standby", () => {
       assert.strictEqual(fs.readFileSync(path.join(w.ws, "out/gen.txt"), "utf8"), "changed\n")
     }))
 
+  it.scopedLive("a run with an option only the full CLI reads (a remote's) leaves a standby too, which takes the next", () =>
+    Effect.gen(function*() {
+      const w = yield* workspace({ gen }, { "src/a.txt": "one\n" })
+      const args = ["run", "--remote-jobs", "4", "--summary", "-"]
+      const first = yield* w.kiln(args, { KILN_NOOP_DEBUG: "1" })
+      assert.strictEqual(first.code, 0, first.stderr)
+      assert.include(first.stderr, "kiln: no-op check: option --remote-jobs")
+      yield* w.standbyWaits
+      fs.writeFileSync(path.join(w.ws, "src/a.txt"), "two\n")
+      const second = yield* w.kiln(args)
+      assert.strictEqual(second.code, 0, second.stderr)
+      assert.include(second.stderr, "kiln: standby: taken on")
+      assert.strictEqual(summaryOf(second).ran, 1)
+      assert.strictEqual(fs.readFileSync(path.join(w.ws, "out/gen.txt"), "utf8"), "two\n")
+    }))
+
   it.scopedLive("the run has the client's environment and working directory, not the standby's", () =>
     Effect.gen(function*() {
       const greet = {

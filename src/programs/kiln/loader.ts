@@ -150,6 +150,14 @@ const load = () => {
   fn(module.exports, createRequire(bundle), module, bundle, here)
 }
 
+const cwdOrUndefined = (): string | undefined => {
+  try {
+    return process.cwd()
+  } catch {
+    return undefined
+  }
+}
+
 const nodeRequire = createRequire(bundle)
 const spawnOf = () => (nodeRequire("node:child_process") as typeof ChildProcess).spawn
 const netOf = () => nodeRequire("node:net") as typeof Net
@@ -181,23 +189,23 @@ if (standbyKey !== undefined && standbyKey !== "") {
   const args = process.argv.slice(2)
   const standby = args[0] === "run" && !writeCodeCache ? StandbyClient.usableKey(bundle) : undefined
   // A run where nothing changed is answered from the run memo without loading the engine at all. One that will run
-  // processes starts its spawner now, so that its start-up overlaps the engine's, and a standby for the next run at
-  // its end.
+  // processes starts its spawner now, so that its start-up overlaps the engine's. Any `kiln run` that loads the
+  // engine starts a standby for the next run at its end: one the check cannot judge (a remote option, which only the
+  // full CLI reads) most of all, since it loads the engine every time.
   const runHere = () => {
     const verdict = args[0] === "run" ? Noop.answer(args) : "other"
+    if (verdict === "answered") return
     if (verdict === "runs") {
       if (process.env.KILN_NOOP_DEBUG === "1") {
         process.stderr.write("kiln: no-op check: a process will run: spawner started\n")
       }
       startWarm(spawnOf())
-      load()
-      if (standby !== undefined) {
-        // The directory as the run started in it: what the next run in this workspace starts in too.
-        const cwd = process.cwd()
-        process.once("exit", () => StandbyClient.startStandby(spawnOf(), cli, standby, { argv: args, cwd }))
-      }
-    } else if (verdict !== "answered") {
-      load()
+    }
+    load()
+    // The directory as the run started in it (what the next run in this workspace starts in too), unless it is gone.
+    const cwd = standby === undefined ? undefined : cwdOrUndefined()
+    if (standby !== undefined && cwd !== undefined) {
+      process.once("exit", () => StandbyClient.startStandby(spawnOf(), cli, standby, { argv: args, cwd }))
     }
   }
   // A standby that waits with the engine loaded answers the run instead, no-op check included.
