@@ -18,6 +18,7 @@ const programs = [
   "bench/scale",
   "bench/trees",
   "bench/remote",
+  "bench/remoteFloor",
   "bench/peers",
   "bench/monorepo",
   "chaos/chaos"

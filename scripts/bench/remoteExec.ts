@@ -1,8 +1,9 @@
 /**
  * The remote-execution figure of `npm run bench:remote`: 100 independent processes that each sleep 300 ms, run by
  * `kiln run --remote-executor … --remote-jobs 20` on a Bazel REAPI worker started for it with 20 jobs (a servers.sh
- * instance of its own, on free ports, stopped at the end), against the ideal 100 × 0.3 s / 20 = 1.5 s and against a
- * local run at concurrency 2 in the same run. The client's overhead per process is what it spent beyond the 300 ms
+ * instance of its own, on free ports, stopped at the end), against the ideal 100 × 0.3 s / 20 = 1.5 s, against a bare
+ * REAPI client sending the same processes to the same worker (`remoteFloor.ts`, in turn with kiln's reps), and against
+ * a local run at concurrency 2 in the same run. The client's overhead per process is what it spent beyond the 300 ms
  * sleep (upload, the execution as it saw it, download, from `--trace`): Bazel's worker reports no
  * `ExecutedActionMetadata`, so its own overhead is inside that figure.
  */
@@ -23,6 +24,11 @@ const TARGET_MS = 2000
 /** GNU time, to read kiln's own CPU time (user + sys) per run: a figure a busy machine distorts far less than wall. */
 const GNU_TIME = "/usr/bin/time"
 const REPS = quick ? 2 : 3
+/**
+ * The same processes sent to the same worker by a client that does nothing else (`remoteFloor.ts`): what the worker
+ * and the machine allow, beside which kiln's own cost shows.
+ */
+const FLOOR = "remote execution, a bare REAPI client"
 
 const freePort = () =>
   new Promise<number>((resolve, reject) => {
@@ -114,7 +120,22 @@ export const remoteExecution = async (o: {
       const cpu = timed ? fs.readFileSync(cpuFile, "utf8").trim().split(/\s+/).slice(-2).map(Number) : []
       return { s, trace, cpu: cpu.length === 2 ? (cpu[0]! + cpu[1]!) * 1000 : undefined }
     }
+    // The floor, timed as kiln is (a process of its own, from its spawn to its exit), in turn with kiln's reps.
+    const floorOnce = async () => {
+      const log = o.tmp.fresh("floor-log")
+      const r = await timedSpawn([
+        process.execPath,
+        path.join(repo, "dist", "bench", "remoteFloor.mjs"),
+        url,
+        String(JOBS),
+        String(PROCESSES),
+        String(SLEEP_MS)
+      ], { env: o.env, log })
+      if (r.code !== 0) throw new Error(`the bare REAPI client failed: ${fs.readFileSync(log, "utf8").trim()}`)
+      o.samples.record(FLOOR, r.ms)
+    }
     for (let rep = 0; rep < REPS; rep++) {
+      await floorOnce()
       const { cpu, s, trace } = await runOnce("remote execution", [
         "--remote-executor",
         url,
@@ -127,14 +148,17 @@ export const remoteExecution = async (o: {
     }
     await runOnce("local execution, concurrency 2", ["--concurrency", "2"])
     const remote = o.samples.summary("remote execution")
+    const floor = o.samples.summary(FLOOR)
     const local = o.samples.summary("local execution, concurrency 2")
     const rows: Array<Row> = [
       {
         figure:
           `remote execution: ${PROCESSES} processes of ${SLEEP_MS} ms, worker --jobs ${JOBS}, --remote-jobs ${JOBS}`,
         value: fmtMs(remote),
-        baseline: `ideal ${IDEAL_MS} ms; local at concurrency 2: ${fmtMs(local)}, ${ratioText(local, remote)} this`,
-        ratio: `${(remote.median / IDEAL_MS).toFixed(2)}× the ideal`,
+        baseline: `ideal ${IDEAL_MS} ms; a bare REAPI client of the same worker: ${fmtMs(floor)}; local at ` +
+          `concurrency 2: ${fmtMs(local)}, ${ratioText(local, remote)} this`,
+        ratio: `${(remote.median / IDEAL_MS).toFixed(2)}× the ideal, ${(remote.median / floor.median).toFixed(2)}× ` +
+          "the bare client",
         target: { op: "<=", value: TARGET_MS, actual: remote.median, unit: "ms" }
       },
       {
