@@ -14,6 +14,7 @@ import { WARM_ENV } from "../../src/layers/spawner/Warm.js"
 import * as Store from "../../src/layers/store/Store.js"
 import * as StoreMaintenance from "../../src/layers/store/StoreMaintenance.js"
 import { eventually, exitOf, firstLine, spawnScoped } from "../utils/child.js"
+import { deadPort, remoteServers } from "../utils/remote.js"
 import { cli } from "../utils/stack.js"
 import { tempDir } from "../utils/temp.js"
 
@@ -326,6 +327,29 @@ describe("the no-op check", () => {
         assert.strictEqual(failed.code, 1, failed.stderr)
         assert.notStrictEqual(failed.check, "nothing changed")
       }
+    }))
+
+  it.scoped("a remote named by an option is as one from the environment: a no-op asks it nothing, until uploads wait", () =>
+    Effect.gen(function*() {
+      const { kiln, ws } = yield* workspace
+      const live = ["--remote-cache", remoteServers().httpUrl, "--remote-cache-mode", "read-write", "--remote-jobs", "4"]
+      const cold = kiln(["run", ...live])
+      assert.strictEqual(cold.code, 0, cold.stderr)
+      assert.strictEqual(cold.summary!.ran, 3)
+      answered(kiln(["run", ...live]))
+      // Nothing to ask a remote about: one that is not there is never found out.
+      const dead = ["--remote-cache", `http://127.0.0.1:${yield* Effect.promise(deadPort)}`]
+      answered(kiln(["run", ...dead]), "the remote's endpoint changed")
+      // A run that left uploads waiting has its next run with a remote take them up.
+      fs.writeFileSync(path.join(ws, "src/a.txt"), "a, edited\n")
+      const edited = kiln(["run", ...dead])
+      assert.strictEqual(edited.code, 0, edited.stderr)
+      assert.isAbove((edited.summary as unknown as { pendingUploads: number }).pendingUploads, 0, edited.stderr)
+      const next = kiln(["run", ...dead])
+      assert.strictEqual(next.check, "uploads to the remote cache are pending")
+      assert.strictEqual(next.summary!.cacheHits, 3, next.stderr)
+      // Without a remote, they wait: the memo answers.
+      answered(kiln(["run"]))
     }))
 
   it.scoped("a store that lost entries is never trusted: the run re-makes what is gone", () =>

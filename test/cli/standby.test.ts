@@ -193,13 +193,13 @@ describe("kiln run through a standby", () => {
       assert.strictEqual(fs.readFileSync(path.join(w.ws, "out/gen.txt"), "utf8"), "changed\n")
     }))
 
-  it.scopedLive("a run with an option only the full CLI reads (a remote's) leaves a standby too, which takes the next", () =>
+  it.scopedLive("a run with an option only the full CLI reads leaves a standby too, which takes the next", () =>
     Effect.gen(function*() {
       const w = yield* workspace({ gen }, { "src/a.txt": "one\n" })
-      const args = ["run", "--remote-jobs", "4", "--summary", "-"]
+      const args = ["run", "--remote-timeout", "30s", "--summary", "-"]
       const first = yield* w.kiln(args, { KILN_NOOP_DEBUG: "1" })
       assert.strictEqual(first.code, 0, first.stderr)
-      assert.include(first.stderr, "kiln: no-op check: option --remote-jobs")
+      assert.include(first.stderr, "kiln: no-op check: option --remote-timeout")
       yield* w.standbyWaits
       fs.writeFileSync(path.join(w.ws, "src/a.txt"), "two\n")
       const second = yield* w.kiln(args)

@@ -190,8 +190,8 @@ if (standbyKey !== undefined && standbyKey !== "") {
   const standby = args[0] === "run" && !writeCodeCache ? StandbyClient.usableKey(bundle) : undefined
   // A run where nothing changed is answered from the run memo without loading the engine at all. One that will run
   // processes starts its spawner now, so that its start-up overlaps the engine's. Any `kiln run` that loads the
-  // engine starts a standby for the next run at its end: one the check cannot judge (a remote option, which only the
-  // full CLI reads) most of all, since it loads the engine every time.
+  // engine starts a standby for the next run at its end: one the check cannot judge (an option only the full CLI
+  // reads, such as `--trace`) most of all, since it loads the engine every time.
   const runHere = () => {
     const verdict = args[0] === "run" ? Noop.answer(args) : "other"
     if (verdict === "answered") return

@@ -199,7 +199,7 @@ const check = (
   }
   const json = (expanded ?? read.json) as {
     processes: Record<string, ProcessJson>
-    remote?: { cache?: unknown }
+    remote?: { cache?: unknown; executor?: unknown }
   }
   ;(globalThis as { [CONFIG_HANDOVER]?: ValidatedConfig })[CONFIG_HANDOVER] = {
     file: configFile,
@@ -222,7 +222,9 @@ const check = (
   const store = RunMemo.storeHolds(storeRoot, memo)
   if (store !== undefined) return new Falls(store, true)
   // Uploads an earlier run left are taken up by the next run that has a remote: this one, then.
-  if ((env.KILN_REMOTE_CACHE ?? "") !== "" || json.remote?.cache !== undefined) {
+  const remote = o.has("remote-cache") || o.has("remote-executor") || (env.KILN_REMOTE_CACHE ?? "") !== "" ||
+    (env.KILN_REMOTE_EXECUTOR ?? "") !== "" || json.remote?.cache !== undefined || json.remote?.executor !== undefined
+  if (remote) {
     if (uploadsPending(storeRoot)) return new Falls("uploads to the remote cache are pending", false)
   }
   // Every process, not only up to the first that does not hold: the engine would look at the rest anyway.

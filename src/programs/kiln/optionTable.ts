@@ -47,8 +47,11 @@ export const SANDBOX_OPTIONS = {
 } as const satisfies Record<string, OptionSpec>
 
 /**
- * The remote cache's options: `run`, `exec` and `kiln remote`. None is read by the direct reader (a run with one goes
- * through @effect/cli); `KILN_REMOTE_CACHE` and kiln.json's `"remote"` give the same settings, these winning.
+ * The remote cache's options: `run`, `exec` and `kiln remote`; `KILN_REMOTE_CACHE` and kiln.json's `"remote"` give the
+ * same settings, these winning. The plain ones (an endpoint, a number, a word) are read by the direct reader and the
+ * no-op check, as the same settings from the environment or kiln.json are: a no-op with `--remote-cache` is answered
+ * from the run memo. Lists, files and durations, and `--remote-required` (which promises that the remote is checked),
+ * send the run through @effect/cli.
  */
 export const REMOTE_OPTIONS = {
   remoteCache: {
@@ -56,7 +59,7 @@ export const REMOTE_OPTIONS = {
     flag: "remote-cache",
     description: "a remote cache: grpc://host:port, grpcs://host:port (TLS), or http(s)://host:port[/prefix] " +
       "(Bazel's HTTP cache); default $KILN_REMOTE_CACHE, else kiln.json's remote.cache",
-    fast: false
+    fast: true
   },
   remoteExecutor: {
     kind: "text",
@@ -64,25 +67,25 @@ export const REMOTE_OPTIONS = {
     description:
       "a REAPI executor to run processes on (grpc:// or grpcs://; its CAS and action cache are the cache); " +
       "default $KILN_REMOTE_EXECUTOR, else kiln.json's remote.executor",
-    fast: false
+    fast: true
   },
   remoteJobs: {
     kind: "integer",
     flag: "remote-jobs",
     description: "processes in flight on the executor at once (default 50; --concurrency bounds local ones)",
-    fast: false
+    fast: true
   },
   remoteFallback: {
     kind: "text",
     flag: "remote-fallback",
     description: "on (the default): a process the executor cannot take runs locally; off: it fails",
-    fast: false
+    fast: true
   },
   remoteInstanceName: {
     kind: "text",
     flag: "remote-instance-name",
     description: "the REAPI instance name",
-    fast: false
+    fast: true
   },
   remoteHeader: {
     kind: "list",
@@ -107,7 +110,7 @@ export const REMOTE_OPTIONS = {
     kind: "text",
     flag: "remote-cache-mode",
     description: "read-write (the default), read or write",
-    fast: false
+    fast: true
   },
   remoteRequired: {
     kind: "boolean",
@@ -128,7 +131,7 @@ export const REMOTE_OPTIONS = {
     description:
       "an id sent with every REAPI call as correlated_invocations_id, tying this run to others (a CI job's); " +
       "default $KILN_CORRELATION_ID",
-    fast: false
+    fast: true
   },
   remoteLog: {
     kind: "file",
