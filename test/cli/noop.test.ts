@@ -332,7 +332,14 @@ describe("the no-op check", () => {
   it.scoped("a remote named by an option is as one from the environment: a no-op asks it nothing, until uploads wait", () =>
     Effect.gen(function*() {
       const { kiln, ws } = yield* workspace
-      const live = ["--remote-cache", remoteServers().httpUrl, "--remote-cache-mode", "read-write", "--remote-jobs", "4"]
+      const live = [
+        "--remote-cache",
+        remoteServers().httpUrl,
+        "--remote-cache-mode",
+        "read-write",
+        "--remote-jobs",
+        "4"
+      ]
       const cold = kiln(["run", ...live])
       assert.strictEqual(cold.code, 0, cold.stderr)
       assert.strictEqual(cold.summary!.ran, 3)
