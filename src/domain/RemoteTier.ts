@@ -32,13 +32,28 @@ export interface Entry {
  * @since 0.1.0
  * @category models
  */
+export interface LookupOptions {
+  /**
+   * The caller runs what misses, and the processes the executor will be asked to run are looked up beside that
+   * instead of before it: they are answered none at once, and each one's execution takes its own lookup's hit, if it
+   * has one, without executing (a run's lookups before its graph). A caller that only looks (explain, verify) leaves
+   * this off.
+   */
+  readonly aheadOfExecution?: boolean
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export interface Service {
   /**
    * Looks processes up (each with its action key); a hit's outputs are in the local store, checked against their
    * digests, when it is returned. None for a miss, and for anything that went wrong.
    */
   readonly lookup: (
-    requests: ReadonlyArray<{ readonly process: Process; readonly key: Digest }>
+    requests: ReadonlyArray<{ readonly process: Process; readonly key: Digest }>,
+    options?: LookupOptions
   ) => Effect.Effect<Array<Option.Option<Entry>>>
   /**
    * Queues the upload of a result that ran and is in the local store (it goes up in the background);

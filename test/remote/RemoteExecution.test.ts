@@ -92,6 +92,42 @@ describe("remote execution", () => {
       assert.deepStrictEqual(outputsOf(next.ws), outputsOf(first.ws))
     }))
 
+  it.scopedLive("what goes to the executor is looked up beside the graph: a lookup held back holds back its process only", () =>
+    Effect.gen(function*() {
+      const ns = namespace()
+      const server = yield* hostileGrpc
+      const first = yield* machine(ns)
+      const filled = yield* first.run(["--remote-cache", server.url])
+      assert.strictEqual(filled.code, 0, filled.stderr)
+      server.capabilities = {
+        ...server.capabilities,
+        execution_capabilities: { digest_function: 1, exec_enabled: true }
+      }
+      // The next machine's first lookup is held: the others' processes are done while it still is (before kiln gives
+      // it up at the lookups' deadline, when a wave's lookups were all waited for).
+      const before = server.received.filter((c) => c.method === "GetActionResult").length
+      let held: { release: () => void; cancelled: () => boolean } | undefined
+      server.faults.set(
+        "GetActionResult",
+        (n) => (n === before ? { hold: (release, cancelled) => void (held = { release, cancelled }) } : undefined)
+      )
+      const next = yield* machine(ns)
+      const running = yield* next.start(["--remote-executor", server.url])
+      const othersDone = () => fs.existsSync(path.join(next.ws, "out")) || fs.existsSync(path.join(next.ws, "big.bin"))
+      yield* eventually(
+        "a process is done while another's lookup is held",
+        () => held !== undefined && !held.cancelled() && othersDone()
+      )
+      held!.release()
+      const r = yield* running
+      assert.strictEqual(r.code, 0, r.stderr)
+      // Every one a remote hit: from its lookup, or (the held one, had kiln given it up) the executor's cache.
+      assert.deepStrictEqual(sources(r.summary), { gen: "remote-cache", use: "remote-cache", big: "remote-cache" })
+      assert.strictEqual(r.summary!.remoteCacheHits, 3)
+      assert.strictEqual(r.summary!.remoteExecuted, 0)
+      assert.deepStrictEqual(outputsOf(next.ws), outputsOf(first.ws))
+    }))
+
   it.scoped("four processes sharing an input tree send it once between them", () =>
     Effect.gen(function*() {
       const n = 4

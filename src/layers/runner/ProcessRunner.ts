@@ -15,7 +15,7 @@ import { actionDigest } from "../../domain/ActionKey.js"
 import type { Digest, MissingDigest } from "../../domain/Digest.js"
 import * as Permits from "../../domain/Permits.js"
 import { type Process, ProcessResult, type SpawnError } from "../../domain/Process.js"
-import { RemoteTier } from "../../domain/RemoteTier.js"
+import { type LookupOptions, RemoteTier } from "../../domain/RemoteTier.js"
 import type { SandboxError, SandboxerUnavailable } from "../../domain/Sandbox.js"
 import type { StoreError } from "../../domain/StoreErrors.js"
 import type { InvalidOutput } from "../../domain/TreeErrors.js"
@@ -107,9 +107,14 @@ export interface Service {
   /**
    * Looks processes up in the action cache without running anything: the entries are read together (one read
    * transaction per store shard), and each hit's content is checked per `cacheContent`. None for a miss, a process
-   * cached `never`, or a hit whose bytes are gone; a store that cannot be read counts as a miss.
+   * cached `never`, or a hit whose bytes are gone; a store that cannot be read counts as a miss. With
+   * `aheadOfExecution` (a caller that runs what misses), the remote's answer for a process the executor will run comes
+   * with its execution instead (`LookupOptions`).
    */
-  readonly lookup: (processes: ReadonlyArray<Process>) => Effect.Effect<Array<Option.Option<ProcessResult>>>
+  readonly lookup: (
+    processes: ReadonlyArray<Process>,
+    options?: LookupOptions
+  ) => Effect.Effect<Array<Option.Option<ProcessResult>>>
   /**
    * Gets ready to run processes without waiting: starts the spawner (and arms it as the watchdog), so that its
    * start-up overlaps whatever the caller does before its first run. A failure to start shows at that run.

@@ -49,8 +49,11 @@ export type Fault =
   | grpc.status
   | "hang"
   | { readonly code: grpc.status; readonly retryDelayMs: number }
-  /** The call held until the test calls `release`, then answered honestly. */
-  | { readonly hold: (release: () => void) => void }
+  /**
+   * The call held until the test calls `release`, then answered honestly; `cancelled` says whether the client gave
+   * the call up meanwhile (its deadline).
+   */
+  | { readonly hold: (release: () => void, cancelled: () => boolean) => void }
 
 /** A fault for every call of a method, or one chosen by the call's index among that method's calls (from 0). */
 export type Faults = Fault | ((n: number) => Fault | undefined)
@@ -239,7 +242,7 @@ export const hostileGrpc = Effect.acquireRelease(
         if (out instanceof Error) callback(out)
         else callback(null, out)
       }
-      if (typeof fault === "object" && "hold" in fault) return fault.hold(respond)
+      if (typeof fault === "object" && "hold" in fault) return fault.hold(respond, () => call.cancelled)
       if (typeof fault === "object") {
         return callback(statusError(fault.code, `${m}: a fault the test set`, fault.retryDelayMs))
       }

@@ -70,7 +70,9 @@ const lookUpChunk = (
         onSuccess: (input) => candidates.push({ name, process: processOf(name, pc, input, state.config) })
       })
     }, { discard: true })
-    const found = yield* state.runner.lookup(candidates.map((c) => c.process))
+    // What misses runs next: a remote executor's processes are looked up remotely beside that, each execution waiting
+    // for its own lookup only, not for the whole wave's.
+    const found = yield* state.runner.lookup(candidates.map((c) => c.process), { aheadOfExecution: true })
     if (unknown > 0 || found.some(Option.isNone)) yield* state.runner.warmUp
     const ready: Array<string> = []
     candidates.forEach(({ name, process }, i) => {

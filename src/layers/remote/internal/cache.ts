@@ -17,7 +17,7 @@ import { connect } from "./connect.js"
 import { describeAction } from "./describe.js"
 import * as Executor from "./executor.js"
 import * as Journal from "./journal.js"
-import { fetchTree, lookup, takeExecuted } from "./lookup.js"
+import { aheadOf, fetchTree, lookup, takeExecuted } from "./lookup.js"
 import * as Probe from "./probe.js"
 import * as Uploads from "./uploads.js"
 
@@ -50,6 +50,7 @@ export const make = (settings: Settings, options: Options) =>
       downloadFiles: state.downloadFiles,
       usable: Probe.usable(state, "transfer"),
       counters: state.execCounters,
+      aheadOf: aheadOf(state),
       // With hits read, an answer from the executor's cache is one; without, what it answers counts as executed.
       ...(state.reads ? { takeHit: takeExecuted(state), stale: state.stale } : {})
     })

@@ -8,8 +8,12 @@
  */
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import type * as Fiber from "effect/Fiber"
+import type * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
+import type * as Scope from "effect/Scope"
 import type * as Digest from "../../../domain/Digest.js"
+import type { Entry } from "../../../domain/RemoteTier.js"
 import type { StoreError } from "../../../domain/StoreErrors.js"
 import type { Service as StoreService } from "../../store/Store.js"
 import type { Capabilities } from "../Capabilities.js"
@@ -25,6 +29,9 @@ import type { Transport } from "./transport.js"
 export type UploadError = RemoteError | Digest.MissingDigest | StoreError
 
 type Transfers = ReturnType<typeof Blobs.make>
+
+/** Remote lookups at once, unless the options say (`Options.lookupConcurrency`). @internal */
+export const DEFAULT_LOOKUP_CONCURRENCY = 16
 
 /** @internal */
 export interface CacheState {
@@ -70,12 +77,21 @@ export interface CacheState {
   readonly present: Set<string>
   /** Blobs some action's upload is asking about or sending now: another action waits for it instead. */
   readonly inFlightBlobs: Map<string, Deferred.Deferred<void, UploadError>>
+  /**
+   * Lookups going on beside the run's graph, by action key, for processes the executor will be asked to run (see
+   * `lookup.ts`): each execution takes its own.
+   */
+  readonly lookupsAhead: Map<string, Fiber.RuntimeFiber<Option.Option<Entry>>>
+  /** How many of them ask the server at once. */
+  readonly lookupsAheadBound: Effect.Semaphore
+  /** The remote's scope (the run's): where lookups ahead run, and are interrupted at its end. */
+  readonly scope: Scope.Scope
 }
 
 /** @internal */
 export const make = (
   base: Pick<CacheState, "settings" | "options" | "store" | "calls" | "transport">
-): Effect.Effect<CacheState> =>
+): Effect.Effect<CacheState, never, Scope.Scope> =>
   Effect.gen(function*() {
     const endpoint = base.settings.endpoint.display
     const { downloadFiles, fetchTrees } = Blobs.make(base.store, base.transport, base.calls, endpoint)
@@ -100,7 +116,10 @@ export const make = (
       queued: new Set(),
       inFlight: 0,
       present: new Set(),
-      inFlightBlobs: new Map()
+      inFlightBlobs: new Map(),
+      lookupsAhead: new Map(),
+      lookupsAheadBound: yield* Effect.makeSemaphore(base.options.lookupConcurrency ?? DEFAULT_LOOKUP_CONCURRENCY),
+      scope: yield* Effect.scope
     }
   })
 

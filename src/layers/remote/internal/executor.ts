@@ -10,8 +10,9 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
+import type { Digest } from "../../../domain/Digest.js"
 import { CHROOT, type Process, SpawnError } from "../../../domain/Process.js"
-import type { Executed, RemoteTier } from "../../../domain/RemoteTier.js"
+import type { Entry, Executed, RemoteTier } from "../../../domain/RemoteTier.js"
 import type { Capabilities } from "../Capabilities.js"
 import { type Options, probeFailure, withoutSha256 } from "../RemoteCache.js"
 import type { RemoteError } from "../RemoteErrors.js"
@@ -24,6 +25,21 @@ import * as Gathered from "./gathered.js"
 /** Whether a process names its sandbox's path: it could not run anywhere else. */
 const namesItsSandbox = (process: Process) =>
   process.argv.some((a) => a.includes(CHROOT)) || Object.values(process.env).some((v) => v.includes(CHROOT))
+
+/** Whether the executor is asked to run `process` under `settings` (it may still fall back to a local run). */
+export const takes = (settings: Settings, process: Process): boolean =>
+  settings.executor && process.remote && !namesItsSandbox(process)
+
+/** A remote cache hit as an execution's answer: nothing ran (see `RemoteTier.Executed.cached`). */
+const hitOf = (entry: Entry): Executed => ({
+  exitCode: entry.exitCode,
+  timedOut: entry.timedOut,
+  stdoutDigest: entry.stdoutDigest,
+  stderrDigest: entry.stderrDigest,
+  outputDigest: entry.outputDigest,
+  cached: true,
+  timings: {}
+})
 
 type Side = Execution.Deps & {
   readonly usable: Effect.Effect<Capabilities | undefined>
@@ -63,7 +79,11 @@ const ownSide = (settings: Settings, options: Options, cacheSide: Side) =>
 export const make = (
   settings: Settings,
   cacheOptions: Options,
-  cacheSide: Side & { readonly counters: { executed: number; fallbacks: number } }
+  cacheSide: Side & {
+    readonly counters: { executed: number; fallbacks: number }
+    /** The answer of the cache's lookup left going ahead of an execution (`lookup.ts`), none without one. */
+    readonly aheadOf: (key: Digest) => Effect.Effect<Option.Option<Entry>>
+  }
 ) =>
   Effect.gen(function*() {
     const deps = settings.executorEndpoint === undefined ? cacheSide : yield* ownSide(settings, cacheOptions, cacheSide)
@@ -92,7 +112,11 @@ export const make = (
       })
     const execute: RemoteTier["Type"]["execute"] = (process, key, options) =>
       Effect.gen(function*() {
-        if (!settings.executor || !process.remote || namesItsSandbox(process)) return Option.none<Executed>()
+        if (!takes(settings, process)) return Option.none<Executed>()
+        // The cache's lookup of it, left going beside the graph (`lookup.ts`): its hit is the answer, before anything
+        // is sent (and before a fallback could run it here).
+        const ahead = yield* cacheSide.aheadOf(key)
+        if (Option.isSome(ahead)) return Option.some(hitOf(ahead.value))
         const caps = yield* deps.usable
         if (caps === undefined) {
           return yield* fallBack(process, (yield* deps.unusable ?? Effect.succeed(undefined)) ?? "it cannot be used")

@@ -7,6 +7,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Digest from "../../../domain/Digest.js"
 import type { Process } from "../../../domain/Process.js"
@@ -14,7 +15,8 @@ import type { Entry, RemoteTier } from "../../../domain/RemoteTier.js"
 import type * as Tree from "../../../domain/Tree.js"
 import { describe } from "../RemoteCache.js"
 import { RemoteError } from "../RemoteErrors.js"
-import { type CacheState, failed, noteCorrupt } from "./cacheState.js"
+import { type CacheState, DEFAULT_LOOKUP_CONCURRENCY, failed, noteCorrupt } from "./cacheState.js"
+import * as Executor from "./executor.js"
 import { usable } from "./probe.js"
 import * as Results from "./results.js"
 
@@ -45,8 +47,11 @@ export const fetchTree = (state: CacheState): RemoteTier["Type"]["fetchTree"] =>
     )
   )
 
-/** Hits looked up together: each one's entry, and then all of their trees and files at once. */
-export const lookup = (state: CacheState): RemoteTier["Type"]["lookup"] => (requests) =>
+/**
+ * Hits looked up together: each one's entry, and then all of their trees and files at once. Ahead of execution, the
+ * processes the executor will be asked to run are not waited for: their lookups go on beside (see {@link lookAhead}).
+ */
+export const lookup = (state: CacheState): RemoteTier["Type"]["lookup"] => (requests, options) =>
   Effect.gen(function*() {
     if (!state.reads || requests.length === 0) return requests.map(() => Option.none())
     if ((yield* usable(state, "lookup")) === undefined) {
@@ -54,7 +59,45 @@ export const lookup = (state: CacheState): RemoteTier["Type"]["lookup"] => (requ
       if (state.unusable === undefined) state.calls.skipped("lookup", requests.length)
       return requests.map(() => Option.none())
     }
-    return yield* lookupMany(state, requests)
+    const now = options?.aheadOfExecution === true
+      ? requests.flatMap((r, i) => (Executor.takes(state.settings, r.process) ? [] : [i]))
+      : requests.map((_, i) => i)
+    if (now.length === requests.length) return yield* lookupMany(state, requests)
+    const out: Array<Option.Option<Entry>> = requests.map(() => Option.none())
+    yield* Effect.forEach(requests, (r, i) => (now.includes(i) ? Effect.void : lookAhead(state, r)), { discard: true })
+    const found = yield* lookupMany(state, now.map((i) => requests[i]!))
+    now.forEach((i, n) => (out[i] = found[n]!))
+    return out
+  })
+
+/**
+ * Starts the lookup of a process the executor will be asked to run, and leaves it going: the run goes on as for a
+ * miss, and the process's execution takes its answer first ({@link aheadOf}). A wave's executions then start as
+ * their own lookups come back, not when the last of the wave's has: against a worker that answers lookups one at a
+ * time, 100 of them held back every execution by ~125 ms.
+ */
+const lookAhead = (state: CacheState, request: Request) =>
+  Effect.suspend(() => {
+    if (state.lookupsAhead.has(request.key.hash)) return Effect.void
+    return Effect.map(
+      Effect.forkIn(
+        state.lookupsAheadBound.withPermits(1)(lookupOne(state, request.process, request.key)),
+        state.scope
+      ),
+      (fiber) => void state.lookupsAhead.set(request.key.hash, fiber)
+    )
+  })
+
+/**
+ * The answer of a lookup left going ahead of `key`'s execution (none when there was none): a hit is the execution's
+ * answer, as the executor's own `cached_result` is.
+ */
+export const aheadOf = (state: CacheState) => (key: Digest.Digest): Effect.Effect<Option.Option<Entry>> =>
+  Effect.suspend(() => {
+    const fiber = state.lookupsAhead.get(key.hash)
+    if (fiber === undefined) return Effect.succeedNone
+    state.lookupsAhead.delete(key.hash)
+    return Fiber.join(fiber)
   })
 
 /**
@@ -238,7 +281,7 @@ const checkBatch = (
  */
 const lookupMany = (state: CacheState, requests: ReadonlyArray<Request>) =>
   Effect.gen(function*() {
-    const concurrency = state.options.lookupConcurrency ?? 16
+    const concurrency = state.options.lookupConcurrency ?? DEFAULT_LOOKUP_CONCURRENCY
     const found = yield* Effect.forEach(
       requests,
       ({ key, process }) =>

@@ -27,7 +27,10 @@ export interface Cached {
    * Looks many processes up at once, as a run does for every process of a wave whose inputs are known: the entries
    * are read in one transaction per shard. None for a miss, an uncacheable process, or an entry whose bytes are gone.
    */
-  readonly lookup: (processes: ReadonlyArray<Process>) => Effect.Effect<Array<Option.Option<ProcessResult>>>
+  readonly lookup: (
+    processes: ReadonlyArray<Process>,
+    options?: RemoteTier.LookupOptions
+  ) => Effect.Effect<Array<Option.Option<ProcessResult>>>
 }
 
 /** What one run through the cache carries from phase to phase. */
@@ -129,5 +132,5 @@ export const make = (
       yield* offerRemote(cachedRun, result)
       return result
     })
-  return { run, lookup: (processes) => lookupMany(cache, processes) }
+  return { run, lookup: (processes, options) => lookupMany(cache, processes, options) }
 }

@@ -80,12 +80,13 @@ const degrade = (err: StoreError): Effect.Effect<Option.Option<ProcessResult>> =
 export const remoteLookup = (
   cache: ActionCache,
   requests: ReadonlyArray<{ readonly process: Process; readonly key: Digest.Digest }>,
-  started: number
+  started: number,
+  options?: RemoteTier.LookupOptions
 ): Effect.Effect<Array<Option.Option<ProcessResult>>> => {
   const { remote, store } = cache
   return remote === undefined || requests.length === 0
     ? Effect.succeed(requests.map(() => Option.none()))
-    : Effect.flatMap(remote.lookup(requests), (found) =>
+    : Effect.flatMap(remote.lookup(requests, options), (found) =>
       Effect.forEach(found, (entry, i) => {
         if (Option.isNone(entry)) return Effect.succeedNone
         const { key } = requests[i]!
@@ -122,7 +123,8 @@ export const lookupOne = (cache: ActionCache, proc: Process, key: Digest.Digest,
  */
 export const lookupMany = (
   cache: ActionCache,
-  processes: ReadonlyArray<Process>
+  processes: ReadonlyArray<Process>,
+  options?: RemoteTier.LookupOptions
 ): Effect.Effect<Array<Option.Option<ProcessResult>>> =>
   Effect.gen(function*() {
     const started = Date.now()
@@ -138,7 +140,12 @@ export const lookupMany = (
         ? accept(cache, p, keys[i]!, raws[next++]!, started).pipe(Effect.catchTag("StoreError", degrade))
         : Effect.succeedNone)
     const asked = local.flatMap((hit, i) => (usable[i] && Option.isNone(hit) ? [i] : []))
-    const found = yield* remoteLookup(cache, asked.map((i) => ({ process: processes[i]!, key: keys[i]! })), started)
+    const found = yield* remoteLookup(
+      cache,
+      asked.map((i) => ({ process: processes[i]!, key: keys[i]! })),
+      started,
+      options
+    )
     asked.forEach((i, j) => (local[i] = found[j]!))
     return local
   })
