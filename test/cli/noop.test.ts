@@ -7,6 +7,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { spawn, spawnSync } from "node:child_process"
+import { randomUUID } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../../src/domain/Digest.js"
@@ -331,15 +332,10 @@ describe("the no-op check", () => {
 
   it.scoped("a remote named by an option is as one from the environment: a no-op asks it nothing, until uploads wait", () =>
     Effect.gen(function*() {
-      const { kiln, ws } = yield* workspace
-      const live = [
-        "--remote-cache",
-        remoteServers().httpUrl,
-        "--remote-cache-mode",
-        "read-write",
-        "--remote-jobs",
-        "4"
-      ]
+      const { kiln, writeConfig, ws } = yield* workspace
+      // Actions of this test's own: the server keeps what other runs sent.
+      writeConfig({ ...CONFIG, cacheNamespace: randomUUID() })
+      const live = ["--remote-cache", remoteServers().httpUrl, "--remote-jobs", "4"]
       const cold = kiln(["run", ...live])
       assert.strictEqual(cold.code, 0, cold.stderr)
       assert.strictEqual(cold.summary!.ran, 3)
@@ -357,6 +353,15 @@ describe("the no-op check", () => {
       assert.strictEqual(next.summary!.cacheHits, 3, next.stderr)
       // Without a remote, they wait: the memo answers.
       answered(kiln(["run"]))
+      // A bad endpoint is the full run's to refuse, whether the memo could answer or not.
+      for (
+        const [args, env] of [[["--remote-cache", "ftp://x"]], [[], { KILN_REMOTE_CACHE: "grpc://h/path" }]] as const
+      ) {
+        const bad = kiln(["run", ...args], env)
+        assert.strictEqual(bad.code, 2, bad.stderr)
+        assert.match(bad.check ?? "", /: a bad URL$/)
+        assert.match(bad.stderr, /unsupported scheme|has no path/)
+      }
     }))
 
   it.scoped("a store that lost entries is never trusted: the run re-makes what is gone", () =>

@@ -11,6 +11,7 @@ import { createPrivateKey, X509Certificate } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as tls from "node:tls"
+import * as EndpointUrl from "./Endpoint.js"
 import { InvalidRemoteSettings } from "./RemoteErrors.js"
 
 /**
@@ -25,15 +26,7 @@ export type Mode = "read-write" | "read" | "write"
  * @since 0.1.0
  * @category models
  */
-export interface Endpoint {
-  readonly scheme: "grpc" | "grpcs" | "http" | "https"
-  readonly host: string
-  readonly port: number
-  /** HTTP only: the path the cache lives under, without a trailing `/` (`""` at the root). */
-  readonly prefix: string
-  /** How the endpoint is named in messages and logs: scheme, host, port and prefix, never credentials. */
-  readonly display: string
-}
+export type Endpoint = EndpointUrl.Endpoint
 
 /**
  * @since 0.1.0
@@ -139,33 +132,10 @@ export const DEFAULT_TIMEOUT_MS = 60_000
  */
 export const parseEndpoint = (url: string, source: string): Effect.Effect<Endpoint, InvalidRemoteSettings> =>
   Effect.suspend(() => {
-    const bad = (detail: string) => Effect.fail(new InvalidRemoteSettings({ source, detail }))
-    let u: URL
-    try {
-      u = new URL(url)
-    } catch {
-      return bad(
-        `\`${url}\` is not a URL: expected grpc://host:port, grpcs://host:port or http(s)://host:port[/prefix]`
-      )
-    }
-    const scheme = u.protocol.replace(/:$/, "")
-    if (scheme !== "grpc" && scheme !== "grpcs" && scheme !== "http" && scheme !== "https") {
-      return bad(`unsupported scheme \`${scheme}:\` in \`${url}\`: use grpc, grpcs, http or https`)
-    }
-    if (u.username !== "" || u.password !== "") {
-      return bad("credentials in the URL would be logged: pass them with --remote-header NAME=$VAR")
-    }
-    if (u.hostname === "") return bad(`\`${url}\` names no host`)
-    const port = u.port !== "" ? Number(u.port) : scheme === "https" || scheme === "grpcs" ? 443 : 80
-    const isGrpc = scheme === "grpc" || scheme === "grpcs"
-    if (isGrpc && u.pathname !== "/" && u.pathname !== "") {
-      return bad(`a gRPC endpoint has no path (\`${u.pathname}\`): name the instance with --remote-instance-name`)
-    }
-    if (u.search !== "" || u.hash !== "") return bad(`\`${url}\` must not have a query or fragment`)
-    const prefix = isGrpc ? "" : u.pathname.replace(/\/+$/, "")
-    const host = u.hostname.replace(/^\[|\]$/g, "")
-    const display = `${scheme}://${u.host}${prefix}`
-    return Effect.succeed({ scheme, host, port, prefix, display })
+    const parsed = EndpointUrl.parse(url)
+    return EndpointUrl.isProblem(parsed)
+      ? Effect.fail(new InvalidRemoteSettings({ source, detail: parsed.problem }))
+      : Effect.succeed(parsed)
   })
 
 type TlsFile = "ca" | "clientCert" | "clientKey"

@@ -17,6 +17,7 @@ import * as GraphOrder from "../../domain/GraphOrder.js"
 import * as ResolvedConfig from "../../domain/ResolvedConfig.js"
 import * as Selection from "../../domain/Selection.js"
 import * as RunMemo from "../../layers/engine/RunMemo.js"
+import * as Endpoint from "../../layers/remote/Endpoint.js"
 import * as Layout from "../../layers/store/Layout.js"
 import * as Tasks from "../../layers/tasks/Tasks.js"
 import { cacheDir } from "../../os/CacheDir.js"
@@ -140,6 +141,20 @@ const sandboxIn = (text: string): string => {
   return typeof setting === "string" ? setting : "auto"
 }
 
+/**
+ * Where a remote's endpoint is a bad URL (an option or a variable), if one is: the full run's to report (exit 2), never
+ * a no-op's to pass over.
+ */
+const badEndpointIn = (o: ReadonlyMap<string, string>, env: NodeJS.ProcessEnv): string | undefined => {
+  const given: ReadonlyArray<[string, string | undefined]> = [
+    ["--remote-cache", o.get("remote-cache")],
+    ["--remote-executor", o.get("remote-executor")],
+    ["KILN_REMOTE_CACHE", env.KILN_REMOTE_CACHE],
+    ["KILN_REMOTE_EXECUTOR", env.KILN_REMOTE_EXECUTOR]
+  ]
+  return given.find(([, url]) => url !== undefined && url !== "" && Endpoint.isProblem(Endpoint.parse(url)))?.[0]
+}
+
 /** Why the memo cannot answer this run, or the answer. */
 const check = (
   args: ReadonlyArray<string>,
@@ -149,6 +164,8 @@ const check = (
   const parsed = parse(args)
   if (typeof parsed === "string") return new Falls(parsed, false)
   const o = parsed.options
+  const badEndpoint = badEndpointIn(o, env)
+  if (badEndpoint !== undefined) return new Falls(`${badEndpoint}: a bad URL`, false)
   const storeRoot = o.has("store-dir") ? path.resolve(o.get("store-dir")!) : cacheDir("store", "KILN_STORE_DIR", env)
   const configFile = ConfigFile.find(o.get("config"))
   if (configFile === undefined) return new Falls("no kiln.json here or above", false)

@@ -48,10 +48,11 @@ export const SANDBOX_OPTIONS = {
 
 /**
  * The remote cache's options: `run`, `exec` and `kiln remote`; `KILN_REMOTE_CACHE` and kiln.json's `"remote"` give the
- * same settings, these winning. The plain ones (an endpoint, a number, a word) are read by the direct reader and the
- * no-op check, as the same settings from the environment or kiln.json are: a no-op with `--remote-cache` is answered
- * from the run memo. Lists, files and durations, and `--remote-required` (which promises that the remote is checked),
- * send the run through @effect/cli.
+ * same settings, these winning. The endpoints and `--remote-jobs` are read by the direct reader and the no-op check
+ * (which refuses a bad URL as the full run does, `remote/Endpoint.ts`), as the same settings from the environment or
+ * kiln.json are: a no-op with `--remote-cache` is answered from the run memo. The rest (values the check cannot judge
+ * without the remote's settings, lists, files, durations, and `--remote-required`, which promises that the remote is
+ * checked) send the run through @effect/cli.
  */
 export const REMOTE_OPTIONS = {
   remoteCache: {
@@ -79,13 +80,13 @@ export const REMOTE_OPTIONS = {
     kind: "text",
     flag: "remote-fallback",
     description: "on (the default): a process the executor cannot take runs locally; off: it fails",
-    fast: true
+    fast: false
   },
   remoteInstanceName: {
     kind: "text",
     flag: "remote-instance-name",
     description: "the REAPI instance name",
-    fast: true
+    fast: false
   },
   remoteHeader: {
     kind: "list",
@@ -110,7 +111,7 @@ export const REMOTE_OPTIONS = {
     kind: "text",
     flag: "remote-cache-mode",
     description: "read-write (the default), read or write",
-    fast: true
+    fast: false
   },
   remoteRequired: {
     kind: "boolean",
@@ -131,7 +132,7 @@ export const REMOTE_OPTIONS = {
     description:
       "an id sent with every REAPI call as correlated_invocations_id, tying this run to others (a CI job's); " +
       "default $KILN_CORRELATION_ID",
-    fast: true
+    fast: false
   },
   remoteLog: {
     kind: "file",
