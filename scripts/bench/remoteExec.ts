@@ -3,7 +3,8 @@
  * `kiln run --remote-executor … --remote-jobs 20` on a Bazel REAPI worker started for it with 20 jobs (a servers.sh
  * instance of its own, on free ports, stopped at the end), against the ideal 100 × 0.3 s / 20 = 1.5 s, against a bare
  * REAPI client sending the same processes to the same worker (`remoteFloor.ts`, in turn with kiln's reps), and against
- * a local run at concurrency 2 in the same run. The client's overhead per process is what it spent beyond the 300 ms
+ * a local run at concurrency 2 in the same run. `--latency=MS` puts a proxy that delays each direction by MS between
+ * both clients and the worker, as a network would (the figures are then not #39's loopback target). The client's overhead per process is what it spent beyond the 300 ms
  * sleep (upload, the execution as it saw it, download, from `--trace`): Bazel's worker reports no
  * `ExecutedActionMetadata`, so its own overhead is inside that figure.
  */
@@ -13,7 +14,18 @@ import * as fs from "node:fs"
 import * as net from "node:net"
 import * as path from "node:path"
 import { timedSpawn } from "./kiln.js"
-import { cli, fmtMs, progress, quick, ratioText, repo, type Row, type Samples, type TempRoot } from "./report.js"
+import {
+  argValue,
+  cli,
+  fmtMs,
+  progress,
+  quick,
+  ratioText,
+  repo,
+  type Row,
+  type Samples,
+  type TempRoot
+} from "./report.js"
 
 const PROCESSES = 100
 const SLEEP_MS = 300
@@ -29,6 +41,38 @@ const REPS = quick ? 2 : 3
  * and the machine allow, beside which kiln's own cost shows.
  */
 const FLOOR = "remote execution, a bare REAPI client"
+/** `--latency=MS`: added to each direction between the clients and the worker (0: loopback as it is). */
+const LATENCY_MS = Number(argValue("latency") ?? 0)
+
+/**
+ * A TCP proxy on 127.0.0.1 to `targetPort` that holds every chunk `ms` before passing it on, in order: a round trip
+ * through it costs 2 × `ms`, as to a server across a network.
+ */
+const latencyProxy = (targetPort: number, ms: number) =>
+  new Promise<{ readonly port: number; readonly close: () => void }>((resolve, reject) => {
+    const forward = (from: net.Socket, to: net.Socket) => {
+      let passed = Promise.resolve()
+      from.on("data", (chunk: Buffer) => {
+        const due = Date.now() + ms
+        passed = passed.then(() =>
+          new Promise<void>((done) => setTimeout(() => (to.write(chunk), done()), Math.max(0, due - Date.now())))
+        )
+      })
+      from.on("end", () => void passed.then(() => to.end()))
+      from.on("error", () => to.destroy())
+    }
+    const server = net.createServer((client) => {
+      const upstream = net.connect(targetPort, "127.0.0.1")
+      forward(client, upstream)
+      forward(upstream, client)
+    })
+    server.on("error", reject)
+    server.listen(
+      0,
+      "127.0.0.1",
+      () => resolve({ port: (server.address() as net.AddressInfo).port, close: () => server.close() })
+    )
+  })
 
 const freePort = () =>
   new Promise<number>((resolve, reject) => {
@@ -82,11 +126,16 @@ export const remoteExecution = async (o: {
   for (const p of ports) serversEnv[`KILN_REMOTE_${p}_PORT`] = String(await freePort())
   const script = path.join(repo, "scripts", "remote", "servers.sh")
   const start = spawnSync("bash", [script, "start"], { env: serversEnv, encoding: "utf8" })
+  let proxy: { readonly port: number; readonly close: () => void } | undefined
   try {
     if (start.status !== 0) {
       throw new Error(`a ${JOBS}-job worker did not start: ${start.stderr.trim().split("\n").pop()}`)
     }
-    const url = /KILN_TEST_REAPI_URL=(\S+)/.exec(fs.readFileSync(path.join(dir, "env"), "utf8"))![1]!
+    const direct = /KILN_TEST_REAPI_URL=(\S+)/.exec(fs.readFileSync(path.join(dir, "env"), "utf8"))![1]!
+    // `--latency=MS`: kiln and the bare client both reach the worker through a proxy that delays every chunk by MS
+    // each way, as a server across a network is (on loopback, a round trip costs nothing).
+    proxy = LATENCY_MS > 0 ? await latencyProxy(Number(new URL(direct).port), LATENCY_MS) : undefined
+    const url = proxy === undefined ? direct : `grpc://127.0.0.1:${proxy.port}`
     progress(`remote execution: ${PROCESSES} × ${SLEEP_MS} ms on ${url} (${JOBS} jobs)`)
     const over: Array<number> = []
     const cpuMs: Array<number> = []
@@ -184,9 +233,13 @@ export const remoteExecution = async (o: {
       notes:
         `- Remote execution: a servers.sh instance of its own with ${JOBS} jobs per worker (${url}), ${REPS} reps ` +
         "of a fresh store and a fresh cache namespace each, then one local run at concurrency 2; the worker runs on " +
-        "these same 2 cores."
+        "these same 2 cores." +
+        (LATENCY_MS > 0
+          ? ` Both clients reach it through a proxy adding ${LATENCY_MS} ms each way (\`--latency=${LATENCY_MS}\`).`
+          : "")
     }
   } finally {
+    proxy?.close()
     spawnSync("bash", [script, "stop"], { env: serversEnv })
     fs.rmSync(dir, { recursive: true, force: true })
   }
