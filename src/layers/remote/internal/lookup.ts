@@ -64,7 +64,8 @@ export const lookup = (state: CacheState): RemoteTier["Type"]["lookup"] => (requ
       : requests.map((_, i) => i)
     if (now.length === requests.length) return yield* lookupMany(state, requests)
     const out: Array<Option.Option<Entry>> = requests.map(() => Option.none())
-    yield* Effect.forEach(requests, (r, i) => (now.includes(i) ? Effect.void : lookAhead(state, r)), { discard: true })
+    const askedNow = new Set(now)
+    yield* Effect.forEach(requests, (r, i) => (askedNow.has(i) ? Effect.void : lookAhead(state, r)), { discard: true })
     const found = yield* lookupMany(state, now.map((i) => requests[i]!))
     now.forEach((i, n) => (out[i] = found[n]!))
     return out
