@@ -117,6 +117,14 @@ const gen = {
 
 const summaryOf = (r: CliResult) => JSON.parse(r.stdout) as { ran: number; cacheHits: number; failed: number }
 
+/** A run (with `--summary -`) that a standby took on and that ran `gen`, which wrote `text`. */
+const tookOnAndRan = (r: CliResult, ws: string, text: string) => {
+  assert.strictEqual(r.code, 0, r.stderr)
+  assert.include(r.stderr, "kiln: standby: taken on")
+  assert.strictEqual(summaryOf(r).ran, 1)
+  assert.strictEqual(fs.readFileSync(path.join(ws, "out/gen.txt"), "utf8"), text)
+}
+
 describe("kiln run through a standby", () => {
   it.scopedLive("a run that will run processes is handed to the standby the run before left; all it does is its own", () =>
     Effect.gen(function*() {
@@ -186,11 +194,7 @@ describe("kiln run through a standby", () => {
       // that runs.
       const changed = { ...gen, argv: ["/bin/sh", "-c", "mkdir -p out && echo changed > out/gen.txt"] }
       fs.writeFileSync(path.join(w.ws, "kiln.json"), JSON.stringify({ processes: { gen: changed } }))
-      const second = yield* w.kiln(["run", "--summary", "-"])
-      assert.strictEqual(second.code, 0, second.stderr)
-      assert.include(second.stderr, "kiln: standby: taken on")
-      assert.strictEqual(summaryOf(second).ran, 1)
-      assert.strictEqual(fs.readFileSync(path.join(w.ws, "out/gen.txt"), "utf8"), "changed\n")
+      tookOnAndRan(yield* w.kiln(["run", "--summary", "-"]), w.ws, "changed\n")
     }))
 
   it.scopedLive("a run with an option only the full CLI reads leaves a standby too, which takes the next", () =>
@@ -202,11 +206,7 @@ describe("kiln run through a standby", () => {
       assert.include(first.stderr, "kiln: no-op check: option --remote-timeout")
       yield* w.standbyWaits
       fs.writeFileSync(path.join(w.ws, "src/a.txt"), "two\n")
-      const second = yield* w.kiln(args)
-      assert.strictEqual(second.code, 0, second.stderr)
-      assert.include(second.stderr, "kiln: standby: taken on")
-      assert.strictEqual(summaryOf(second).ran, 1)
-      assert.strictEqual(fs.readFileSync(path.join(w.ws, "out/gen.txt"), "utf8"), "two\n")
+      tookOnAndRan(yield* w.kiln(args), w.ws, "two\n")
     }))
 
   it.scopedLive("the run has the client's environment and working directory, not the standby's", () =>

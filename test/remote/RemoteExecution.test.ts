@@ -25,6 +25,21 @@ const PATH = { PATH: "/usr/local/bin:/usr/bin:/bin" }
 const HANG = "require('net').createServer().listen(0, '127.0.0.1')"
 const executor = () => ["--remote-executor", remoteServers().reapiUrl]
 
+/**
+ * A hostile server whose cache a first machine filled, offering execution from then on: its `Execute` answers from
+ * that cache (it runs nothing).
+ */
+const filledExecutor = (ns: string) =>
+  Effect.gen(function*() {
+    const server = yield* hostileGrpc
+    const first = yield* machine(ns)
+    const filled = yield* first.run(["--remote-cache", server.url])
+    assert.strictEqual(filled.code, 0, filled.stderr)
+    assert.strictEqual(filled.summary!.pendingUploads, 0, filled.stderr)
+    server.capabilities = { ...server.capabilities, execution_capabilities: { digest_function: 1, exec_enabled: true } }
+    return { server, first }
+  })
+
 describe("remote execution", () => {
   it.scoped("a graph runs on the executor with the bytes a local run makes; the next machine gets it from its cache", () =>
     Effect.gen(function*() {
@@ -51,16 +66,8 @@ describe("remote execution", () => {
   it.scoped("an Execute answered from the executor's cache is a remote hit: counted, its outputs landed, kept here", () =>
     Effect.gen(function*() {
       const ns = namespace()
-      const server = yield* hostileGrpc
-      const first = yield* machine(ns)
-      const filled = yield* first.run(["--remote-cache", server.url])
-      assert.strictEqual(filled.code, 0, filled.stderr)
-      assert.strictEqual(filled.summary!.pendingUploads, 0, filled.stderr)
+      const { first, server } = yield* filledExecutor(ns)
       // The executor looks actions up as it executes them (`cached_result`); kiln's own lookups miss.
-      server.capabilities = {
-        ...server.capabilities,
-        execution_capabilities: { digest_function: 1, exec_enabled: true }
-      }
       server.faults.set("GetActionResult", grpc.status.NOT_FOUND)
       const next = yield* machine(ns)
       const r = yield* next.run(["--remote-executor", server.url])
@@ -95,14 +102,7 @@ describe("remote execution", () => {
   it.scopedLive("what goes to the executor is looked up beside the graph: a lookup held back holds back its process only", () =>
     Effect.gen(function*() {
       const ns = namespace()
-      const server = yield* hostileGrpc
-      const first = yield* machine(ns)
-      const filled = yield* first.run(["--remote-cache", server.url])
-      assert.strictEqual(filled.code, 0, filled.stderr)
-      server.capabilities = {
-        ...server.capabilities,
-        execution_capabilities: { digest_function: 1, exec_enabled: true }
-      }
+      const { first, server } = yield* filledExecutor(ns)
       // The next machine's first lookup is held: the others' processes are done while it still is (before kiln gives
       // it up at the lookups' deadline, when a wave's lookups were all waited for).
       const before = server.received.filter((c) => c.method === "GetActionResult").length
