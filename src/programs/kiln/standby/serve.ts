@@ -1,12 +1,13 @@
 /**
  * The standby's side (see `protocol.ts`): take the lock of its key, load the engine with `main` held back, rehearse
- * the run that started it (see `Protocol.Rehearsal`), then listen. Each run that comes is taken on (its arguments, working directory, environment, umask, and stdout and stderr
- * that send back to the client) and checked: a no-op is answered and the standby's own identity given back; the first
- * run that will run processes it becomes, and at that run's end it sends the exit code and starts the next standby.
+ * the run that started it (see `Protocol.Rehearsal`), then listen. Each run that comes is taken on (its arguments,
+ * working directory, environment, umask, and stdout and stderr that send back to the client) and checked: a no-op is
+ * answered and the standby's own identity given back; the first run that will run processes it becomes, and at that
+ * run's end it sends the exit code and starts the next standby.
  *
  * What it must never do: serve a second run that runs (module state of one run is never seen by another; a check's
- * handovers are dropped after a no-op), or hold anything of the user's while it waits (its working directory is `/`;
- * it opens no store, workspace or lock before a run). Stopped while it waits, or idle for its time, it leaves neither
+ * handovers are dropped after a no-op and after the rehearsal), or hold anything of the user's while it waits (its
+ * working directory is `/`; it opens no store, workspace or lock before a run, and the rehearsal only reads). Stopped while it waits, or idle for its time, it leaves neither
  * socket nor lock.
  *
  * @internal
