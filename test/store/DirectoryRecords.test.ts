@@ -4,6 +4,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
+import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Records from "../../src/layers/store/DirectoryRecords.js"
@@ -33,6 +34,23 @@ describe("DirectoryRecords", () => {
       fs.writeFileSync(path.join(dir, "junk"), "abs: /x")
       assert.isUndefined(Records.directoryNamedIn(path.join(dir, "junk"), "abs", "head"))
       assert.isUndefined(Records.directoryNamedIn(path.join(dir, "missing"), "abs", "head"))
+    }))
+
+  it.scoped("a record that is a symlink or a FIFO is not read: neither followed out of the store nor waited on", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("kiln-records-")
+      const outside = path.join(dir, "outside.json")
+      fs.writeFileSync(outside, JSON.stringify({ abs: "/gone/elsewhere" }))
+      const link = path.join(dir, "link.json")
+      fs.symlinkSync(outside, link)
+      assert.isUndefined(Records.directoryNamedIn(link, "abs", "head"))
+      const fifo = path.join(dir, "fifo.json")
+      assert.strictEqual(spawnSync("mkfifo", [fifo]).status, 0)
+      assert.isUndefined(Records.directoryNamedIn(fifo, "abs", "head"))
+      assert.isUndefined(Records.directoryNamedIn(fifo, "workspace", "tail"))
+      // Removing the link removes the link.
+      assert.isNumber(Records.remove(link))
+      assert.isTrue(fs.existsSync(outside))
     }))
 
   it.scoped("a directory is gone when nothing is there or a file is in its path; one that is there is not", () =>

@@ -20,8 +20,12 @@ const EDGE_BYTES = 4096
 const stringField = (file: string, name: string, at: "head" | "tail"): string | undefined => {
   let fd: number | undefined
   try {
-    fd = fs.openSync(file, "r")
-    const size = fs.fstatSync(fd).size
+    // A record is a regular file the store wrote: a symlink is not followed out of the store, and a FIFO or device
+    // put there is neither waited on nor read.
+    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK)
+    const st = fs.fstatSync(fd)
+    if (!st.isFile()) return undefined
+    const size = st.size
     const length = Math.min(EDGE_BYTES, size)
     const edge = Buffer.alloc(length)
     const n = fs.readSync(fd, edge, 0, length, at === "head" ? 0 : size - length)
@@ -55,10 +59,10 @@ export const isGone = (abs: string): boolean => {
   }
 }
 
-/** Removes `file`: its size, or undefined when it was gone already. */
+/** Removes `file` (a symlink itself, not what it names): its size, or undefined when it was gone already. */
 export const remove = (file: string): number | undefined => {
   try {
-    const size = fs.statSync(file).size
+    const size = fs.lstatSync(file).size
     fs.unlinkSync(file)
     return size
   } catch (e) {
