@@ -16,6 +16,7 @@ import { cliLogger } from "../common/logging.js"
 import * as ConfigFile from "./configFile.js"
 import { affectedArgs } from "./optionTable.js"
 import { directRunArgs, runParsed } from "./runDirect.js"
+import { DEFERRED_MAIN } from "./standby/protocol.js"
 import { cliProblem, commandOf, readArgs } from "./usage.js"
 import { VERSION } from "./version.js"
 
@@ -188,6 +189,6 @@ const runCli = () =>
   })
 
 // A standby (`standby/serve.ts`) loads all this ahead of a run, and starts it once a run is handed over.
-const deferred = (globalThis as Record<symbol, { start?: () => void } | undefined>)[Symbol.for("kiln.standby.main")]
+const deferred = (globalThis as Record<symbol, { start?: () => void } | undefined>)[DEFERRED_MAIN]
 if (deferred !== undefined) deferred.start = runCli
 else runCli()

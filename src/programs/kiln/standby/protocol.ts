@@ -56,6 +56,12 @@ export const parseRehearsal = (text: string | undefined): Rehearsal | undefined 
   }
 }
 
+/**
+ * Where the bundle's `main.ts` leaves its start instead of running, in a standby (`serve.ts` sets it before it loads
+ * the bundle; the two meet through this global, as the loader and the bundle are apart).
+ */
+export const DEFERRED_MAIN = Symbol.for("kiln.standby.main")
+
 /** `off` turns standbys off: every run loads the engine itself, and none is started. */
 export const SWITCH_ENV = "KILN_STANDBY"
 

@@ -19,9 +19,6 @@ import { startStandby } from "./client.js"
 import * as Identity from "./identity.js"
 import * as Protocol from "./protocol.js"
 
-/** Where `main.ts` leaves its start instead of running, in a standby. */
-export const DEFERRED_MAIN = Symbol.for("kiln.standby.main")
-
 interface Deferred {
   start?: () => void
 }
@@ -53,7 +50,7 @@ export interface Hooks {
   readonly spawn: typeof Spawn
   /** The CLI's loader (`dist/cli.cjs`): what the next standby runs. */
   readonly cli: string
-  /** Loads the engine; its `main` leaves its start at {@link DEFERRED_MAIN}. */
+  /** Loads the engine; its `main` leaves its start at {@link Protocol.DEFERRED_MAIN}. */
   readonly load: () => void
   /** Loads, while it waits, what every run loads lazily (LMDB's module). */
   readonly preload: () => void
@@ -187,7 +184,7 @@ export const serve = (key: string, hooks: Hooks): void => {
   const rehearsal = Protocol.parseRehearsal(process.env[Protocol.REHEARSAL_ENV])
   delete process.env[Protocol.REHEARSAL_ENV]
   const deferred: Deferred = {}
-  ;(globalThis as Record<symbol, unknown>)[DEFERRED_MAIN] = deferred
+  ;(globalThis as Record<symbol, unknown>)[Protocol.DEFERRED_MAIN] = deferred
   hooks.load()
   hooks.preload()
   if (rehearsal !== undefined) rehearse(rehearsal, hooks)
