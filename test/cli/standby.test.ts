@@ -274,6 +274,42 @@ describe("kiln run through a standby", () => {
       yield* w.standbyWaits
     }))
 
+  it.scopedLive("a socket that answers as no standby does is not waited on: a frame too large, a reason without end", () =>
+    Effect.gen(function*() {
+      const w = yield* workspace({ gen }, { "src/a.txt": "one\n" })
+      const dead = yield* w.runThenStandby()
+      const dir = path.join(w.run, "kiln")
+      const socket = path.join(dir, fs.readdirSync(dir).find((f) => f.endsWith(".sock"))!)
+      process.kill(dead, "SIGKILL")
+      yield* eventually("it is gone", () => !isAlive(dead))
+      fs.rmSync(socket)
+      // In its place, a server that takes the run on and then announces 4 GiB of output, or declines without end;
+      // either way it keeps the connection open.
+      const answers = [
+        Buffer.from([0x41, 0x4f, 0xff, 0xff, 0xff, 0xff, 0x78]),
+        Buffer.concat([Buffer.from([0x44]), Buffer.alloc(8192, 0x78)])
+      ]
+      let served = 0
+      const server = net.createServer((conn) => {
+        conn.on("error", () => undefined)
+        conn.once("data", () => conn.write(answers[served++]!))
+      })
+      yield* Effect.acquireRelease(
+        Effect.async<void>((resume) => void server.listen(socket, () => resume(Effect.void))),
+        () => Effect.sync(() => server.close())
+      )
+      const taken = yield* w.kiln(["run"])
+      assert.strictEqual(taken.code, 1, taken.stderr)
+      assert.include(taken.stderr, "kiln: the standby engine that took this run on sent a frame of 4294967295 bytes")
+      // A reason past any a standby gives: the run is its own, done here.
+      fs.writeFileSync(path.join(w.ws, "src/a.txt"), "two\n")
+      const declined = yield* w.kiln(["run"])
+      assert.strictEqual(declined.code, 0, declined.stderr)
+      assert.include(declined.stderr, "kiln: standby: an answer it does not know")
+      assert.strictEqual(fs.readFileSync(path.join(w.ws, "out/gen.txt"), "utf8"), "two\n")
+      yield* w.standbyWaits
+    }))
+
   it.scopedLive("a request that is not one (not JSON, bad fields, too long) is declined, and the standby serves on", () =>
     Effect.gen(function*() {
       const w = yield* workspace({ gen }, { "src/a.txt": "one\n" })

@@ -12,6 +12,9 @@ import * as fs from "node:fs"
 import type * as Net from "node:net"
 import * as Protocol from "./protocol.js"
 
+/** Bytes of a declining standby's reason the client reads at most. */
+const MAX_REASON_BYTES = 4096
+
 const debug = (line: string) => {
   if (process.env.KILN_STANDBY_DEBUG === "1") {
     process.stderr.write(`kiln: standby: ${line} (${Math.round(performance.now())} ms)\n`)
@@ -108,7 +111,9 @@ export const delegate = (
         return
       }
       const length = pending.readUInt32BE(1)
-      if (kind !== Protocol.STDOUT && kind !== Protocol.STDERR) return lost("a frame it does not know")
+      if (kind !== Protocol.STDOUT && kind !== Protocol.STDERR) return lost("sent a frame it does not know")
+      // Held until it is whole: never more than a frame a standby sends.
+      if (length > Protocol.MAX_FRAME_BYTES) return lost(`sent a frame of ${length} bytes, more than any it sends`)
       if (pending.length < 5 + length) return
       ;(kind === Protocol.STDOUT ? process.stdout : process.stderr).write(pending.subarray(5, 5 + length))
       pending = pending.subarray(5 + length)
@@ -126,6 +131,8 @@ export const delegate = (
       if (pending[0] === Protocol.DECLINED) {
         const end = pending.indexOf(10)
         if (end !== -1) fall(`declined: ${pending.subarray(1, end).toString("utf8")}`)
+        // A reason is a line: one without its end in sight is not a standby's.
+        else if (pending.length > MAX_REASON_BYTES) fall("an answer it does not know")
         return
       }
       if (pending[0] !== Protocol.ACCEPTED) return fall("an answer it does not know")

@@ -102,12 +102,20 @@ export const STDOUT = 0x4f // "O"
 export const STDERR = 0x45 // "E"
 export const EXITED = 0x58 // "X"
 
-/** An output frame: its kind, length and bytes. */
+/** Bytes of output one frame carries at most: a larger write goes in several, and a client refuses a larger frame. */
+export const MAX_FRAME_BYTES = 16 * 1024 * 1024
+
+/** Output frames of `bytes`: each its kind, length and at most {@link MAX_FRAME_BYTES} of them. */
 export const outputFrame = (kind: typeof STDOUT | typeof STDERR, bytes: Uint8Array): Buffer => {
-  const head = Buffer.alloc(5)
-  head[0] = kind
-  head.writeUInt32BE(bytes.length, 1)
-  return Buffer.concat([head, bytes])
+  const frames: Array<Uint8Array> = []
+  for (let at = 0; at === 0 || at < bytes.length; at += MAX_FRAME_BYTES) {
+    const part = bytes.subarray(at, at + MAX_FRAME_BYTES)
+    const head = Buffer.alloc(5)
+    head[0] = kind
+    head.writeUInt32BE(part.length, 1)
+    frames.push(head, part)
+  }
+  return Buffer.concat(frames)
 }
 
 /** The exit frame. */
