@@ -95,5 +95,20 @@ export default tseslint.config(
       "@typescript-eslint/no-empty-object-type": "off"
     }
   },
-  ...layering
+  ...layering,
+  // Effect's Semaphore (3.22) wakes every waiter on each release: with hundreds of processes queued for a few slots,
+  // the work and the garbage grow with the square of the queue. domain/Permits.ts hands a permit to one waiter.
+  {
+    files: ["src/**/*.ts"],
+    rules: {
+      "no-restricted-properties": [
+        "error",
+        ...["makeSemaphore", "unsafeMakeSemaphore"].map((property) => ({
+          object: "Effect",
+          property,
+          message: "Use domain/Permits.ts: Effect's Semaphore wakes every waiter on each release."
+        }))
+      ]
+    }
+  }
 )

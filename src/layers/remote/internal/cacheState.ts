@@ -13,6 +13,7 @@ import type * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
 import type * as Digest from "../../../domain/Digest.js"
+import * as Permits from "../../../domain/Permits.js"
 import type { Entry } from "../../../domain/RemoteTier.js"
 import type { StoreError } from "../../../domain/StoreErrors.js"
 import type { Service as StoreService } from "../../store/Store.js"
@@ -83,7 +84,7 @@ export interface CacheState {
    */
   readonly lookupsAhead: Map<string, Fiber.RuntimeFiber<Option.Option<Entry>>>
   /** How many of them ask the server at once. */
-  readonly lookupsAheadBound: Effect.Semaphore
+  readonly lookupsAheadBound: Permits.Permits
   /** The remote's scope (the run's): where lookups ahead run, and are interrupted at its end. */
   readonly scope: Scope.Scope
 }
@@ -118,7 +119,7 @@ export const make = (
       present: new Set(),
       inFlightBlobs: new Map(),
       lookupsAhead: new Map(),
-      lookupsAheadBound: yield* Effect.makeSemaphore(base.options.lookupConcurrency ?? DEFAULT_LOOKUP_CONCURRENCY),
+      lookupsAheadBound: yield* Permits.make(base.options.lookupConcurrency ?? DEFAULT_LOOKUP_CONCURRENCY),
       scope: yield* Effect.scope
     }
   })

@@ -11,6 +11,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import type { Digest } from "../../../domain/Digest.js"
+import * as Permits from "../../../domain/Permits.js"
 import { CHROOT, type Process, SpawnError } from "../../../domain/Process.js"
 import type { Entry, Executed, RemoteTier } from "../../../domain/RemoteTier.js"
 import type { Capabilities } from "../Capabilities.js"
@@ -87,7 +88,7 @@ export const make = (
 ) =>
   Effect.gen(function*() {
     const deps = settings.executorEndpoint === undefined ? cacheSide : yield* ownSide(settings, cacheOptions, cacheSide)
-    const jobs = yield* Effect.makeSemaphore(settings.remoteJobs)
+    const jobs = yield* Permits.make(settings.remoteJobs)
     // An executor apart from the cache gives every output here: the cache is sent them from the local store.
     const execution = Execution.make({
       ...deps,
@@ -129,7 +130,7 @@ export const make = (
         }
         // An execution silent for the remote timeout is re-attached to; the process's own timeout bounds the whole.
         const ran = yield* Effect.either(
-          execution.run(process, key, settings.timeoutMs, jobs.withPermits(1), options?.skipCache === true)
+          execution.run(process, key, settings.timeoutMs, jobs.withPermit, options?.skipCache === true)
         )
         if (Either.isLeft(ran)) {
           const e = ran.left

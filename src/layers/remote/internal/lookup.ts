@@ -82,7 +82,7 @@ const lookAhead = (state: CacheState, request: Request) =>
     if (state.lookupsAhead.has(request.key.hash)) return Effect.void
     return Effect.map(
       Effect.forkIn(
-        state.lookupsAheadBound.withPermits(1)(lookupOne(state, request.process, request.key)),
+        state.lookupsAheadBound.withPermit(lookupOne(state, request.process, request.key)),
         state.scope
       ),
       (fiber) => void state.lookupsAhead.set(request.key.hash, fiber)

@@ -170,7 +170,7 @@ const downloadBatch = (
  * instead of waiting on the one that asks. What it cannot learn (any other failure) is left to that first download.
  */
 export const learnBatchRead = (conn: Connection): Effect.Effect<void> =>
-  conn.learned.batchReadProbe.withPermits(1)(Effect.suspend(() => {
+  conn.learned.batchReadProbe.withPermit(Effect.suspend(() => {
     if (conn.learned.batchRead !== "unknown") return Effect.void
     return unary(
       conn,
@@ -201,7 +201,7 @@ export const download = (
     const wanted = distinct(digests)
     // Until the server has said whether it has BatchReadBlobs, downloads ask one at a time.
     return yield* conn.learned.batchRead === "unknown"
-      ? conn.learned.batchReadProbe.withPermits(1)(Effect.suspend(() => downloadLearned(conn, wanted)))
+      ? conn.learned.batchReadProbe.withPermit(Effect.suspend(() => downloadLearned(conn, wanted)))
       : downloadLearned(conn, wanted)
   })
 

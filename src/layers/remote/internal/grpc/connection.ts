@@ -9,6 +9,7 @@
 import * as grpc from "@grpc/grpc-js"
 import * as Effect from "effect/Effect"
 import type * as Digest from "../../../../domain/Digest.js"
+import * as Permits from "../../../../domain/Permits.js"
 import { RemoteError } from "../../RemoteErrors.js"
 import type { Settings } from "../../RemoteSettings.js"
 import type { Calls, Described, Kind } from "../calls.js"
@@ -45,7 +46,7 @@ export interface Learned {
    * Held by the one download that asks while `batchRead` is unknown: the others wait for its answer rather than each
    * learn the same UNIMPLEMENTED (a remote-execution run's first 20 downloads did).
    */
-  readonly batchReadProbe: Effect.Semaphore
+  readonly batchReadProbe: Permits.Permits
 }
 
 export interface Connection {
@@ -84,7 +85,7 @@ export const connect = (settings: Settings, calls: Calls, tool: ToolInfo): Conne
     learned: {
       batchLimit: GRPC_MESSAGE_LIMIT - BATCH_FRAMING,
       batchRead: "unknown",
-      batchReadProbe: Effect.unsafeMakeSemaphore(1)
+      batchReadProbe: Permits.unsafeMake(1)
     }
   }
 }
