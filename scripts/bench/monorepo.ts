@@ -23,13 +23,14 @@ import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { killLive, leftovers } from "./kiln.js"
+import { killLive, leftovers, timedSpawn } from "./kiln.js"
 import { kilnConfigOf, kilnProcesses } from "./monorepo/kilnConfig.js"
 import { cpuSummary, traceSummary } from "./monorepo/profile.js"
 import { prepare, type Prepared, type Repo, REPOS } from "./monorepo/repos.js"
 import {
   CONCURRENCY,
   type Counted,
+  type Installed,
   installTools,
   kilnSession,
   outputDigests,
@@ -228,6 +229,38 @@ const profileRun = async (b: Bench, scn: Scenario) => {
   note(b.r, `profile and trace kept in ${keep}`)
 }
 
+/** Pairs of `turbo --version` started each way: enough for a stable median of a ~100 ms difference. */
+const LAUNCHER_REPS = 10
+/** The scenarios whose figures are small enough for the launcher's start to count: they get a row against it. */
+const LAUNCHER_SCENARIOS: ReadonlyArray<Scenario> = ["noop", "restore"]
+
+/**
+ * What a project's scripts pay to start Turborepo beyond its native binary, which the timed runs start directly:
+ * `"build": "turbo run build"` (and `npx turbo`) runs the `turbo` npm package's Node launcher, which finds the binary
+ * and runs it. Measured as `turbo --version` both ways, interleaved, so that only the start differs.
+ */
+const launcherCost = async (r: Repo, tools: Installed) => {
+  const env: NodeJS.ProcessEnv = {
+    PATH: `${path.dirname(process.execPath)}:/usr/bin:/bin`,
+    HOME: path.join(tmp.root, "turbo-home"),
+    TURBO_TELEMETRY_DISABLED: "1",
+    DO_NOT_TRACK: "1",
+    TURBO_NO_UPDATE_NOTIFIER: "1"
+  }
+  const ways: ReadonlyArray<readonly [string, ReadonlyArray<string>]> = [
+    ["native", [tools.turbo(r.turbo), "--version"]],
+    ["launcher", [process.execPath, tools.launcher(r.turbo), "--version"]]
+  ]
+  for (let i = 0; i < LAUNCHER_REPS; i++) {
+    for (const [way, argv] of rotate([...ways], i)) {
+      const log = tmp.fresh("log")
+      const x = await timedSpawn(argv, { env, log })
+      if (x.code !== 0) return warn(`turbo --version (${way}) exited ${x.code}: ${fs.readFileSync(log, "utf8").trim()}`)
+      samples.record(`turbo ${way} ${r.key}`, x.ms)
+    }
+  }
+}
+
 const benchRepo = async (r: Repo, scenarios: ReadonlyArray<Scenario>) => {
   const p = prepare(r)
   note(
@@ -279,6 +312,7 @@ const benchRepo = async (r: Repo, scenarios: ReadonlyArray<Scenario>) => {
     // Every output there, and the same in both copies, after the edits (the same in both) and the restores.
     for (const s of [...b.live]) await runOne(b, s, "noop", reps, true)
     compareOutputs(b, "at the end")
+    if (scenarios.some((scn) => LAUNCHER_SCENARIOS.includes(scn))) await launcherCost(r, tools)
     for (const scn of profileArg ?? []) await profileRun(b, scn)
   } finally {
     for (const s of opened) {
@@ -314,6 +348,22 @@ const rowsOf = (r: Repo, scenarios: ReadonlyArray<Scenario>): Array<Row> => {
       ratio: times(k / t),
       target: { op: "<=", value: TARGET, actual: k / t, unit: "×" }
     })
+    const [native, launcher] = ["native", "launcher"].map((w) =>
+      samples.has(`turbo ${w} ${r.key}`)
+        ? samples.summary(`turbo ${w} ${r.key}`).median
+        : undefined
+    )
+    if (LAUNCHER_SCENARIOS.includes(scn) && native !== undefined && launcher !== undefined) {
+      const started = t + launcher - native
+      rows.push({
+        figure: `  ${r.key}: ${SCENARIO_TEXT[scn]}, beside Turborepo as the project's scripts start it`,
+        value: fmtS(k),
+        baseline: `turbo ${fmtS(started)}: the ${fmtS(t)} above and its npm launcher's start, ${
+          Math.round(launcher - native)
+        } ms (turbo --version: ${Math.round(launcher)} ms through it, ${Math.round(native)} ms direct)`,
+        ratio: times(k / started)
+      })
+    }
   }
   const [k, t] = [rss.get(`kiln ${r.key}`), rss.get(`turbo ${r.key}`)]
   if (k !== undefined && t !== undefined && k > 0 && t > 0) {
@@ -343,7 +393,10 @@ const notes = (repos: ReadonlyArray<Repo>): string =>
     " root `vitest.config.ts` and `vitest.workspace.ts` as `rootInputs`); argv, PATH," +
     " inputs and deps inferred by kiln from the workspace. Turborepo: its native binary" +
     ` from npm, \`turbo run build test --concurrency=${CONCURRENCY} --output-logs=none --cache-dir=D --filter=./<each` +
-    " package>` (1.x with `--no-daemon`), local cache only, no telemetry, the package manager on PATH.",
+    " package>` (1.x with `--no-daemon`), local cache only, no telemetry, the package manager on PATH. The" +
+    " targets are against that binary, started directly; a project's scripts (and `npx turbo`) start it through the" +
+    " `turbo` npm package's Node launcher, whose cost is measured apart (`turbo --version` each way, 10 interleaved" +
+    " pairs) and added in the indented rows of the no-op and the restore, the figures it counts in.",
     "- Each tool has its own `cp -a` copy of the installed tree. Cold: outputs (`dist/`) removed and the cache emptied" +
     " (kiln's store, turbo's cache dir and `.turbo` logs); after each cold run one untimed no-op each. Restore: the" +
     " outputs removed, caches kept. Leaf and root edits append a new `export const` line (whitespace for a JSON file)," +

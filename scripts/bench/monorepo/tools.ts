@@ -59,6 +59,11 @@ export interface Installed {
   readonly turbo: (version: string) => string
   /** A directory with `pnpm` at each version the repositories pin, first on Turborepo's PATH. */
   readonly binDir: (pnpm: string | undefined) => string
+  /**
+   * The `turbo` npm package's launcher for a version: the Node script a project's `"build": "turbo run build"` (and
+   * `npx turbo`) starts, which finds the native binary and runs it.
+   */
+  readonly launcher: (version: string) => string
 }
 
 const turboPackage = (v: string) => (v.startsWith("1.") ? `turbo-linux-64@${v}` : `@turbo/linux-64@${v}`)
@@ -83,6 +88,7 @@ export const installTools = (repos: ReadonlyArray<Repo>): Installed => {
   }
   for (const r of repos) {
     ensure(turboPackage(r.turbo))
+    ensure(`turbo@${r.turbo}`)
     if (r.pnpm !== undefined) {
       const dir = ensure(`pnpm@${r.pnpm}`)
       const bin = path.join(dir, "bin")
@@ -94,7 +100,8 @@ export const installTools = (repos: ReadonlyArray<Repo>): Installed => {
   }
   return {
     turbo: (v) => turboBin(dirOf(turboPackage(v)), v),
-    binDir: (pnpm) => (pnpm === undefined ? "" : path.join(dirOf(`pnpm@${pnpm}`), "bin"))
+    binDir: (pnpm) => (pnpm === undefined ? "" : path.join(dirOf(`pnpm@${pnpm}`), "bin")),
+    launcher: (v) => path.join(dirOf(`turbo@${v}`), "node_modules", "turbo", "bin", "turbo")
   }
 }
 
