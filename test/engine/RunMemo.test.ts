@@ -336,6 +336,42 @@ describe("store generation", () => {
       assert.isFalse(holdsNow(fresh))
     }))
 
+  it.scoped("a check's parse is kept for the next check in the process (a standby's), never what the check found", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempDir()
+      const root = yield* tempDir()
+      fs.writeFileSync(path.join(ws, "in.txt"), "in\n")
+      backdate(path.join(ws, "in.txt"))
+      const memo = memoOf({ p: entryOf({ inputs: [RunMemo.obsOf(ws, seeFile(path.join(ws, "in.txt")))] }) })
+      RunMemo.write(root, ws, memo)
+      const holdsNow = (m: RunMemo.Memo) => RunMemo.holding(m, ws, ["p"], () => "k", () => []).valid.has("p")
+
+      // A standby's rehearsal (or a no-op it answered): a check, then its handover dropped.
+      const first = RunMemo.read(root, ws, true)!
+      assert.isTrue(holdsNow(first))
+      RunMemo.forgetHandover()
+      // The next check takes the same parse (the same processes object: no second JSON.parse), checked afresh: the
+      // change made since is seen, where the first check's evidence said the input held.
+      fs.writeFileSync(path.join(ws, "in.txt"), "changed\n")
+      const second = RunMemo.read(root, ws, true)!
+      assert.notStrictEqual(second, first)
+      assert.strictEqual(second.processes, first.processes)
+      assert.isFalse(holdsNow(second))
+      RunMemo.forgetHandover()
+
+      // The memo rewritten (another run recorded): parsed again.
+      RunMemo.write(root, ws, memoOf({ p: entryOf({ key: "other" }) }))
+      const third = RunMemo.read(root, ws, true)!
+      assert.notStrictEqual(third.processes, second.processes)
+      assert.strictEqual(third.processes.p!.key, "other")
+
+      // The engine's read (no handover to take here) drops the kept parse: a run never holds a memo it replaced.
+      RunMemo.forgetHandover()
+      RunMemo.read(root, ws)
+      const fourth = RunMemo.read(root, ws, true)!
+      assert.notStrictEqual(fourth.processes, third.processes)
+    }))
+
   it("a second question about the same names of the same config object gets the first answer", () => {
     const memo = memoOf({
       a: entryOf({ key: "ka", output: "o-ka" }),

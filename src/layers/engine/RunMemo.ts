@@ -279,6 +279,22 @@ const readJournal = (file: string): { readonly text: string; readonly stamp: str
 }
 
 /**
+ * The memo as this process last parsed it, its journal applied and no check's findings on it: a standby reads the
+ * same memo for its rehearsal, for each no-op it answers and for the run it takes, and parsing a memo that holds a
+ * large tree's group (react-email's `node_modules`: 14 MB) was a third of each check. Kept while only checks read
+ * it (the CLI's, in the loader's bundle: hence a global); the engine's read drops it, so that a run never keeps a
+ * memo it has replaced.
+ */
+const PARSED = Symbol.for("kiln.memoParsed")
+
+/** `memo`'s own fields, without what a check kept on it (symbol keys): a check of it starts from nothing. */
+const unchecked = (memo: Memo): Memo => {
+  const out: Record<string, unknown> = {}
+  for (const key of Object.keys(memo)) out[key] = (memo as unknown as Record<string, unknown>)[key]
+  return out as unknown as Memo
+}
+
+/**
  * Drops a memo a check handed over: a process that checked a run and did not start its engine (a standby that answered
  * a no-op) must check the next run afresh, never through evidence the last check cached on the memo.
  */
@@ -293,9 +309,11 @@ export const forgetHandover = (): void => {
  */
 export const read = (storeRoot: string, workspace: string, handOver = false, sandbox = "auto"): Memo | undefined => {
   const file = fileOf(storeRoot, workspace)
-  const g = globalThis as { [HANDOVER]?: Handover }
+  const g = globalThis as { [HANDOVER]?: Handover; [PARSED]?: Handover }
   const handed = g[HANDOVER]
   delete g[HANDOVER]
+  const parsed = g[PARSED]
+  if (!handOver) delete g[PARSED]
   let fd: number | undefined
   try {
     fd = fs.openSync(file, "r")
@@ -303,12 +321,19 @@ export const read = (storeRoot: string, workspace: string, handOver = false, san
     const journal = readJournal(file)
     const stamp = `${base} ${journal.stamp}`
     if (handed !== undefined && handed.file === file && handed.stamp === stamp) return handed.memo
-    const memo = JSON.parse(fs.readFileSync(fd, "utf8")) as Memo
+    let memo: Memo
+    if (parsed !== undefined && parsed.file === file && parsed.stamp === stamp) memo = unchecked(parsed.memo)
+    else {
+      memo = JSON.parse(fs.readFileSync(fd, "utf8")) as Memo
+      if (typeof memo.processes !== "object" || memo.processes === null) return undefined
+      applyJournal(memo, journal.text)
+      if (handOver) g[PARSED] = { file, stamp, memo }
+      if (handOver) memo = unchecked(memo)
+    }
     if (
       memo.v !== FORMAT || memo.build !== buildId(sandbox) || memo.workspace !== path.resolve(workspace) ||
       typeof memo.processes !== "object"
     ) return undefined
-    applyJournal(memo, journal.text)
     if (handOver) {
       ;(memo as Checked)[EVIDENCE] = new Map()
       g[HANDOVER] = { file, stamp, memo }
