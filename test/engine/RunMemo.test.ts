@@ -56,6 +56,18 @@ const memoOf = (processes: Record<string, RunMemo.Entry>): RunMemo.Memo => ({
   processes
 })
 
+/** A workspace with one input file and a memo of one process that read it, written to a store root. */
+const oneInputMemo = Effect.gen(function*() {
+  const ws = yield* tempDir()
+  const root = yield* tempDir()
+  fs.writeFileSync(path.join(ws, "in.txt"), "in\n")
+  backdate(path.join(ws, "in.txt"))
+  const memo = memoOf({ p: entryOf({ inputs: [RunMemo.obsOf(ws, seeFile(path.join(ws, "in.txt")))] }) })
+  RunMemo.write(root, ws, memo)
+  const holdsNow = (m: RunMemo.Memo) => RunMemo.holding(m, ws, ["p"], () => "k", () => []).valid.has("p")
+  return { holdsNow, memo, root, ws }
+})
+
 describe("run memo evidence", () => {
   it.scoped("a path holds until it changes in any way a snapshot would see", () =>
     Effect.gen(function*() {
@@ -306,13 +318,7 @@ describe("store generation", () => {
 
   it.scoped("what the CLI's check found is handed to the engine once, and only for the file it read", () =>
     Effect.gen(function*() {
-      const ws = yield* tempDir()
-      const root = yield* tempDir()
-      fs.writeFileSync(path.join(ws, "in.txt"), "in\n")
-      backdate(path.join(ws, "in.txt"))
-      const memo = memoOf({ p: entryOf({ inputs: [RunMemo.obsOf(ws, seeFile(path.join(ws, "in.txt")))] }) })
-      RunMemo.write(root, ws, memo)
-      const holdsNow = (m: RunMemo.Memo) => RunMemo.holding(m, ws, ["p"], () => "k", () => []).valid.has("p")
+      const { holdsNow, memo, root, ws } = yield* oneInputMemo
 
       // The check reads and checks; the file changes before the engine looks: the engine takes the check's answer
       // (the memo it writes keeps the old evidence, so the next run sees the change).
@@ -338,13 +344,7 @@ describe("store generation", () => {
 
   it.scoped("a check's parse is kept for the next check in the process (a standby's), never what the check found", () =>
     Effect.gen(function*() {
-      const ws = yield* tempDir()
-      const root = yield* tempDir()
-      fs.writeFileSync(path.join(ws, "in.txt"), "in\n")
-      backdate(path.join(ws, "in.txt"))
-      const memo = memoOf({ p: entryOf({ inputs: [RunMemo.obsOf(ws, seeFile(path.join(ws, "in.txt")))] }) })
-      RunMemo.write(root, ws, memo)
-      const holdsNow = (m: RunMemo.Memo) => RunMemo.holding(m, ws, ["p"], () => "k", () => []).valid.has("p")
+      const { holdsNow, root, ws } = yield* oneInputMemo
 
       // A standby's rehearsal (or a no-op it answered): a check, then its handover dropped.
       const first = RunMemo.read(root, ws, true)!
