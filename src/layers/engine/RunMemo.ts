@@ -327,8 +327,10 @@ export const read = (storeRoot: string, workspace: string, handOver = false, san
       memo = JSON.parse(fs.readFileSync(fd, "utf8")) as Memo
       if (typeof memo.processes !== "object" || memo.processes === null) return undefined
       applyJournal(memo, journal.text)
-      if (handOver) g[PARSED] = { file, stamp, memo }
-      if (handOver) memo = unchecked(memo)
+      if (handOver) {
+        g[PARSED] = { file, stamp, memo }
+        memo = unchecked(memo)
+      }
     }
     if (
       memo.v !== FORMAT || memo.build !== buildId(sandbox) || memo.workspace !== path.resolve(workspace) ||
