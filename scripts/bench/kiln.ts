@@ -164,13 +164,21 @@ export interface Exited {
  * Spawns `argv` in a process group of its own with stdout and stderr into `log`, and resolves when it exits (not
  * when its pipes close: a sandboxer that outlives its engine by a moment does not count).
  */
-export const timedSpawn = (argv: ReadonlyArray<string>, o: { readonly env: NodeJS.ProcessEnv; readonly log: string }) =>
+export const timedSpawn = (
+  argv: ReadonlyArray<string>,
+  o: { readonly env: NodeJS.ProcessEnv; readonly log: string; readonly cwd?: string }
+) =>
   new Promise<Exited>((resolve, reject) => {
     const fd = fs.openSync(o.log, "a")
     let child: ChildProcess
     const t0 = now()
     try {
-      child = spawn(argv[0]!, argv.slice(1), { env: o.env, detached: true, stdio: ["ignore", fd, fd] })
+      child = spawn(argv[0]!, argv.slice(1), {
+        env: o.env,
+        detached: true,
+        stdio: ["ignore", fd, fd],
+        ...(o.cwd !== undefined ? { cwd: o.cwd } : {})
+      })
     } finally {
       fs.closeSync(fd)
     }

@@ -14,6 +14,7 @@ import * as fs from "node:fs"
 import * as net from "node:net"
 import * as path from "node:path"
 import { timedSpawn } from "./kiln.js"
+import { type BazelRemote, bazelRemote } from "./remoteBazel.js"
 import {
   argValue,
   cli,
@@ -41,6 +42,8 @@ const REPS = quick ? 2 : 3
  * and the machine allow, beside which kiln's own cost shows.
  */
 const FLOOR = "remote execution, a bare REAPI client"
+/** The same processes as genrules of a warm Bazel server with `--remote_executor` (`remoteBazel.ts`). */
+const BAZEL = "remote execution, Bazel"
 /** `--latency=MS`: added to each direction between the clients and the worker (0: loopback as it is). */
 const LATENCY_MS = Number(argValue("latency") ?? 0)
 
@@ -127,6 +130,7 @@ export const remoteExecution = async (o: {
   const script = path.join(repo, "scripts", "remote", "servers.sh")
   const start = spawnSync("bash", [script, "start"], { env: serversEnv, encoding: "utf8" })
   let proxy: { readonly port: number; readonly close: () => void } | undefined
+  let bazel: BazelRemote | string | undefined
   try {
     if (start.status !== 0) {
       throw new Error(`a ${JOBS}-job worker did not start: ${start.stderr.trim().split("\n").pop()}`)
@@ -183,8 +187,15 @@ export const remoteExecution = async (o: {
       if (r.code !== 0) throw new Error(`the bare REAPI client failed: ${fs.readFileSync(log, "utf8").trim()}`)
       o.samples.record(FLOOR, r.ms)
     }
+    bazel = await bazelRemote({ tmp: o.tmp, url, jobs: JOBS, processes: PROCESSES, sleepMs: SLEEP_MS }).catch((e) =>
+      `its first build failed: ${e instanceof Error ? e.message : String(e)}`
+    )
+    if (typeof bazel === "string") progress(`remote execution: Bazel left out: ${bazel}`)
     for (let rep = 0; rep < REPS; rep++) {
       await floorOnce()
+      if (typeof bazel === "object") {
+        o.samples.record(BAZEL, await bazel.build(`${rep}-${randomBytes(4).toString("hex")}`))
+      }
       const { cpu, s, trace } = await runOnce("remote execution", [
         "--remote-executor",
         url,
@@ -199,15 +210,17 @@ export const remoteExecution = async (o: {
     const remote = o.samples.summary("remote execution")
     const floor = o.samples.summary(FLOOR)
     const local = o.samples.summary("local execution, concurrency 2")
+    const peer = typeof bazel === "object" ? o.samples.summary(BAZEL) : undefined
     const rows: Array<Row> = [
       {
         figure:
           `remote execution: ${PROCESSES} processes of ${SLEEP_MS} ms, worker --jobs ${JOBS}, --remote-jobs ${JOBS}`,
         value: fmtMs(remote),
-        baseline: `ideal ${IDEAL_MS} ms; a bare REAPI client of the same worker: ${fmtMs(floor)}; local at ` +
-          `concurrency 2: ${fmtMs(local)}, ${ratioText(local, remote)} this`,
+        baseline: `ideal ${IDEAL_MS} ms; a bare REAPI client of the same worker: ${fmtMs(floor)}; ` +
+          (peer !== undefined ? `Bazel (a warm server, --remote_executor): ${fmtMs(peer)}; ` : "") +
+          `local at concurrency 2: ${fmtMs(local)}, ${ratioText(local, remote)} this`,
         ratio: `${(remote.median / IDEAL_MS).toFixed(2)}× the ideal, ${(remote.median / floor.median).toFixed(2)}× ` +
-          "the bare client",
+          "the bare client" + (peer !== undefined ? `, ${(remote.median / peer.median).toFixed(2)}× Bazel` : ""),
         target: { op: "<=", value: TARGET_MS, actual: remote.median, unit: "ms" }
       },
       {
@@ -234,11 +247,18 @@ export const remoteExecution = async (o: {
         `- Remote execution: a servers.sh instance of its own with ${JOBS} jobs per worker (${url}), ${REPS} reps ` +
         "of a fresh store and a fresh cache namespace each, then one local run at concurrency 2; the worker runs on " +
         "these same 2 cores." +
+        (typeof bazel === "object"
+          ? ` Bazel: ${bazel.version}, one genrule a process, an untimed build first, then each rep's build with new` +
+            " contents in every genrule; its client timed from spawn to exit, as kiln's."
+          : typeof bazel === "string"
+          ? ` Bazel left out: ${bazel}.`
+          : "") +
         (LATENCY_MS > 0
           ? ` Both clients reach it through a proxy adding ${LATENCY_MS} ms each way (\`--latency=${LATENCY_MS}\`).`
           : "")
     }
   } finally {
+    if (typeof bazel === "object") await bazel.close()
     proxy?.close()
     spawnSync("bash", [script, "stop"], { env: serversEnv })
     fs.rmSync(dir, { recursive: true, force: true })
