@@ -229,7 +229,7 @@ const profileRun = async (b: Bench, scn: Scenario) => {
   note(b.r, `profile and trace kept in ${keep}`)
 }
 
-/** Pairs of `turbo --version` started each way: enough for a stable median of a ~100 ms difference. */
+/** Pairs of `turbo --version` started each way: enough for a stable median of a difference of a few tens of ms. */
 const LAUNCHER_REPS = 10
 /** The scenarios whose figures are small enough for the launcher's start to count: they get a row against it. */
 const LAUNCHER_SCENARIOS: ReadonlyArray<Scenario> = ["noop", "restore"]

@@ -72,12 +72,13 @@ export const bazelRemote = async (o: {
     if (remote !== o.processes) throw new Error(`bazel ran ${remote} of ${o.processes} processes remotely`)
     return r.ms
   }
-  await build("warm-up")
-  return {
-    version: bazel.version,
-    build,
-    close: async () => {
-      await run(["shutdown"]).catch(() => undefined)
-    }
+  const close = async () => {
+    await run(["shutdown"]).catch(() => undefined)
   }
+  // A warm-up that fails may have started the server: it is shut down before the failure is reported.
+  await build("warm-up").catch(async (e: unknown) => {
+    await close()
+    throw e
+  })
+  return { version: bazel.version, build, close }
 }

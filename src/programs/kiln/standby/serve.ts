@@ -6,9 +6,10 @@
  * run's end it sends the exit code and starts the next standby.
  *
  * What it must never do: serve a second run that runs (module state of one run is never seen by another; a check's
- * handovers are dropped after a no-op and after the rehearsal), or hold anything of the user's while it waits (its
- * working directory is `/`; it opens no store, workspace or lock before a run, and the rehearsal only reads). Stopped while it waits, or idle for its time, it leaves neither
- * socket nor lock.
+ * handovers are dropped after a no-op and after the rehearsal; what it keeps between checks is the run memo as
+ * parsed, none of a check's findings, see `RunMemo.read`), or hold anything of the user's while it waits (its working
+ * directory is `/`; it opens no store, workspace or lock before a run, and the rehearsal only reads). Stopped while it
+ * waits, or idle for its time, it leaves neither socket nor lock.
  *
  * @internal
  */
