@@ -35,9 +35,15 @@ export class NoProducer extends Schema.TaggedError<NoProducer>("kiln/NoProducer"
   /** Whether a second look, after the failure, finds it in the store after all (a read that went wrong). */
   presentNow: Schema.optional(Schema.Boolean),
   /** When this process skipped writing it because the store already held it (ISO time), if it did. */
-  skippedWriteAt: Schema.optional(Schema.String)
+  skippedWriteAt: Schema.optional(Schema.String),
+  /** The workspace file it was hashed from and left in (see `Store.hashedAt`), which has changed since. */
+  hashedAt: Schema.optional(Schema.String)
 }) {
   override get message(): string {
+    if (this.hashedAt !== undefined) {
+      return `${this.hashedAt}, an input of \`${this.consumer}\`, changed after this run hashed it (${this.digest}): ` +
+        `run again once it stops changing`
+    }
     const what = this.kind === undefined || this.kind === "blob" ? "blob" : this.kind
     const now = this.presentNow === undefined
       ? ""

@@ -9,7 +9,9 @@ import { Effect, Either, Layer } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { parse } from "../../src/domain/Config.js"
+import * as Digest from "../../src/domain/Digest.js"
 import * as Engine from "../../src/layers/engine/Engine.js"
+import * as Store from "../../src/layers/store/Store.js"
 import { stack } from "../utils/stack.js"
 import { tempDir } from "../utils/temp.js"
 
@@ -35,14 +37,15 @@ const runOn = (
   root: string,
   ws: string,
   config: Engine.RunOptions["config"],
-  onEvent?: Engine.RunOptions["onEvent"]
+  onEvent?: Engine.RunOptions["onEvent"],
+  sharedTreeMinFiles = 1000
 ) =>
   Effect.flatMap(
     Engine.Engine,
     (engine) => engine.run({ workspace: ws, config, memo: false, ...(onEvent !== undefined ? { onEvent } : {}) })
   ).pipe(
     Effect.provide(
-      Engine.layer.pipe(Layer.provideMerge(stack({ root, inProcess: true, runner: { sharedTreeMinFiles: 1000 } })))
+      Engine.layer.pipe(Layer.provideMerge(stack({ root, inProcess: true, runner: { sharedTreeMinFiles } })))
     )
   )
 
@@ -51,7 +54,35 @@ const treesIn = (root: string) => {
   return fs.existsSync(dir) ? fs.readdirSync(dir).filter((n) => /^[0-9a-f]{64}$/.test(n)) : []
 }
 
+/** Whether the store under `root` holds a file of these bytes. */
+const storedAt = (root: string, text: string) =>
+  Effect.scoped(Effect.flatMap(
+    Store.make({ root: path.join(root, "store") }),
+    (store) => store.hasFile(Digest.ofBytes(Buffer.from(text)))
+  ))
+
 describe("Engine.run: workspace trees", () => {
+  it.scopedLive("a tree written into sandboxes rather than mounted gets the workspace's bytes, stored once", () =>
+    Effect.gen(function*() {
+      const { config, root, ws } = yield* workspaceOf(() => ({
+        read: {
+          argv: ["/bin/sh", "-c", "cat node_modules/pkg3/f7.js node_modules/pkg11/f99.js > out.txt"],
+          env: { PATH },
+          inputs: ["src/**", "node_modules/**"],
+          outputs: ["out.txt"]
+        }
+      }))
+      // Nothing shared: every tree is written into the sandbox from the store, which the snapshot left the files of
+      // node_modules out of.
+      const report = yield* runOn(root, ws, config, undefined, 0)
+      assert.strictEqual(report.failed, 0, JSON.stringify(report.processes))
+      assert.strictEqual(
+        fs.readFileSync(path.join(ws, "out.txt"), "utf8"),
+        "module.exports = 307\nmodule.exports = 1199\n"
+      )
+      assert.isTrue(yield* storedAt(root, "module.exports = 307\n"))
+    }))
+
   it.scopedLive("the workspace's node_modules is mounted as it is: read-only, and nothing is copied into the store", () =>
     Effect.gen(function*() {
       const { config, root, ws } = yield* workspaceOf(() => ({
@@ -73,6 +104,8 @@ describe("Engine.run: workspace trees", () => {
       assert.match(said, /Read-only file system/)
       assert.match(said, /rc=1/)
       assert.deepStrictEqual(treesIn(root), [])
+      // Hashed, not copied: the store holds the tree's directories, not its files.
+      assert.isFalse(yield* storedAt(root, "module.exports = 307\n"))
       // The workspace itself is untouched and writable.
       assert.strictEqual(fs.readFileSync(path.join(ws, "node_modules/pkg3/f7.js"), "utf8"), "module.exports = 307\n")
       const again = yield* runOn(root, ws, config)

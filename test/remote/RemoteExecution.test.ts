@@ -153,6 +153,36 @@ describe("remote execution", () => {
       assert.isBelow(r.summary!.uploadedBytes, files * size * 1.5, r.stderr)
     }))
 
+  it.scoped("a node_modules the snapshot left in the workspace goes to the executor from there, as it was hashed", () =>
+    Effect.gen(function*() {
+      const config = {
+        processes: {
+          read: {
+            argv: ["/bin/sh", "-c", "cat node_modules/q3/f3.js node_modules/big/blob.bin | sha256sum > o.txt"],
+            inputs: ["node_modules/**"],
+            outputs: ["o.txt"],
+            env: PATH
+          }
+        }
+      }
+      const w = yield* hostileWorkspace(config)
+      // As large as a shared tree, so its files are hashed and not copied into the store; bytes the worker lacks.
+      const salt = randomBytes(8).toString("hex")
+      for (let i = 0; i < 1000; i++) {
+        fs.mkdirSync(path.join(w.ws, "node_modules", `q${i % 10}`), { recursive: true })
+        fs.writeFileSync(path.join(w.ws, "node_modules", `q${i % 10}`, `f${i}.js`), `${salt} ${i}\n`)
+      }
+      const big = randomBytes(600 * 1024)
+      fs.mkdirSync(path.join(w.ws, "node_modules", "big"))
+      fs.writeFileSync(path.join(w.ws, "node_modules", "big", "blob.bin"), big)
+      const r = yield* w.kiln(["run", ...executor()])
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.strictEqual(r.summary!.remoteExecuted, 1, r.stderr)
+      const expected = createHash("sha256").update(`${salt} 3\n`).update(big).digest("hex")
+      assert.strictEqual(fs.readFileSync(path.join(w.ws, "o.txt"), "utf8").split(" ")[0], expected)
+      assert.isAtLeast(r.summary!.uploadedBytes, big.length)
+    }))
+
   it.scoped("the worker lacks BatchReadBlobs: of many downloads at once, one asks it, the rest go by ByteStream", () =>
     Effect.gen(function*() {
       const n = 12

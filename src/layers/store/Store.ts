@@ -34,6 +34,7 @@ import * as Tree from "./internal/tree.js"
 import * as TreeMerge from "./internal/treeMerge.js"
 import * as Usage from "./internal/usage.js"
 import * as StatIndex from "./internal/walks/statIndex.js"
+import * as WorkspaceSources from "./internal/workspaceSources.js"
 import type * as Observation from "./SnapshotObservation.js"
 import * as Session from "./SnapshotSession.js"
 
@@ -225,6 +226,12 @@ export interface Service {
   /** A file's bytes, checked against the digest; corrupt bytes are removed and reported missing. */
   readonly getFile: (digest: Digest.Digest) => Effect.Effect<Uint8Array, Digest.MissingDigest | StoreError>
   readonly hasFile: (digest: Digest.Digest) => Effect.Effect<boolean, StoreError>
+  /**
+   * Where a workspace snapshot of this process hashed the file `digest` and left it (a directory taken whole, read
+   * from the workspace when needed; see `internal/workspaceSources.ts`), if it did: a file missing though it was
+   * hashed there changed after it was hashed.
+   */
+  readonly hashedAt: (digest: Digest.Digest) => string | undefined
   readonly putDirectory: (dir: Directory.Directory) => Effect.Effect<Digest.Digest, StoreError>
   readonly getDirectory: (
     digest: Digest.Digest
@@ -367,7 +374,8 @@ const openCore = (
       large: LargeFiles.make(root),
       leaseTimeMs: opts.leaseTimeMs,
       verified: new Map(),
-      committing: new Map()
+      committing: new Map(),
+      sources: WorkspaceSources.make()
     }
   })
 

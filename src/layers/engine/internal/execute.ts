@@ -88,12 +88,14 @@ const noProducer = (state: RunState, name: string, missing: Digest.MissingDigest
     // The second look is advice for the message: a store that cannot answer it leaves it out.
     const presentNow = yield* Effect.orElseSucceed(look, () => undefined)
     const skipped = skippedWriteAt(missing.digest)
+    const hashedAt = presentNow === true ? undefined : store.hashedAt(missing.digest)
     return new NoProducer({
       digest: Digest.format(missing.digest),
       consumer: name,
       kind: missing.kind,
       ...(presentNow !== undefined ? { presentNow } : {}),
-      ...(skipped !== undefined ? { skippedWriteAt: skipped.toISOString() } : {})
+      ...(skipped !== undefined ? { skippedWriteAt: skipped.toISOString() } : {}),
+      ...(hashedAt !== undefined ? { hashedAt } : {})
     })
   })
 

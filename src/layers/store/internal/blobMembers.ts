@@ -13,6 +13,7 @@ import type { Service } from "../Store.js"
 import * as Core from "./core.js"
 import * as LargeFiles from "./largeFiles.js"
 import * as Tree from "./tree.js"
+import * as WorkspaceSources from "./workspaceSources.js"
 
 const missing = (digest: Digest.Digest, kind: "file" | "directory") => new Digest.MissingDigest({ digest, kind })
 
@@ -23,6 +24,7 @@ export type Members =
   | "putFilePath"
   | "getFile"
   | "hasFile"
+  | "hashedAt"
   | "putDirectory"
   | "getDirectory"
   | "hasDirectory"
@@ -51,6 +53,7 @@ export const make = (core: Core.Core): Pick<Service, Members> => ({
       Option.match({ onNone: () => Effect.fail(missing(digest, "file")), onSome: Effect.succeed })
     ),
   hasFile: (digest) => Core.hasFile(core, digest),
+  hashedAt: (digest) => WorkspaceSources.lookup(core.sources, digest)?.abs,
   putDirectory: (dir) => Effect.map(Core.putDirectories(core, [dir]), (d) => d[0]!),
   getDirectory: (digest) =>
     Effect.flatMap(

@@ -12,6 +12,7 @@ import { StoreError } from "../../../domain/StoreErrors.js"
 import * as LargeFiles from "./largeFiles.js"
 import * as LmdbEnvs from "./lmdb/envs.js"
 import * as Sharded from "./lmdb/shards.js"
+import * as WorkspaceSources from "./workspaceSources.js"
 
 /** @internal */
 export interface Core {
@@ -34,6 +35,8 @@ export interface Core {
    * hash, with how many writes of each are in flight: present to this process, from `verified`, until they land.
    */
   readonly committing: Map<string, number>
+  /** Files this process's workspace snapshots hashed and left in the workspace (see `workspaceSources.ts`). */
+  readonly sources: WorkspaceSources.Sources
 }
 
 /** Bytes of the entries this process added to the store (see `usage.ts`). @internal */
@@ -55,6 +58,9 @@ export const coreOf = (service: object): Core => {
   if (core === undefined) throw new Error("not a store made by Store.make: maintenance needs an open store's own")
   return core
 }
+
+/** The core of a store `Store.make` returned, or undefined for another (a test's wrapper). @internal */
+export const findCore = (service: object): Core | undefined => cores.get(service)
 
 /** Whether `hash` is a directory this process is still committing (and so has in `verified`). @internal */
 const committing = (core: Core, hash: string): boolean => core.committing.has(hash) && core.verified.has(hash)
@@ -126,6 +132,64 @@ export const putDirectories = (
     )
   })
 
+/**
+ * The bytes of a file the store does not hold, read from where a workspace snapshot of this process hashed it, if
+ * they still hash to `digest` (see `workspaceSources.ts`); not stored: a reader that needs the store to hold them
+ * (a sandbox another process writes) has `ensureTree` fill them.
+ */
+const fromSource = (core: Core, digest: Digest.Digest): Uint8Array | undefined => {
+  const source = WorkspaceSources.lookup(core.sources, digest)
+  if (source === undefined) return undefined
+  const bytes = WorkspaceSources.readSized(source, digest)
+  return bytes !== undefined && Digest.equals(Digest.ofBytes(bytes), digest) ? bytes : undefined
+}
+
+/**
+ * Stores those of `files` the store lacks and a workspace snapshot of this process left in the workspace, read
+ * again and taken only where they still hash to their digests; the others stay missing. Small ones go in one batch.
+ *
+ * @internal
+ */
+export const fillFromSources = (
+  core: Core,
+  files: ReadonlyArray<Digest.Digest>
+): Effect.Effect<void, StoreError> =>
+  Effect.suspend(() => {
+    if (WorkspaceSources.isEmpty(core.sources)) return Effect.void
+    const small: Array<Sharded.Entry> = []
+    const large: Array<readonly [Digest.Digest, WorkspaceSources.Source]> = []
+    for (const digest of files) {
+      const present = hasFileSync(core, digest)
+      if (present instanceof StoreError) return Effect.fail(present)
+      if (present) continue
+      const source = WorkspaceSources.lookup(core.sources, digest)
+      if (source === undefined) continue
+      if (digest.sizeBytes >= LargeFiles.THRESHOLD) {
+        large.push([digest, source])
+        continue
+      }
+      const bytes = WorkspaceSources.readSized(source, digest)
+      if (bytes !== undefined && Digest.equals(Digest.ofBytes(bytes), digest)) {
+        small.push({ hash: digest.hash, value: bytes })
+      }
+    }
+    return Effect.zipRight(
+      putHashedSmallFiles(core, small),
+      Effect.forEach(
+        large,
+        ([digest, source]) =>
+          LargeFiles.putVerified(
+            core.large,
+            digest,
+            () => WorkspaceSources.open(source, digest),
+            leaseUntil(core),
+            core.leaseTimeMs
+          ),
+        { discard: true }
+      )
+    )
+  })
+
 const corrupt = (digest: Digest.Digest, kind: string, detail: string) =>
   Effect.logWarning(`removed a corrupt ${kind} entry ${Digest.format(digest)} from the store: ${detail}`)
 
@@ -144,7 +208,7 @@ export const getFile = (
     ? LargeFiles.read(core.large, digest)
     : Sharded.get(core.files, digest.hash)
   return Effect.flatMap(read, (bytes) => {
-    if (bytes === undefined) return Effect.succeed(Option.none())
+    if (bytes === undefined) return Effect.sync(() => Option.fromNullable(fromSource(core, digest)))
     const actual = Digest.ofBytes(bytes)
     if (Digest.equals(actual, digest)) return Effect.succeed(Option.some(bytes))
     return Effect.as(
@@ -175,7 +239,7 @@ export const withFile = <A>(
   let bad: Digest.Digest | undefined
   return Effect.flatMap(
     Sharded.withValue(core.files, digest.hash, (bytes) => {
-      if (bytes === undefined) return f(undefined)
+      if (bytes === undefined) return f(fromSource(core, digest))
       const actual = Digest.ofBytes(bytes)
       if (Digest.equals(actual, digest)) return f(bytes)
       bad = actual
@@ -387,8 +451,21 @@ const leaseBlobs = (
   })
 
 /**
+ * {@link fillFromSources} for every file of the tree `root`, before it is written by another process (a sandboxer
+ * writing the store's copy of a shared tree). A directory missing is left for that writer to report.
+ *
+ * @internal
+ */
+export const fillTree = (core: Core, root: Digest.Digest): Effect.Effect<void, StoreError> =>
+  WorkspaceSources.isEmpty(core.sources) ? Effect.void : blobsOf(core, root).pipe(
+    Effect.flatMap((blobs) => fillFromSources(core, blobs.files)),
+    Effect.catchTag("MissingDigest", () => Effect.void)
+  )
+
+/**
  * Walks a tree once: fails with `MissingDigest` on an absent directory, with `complete` on the first absent file too;
- * with `lease`, extends the leases of every directory and file of it there is (only stale leases cost a write).
+ * with `lease`, extends the leases of every directory and file of it there is (only stale leases cost a write). With
+ * either, files a workspace snapshot left in the workspace are stored first (see {@link fillFromSources}).
  *
  * @internal
  */
@@ -399,8 +476,14 @@ export const ensureTree = (
   lease: boolean
 ): Effect.Effect<void, Digest.MissingDigest | StoreError> =>
   Effect.flatMap(blobsOf(core, root), (blobs) => {
-    if (!lease) return complete ? allPresent(core, blobs.files) : Effect.void
-    return complete ? Effect.zipRight(allPresent(core, blobs.files), leaseBlobs(core, blobs)) : leaseBlobs(core, blobs)
+    // What is ensured is in the store, for whoever reads it next (a sandboxer, another process): files a snapshot
+    // left in the workspace are stored now, once, rather than read there by each reader.
+    const filled = fillFromSources(core, blobs.files)
+    if (!lease) return complete ? Effect.zipRight(filled, allPresent(core, blobs.files)) : Effect.void
+    return Effect.zipRight(
+      filled,
+      complete ? Effect.zipRight(allPresent(core, blobs.files), leaseBlobs(core, blobs)) : leaseBlobs(core, blobs)
+    )
   })
 
 /**

@@ -234,6 +234,76 @@ export const putFromPath = (
         : ioError(source, "cannot store")(e)
   })
 
+/**
+ * Stores the file `open` gives (a descriptor the caller opened and vouched is a regular file of the digest's size) if
+ * its bytes hash to `digest`; otherwise stores nothing and says false. `open` giving undefined is false too.
+ *
+ * @internal
+ */
+export const putVerified = (
+  large: LargeFiles,
+  digest: Digest.Digest,
+  open: () => number | undefined,
+  until: number,
+  leaseTimeMs: number
+): Effect.Effect<boolean, StoreError> =>
+  Effect.try({
+    try: () => {
+      if (statSize(large, digest.hash) === digest.sizeBytes) {
+        setLease(pathOf(large, digest.hash), until, leaseTimeMs)
+        return true
+      }
+      const src = open()
+      if (src === undefined) return false
+      mkdirp(large.root)
+      const tmp = path.join(large.root, `incoming.${process.pid}.${randomBytes(6).toString("hex")}.tmp`)
+      const hasher = createHash("sha256")
+      let size = 0
+      try {
+        const buf = Buffer.allocUnsafe(CHUNK)
+        writeTemp(tmp, (fd) => {
+          for (;;) {
+            const n = fs.readSync(src, buf, 0, Math.min(CHUNK, digest.sizeBytes + 1 - size), null)
+            if (n === 0) break
+            hasher.update(buf.subarray(0, n))
+            writeAll(fd, buf, n)
+            size += n
+            if (size > digest.sizeBytes) break
+          }
+        })
+        if (size !== digest.sizeBytes || hasher.digest("hex") !== digest.hash) {
+          removeQuietly(tmp)
+          return false
+        }
+        const final = pathOf(large, digest.hash)
+        mkdirp(path.dirname(final))
+        install(tmp, final, until)
+        large.added.bytes += size
+        return true
+      } catch (e) {
+        removeQuietly(tmp)
+        throw e
+      } finally {
+        fs.closeSync(src)
+      }
+    },
+    catch: ioError(large.root, "cannot store a large file")
+  })
+
+/** Hashes what is left to read of `fd`, in chunks. @internal */
+export const hashFd = (fd: number): { hash: string; size: number } => {
+  const hasher = createHash("sha256")
+  let size = 0
+  const buf = Buffer.allocUnsafe(CHUNK)
+  for (;;) {
+    const n = fs.readSync(fd, buf, 0, CHUNK, null)
+    if (n === 0) break
+    hasher.update(buf.subarray(0, n))
+    size += n
+  }
+  return { hash: hasher.digest("hex"), size }
+}
+
 /** Reads a stored file, checking its length and hash. @internal */
 export const read = (large: LargeFiles, digest: Digest.Digest): Effect.Effect<Buffer | undefined, StoreError> => {
   const file = pathOf(large, digest.hash)
@@ -277,21 +347,12 @@ const alreadyStored = (
 
 /** Hashes a stored file without loading it whole. @internal */
 export const hashFile = (file: string): { hash: string; size: number } => {
-  const hasher = createHash("sha256")
   const fd = fs.openSync(file, "r")
-  let size = 0
   try {
-    const buf = Buffer.allocUnsafe(CHUNK)
-    for (;;) {
-      const n = fs.readSync(fd, buf, 0, CHUNK, null)
-      if (n === 0) break
-      hasher.update(buf.subarray(0, n))
-      size += n
-    }
+    return hashFd(fd)
   } finally {
     fs.closeSync(fd)
   }
-  return { hash: hasher.digest("hex"), size }
 }
 
 /** @internal */

@@ -109,28 +109,34 @@ const writeLarge = (
 ): Refill.WriteLarge =>
 (p, rel, f) =>
   Effect.flatMap(
-    Effect.try({
-      try: () => {
-        if (LargeFiles.statSize(core.large, f.digest.hash) !== f.digest.sizeBytes) return false
-        const canLink = !f.isExecutable && !isMutable(mutable, rel)
-        try {
-          linkOrCopy(
-            LargeFiles.pathOf(core.large, f.digest.hash),
-            p,
-            fileMode(f.isExecutable),
-            canLink ? link : {
-              allowed: false
-            }
-          )
-        } catch (e) {
-          // Collected between the stat and the link: missing, which backtracking can repair.
-          if (errnoOf(e) === "ENOENT" && LargeFiles.statSize(core.large, f.digest.hash) === undefined) return false
-          throw e
-        }
-        return true
-      },
-      catch: ioError(p, "cannot materialize")
-    }),
+    Effect.zipRight(
+      // A file a snapshot of this process left in the workspace is stored first (see `workspaceSources.ts`).
+      LargeFiles.statSize(core.large, f.digest.hash) === f.digest.sizeBytes
+        ? Effect.void
+        : Core.fillFromSources(core, [f.digest]),
+      Effect.try({
+        try: () => {
+          if (LargeFiles.statSize(core.large, f.digest.hash) !== f.digest.sizeBytes) return false
+          const canLink = !f.isExecutable && !isMutable(mutable, rel)
+          try {
+            linkOrCopy(
+              LargeFiles.pathOf(core.large, f.digest.hash),
+              p,
+              fileMode(f.isExecutable),
+              canLink ? link : {
+                allowed: false
+              }
+            )
+          } catch (e) {
+            // Collected between the stat and the link: missing, which backtracking can repair.
+            if (errnoOf(e) === "ENOENT" && LargeFiles.statSize(core.large, f.digest.hash) === undefined) return false
+            throw e
+          }
+          return true
+        },
+        catch: ioError(p, "cannot materialize")
+      })
+    ),
     (ok) => ok ? Effect.void : Effect.fail(new Digest.MissingDigest({ digest: f.digest, kind: "file" }))
   )
 

@@ -24,6 +24,7 @@ import { type Filter, filterOf } from "./snapshotFilter.js"
 import * as Tree from "./tree.js"
 import * as StatIndex from "./walks/statIndex.js"
 import * as WholeDirs from "./walks/wholeDirs.js"
+import * as WorkspaceSources from "./workspaceSources.js"
 
 const FLUSH_BYTES = 32 * 1024 * 1024
 
@@ -50,6 +51,35 @@ interface Walk {
    * Absent for what a process made (its outputs are what it wrote).
    */
   readonly shimRoots?: Shims.Roots | undefined
+  /** In a workspace's directory taken whole: its files left in the workspace, held until its size is known. */
+  readonly left?: Left | undefined
+}
+
+/**
+ * The files of a directory taken whole that its walk left in the workspace (see `workspaceSources.ts`), while there
+ * are few enough that sandboxes may be written from the store rather than mount it: such a directory is stored when
+ * its walk ends, from the bytes held here (`read`), or read again where the walk took a file by its saved hash
+ * (`known`). Past `WorkspaceSources.LEFT_MIN_FILES` it is left in the workspace, and nothing is held.
+ */
+interface Left {
+  count: number
+  read: Array<Sharded.Entry>
+  known: Array<Digest.Digest>
+}
+
+/** Holds a file the walk left in the workspace while its directory may still be small (see {@link Left}). */
+const hold = (left: Left | undefined, digest: Digest.Digest, bytes: Uint8Array | undefined): void => {
+  if (left === undefined) return
+  if (++left.count >= WorkspaceSources.LEFT_MIN_FILES) {
+    left.read.length = 0
+    left.known.length = 0
+    return
+  }
+  if (bytes !== undefined && bytes.length > 0 && digest.sizeBytes < LargeFiles.THRESHOLD) {
+    left.read.push({ hash: digest.hash, value: bytes })
+  } else if (!Digest.isEmpty(digest)) {
+    left.known.push(digest)
+  }
 }
 
 interface Batch {
@@ -73,7 +103,16 @@ type Step<A> = A | Effect.Effect<A, StoreError>
 
 const run = <A>(step: Step<A>): Effect.Effect<A, StoreError> => Effect.isEffect(step) ? step : Effect.succeed(step)
 
+/**
+ * Whether the walk hashes the file at `abs` and leaves its bytes in the workspace (see `workspaceSources.ts`): a file
+ * of a workspace's directory taken whole, which sandboxes see mounted from the workspace, but for a `.bin` shim (what
+ * the store takes for it is not what the workspace holds).
+ */
+const leftInWorkspace = (w: Walk, abs: string): boolean =>
+  w.inWhole === true && w.shimRoots !== undefined && !Shims.isShimPath(abs)
+
 const readFileNode = (w: Walk, abs: string, useIndex = true): Step<FileNode | undefined> => {
+  const left = leftInWorkspace(w, abs)
   const previous = w.previous ??
     (w.index !== undefined && w.inWhole !== true ? WholeDirs.enclosingPrevious(w.index, abs) : undefined)
   const known = previous?.files.has(abs) === true
@@ -89,6 +128,11 @@ const readFileNode = (w: Walk, abs: string, useIndex = true): Step<FileNode | un
       ? undefined
       : (known ? WholeDirs.previousDigest(previous!, abs, st) : undefined) ??
         (StatIndex.mayKnow(w.index, abs) ? StatIndex.lookupStored(w.index, abs, st, inWhole) : undefined)
+    if (st !== undefined && digest !== undefined && left) {
+      hold(w.left, digest, undefined)
+      w.observe?.push(Observation.present("f", abs, st, digest.hash))
+      return { digest, isExecutable: (Number(st.mode) & 0o111) !== 0 }
+    }
     if (st !== undefined && digest !== undefined) {
       // The index vouches for the bytes on disk, not for the store: a collected blob is read again.
       const present = Core.hasFileSync(w.core, digest)
@@ -111,6 +155,7 @@ const readFileNode = (w: Walk, abs: string, useIndex = true): Step<FileNode | un
   let isExecutable: boolean
   let bytes: Buffer | undefined
   let st: fs.BigIntStats
+  let hashed: Digest.Digest | undefined
   try {
     st = fs.fstatSync(fd, { bigint: true })
     if (!st.isFile()) {
@@ -118,7 +163,12 @@ const readFileNode = (w: Walk, abs: string, useIndex = true): Step<FileNode | un
     }
     size = Number(st.size)
     isExecutable = (Number(st.mode) & 0o111) !== 0
-    if (size < LargeFiles.THRESHOLD) bytes = fs.readFileSync(fd)
+    if (size < LargeFiles.THRESHOLD) {
+      bytes = fs.readFileSync(fd)
+    } else if (left) {
+      const h = LargeFiles.hashFd(fd)
+      hashed = { hash: h.hash, sizeBytes: h.size }
+    }
   } catch (e) {
     return Effect.fail(ioError(abs, "cannot read")(e))
   } finally {
@@ -138,6 +188,11 @@ const readFileNode = (w: Walk, abs: string, useIndex = true): Step<FileNode | un
     w.observe?.push(Observation.present("f", abs, st, r.digest.hash))
     w.read?.push([abs, r.digest])
     return r
+  }
+  if (left) {
+    const digest = hashed ?? Digest.ofBytes(bytes!)
+    hold(w.left, digest, bytes)
+    return remember({ digest, isExecutable })
   }
   if (bytes === undefined) {
     return Effect.map(
@@ -344,6 +399,7 @@ const walkWhole = (w: Walk, abs: string, rel: string): Effect.Effect<Tree.Node |
     if (known !== undefined) return Effect.succeed(took(known))
     const reused = WholeDirs.reuse(w.index!, abs)
     if (reused !== undefined) {
+      if (w.shimRoots !== undefined) WorkspaceSources.noteGroup(w.core.sources, abs, reused.observations)
       const entry = {
         node: reused.digest,
         observations: reused.observations,
@@ -357,14 +413,23 @@ const walkWhole = (w: Walk, abs: string, rel: string): Effect.Effect<Tree.Node |
     const observations: Array<Observation.SnapshotObservation> = []
     const walkedNs = BigInt(Date.now()) * 1_000_000n
     const previous = WholeDirs.previousOf(w.index!, abs)
-    const inner: Walk = { ...w, observe: observations, inWhole: true, matched: undefined, previous }
-    return Effect.map(walkDir(inner, abs, rel, child), () => {
+    const left: Left | undefined = w.shimRoots === undefined ? undefined : { count: 0, read: [], known: [] }
+    const inner: Walk = { ...w, observe: observations, inWhole: true, matched: undefined, previous, left }
+    return Effect.flatMap(walkDir(inner, abs, rel, child), () => {
       // Its tree is the directory on disk, empty directories included (see `walkDir`): it may stand in for its tree
       // unless a path changed so recently that another change could leave its stat as it is.
       const settled = observations.every((o) => o.kind === "a" || !StatIndex.racyAt(o, walkedNs))
       const entry = { node: child, observations, standsIn: settled }
+      if (left !== undefined) WorkspaceSources.noteGroup(w.core.sources, abs, observations)
       whole.set(abs, entry)
-      return took(entry)
+      if (left === undefined || left.count >= WorkspaceSources.LEFT_MIN_FILES) return Effect.succeed(took(entry))
+      // Small: stored as any input is, with what the snapshot stores.
+      for (const e of left.read) {
+        w.batch.entries.push(e)
+        w.batch.bytes += e.value.length
+      }
+      const stored = Core.fillFromSources(w.core, left.known)
+      return Effect.as(w.batch.bytes >= FLUSH_BYTES ? Effect.zipRight(flush(w), stored) : stored, took(entry))
     })
   })
 
