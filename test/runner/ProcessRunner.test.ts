@@ -461,7 +461,7 @@ describe("ProcessRunner (a store that cannot fill a sandbox)", () => {
           path: path.join(destination, "data.txt")
         })
       // A real store whose sandbox writes fail, as they do on a full disk: the runner's own (a small tree) and the
-      // sandboxer's (in process, here: a tree with an executable is never written by the runner).
+      // sandboxer's (in process, here: a tree of more than 16 MiB is never written by the runner).
       const store = Layer.effect(
         Store,
         Effect.map(Store, (s): Store["Type"] => ({
@@ -478,9 +478,9 @@ describe("ProcessRunner (a store that cannot fill a sandbox)", () => {
       fs.mkdirSync(work)
       fs.writeFileSync(path.join(work, "data.txt"), "data\n")
       const small = yield* Effect.provide(Effect.flatMap(Store, (s) => s.snapshot(work)), context)
-      fs.writeFileSync(path.join(work, "tool.sh"), "#!/bin/sh\ncat data.txt\n", { mode: 0o755 })
-      const executable = yield* Effect.provide(Effect.flatMap(Store, (s) => s.snapshot(work)), context)
-      for (const input of [small, executable]) {
+      fs.writeFileSync(path.join(work, "big.bin"), Buffer.alloc(17 * 1024 * 1024, 1))
+      const large = yield* Effect.provide(Effect.flatMap(Store, (s) => s.snapshot(work)), context)
+      for (const input of [small, large]) {
         const marker = path.join(dir, `ran-${input.hash}`)
         const error = yield* Effect.flip(
           run(sh(`touch ${marker}`, { cache: "never", inputDigest: input })).pipe(Effect.provide(context))

@@ -1,9 +1,10 @@
 /**
  * The sandboxer's request handlers and its watchdog over the parent engine.
  *
- * Why a separate process at all: writing an executable file while the same process forks children races into
- * `ETXTBSY` ("text file busy": a child forked while the file is still open for writing inherits the descriptor, and
- * exec of that file fails until the child execs). The sandboxer writes sandboxes and never spawns a child.
+ * Why a separate process at all: a large input tree (thousands of files) written on the engine's one thread would hold
+ * up every other process of the run; the sandboxer writes it beside the engine, and never spawns a child, so nothing
+ * it writes is ever open in a forked process (`ETXTBSY`). Trees up to a shared tree's size the engine writes itself
+ * (see the runner's `localSandbox.writableHere`). Its watchdog over the engine is its other task.
  *
  * A public module of the sandboxer concern for its program (`src/programs/sandboxer.ts`), not exported from the
  * package.

@@ -11,7 +11,7 @@
  */
 import * as Effect from "effect/Effect"
 import type * as Digest from "../../../domain/Digest.js"
-import type { SandboxError, SandboxerUnavailable } from "../../../domain/Sandbox.js"
+import { materializeFailed, type SandboxError, type SandboxerUnavailable } from "../../../domain/Sandbox.js"
 import * as Sandboxes from "../../sandbox/Sandboxes.js"
 import type * as Sandboxer from "../../sandboxer/Sandboxer.js"
 import type * as Spawner from "../../spawner/Spawner.js"
@@ -20,7 +20,7 @@ import type * as SharedTrees from "../../store/SharedTrees.js"
 import type * as Store from "../../store/Store.js"
 import { capture, refuseCorrupted, report } from "./localCapture.js"
 import * as LocalRun from "./localRun.js"
-import { fill, openSandbox } from "./localSandbox.js"
+import { fill, openSandbox, writableHere } from "./localSandbox.js"
 import { commandOf, guardLinked, spawnAndWait } from "./localSpawn.js"
 import type { Runner } from "./runner.js"
 import { kindOf } from "./sandboxKind.js"
@@ -37,9 +37,20 @@ export const make = (
   spawner: Spawner.Spawner,
   options: LocalOptions
 ): Runner => {
-  // A shared tree is written by the sandboxer, like any large tree, then made read-only and renamed into place.
+  // The store's copy of a shared tree is written as a sandbox's inputs are: by the sandboxer when it is large, by this
+  // engine when it is small (a `.bin` of shims, mounted over the workspace's), then made read-only and renamed into
+  // place. Small ones by the sandboxer started it for them alone, on the first run of a store, and the next run with
+  // processes started it again, on the memo's word that the last one used it.
   const writeShared: SharedTrees.Write<Digest.MissingDigest | SandboxError | SandboxerUnavailable> = (digest, into) =>
-    Effect.zipRight(store.written, sandboxer.materialize(digest, into, { createDestination: false }))
+    Effect.flatMap(
+      store.listTree(digest).pipe(Effect.orElseSucceed(() => undefined)),
+      (entries) =>
+        writableHere(entries)
+          ? store.materialize(digest, into, { createDestination: false }).pipe(
+            Effect.catchTag("StoreError", (e) => Effect.fail(materializeFailed(into, e)))
+          )
+          : Effect.zipRight(store.written, sandboxer.materialize(digest, into, { createDestination: false }))
+    )
   const engine: LocalRun.LocalEngine = {
     store,
     sandboxer,

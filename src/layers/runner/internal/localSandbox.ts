@@ -100,25 +100,29 @@ const preparedDirs = (proc: Process): Array<string> => {
   return dirs.filter((d) => d !== "")
 }
 
-const INLINE_MAX_FILES = 256
-const INLINE_MAX_BYTES = 4 * 1024 * 1024
+const INLINE_MAX_FILES = 1000
+const INLINE_MAX_BYTES = 16 * 1024 * 1024
 
 /**
- * Whether the engine may write this input tree itself rather than ask the sandboxer: small, and without executables.
- * Executables are written only by the sandboxer, a process that never forks: a file written here could still be
- * open for writing in a child forked meanwhile, and exec'ing it would fail with ETXTBSY (Pants's reason for a
- * separate sandboxer). A small tree costs less to write than the round trip to the sandboxer; a large one would
- * hold up the engine's other processes.
+ * Whether the engine may write this input tree itself rather than ask the sandboxer: up to the size at which a
+ * subtree is mounted instead (`SharedTrees.DEFAULT_MIN_FILES`). Such a tree costs the engine's thread tens of
+ * milliseconds, less than the round trip to the sandboxer, and a run that needs no sandboxer spares a Node process's
+ * memory beside its tools (a package that bundles its workspace's packages takes all their `dist/`s: hundreds of
+ * files); a larger one would hold up the engine's other processes.
+ *
+ * Executables too. Pants writes them in a separate sandboxer because its engine forks the processes: a child forked
+ * while a file is open for writing inherits the descriptor, and exec'ing that file fails with ETXTBSY until the child
+ * execs. Here the processes are forked by the spawner, which opens no input for writing, and the engine writes a
+ * file from open to close in one synchronous call on its one thread, where its own few forks (starting a helper)
+ * happen too: no child of the engine is forked while an input is open. A busy binary is still retried (see
+ * `processGroup.ts`), should a host process fork from another thread.
+ *
+ * @internal
  */
-const writableHere = (entries: ReadonlyArray<Store.TreeEntry> | undefined) => {
+export const writableHere = (entries: ReadonlyArray<Store.TreeEntry> | undefined) => {
   if (entries === undefined || entries.length > INLINE_MAX_FILES) return false
   let bytes = 0
-  for (const e of entries) {
-    if (e.type === "file") {
-      if (e.isExecutable === true) return false
-      bytes += e.digest!.sizeBytes
-    }
-  }
+  for (const e of entries) if (e.type === "file") bytes += e.digest!.sizeBytes
   return bytes <= INLINE_MAX_BYTES
 }
 
