@@ -144,9 +144,11 @@ const fromSource = (core: Core, digest: Digest.Digest): Uint8Array | undefined =
   return bytes !== undefined && Digest.equals(Digest.ofBytes(bytes), digest) ? bytes : undefined
 }
 
+const FILL_BATCH_BYTES = 32 * 1024 * 1024
+
 /**
  * Stores those of `files` the store lacks and a workspace snapshot of this process left in the workspace, read
- * again and taken only where they still hash to their digests; the others stay missing. Small ones go in one batch.
+ * again and taken only where they still hash to their digests; the others stay missing. Small ones go in batches.
  *
  * @internal
  */
@@ -156,7 +158,9 @@ export const fillFromSources = (
 ): Effect.Effect<void, StoreError> =>
   Effect.suspend(() => {
     if (WorkspaceSources.isEmpty(core.sources)) return Effect.void
-    const small: Array<Sharded.Entry> = []
+    // Small files are read a batch at a time: a tree written rather than mounted may be a whole node_modules.
+    const batches: Array<Array<readonly [Digest.Digest, WorkspaceSources.Source]>> = [[]]
+    let batchBytes = 0
     const large: Array<readonly [Digest.Digest, WorkspaceSources.Source]> = []
     for (const digest of files) {
       const present = hasFileSync(core, digest)
@@ -168,13 +172,27 @@ export const fillFromSources = (
         large.push([digest, source])
         continue
       }
-      const bytes = WorkspaceSources.readSized(source, digest)
-      if (bytes !== undefined && Digest.equals(Digest.ofBytes(bytes), digest)) {
-        small.push({ hash: digest.hash, value: bytes })
+      batches[batches.length - 1]!.push([digest, source])
+      batchBytes += digest.sizeBytes
+      if (batchBytes >= FILL_BATCH_BYTES) {
+        batches.push([])
+        batchBytes = 0
       }
     }
+    const readBatch = (batch: ReadonlyArray<readonly [Digest.Digest, WorkspaceSources.Source]>) => {
+      const entries: Array<Sharded.Entry> = []
+      for (const [digest, source] of batch) {
+        const bytes = WorkspaceSources.readSized(source, digest)
+        if (bytes !== undefined && Digest.equals(Digest.ofBytes(bytes), digest)) {
+          entries.push({ hash: digest.hash, value: bytes })
+        }
+      }
+      return entries
+    }
     return Effect.zipRight(
-      putHashedSmallFiles(core, small),
+      Effect.forEach(batches, (batch) => Effect.suspend(() => putHashedSmallFiles(core, readBatch(batch))), {
+        discard: true
+      }),
       Effect.forEach(
         large,
         ([digest, source]) =>

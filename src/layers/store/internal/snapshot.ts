@@ -399,7 +399,13 @@ const walkWhole = (w: Walk, abs: string, rel: string): Effect.Effect<Tree.Node |
     if (known !== undefined) return Effect.succeed(took(known))
     const reused = WholeDirs.reuse(w.index!, abs)
     if (reused !== undefined) {
-      if (w.shimRoots !== undefined) WorkspaceSources.noteGroup(w.core.sources, abs, reused.observations)
+      // A small one's files were stored by the walk that saved it (see `Left`); a store that removed any since has
+      // another generation, and the directory is walked again.
+      if (
+        w.shimRoots !== undefined && WorkspaceSources.holdsAtLeast(reused.observations, WorkspaceSources.LEFT_MIN_FILES)
+      ) {
+        WorkspaceSources.noteGroup(w.core.sources, abs, reused.observations)
+      }
       const entry = {
         node: reused.digest,
         observations: reused.observations,
@@ -420,9 +426,13 @@ const walkWhole = (w: Walk, abs: string, rel: string): Effect.Effect<Tree.Node |
       // unless a path changed so recently that another change could leave its stat as it is.
       const settled = observations.every((o) => o.kind === "a" || !StatIndex.racyAt(o, walkedNs))
       const entry = { node: child, observations, standsIn: settled }
-      if (left !== undefined) WorkspaceSources.noteGroup(w.core.sources, abs, observations)
+      const large = left !== undefined && left.count >= WorkspaceSources.LEFT_MIN_FILES
+      // A small one is stored below; where the walk took some of its files by saved hashes, they are read from here.
+      if (left !== undefined && (large || left.known.length > 0)) {
+        WorkspaceSources.noteGroup(w.core.sources, abs, observations)
+      }
       whole.set(abs, entry)
-      if (left === undefined || left.count >= WorkspaceSources.LEFT_MIN_FILES) return Effect.succeed(took(entry))
+      if (left === undefined || large) return Effect.succeed(took(entry))
       // Small: stored as any input is, with what the snapshot stores.
       for (const e of left.read) {
         w.batch.entries.push(e)

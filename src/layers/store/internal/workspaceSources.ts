@@ -69,6 +69,13 @@ export const noteGroup = (
   sources.pending.set(dir, observations)
 }
 
+/** Whether a directory's observations hold at least `n` files (counted only that far). @internal */
+export const holdsAtLeast = (observations: ReadonlyArray<Observation.SnapshotObservation>, n: number): boolean => {
+  let files = 0
+  for (const o of observations) if (o.kind === "f" && ++files >= n) return true
+  return false
+}
+
 const indexPending = (sources: Sources): void => {
   const groups = [...sources.pending.values()]
   sources.pending.clear()
