@@ -157,6 +157,31 @@ export const putBytes = (
 
 const CHUNK = 1024 * 1024
 
+/** A new temp file's name in the large-file folder, this process's. */
+const tempIn = (large: LargeFiles): string =>
+  path.join(large.root, `incoming.${process.pid}.${randomBytes(6).toString("hex")}.tmp`)
+
+/**
+ * Copies what is left to read of `src` into the new file `tmp` (synced, read-only) while hashing it, in one pass;
+ * stops once past `limit` bytes, so that a file that grew is not read whole.
+ */
+const copyHashing = (src: number, tmp: string, limit = Infinity): { hash: string; size: number } => {
+  const hasher = createHash("sha256")
+  const buf = Buffer.allocUnsafe(CHUNK)
+  let size = 0
+  writeTemp(tmp, (fd) => {
+    for (;;) {
+      const n = fs.readSync(src, buf, 0, Math.min(CHUNK, limit + 1 - size), null)
+      if (n === 0) break
+      hasher.update(buf.subarray(0, n))
+      writeAll(fd, buf, n)
+      size += n
+      if (size > limit) break
+    }
+  })
+  return { hash: hasher.digest("hex"), size }
+}
+
 /**
  * Copies a file into the store while hashing it, in one pass. A source that changes while it is read (its size or
  * mtime differ afterwards) is read again, a bounded number of times.
@@ -176,31 +201,22 @@ export const putFromPath = (
       if (stored !== undefined) return stored
       for (let attempt = 0; attempt < 5; attempt++) {
         const before = fs.statSync(source)
-        const tmp = path.join(large.root, `incoming.${process.pid}.${randomBytes(6).toString("hex")}.tmp`)
-        const hasher = createHash("sha256")
-        let size = 0
+        const tmp = tempIn(large)
         try {
           const src = fs.openSync(source, "r")
+          let copied: { hash: string; size: number }
           try {
-            const buf = Buffer.allocUnsafe(CHUNK)
-            writeTemp(tmp, (fd) => {
-              for (;;) {
-                const n = fs.readSync(src, buf, 0, CHUNK, null)
-                if (n === 0) break
-                hasher.update(buf.subarray(0, n))
-                writeAll(fd, buf, n)
-                size += n
-              }
-            })
+            copied = copyHashing(src, tmp)
           } finally {
             fs.closeSync(src)
           }
+          const size = copied.size
           const after = fs.statSync(source)
           if (after.size !== before.size || after.mtimeMs !== before.mtimeMs || after.size !== size) {
             removeQuietly(tmp)
             continue
           }
-          const digest = { hash: hasher.digest("hex"), sizeBytes: size }
+          const digest = { hash: copied.hash, sizeBytes: size }
           const final = pathOf(large, digest.hash)
           let kept = false
           if (statSize(large, digest.hash) === size) {
@@ -256,29 +272,17 @@ export const putVerified = (
       const src = open()
       if (src === undefined) return false
       mkdirp(large.root)
-      const tmp = path.join(large.root, `incoming.${process.pid}.${randomBytes(6).toString("hex")}.tmp`)
-      const hasher = createHash("sha256")
-      let size = 0
+      const tmp = tempIn(large)
       try {
-        const buf = Buffer.allocUnsafe(CHUNK)
-        writeTemp(tmp, (fd) => {
-          for (;;) {
-            const n = fs.readSync(src, buf, 0, Math.min(CHUNK, digest.sizeBytes + 1 - size), null)
-            if (n === 0) break
-            hasher.update(buf.subarray(0, n))
-            writeAll(fd, buf, n)
-            size += n
-            if (size > digest.sizeBytes) break
-          }
-        })
-        if (size !== digest.sizeBytes || hasher.digest("hex") !== digest.hash) {
+        const copied = copyHashing(src, tmp, digest.sizeBytes)
+        if (copied.size !== digest.sizeBytes || copied.hash !== digest.hash) {
           removeQuietly(tmp)
           return false
         }
         const final = pathOf(large, digest.hash)
         mkdirp(path.dirname(final))
         install(tmp, final, until)
-        large.added.bytes += size
+        large.added.bytes += copied.size
         return true
       } catch (e) {
         removeQuietly(tmp)
