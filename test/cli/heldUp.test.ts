@@ -108,14 +108,16 @@ describe("what kiln makes for itself is its user's alone", () => {
         processes: {
           p: {
             // The files beside its sandbox are the process's own stdout and stderr; the sandboxer (which writes an
-            // input tree that holds an executable) keeps its log while the run lasts, somewhere under the root.
+            // input tree past 16 MiB, larger than the engine writes itself) keeps its log while the run lasts,
+            // somewhere under the root.
             argv: ["tools/modes.sh", root],
-            inputs: ["tools/modes.sh", "a.txt"],
+            inputs: ["tools/modes.sh", "a.txt", "big.bin"],
             outputs: ["modes.txt"]
           }
         }
       }))
       writeTree(dirs.ws, {
+        "big.bin": Buffer.alloc(17 * 1024 * 1024, 1),
         "tools/modes.sh": {
           content: `#!/bin/sh
 out=$(stat -L -c '%F %a' /proc/$$/fd/1)

@@ -24,7 +24,7 @@ interface Result {
   readonly stderr: string
 }
 
-/** A temp root holding a workspace whose one process needs the sandboxer (an executable input), and where kiln goes. */
+/** A temp root holding a workspace of one process (an executable input), and where kiln goes. */
 const setup = Effect.gen(function*() {
   const root = yield* tempDir("kiln-hostile-roots-")
   const ws = path.join(root, "ws")
@@ -261,6 +261,14 @@ describe.skipIf(!isRoot)("roots another user made or can write (as root)", () =>
   it.scoped("a runtime directory another user took first is passed over: the sandboxer starts, the run succeeds", () =>
     Effect.gen(function*() {
       const dirs = yield* setup
+      // An input tree past 16 MiB, which the sandboxer writes (the engine writes smaller ones): its socket is in the
+      // runtime directory.
+      fs.writeFileSync(path.join(dirs.ws, "big.bin"), Buffer.alloc(17 * 1024 * 1024, 1))
+      const config = JSON.parse(fs.readFileSync(path.join(dirs.ws, "kiln.json"), "utf8")) as {
+        processes: { p: { inputs: Array<string> } }
+      }
+      config.processes.p.inputs.push("big.bin")
+      fs.writeFileSync(path.join(dirs.ws, "kiln.json"), JSON.stringify(config))
       const runtime = path.join(dirs.root, ".cache", "kiln", "run")
       // $XDG_RUNTIME_DIR open to all, where another user made `kiln` first (as /tmp/kiln-<uid> could be taken).
       const openXdg = madeBy(path.join(dirs.root, "xdg-open"), NOBODY, NOBODY, 0o777)

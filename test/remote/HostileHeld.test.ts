@@ -395,8 +395,10 @@ describe("a remote token never reaches the disk", () => {
       const ws = path.join(root, "ws")
       writeTree(ws, {
         "a.txt": `alpha ${randomUUID()}\n`,
-        // An executable input: the sandboxer writes the input tree. The process copies the sandboxer's log, which
-        // kiln removes when the run ends, into its outputs (searched below with everything else).
+        // An input tree past 16 MiB: the sandboxer writes it (the engine writes smaller ones). The process copies the
+        // sandboxer's log, which kiln removes when the run ends, into its outputs (searched below with everything
+        // else).
+        "big.bin": Buffer.alloc(17 * 1024 * 1024, 1),
         "tools/gen.sh": {
           content: `#!/bin/sh
 mkdir -p out && cat a.txt > out/a.txt
@@ -409,7 +411,7 @@ find "$1" -name 'sb-*.log' -type f | wc -l > out/sandboxer-log-count.txt
           // The process reads kiln's own files on the host (the sandboxer's log): no strict view, which hides them.
           sandbox: "off",
           processes: {
-            gen: { argv: ["tools/gen.sh", root], inputs: ["tools/gen.sh", "a.txt"], outputs: ["out/"] }
+            gen: { argv: ["tools/gen.sh", root], inputs: ["tools/gen.sh", "a.txt", "big.bin"], outputs: ["out/"] }
           }
         })
       })

@@ -13,6 +13,7 @@ import type { Service } from "../Store.js"
 import * as Core from "./core.js"
 import * as LargeFiles from "./largeFiles.js"
 import * as Tree from "./tree.js"
+import * as TreeBlobs from "./treeBlobs.js"
 import * as WorkspaceSources from "./workspaceSources.js"
 
 const missing = (digest: Digest.Digest, kind: "file" | "directory") => new Digest.MissingDigest({ digest, kind })
@@ -61,7 +62,7 @@ export const make = (core: Core.Core): Pick<Service, Members> => ({
       Option.match({ onNone: () => Effect.fail(missing(digest, "directory")), onSome: Effect.succeed })
     ),
   hasDirectory: (digest) => Core.hasDirectory(core, digest),
-  ensureTree: (root, options) => Core.ensureTree(core, root, options.complete === true, options.lease === true),
+  ensureTree: (root, options) => TreeBlobs.ensureTree(core, root, options.complete === true, options.lease === true),
   listTree: (root) => {
     const dirs = new Map<string, Directory.Directory>()
     return Effect.zipRight(

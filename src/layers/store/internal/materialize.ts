@@ -21,6 +21,7 @@ import type { MaterializeOptions } from "../Store.js"
 import * as Core from "./core.js"
 import * as LargeFiles from "./largeFiles.js"
 import * as Refill from "./refill.js"
+import * as TreeBlobs from "./treeBlobs.js"
 
 const fileMode = (isExecutable: boolean) => isExecutable ? 0o755 : 0o644
 
@@ -113,7 +114,7 @@ const writeLarge = (
       // A file a snapshot of this process left in the workspace is stored first (see `workspaceSources.ts`).
       LargeFiles.statSize(core.large, f.digest.hash) === f.digest.sizeBytes
         ? Effect.void
-        : Core.fillFromSources(core, [f.digest]),
+        : TreeBlobs.fillFromSources(core, [f.digest]),
       Effect.try({
         try: () => {
           if (LargeFiles.statSize(core.large, f.digest.hash) !== f.digest.sizeBytes) return false

@@ -31,6 +31,7 @@ import { removeTree } from "../../../os/RemoveTree.js"
 import type { Reserved, Shared, Split, WritablePath, Write } from "../SharedTrees.js"
 import type * as Store from "../Store.js"
 import * as Core from "./core.js"
+import * as TreeBlobs from "./treeBlobs.js"
 
 /** @internal */
 export interface State {
@@ -268,7 +269,7 @@ const makeTree = <E>(state: State, digest: Digest.Digest, write: Write<E>) =>
     if (trusted(state, digest)) return final
     // Its files a snapshot left in the workspace are in the store before the writer (perhaps the sandboxer) reads them.
     const core = Core.findCore(state.store)
-    if (core !== undefined) yield* Core.fillTree(core, digest)
+    if (core !== undefined) yield* TreeBlobs.fillTree(core, digest)
     const tmp = tempPath(state)
     yield* Effect.try({ try: () => mkdirp(tmp), catch: ioError(tmp, "cannot create") })
     const written = yield* Effect.exit(write(digest, tmp))
