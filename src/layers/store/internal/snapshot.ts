@@ -22,8 +22,17 @@ import * as Sharded from "./lmdb/shards.js"
 import { filterOf } from "./snapshotFilter.js"
 import * as Tree from "./tree.js"
 import * as TreeBlobs from "./treeBlobs.js"
-import { type FileNode, flush, FLUSH_BYTES, type Left, newBatch, readFileNode, run, type Walk } from "./walkFile.js"
 import * as StatIndex from "./walks/statIndex.js"
+import {
+  type FileNode,
+  flush,
+  FLUSH_BYTES,
+  type Left,
+  newBatch,
+  readFileNode,
+  run,
+  type Walk
+} from "./walks/walkFile.js"
 import * as WholeDirs from "./walks/wholeDirs.js"
 import * as WorkspaceSources from "./workspaceSources.js"
 

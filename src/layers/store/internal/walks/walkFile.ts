@@ -1,27 +1,27 @@
 /**
  * How a snapshot's walk reads one file: by the stat index or a saved walk where they vouch for it, else its bytes,
  * hashed as they are read and stored with the walk's batch; a file of a workspace's directory taken whole is hashed and
- * left in the workspace (see `workspaceSources.ts`). The walk over directories is `snapshot.ts`.
+ * left in the workspace (see `../workspaceSources.ts`). The walk over directories is `snapshot.ts`.
  *
  * @internal
  */
 import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
-import * as Digest from "../../../domain/Digest.js"
-import { StoreError } from "../../../domain/StoreErrors.js"
-import { errnoOf } from "../../../os/Errno.js"
-import { ioError } from "../../../os/IoError.js"
-import * as Shims from "../Shims.js"
-import * as Observation from "../SnapshotObservation.js"
-import * as Core from "./core.js"
-import { putHashedSmallFiles } from "./core.js"
-import type * as GlobMatches from "./globMatches.js"
-import * as LargeFiles from "./largeFiles.js"
-import type * as Sharded from "./lmdb/shards.js"
-import type { Filter } from "./snapshotFilter.js"
-import * as StatIndex from "./walks/statIndex.js"
-import * as WholeDirs from "./walks/wholeDirs.js"
-import * as WorkspaceSources from "./workspaceSources.js"
+import * as Digest from "../../../../domain/Digest.js"
+import { StoreError } from "../../../../domain/StoreErrors.js"
+import { errnoOf } from "../../../../os/Errno.js"
+import { ioError } from "../../../../os/IoError.js"
+import * as Shims from "../../Shims.js"
+import * as Observation from "../../SnapshotObservation.js"
+import * as Core from "../core.js"
+import { putHashedSmallFiles } from "../core.js"
+import type * as GlobMatches from "../globMatches.js"
+import * as LargeFiles from "../largeFiles.js"
+import type * as Sharded from "../lmdb/shards.js"
+import type { Filter } from "../snapshotFilter.js"
+import * as WorkspaceSources from "../workspaceSources.js"
+import * as StatIndex from "./statIndex.js"
+import * as WholeDirs from "./wholeDirs.js"
 
 export const FLUSH_BYTES = 32 * 1024 * 1024
 
