@@ -107,3 +107,17 @@ export const usesBinding = (probe: string): boolean => {
   if (binding === null) binding = detect(probe)
   return binding !== undefined
 }
+
+/** The widest timestamp tick of a file system with nanosecond times (the kernel's coarse clock), and of one without. */
+const FINE_TICK_NS = 10_000_000n
+const COARSE_TICK_NS = 2_000_000_000n
+
+/**
+ * Whether a stat changed so shortly before `atNs` that another change in the same timestamp tick would leave it as it
+ * is ("racily clean", as git says). The tick is told by the ctime, which only the kernel sets: an mtime of a whole
+ * second is what `tar` and package managers give every file they unpack, on file systems whose ticks are fine.
+ */
+export const racyAt = (st: { readonly mtimeNs: bigint; readonly ctimeNs: bigint }, atNs: bigint): boolean => {
+  const tick = st.ctimeNs % 1_000_000_000n === 0n ? COARSE_TICK_NS : FINE_TICK_NS
+  return st.mtimeNs + tick >= atNs || st.ctimeNs + tick >= atNs
+}

@@ -15,8 +15,9 @@ const FILES = 3000
 const workspace = Effect.gen(function*() {
   const root = yield* tempDir("kiln-hashing-")
   const ws = path.join(root, "ws")
-  // Modified a minute ago: not racily clean against the index the first run saves.
-  const old = new Date(Date.now() - 60_000)
+  // Modified a minute ago, on a whole second as `tar` and package managers leave every file they unpack: not racily
+  // clean against the index the first run saves, though their ctimes are moments before it.
+  const old = new Date(Math.floor(Date.now() / 1000) * 1000 - 60_000)
   for (let d = 0; d < FILES / 100; d++) {
     const dir = path.join(ws, "vendor", `pkg${d}`)
     fs.mkdirSync(dir, { recursive: true })

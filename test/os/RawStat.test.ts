@@ -71,3 +71,19 @@ describe("raw lstat", () => {
       assert.deepStrictEqual(raw(file, dir), viaFs(file))
     }))
 })
+
+describe("racily clean", () => {
+  const S = 1_000_000_000n
+  it("the tick is told by the ctime: an mtime on a whole second (as tar leaves it) is not a coarse file system", () => {
+    const ctimeNs = 1_700_000_000n * S + 123_456_789n
+    const unpacked = { mtimeNs: 1_600_000_000n * S, ctimeNs }
+    assert.isTrue(RawStat.racyAt(unpacked, ctimeNs + 5_000_000n))
+    assert.isFalse(RawStat.racyAt(unpacked, ctimeNs + 100_000_000n))
+    // A ctime on a whole second: timestamps of whole seconds, where a change up to a second later is not seen.
+    const coarse = { mtimeNs: 1_700_000_000n * S, ctimeNs: 1_700_000_000n * S }
+    assert.isTrue(RawStat.racyAt(coarse, coarse.ctimeNs + S + 500_000_000n))
+    assert.isFalse(RawStat.racyAt(coarse, coarse.ctimeNs + 3n * S))
+    // An mtime set ahead of now is racy until it has passed, whatever the ctime.
+    assert.isTrue(RawStat.racyAt({ mtimeNs: ctimeNs + 5n * S, ctimeNs }, ctimeNs + S))
+  })
+})

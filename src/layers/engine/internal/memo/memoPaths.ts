@@ -138,14 +138,8 @@ export const numbersOf = (st: Stat): Array<number> => [
 /** Whether two observations of a path are the same, field by field. */
 export const sameObs = (a: Obs, b: Obs): boolean => a.length === b.length && a.every((v, i) => v === b[i])
 
-/**
- * Whether a stat is racy at `atNs`: changed so shortly before that another change in the same timestamp tick would
- * leave it as it is. File systems with whole-second timestamps get a wider margin.
- */
-export const isRacy = (st: Pick<Stat, "mtimeNs" | "ctimeNs">, atNs: bigint): boolean => {
-  const margin = st.mtimeNs % 1_000_000_000n === 0n ? 2_000_000_000n : 10_000_000n
-  return st.mtimeNs + margin >= atNs || st.ctimeNs + margin >= atNs
-}
+/** Whether a stat is racy at `atNs`: changed within a timestamp tick of it (see `RawStat.racyAt`). */
+export const isRacy = RawStat.racyAt
 
 /**
  * The paths a process's globs never take anything under, read from its config (the entry's key): each exclusion

@@ -13,6 +13,7 @@ import * as path from "node:path"
 import type * as Digest from "../../../../domain/Digest.js"
 import * as AtomicFile from "../../../../os/AtomicFile.js"
 import { mkdirp } from "../../../../os/Mkdirp.js"
+import * as RawStat from "../../../../os/RawStat.js"
 import * as Generation from "../../Generation.js"
 import type { SnapshotObservation } from "../../SnapshotObservation.js"
 import type { HashProgress, SessionOptions, SnapshotSession } from "../../SnapshotSession.js"
@@ -185,9 +186,6 @@ const load = (index: StatIndex): Loaded => {
   return index.loaded
 }
 
-const RACY_MARGIN_NS = 10_000_000n
-const COARSE_MARGIN_NS = 2_000_000_000n
-
 const key = (
   st: fs.BigIntStats
 ): [string, string, number, string, string, number] => [
@@ -251,16 +249,8 @@ export const lookup = (index: StatIndex, abs: string, st: fs.BigIntStats): strin
   return index.loaded?.entries.get(abs)?.[7] === undefined ? known.hash : undefined
 }
 
-/**
- * Whether a stat changed so shortly before `atNs` that another change in the same timestamp tick would not move it.
- * File systems with whole-second timestamps need a wider margin than nanosecond ones.
- *
- * @internal
- */
-export const racyAt = (st: { readonly mtimeNs: bigint; readonly ctimeNs: bigint }, atNs: bigint): boolean => {
-  const margin = st.mtimeNs % 1_000_000_000n === 0n ? COARSE_MARGIN_NS : RACY_MARGIN_NS
-  return st.mtimeNs + margin >= atNs || st.ctimeNs + margin >= atNs
-}
+/** Whether a stat changed within a timestamp tick of `atNs` (see `RawStat.racyAt`). @internal */
+export const racyAt = RawStat.racyAt
 
 /**
  * Records that the file at `abs` with the stat `st` was taken as `hash`: its bytes, or with `storedSize`, a shim taken
