@@ -10,6 +10,7 @@ import { execFileSync } from "node:child_process"
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { buildNativeClient } from "./clientNative.mjs"
 import { buildLstatAddon } from "./nativeAddons.mjs"
 import { bundleSpawner } from "./spawnerBundle.mjs"
 import { buildNativeSpawner } from "./spawnerNative.mjs"
@@ -101,6 +102,19 @@ await bundleSpawner("dist/spawner.cjs", { minify: process.env.KILN_NO_MINIFY !==
   if (why !== undefined) {
     rmSync(addon, { force: true })
     process.stderr.write(`bundle: the lstat addon was not built, kiln will stat through Node: ${why}\n`)
+  }
+}
+
+// The `kiln` command (package.json's bin), in C: it hands a `kiln run` to the standby engine waiting for it without
+// starting Node, whose start is most of a no-op run, and runs `node dist/cli.cjs` for all else. Without a C
+// compiler, a shell script that always does the latter.
+{
+  const why = buildNativeClient("dist/kiln")
+  if (why !== undefined) {
+    writeFileSync("dist/kiln", "#!/bin/sh\nexec node \"$(dirname \"$(readlink -f \"$0\")\")/cli.cjs\" \"$@\"\n", {
+      mode: 0o755
+    })
+    process.stderr.write(`bundle: the native kiln command was not built, dist/kiln runs Node every time: ${why}\n`)
   }
 }
 

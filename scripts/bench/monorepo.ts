@@ -385,13 +385,15 @@ const notes = (repos: ReadonlyArray<Repo>): string =>
       `- **${r.key}**: ${r.github} at ${r.commit}. ${r.why}`,
       ...(notesByRepo.get(r.key) ?? []).map((l) => `  - ${l}`)
     ]),
-    `- kiln: \`node dist/cli.js run --config kiln.json --store-dir S --concurrency ${CONCURRENCY} --progress none` +
+    `- kiln: \`dist/kiln run --config kiln.json --store-dir S --concurrency ${CONCURRENCY} --progress none` +
     " --summary F <the processes of the packages in scope>`, kiln.json the user's few lines of `tasks`" +
     " (scripts/bench/monorepo/kilnConfig.ts: `build` with deps `^build` and outputs `dist/`; `test` with deps" +
     " `^build` and named caches `vite` at the package's `node_modules/.vite` and `vitest` at its" +
     " `node_modules/.vitest`, where Turborepo's workspace keeps those tools' caches between its runs, and react-email's" +
     " root `vitest.config.ts` and `vitest.workspace.ts` as `rootInputs`); argv, PATH," +
-    " inputs and deps inferred by kiln from the workspace. Turborepo: its native binary" +
+    " inputs and deps inferred by kiln from the workspace. `dist/kiln` is the package's bin, the native client that" +
+    " hands a run to the standby engine the last run left (started by the harness's untimed runs as a user's" +
+    " earlier commands would), without starting Node. Turborepo: its native binary" +
     ` from npm, \`turbo run build test --concurrency=${CONCURRENCY} --output-logs=none --cache-dir=D --filter=./<each` +
     " package>` (1.x with `--no-daemon`), local cache only, no telemetry, the package manager on PATH. The" +
     " targets are against that binary, started directly; a project's scripts (and `npx turbo`) start it through the" +

@@ -385,7 +385,7 @@ const notes = (o: {
     " path, `esbuild --bundle --minify src/index.js --outfile=bundle.js` (Bazel: `$(location src/index.js)`, `$@`)." +
     " wide: independent tasks; chain: each on the one before; diamond: layers of 1 and 32 alternating, each on every" +
     " task of the layer before. Every tool has its own copy of the same bytes.",
-    `- kiln: \`node dist/cli.js run --config kiln.json --store-dir S --concurrency ${CONCURRENCY} --progress none` +
+    `- kiln: \`dist/kiln run --config kiln.json --store-dir S --concurrency ${CONCURRENCY} --progress none` +
     " --summary F`, its store, sandboxes and sockets under the benchmark's temp root. Turborepo: its binary from" +
     ` \`@turbo/linux-64\`, \`turbo run build --concurrency=${CONCURRENCY} --output-logs=none --cache-dir=D\` in a bun` +
     " workspace (`packageManager: bun@…`, a `bun.lock` from an untimed `bun install`), unsandboxed, local cache only," +

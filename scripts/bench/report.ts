@@ -15,6 +15,12 @@ import { fileURLToPath } from "node:url"
 // dist/bench/*.mjs → the repository root.
 export const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..")
 export const cli = path.join(repo, "dist", "cli.js")
+/**
+ * How a user's `kiln` starts: the package's bin (`dist/kiln`, the native client that hands a run to a waiting standby
+ * without starting Node). With Node options (a CPU profile), Node and the loader, which read them.
+ */
+export const kilnStart = (nodeArgs: ReadonlyArray<string> = []): Array<string> =>
+  nodeArgs.length === 0 ? [path.join(repo, "dist", "kiln")] : [process.execPath, ...nodeArgs, cli]
 
 // ---------------------------------------------------------------------------------------------------------------
 // Flags every benchmark takes

@@ -21,6 +21,15 @@ import { tempDir } from "../utils/temp.js"
 
 const PATH = "/usr/bin:/bin"
 
+/**
+ * Who asks the standby: the Node loader (`node dist/cli.js`) or the native `kiln` command (`dist/kiln`, package.json's
+ * bin: `native/client.c`), which must say and take exactly the same.
+ */
+type Client = "node" | "native"
+const nativeCli = path.resolve("dist/kiln")
+const started = (client: Client, args: ReadonlyArray<string>): [string, Array<string>] =>
+  client === "node" ? [process.execPath, [cli, ...args]] : [nativeCli, [...args]]
+
 const isAlive = (pid: number) => {
   try {
     process.kill(pid, 0)
@@ -35,7 +44,7 @@ const standbysOf = (mark: string): Array<number> =>
   standbyPids((pid) => Proc.environOf(pid)?.includes(`KILN_TEST_STANDBY_MARK=${mark}`) === true)
 
 /** A workspace whose runs may use standbys, in a runtime directory of its own; its standbys end with the test. */
-const workspace = (processes: Record<string, unknown>, files: Record<string, string>) =>
+const workspace = (processes: Record<string, unknown>, files: Record<string, string>, client: Client = "node") =>
   Effect.gen(function*() {
     const root = yield* tempDir("kiln-standby-")
     const ws = path.join(root, "ws")
@@ -57,7 +66,9 @@ const workspace = (processes: Record<string, unknown>, files: Record<string, str
       KILN_STANDBY: "",
       KILN_STANDBY_DEBUG: "1",
       CI: "",
-      KILN_TEST_STANDBY_MARK: root
+      KILN_TEST_STANDBY_MARK: root,
+      // The native client runs the `node` on PATH: this one, whose standbys the test's runs start.
+      PATH: `${path.dirname(process.execPath)}:${process.env.PATH ?? PATH}`
     }
     yield* Effect.addFinalizer(() =>
       Effect.gen(function*() {
@@ -76,12 +87,14 @@ const workspace = (processes: Record<string, unknown>, files: Record<string, str
     let runs = 0
     // Into files, as a shell's redirection or a terminal: Node's own pipes to a child are sockets, which a standby
     // cannot open through /proc (the client then loads the engine itself).
-    const kiln = (args: ReadonlyArray<string>, extra: NodeJS.ProcessEnv = {}, cwd = ws) =>
+    /** Runs `kiln` as `by` starts it (this workspace's client by default), or the program `by` names. */
+    const kiln = (args: ReadonlyArray<string>, extra: NodeJS.ProcessEnv = {}, cwd = ws, by: Client | string = client) =>
       Effect.gen(function*() {
         const out = path.join(root, `out-${++runs}`)
         const err = path.join(root, `err-${runs}`)
         const fds = [fs.openSync(out, "w"), fs.openSync(err, "w")] as const
-        const child = spawn(process.execPath, [cli, ...args], {
+        const [file, argv] = by === "node" || by === "native" ? started(by, args) : [by, [...args]]
+        const child = spawn(file, argv, {
           cwd,
           env: Object.fromEntries(Object.entries({ ...env, ...extra }).filter(([, v]) => v !== undefined)),
           stdio: ["ignore", fds[0], fds[1]]
@@ -105,7 +118,7 @@ const workspace = (processes: Record<string, unknown>, files: Record<string, str
         yield* standbyWaits
         return standbysOf(root)[0]!
       })
-    return { root, ws, run, env, kiln, standbyWaits, runThenStandby, standbys: () => standbysOf(root) }
+    return { root, ws, run, env, kiln, standbyWaits, runThenStandby, standbys: () => standbysOf(root), client }
   })
 
 const gen = {
@@ -125,52 +138,177 @@ const tookOnAndRan = (r: CliResult, ws: string, text: string) => {
   assert.strictEqual(fs.readFileSync(path.join(ws, "out/gen.txt"), "utf8"), text)
 }
 
-describe("kiln run through a standby", () => {
-  it.scopedLive("a run that will run processes is handed to the standby the run before left; all it does is its own", () =>
-    Effect.gen(function*() {
-      const w = yield* workspace({ gen }, { "src/a.txt": "one\n" })
-      const first = yield* w.kiln(["run", "--progress", "plain"])
-      assert.strictEqual(first.code, 0, first.stderr)
-      assert.include(first.stderr, "kiln: standby: none waiting")
-      yield* w.standbyWaits
-      fs.writeFileSync(path.join(w.ws, "src/a.txt"), "two\n")
-      const second = yield* w.kiln(["run", "--progress", "plain", "--summary", "-"])
-      assert.strictEqual(second.code, 0, second.stderr)
-      assert.include(second.stderr, "kiln: standby: taken on")
-      assert.match(second.stderr, /^✓ gen \d/m, second.stderr)
-      assert.strictEqual(summaryOf(second).ran, 1)
-      assert.strictEqual(fs.readFileSync(path.join(w.ws, "out/gen.txt"), "utf8"), "two\n")
-      // A failure is the run's too: its report on the client's stderr, and exit 1.
-      yield* w.standbyWaits
-      fs.writeFileSync(path.join(w.ws, "src/a.txt"), "fail\n")
-      const failed = yield* w.kiln(["run", "--progress", "plain"])
-      assert.strictEqual(failed.code, 1, failed.stderr)
-      assert.include(failed.stderr, "kiln: standby: taken on")
-      assert.match(failed.stderr, /^✗ gen/m)
-    }))
+for (const client of ["node", "native"] as const) {
+  describe(`kiln run through a standby, asked by the ${client} client`, () => {
+    it.scopedLive("a run that will run processes is handed to the standby the run before left; all it does is its own", () =>
+      Effect.gen(function*() {
+        const w = yield* workspace({ gen }, { "src/a.txt": "one\n" }, client)
+        const first = yield* w.kiln(["run", "--progress", "plain"])
+        assert.strictEqual(first.code, 0, first.stderr)
+        assert.include(first.stderr, "kiln: standby: none waiting")
+        yield* w.standbyWaits
+        fs.writeFileSync(path.join(w.ws, "src/a.txt"), "two\n")
+        const second = yield* w.kiln(["run", "--progress", "plain", "--summary", "-"])
+        assert.strictEqual(second.code, 0, second.stderr)
+        assert.include(second.stderr, "kiln: standby: taken on")
+        assert.match(second.stderr, /^✓ gen \d/m, second.stderr)
+        assert.strictEqual(summaryOf(second).ran, 1)
+        assert.strictEqual(fs.readFileSync(path.join(w.ws, "out/gen.txt"), "utf8"), "two\n")
+        // A failure is the run's too: its report on the client's stderr, and exit 1.
+        yield* w.standbyWaits
+        fs.writeFileSync(path.join(w.ws, "src/a.txt"), "fail\n")
+        const failed = yield* w.kiln(["run", "--progress", "plain"])
+        assert.strictEqual(failed.code, 1, failed.stderr)
+        assert.include(failed.stderr, "kiln: standby: taken on")
+        assert.match(failed.stderr, /^✗ gen/m)
+      }))
 
-  it.scopedLive("a no-op is answered and the standby waits on; a change made after it is seen", () =>
-    Effect.gen(function*() {
-      const w = yield* workspace({ gen }, { "src/a.txt": "one\n" })
-      const standby = yield* w.runThenStandby()
-      // Three: the check of a no-op leaves what it found for an engine that never starts; the next check must not take it.
-      for (let i = 0; i < 3; i++) {
-        const noop = yield* w.kiln(["run", "--summary", "-"])
-        assert.strictEqual(noop.code, 0, noop.stderr)
-        assert.include(noop.stderr, "kiln: standby: taken on")
-        assert.deepStrictEqual([summaryOf(noop).ran, summaryOf(noop).cacheHits], [0, 1])
-        assert.deepStrictEqual(w.standbys(), [standby], "the standby that answered still waits")
-      }
-      // What the last check found is never taken for the next one's: the edit runs the process.
-      fs.writeFileSync(path.join(w.ws, "src/a.txt"), "two\n")
-      const edited = yield* w.kiln(["run", "--summary", "-"])
-      assert.strictEqual(edited.code, 0, edited.stderr)
-      assert.include(edited.stderr, "kiln: standby: taken on")
-      assert.strictEqual(summaryOf(edited).ran, 1)
-      assert.strictEqual(fs.readFileSync(path.join(w.ws, "out/gen.txt"), "utf8"), "two\n")
-      yield* eventually("the standby that ran it has ended", () => !isAlive(standby))
-    }))
+    it.scopedLive("a no-op is answered and the standby waits on; a change made after it is seen", () =>
+      Effect.gen(function*() {
+        const w = yield* workspace({ gen }, { "src/a.txt": "one\n" }, client)
+        const standby = yield* w.runThenStandby()
+        // Three: the check of a no-op leaves what it found for an engine that never starts; the next check must not take it.
+        for (let i = 0; i < 3; i++) {
+          const noop = yield* w.kiln(["run", "--summary", "-"])
+          assert.strictEqual(noop.code, 0, noop.stderr)
+          assert.include(noop.stderr, "kiln: standby: taken on")
+          assert.deepStrictEqual([summaryOf(noop).ran, summaryOf(noop).cacheHits], [0, 1])
+          assert.deepStrictEqual(w.standbys(), [standby], "the standby that answered still waits")
+        }
+        // What the last check found is never taken for the next one's: the edit runs the process.
+        fs.writeFileSync(path.join(w.ws, "src/a.txt"), "two\n")
+        const edited = yield* w.kiln(["run", "--summary", "-"])
+        assert.strictEqual(edited.code, 0, edited.stderr)
+        assert.include(edited.stderr, "kiln: standby: taken on")
+        assert.strictEqual(summaryOf(edited).ran, 1)
+        assert.strictEqual(fs.readFileSync(path.join(w.ws, "out/gen.txt"), "utf8"), "two\n")
+        yield* eventually("the standby that ran it has ended", () => !isAlive(standby))
+      }))
 
+    it.scopedLive("the run has the client's environment and working directory, not the standby's", () =>
+      Effect.gen(function*() {
+        const greet = {
+          argv: ["/bin/sh", "-c", "mkdir -p out && printf '%s' \"$GREETING\" > out/greeting.txt"],
+          inputs: ["src/**"],
+          outputs: ["out/greeting.txt"],
+          passEnv: ["GREETING"],
+          env: { PATH }
+        }
+        const w = yield* workspace({ greet }, { "src/a.txt": "a\n" }, client)
+        assert.strictEqual((yield* w.kiln(["run"], { GREETING: "one" })).code, 0)
+        yield* w.standbyWaits
+        // The standby was started by that run, with its environment: the next run's own must win.
+        const second = yield* w.kiln(["run", "--summary", "s.json"], { GREETING: "two" }, path.join(w.ws, "src"))
+        assert.strictEqual(second.code, 0, second.stderr)
+        assert.include(second.stderr, "kiln: standby: taken on")
+        assert.strictEqual(fs.readFileSync(path.join(w.ws, "out/greeting.txt"), "utf8"), "two")
+        assert.isTrue(fs.existsSync(path.join(w.ws, "src/s.json")), "the summary is written where the client runs")
+      }))
+
+    for (const signal of ["SIGINT", "SIGKILL"] as const) {
+      it.scopedLive(`${signal} to the client while a process runs: the process ends, and the standby that ran it`, () =>
+        Effect.gen(function*() {
+          const marks = yield* tempDir("kiln-standby-marks-")
+          const long = {
+            argv: ["/bin/sh", "-c", `if grep -q long src/a.txt; then echo $$ > ${marks}/pid; sleep 300; fi`],
+            inputs: ["src/**"],
+            cache: "never"
+          }
+          const w = yield* workspace({ long }, { "src/a.txt": "short\n" }, client)
+          // The process notes its pid in a file of the host, which the strict view hides.
+          const env = { ...w.env, KILN_STRICT_VIEW: "0" }
+          const standby = yield* w.runThenStandby({ KILN_STRICT_VIEW: "0" })
+          fs.writeFileSync(path.join(w.ws, "src/a.txt"), "long\n")
+          const [file, argv] = started(w.client, ["run", "--progress", "none"])
+          const child = spawn(file, argv, { cwd: w.ws, env, stdio: "ignore" })
+          yield* Effect.addFinalizer(() => Effect.sync(() => child.exitCode === null && child.kill("SIGKILL")))
+          const pidFile = path.join(marks, "pid")
+          yield* eventually(
+            "the process started",
+            () => fs.existsSync(pidFile) && /^\d+\n$/.test(fs.readFileSync(pidFile, "utf8")),
+            "30 seconds"
+          )
+          const pid = Number(fs.readFileSync(pidFile, "utf8"))
+          child.kill(signal)
+          const exit = yield* exitOf(child)
+          if (signal === "SIGINT") assert.strictEqual(exit.code, 130)
+          yield* eventually("the process has ended", () => !isAlive(pid), "30 seconds")
+          yield* eventually("the standby that ran it has ended", () => !isAlive(standby), "30 seconds")
+        }))
+    }
+
+    it.scopedLive("a socket left by a standby that died is passed over, and replaced", () =>
+      Effect.gen(function*() {
+        const w = yield* workspace({ gen }, { "src/a.txt": "one\n" }, client)
+        const dead = yield* w.runThenStandby()
+        process.kill(dead, "SIGKILL")
+        yield* eventually("it is gone", () => !isAlive(dead))
+        fs.writeFileSync(path.join(w.ws, "src/a.txt"), "two\n")
+        const r = yield* w.kiln(["run", "--progress", "plain"])
+        assert.strictEqual(r.code, 0, r.stderr)
+        assert.match(r.stderr, /kiln: standby: cannot reach it: connect ECONNREFUSED/)
+        assert.strictEqual(fs.readFileSync(path.join(w.ws, "out/gen.txt"), "utf8"), "two\n")
+        yield* w.standbyWaits
+      }))
+
+    it.scopedLive("a socket that answers as no standby does is not waited on: a frame too large, a reason without end", () =>
+      Effect.gen(function*() {
+        const w = yield* workspace({ gen }, { "src/a.txt": "one\n" }, client)
+        const dead = yield* w.runThenStandby()
+        const dir = path.join(w.run, "kiln")
+        const socket = path.join(dir, fs.readdirSync(dir).find((f) => f.endsWith(".sock"))!)
+        process.kill(dead, "SIGKILL")
+        yield* eventually("it is gone", () => !isAlive(dead))
+        fs.rmSync(socket)
+        // In its place, a server that takes the run on and then announces 4 GiB of output, or declines without end;
+        // either way it keeps the connection open.
+        const answers = [
+          Buffer.from([0x41, 0x4f, 0xff, 0xff, 0xff, 0xff, 0x78]),
+          Buffer.concat([Buffer.from([0x44]), Buffer.alloc(8192, 0x78)])
+        ]
+        let served = 0
+        const server = net.createServer((conn) => {
+          conn.on("error", () => undefined)
+          // The native client, having fallen back, is Node's, which asks again: it gets the same answer.
+          conn.once("data", () => conn.write(answers[Math.min(served++, answers.length - 1)]!))
+        })
+        yield* Effect.acquireRelease(
+          Effect.async<void>((resume) => void server.listen(socket, () => resume(Effect.void))),
+          () => Effect.sync(() => server.close())
+        )
+        const taken = yield* w.kiln(["run"])
+        assert.strictEqual(taken.code, 1, taken.stderr)
+        assert.include(taken.stderr, "kiln: the standby engine that took this run on sent a frame of 4294967295 bytes")
+        // A reason past any a standby gives: the run is its own, done here.
+        fs.writeFileSync(path.join(w.ws, "src/a.txt"), "two\n")
+        const declined = yield* w.kiln(["run"])
+        assert.strictEqual(declined.code, 0, declined.stderr)
+        assert.include(declined.stderr, "kiln: standby: an answer it does not know")
+        assert.strictEqual(fs.readFileSync(path.join(w.ws, "out/gen.txt"), "utf8"), "two\n")
+        yield* w.standbyWaits
+      }))
+
+    it.scopedLive("none is started with KILN_STANDBY=off, on CI, or outside a session (no XDG_RUNTIME_DIR)", () =>
+      Effect.gen(function*() {
+        const w = yield* workspace({ gen }, { "src/a.txt": "0\n" }, client)
+        const cases: ReadonlyArray<NodeJS.ProcessEnv> = [
+          { KILN_STANDBY: "off" },
+          { CI: "true" },
+          { XDG_RUNTIME_DIR: undefined }
+        ]
+        for (const [i, extra] of cases.entries()) {
+          fs.writeFileSync(path.join(w.ws, "src/a.txt"), `${i + 1}\n`)
+          const r = yield* w.kiln(["run"], extra)
+          assert.strictEqual(r.code, 0, r.stderr)
+          assert.notInclude(r.stderr, "kiln: standby:", JSON.stringify(extra))
+          // A standby is started as the run exits: it would be there by now.
+          assert.deepStrictEqual(w.standbys(), [], JSON.stringify(extra))
+        }
+      }))
+  })
+}
+
+describe("a standby", () => {
   it.scopedLive("a standby rehearses the run that started it and keeps nothing of it: no file, no directory, no config", () =>
     Effect.gen(function*() {
       const w = yield* workspace({ gen }, { "src/a.txt": "one\n" })
@@ -207,107 +345,6 @@ describe("kiln run through a standby", () => {
       yield* w.standbyWaits
       fs.writeFileSync(path.join(w.ws, "src/a.txt"), "two\n")
       tookOnAndRan(yield* w.kiln(args), w.ws, "two\n")
-    }))
-
-  it.scopedLive("the run has the client's environment and working directory, not the standby's", () =>
-    Effect.gen(function*() {
-      const greet = {
-        argv: ["/bin/sh", "-c", "mkdir -p out && printf '%s' \"$GREETING\" > out/greeting.txt"],
-        inputs: ["src/**"],
-        outputs: ["out/greeting.txt"],
-        passEnv: ["GREETING"],
-        env: { PATH }
-      }
-      const w = yield* workspace({ greet }, { "src/a.txt": "a\n" })
-      assert.strictEqual((yield* w.kiln(["run"], { GREETING: "one" })).code, 0)
-      yield* w.standbyWaits
-      // The standby was started by that run, with its environment: the next run's own must win.
-      const second = yield* w.kiln(["run", "--summary", "s.json"], { GREETING: "two" }, path.join(w.ws, "src"))
-      assert.strictEqual(second.code, 0, second.stderr)
-      assert.include(second.stderr, "kiln: standby: taken on")
-      assert.strictEqual(fs.readFileSync(path.join(w.ws, "out/greeting.txt"), "utf8"), "two")
-      assert.isTrue(fs.existsSync(path.join(w.ws, "src/s.json")), "the summary is written where the client runs")
-    }))
-
-  for (const signal of ["SIGINT", "SIGKILL"] as const) {
-    it.scopedLive(`${signal} to the client while a process runs: the process ends, and the standby that ran it`, () =>
-      Effect.gen(function*() {
-        const marks = yield* tempDir("kiln-standby-marks-")
-        const long = {
-          argv: ["/bin/sh", "-c", `if grep -q long src/a.txt; then echo $$ > ${marks}/pid; sleep 300; fi`],
-          inputs: ["src/**"],
-          cache: "never"
-        }
-        const w = yield* workspace({ long }, { "src/a.txt": "short\n" })
-        // The process notes its pid in a file of the host, which the strict view hides.
-        const env = { ...w.env, KILN_STRICT_VIEW: "0" }
-        const standby = yield* w.runThenStandby({ KILN_STRICT_VIEW: "0" })
-        fs.writeFileSync(path.join(w.ws, "src/a.txt"), "long\n")
-        const child = spawn(process.execPath, [cli, "run", "--progress", "none"], { cwd: w.ws, env, stdio: "ignore" })
-        yield* Effect.addFinalizer(() => Effect.sync(() => child.exitCode === null && child.kill("SIGKILL")))
-        const pidFile = path.join(marks, "pid")
-        yield* eventually(
-          "the process started",
-          () => fs.existsSync(pidFile) && /^\d+\n$/.test(fs.readFileSync(pidFile, "utf8")),
-          "30 seconds"
-        )
-        const pid = Number(fs.readFileSync(pidFile, "utf8"))
-        child.kill(signal)
-        const exit = yield* exitOf(child)
-        if (signal === "SIGINT") assert.strictEqual(exit.code, 130)
-        yield* eventually("the process has ended", () => !isAlive(pid), "30 seconds")
-        yield* eventually("the standby that ran it has ended", () => !isAlive(standby), "30 seconds")
-      }))
-  }
-
-  it.scopedLive("a socket left by a standby that died is passed over, and replaced", () =>
-    Effect.gen(function*() {
-      const w = yield* workspace({ gen }, { "src/a.txt": "one\n" })
-      const dead = yield* w.runThenStandby()
-      process.kill(dead, "SIGKILL")
-      yield* eventually("it is gone", () => !isAlive(dead))
-      fs.writeFileSync(path.join(w.ws, "src/a.txt"), "two\n")
-      const r = yield* w.kiln(["run", "--progress", "plain"])
-      assert.strictEqual(r.code, 0, r.stderr)
-      assert.match(r.stderr, /kiln: standby: cannot reach it: connect ECONNREFUSED/)
-      assert.strictEqual(fs.readFileSync(path.join(w.ws, "out/gen.txt"), "utf8"), "two\n")
-      yield* w.standbyWaits
-    }))
-
-  it.scopedLive("a socket that answers as no standby does is not waited on: a frame too large, a reason without end", () =>
-    Effect.gen(function*() {
-      const w = yield* workspace({ gen }, { "src/a.txt": "one\n" })
-      const dead = yield* w.runThenStandby()
-      const dir = path.join(w.run, "kiln")
-      const socket = path.join(dir, fs.readdirSync(dir).find((f) => f.endsWith(".sock"))!)
-      process.kill(dead, "SIGKILL")
-      yield* eventually("it is gone", () => !isAlive(dead))
-      fs.rmSync(socket)
-      // In its place, a server that takes the run on and then announces 4 GiB of output, or declines without end;
-      // either way it keeps the connection open.
-      const answers = [
-        Buffer.from([0x41, 0x4f, 0xff, 0xff, 0xff, 0xff, 0x78]),
-        Buffer.concat([Buffer.from([0x44]), Buffer.alloc(8192, 0x78)])
-      ]
-      let served = 0
-      const server = net.createServer((conn) => {
-        conn.on("error", () => undefined)
-        conn.once("data", () => conn.write(answers[served++]!))
-      })
-      yield* Effect.acquireRelease(
-        Effect.async<void>((resume) => void server.listen(socket, () => resume(Effect.void))),
-        () => Effect.sync(() => server.close())
-      )
-      const taken = yield* w.kiln(["run"])
-      assert.strictEqual(taken.code, 1, taken.stderr)
-      assert.include(taken.stderr, "kiln: the standby engine that took this run on sent a frame of 4294967295 bytes")
-      // A reason past any a standby gives: the run is its own, done here.
-      fs.writeFileSync(path.join(w.ws, "src/a.txt"), "two\n")
-      const declined = yield* w.kiln(["run"])
-      assert.strictEqual(declined.code, 0, declined.stderr)
-      assert.include(declined.stderr, "kiln: standby: an answer it does not know")
-      assert.strictEqual(fs.readFileSync(path.join(w.ws, "out/gen.txt"), "utf8"), "two\n")
-      yield* w.standbyWaits
     }))
 
   it.scopedLive("a request that is not one (not JSON, bad fields, too long) is declined, and the standby serves on", () =>
@@ -365,22 +402,50 @@ describe("kiln run through a standby", () => {
         assert.deepStrictEqual(fs.readdirSync(path.join(w.run, "kiln")), [], signal)
       }
     }))
+})
 
-  it.scopedLive("none is started with KILN_STANDBY=off, on CI, or outside a session (no XDG_RUNTIME_DIR)", () =>
+describe("the native kiln command (dist/kiln)", () => {
+  it.scopedLive("is the build's native program; what is not a run it leaves to Node, as it does without one", () =>
     Effect.gen(function*() {
-      const w = yield* workspace({ gen }, { "src/a.txt": "0\n" })
-      const cases: ReadonlyArray<NodeJS.ProcessEnv> = [
-        { KILN_STANDBY: "off" },
-        { CI: "true" },
-        { XDG_RUNTIME_DIR: undefined }
-      ]
-      for (const [i, extra] of cases.entries()) {
-        fs.writeFileSync(path.join(w.ws, "src/a.txt"), `${i + 1}\n`)
-        const r = yield* w.kiln(["run"], extra)
-        assert.strictEqual(r.code, 0, r.stderr)
-        assert.notInclude(r.stderr, "kiln: standby:", JSON.stringify(extra))
-        // A standby is started as the run exits: it would be there by now.
-        assert.deepStrictEqual(w.standbys(), [], JSON.stringify(extra))
+      assert.strictEqual(fs.readFileSync(nativeCli).subarray(0, 4).toString("latin1"), "\x7fELF", "built without cc")
+      const w = yield* workspace({ gen }, { "src/a.txt": "one\n" }, "native")
+      const [viaNative, viaNode] = [yield* w.kiln(["--version"]), yield* w.kiln(["--version"], {}, w.ws, "node")]
+      assert.strictEqual(viaNative.code, 0, viaNative.stderr)
+      assert.strictEqual(viaNative.stdout, viaNode.stdout)
+      const noNode = yield* w.kiln(["run"], { PATH: "/nonexistent" })
+      assert.strictEqual(noNode.code, 127)
+      assert.strictEqual(noNode.stderr, "kiln: node is not on PATH (kiln runs on Node 20 or later)\n")
+    }))
+
+  it.scopedLive("a run taken on from it has what Node's loader would have set: its sandboxer starts", () =>
+    Effect.gen(function*() {
+      // A 17 MiB input: past what the engine writes itself, so the sandboxer (`kiln sandboxer`, run by KILN_CLI) does.
+      const big = {
+        argv: ["/bin/sh", "-c", "mkdir -p out && wc -c < big.bin > out/size.txt && cat src/* >> out/size.txt"],
+        inputs: ["big.bin", "src/**"],
+        outputs: ["out/size.txt"],
+        env: { PATH }
       }
+      const w = yield* workspace({ big }, { "src/a.txt": "one\n" }, "native")
+      fs.writeFileSync(path.join(w.ws, "big.bin"), Buffer.alloc(17 * 1024 * 1024, 1))
+      yield* w.runThenStandby()
+      fs.writeFileSync(path.join(w.ws, "src/a.txt"), "two\n")
+      const r = yield* w.kiln(["run"])
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.include(r.stderr, "kiln: standby: taken on")
+      assert.strictEqual(fs.readFileSync(path.join(w.ws, "out/size.txt"), "utf8"), `${17 * 1024 * 1024}\ntwo\n`)
+    }))
+
+  it.scopedLive("an environment that is not UTF-8 is not sent: Node's client, which decodes it, asks instead", () =>
+    Effect.gen(function*() {
+      const w = yield* workspace({ gen }, { "src/a.txt": "one\n" }, "native")
+      yield* w.runThenStandby()
+      fs.writeFileSync(path.join(w.ws, "src/a.txt"), "two\n")
+      // A byte no UTF-8 text holds, put in the environment by a shell: Node's spawn can only pass UTF-8.
+      const r = yield* w.kiln(["-c", `KILN_TEST_BYTES=$(printf '\\377') exec ${nativeCli} run`], {}, w.ws, "/bin/sh")
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.include(r.stderr, "kiln: standby: text that is not UTF-8")
+      assert.include(r.stderr, "kiln: standby: taken on")
+      assert.strictEqual(fs.readFileSync(path.join(w.ws, "out/gen.txt"), "utf8"), "two\n")
     }))
 })

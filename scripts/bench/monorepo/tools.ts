@@ -1,5 +1,5 @@
 /**
- * The two tools on a copy of a real workspace: kiln (`node dist/cli.js run` of the generated kiln.json) and the
+ * The two tools on a copy of a real workspace: kiln (`dist/kiln run` of the generated kiln.json) and the
  * workspace's Turborepo (`turbo run build test`), each with its own copy, its own cache, the same concurrency, timed
  * from spawn to exit with the peak RSS of its process tree (scripts/bench/peers/proc.ts), and checked: how many tasks
  * ran and how many came from a cache, from kiln's `--summary` and turbo's closing lines.
@@ -10,7 +10,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { kilnEnv, type RunSummary, settleStandby, standbysOf } from "../kiln.js"
 import { measure, tailOf } from "../peers/proc.js"
-import { cli, progress, rm, type TempRoot } from "../report.js"
+import { kilnStart, progress, rm, type TempRoot } from "../report.js"
 import { kilnProcesses } from "./kilnConfig.js"
 import { cacheRoot, type Repo } from "./repos.js"
 import type { Workspace } from "./workspace.js"
@@ -156,9 +156,7 @@ export const kilnSession = (tmp: TempRoot, ws: Workspace, r: Repo, root: string,
     run: async (o) => {
       const summaryFile = tmp.fresh("summary")
       const argv = [
-        process.execPath,
-        ...(o.nodeArgs ?? []),
-        cli,
+        ...kilnStart(o.nodeArgs),
         "run",
         "--config",
         path.join(root, "kiln.json"),

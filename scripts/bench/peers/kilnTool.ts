@@ -1,12 +1,12 @@
 /**
- * kiln as a peer: `node dist/cli.js run` of the workspace's kiln.json, as the other CLI benchmarks drive it
+ * kiln as a peer: `dist/kiln run` (the package's bin) of the workspace's kiln.json, as the other CLI benchmarks drive it
  * (scripts/bench/kiln.ts): `--progress none`, a `--summary` read afterwards to check what ran, its store, sandboxes,
  * named caches and sockets under the benchmark's temp root.
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { kilnEnv, type RunSummary, settleStandby, standbysOf } from "../kiln.js"
-import { cli, rm, sh } from "../report.js"
+import { cli, kilnStart, rm, sh } from "../report.js"
 import { runChecked } from "./proc.js"
 import { CONCURRENCY, type Context, differs, joinChecks, outputDigests, RUN_LIMIT_MS, type Tool } from "./tool.js"
 import { type PeerWorkspace, resets } from "./workspace.js"
@@ -25,8 +25,7 @@ export const kilnTool = (ctx: Context): Tool => {
         build: async (ran, o) => {
           const summaryFile = ctx.tmp.fresh("summary")
           const argv = [
-            process.execPath,
-            cli,
+            ...kilnStart(),
             "run",
             "--config",
             path.join(root, "kiln.json"),

@@ -139,20 +139,30 @@ export const enabled = (env: NodeJS.ProcessEnv): boolean =>
   env.XDG_RUNTIME_DIR !== undefined && path.isAbsolute(env.XDG_RUNTIME_DIR)
 
 /**
- * The key of the standby that may serve this process's run: the same build of kiln (its bundle's size and time), the
- * same Node and the same Node options. A standby of another differs in what it would run, and is not asked.
+ * The key of the standby that may serve a run of `bundle` under `node` (a real path, as `process.execPath` is) with
+ * `execArgv` and `nodeOptions`: the same build of kiln and the same Node binary (each its path, size and time to the
+ * nanosecond), the same options. A standby of another differs in what it would run, and is not asked. Integers and
+ * paths only, so that the native client (`native/client.c`) makes the same key without Node.
  */
-export const keyOf = (bundle: string): string | undefined => {
+export const keyOf = (
+  bundle: string,
+  node: string = process.execPath,
+  execArgv: ReadonlyArray<string> = process.execArgv,
+  nodeOptions: string = process.env.NODE_OPTIONS ?? ""
+): string | undefined => {
+  const identity = (file: string) => {
+    const st = fs.statSync(file, { bigint: true })
+    return `${file}:${st.size}:${st.mtimeNs}`
+  }
   let build: string
+  let runtime: string
   try {
-    const st = fs.statSync(bundle)
-    build = `${bundle}:${st.size}:${st.mtimeMs}`
+    build = identity(bundle)
+    runtime = identity(node)
   } catch {
     return undefined
   }
-  return nameHash(
-    [build, process.execPath, process.version, ...process.execArgv, process.env.NODE_OPTIONS ?? ""].join("\0")
-  )
+  return nameHash([build, runtime, ...execArgv, nodeOptions].join("\0"))
 }
 
 /** The standby's socket for `key`, in this user's runtime directory. */
