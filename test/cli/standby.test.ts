@@ -185,6 +185,23 @@ for (const client of ["node", "native"] as const) {
         yield* eventually("the standby that ran it has ended", () => !isAlive(standby))
       }))
 
+    it.scopedLive("a no-op no standby took on leaves one too, which answers the next", () =>
+      Effect.gen(function*() {
+        const w = yield* workspace({ gen }, { "src/a.txt": "one\n" }, client)
+        const first = yield* w.runThenStandby()
+        process.kill(first, "SIGTERM")
+        yield* eventually("it has ended", () => !isAlive(first))
+        const here = yield* w.kiln(["run", "--summary", "-"])
+        assert.strictEqual(here.code, 0, here.stderr)
+        assert.include(here.stderr, "kiln: standby: none waiting")
+        assert.deepStrictEqual([summaryOf(here).ran, summaryOf(here).cacheHits], [0, 1])
+        yield* w.standbyWaits
+        const next = yield* w.kiln(["run", "--summary", "-"])
+        assert.strictEqual(next.code, 0, next.stderr)
+        assert.include(next.stderr, "kiln: standby: taken on")
+        assert.deepStrictEqual([summaryOf(next).ran, summaryOf(next).cacheHits], [0, 1])
+      }))
+
     it.scopedLive("the run has the client's environment and working directory, not the standby's", () =>
       Effect.gen(function*() {
         const greet = {

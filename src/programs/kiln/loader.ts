@@ -5,8 +5,8 @@
  *
  * Before that, a `kiln run` is handed to a standby engine if one waits (`standby/`: a kiln with the bundle loaded),
  * else checked against the run memo (`noop.ts`): a run where nothing changed is answered without loading the bundle
- * at all; one that will run processes starts its spawner first (`spawner/Warm.ts`), and a standby for the next run at
- * its end. All are plain code, kept out of the bundle: loading Effect is what they save. `kiln standby` (started so,
+ * at all; one that will run processes starts its spawner first (`spawner/Warm.ts`); either starts a standby for the
+ * next run at its end. All are plain code, kept out of the bundle: loading Effect is what they save. `kiln standby` (started so,
  * never by hand) is this same file, serving.
  *
  * It does not start the sandboxer early: a process waits for the sandboxer only when it needs a large tree written,
@@ -189,11 +189,17 @@ if (standbyKey !== undefined && standbyKey !== "") {
   const args = process.argv.slice(2)
   const standby = args[0] === "run" && !writeCodeCache ? StandbyClient.usableKey(bundle) : undefined
   // A run where nothing changed is answered from the run memo without loading the engine at all. One that will run
-  // processes starts its spawner now, so that its start-up overlaps the engine's. Any `kiln run` that loads the
-  // engine starts a standby for the next run at its end: one the check cannot judge (an option only the full CLI
-  // reads, such as `--trace`) most of all, since it loads the engine every time.
+  // processes starts its spawner now, so that its start-up overlaps the engine's. Any `kiln run` that found no standby
+  // to take it starts one for the next run at its end, a no-op too: through the native `kiln` a no-op a standby
+  // answers costs a tenth of one answered here, and one the check cannot judge (an option only the full CLI reads,
+  // such as `--trace`) loads the engine every time.
   const runHere = () => {
     const verdict = args[0] === "run" ? Noop.answer(args) : "other"
+    // The directory as the run started in it (what the next run in this workspace starts in too), unless it is gone.
+    const cwd = standby === undefined ? undefined : cwdOrUndefined()
+    if (standby !== undefined && cwd !== undefined) {
+      process.once("exit", () => StandbyClient.startStandby(spawnOf(), cli, standby, { argv: args, cwd }))
+    }
     if (verdict === "answered") return
     if (verdict === "runs") {
       if (process.env.KILN_NOOP_DEBUG === "1") {
@@ -202,11 +208,6 @@ if (standbyKey !== undefined && standbyKey !== "") {
       startWarm(spawnOf())
     }
     load()
-    // The directory as the run started in it (what the next run in this workspace starts in too), unless it is gone.
-    const cwd = standby === undefined ? undefined : cwdOrUndefined()
-    if (standby !== undefined && cwd !== undefined) {
-      process.once("exit", () => StandbyClient.startStandby(spawnOf(), cli, standby, { argv: args, cwd }))
-    }
   }
   // A standby that waits with the engine loaded answers the run instead, no-op check included.
   if (standby === undefined) runHere()

@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -182,6 +183,8 @@ static int find_node(void) {
 
 /* Runs `node dist/cli.cjs <args>`: what `kiln` is without a standby. */
 static void run_in_node(int argc, char **argv) {
+  // Ignored signals stay ignored across exec: Node gets SIGPIPE as it would from a shell.
+  signal(SIGPIPE, SIG_DFL);
   char cli[PATH_MAX + 16];
   snprintf(cli, sizeof cli, "%s/cli.cjs", here);
   char **args = calloc((size_t)argc + 2, sizeof *args);
@@ -234,29 +237,30 @@ static void add_output(Text *t, int fd) {
   }
 }
 
-/* The request (protocol.ts `Request`), one line; 0 when some text is not UTF-8. */
-static int request_of(Text *t, int argc, char **argv) {
+/* The request (protocol.ts `Request`), one line; else why it cannot be sent. */
+static const char *request_of(Text *t, int argc, char **argv) {
+  static const char *not_utf8 = "text that is not UTF-8";
   adds(t, "{\"v\":1,\"argv\":[");
   for (int i = 1; i < argc; i++) {
     if (i > 1) adds(t, ",");
-    if (!add_json(t, argv[i])) return 0;
+    if (!add_json(t, argv[i])) return not_utf8;
   }
   char cwd[PATH_MAX];
-  if (getcwd(cwd, sizeof cwd) == NULL) return 0;
+  if (getcwd(cwd, sizeof cwd) == NULL) return "no working directory";
   adds(t, "],\"cwd\":");
-  if (!add_json(t, cwd)) return 0;
+  if (!add_json(t, cwd)) return not_utf8;
   adds(t, ",\"env\":{");
   int first = 1;
   for (char **e = environ; *e != NULL; e++) {
     const char *eq = strchr(*e, '=');
     if (eq == NULL || eq == *e) continue;
     char *name = strndup(*e, (size_t)(eq - *e));
-    if (name == NULL) return 0;
+    if (name == NULL) return "out of memory";
     if (!first) adds(t, ",");
     first = 0;
     int ok = add_json(t, name) && (adds(t, ":"), add_json(t, eq + 1));
     free(name);
-    if (!ok) return 0;
+    if (!ok) return not_utf8;
   }
   mode_t mask = umask(0);
   umask(mask);
@@ -267,7 +271,7 @@ static int request_of(Text *t, int argc, char **argv) {
   adds(t, ",\"stderr\":");
   add_output(t, 2);
   adds(t, "}\n");
-  return 1;
+  return NULL;
 }
 
 static int read_fully(int fd, unsigned char *into, size_t n) {
@@ -284,6 +288,12 @@ static int write_fully(int fd, const unsigned char *from, size_t n) {
   for (size_t at = 0; at < n;) {
     ssize_t w = write(fd, from + at, n - at);
     if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      // A descriptor another process made non-blocking (a terminal, a pipe it shares): wait until it takes more.
+      struct pollfd p = {.fd = fd, .events = POLLOUT};
+      if (poll(&p, 1, -1) < 0 && errno != EINTR) return 0;
+      continue;
+    }
     if (w <= 0) return 0;
     at += (size_t)w;
   }
@@ -324,8 +334,9 @@ static void relay(void) {
 /* Hands the run to the standby of `key`; returns (to run in Node) unless it was taken on. */
 static void ask_standby(int argc, char **argv, const char *socket_path) {
   Text request = {0};
-  if (!request_of(&request, argc, argv)) {
-    debug("text that is not UTF-8", "");
+  const char *unsendable = request_of(&request, argc, argv);
+  if (unsendable != NULL) {
+    debug(unsendable, "");
     return;
   }
   conn = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
