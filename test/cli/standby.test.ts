@@ -432,6 +432,16 @@ describe("the native kiln command (dist/kiln)", () => {
       const noNode = yield* w.kiln(["run"], { PATH: "/nonexistent" })
       assert.strictEqual(noNode.code, 127)
       assert.strictEqual(noNode.stderr, "kiln: node is not on PATH (kiln runs on Node 20 or later)\n")
+      // A copy out of dist/ has no kiln beside it to run: it says so, rather than Node's "Cannot find module".
+      const copy = path.join(w.root, "kiln")
+      fs.copyFileSync(nativeCli, copy)
+      fs.chmodSync(copy, 0o755)
+      const copied = yield* w.kiln(["--version"], {}, w.ws, copy)
+      assert.strictEqual(copied.code, 127)
+      assert.strictEqual(
+        copied.stderr,
+        `kiln: ${path.join(w.root, "cli.cjs")} is missing: run kiln from its dist/ (or a symlink to it), not a copy\n`
+      )
     }))
 
   it.scopedLive("a run taken on from it has what Node's loader would have set: its sandboxer starts", () =>

@@ -395,6 +395,13 @@ int main(int argc, char **argv) {
   self[n] = 0;
   strcpy(here, self);
   *strrchr(here, '/') = 0;
+  char cli[PATH_MAX + 16];
+  snprintf(cli, sizeof cli, "%s/cli.cjs", here);
+  if (access(cli, R_OK) != 0) {
+    // Copied out of kiln's dist/ rather than linked to: the program it runs is not beside it.
+    fprintf(stderr, "kiln: %s is missing: run kiln from its dist/ (or a symlink to it), not a copy\n", cli);
+    return 127;
+  }
   if (!find_node()) {
     fputs("kiln: node is not on PATH (kiln runs on Node 20 or later)\n", stderr);
     return 127;
