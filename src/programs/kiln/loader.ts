@@ -5,9 +5,9 @@
  *
  * Before that, a `kiln run` is handed to a standby engine if one waits (`standby/`: a kiln with the bundle loaded),
  * else checked against the run memo (`noop.ts`): a run where nothing changed is answered without loading the bundle
- * at all; one that will run processes starts its spawner first (`spawner/Warm.ts`); either starts a standby for the
- * next run at its end. All are plain code, kept out of the bundle: loading Effect is what they save. `kiln standby` (started so,
- * never by hand) is this same file, serving.
+ * at all; one that will run processes starts its spawner first (`spawner/Warm.ts`). Both start a standby for the next
+ * run at their end. All are plain code, kept out of the bundle: loading Effect is what they save. `kiln standby`
+ * (started so, never by hand) is this same file, serving.
  *
  * It does not start the sandboxer early: a process waits for the sandboxer only when it needs a large tree written,
  * and a whole second kiln starting beside the engine takes CPU the engine's own start needs on a small machine.
