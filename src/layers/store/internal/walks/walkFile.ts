@@ -64,7 +64,10 @@ export interface Left {
   known: Array<Digest.Digest>
 }
 
-/** Holds a file the walk left in the workspace while its directory may still be small (see {@link Left}). */
+/**
+ * Holds a file the walk left in the workspace while its directory may still be small (see {@link Left}); `bytes` may
+ * be the scratch buffer's (see {@link readIntoScratch}), copied if they are kept.
+ */
 const hold = (left: Left | undefined, digest: Digest.Digest, bytes: Uint8Array | undefined): void => {
   if (left === undefined) return
   if (++left.count >= WorkspaceSources.LEFT_MIN_FILES) {
@@ -73,9 +76,31 @@ const hold = (left: Left | undefined, digest: Digest.Digest, bytes: Uint8Array |
     return
   }
   if (bytes !== undefined && bytes.length > 0 && digest.sizeBytes < LargeFiles.THRESHOLD) {
-    left.read.push({ hash: digest.hash, value: bytes })
+    left.read.push({ hash: digest.hash, value: bytes.buffer === scratch.buffer ? Buffer.from(bytes) : bytes })
   } else if (!Digest.isEmpty(digest)) {
     left.known.push(digest)
+  }
+}
+
+/**
+ * Where the bytes of a file left in the workspace are read: hashed and dropped (but for the few a small directory
+ * holds, copied out), they need no buffer of their own. A cold walk of react-email's `node_modules` read 1,227 MB into
+ * 52,000 buffers, and collecting them was a quarter of its time.
+ */
+const scratch = Buffer.allocUnsafe(LargeFiles.THRESHOLD)
+
+/**
+ * The bytes of `fd` read into the scratch buffer (a view of it, valid until the next file is read), or undefined when
+ * they may not fit (the caller reads them into a buffer of their own). Positional reads: the descriptor's offset is
+ * where it was, for that read.
+ */
+const readIntoScratch = (fd: number): Buffer | undefined => {
+  let at = 0
+  for (;;) {
+    const n = fs.readSync(fd, scratch, at, scratch.length - at, at)
+    if (n === 0) return scratch.subarray(0, at)
+    at += n
+    if (at === scratch.length) return undefined
   }
 }
 
@@ -162,7 +187,7 @@ export const readFileNode = (w: Walk, abs: string, useIndex = true): Step<FileNo
     size = Number(st.size)
     isExecutable = (Number(st.mode) & 0o111) !== 0
     if (size < LargeFiles.THRESHOLD) {
-      bytes = fs.readFileSync(fd)
+      bytes = (left ? readIntoScratch(fd) : undefined) ?? fs.readFileSync(fd)
     } else if (left) {
       const h = LargeFiles.hashFd(fd)
       hashed = { hash: h.hash, sizeBytes: h.size }
