@@ -457,10 +457,40 @@ describe("the native kiln command (dist/kiln)", () => {
       fs.writeFileSync(path.join(w.ws, "big.bin"), Buffer.alloc(17 * 1024 * 1024, 1))
       yield* w.runThenStandby()
       fs.writeFileSync(path.join(w.ws, "src/a.txt"), "two\n")
-      const r = yield* w.kiln(["run"])
+      // Another kiln's, inherited (a kiln run inside a process of another kiln): the standby runs its own.
+      const r = yield* w.kiln(["run"], { KILN_CLI: "/elsewhere/cli.cjs" })
       assert.strictEqual(r.code, 0, r.stderr)
       assert.include(r.stderr, "kiln: standby: taken on")
       assert.strictEqual(fs.readFileSync(path.join(w.ws, "out/size.txt"), "utf8"), `${17 * 1024 * 1024}\ntwo\n`)
+    }))
+
+  it.scopedLive("started with stdout and stderr closed, it holds /dev/null there, never its socket", () =>
+    Effect.gen(function*() {
+      const marks = yield* tempDir("kiln-standby-marks-")
+      // The process says it started, then waits until the test has looked at the client's descriptors.
+      const wait = {
+        argv: [
+          "/bin/sh",
+          "-c",
+          `if grep -q wait src/a.txt; then touch ${marks}/started; until [ -e ${marks}/go ]; do sleep 0.05; done; fi`
+        ],
+        inputs: ["src/**"],
+        cache: "never"
+      }
+      const w = yield* workspace({ wait }, { "src/a.txt": "now\n" }, "native")
+      yield* w.runThenStandby({ KILN_STRICT_VIEW: "0" })
+      fs.writeFileSync(path.join(w.ws, "src/a.txt"), "wait\n")
+      const child = spawn("/bin/sh", ["-c", `exec ${nativeCli} run --progress plain >&- 2>&-`], {
+        cwd: w.ws,
+        env: { ...w.env, KILN_STRICT_VIEW: "0" },
+        stdio: "ignore"
+      })
+      yield* Effect.addFinalizer(() => Effect.sync(() => child.exitCode === null && child.kill("SIGKILL")))
+      yield* eventually("the process started", () => fs.existsSync(path.join(marks, "started")), "30 seconds")
+      // Were the socket there, the run's output frames would come back to the standby, their bytes read as signals.
+      for (const fd of [1, 2]) assert.strictEqual(fs.readlinkSync(`/proc/${child.pid}/fd/${fd}`), "/dev/null")
+      fs.writeFileSync(path.join(marks, "go"), "")
+      assert.strictEqual((yield* exitOf(child)).code, 0)
     }))
 
   it.scopedLive("an environment that is not UTF-8 is not sent: Node's client, which decodes it, asks instead", () =>

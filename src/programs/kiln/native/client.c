@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -135,8 +136,9 @@ static void hash_text(NameHash *h, const char *s) {
     unsigned c = u[i];
     size_t len = c < 0x80 ? 1 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
     uint32_t cp = len == 1 ? c : c & (len == 2 ? 0x1f : len == 3 ? 0x0f : 0x07);
-    for (size_t k = 1; k < len && u[i + k] != 0; k++) cp = (cp << 6) | (u[i + k] & 0x3f);
-    i += len;
+    size_t k = 1;
+    for (; k < len && u[i + k] != 0; k++) cp = (cp << 6) | (u[i + k] & 0x3f);
+    i += k;
     if (cp >= 0x10000) {
       hash_unit(h, 0xd800 + ((cp - 0x10000) >> 10));
       hash_unit(h, 0xdc00 + ((cp - 0x10000) & 0x3ff));
@@ -162,6 +164,7 @@ static int identity(Text *t, const char *file) {
 
 static char here[PATH_MAX]; /* the directory of this program: dist/ */
 static char node[PATH_MAX]; /* Node, found on PATH as a shell finds it, its real path (Node's `process.execPath`) */
+static struct sigaction pipe_given; /* SIGPIPE as this program was given it: what Node gets back */
 
 static int find_node(void) {
   const char *path = getenv("PATH");
@@ -170,7 +173,9 @@ static int find_node(void) {
   for (const char *p = path;; p++) {
     const char *end = strchr(p, ':');
     size_t n = end == NULL ? strlen(p) : (size_t)(end - p);
-    int len = snprintf(candidate, sizeof candidate, "%.*s/node", (int)n, n == 0 ? "." : p);
+    // An empty entry is the working directory, as a shell takes it.
+    int len = n == 0 ? snprintf(candidate, sizeof candidate, "./node")
+                     : snprintf(candidate, sizeof candidate, "%.*s/node", (int)n, p);
     struct stat st;
     if (len > 0 && (size_t)len < sizeof candidate && access(candidate, X_OK) == 0 && stat(candidate, &st) == 0 &&
         S_ISREG(st.st_mode) && realpath(candidate, node) != NULL) {
@@ -183,8 +188,8 @@ static int find_node(void) {
 
 /* Runs `node dist/cli.cjs <args>`: what `kiln` is without a standby. */
 static void run_in_node(int argc, char **argv) {
-  // Ignored signals stay ignored across exec: Node gets SIGPIPE as it would from a shell.
-  signal(SIGPIPE, SIG_DFL);
+  // Ignored signals stay ignored across exec: Node gets SIGPIPE as this program was given it.
+  sigaction(SIGPIPE, &pipe_given, NULL);
   char cli[PATH_MAX + 16];
   snprintf(cli, sizeof cli, "%s/cli.cjs", here);
   char **args = calloc((size_t)argc + 2, sizeof *args);
@@ -215,6 +220,9 @@ static int private_dir(const char *dir) {
 
 static int conn = -1;
 static const int SIGNALS[] = {SIGINT, SIGTERM, SIGHUP};
+/* Those this program was started with ignored (`nohup`, a script's `&`): not passed on, as they would not end it. */
+static int ignored[3];
+
 
 static void pass_on(int sig) {
   for (unsigned char i = 0; i < sizeof SIGNALS / sizeof *SIGNALS; i++) {
@@ -226,15 +234,28 @@ static void pass_on(int sig) {
   }
 }
 
-static void add_output(Text *t, int fd) {
-  struct winsize ws;
-  if (isatty(fd) && ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) {
-    char s[64];
-    snprintf(s, sizeof s, "{\"tty\":true,\"columns\":%u}", ws.ws_col);
-    adds(t, s);
-  } else {
+/* What `fd` is, as `client.ts` says it; 0 for a terminal without a width, which Node's client sends as a width of 0
+ * and a standby declines (the run is then Node's, and sees a terminal). */
+static int add_output(Text *t, int fd) {
+  if (!isatty(fd)) {
     adds(t, "{\"tty\":false}");
+    return 1;
   }
+  struct winsize ws;
+  if (ioctl(fd, TIOCGWINSZ, &ws) != 0 || ws.ws_col == 0) return 0;
+  char s[64];
+  snprintf(s, sizeof s, "{\"tty\":true,\"columns\":%u}", ws.ws_col);
+  adds(t, s);
+  return 1;
+}
+
+/* Whether the entry `*e` (its name `n` bytes long, `=` included) is its name's first in the environment: Node's
+ * `process.env` takes the first of duplicates, where a JSON object's last would win. */
+static int first_of_its_name(char **e, size_t n) {
+  for (char **before = environ; before != e; before++) {
+    if (strncmp(*before, *e, n) == 0) return 0;
+  }
+  return 1;
 }
 
 /* The request (protocol.ts `Request`), one line; else why it cannot be sent. */
@@ -253,23 +274,34 @@ static const char *request_of(Text *t, int argc, char **argv) {
   int first = 1;
   for (char **e = environ; *e != NULL; e++) {
     const char *eq = strchr(*e, '=');
-    if (eq == NULL || eq == *e) continue;
+    if (eq == NULL || eq == *e || !first_of_its_name(e, (size_t)(eq - *e) + 1)) continue;
     char *name = strndup(*e, (size_t)(eq - *e));
     if (name == NULL) return "out of memory";
+    // What the loader deletes from its own environment before a run, and sets itself (where kiln is: this one's).
+    if (strcmp(name, "KILN_STANDBY_SERVE") == 0 || strcmp(name, "KILN_WRITE_CODE_CACHE") == 0 ||
+        strcmp(name, "KILN_CLI") == 0) {
+      free(name);
+      continue;
+    }
     if (!first) adds(t, ",");
     first = 0;
     int ok = add_json(t, name) && (adds(t, ":"), add_json(t, eq + 1));
     free(name);
     if (!ok) return not_utf8;
   }
+  adds(t, first ? "" : ",");
+  adds(t, "\"KILN_CLI\":");
+  char cli[PATH_MAX + 16];
+  snprintf(cli, sizeof cli, "%s/cli.cjs", here);
+  if (!add_json(t, cli)) return not_utf8;
   mode_t mask = umask(0);
   umask(mask);
   char tail[32];
   snprintf(tail, sizeof tail, "},\"umask\":%u,\"stdout\":", (unsigned)mask);
   adds(t, tail);
-  add_output(t, 1);
+  if (!add_output(t, 1)) return "a terminal without a width";
   adds(t, ",\"stderr\":");
-  add_output(t, 2);
+  if (!add_output(t, 2)) return "a terminal without a width";
   adds(t, "}\n");
   return NULL;
 }
@@ -311,7 +343,9 @@ static void relay(void) {
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = pass_on;
   sa.sa_flags = SA_RESTART;
-  for (size_t i = 0; i < sizeof SIGNALS / sizeof *SIGNALS; i++) sigaction(SIGNALS[i], &sa, NULL);
+  for (size_t i = 0; i < sizeof SIGNALS / sizeof *SIGNALS; i++) {
+    if (!ignored[i]) sigaction(SIGNALS[i], &sa, NULL);
+  }
   unsigned char *body = NULL;
   for (;;) {
     unsigned char head[5];
@@ -326,8 +360,9 @@ static void relay(void) {
     }
     if (body == NULL && (body = malloc(MAX_FRAME_BYTES)) == NULL) exit(70);
     if (!read_fully(conn, body, n)) lost("ended before the run did");
-    // A closed stdout (a pager quit) loses what is written to it, as Node's client does; the run goes on.
-    write_fully(head[0] == STDOUT_FRAME ? 1 : 2, body, n);
+    // A reader that went away (`kiln run | head`) ends the client, as it ends Node's (EPIPE), and the standby ends
+    // the run, as a shell pipeline's writer ends: the connection closes.
+    if (!write_fully(head[0] == STDOUT_FRAME ? 1 : 2, body, n) && errno == EPIPE) exit(1);
   }
 }
 
@@ -371,8 +406,15 @@ static void ask_standby(int argc, char **argv, const char *socket_path) {
   }
   char reason[MAX_REASON_BYTES + 1];
   size_t n = 0;
-  while (n < MAX_REASON_BYTES && read_fully(conn, (unsigned char *)&reason[n], 1) && reason[n] != '\n') n++;
-  if (n == MAX_REASON_BYTES || reason[n] != '\n') {
+  int ended = 0;
+  while (n < MAX_REASON_BYTES && read_fully(conn, (unsigned char *)&reason[n], 1)) {
+    if (reason[n] == '\n') {
+      ended = 1;
+      break;
+    }
+    n++;
+  }
+  if (!ended) {
     debug("an answer it does not know", "");
     return;
   }
@@ -382,13 +424,29 @@ static void ask_standby(int argc, char **argv, const char *socket_path) {
 
 int main(int argc, char **argv) {
   clock_gettime(CLOCK_MONOTONIC, &started);
+  // A descriptor 0-2 closed at start would be taken by the socket, and the run's output sent back into it: Node
+  // opens /dev/null in their place, and so does this.
+  for (int fd = 0; fd <= 2; fd++) {
+    if (fcntl(fd, F_GETFD) == -1 && errno == EBADF) {
+      int opened = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+      if (opened != fd) return 127;
+    }
+  }
   const char *dbg = getenv("KILN_STANDBY_DEBUG");
   debug_on = dbg != NULL && strcmp(dbg, "1") == 0;
-  // SIGPIPE kills no Node process: a closed stdout must not end this one either.
-  signal(SIGPIPE, SIG_IGN);
+  for (size_t i = 0; i < sizeof SIGNALS / sizeof *SIGNALS; i++) {
+    struct sigaction given;
+    ignored[i] = sigaction(SIGNALS[i], NULL, &given) == 0 && given.sa_handler == SIG_IGN;
+  }
+  // A write to a reader that went away is an error here (EPIPE), not a death: the client says so to the standby by
+  // closing the connection.
+  struct sigaction ignore;
+  memset(&ignore, 0, sizeof ignore);
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGPIPE, &ignore, &pipe_given);
   char self[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) {
+  if (n <= 0 || (size_t)n >= sizeof self - 1) {
     fputs("kiln: cannot tell where this program is (/proc/self/exe)\n", stderr);
     return 127;
   }

@@ -49,8 +49,8 @@ const setEnv = (env: Record<string, string>) => {
 const envNow = (): Record<string, string> =>
   Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => e[1] !== undefined))
 
-/** The variables the loader sets in its own environment before anything runs (`loader.ts`). */
-const LOADER_ENV = ["KILN_CLI", "LIBC", "MSGPACKR_NATIVE_ACCELERATION_DISABLED"] as const
+/** The variables the loader sets in its own environment, unless they are set, before anything runs (`loader.ts`). */
+const LOADER_ENV = ["LIBC", "MSGPACKR_NATIVE_ACCELERATION_DISABLED"] as const
 
 /** Gives the standby back what it had before {@link assume}. */
 export type Restore = () => void
@@ -73,9 +73,10 @@ export const assume = (modules: Modules, conn: Net.Socket, request: Protocol.Req
   Object.defineProperty(process, "stderr", { configurable: true, enumerable: true, get: () => stderr })
   globalThis.console = new modules.Console({ stdout, stderr })
   setEnv(request.env)
-  // What the loader sets before it runs (where kiln is, the C library, lmdb's decoder off) is the same for the
-  // standby, the same build on the same Node: a client that did not set them (the native one starts no loader) gets
-  // the standby's.
+  // What the loader sets before it runs is the same for the standby, the same build on the same Node: where kiln is
+  // always (a client's inherited value may be another kiln's), the C library and lmdb's decoder where the client did
+  // not set them (the native one starts no loader).
+  process.env.KILN_CLI = cli
   for (const name of LOADER_ENV) {
     if (request.env[name] === undefined && before.env[name] !== undefined) {
       process.env[name] = before.env[name]
