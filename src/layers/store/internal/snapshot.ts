@@ -19,7 +19,7 @@ import * as Core from "./core.js"
 import * as GlobMatches from "./globMatches.js"
 import * as LargeFiles from "./largeFiles.js"
 import * as Sharded from "./lmdb/shards.js"
-import { filterOf } from "./snapshotFilter.js"
+import { filterOf, isBookkeeping } from "./snapshotFilter.js"
 import * as Tree from "./tree.js"
 import * as TreeBlobs from "./treeBlobs.js"
 import * as StatIndex from "./walks/statIndex.js"
@@ -98,7 +98,8 @@ const walkDir = (w: Walk, abs: string, rel: string, into: Tree.Node): Effect.Eff
           }
         }
         if (kind === "dir") {
-          if (w.filter?.prunes(childRel)) continue
+          // Beneath a directory the filter takes all of, nothing is pruned (see `Filter.takesAll`).
+          if (w.inWhole !== true && w.filter?.prunes(childRel)) continue
           if (w.index !== undefined && w.inWhole !== true && w.filter?.takesAll(childRel) === true) {
             // Walked on its own, once per session, for every snapshot that takes it whole to share.
             const [parent, name] = [current.node, entry.name]
@@ -112,7 +113,12 @@ const walkDir = (w: Walk, abs: string, rel: string, into: Tree.Node): Effect.Eff
           stack.push({ abs: childAbs, rel: childRel, node: child })
           continue
         }
-        if (w.filter !== undefined && !w.filter.includes(childRel)) continue
+        // There, every file is included but a package manager's bookkeeping: no glob need be matched, which was most
+        // of what a cold walk of a real node_modules allocated.
+        if (
+          w.filter !== undefined &&
+          (w.inWhole === true ? isBookkeeping(childRel) : !w.filter.includes(childRel))
+        ) continue
         if (kind === "link") {
           try {
             const st = w.observe !== undefined ? fs.lstatSync(childAbs, { bigint: true }) : undefined
