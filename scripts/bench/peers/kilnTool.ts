@@ -1,6 +1,6 @@
 /**
- * kiln as a peer: `dist/kiln run` (the package's bin) of the workspace's kiln.json, as the other CLI benchmarks drive it
- * (scripts/bench/kiln.ts): `--progress none`, a `--summary` read afterwards to check what ran, its store, sandboxes,
+ * kiln as a peer: `dist/kiln run` (the package's bin) of the workspace's kiln.json, as the other CLI benchmarks drive
+ * it (scripts/bench/kiln.ts): `--progress none`, a `--summary` read afterwards to check what ran, its store, sandboxes,
  * named caches and sockets under the benchmark's temp root.
  */
 import * as fs from "node:fs"

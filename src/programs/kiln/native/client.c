@@ -223,7 +223,6 @@ static const int SIGNALS[] = {SIGINT, SIGTERM, SIGHUP};
 /* Those this program was started with ignored (`nohup`, a script's `&`): not passed on, as they would not end it. */
 static int ignored[3];
 
-
 static void pass_on(int sig) {
   for (unsigned char i = 0; i < sizeof SIGNALS / sizeof *SIGNALS; i++) {
     if (SIGNALS[i] != sig) continue;
