@@ -191,8 +191,8 @@ if (standbyKey !== undefined && standbyKey !== "") {
   // A run where nothing changed is answered from the run memo without loading the engine at all. One that will run
   // processes starts its spawner now, so that its start-up overlaps the engine's. Any `kiln run` that found no standby
   // to take it starts one for the next run at its end, a no-op too: through the native `kiln` a no-op a standby
-  // answers costs a tenth of one answered here, and one the check cannot judge (an option only the full CLI reads,
-  // such as `--trace`) loads the engine every time.
+  // answers starts no Node at all, and one the check cannot judge (an option only the full CLI reads, such as
+  // `--trace`) loads the engine every time.
   const runHere = () => {
     const verdict = args[0] === "run" ? Noop.answer(args) : "other"
     // The directory as the run started in it (what the next run in this workspace starts in too), unless it is gone.

@@ -113,8 +113,8 @@ const walkDir = (w: Walk, abs: string, rel: string, into: Tree.Node): Effect.Eff
           stack.push({ abs: childAbs, rel: childRel, node: child })
           continue
         }
-        // There, every file is included but a package manager's bookkeeping: no glob need be matched, which was most
-        // of what a cold walk of a real node_modules allocated.
+        // There, every file is included but a package manager's bookkeeping: no glob need be matched per path (tens
+        // of thousands of them in a real node_modules).
         if (
           w.filter !== undefined &&
           (w.inWhole === true ? isBookkeeping(childRel) : !w.filter.includes(childRel))
