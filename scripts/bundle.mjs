@@ -12,6 +12,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { buildNativeClient } from "./clientNative.mjs"
 import { buildLstatAddon } from "./nativeAddons.mjs"
+import { shellFallback } from "./nativeCommand.mjs"
 import { bundleSpawner } from "./spawnerBundle.mjs"
 import { buildNativeSpawner } from "./spawnerNative.mjs"
 import { unusedProtoLoader, vendorLibraryDependencies } from "./vendor.mjs"
@@ -111,9 +112,7 @@ await bundleSpawner("dist/spawner.cjs", { minify: process.env.KILN_NO_MINIFY !==
 {
   const why = buildNativeClient("dist/kiln")
   if (why !== undefined) {
-    writeFileSync("dist/kiln", "#!/bin/sh\nexec node \"$(dirname \"$(readlink -f \"$0\")\")/cli.cjs\" \"$@\"\n", {
-      mode: 0o755
-    })
+    writeFileSync("dist/kiln", shellFallback, { mode: 0o755 })
     process.stderr.write(`bundle: the native kiln command was not built, dist/kiln runs Node every time: ${why}\n`)
   }
 }

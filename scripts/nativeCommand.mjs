@@ -7,14 +7,21 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 
-const bin = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../dist/kiln")
-if (fs.existsSync(bin)) {
-  // `--version` goes to Node either way: what is asked here is whether the program starts at all.
-  const probe = spawnSync(bin, ["--version"], { stdio: "ignore", env: { ...process.env, KILN_STANDBY: "off" } })
-  if (probe.error !== undefined) {
-    fs.writeFileSync(bin, "#!/bin/sh\nexec node \"$(dirname \"$(readlink -f \"$0\")\")/cli.cjs\" \"$@\"\n", {
-      mode: 0o755
-    })
-    process.stderr.write(`kiln: dist/kiln cannot run here (${probe.error.message}): it runs Node every time\n`)
+/** `dist/kiln` where no native one can run: `node` with the `cli.cjs` beside the script's real path. */
+export const shellFallback = "#!/bin/sh\nexec node \"$(dirname \"$(readlink -f \"$0\")\")/cli.cjs\" \"$@\"\n"
+
+const here = fileURLToPath(import.meta.url)
+if (process.argv[1] !== undefined && path.resolve(process.argv[1]) === here) {
+  const bin = path.resolve(path.dirname(here), "../dist/kiln")
+  if (fs.existsSync(bin)) {
+    // `--version` goes to Node either way: what is asked here is whether the program starts at all. A binary of
+    // another machine is not always an error: the kernel refuses it (ENOEXEC) and the spawn runs it as a shell script,
+    // which fails.
+    const probe = spawnSync(bin, ["--version"], { stdio: "ignore", env: { ...process.env, KILN_STANDBY: "off" } })
+    if (probe.error !== undefined || probe.status !== 0) {
+      fs.writeFileSync(bin, shellFallback, { mode: 0o755 })
+      const why = probe.error?.message ?? `it exited with ${probe.status ?? probe.signal}`
+      process.stderr.write(`kiln: dist/kiln cannot run here (${why}): it runs Node every time\n`)
+    }
   }
 }

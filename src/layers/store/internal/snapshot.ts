@@ -19,7 +19,7 @@ import * as Core from "./core.js"
 import * as GlobMatches from "./globMatches.js"
 import * as LargeFiles from "./largeFiles.js"
 import * as Sharded from "./lmdb/shards.js"
-import { filterOf, isBookkeeping } from "./snapshotFilter.js"
+import { filterOf } from "./snapshotFilter.js"
 import * as Tree from "./tree.js"
 import * as TreeBlobs from "./treeBlobs.js"
 import * as StatIndex from "./walks/statIndex.js"
@@ -113,11 +113,9 @@ const walkDir = (w: Walk, abs: string, rel: string, into: Tree.Node): Effect.Eff
           stack.push({ abs: childAbs, rel: childRel, node: child })
           continue
         }
-        // There, every file is included but a package manager's bookkeeping: no glob need be matched per path (tens
-        // of thousands of them in a real node_modules).
         if (
           w.filter !== undefined &&
-          (w.inWhole === true ? isBookkeeping(childRel) : !w.filter.includes(childRel))
+          !(w.inWhole === true ? w.filter.includesBeneathWhole(childRel) : w.filter.includes(childRel))
         ) continue
         if (kind === "link") {
           try {

@@ -24,6 +24,11 @@ export interface Filter {
    * files (see {@link BOOKKEEPING}). `""` is the snapshot's root.
    */
   readonly takesAll: (relDir: string) => boolean
+  /**
+   * {@link includes} for a path beneath a directory {@link takesAll} took: no glob need be matched there (tens of
+   * thousands of paths in a real `node_modules`), only the bookkeeping files are left out.
+   */
+  readonly includesBeneathWhole: (relPath: string) => boolean
   /** The include globs, each on its own: a snapshot says which of them matched nothing (see `Matched`). */
   readonly includeGlobs: ReadonlyArray<IncludeGlob>
 }
@@ -120,6 +125,7 @@ const compileFilter = (globs: ReadonlyArray<string>): Filter | undefined => {
     starts: bases !== undefined && !bases.some((b) => b === "") ? starts : undefined,
     includeGlobs: include.map((glob) => ({ glob, matches: Glob.matcher([glob]), base: Glob.baseOf(glob) })),
     includes: (p) => inc(p) && !exc(p) && !isBookkeeping(p),
+    includesBeneathWhole: (p) => !isBookkeeping(p),
     prunes: (d) =>
       exc(d) ||
       (bases !== undefined &&
