@@ -5,9 +5,9 @@ export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     pool: "forks",
-    // Two test files at a time. Vitest's default on a 2-CPU machine is one (CPUs - 1), and the suite then took 19 of
-    // CI's 20 minutes on a slow day; most of a file's time is spent waiting on the processes and servers it starts.
-    // No test depends on the machine being idle (none has a timing threshold): 140 files passed in 592 s, from 1,142.
+    // Two test files at a time. Vitest's default on a 2-CPU machine is one (CPUs - 1), and most of a file's time is
+    // spent waiting on the processes and servers it starts. No test depends on the machine being idle (none has a
+    // timing threshold).
     maxWorkers: 2,
     minWorkers: 1,
     // The second starts the remote-cache servers (or finds them running) and gives the workers their KILN_TEST_* env.
