@@ -128,10 +128,14 @@ const wireRun = (conn: Net.Socket, key: string, hooks: Hooks, request: Protocol.
   const end = (code: number) => {
     if (ended) return
     ended = true
-    startStandby(hooks.spawn, hooks.cli, key, request)
+    // The client has its code first: starting the next standby (a fork of this whole process) is not its wait.
+    const next = () => {
+      startStandby(hooks.spawn, hooks.cli, key, request)
+      exit(code)
+    }
     conn.ref()
-    conn.once("close", () => exit(code))
-    conn.end(Protocol.exitFrame(code), () => exit(code))
+    conn.once("close", next)
+    conn.end(Protocol.exitFrame(code), next)
   }
   process.exit = ((code?: number | string | null) => {
     end(Number(code ?? process.exitCode ?? 0) || 0)
@@ -284,7 +288,9 @@ const waitForRuns = ({ deferred, hooks, idleMs, key, modules, server, stopListen
       clearTimeout(idle)
       taken()
       wireRun(conn, key, hooks, request)
-      hooks.startSpawner()
+      // As the loader does: only a run that will most likely run a process has its spawner started before the engine
+      // (a restore only writes outputs back; the engine starts one at its first spawn, if it comes).
+      if (verdict === "runs") hooks.startSpawner()
       deferred.start()
     })
   })
