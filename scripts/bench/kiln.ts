@@ -9,7 +9,19 @@ import * as os from "node:os"
 import * as path from "node:path"
 import * as Proc from "../../src/os/Proc.js"
 import { standbyPids } from "../../src/programs/kiln/standby/protocol.js"
-import { cli, emit, now, progress, quick, rawTable, rm, type Row, type Samples, type TempRoot } from "./report.js"
+import {
+  cli,
+  emit,
+  kilnStart,
+  now,
+  progress,
+  quick,
+  rawTable,
+  rm,
+  type Row,
+  type Samples,
+  type TempRoot
+} from "./report.js"
 
 // ---------------------------------------------------------------------------------------------------------------
 // Workspaces
@@ -230,14 +242,19 @@ export const kilnRun = async (
     readonly args?: ReadonlyArray<string>
     /** A command that runs kiln's, timed with it (`/usr/bin/time -f … -o FILE`, for the CPU of kiln's tree). */
     readonly wrapper?: ReadonlyArray<string>
+    /**
+     * Started as a user's `kiln` is, the package's bin (`dist/kiln`, see `kilnStart`): a standby an earlier run left
+     * takes the run on. Each run then waits for the standby it leaves, as a user's next command comes after it.
+     * Otherwise `node dist/cli.js`, whose every run pays Node's start and the engine's loading.
+     */
+    readonly bin?: boolean
   }
 ): Promise<KilnRun> => {
   const summaryFile = tmp.fresh("summary")
   const log = tmp.fresh("log")
   const exited = await timedSpawn([
     ...(o.wrapper ?? []),
-    process.execPath,
-    cli,
+    ...(o.bin === true ? kilnStart() : [process.execPath, cli]),
     "run",
     "--config",
     o.ws.config,
@@ -259,6 +276,7 @@ export const kilnRun = async (
   const summary = JSON.parse(fs.readFileSync(summaryFile, "utf8")) as RunSummary
   rm(summaryFile)
   rm(log)
+  if (o.bin === true) await settleStandby(tmp)
   return { ...exited, summary }
 }
 
