@@ -6,12 +6,12 @@
  * @since 0.1.0
  */
 export * as Action from "./domain/Action.js"
-export * as Config from "./domain/Config.js"
+export * as Config from "./domain/config/Config.js"
+export * as ResolvedConfig from "./domain/config/ResolvedConfig.js"
 export * as Digest from "./domain/Digest.js"
 export * as Directory from "./domain/Directory.js"
 export * as Process from "./domain/Process.js"
 export * as RemoteTier from "./domain/RemoteTier.js"
-export * as ResolvedConfig from "./domain/ResolvedConfig.js"
 export * as RunErrors from "./domain/RunErrors.js"
 export * as Sandbox from "./domain/Sandbox.js"
 export * as StoreErrors from "./domain/StoreErrors.js"

@@ -3,8 +3,8 @@
  * them. Apart from `Selection.ts` because it matches globs: the run memo's check selects before it loads a glob
  * matcher, and never with `--affected`.
  */
+import * as Selection from "./config/Selection.js"
 import * as Glob from "./Glob.js"
-import * as Selection from "./Selection.js"
 
 /**
  * Whether input globs take a workspace-relative path: an include glob matches it, or it lies under a literal include

@@ -1,10 +1,10 @@
 /**
- * `kiln graph`'s formats (`programs/kiln/graphText.ts`): any name prints as one quoted token that reads back as the
+ * `kiln graph`'s formats (`programs/kiln/commands/graphText.ts`): any name prints as one quoted token that reads back as the
  * name, and edges join only selected processes.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { FastCheck as fc } from "effect"
-import * as GraphText from "../../src/programs/kiln/graphText.js"
+import * as GraphText from "../../src/programs/kiln/commands/graphText.js"
 
 /** A DOT quoted string read back: `\"` and `\\` unescaped, `\n` a line break. */
 const readDot = (quoted: string): string => {

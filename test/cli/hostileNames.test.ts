@@ -10,7 +10,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import * as Config from "../../src/domain/Config.js"
+import * as Config from "../../src/domain/config/Config.js"
 import { failsWith, runCli } from "../utils/cliRun.js"
 import { tempDir } from "../utils/temp.js"
 

@@ -7,8 +7,8 @@ import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
 import { Console, Effect, Either, FastCheck } from "effect"
 import { type OptionSpec } from "../../src/programs/common/optionSpec.js"
+import { directRunArgs, type RunArgs, runConfig } from "../../src/programs/kiln/commands/runCommand.js"
 import { RUN_OPTIONS } from "../../src/programs/kiln/optionTable.js"
-import { directRunArgs, type RunArgs, runConfig } from "../../src/programs/kiln/runCommand.js"
 
 /** What @effect/cli hands `kiln run`'s handler for these arguments (undefined: it printed help instead). */
 const viaCli = (args: ReadonlyArray<string>) =>

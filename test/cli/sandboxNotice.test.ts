@@ -4,7 +4,7 @@
  * nothing; where it can, nothing is said.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { fromOf, noticeOf } from "../../src/programs/kiln/sandboxNotice.js"
+import { fromOf, noticeOf } from "../../src/programs/kiln/run/sandboxNotice.js"
 
 const refused = { works: false, why: "unshare(CLONE_NEWUSER): EPERM (check kernel.unprivileged_userns_clone)" }
 const works = { works: true, why: "" }

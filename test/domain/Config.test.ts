@@ -5,7 +5,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Either, FastCheck as fc, Schema } from "effect"
 import * as fs from "node:fs"
-import { Config, isPlainConfig } from "../../src/domain/Config.js"
+import { Config, isPlainConfig } from "../../src/domain/config/Config.js"
 
 const anyValue = fc.oneof(
   fc.string({ maxLength: 4 }),

@@ -7,7 +7,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Either, FastCheck as fc } from "effect"
-import * as Config from "../../src/domain/Config.js"
+import * as Config from "../../src/domain/config/Config.js"
 
 /** The config of one process `p` (with `a.txt` as input), with `fields` on top. */
 const oneProcess = (fields: Record<string, unknown>, others: Record<string, unknown> = {}) =>

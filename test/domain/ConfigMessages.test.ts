@@ -5,8 +5,8 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Either } from "effect"
-import * as Config from "../../src/domain/Config.js"
-import * as ConfigText from "../../src/domain/ConfigText.js"
+import * as Config from "../../src/domain/config/Config.js"
+import * as ConfigText from "../../src/domain/config/ConfigText.js"
 
 const refusal = (text: string): string => {
   const parsed = Config.parse("kiln.json", text)

@@ -6,7 +6,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Either, FastCheck as fc } from "effect"
 import picomatch from "picomatch"
-import { parse } from "../../src/domain/Config.js"
+import { parse } from "../../src/domain/config/Config.js"
 import * as Glob from "../../src/domain/Glob.js"
 
 const errorOf = (processes: Record<string, unknown>) => {

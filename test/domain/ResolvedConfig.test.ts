@@ -4,8 +4,8 @@
  * (unset, given two ways, not a name). And the process the engine makes of a pass-through one never runs remotely.
  */
 import { assert, describe, it } from "@effect/vitest"
+import * as ResolvedConfig from "../../src/domain/config/ResolvedConfig.js"
 import * as Digest from "../../src/domain/Digest.js"
-import * as ResolvedConfig from "../../src/domain/ResolvedConfig.js"
 import { processOf } from "../../src/layers/engine/internal/inputs.js"
 
 const resolve = (config: ResolvedConfig.ConfigInput, host: Record<string, string> = {}) =>

@@ -1,12 +1,12 @@
 /**
- * Selecting processes (`domain/Selection.ts`): names, globs, `!` exclusions, `x...` and `...x`, `--affected`, and
+ * Selecting processes (`domain/config/Selection.ts`): names, globs, `!` exclusions, `x...` and `...x`, `--affected`, and
  * the suggestions of an unknown word (`domain/internal/nearestNames.ts`).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { FastCheck as fc } from "effect"
 import * as Affected from "../../src/domain/Affected.js"
+import * as Selection from "../../src/domain/config/Selection.js"
 import { editDistance, nearest } from "../../src/domain/internal/nearestNames.js"
-import * as Selection from "../../src/domain/Selection.js"
 
 // gen ← compile:a ← compile:b ← test:b; lint alone; bundle ← compile:a, compile:b.
 const DEPS: Record<string, ReadonlyArray<string>> = {

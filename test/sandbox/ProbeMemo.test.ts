@@ -13,8 +13,8 @@ import { tempDir } from "../utils/temp.js"
 /** The module afresh: its answers are kept per process, and each case needs a process's first look. */
 const fresh = Effect.promise(async () => {
   vi.resetModules()
-  const MountNamespace = await import("../../src/os/MountNamespace.js")
-  const SandboxNotice = await import("../../src/programs/kiln/sandboxNotice.js")
+  const MountNamespace = await import("../../src/os/mounts/MountNamespace.js")
+  const SandboxNotice = await import("../../src/programs/kiln/run/sandboxNotice.js")
   return { MountNamespace, SandboxNotice }
 })
 

@@ -11,7 +11,7 @@ import * as path from "node:path"
 import type * as Store from "../../src/layers/store/Store.js"
 import * as StoreMaintenance from "../../src/layers/store/StoreMaintenance.js"
 import * as DirScan from "../../src/os/DirScan.js"
-import * as Mounts from "../../src/os/Mounts.js"
+import * as Mounts from "../../src/os/mounts/Mounts.js"
 import { tempDir, tempStore, writeTree } from "../utils/temp.js"
 
 /** Everything under `root`: type, mode, and bytes or link target (and a file's link count), by relative path. */

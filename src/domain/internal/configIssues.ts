@@ -9,7 +9,7 @@
 import * as Option from "effect/Option"
 import type * as ParseResult from "effect/ParseResult"
 import * as AST from "effect/SchemaAST"
-import type { Finding } from "../Config.js"
+import type { Finding } from "../config/Config.js"
 import { didYouMean } from "./didYouMean.js"
 
 /**

@@ -10,8 +10,8 @@
  */
 import * as Either from "effect/Either"
 import type { ParseIssue } from "effect/ParseResult"
-import type { ConfigProblem, InvalidConfig } from "../Config.js"
-import * as ConfigText from "../ConfigText.js"
+import type { ConfigProblem, InvalidConfig } from "../config/Config.js"
+import * as ConfigText from "../config/ConfigText.js"
 
 /** A value the schema refused: where the file has it. */
 interface Refused {

@@ -3,8 +3,8 @@
  *
  * @internal
  */
-import type { Config, PlaceOf } from "../Config.js"
-import { entryOf, hostPathProblem } from "../ResolvedConfig.js"
+import type { Config, PlaceOf } from "../config/Config.js"
+import { entryOf, hostPathProblem } from "../config/ResolvedConfig.js"
 import type { Found } from "./configIssues.js"
 import { conflictsIn, findCycle } from "./declarations.js"
 import { didYouMean } from "./didYouMean.js"

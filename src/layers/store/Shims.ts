@@ -18,7 +18,7 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { EXEC_ROOT } from "../../os/MountNamespace.js"
+import { EXEC_ROOT } from "../../os/mounts/MountNamespace.js"
 
 /** What a shim's workspace path becomes. */
 export { EXEC_ROOT }

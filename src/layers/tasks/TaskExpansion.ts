@@ -8,8 +8,15 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { type Config, type Finding, findingsIn, invalidAt, InvalidConfig, type PlaceOf } from "../../domain/Config.js"
-import * as ResolvedConfig from "../../domain/ResolvedConfig.js"
+import {
+  type Config,
+  type Finding,
+  findingsIn,
+  invalidAt,
+  InvalidConfig,
+  type PlaceOf
+} from "../../domain/config/Config.js"
+import * as ResolvedConfig from "../../domain/config/ResolvedConfig.js"
 import { placesOf } from "./internal/places.js"
 import * as Tasks from "./Tasks.js"
 

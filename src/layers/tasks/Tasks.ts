@@ -16,7 +16,7 @@
  * range its version satisfies (npm's, yarn's and bun's rule; pnpm links only `workspace:` by default, and treating
  * a satisfied range as the workspace's only adds a dep).
  */
-import type { Config } from "../../domain/Config.js"
+import type { Config } from "../../domain/config/Config.js"
 import * as Expand from "./internal/expand.js"
 import * as WorkspaceFiles from "./internal/workspaceFiles.js"
 

@@ -10,12 +10,12 @@ import * as Exit from "effect/Exit"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as fs from "node:fs"
-import * as ConfigText from "../../domain/ConfigText.js"
+import * as ConfigText from "../../domain/config/ConfigText.js"
 import { onInterrupt } from "../common/exitCode.js"
 import { cliLogger } from "../common/logging.js"
 import * as ConfigFile from "./configFile.js"
 import { affectedArgs } from "./optionTable.js"
-import { directRunArgs, runParsed } from "./runDirect.js"
+import { directRunArgs, runParsed } from "./run/runDirect.js"
 import { DEFERRED_MAIN } from "./standby/protocol.js"
 import { cliProblem, commandOf, readArgs } from "./usage.js"
 import { VERSION } from "./version.js"
@@ -30,7 +30,7 @@ const isUnsafeDirectory = (error: unknown): boolean =>
 
 const loadCli = Effect.promise(() =>
   Promise.all([
-    import("./commands.js"),
+    import("./commands/commands.js"),
     import("@effect/platform-node/NodeContext"),
     import("@effect/cli/ValidationError"),
     import("@effect/cli/HelpDoc")

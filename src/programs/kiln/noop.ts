@@ -12,10 +12,10 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
-import * as ConfigText from "../../domain/ConfigText.js"
+import * as ConfigText from "../../domain/config/ConfigText.js"
+import * as ResolvedConfig from "../../domain/config/ResolvedConfig.js"
+import * as Selection from "../../domain/config/Selection.js"
 import * as GraphOrder from "../../domain/GraphOrder.js"
-import * as ResolvedConfig from "../../domain/ResolvedConfig.js"
-import * as Selection from "../../domain/Selection.js"
 import * as RunMemo from "../../layers/engine/RunMemo.js"
 import * as Endpoint from "../../layers/remote/Endpoint.js"
 import * as Layout from "../../layers/store/Layout.js"
@@ -226,7 +226,7 @@ const check = (
   }
   const processes = json.processes
   const depsOf = (n: string) => processes[n]!.deps ?? []
-  // The words select as the full run's do (`domain/Selection.ts`); one that names nothing is the full run's to report.
+  // The words select as the full run's do (`domain/config/Selection.ts`); one that names nothing is the full run's to report.
   const selected = parsed.names.length === 0
     ? { _tag: "Selected" as const, names: Object.keys(processes) }
     : Selection.select({ names: Object.keys(processes), depsOf }, parsed.names)

@@ -1,5 +1,5 @@
 /**
- * The processes a command acts on, from its words and `--affected` (see `domain/Selection.ts`): `kiln run`,
+ * The processes a command acts on, from its words and `--affected` (see `domain/config/Selection.ts`): `kiln run`,
  * `kiln ls`, `kiln graph` and `kiln explain` select alike. `--affected` asks git what differs from a base: the
  * files `git diff --name-only BASE` names (committed since, staged or not) and the untracked ones git does not
  * ignore.
@@ -10,8 +10,8 @@ import * as Schema from "effect/Schema"
 import * as childProcess from "node:child_process"
 import * as path from "node:path"
 import * as Affected from "../../domain/Affected.js"
-import { type Config, InvalidConfig } from "../../domain/Config.js"
-import * as Selection from "../../domain/Selection.js"
+import { type Config, InvalidConfig } from "../../domain/config/Config.js"
+import * as Selection from "../../domain/config/Selection.js"
 import { AFFECTED_DEFAULT } from "./optionTable.js"
 
 /**

@@ -4,7 +4,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import type { InvalidConfig } from "../../domain/Config.js"
+import type { InvalidConfig } from "../../domain/config/Config.js"
 import type { KeepSandboxes } from "../../domain/Sandbox.js"
 import * as Kiln from "../../layers/kiln/Kiln.js"
 import type { Settings as RemoteSettings } from "../../layers/remote/RemoteSettings.js"

@@ -10,7 +10,7 @@
  *
  * Plain code without Effect or @effect/cli: checking costs nothing a run would not load anyway.
  */
-import { nearest } from "../../domain/DidYouMean.js"
+import { nearest } from "../../domain/config/DidYouMean.js"
 import { type OptionSpec } from "../common/optionSpec.js"
 import { STORE_OPTIONS } from "../common/storeFlags.js"
 import { COMMAND_SPECS, type CommandSpec } from "./commandTable.js"

@@ -31,8 +31,8 @@ import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as Protocol from "../../layers/spawner/Protocol.js"
 import { errnoOf } from "../../os/Errno.js"
-import * as MountNamespace from "../../os/MountNamespace.js"
-import { mountUnder } from "../../os/Mounts.js"
+import * as MountNamespace from "../../os/mounts/MountNamespace.js"
+import { mountUnder } from "../../os/mounts/Mounts.js"
 import { removeTree } from "../../os/RemoveTree.js"
 
 const send = (reply: Protocol.Reply) => void process.stdout.write(Protocol.encode(reply))

@@ -15,7 +15,7 @@ import {
   InvalidConfig,
   invalidConfig,
   type ProcessConfig
-} from "../../../domain/Config.js"
+} from "../../../domain/config/Config.js"
 import * as Digest from "../../../domain/Digest.js"
 import * as DurationText from "../../../domain/DurationText.js"
 import { Process } from "../../../domain/Process.js"

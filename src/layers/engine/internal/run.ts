@@ -6,7 +6,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as path from "node:path"
-import { InvalidConfig } from "../../../domain/Config.js"
+import { InvalidConfig } from "../../../domain/config/Config.js"
 import * as GraphOrder from "../../../domain/GraphOrder.js"
 import type { ProcessRunner } from "../../runner/ProcessRunner.js"
 import * as Layout from "../../store/Layout.js"

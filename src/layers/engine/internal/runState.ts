@@ -7,7 +7,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as path from "node:path"
-import type { Config } from "../../../domain/Config.js"
+import type { Config } from "../../../domain/config/Config.js"
 import type * as Digest from "../../../domain/Digest.js"
 import type { Process, ProcessResult } from "../../../domain/Process.js"
 import type { ProcessRunner } from "../../runner/ProcessRunner.js"

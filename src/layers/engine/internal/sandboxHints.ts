@@ -12,7 +12,7 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
-import type { Config } from "../../../domain/Config.js"
+import type { Config } from "../../../domain/config/Config.js"
 import * as Glob from "../../../domain/Glob.js"
 import type { Process, ProcessResult } from "../../../domain/Process.js"
 

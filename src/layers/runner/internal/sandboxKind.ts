@@ -10,7 +10,7 @@
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type { SandboxKind } from "../../../domain/Process.js"
-import * as MountNamespace from "../../../os/MountNamespace.js"
+import * as MountNamespace from "../../../os/mounts/MountNamespace.js"
 import { SandboxMode } from "../SandboxMode.js"
 
 /** @internal */

@@ -10,8 +10,8 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import type { Process } from "../../../domain/Process.js"
-import * as MountNamespace from "../../../os/MountNamespace.js"
-import { SYSTEM_DIRS } from "../../../os/ViewScript.js"
+import * as MountNamespace from "../../../os/mounts/MountNamespace.js"
+import { SYSTEM_DIRS } from "../../../os/mounts/ViewScript.js"
 import { SandboxMode } from "../SandboxMode.js"
 
 /** Whether `p` is `dir` or under it. */

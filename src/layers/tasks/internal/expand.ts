@@ -11,7 +11,7 @@
  *
  * @internal
  */
-import type { Config, ProcessConfig, TaskConfig } from "../../../domain/Config.js"
+import type { Config, ProcessConfig, TaskConfig } from "../../../domain/config/Config.js"
 import { staysInside } from "./packageGlobs.js"
 import { satisfies } from "./semver.js"
 import type { Package, Problem, Workspace } from "./workspaceFiles.js"

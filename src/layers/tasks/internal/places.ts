@@ -6,7 +6,7 @@
  *
  * @internal
  */
-import type { Config, Place, PlaceOf } from "../../../domain/Config.js"
+import type { Config, Place, PlaceOf } from "../../../domain/config/Config.js"
 import { type ConfigInput, type Origin, rebased } from "./expand.js"
 
 /** The fields of a process that a default is added to (`ResolvedConfig.resolve`): the defaults' first. */

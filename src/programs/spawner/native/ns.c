@@ -1,6 +1,6 @@
 /*
  * The mount namespace a process runs in, when its spawn request names one (`namespace`): what
- * `src/os/MountNamespace.ts`'s wrapper does with unshare(1), sh and mount(8), done here with the system calls in the
+ * `src/os/mounts/MountNamespace.ts`'s wrapper does with unshare(1), sh and mount(8), done here with the system calls in the
  * forked child, before it execs. Three programs fewer per process, and a program that cannot run is reported as one
  * (ENOENT, ETXTBSY retried), not as a shell's exit 127.
  *

@@ -1,4 +1,4 @@
-/* The native spawner's removal of trees, as `../../os/RemoveTree.ts` and `../../os/Mounts.ts` do it. */
+/* The native spawner's removal of trees, as `src/os/RemoveTree.ts` and `src/os/mounts/Mounts.ts` do it. */
 #include "spawner.h"
 #include <dirent.h>
 #include <errno.h>
@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 /* ------------------------------------------------------------------------------------------------------------- */
-/* Removing trees: `../../os/RemoveTree.ts` and `../../os/Mounts.ts`                                             */
+/* Removing trees: `src/os/RemoveTree.ts` and `src/os/mounts/Mounts.ts`                                             */
 
 
 /** The first mount point at or under `dir` (unescaped from /proc/self/mountinfo), into `out`; false if none. */

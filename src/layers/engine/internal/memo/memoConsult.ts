@@ -7,7 +7,7 @@
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import type { Config } from "../../../../domain/Config.js"
+import type { Config } from "../../../../domain/config/Config.js"
 import * as Digest from "../../../../domain/Digest.js"
 import { ProcessResult } from "../../../../domain/Process.js"
 import { SandboxMode } from "../../../runner/SandboxMode.js"

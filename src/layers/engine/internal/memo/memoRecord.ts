@@ -8,7 +8,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as path from "node:path"
-import type { Config } from "../../../../domain/Config.js"
+import type { Config } from "../../../../domain/config/Config.js"
 import * as Digest from "../../../../domain/Digest.js"
 import type { ProcessResult } from "../../../../domain/Process.js"
 import * as Generation from "../../../store/Generation.js"

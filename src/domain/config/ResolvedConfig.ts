@@ -10,7 +10,7 @@
  *
  * @since 0.1.0
  */
-import { pathText, quoted } from "./internal/fieldText.js"
+import { pathText, quoted } from "../internal/fieldText.js"
 
 /** A process's fields this resolves (the rest is carried as it is). */
 interface EnvFields {

@@ -16,7 +16,7 @@
  *
  * Plain code without Effect: the run memo's check (`programs/kiln/noop.ts`) selects too, before Effect is loaded.
  */
-import { didYouMean, hasWildcards, nearest } from "./internal/nearestNames.js"
+import { didYouMean, hasWildcards, nearest } from "../internal/nearestNames.js"
 
 /**
  * The process graph a selection is made in: the names in kiln.json's order, and each one's deps.

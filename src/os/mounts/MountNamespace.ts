@@ -26,8 +26,8 @@ import * as childProcess from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import * as AtomicFile from "./AtomicFile.js"
-import { bootIdText } from "./BootId.js"
+import * as AtomicFile from "../AtomicFile.js"
+import { bootIdText } from "../BootId.js"
 import * as ViewScript from "./ViewScript.js"
 
 /**

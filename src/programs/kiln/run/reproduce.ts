@@ -7,9 +7,9 @@
 import * as Duration from "effect/Duration"
 import * as Option from "effect/Option"
 import * as path from "node:path"
-import type { Config } from "../../domain/Config.js"
-import type { OptionSpec } from "../common/optionSpec.js"
-import { RUN_OPTIONS } from "./optionTable.js"
+import type { Config } from "../../../domain/config/Config.js"
+import type { OptionSpec } from "../../common/optionSpec.js"
+import { RUN_OPTIONS } from "../optionTable.js"
 import type { RunArgs } from "./runDirect.js"
 
 /**

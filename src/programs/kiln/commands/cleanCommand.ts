@@ -6,10 +6,10 @@ import * as Command from "@effect/cli/Command"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import * as Sandboxes from "../../layers/sandbox/Sandboxes.js"
-import { cliOptions } from "../common/cliOptions.js"
-import { CLEAN_OPTIONS } from "./commandTable.js"
-import { COMMANDS } from "./help.js"
+import * as Sandboxes from "../../../layers/sandbox/Sandboxes.js"
+import { cliOptions } from "../../common/cliOptions.js"
+import { CLEAN_OPTIONS } from "../commandTable.js"
+import { COMMANDS } from "../help.js"
 
 export const clean = Command.make(
   "clean",

@@ -3,7 +3,8 @@
  */
 import * as Command from "@effect/cli/Command"
 import * as Effect from "effect/Effect"
-import { sandboxer } from "../sandboxer.js"
+import { sandboxer } from "../../sandboxer.js"
+import { VERSION } from "../version.js"
 import { clean } from "./cleanCommand.js"
 import { exec } from "./execCommand.js"
 import { graph } from "./graphCommand.js"
@@ -12,7 +13,6 @@ import { remote } from "./remoteCommands.js"
 import { explain, logs, run as runCommand, schema } from "./runCommand.js"
 import { store } from "./storeCommands.js"
 import { verify } from "./verifyCommand.js"
-import { VERSION } from "./version.js"
 
 const kiln = Command.make("kiln").pipe(
   Command.withDescription("a hermetic process-execution engine for build tools"),

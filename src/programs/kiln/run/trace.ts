@@ -5,7 +5,7 @@
  * lookup, its wait for a slot, its sandbox filled) is in its span's arguments, so that the lanes show what ran at
  * once rather than what waited.
  */
-import type * as Engine from "../../layers/engine/Engine.js"
+import type * as Engine from "../../../layers/engine/Engine.js"
 
 /** A local run's phases, then a remote one's (upload, the execution as kiln saw it, download), in order. */
 const PHASES = [

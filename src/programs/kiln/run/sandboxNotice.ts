@@ -6,10 +6,10 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
-import type * as SandboxMode from "../../layers/runner/SandboxMode.js"
-import * as Layout from "../../layers/store/Layout.js"
-import * as MountNamespace from "../../os/MountNamespace.js"
-import * as PrivateDir from "../../os/PrivateDir.js"
+import type * as SandboxMode from "../../../layers/runner/SandboxMode.js"
+import * as Layout from "../../../layers/store/Layout.js"
+import * as MountNamespace from "../../../os/mounts/MountNamespace.js"
+import * as PrivateDir from "../../../os/PrivateDir.js"
 
 /** Whether this machine can make the strict view, and why not when it cannot (the errno, the sysctl to check). */
 export interface StrictProbe {

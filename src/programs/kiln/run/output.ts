@@ -7,9 +7,9 @@
  */
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as Digest from "../../domain/Digest.js"
-import type * as Engine from "../../layers/engine/Engine.js"
-import type * as Store from "../../layers/store/Store.js"
+import * as Digest from "../../../domain/Digest.js"
+import type * as Engine from "../../../layers/engine/Engine.js"
+import type * as Store from "../../../layers/store/Store.js"
 
 /**
  * `full`: every process's output, cached ones' replayed; `new-only`: the output of what ran, hits hidden;

@@ -5,13 +5,13 @@
  */
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
+import * as DurationText from "../DurationText.js"
+import { Expected, problemsOf, reservedKeyIn } from "../internal/configIssues.js"
+import * as Salvage from "../internal/configSalvage.js"
+import { pathText, problemText, quoted } from "../internal/fieldText.js"
+import { placesUnder, problemsIn } from "../internal/processChecks.js"
+import { CachePolicy } from "../Process.js"
 import * as ConfigText from "./ConfigText.js"
-import * as DurationText from "./DurationText.js"
-import { Expected, problemsOf, reservedKeyIn } from "./internal/configIssues.js"
-import * as Salvage from "./internal/configSalvage.js"
-import { pathText, problemText, quoted } from "./internal/fieldText.js"
-import { placesUnder, problemsIn } from "./internal/processChecks.js"
-import { CachePolicy } from "./Process.js"
 import { needsResolving } from "./ResolvedConfig.js"
 
 const Duration = Schema.String.pipe(

@@ -11,4 +11,4 @@ export {
    * The candidates nearest a word, if near enough.
    */
   nearest
-} from "./internal/didYouMean.js"
+} from "../internal/didYouMean.js"

@@ -10,24 +10,24 @@ import * as Either from "effect/Either"
 import * as JSONSchema from "effect/JSONSchema"
 import * as Option from "effect/Option"
 import * as path from "node:path"
-import { ConfigFile } from "../../domain/Config.js"
-import * as Digest from "../../domain/Digest.js"
-import * as Engine from "../../layers/engine/Engine.js"
-import { cliOptions, storeOptions } from "../common/cliOptions.js"
-import { toStoreOptions } from "../common/storeSettings.js"
-import { EXPLAIN_OPTIONS, LOGS_OPTIONS } from "./commandTable.js"
-import { COMMANDS } from "./help.js"
-import { REMOTE_OPTIONS, RUN_OPTIONS } from "./optionTable.js"
-import { configFileOf, loadConfig, runParsed } from "./runDirect.js"
-import * as Selection from "./selection.js"
-import { exitOnInvalidRemote, remoteSettings } from "./settings.js"
-import { engineStack, exitOnInvalidConfig } from "./stack.js"
+import { ConfigFile } from "../../../domain/config/Config.js"
+import * as Digest from "../../../domain/Digest.js"
+import * as Engine from "../../../layers/engine/Engine.js"
+import { cliOptions, storeOptions } from "../../common/cliOptions.js"
+import { toStoreOptions } from "../../common/storeSettings.js"
+import { EXPLAIN_OPTIONS, LOGS_OPTIONS } from "../commandTable.js"
+import { COMMANDS } from "../help.js"
+import { REMOTE_OPTIONS, RUN_OPTIONS } from "../optionTable.js"
+import { configFileOf, loadConfig, runParsed } from "../run/runDirect.js"
+import * as Selection from "../selection.js"
+import { exitOnInvalidRemote, remoteSettings } from "../settings.js"
+import { engineStack, exitOnInvalidConfig } from "../stack.js"
 
 export const runConfig = {
   names: Args.text({ name: "name" }).pipe(Args.repeated),
   ...cliOptions(RUN_OPTIONS)
 }
-export { directRunArgs, type RunArgs } from "./runDirect.js"
+export { directRunArgs, type RunArgs } from "../run/runDirect.js"
 
 export const run = Command.make("run", runConfig, runParsed).pipe(
   Command.withDescription(COMMANDS.run)

@@ -8,8 +8,8 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
-import type * as Engine from "../../layers/engine/Engine.js"
-import type { HashProgress } from "../../layers/store/Store.js"
+import type * as Engine from "../../../layers/engine/Engine.js"
+import type { HashProgress } from "../../../layers/store/Store.js"
 
 export type Mode = "tty" | "plain" | "none"
 
