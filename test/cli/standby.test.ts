@@ -419,6 +419,20 @@ describe("a standby", () => {
         assert.deepStrictEqual(fs.readdirSync(path.join(w.run, "kiln")), [], signal)
       }
     }))
+
+  it.scopedLive("a standby idle for its time ends by itself, leaving neither socket nor lock", () =>
+    Effect.gen(function*() {
+      const w = yield* workspace({ gen }, { "src/a.txt": "one\n" })
+      const standby = yield* w.runThenStandby({ KILN_STANDBY_IDLE_MS: "3000" })
+      yield* eventually("it has ended", () => !isAlive(standby), "30 seconds")
+      assert.deepStrictEqual(fs.readdirSync(path.join(w.run, "kiln")), [])
+      // The next run finds none, loads the engine itself and leaves a new standby.
+      fs.writeFileSync(path.join(w.ws, "src/a.txt"), "two\n")
+      const r = yield* w.kiln(["run"])
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.include(r.stderr, "kiln: standby: none waiting")
+      yield* w.standbyWaits
+    }))
 })
 
 describe("the native kiln command (dist/kiln)", () => {

@@ -5,8 +5,10 @@
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Cause from "effect/Cause"
 import * as Console from "effect/Console"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as fs from "node:fs"
@@ -16,7 +18,7 @@ import { cliLogger } from "../common/logging.js"
 import * as ConfigFile from "./configFile.js"
 import { affectedArgs } from "./optionTable.js"
 import { directRunArgs, runParsed } from "./run/runDirect.js"
-import { DEFERRED_MAIN } from "./standby/protocol.js"
+import { DEFERRED_MAIN, type DeferredMain } from "./standby/protocol.js"
 import { cliProblem, commandOf, readArgs } from "./usage.js"
 import { VERSION } from "./version.js"
 
@@ -188,7 +190,16 @@ const runCli = () =>
     }
   })
 
-// A standby (`standby/serve.ts`) loads all this ahead of a run, and starts it once a run is handed over.
-const deferred = (globalThis as Record<symbol, { start?: () => void } | undefined>)[DEFERRED_MAIN]
-if (deferred !== undefined) deferred.start = runCli
-else runCli()
+/** A fiber that calls `then` after `ms`; the function returned interrupts it. */
+const idleWait = (ms: number, then: () => void): () => void => {
+  const fiber = Effect.runFork(Effect.andThen(Effect.sleep(Duration.millis(ms)), Effect.sync(then)))
+  return () => Effect.runFork(Fiber.interrupt(fiber))
+}
+
+// A standby (`standby/serve.ts`) loads all this ahead of a run, and starts it once a run is handed over; until then it
+// waits on the bundle's clock, the loader's code having none of its own.
+const deferred = (globalThis as Record<symbol, DeferredMain | undefined>)[DEFERRED_MAIN]
+if (deferred !== undefined) {
+  deferred.start = runCli
+  deferred.idle = idleWait
+} else runCli()

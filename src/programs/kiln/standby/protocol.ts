@@ -62,6 +62,13 @@ export const parseRehearsal = (text: string | undefined): Rehearsal | undefined 
  */
 export const DEFERRED_MAIN = Symbol.for("kiln.standby.main")
 
+/** What the bundle leaves at {@link DEFERRED_MAIN}: its start, and the standby's idle wait, an Effect of the bundle's. */
+export interface DeferredMain {
+  start?: () => void
+  /** Calls `then` after `ms` unless the returned function cancels it first. */
+  idle?: (ms: number, then: () => void) => () => void
+}
+
 /** `off` turns standbys off: every run loads the engine itself, and none is started. */
 export const SWITCH_ENV = "KILN_STANDBY"
 

@@ -20,10 +20,6 @@ import { startStandby } from "./client.js"
 import * as Identity from "./identity.js"
 import * as Protocol from "./protocol.js"
 
-interface Deferred {
-  start?: () => void
-}
-
 /** The socket's own descriptor, for the exit code written from the `exit` event, where nothing asynchronous runs. */
 const fdOf = (conn: Net.Socket): number | undefined => {
   const fd = (conn as unknown as { _handle?: { fd?: unknown } })._handle?.fd
@@ -188,9 +184,15 @@ export const serve = (key: string, hooks: Hooks): void => {
   for (const signal of Protocol.SIGNALS) process.on(signal, stop)
   const rehearsal = Protocol.parseRehearsal(process.env[Protocol.REHEARSAL_ENV])
   delete process.env[Protocol.REHEARSAL_ENV]
-  const deferred: Deferred = {}
+  const deferred: Protocol.DeferredMain = {}
   ;(globalThis as Record<symbol, unknown>)[Protocol.DEFERRED_MAIN] = deferred
   hooks.load()
+  // A bundle that left no start cannot serve: runs find no socket and load the engine themselves.
+  const { idle, start } = deferred
+  if (start === undefined || idle === undefined) {
+    release(lock)
+    return process.exit(0)
+  }
   hooks.preload()
   if (rehearsal !== undefined) rehearse(rehearsal, hooks)
   const modules = Identity.modulesOf(hooks.require)
@@ -229,7 +231,8 @@ export const serve = (key: string, hooks: Hooks): void => {
       idleMs,
       key,
       hooks,
-      deferred,
+      idle,
+      start,
       modules
     })
   })
@@ -244,21 +247,21 @@ interface Waiting {
   readonly idleMs: number
   readonly key: string
   readonly hooks: Hooks
-  readonly deferred: Deferred
+  /** The bundle's start of the run taken on, and its idle wait (see {@link Protocol.DeferredMain}). */
+  readonly start: () => void
+  readonly idle: (ms: number, then: () => void) => () => void
   readonly modules: Identity.Modules
 }
 
 /** Listening: answers no-ops, and becomes the first run that will run processes; exits when idle. */
-const waitForRuns = ({ deferred, hooks, idleMs, key, modules, server, stopListening, taken }: Waiting): void => {
-  // A plain timer, not Effect's: this is the loader's code, which the build keeps free of packages (Effect is in the
-  // bundle it loads, whose start is held back until a run comes); nothing else here waits on time.
-  let idle: NodeJS.Timeout | undefined
+const waitForRuns = ({ hooks, idle, idleMs, key, modules, server, start, stopListening, taken }: Waiting): void => {
+  let cancelIdle: (() => void) | undefined
   const waitIdle = () => {
-    clearTimeout(idle)
-    idle = setTimeout(() => {
+    cancelIdle?.()
+    cancelIdle = idle(idleMs, () => {
       stopListening()
       process.exit(0)
-    }, idleMs)
+    })
   }
   waitIdle()
   let serving = false
@@ -269,7 +272,6 @@ const waitForRuns = ({ deferred, hooks, idleMs, key, modules, server, stopListen
     readRequest(conn, (request) => {
       if (serving) return decline("it serves another run")
       if (typeof request === "string") return decline(request)
-      if (deferred.start === undefined) return decline("it cannot serve here")
       let restore: Identity.Restore
       try {
         restore = Identity.assume(modules, conn, request, hooks.cli)
@@ -285,13 +287,13 @@ const waitForRuns = ({ deferred, hooks, idleMs, key, modules, server, stopListen
         return waitIdle()
       }
       serving = true
-      clearTimeout(idle)
+      cancelIdle?.()
       taken()
       wireRun(conn, key, hooks, request)
       // As the loader does: only a run that will most likely run a process has its spawner started before the engine
       // (a restore only writes outputs back; the engine starts one at its first spawn, if it comes).
       if (verdict === "runs") hooks.startSpawner()
-      deferred.start()
+      start()
     })
   })
 }
