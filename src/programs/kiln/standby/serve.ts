@@ -124,14 +124,12 @@ const wireRun = (conn: Net.Socket, key: string, hooks: Hooks, request: Protocol.
   const end = (code: number) => {
     if (ended) return
     ended = true
-    // The client has its code first: starting the next standby (a fork of this whole process) is not its wait.
-    const next = () => {
-      startStandby(hooks.spawn, hooks.cli, key, request)
-      exit(code)
-    }
+    // Started before the client has its code: once a client has ended, its next standby exists (a harness that ends
+    // the standbys after a run finds it; started after, it could outlive that sweep).
+    startStandby(hooks.spawn, hooks.cli, key, request)
     conn.ref()
-    conn.once("close", next)
-    conn.end(Protocol.exitFrame(code), next)
+    conn.once("close", () => exit(code))
+    conn.end(Protocol.exitFrame(code), () => exit(code))
   }
   process.exit = ((code?: number | string | null) => {
     end(Number(code ?? process.exitCode ?? 0) || 0)
