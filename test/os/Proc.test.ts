@@ -12,6 +12,8 @@ import { eventually, firstLine, spawnScoped } from "../utils/child.js"
 import { tempDir } from "../utils/temp.js"
 
 const commOf = (pid: number) => fs.readFileSync(`/proc/${pid}/comm`, "utf8").trimEnd()
+/** The state letter `/proc/<pid>/status` gives, read apart from the stat line the parser reads. */
+const statusStateOf = (pid: number) => /^State:\s+(\S)/m.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))?.[1]
 
 /** A stat line as the kernel writes it: 52 fields, field `n` holding `f<n>` unless given. */
 const statLine = (pid: number, comm: string, fields: Record<number, string>) => {
@@ -52,7 +54,8 @@ describe("Proc.parseStat", () => {
       fs.chmodSync(exe, 0o755)
       const child = yield* spawnScoped(exe, ["60"], { detached: true })
       const pid = child.pid!
-      yield* eventually("the copy of sleep runs", () => commOf(pid) === "a) b (c")
+      // Just after its exec it may still be running (its loader), not yet asleep.
+      yield* eventually("the copy of sleep sleeps", () => commOf(pid) === "a) b (c" && statusStateOf(pid) === "S")
       const st = Proc.statOf(pid)!
       assert.strictEqual(st.ppid, process.pid)
       assert.strictEqual(st.pgid, pid, "detached: it leads a group of its own")
