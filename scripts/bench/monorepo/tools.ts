@@ -8,6 +8,7 @@ import { execFileSync } from "node:child_process"
 import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { isStandby } from "../../../src/programs/kiln/standby/protocol.js"
 import { kilnEnv, type RunSummary, settleStandby, standbysOf } from "../kiln.js"
 import { measure, tailOf } from "../peers/proc.js"
 import { kilnStart, progress, rm, type TempRoot } from "../report.js"
@@ -177,7 +178,7 @@ export const kilnSession = (tmp: TempRoot, ws: Workspace, r: Repo, root: string,
         log: tmp.fresh("log"),
         rss: o.rss,
         // The standby that takes the run on is its engine.
-        ...(o.rss ? { extraRoots: standbysOf(tmp) } : {}),
+        ...(o.rss ? { extraRoots: standbysOf(tmp), notCounted: isStandby } : {}),
         limitMs: RUN_LIMIT_MS
       })
       await settleStandby(tmp)

@@ -5,6 +5,7 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { isStandby } from "../../../src/programs/kiln/standby/protocol.js"
 import { kilnEnv, type RunSummary, settleStandby, standbysOf } from "../kiln.js"
 import { cli, kilnStart, rm, sh } from "../report.js"
 import { runChecked } from "./proc.js"
@@ -44,7 +45,7 @@ export const kilnTool = (ctx: Context): Tool => {
             log: ctx.tmp.fresh("log"),
             rss: o.rss,
             // The standby that takes the run on is its engine.
-            ...(o.rss === true ? { extraRoots: standbysOf(ctx.tmp) } : {}),
+            ...(o.rss === true ? { extraRoots: standbysOf(ctx.tmp), notCounted: isStandby } : {}),
             limitMs: RUN_LIMIT_MS
           })
           await settleStandby(ctx.tmp)

@@ -50,8 +50,8 @@ const snapshot = (): Map<number, ProcStat> => {
   return out
 }
 
-/** The summed RSS of `roots` and every process descending from them. */
-export const treeRssKb = (roots: ReadonlyArray<number>): number => {
+/** The summed RSS of `roots` and every process descending from them, but those `notCounted` names (and theirs). */
+export const treeRssKb = (roots: ReadonlyArray<number>, notCounted?: (pid: number) => boolean): number => {
   const procs = snapshot()
   const children = new Map<number, Array<number>>()
   for (const [pid, p] of procs) {
@@ -66,6 +66,7 @@ export const treeRssKb = (roots: ReadonlyArray<number>): number => {
     const pid = stack.pop()!
     if (seen.has(pid)) continue
     seen.add(pid)
+    if (notCounted !== undefined && !roots.includes(pid) && notCounted(pid)) continue
     sum += procs.get(pid)!.rssKb
     stack.push(...(children.get(pid) ?? []))
   }
@@ -117,6 +118,11 @@ export interface RunOptions {
   readonly rss?: boolean
   /** Further roots whose trees count (Bazel's server). */
   readonly extraRoots?: ReadonlyArray<number>
+  /**
+   * Processes below the roots that are not the run's, left out with their trees: the next standby a kiln run starts
+   * at its end (just forked, it shares the whole engine's pages, which a sample would count twice).
+   */
+  readonly notCounted?: (pid: number) => boolean
   /** Past this the run is ended (SIGKILL to its group) and reported as failed: a hang must not hang the benchmark. */
   readonly limitMs: number
 }
@@ -143,7 +149,7 @@ export const measure = (argv: ReadonlyArray<string>, o: RunOptions): Promise<Mea
     trackLive(child)
     let sampled = 0
     const sample = () => {
-      sampled = Math.max(sampled, treeRssKb([child.pid!, ...(o.extraRoots ?? [])]))
+      sampled = Math.max(sampled, treeRssKb([child.pid!, ...(o.extraRoots ?? [])], o.notCounted))
     }
     const sampler = o.rss === true && child.pid !== undefined ? setInterval(sample, SAMPLE_MS) : undefined
     const limit = setTimeout(() => {
