@@ -21,7 +21,7 @@ import {
   keptNotes,
   machineNotes,
   now,
-  ownSectionOf,
+  ownSectionsIn,
   progress,
   quick,
   renderSection,
@@ -34,8 +34,6 @@ import {
 } from "./report.js"
 
 const BENCHMARKS = ["store", "runner", "noop", "cold", "scale"] as const
-/** The benchmarks run by commands of their own, whose sections a rewrite keeps (see `writeOwnSection`). */
-const OWN_COMMANDS = ["trees", "remote", "peers"] as const
 const reportFile = path.join(repo, "scripts", "bench", "report.md")
 
 const onlyArg = argValue("only")
@@ -117,10 +115,8 @@ const main = async () => {
   const withTarget = targetRows.filter((r) => r.target !== undefined).length
   const notes = keptNotes(reportFile)
   const oldReport = fs.existsSync(reportFile) ? fs.readFileSync(reportFile, "utf8") : ""
-  const ownSections = OWN_COMMANDS.flatMap((name) => {
-    const block = ownSectionOf(oldReport, name)
-    return block === undefined ? [] : [block, ""]
-  })
+  // The sections of the benchmarks run by commands of their own (see `writeOwnSection`), kept as they were.
+  const ownSections = ownSectionsIn(oldReport).flatMap((block) => [block, ""])
   const doc = [
     "# kiln benchmarks",
     "",

@@ -283,6 +283,15 @@ export const ownSectionOf = (report: string, name: string): string | undefined =
   return begin < 0 || end < begin ? undefined : report.slice(begin, end + ownSectionEnd(name).length)
 }
 
+/**
+ * Every section a benchmark of its own wrote into a report's text, in the report's order: whichever command wrote it,
+ * so that one added later is kept without being listed here.
+ */
+export const ownSectionsIn = (report: string): Array<string> => {
+  const names = [...report.matchAll(/<!-- section ([\w-]+): written by /g)].map((m) => m[1]!)
+  return [...new Set(names)].flatMap((name) => ownSectionOf(report, name) ?? [])
+}
+
 /** Writes `markdown` into the report file as the section `name` (see {@link ownSectionBegin}). */
 export const writeOwnSection = (file: string, name: string, markdown: string): void => {
   let old = ""
