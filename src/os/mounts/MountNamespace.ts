@@ -284,6 +284,8 @@ export const wrap = (
   const back = mode === "root"
     ? []
     : [tools.unshare, "--user", `--map-user=${process.getuid!()}`, `--map-group=${process.getgid!()}`]
+  // A mount namespace of its own, whose mounts never propagate back to the host's.
+  const privateMounts = [tools.unshare, ...user, "--mount", "--propagation", "private"]
   if (view !== undefined) {
     const viewing = ViewScript.viewTools()
     if (viewing === undefined || pinned === undefined) {
@@ -300,11 +302,7 @@ export const wrap = (
       network: view.network
     })
     return [
-      tools.unshare,
-      ...user,
-      "--mount",
-      "--propagation",
-      "private",
+      ...privateMounts,
       "--pid",
       "--fork",
       "--kill-child",
@@ -322,11 +320,7 @@ export const wrap = (
     ]
   }
   return [
-    tools.unshare,
-    ...user,
-    "--mount",
-    "--propagation",
-    "private",
+    ...privateMounts,
     SH,
     "-c",
     script(tools.mount),
