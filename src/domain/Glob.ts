@@ -128,6 +128,13 @@ export const baseOf = (glob: string): string => {
 }
 
 /**
+ * The literal start of a glob matched segment by segment ({@link baseOf}): every path it matches is that path or lies
+ * under it. Undefined for a glob only picomatch matches, whose paths this does not vouch for. @internal
+ */
+export const literalBaseOf = (glob: string): string | undefined =>
+  segmentsOf(glob) === undefined ? undefined : baseOf(glob)
+
+/**
  * How `glob` meets what lies under the directory `dir` (a workspace path): `some` when it can match a path strictly
  * under it, `all` when it matches every one. Undefined when this cannot be told without a walk (a glob only
  * picomatch matches): a check built on it then says nothing rather than guess. @internal

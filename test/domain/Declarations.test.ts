@@ -5,9 +5,11 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Either, FastCheck as fc } from "effect"
+import * as path from "node:path"
 import picomatch from "picomatch"
 import { parse } from "../../src/domain/config/Config.js"
 import * as Glob from "../../src/domain/Glob.js"
+import { conflictsIn, type Declared } from "../../src/domain/internal/declarations.js"
 
 const errorOf = (processes: Record<string, unknown>) => {
   const parsed = parse("kiln.json", JSON.stringify({ processes }))
@@ -91,4 +93,123 @@ describe("Glob.reachUnder agrees with matching", () => {
     },
     { fastCheck: { numRuns: 2000 } }
   )
+})
+
+/**
+ * The checks as they were first written, every output and glob against every other: what the indexed ones must say,
+ * conflict for conflict, in the same order.
+ */
+const conflictsByPairs = (processes: Readonly<Record<string, Declared>>) => {
+  type Out = { owner: string; index: number; path: string; directory: boolean }
+  const outputOf = (owner: string, index: number, written: string, wd: string | undefined): Out => {
+    const bare = written.replace(/^\?/, "")
+    const joined = path.posix.normalize(path.posix.join(wd ?? "", bare)).replace(/\/+$/, "")
+    return { owner, index, path: joined === "." ? "" : joined, directory: bare.endsWith("/") }
+  }
+  const within = (inner: string, outer: string) => outer === "" || inner === outer || inner.startsWith(`${outer}/`)
+  const overlaps = (a: Out, b: Out) =>
+    a.path === b.path || (a.directory && within(b.path, a.path)) || (b.directory && within(a.path, b.path))
+  const takes = (glob: string, exclusions: ReadonlyArray<string>, o: Out) => {
+    if (!o.directory) return Glob.matcher([glob])(o.path) && !exclusions.some((x) => Glob.matcher([x])(o.path))
+    if (o.path === "") return true
+    const reach = Glob.reachUnder(glob, o.path)
+    if (reach === undefined || !reach.some) return false
+    return !exclusions.some((x) => Glob.reachUnder(x, o.path)?.all === true)
+  }
+  const depsOf = (name: string): Set<string> => {
+    const all = new Set<string>()
+    for (const d of processes[name]?.deps ?? []) {
+      all.add(d)
+      for (const dd of depsOf(d)) all.add(dd)
+    }
+    return all
+  }
+  const names = Object.keys(processes).sort()
+  const outputs = names.flatMap((n) =>
+    (processes[n]!.outputs ?? []).map((o, i) => outputOf(n, i, o, processes[n]!.workingDirectory))
+  )
+  const found: Array<{ name: string; at: ReadonlyArray<PropertyKey>; owner: string; path: string }> = []
+  for (const a of outputs) {
+    const other = outputs.find((b) => b.owner < a.owner && overlaps(a, b))
+    if (other !== undefined) {
+      found.push({ name: a.owner, at: ["outputs", a.index], owner: other.owner, path: other.path })
+    }
+  }
+  for (const name of names) {
+    const { inputs = [], optionalInputs = [] } = processes[name]!
+    const globs = [
+      ...inputs.map((glob, i) => ({ glob, at: ["inputs", i] })),
+      ...optionalInputs.map((glob, i) => ({ glob, at: ["optionalInputs", i] }))
+    ]
+    const exclusions = globs.filter((g) => g.glob.startsWith("!")).map((g) => g.glob.slice(1))
+    const deps = depsOf(name)
+    for (const { at, glob } of globs) {
+      if (glob.startsWith("!")) continue
+      for (const owner of names) {
+        if (owner === name || deps.has(owner)) continue
+        const taken = outputs.find((o) => o.owner === owner && takes(glob, exclusions, o))
+        if (taken !== undefined) {
+          found.push({ name, at, owner, path: taken.path })
+          break
+        }
+      }
+    }
+  }
+  return found
+}
+
+describe("the declaration checks, indexed", () => {
+  const name = fc.constantFrom("a", "b", "lib", "dist", "x.js", "src")
+  const relPath = fc.array(name, { minLength: 0, maxLength: 3 }).map((ns) => ns.join("/"))
+  const output = fc.tuple(fc.boolean(), fc.array(name, { minLength: 1, maxLength: 3 }), fc.boolean()).map(
+    ([optional, ns, directory]) => `${optional ? "?" : ""}${ns.join("/")}${directory ? "/" : ""}`
+  )
+  const glob = fc.oneof(
+    fc.array(fc.constantFrom("a", "b", "lib", "dist", "x.js", "*", "*.js", "**", "src"), { minLength: 1, maxLength: 4 })
+      .map((ss) => ss.join("/")),
+    fc.constantFrom("{a,b}/**", "lib/?/**", "[ab]/*", "dist/{x.js,a}")
+  )
+  const process = fc.record({
+    outputs: fc.array(fc.oneof(output, fc.constantFrom("./")), { maxLength: 3 }),
+    inputs: fc.array(fc.oneof(glob, glob.map((g) => `!${g}`)), { maxLength: 3 }),
+    optionalInputs: fc.array(glob, { maxLength: 1 }),
+    workingDirectory: fc.option(relPath, { nil: undefined }),
+    deps: fc.array(fc.nat(), { maxLength: 2 })
+  })
+  it.prop(
+    "say what comparing every pair says, conflict for conflict and in order",
+    [fc.array(process, { minLength: 1, maxLength: 8 })],
+    ([list]) => {
+      // Deps only on processes before: the checks run on acyclic graphs.
+      const processes: Record<string, Declared> = Object.fromEntries(list.map((p, i) => [
+        `p${i}`,
+        { ...p, deps: i === 0 ? [] : [...new Set(p.deps.map((d) => `p${d % i}`))] }
+      ]))
+      const indexed = [...conflictsIn(processes)].map((c) => ({ name: c.name, at: c.at, detail: c.detail }))
+      const pairs = conflictsByPairs(processes)
+      assert.strictEqual(indexed.length, pairs.length, JSON.stringify({ processes, indexed, pairs }))
+      pairs.forEach((p, i) => {
+        assert.deepStrictEqual([indexed[i]!.name, indexed[i]!.at], [p.name, p.at])
+        assert.include(indexed[i]!.detail, JSON.stringify(p.owner))
+      })
+    },
+    { fastCheck: { numRuns: 3000 } }
+  )
+
+  it("a thousand processes are checked without comparing each with every other", () => {
+    const processes: Record<string, Declared> = {}
+    for (let i = 0; i < 1000; i++) {
+      processes[`p${i}`] = {
+        workingDirectory: `packages/p${i}`,
+        inputs: [`packages/p${i}/src/**`, "!**/*.md"],
+        outputs: ["dist/"],
+        ...(i > 0 ? { deps: [`p${i - 1}`] } : {})
+      }
+    }
+    // One consumer that takes every package's dist without deps: each package its conflict, in order.
+    processes["zz"] = { inputs: ["packages/**"] }
+    const found = [...conflictsIn(processes)]
+    assert.deepStrictEqual(found.map((c) => c.name), ["zz"])
+    assert.include(found[0]!.detail, "an output of \"p0\"")
+  })
 })

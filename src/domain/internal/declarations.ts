@@ -31,14 +31,22 @@ interface Output {
   readonly index: number
   readonly path: string
   readonly directory: boolean
+  /** Its place among all outputs, in process name order then as declared: which of two conflicts is said first. */
+  readonly position: number
 }
 
 /** An output as written (an optional one starts with `?`) as a workspace path, from its working directory. */
-const outputOf = (owner: string, index: number, written: string, wd: string | undefined): Output => {
+const outputOf = (
+  owner: string,
+  index: number,
+  written: string,
+  wd: string | undefined,
+  position: number
+): Output => {
   const bare = written.replace(/^\?/, "")
   const directory = bare.endsWith("/")
   const joined = path.posix.normalize(path.posix.join(wd ?? "", bare)).replace(/\/+$/, "")
-  return { owner, index, path: joined === "." ? "" : joined, directory }
+  return { owner, index, path: joined === "." ? "" : joined, directory, position }
 }
 
 /** Whether `inner` is `outer` or lies under it (`""`: the workspace's root, under which everything lies). */
@@ -48,6 +56,80 @@ const overlaps = (a: Output, b: Output) =>
   a.path === b.path || (a.directory && within(b.path, a.path)) || (b.directory && within(a.path, b.path))
 
 const shown = (o: Output) => (o.path === "" ? "./" : o.directory ? `${o.path}/` : o.path)
+
+/**
+ * The outputs by path, so that what a path or a glob can meet is found without looking at every output: comparing
+ * each process's globs and outputs with every other's made a config of a thousand processes cost ~200 ms to check,
+ * and five thousand seconds.
+ */
+interface OutputIndex {
+  readonly all: ReadonlyArray<Output>
+  /** In path order: the paths under a directory are one run of it. */
+  readonly sorted: ReadonlyArray<Output>
+  readonly byPath: ReadonlyMap<string, ReadonlyArray<Output>>
+}
+
+const indexOf = (outputs: ReadonlyArray<Output>): OutputIndex => {
+  const byPath = new Map<string, Array<Output>>()
+  for (const o of outputs) {
+    const same = byPath.get(o.path)
+    if (same === undefined) byPath.set(o.path, [o])
+    else same.push(o)
+  }
+  const sorted = [...outputs].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : a.position - b.position))
+  return { all: outputs, sorted, byPath }
+}
+
+/** The outputs at `p` or under it (every one under the workspace's root, `""`). */
+const atOrUnder = (index: OutputIndex, p: string): ReadonlyArray<Output> => {
+  if (p === "") return index.all
+  const prefix = `${p}/`
+  const { sorted } = index
+  let lo = 0
+  let hi = sorted.length
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1
+    if (sorted[mid]!.path < prefix) lo = mid + 1
+    else hi = mid
+  }
+  const found = [...(index.byPath.get(p) ?? [])]
+  for (let i = lo; i < sorted.length && sorted[i]!.path.startsWith(prefix); i++) found.push(sorted[i]!)
+  return found
+}
+
+/** The directory outputs strictly above `p`: the workspace's root (`""`) and each of `p`'s parents. */
+const directoriesAbove = (index: OutputIndex, p: string): Array<Output> => {
+  if (p === "") return []
+  const found: Array<Output> = []
+  const names = p.split("/")
+  for (let n = 0; n < names.length; n++) {
+    for (const o of index.byPath.get(names.slice(0, n).join("/")) ?? []) if (o.directory) found.push(o)
+  }
+  return found
+}
+
+/** The first of `candidates` (in {@link Output.position} order) that `keep` keeps. */
+const firstOf = (candidates: Iterable<Output>, keep: (o: Output) => boolean): Output | undefined => {
+  let first: Output | undefined
+  for (const o of candidates) if ((first === undefined || o.position < first.position) && keep(o)) first = o
+  return first
+}
+
+/** The outputs that {@link overlaps} `a` can be true of: at its path, under it when a directory, directories above. */
+const mayOverlap = (index: OutputIndex, a: Output): Iterable<Output> => [
+  ...(a.directory ? atOrUnder(index, a.path) : index.byPath.get(a.path) ?? []),
+  ...directoriesAbove(index, a.path)
+]
+
+/**
+ * The outputs {@link takes} can be true of for `glob`: for one matched segment by segment, those at its literal
+ * start (`lib` of `lib/**`) or under it, and the directories above it; every output for any other glob.
+ */
+const mayBeTaken = (index: OutputIndex, glob: string): Iterable<Output> => {
+  const base = Glob.literalBaseOf(glob)
+  if (base === undefined || base === "") return index.all
+  return [...atOrUnder(index, base), ...directoriesAbove(index, base)]
+}
 
 /** Each process's deps, transitively (the config's graph is acyclic when this runs). */
 const closures = (processes: Readonly<Record<string, Declared>>) => {
@@ -92,13 +174,15 @@ export const conflictIn = (processes: Readonly<Record<string, Declared>>): Confl
  */
 export function* conflictsIn(processes: Readonly<Record<string, Declared>>): Generator<Conflict> {
   const names = Object.keys(processes).sort()
-  const outputs = names.flatMap((name) =>
-    (processes[name]!.outputs ?? []).map((o, i) => outputOf(name, i, o, processes[name]!.workingDirectory))
-  )
-  const byOwner = new Map<string, Array<Output>>()
-  for (const o of outputs) byOwner.set(o.owner, [...(byOwner.get(o.owner) ?? []), o])
+  const outputs: Array<Output> = []
+  for (const name of names) {
+    for (const [i, o] of (processes[name]!.outputs ?? []).entries()) {
+      outputs.push(outputOf(name, i, o, processes[name]!.workingDirectory, outputs.length))
+    }
+  }
+  const index = indexOf(outputs)
   for (const a of outputs) {
-    const other = outputs.find((b) => b.owner < a.owner && overlaps(a, b))
+    const other = firstOf(mayOverlap(index, a), (b) => b.owner < a.owner && overlaps(a, b))
     if (other !== undefined) {
       yield {
         name: a.owner,
@@ -116,20 +200,21 @@ export function* conflictsIn(processes: Readonly<Record<string, Declared>>): Gen
       ...optionalInputs.map((glob, i) => ({ glob, at: ["optionalInputs", i] }))
     ]
     const exclusions = globs.filter((g) => g.glob.startsWith("!")).map((g) => g.glob.slice(1))
-    const deps = depsOf(name)
     for (const { at, glob } of globs) {
       if (glob.startsWith("!")) continue
-      for (const [owner, owned] of byOwner) {
-        if (owner === name || deps.has(owner)) continue
-        const taken = owned.find((o) => takes(glob, exclusions, o))
-        if (taken !== undefined) {
-          yield {
-            name,
-            at,
-            detail: `${JSON.stringify(glob)} takes ${shown(taken)}, an output of ${JSON.stringify(owner)}: ` +
-              `add ${JSON.stringify(owner)} to deps (or exclude it: "!${shown(taken)}${taken.directory ? "**" : ""}")`
-          }
-          break
+      // The first producer in name order, and its first output taken: what the message names.
+      const taken = firstOf(
+        mayBeTaken(index, glob),
+        (o) => o.owner !== name && takes(glob, exclusions, o) && !depsOf(name).has(o.owner)
+      )
+      if (taken !== undefined) {
+        yield {
+          name,
+          at,
+          detail: `${JSON.stringify(glob)} takes ${shown(taken)}, an output of ${JSON.stringify(taken.owner)}: ` +
+            `add ${JSON.stringify(taken.owner)} to deps (or exclude it: "!${shown(taken)}${
+              taken.directory ? "**" : ""
+            }")`
         }
       }
     }
