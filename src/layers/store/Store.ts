@@ -9,9 +9,10 @@ import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import type * as Either from "effect/Either"
+import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import type * as Scope from "effect/Scope"
+import * as Scope from "effect/Scope"
 import * as path from "node:path"
 import * as Digest from "../../domain/Digest.js"
 import type * as Directory from "../../domain/Directory.js"
@@ -362,15 +363,17 @@ const openCore = (
     const shardCount = yield* ensureLayout(root, opts.shardCount)
     if (!Sharded.isPowerOfTwo(shardCount)) return yield* notPowerOfTwo(shardCount, root)
     const settings = (mapSize: number) => ({ mapSize, maxReaders: opts.maxReaders })
+    // The four kinds are released together when the store closes (a scope whose finalizers run in parallel), as the
+    // shards of each kind are: closing waits on lmdb-js's threads, one environment after another took ~1 ms each.
+    const kinds = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.parallel)
+    const open = (kind: string, count: number, s: Parameters<typeof Sharded.open>[3]) =>
+      Sharded.open(root, kind, count, s).pipe(Scope.extend(kinds))
     return {
       root,
-      files: yield* Sharded.open(root, "files", shardCount, settings(opts.filesMapSize)),
-      directories: yield* Sharded.open(root, "directories", shardCount, settings(opts.directoriesMapSize)),
-      actions: yield* Sharded.open(root, "actions", shardCount, settings(opts.actionsMapSize)),
-      locks: yield* Sharded.open(root, "locks", 1, {
-        mapSize: 64 * 1024 * 1024,
-        maxReaders: opts.maxReaders
-      }),
+      files: yield* open("files", shardCount, settings(opts.filesMapSize)),
+      directories: yield* open("directories", shardCount, settings(opts.directoriesMapSize)),
+      actions: yield* open("actions", shardCount, settings(opts.actionsMapSize)),
+      locks: yield* open("locks", 1, { mapSize: 64 * 1024 * 1024, maxReaders: opts.maxReaders }),
       large: LargeFiles.make(root),
       leaseTimeMs: opts.leaseTimeMs,
       verified: new Map(),

@@ -78,11 +78,13 @@ export const open = (
       closed: false,
       added: { bytes: 0 }
     }
+    // All at once: each release waits on lmdb-js's threads (its last commit, its sync, its close), not on this one.
     yield* Effect.addFinalizer(() =>
       Effect.suspend(() => {
         shards.closed = true
         return Effect.forEach(shards.opened, (env) => env === undefined ? Effect.void : LmdbEnvs.release(env), {
-          discard: true
+          discard: true,
+          concurrency: "unbounded"
         })
       })
     )
