@@ -185,7 +185,12 @@ try {
       path.join(train, "sandboxes"),
       "--progress",
       "none"
-    ], { cwd: ws, env: { ...process.env, ...env }, stdio: "ignore" })
+    ], {
+      cwd: ws,
+      // No standby engine after it (a user's session would start one): it would wait on a workspace removed below.
+      env: { ...process.env, KILN_STANDBY: "off", ...env },
+      stdio: "ignore"
+    })
   run({})
   // One leaf edited: the run a developer makes most, through the engine (the no-op check falls through).
   writeFileSync(path.join(ws, "b", "f.txt"), "b, edited\n")
