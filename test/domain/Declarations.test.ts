@@ -9,7 +9,7 @@ import * as path from "node:path"
 import picomatch from "picomatch"
 import { parse } from "../../src/domain/config/Config.js"
 import * as Glob from "../../src/domain/Glob.js"
-import { conflictsIn, type Declared } from "../../src/domain/internal/declarations.js"
+import { conflictsIn, type Declared, declaredGlobsOf } from "../../src/domain/internal/declarations.js"
 
 const errorOf = (processes: Record<string, unknown>) => {
   const parsed = parse("kiln.json", JSON.stringify({ processes }))
@@ -136,12 +136,7 @@ const conflictsByPairs = (processes: Readonly<Record<string, Declared>>) => {
     }
   }
   for (const name of names) {
-    const { inputs = [], optionalInputs = [] } = processes[name]!
-    const globs = [
-      ...inputs.map((glob, i) => ({ glob, at: ["inputs", i] })),
-      ...optionalInputs.map((glob, i) => ({ glob, at: ["optionalInputs", i] }))
-    ]
-    const exclusions = globs.filter((g) => g.glob.startsWith("!")).map((g) => g.glob.slice(1))
+    const { exclusions, globs } = declaredGlobsOf(processes[name]!)
     const deps = depsOf(name)
     for (const { at, glob } of globs) {
       if (glob.startsWith("!")) continue

@@ -108,6 +108,16 @@ const directoriesAbove = (index: OutputIndex, p: string): Array<Output> => {
   return found
 }
 
+/** A process's input globs, each with where it is declared, and the exclusions among them (without their `!`). */
+export const declaredGlobsOf = (declared: Declared) => {
+  const { inputs = [], optionalInputs = [] } = declared
+  const globs = [
+    ...inputs.map((glob, i) => ({ glob, at: ["inputs", i] as const })),
+    ...optionalInputs.map((glob, i) => ({ glob, at: ["optionalInputs", i] as const }))
+  ]
+  return { globs, exclusions: globs.filter((g) => g.glob.startsWith("!")).map((g) => g.glob.slice(1)) }
+}
+
 /** The first of `candidates` (in {@link Output.position} order) that `keep` keeps. */
 const firstOf = (candidates: Iterable<Output>, keep: (o: Output) => boolean): Output | undefined => {
   let first: Output | undefined
@@ -194,12 +204,7 @@ export function* conflictsIn(processes: Readonly<Record<string, Declared>>): Gen
   }
   const depsOf = closures(processes)
   for (const name of names) {
-    const { inputs = [], optionalInputs = [] } = processes[name]!
-    const globs = [
-      ...inputs.map((glob, i) => ({ glob, at: ["inputs", i] })),
-      ...optionalInputs.map((glob, i) => ({ glob, at: ["optionalInputs", i] }))
-    ]
-    const exclusions = globs.filter((g) => g.glob.startsWith("!")).map((g) => g.glob.slice(1))
+    const { exclusions, globs } = declaredGlobsOf(processes[name]!)
     for (const { at, glob } of globs) {
       if (glob.startsWith("!")) continue
       // The first producer in name order, and its first output taken: what the message names.
