@@ -185,6 +185,50 @@ for (const client of ["node", "native"] as const) {
         yield* eventually("the standby that ran it has ended", () => !isAlive(standby))
       }))
 
+    it.scopedLive("the client ends once the run's outcome is said; the engine still closes all it opened", () =>
+      Effect.gen(function*() {
+        const w = yield* workspace({ gen }, { "src/a.txt": "one\n" }, client)
+        const standby = yield* w.runThenStandby()
+        fs.writeFileSync(path.join(w.ws, "src/a.txt"), "fail\n")
+        // A failure's code and report come whole, ahead of the store's closing.
+        const failed = yield* w.kiln(["run", "--progress", "plain"])
+        assert.strictEqual(failed.code, 1, failed.stderr)
+        assert.include(failed.stderr, "kiln: standby: taken on")
+        assert.match(failed.stderr, /^✗ gen/m)
+        assert.match(failed.stderr, /^kiln: 1 process: 1 ran, 0 cached, 1 failed in /m)
+        // The client gone, the engine goes on by itself (its client's departure is no SIGTERM): the store synced and
+        // its marker removed, the sandboxes and the spawner gone, then the next standby started.
+        yield* eventually("the engine that ran it has ended", () => !isAlive(standby), "30 seconds")
+        const store = w.env.KILN_STORE_DIR!
+        assert.deepStrictEqual(fs.readdirSync(path.join(store, "unsynced")), [], "every environment it wrote synced")
+        const sandboxes = w.env.KILN_SANDBOX_ROOT!
+        assert.deepStrictEqual(
+          fs.existsSync(sandboxes) ? fs.readdirSync(sandboxes).filter((n) => n.startsWith("kiln-sandbox-")) : [],
+          []
+        )
+        yield* w.standbyWaits
+        fs.writeFileSync(path.join(w.ws, "src/a.txt"), "two\n")
+        tookOnAndRan(yield* w.kiln(["run", "--summary", "-"]), w.ws, "two\n")
+      }))
+
+    it.scopedLive("over its cap, the store's collection is still said to the client, and started", () =>
+      Effect.gen(function*() {
+        const w = yield* workspace({ gen }, { "src/a.txt": "one\n" }, client)
+        yield* w.runThenStandby()
+        const store = w.env.KILN_STORE_DIR!
+        assert.strictEqual((yield* w.kiln(["store", "cap", "1"])).code, 0)
+        fs.writeFileSync(path.join(w.ws, "src/a.txt"), "two\n")
+        const over = yield* w.kiln(["run", "--summary", "-"], { KILN_STORE_GC: "background" })
+        tookOnAndRan(over, w.ws, "two\n")
+        assert.match(over.stderr, /kiln: the store holds about .*, over its cap of .*: collecting in the background/)
+        // The collection measures the store, and starts its record again from that measure.
+        yield* eventually(
+          "the collection has measured the store",
+          () => !fs.readFileSync(path.join(store, "usage"), "utf8").includes("added "),
+          "30 seconds"
+        )
+      }))
+
     it.scopedLive("a no-op no standby took on leaves one too, which answers the next", () =>
       Effect.gen(function*() {
         const w = yield* workspace({ gen }, { "src/a.txt": "one\n" }, client)

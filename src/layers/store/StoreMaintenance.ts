@@ -221,6 +221,15 @@ export const make = (store: StoreModule.Service): Service => {
 }
 
 /**
+ * Bytes of the entries `store` (one `Store.make` returned) has added so far: what its closing will add to the store's
+ * usage record, less the background writes still in flight.
+ *
+ * @since 0.1.0
+ * @category maintenance
+ */
+export const addedSoFar = (store: StoreModule.Service): number => Core.addedBytes(Core.coreOf(store))
+
+/**
  * @since 0.1.0
  * @category layers
  */

@@ -37,6 +37,23 @@ const storeFlags = (o: Partial<Store.Options>): Array<string> => [
 ]
 
 /**
+ * Whether {@link startIfDue}, after a run that added `addedBytes` to the store these flags name, will say nothing and
+ * wait for nothing: no `KILN_STORE_GC=wait`, and the store not over its cap then. A store whose record or cap cannot be
+ * read counts as one that may be.
+ */
+export const staysQuiet = (flags: StoreFlags, addedBytes: number) =>
+  Effect.gen(function*() {
+    const mode = modeOf(process.env.KILN_STORE_GC)
+    if (mode === "off" || process.env.KILN_CLI === undefined) return true
+    if (mode === "wait") return false
+    const options = toStoreOptions(flags)
+    const root = path.resolve(Store.defaultOptions(options).root)
+    const cap = yield* StoreMaintenance.capOf(root, options.maxSizeBytes)
+    const usage = yield* StoreMaintenance.usageOf(root)
+    return usage.estimateBytes + addedBytes <= cap.bytes
+  }).pipe(Effect.orElseSucceed(() => false))
+
+/**
  * After a run on the store these flags name: starts a collection when one is due. Only the record is read (a few
  * bytes); nothing here can fail the run, whose result is already decided.
  */

@@ -36,6 +36,7 @@ import { RUN_OPTIONS } from "../optionTable.js"
 import * as Selection from "../selection.js"
 import { exitOnInvalidRemote, remoteSettings } from "../settings.js"
 import { engineStack, exitOnInvalidConfig } from "../stack.js"
+import { releaseEarly } from "./earlyRelease.js"
 import * as Output from "./output.js"
 import * as Progress from "./progress.js"
 import { reproduceArgs } from "./reproduce.js"
@@ -178,8 +179,11 @@ export const runParsed = (o: RunArgs) =>
     const probe = SandboxNotice.strictProbe(Option.getOrElse(o.storeDir, () => Store.defaultRoot()))
     if (!SandboxNotice.say(SandboxNotice.noticeOf(sandbox, SandboxNotice.fromOf(flag), probe))) return
     const remote = yield* remoteSettings(o, config, path.dirname(configFile))
-    yield* runLoaded(o, configFile, config, loaded).pipe(
-      Effect.scoped,
+    yield* Effect.zipRight(
+      Effect.scoped(runLoaded(o, configFile, config, loaded)),
+      // Said and written: a standby's client can end now, while the stack closes (see `earlyRelease.ts`).
+      releaseEarly(o)
+    ).pipe(
       Effect.provide(engineStack({
         store: toStoreOptions(o),
         sandboxRoot: o.sandboxRoot,

@@ -31,7 +31,8 @@ const relayed = (
 ): NodeJS.WriteStream => {
   const stream = new Writable({
     write(chunk: Buffer, _encoding, done) {
-      conn.write(Protocol.outputFrame(kind, chunk))
+      // Once the run has released its client (see `Protocol.RELEASE`), there is no one to say it to.
+      if (!conn.writableEnded) conn.write(Protocol.outputFrame(kind, chunk))
       done()
     }
   }) as unknown as NodeJS.WriteStream

@@ -69,6 +69,16 @@ export interface DeferredMain {
   idle?: (ms: number, then: () => void) => () => void
 }
 
+/**
+ * Where a standby that took a run on leaves the run's early release (`serve.ts`), which the bundle calls once the run's
+ * outcome is decided and said (`run/earlyRelease.ts`): the client gets the exit code and ends, while this process goes
+ * on closing what only makes the run's results durable (the store's syncs) and then starts the next standby.
+ */
+export const RELEASE = Symbol.for("kiln.standby.release")
+
+/** The release a standby leaves at {@link RELEASE}: sends `code` after all that was written, and ends the connection. */
+export type Release = (code: number) => void
+
 /** `off` turns standbys off: every run loads the engine itself, and none is started. */
 export const SWITCH_ENV = "KILN_STANDBY"
 

@@ -2,8 +2,9 @@
  * The standby's side (see `protocol.ts`): take the lock of its key, load the engine with `main` held back, rehearse
  * the run that started it (see `Protocol.Rehearsal`), then listen. Each run that comes is taken on (its arguments,
  * working directory, environment, umask, and stdout and stderr that send back to the client) and checked: a no-op is
- * answered and the standby's own identity given back; the first run that will run processes it becomes, and at that
- * run's end it sends the exit code and starts the next standby.
+ * answered and the standby's own identity given back; the first run that will run processes it becomes: it sends
+ * that run's exit code once its outcome is said (see `Protocol.RELEASE`), or at its end, and at its end starts the
+ * next standby.
  *
  * What it must never do: serve a second run that runs (module state of one run is never seen by another; a check's
  * handovers are dropped after a no-op and after the rehearsal; what it keeps between checks is the run memo as
@@ -116,21 +117,33 @@ const rehearse = (rehearsal: Protocol.Rehearsal, hooks: Hooks): void => {
 /**
  * Once a run is taken over: its end sends its exit code after all it wrote (`process.exit` waits for the connection
  * to pass both on) and starts a standby for the next run; the client's signals are raised here; a client that dies
- * (SIGKILL) ends its run, as the engine's own death would.
+ * (SIGKILL) ends its run, as the engine's own death would. A run may send its code earlier ({@link Protocol.RELEASE}):
+ * the client then ends, and this process's own end only starts the next standby.
  */
 const wireRun = (conn: Net.Socket, key: string, hooks: Hooks, request: Protocol.Request) => {
   const exit = process.exit.bind(process)
   let ended = false
+  let released = false
   const end = (code: number) => {
     if (ended) return
     ended = true
     // Started before the client has its code: once a client has ended, its next standby exists (a harness that ends
-    // the standbys after a run finds it; started after, it could outlive that sweep).
+    // the standbys after a run finds it; started after, it could outlive that sweep). A client released earlier has
+    // ended already: the standby is started as this process ends, which a harness waits for (its socket).
     startStandby(hooks.spawn, hooks.cli, key, request)
+    if (released) return exit(code)
     conn.ref()
     conn.once("close", () => exit(code))
     conn.end(Protocol.exitFrame(code), () => exit(code))
   }
+  const release: Protocol.Release = (code) => {
+    if (ended || released) return
+    released = true
+    // What the run wrote is queued on the connection ahead of the code; whatever it writes from now on is dropped
+    // (`identity.ts`), as the client has gone.
+    conn.end(Protocol.exitFrame(code))
+  }
+  ;(globalThis as Record<symbol, unknown>)[Protocol.RELEASE] = release
   process.exit = ((code?: number | string | null) => {
     end(Number(code ?? process.exitCode ?? 0) || 0)
   }) as typeof process.exit
@@ -138,7 +151,7 @@ const wireRun = (conn: Net.Socket, key: string, hooks: Hooks, request: Protocol.
   process.on("beforeExit", () => end(Number(process.exitCode ?? 0) || 0))
   // A crash ends the process at once: the client is told the code, if the connection takes it now.
   process.on("exit", (code) => {
-    if (ended) return
+    if (ended || released) return
     const fd = fdOf(conn)
     try {
       if (fd !== undefined) fs.writeSync(fd, Protocol.exitFrame(code))
@@ -153,7 +166,7 @@ const wireRun = (conn: Net.Socket, key: string, hooks: Hooks, request: Protocol.
     }
   })
   conn.on("close", () => {
-    if (!ended) process.kill(process.pid, "SIGTERM")
+    if (!ended && !released) process.kill(process.pid, "SIGTERM")
   })
   // The run's own work keeps the process up until it ends.
   conn.unref()
