@@ -127,11 +127,11 @@ const wireRun = (conn: Net.Socket, key: string, hooks: Hooks, request: Protocol.
   const end = (code: number) => {
     if (ended) return
     ended = true
-    // Started before the client has its code: once a client has ended, its next standby exists (a harness that ends
-    // the standbys after a run finds it; started after, it could outlive that sweep). A client released earlier has
-    // ended already: the standby is started as this process ends, which a harness waits for (its socket).
-    startStandby(hooks.spawn, hooks.cli, key, request)
+    // A client released earlier has its code, and the next standby was started then.
     if (released) return exit(code)
+    // Started before the client has its code: once a client has ended, its next standby exists (a harness that ends
+    // the standbys after a run finds it; started after, it could outlive that sweep).
+    startStandby(hooks.spawn, hooks.cli, key, request)
     conn.ref()
     conn.once("close", () => exit(code))
     conn.end(Protocol.exitFrame(code), () => exit(code))
@@ -139,6 +139,8 @@ const wireRun = (conn: Net.Socket, key: string, hooks: Hooks, request: Protocol.
   const release: Protocol.Release = (code) => {
     if (ended || released) return
     released = true
+    // Before the client has its code, as at the end; it loads while this process closes, and listens once loaded.
+    startStandby(hooks.spawn, hooks.cli, key, request)
     // What the run wrote is queued on the connection ahead of the code; whatever it writes from now on is dropped
     // (`identity.ts`), as the client has gone.
     conn.end(Protocol.exitFrame(code))
