@@ -196,8 +196,8 @@ for (const client of ["node", "native"] as const) {
         assert.include(failed.stderr, "kiln: standby: taken on")
         assert.match(failed.stderr, /^✗ gen/m)
         assert.match(failed.stderr, /^kiln: 1 process: 1 ran, 0 cached, 1 failed in /m)
-        // The client gone, the engine goes on by itself (its client's departure is no SIGTERM): the store synced and
-        // its marker removed, the sandboxes and the spawner gone, then the next standby started.
+        // The client gone, the engine finishes closing by itself: every environment it wrote synced and its marker
+        // removed, no sandbox left, and a next standby that takes the next run.
         yield* eventually("the engine that ran it has ended", () => !isAlive(standby), "30 seconds")
         const store = w.env.KILN_STORE_DIR!
         assert.deepStrictEqual(fs.readdirSync(path.join(store, "unsynced")), [], "every environment it wrote synced")

@@ -2,8 +2,9 @@
  * A run taken on by a standby ends for its user once its outcome is decided and said: the processes ran, their
  * outputs are in the workspace, the run memo is written, the workspace lock is given back, and every line of the
  * report is out. What the engine's stack then closes (the store's background writes, its LMDB environments synced and
- * closed, the spawner and sandboxer ended) makes the results durable and tidies up, but cannot change them: the client
- * gets its exit code at once (`standby/serve.ts`) while this process does that, and then starts the next standby.
+ * closed, the spawner and sandboxer ended) makes the results durable and tidies up, but cannot change them: the
+ * standby starts the next one and sends the client its exit code at once (`standby/serve.ts`), while this process
+ * does that.
  *
  * A machine that goes down in between is the case the store's unsynced marker is for (`lmdb/unsynced.ts`): the next
  * run refuses the shards that may be torn, naming `kiln store check --repair`, as after any crash during a run. A run

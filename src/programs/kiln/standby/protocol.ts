@@ -71,8 +71,8 @@ export interface DeferredMain {
 
 /**
  * Where a standby that took a run on leaves the run's early release (`serve.ts`), which the bundle calls once the run's
- * outcome is decided and said (`run/earlyRelease.ts`): the client gets the exit code and ends, while this process goes
- * on closing what only makes the run's results durable (the store's syncs) and then starts the next standby.
+ * outcome is decided and said (`run/earlyRelease.ts`): the next standby is started and the client gets the exit code
+ * and ends, while this process goes on closing what only makes the run's results durable (the store's syncs).
  */
 export const RELEASE = Symbol.for("kiln.standby.release")
 
