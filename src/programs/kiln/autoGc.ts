@@ -36,6 +36,16 @@ const storeFlags = (o: Partial<Store.Options>): Array<string> => [
   ...(o.leaseTimeMs !== undefined ? ["--store-lease-time", `${o.leaseTimeMs}ms`] : [])
 ]
 
+/** The store these flags name, its cap and its usage record (a few bytes read). */
+const recordOf = (flags: StoreFlags) =>
+  Effect.gen(function*() {
+    const options = toStoreOptions(flags)
+    const root = path.resolve(Store.defaultOptions(options).root)
+    const cap = yield* StoreMaintenance.capOf(root, options.maxSizeBytes)
+    const usage = yield* StoreMaintenance.usageOf(root)
+    return { options, root, cap, usage }
+  })
+
 /**
  * Whether {@link startIfDue}, after a run that added `addedBytes` to the store these flags name, will say nothing and
  * wait for nothing: no `KILN_STORE_GC=wait`, and the store not over its cap then. A store whose record or cap cannot be
@@ -46,10 +56,7 @@ export const staysQuiet = (flags: StoreFlags, addedBytes: number) =>
     const mode = modeOf(process.env.KILN_STORE_GC)
     if (mode === "off" || process.env.KILN_CLI === undefined) return true
     if (mode === "wait") return false
-    const options = toStoreOptions(flags)
-    const root = path.resolve(Store.defaultOptions(options).root)
-    const cap = yield* StoreMaintenance.capOf(root, options.maxSizeBytes)
-    const usage = yield* StoreMaintenance.usageOf(root)
+    const { cap, usage } = yield* recordOf(flags)
     return usage.estimateBytes + addedBytes <= cap.bytes
   }).pipe(Effect.orElseSucceed(() => false))
 
@@ -62,10 +69,7 @@ export const startIfDue = (flags: StoreFlags) =>
     const mode = modeOf(process.env.KILN_STORE_GC)
     const cli = process.env.KILN_CLI
     if (mode === "off" || cli === undefined) return
-    const options = toStoreOptions(flags)
-    const root = path.resolve(Store.defaultOptions(options).root)
-    const cap = yield* StoreMaintenance.capOf(root, options.maxSizeBytes)
-    const usage = yield* StoreMaintenance.usageOf(root)
+    const { cap, options, root, usage } = yield* recordOf(flags)
     if (!StoreMaintenance.collectionDue(usage, cap)) return
     if (usage.estimateBytes > cap.bytes) {
       yield* Console.error(
