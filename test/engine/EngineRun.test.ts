@@ -104,6 +104,46 @@ const runRemoving = (
     return { report, workspace }
   })
 
+describe("Engine.run: dependents", () => {
+  it.scopedLive("start from a process's outputs in the store: its write-back failing fails it, not them", () =>
+    Effect.gen(function*() {
+      const { config, root, workspace } = yield* workspaceOf({
+        gen: sh("tr a-z A-Z < ../src/a.txt > gen.txt", {
+          workingDirectory: "wd",
+          inputs: ["src/a.txt"],
+          outputs: ["gen.txt"]
+        }),
+        use: sh("mkdir -p out && cat wd/gen.txt src/b.txt > out/use.txt", {
+          inputs: ["src/b.txt"],
+          outputs: ["out/use.txt"],
+          deps: ["gen"]
+        })
+      }, { "src/a.txt": "a\n", "src/b.txt": "b\n" })
+      // Its working directory made a symlink once the run's checks are done: nothing is written through one, so
+      // `gen`'s write-back fails.
+      fs.mkdirSync(path.join(root, "elsewhere"))
+      const report = yield* runOn(root, (engine) =>
+        engine.run({
+          workspace,
+          config,
+          beforeAttempt: (name) =>
+            name === "gen"
+              ? Effect.sync(() => fs.symlinkSync(path.join(root, "elsewhere"), path.join(workspace, "wd")))
+              : Effect.void
+        }))
+      const gen = report.processes.find((p) => p.name === "gen")!
+      const use = report.processes.find((p) => p.name === "use")!
+      assert.isFalse(gen.ok)
+      assert.strictEqual(gen.exitCode, 0)
+      assert.match(gen.detail ?? "", /cannot write outputs back: .*`wd`, which is a symlink/)
+      assert.isTrue(use.ok, JSON.stringify(use))
+      assert.strictEqual(use.source, "ran")
+      assert.strictEqual(report.failed, 1)
+      assert.strictEqual(fs.readFileSync(path.join(workspace, "out/use.txt"), "utf8"), "A\nb\n")
+      assert.deepStrictEqual(fs.readdirSync(path.join(root, "elsewhere")), [])
+    }))
+})
+
 describe("Engine.run: backtracking", () => {
   it.scopedLive("a dep's outputs gone before its consumer runs: the producer re-runs and the run succeeds", () =>
     Effect.gen(function*() {

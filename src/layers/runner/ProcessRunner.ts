@@ -7,6 +7,7 @@
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as os from "node:os"
@@ -230,8 +231,13 @@ export const make = (options: Options = {}) =>
     yield* PrivateRoot.verify("named caches directory", namedCachesDir, "group")
     const concurrency = Math.max(1, options.concurrency ?? os.availableParallelism())
     const minFiles = options.sharedTreeMinFiles ?? SharedTrees.minFilesFrom()
+    // Closed before the spawner and the store it removes sandboxes with and releases leases on: its fibers (closings,
+    // uninterruptible) are awaited. A closing yields first: the consumers its run released go before it.
+    const closings = yield* FiberSet.make<void>()
     const local = LocalRunner.make(store, sandboxer, sandboxes, spawner, {
       namedCachesDir,
+      closeLater: (closing) =>
+        Effect.asVoid(FiberSet.run(closings, Effect.uninterruptible(Effect.zipRight(Effect.yieldNow(), closing)))),
       grace: options.grace ?? Duration.seconds(3),
       watch,
       running: yield* Permits.make(concurrency),

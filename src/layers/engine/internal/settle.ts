@@ -1,6 +1,7 @@
 /**
  * The graph: each process waits for its deps, runs (or takes the hit the lookups found), writes its outputs back into
- * the workspace, and is reported. A hit whose output bytes turn out gone while being written back is re-run.
+ * the workspace, and is reported. A process that ran lets its dependents start before its write-back. A hit whose
+ * output bytes turn out gone while being written back is re-run.
  *
  * @internal
  */
@@ -226,8 +227,18 @@ const settleSuccess = (state: RunState, name: string, executed: Executed) =>
     return { result, error: undefined, detail: undefined }
   })
 
-/** One process of the graph, from its deps' outcomes to its report. */
-const settle = (state: RunState, name: string, deps: ReadonlyArray<Outcome>) =>
+/**
+ * One process of the graph, from its deps' outcomes to its report. `release` tells its dependents they may start:
+ * after a run here, as soon as its outputs are in the store, since they take them from there by digest; its own
+ * write-back and report then overlap their tools. A hit is written back first: its bytes may turn out gone and the
+ * process re-run, with other outputs.
+ */
+const settle = (
+  state: RunState,
+  name: string,
+  deps: ReadonlyArray<Outcome>,
+  release: (outcome: Outcome) => Effect.Effect<void>
+) =>
   Effect.gen(function*() {
     const startMs = Date.now() - state.started
     const skip = (detail: string) =>
@@ -263,6 +274,11 @@ const settle = (state: RunState, name: string, deps: ReadonlyArray<Outcome>) =>
     state.unindexed.push([name, attempt.right.result])
     const ran = attempt.right.result.succeeded
     if (!ran && state.options.keepGoing !== true) state.stop = true
+    if (ran && attempt.right.result.source === "ran") {
+      yield* release("ok")
+      // The dependents' workers go first: this one's write-back and report fit in while their tools run.
+      yield* Effect.yieldNow()
+    }
     const failed = ran ? undefined : yield* failedTail(state, name, attempt.right)
     const { detail, error, result } = failed === undefined
       ? yield* settleSuccess(state, name, attempt.right)
@@ -374,7 +390,11 @@ export const runGraph = (state: RunState): Effect.Effect<void, NoProducer> =>
       Effect.flatMap(
         // All its deps are needed, so waiting for them one after another takes no longer.
         Effect.forEach(depsOf(name), outcomeOf),
-        (deps) => Effect.flatMap(settle(state, name, deps), (outcome) => settled(name, outcome))
+        (deps) =>
+          Effect.flatMap(
+            settle(state, name, deps, (outcome) => settled(name, outcome)),
+            (outcome) => settled(name, outcome)
+          )
       )
     const worker = Effect.gen(function*() {
       for (;;) {

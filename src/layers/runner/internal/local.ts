@@ -10,7 +10,10 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Scope from "effect/Scope"
 import type * as Digest from "../../../domain/Digest.js"
+import type { Process } from "../../../domain/Process.js"
 import { materializeFailed, type SandboxError, type SandboxerUnavailable } from "../../../domain/Sandbox.js"
 import * as Sandboxes from "../../sandbox/Sandboxes.js"
 import type * as Sandboxer from "../../sandboxer/Sandboxer.js"
@@ -22,7 +25,7 @@ import { capture, refuseCorrupted, report } from "./localCapture.js"
 import * as LocalRun from "./localRun.js"
 import { fill, openSandbox, writableHere } from "./localSandbox.js"
 import { commandOf, guardLinked, spawnAndWait } from "./localSpawn.js"
-import type { Runner } from "./runner.js"
+import type { Runner, RunPolicy } from "./runner.js"
 import { kindOf } from "./sandboxKind.js"
 import * as SharedInputs from "./sharedInputs.js"
 
@@ -61,8 +64,8 @@ export const make = (
     linked: LinkedInputs.registry(),
     writeShared
   }
-  return (proc, policy) =>
-    Effect.scoped(Effect.gen(function*() {
+  const phases = (proc: Process, policy: RunPolicy) =>
+    Effect.gen(function*() {
       const run = LocalRun.make(engine, proc, policy)
       const opened = yield* openSandbox(run)
       const filled = yield* fill(run, opened)
@@ -74,5 +77,16 @@ export const make = (
       const captured = yield* capture(run, filled, logs)
       const sandbox = yield* kindOf(command.namespace !== undefined)
       return yield* report(run, opened, filled, waited, captured, sandbox)
-    }))
+    })
+  // A run that has its result closes its scope (its sandbox given back or removed, its leases let go) in the
+  // background: its consumers may start meanwhile. Its group is gone by then (`spawnAndWait`), and the closing cannot
+  // be interrupted: the engine's own end waits for it (`LocalOptions.closeLater`). A failed run closes first.
+  return (proc, policy) =>
+    Effect.uninterruptibleMask((restore) =>
+      Effect.flatMap(Scope.make(), (scope) =>
+        Effect.onExit(
+          restore(Scope.extend(phases(proc, policy), scope)),
+          (exit) => Exit.isSuccess(exit) ? options.closeLater(Scope.close(scope, exit)) : Scope.close(scope, exit)
+        ))
+    )
 }

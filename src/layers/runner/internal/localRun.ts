@@ -29,6 +29,11 @@ export interface LocalOptions {
   readonly watch: (root: string) => Effect.Effect<void, SandboxerUnavailable>
   /** Held while a process group lives: at most so many at once. */
   readonly running: Permits.Permits
+  /**
+   * Runs a finished run's closing (its scope's) in the background, where the engine's end waits for it, never
+   * interrupting it.
+   */
+  readonly closeLater: (closing: Effect.Effect<void>) => Effect.Effect<void>
   /** Large input subtrees are mounted from here rather than written into each sandbox; without, all are written. */
   readonly sharedTrees?: SharedTrees.Service | undefined
 }
