@@ -266,6 +266,37 @@ for (const client of ["node", "native"] as const) {
         assert.isTrue(fs.existsSync(path.join(w.ws, "src/s.json")), "the summary is written where the client runs")
       }))
 
+    it.scopedLive("a waiting standby has its run's spawner up; a run under another umask gets a spawner of its own", () =>
+      Effect.gen(function*() {
+        const mask = {
+          argv: ["/bin/sh", "-c", "mkdir -p out && umask > out/umask.txt"],
+          inputs: ["src/**"],
+          outputs: ["out/umask.txt"],
+          env: { PATH }
+        }
+        const w = yield* workspace({ mask }, { "src/a.txt": "a\n" }, client)
+        const umaskRun = (umask: string) => {
+          const [file, argv] = started(client, ["run"])
+          return w.kiln(["-c", `umask ${umask} && exec "$@"`, "sh", file, ...argv], {}, w.ws, "/bin/sh")
+        }
+        assert.strictEqual((yield* umaskRun("022")).code, 0)
+        yield* w.standbyWaits
+        const standby = w.standbys()[0]!
+        // Started while it waits, before any run asks for one.
+        yield* eventually(
+          "the waiting standby's spawner runs",
+          () =>
+            (Proc.pids() ?? []).some((pid) =>
+              Proc.statOf(pid)?.ppid === standby && Proc.argvOf(pid)?.includes("kiln-spawner") === true
+            )
+        )
+        fs.writeFileSync(path.join(w.ws, "src/a.txt"), "b\n")
+        const other = yield* umaskRun("027")
+        assert.strictEqual(other.code, 0, other.stderr)
+        assert.include(other.stderr, "kiln: standby: taken on")
+        assert.strictEqual(fs.readFileSync(path.join(w.ws, "out/umask.txt"), "utf8"), "0027\n")
+      }))
+
     for (const signal of ["SIGINT", "SIGKILL"] as const) {
       it.scopedLive(`${signal} to the client while a process runs: the process ends, and the standby that ran it`, () =>
         Effect.gen(function*() {

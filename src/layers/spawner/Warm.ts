@@ -63,10 +63,40 @@ export const commandFor = (
 
 const unref = (s: unknown) => (s as { unref?: () => void } | null)?.unref?.()
 
-/** Starts one for this process. Never throws: without it, the engine starts its own. @internal */
+/** A warm spawner, and what it was started as: its command and the umask it (and every process it forks) has. */
+interface Warm {
+  readonly child: ChildProcess
+  readonly startedAs: string
+}
+
+const startedAs = (command: { readonly file: string; readonly args: ReadonlyArray<string> }) =>
+  JSON.stringify([command.file, command.args, process.umask()])
+
+const alive = (child: ChildProcess) => child.exitCode === null && child.signalCode === null && child.pid !== undefined
+
+/** The warm spawner, if it still runs as this process would start one now; one that does not is let go. */
+const current = (command: { readonly file: string; readonly args: ReadonlyArray<string> }): Warm | undefined => {
+  const g = globalThis as Record<symbol, unknown>
+  const warm = g[KEY] as Warm | undefined
+  if (warm === undefined) return undefined
+  if (alive(warm.child) && warm.startedAs === startedAs(command)) return warm
+  delete g[KEY]
+  // Its stdin ended unarmed, it exits: a spawner whose engine ended cleanly.
+  warm.child.stdin?.destroy()
+  return undefined
+}
+
+/**
+ * Starts one for this process, unless one started as this process would start one now still runs (a standby starts
+ * one while it waits for a run; the run's umask or spawner program may differ, and then it is replaced). Never
+ * throws: without it, the engine starts its own.
+ *
+ * @internal
+ */
 export const startWarm = (spawn: typeof Spawn): void => {
   try {
     const command = commandFor(process.pid)
+    if (current(command) !== undefined) return
     const child = spawn(command.file, command.args, {
       stdio: ["pipe", "pipe", "inherit"],
       env: { [WARM_ENV]: "1" },
@@ -80,19 +110,15 @@ export const startWarm = (spawn: typeof Spawn): void => {
     child.unref()
     unref(child.stdin)
     unref(child.stdout)
-    ;(globalThis as Record<symbol, unknown>)[KEY] = child
+    ;(globalThis as Record<symbol, unknown>)[KEY] = { child, startedAs: startedAs(command) } satisfies Warm
   } catch {
     // The engine starts one when it needs it.
   }
 }
 
-/** The warm spawner, once, if it still runs. @internal */
+/** The warm spawner, once, if it still runs as one started now would. @internal */
 export const takeWarm = (): ChildProcess | undefined => {
-  const g = globalThis as Record<symbol, unknown>
-  const child = g[KEY] as ChildProcess | undefined
-  delete g[KEY]
-  if (child === undefined) return undefined
-  if (child.exitCode === null && child.signalCode === null && child.pid !== undefined) return child
-  child.stdin?.destroy()
-  return undefined
+  const warm = current(commandFor(process.pid))
+  delete (globalThis as Record<symbol, unknown>)[KEY]
+  return warm?.child
 }

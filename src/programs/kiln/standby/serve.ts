@@ -58,7 +58,10 @@ export interface Hooks {
   readonly rehearse: (args: ReadonlyArray<string>) => void
   /** Drops what a check left for an engine that did not start (it answered). */
   readonly forget: () => void
-  /** Starts the spawner for the run taken over (the loader does so for a run it loads the engine for). */
+  /**
+   * Starts the spawner for the next run (the loader does so for a run it loads the engine for), unless one started
+   * as it would be now runs already.
+   */
   readonly startSpawner: () => void
 }
 
@@ -208,6 +211,9 @@ export const serve = (key: string, hooks: Hooks): void => {
   }
   hooks.preload()
   if (rehearsal !== undefined) rehearse(rehearsal, hooks)
+  // The next run's spawner, started while nothing waits: forking this loaded process takes its thread some
+  // milliseconds that a run would wait for. A run with another umask or spawner program replaces it (`Warm.ts`).
+  hooks.startSpawner()
   const modules = Identity.modulesOf(hooks.require)
   // The socket appears only now, loaded: a run that comes earlier does its own work rather than wait for this.
   try {
@@ -303,8 +309,8 @@ const waitForRuns = ({ hooks, idle, idleMs, key, modules, server, start, stopLis
       cancelIdle?.()
       taken()
       wireRun(conn, key, hooks, request)
-      // As the loader does: only a run that will most likely run a process has its spawner started before the engine
-      // (a restore only writes outputs back; the engine starts one at its first spawn, if it comes).
+      // As the loader does: only a run that will most likely run a process has its spawner made sure of before the
+      // engine (a restore only writes outputs back; the engine takes or starts one at its first spawn, if it comes).
       if (verdict === "runs") hooks.startSpawner()
       start()
     })
