@@ -26,6 +26,7 @@ import { isAlive } from "../../src/os/Proc.js"
 import { childrenOf, eventually, groupAlive } from "../utils/child.js"
 import { sandboxesLeft as left } from "../utils/sandboxes.js"
 import { cli, stack } from "../utils/stack.js"
+import { writeTree } from "../utils/temp.js"
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), "kiln-runner-"))
 const outside = fs.mkdtempSync(path.join(os.tmpdir(), "kiln-outside-"))
@@ -317,6 +318,30 @@ describe("ProcessRunner (groups end with their run)", () => {
       assert.strictEqual(next.exitCode, 0)
       assert.strictEqual(yield* text(next.stdoutDigest), "again\n")
     }).pipe(Effect.provide(stack({ root })), viewOff))
+})
+
+describe("ProcessRunner (awaited results)", () => {
+  it.scoped("awaited runs close their sandboxes in the background, and the runner's end waits for every closing", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kiln-awaited-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true })))
+      // A process with a small sandbox (pooled once closed) and one past the engine's inline size, whose sandbox the
+      // spawner removes: both kinds of closing are still pending when the runner's scope ends.
+      const ws = path.join(dir, "ws")
+      writeTree(ws, Object.fromEntries(Array.from({ length: 1200 }, (_, i) => [`f${i}.txt`, `${i}\n`])))
+      const results = yield* Effect.gen(function*() {
+        const large = yield* Effect.flatMap(Store, (store) => store.snapshot(ws))
+        const runner = yield* ProcessRunner
+        return yield* Effect.forEach(
+          [Digest.empty, large],
+          (inputDigest, i) => runner.run(sh(`ls | wc -l; echo ${unique()}-${i}`, { inputDigest }), { awaited: true }),
+          { concurrency: 2 }
+        )
+      }).pipe(Effect.provide(stack({ root: dir, inProcess: true, runner: { sharedTreeMinFiles: 0 } })))
+      assert.deepStrictEqual(results.map((r) => r.exitCode), [0, 0])
+      const left = fs.readdirSync(path.join(dir, "sandboxes")).filter((x) => !x.endsWith(".owner"))
+      assert.deepStrictEqual(left, [])
+    }))
 })
 
 describe("ProcessRunner (kept sandboxes)", () => {

@@ -100,6 +100,11 @@ export interface Service {
        * a remote one's output, and a hit's, are its result's only.
        */
       readonly onOutput?: (stream: "stdout" | "stderr", bytes: Uint8Array) => Effect.Effect<void>
+      /**
+       * A consumer waits for this result alone (the engine's next process in a chain): a process that runs here has
+       * its result returned before its sandbox is closed, which then happens in the background.
+       */
+      readonly awaited?: boolean
     }
   ) => Effect.Effect<
     ProcessResult,
@@ -315,7 +320,8 @@ export const make = (options: Options = {}) =>
           ...(opts?.workspaceTrees !== undefined ? { workspaceTrees: opts.workspaceTrees } : {}),
           ...(opts?.onStart !== undefined ? { onStart: opts.onStart } : {}),
           ...(opts?.onEnd !== undefined ? { onEnd: opts.onEnd } : {}),
-          ...(opts?.onOutput !== undefined ? { onOutput: opts.onOutput } : {})
+          ...(opts?.onOutput !== undefined ? { onOutput: opts.onOutput } : {}),
+          ...(opts?.awaited === true ? { awaited: true } : {})
         }),
       fetchTree: (root) => Option.isSome(remote) ? remote.value.fetchTree(root) : Effect.succeed(false),
       // Twice what the bounded runner admits (itself twice the local concurrency): enough to have the next processes

@@ -49,7 +49,13 @@ export const started = (state: RunState, name: string): Effect.Effect<void> =>
 export const exited = (state: RunState, name: string): Effect.Effect<void> => emit(state, { _tag: "Exited", name })
 
 /** One attempt: the process (the lookup's, or made from its inputs now) through the runner. */
-const attempt = (state: RunState, name: string, cache: { read: boolean; write: boolean }, announce: boolean) => {
+const attempt = (
+  state: RunState,
+  name: string,
+  cache: { read: boolean; write: boolean },
+  announce: boolean,
+  awaited: boolean
+) => {
   const missed = lookedUp(state, name)
   const pc = state.config.processes[name]!
   return Effect.flatMap(
@@ -64,6 +70,7 @@ const attempt = (state: RunState, name: string, cache: { read: boolean; write: b
           state.runner.run(p, {
             cache: missed === p && cache.read ? { ...cache, missed: true } : cache,
             workspaceTrees: workspaceTreesOf(state, name),
+            ...(awaited ? { awaited } : {}),
             ...(announce ? { onStart: started(state, name), onEnd: exited(state, name) } : {}),
             ...(announce && state.options.followOutput === true
               ? { onOutput: (stream, bytes) => emit(state, { _tag: "Output", name, stream, bytes }) }
@@ -102,7 +109,7 @@ const noProducer = (state: RunState, name: string, missing: Digest.MissingDigest
 /**
  * Runs `name` under `cache` until it has a result, backtracking on missing bytes at most `maxBacktracks` times.
  * `announce`: `name` is the process being settled, whose start is told (a producer re-run for it is part of its
- * turn, not a process of its own).
+ * turn, not a process of its own). `awaited`: a dependent waits for its result alone (see `ProcessRunner.run`).
  *
  * @internal
  */
@@ -110,12 +117,13 @@ export const execute = (
   state: RunState,
   name: string,
   cache: { read: boolean; write: boolean },
-  announce = false
+  announce = false,
+  awaited = false
 ): Effect.Effect<Executed, NoProducer | ProcessFailure> =>
   Effect.gen(function*() {
     const node = state.nodes.get(name)!
     for (;;) {
-      const tried = yield* Effect.either(attempt(state, name, cache, announce))
+      const tried = yield* Effect.either(attempt(state, name, cache, announce, awaited))
       if (Either.isRight(tried)) return tried.right
       const e = tried.left
       if (e._tag !== "MissingDigest") return yield* Effect.fail(e)

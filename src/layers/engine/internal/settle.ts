@@ -227,18 +227,21 @@ const settleSuccess = (state: RunState, name: string, executed: Executed) =>
     return { result, error: undefined, detail: undefined }
   })
 
+/** What the graph tells a process it settles of its dependents. */
+interface Turn {
+  /** Whether a dependent waits for this process alone (it is the last of that one's deps to settle). */
+  readonly awaited: boolean
+  /** Lets the dependents whose deps are then all settled start; whether any could. */
+  readonly release: (outcome: Outcome) => Effect.Effect<boolean>
+}
+
 /**
- * One process of the graph, from its deps' outcomes to its report. `release` tells its dependents they may start:
- * after a run here, as soon as its outputs are in the store, since they take them from there by digest; its own
- * write-back and report then overlap their tools. A hit is written back first: its bytes may turn out gone and the
- * process re-run, with other outputs.
+ * One process of the graph, from its deps' outcomes to its report. After a run here its dependents are released as
+ * soon as its outputs are in the store, since they take them from there by digest: its own write-back and report then
+ * overlap their tools (and, when one waits for it alone, the closing of its sandbox too: `awaited`). A hit is written
+ * back first: its bytes may turn out gone and the process re-run, with other outputs.
  */
-const settle = (
-  state: RunState,
-  name: string,
-  deps: ReadonlyArray<Outcome>,
-  release: (outcome: Outcome) => Effect.Effect<void>
-) =>
+const settle = (state: RunState, name: string, deps: ReadonlyArray<Outcome>, turn: Turn) =>
   Effect.gen(function*() {
     const startMs = Date.now() - state.started
     const skip = (detail: string) =>
@@ -248,7 +251,7 @@ const settle = (
     const hit = state.hits.get(name)
     const attempt = hit !== undefined
       ? Either.right(hit)
-      : yield* Effect.either(execute(state, name, state.policy, true))
+      : yield* Effect.either(execute(state, name, state.policy, true, turn.awaited))
     const node = state.nodes.get(name)!
     // From when its tool started, not from when it was ready and waited for a slot; a hit, from when it was settled.
     const span = () =>
@@ -274,11 +277,8 @@ const settle = (
     state.unindexed.push([name, attempt.right.result])
     const ran = attempt.right.result.succeeded
     if (!ran && state.options.keepGoing !== true) state.stop = true
-    if (ran && attempt.right.result.source === "ran") {
-      yield* release("ok")
-      // The dependents' workers go first: this one's write-back and report fit in while their tools run.
-      yield* Effect.yieldNow()
-    }
+    // The dependents' workers go first: this one's write-back and report fit in while their tools run.
+    if (ran && attempt.right.result.source === "ran" && (yield* turn.release("ok"))) yield* Effect.yieldNow()
     const failed = ran ? undefined : yield* failedTail(state, name, attempt.right)
     const { detail, error, result } = failed === undefined
       ? yield* settleSuccess(state, name, attempt.right)
@@ -371,10 +371,10 @@ export const runGraph = (state: RunState): Effect.Effect<void, NoProducer> =>
     const ready = yield* Queue.unbounded<string | undefined>()
     let left = todo.length
     const done = new Set<string>()
-    const settled = (name: string, outcome: Outcome) =>
+    const settled = (name: string, outcome: Outcome): Effect.Effect<boolean> =>
       Effect.suspend(() => {
         // Once each: `left` counts processes, not calls.
-        if (done.has(name)) return Effect.void
+        if (done.has(name)) return Effect.succeed(false)
         done.add(name)
         Deferred.unsafeDone(outcomes.get(name)!, Effect.succeed(outcome))
         const next: Array<string | undefined> = []
@@ -384,17 +384,17 @@ export const runGraph = (state: RunState): Effect.Effect<void, NoProducer> =>
           if (still === 0) next.push(d)
         }
         if (--left === 0) { for (let i = 0; i < workers; i++) next.push(undefined) }
-        return next.length === 0 ? Effect.void : Queue.offerAll(ready, next)
+        return next.length === 0 ? Effect.succeed(false) : Effect.as(Queue.offerAll(ready, next), next[0] !== undefined)
       })
+    const turnOf = (name: string): Turn => ({
+      awaited: (dependents.get(name) ?? []).some((d) => waiting.get(d) === 1),
+      release: (outcome) => settled(name, outcome)
+    })
     const settleOne = (name: string) =>
       Effect.flatMap(
         // All its deps are needed, so waiting for them one after another takes no longer.
         Effect.forEach(depsOf(name), outcomeOf),
-        (deps) =>
-          Effect.flatMap(
-            settle(state, name, deps, (outcome) => settled(name, outcome)),
-            (outcome) => settled(name, outcome)
-          )
+        (deps) => Effect.flatMap(settle(state, name, deps, turnOf(name)), (outcome) => settled(name, outcome))
       )
     const worker = Effect.gen(function*() {
       for (;;) {

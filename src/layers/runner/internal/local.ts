@@ -78,15 +78,20 @@ export const make = (
       const sandbox = yield* kindOf(command.namespace !== undefined)
       return yield* report(run, opened, filled, waited, captured, sandbox)
     })
-  // A run that has its result closes its scope (its sandbox given back or removed, its leases let go) in the
-  // background: its consumers may start meanwhile. Its group is gone by then (`spawnAndWait`), and the closing cannot
-  // be interrupted: the engine's own end waits for it (`LocalOptions.closeLater`). A failed run closes first.
+  // A run whose result a consumer waits for alone closes its scope (its sandbox given back or removed, its leases let
+  // go) in the background: the consumer may start meanwhile. Its group is gone by then (`spawnAndWait`), and the
+  // closing cannot be interrupted: the engine's own end waits for it (`LocalOptions.closeLater`). Any other closes
+  // first: among processes that run side by side, a sandbox given back at once is the next one's to reuse. A failed
+  // run closes first too.
   return (proc, policy) =>
     Effect.uninterruptibleMask((restore) =>
       Effect.flatMap(Scope.make(), (scope) =>
         Effect.onExit(
           restore(Scope.extend(phases(proc, policy), scope)),
-          (exit) => Exit.isSuccess(exit) ? options.closeLater(Scope.close(scope, exit)) : Scope.close(scope, exit)
+          (exit) =>
+            Exit.isSuccess(exit) && policy.awaited === true
+              ? options.closeLater(Scope.close(scope, exit))
+              : Scope.close(scope, exit)
         ))
     )
 }

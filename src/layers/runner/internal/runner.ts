@@ -20,6 +20,8 @@ export interface RunPolicy extends CachePolicy {
   readonly onEnd?: Effect.Effect<void>
   /** Told what a local process writes, as it writes it (see `follow.ts`); a remote one's comes with its result. */
   readonly onOutput?: (stream: "stdout" | "stderr", bytes: Uint8Array) => Effect.Effect<void>
+  /** A consumer waits for this result alone: it is handed over before the sandbox is closed (see `local.ts`). */
+  readonly awaited?: boolean
 }
 
 /** @internal */
