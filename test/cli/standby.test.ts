@@ -297,6 +297,19 @@ for (const client of ["node", "native"] as const) {
         assert.strictEqual(fs.readFileSync(path.join(w.ws, "out/umask.txt"), "utf8"), "0027\n")
       }))
 
+    it.scopedLive("with the Node spawner, a waiting standby starts none: it would hold a Node process while it waits", () =>
+      Effect.gen(function*() {
+        const w = yield* workspace({ gen }, { "src/a.txt": "one\n" }, client)
+        const node = { KILN_SPAWNER: path.resolve(".kiln-test/spawner.cjs") }
+        assert.strictEqual((yield* w.kiln(["run"], node)).code, 0)
+        yield* w.standbyWaits
+        // Started before the standby listens, had it started one: none is there once it does.
+        const standby = w.standbys()[0]!
+        assert.isFalse((Proc.pids() ?? []).some((pid) => Proc.statOf(pid)?.ppid === standby))
+        fs.writeFileSync(path.join(w.ws, "src/a.txt"), "two\n")
+        tookOnAndRan(yield* w.kiln(["run", "--summary", "-"], node), w.ws, "two\n")
+      }))
+
     for (const signal of ["SIGINT", "SIGKILL"] as const) {
       it.scopedLive(`${signal} to the client while a process runs: the process ends, and the standby that ran it`, () =>
         Effect.gen(function*() {

@@ -86,6 +86,15 @@ const current = (command: { readonly file: string; readonly args: ReadonlyArray<
   return undefined
 }
 
+/** Options of {@link startWarm}. @internal */
+export interface StartOptions {
+  /**
+   * Only the native spawner, a few hundred kilobytes: a standby starts its next run's spawner while it waits, maybe
+   * for a long time, and the Node one would hold a Node process's memory all the while.
+   */
+  readonly nativeOnly?: boolean
+}
+
 /**
  * Starts one for this process, unless one started as this process would start one now still runs (a standby starts
  * one while it waits for a run; the run's umask or spawner program may differ, and then it is replaced). Never
@@ -93,9 +102,10 @@ const current = (command: { readonly file: string; readonly args: ReadonlyArray<
  *
  * @internal
  */
-export const startWarm = (spawn: typeof Spawn): void => {
+export const startWarm = (spawn: typeof Spawn, options: StartOptions = {}): void => {
   try {
     const command = commandFor(process.pid)
+    if (options.nativeOnly === true && command.file === process.execPath) return
     if (current(command) !== undefined) return
     const child = spawn(command.file, command.args, {
       stdio: ["pipe", "pipe", "inherit"],

@@ -183,7 +183,7 @@ if (standbyKey !== undefined && standbyKey !== "") {
     answer: (args) => Noop.answer(args),
     rehearse: (args) => Noop.rehearse(args),
     forget: Noop.forgetHandovers,
-    startSpawner: () => startWarm(spawnOf())
+    startSpawner: (options) => startWarm(spawnOf(), options)
   })
 } else {
   const args = process.argv.slice(2)

@@ -17,6 +17,7 @@
 import type { spawn as Spawn } from "node:child_process"
 import * as fs from "node:fs"
 import type * as Net from "node:net"
+import type * as Warm from "../../../layers/spawner/Warm.js"
 import { startStandby } from "./client.js"
 import * as Identity from "./identity.js"
 import * as Protocol from "./protocol.js"
@@ -60,9 +61,9 @@ export interface Hooks {
   readonly forget: () => void
   /**
    * Starts the spawner for the next run (the loader does so for a run it loads the engine for), unless one started
-   * as it would be now runs already.
+   * as it would be now runs already (see `Warm.startWarm`).
    */
-  readonly startSpawner: () => void
+  readonly startSpawner: (options?: Warm.StartOptions) => void
 }
 
 /** Takes the lock of a key's standby (a file naming its pid), unless a standby holds it. */
@@ -213,7 +214,7 @@ export const serve = (key: string, hooks: Hooks): void => {
   if (rehearsal !== undefined) rehearse(rehearsal, hooks)
   // The next run's spawner, started while nothing waits: forking this loaded process takes its thread some
   // milliseconds that a run would wait for. A run with another umask or spawner program replaces it (`Warm.ts`).
-  hooks.startSpawner()
+  hooks.startSpawner({ nativeOnly: true })
   const modules = Identity.modulesOf(hooks.require)
   // The socket appears only now, loaded: a run that comes earlier does its own work rather than wait for this.
   try {
