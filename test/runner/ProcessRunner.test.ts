@@ -321,7 +321,7 @@ describe("ProcessRunner (groups end with their run)", () => {
 })
 
 describe("ProcessRunner (awaited results)", () => {
-  it.scoped("awaited runs close their sandboxes in the background, and the runner's end waits for every closing", () =>
+  it.scoped("the closings awaited runs leave in the background are all done when the runner ends: no sandbox is left", () =>
     Effect.gen(function*() {
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kiln-awaited-"))
       yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true })))
