@@ -27,6 +27,14 @@ describe("readOnlyHint", () => {
     assert.include(hint, `"writableInputs": ["packages/a/node_modules/.cache"]`)
   })
 
+  it("a path in typographic quotes, as coreutils print it in a UTF-8 locale, is read too", () => {
+    const hint = readOnlyHint(
+      "touch: cannot touch \u2018node_modules/.cache/stamp\u2019: Read-only file system",
+      proc({ workingDirectory: "packages/a" })
+    )
+    assert.include(hint, `"writableInputs": ["packages/a/node_modules/.cache"]`)
+  })
+
   it("nothing for other failures, or a read-only path outside the sandbox", () => {
     assert.isUndefined(readOnlyHint("Error: expected 1 to equal 2", proc()))
     assert.isUndefined(readOnlyHint("EROFS: read-only file system, open '/usr/lib/x'", proc({ execRoot: "/mnt" })))

@@ -11,7 +11,9 @@ import * as path from "node:path"
 import type { Process } from "../../../domain/Process.js"
 
 const READ_ONLY = /EROFS|read-only file system/i
-const QUOTED = /['"‘`]([^'"’`]+)['"’`]/
+// The typographic quotes as escapes: a character above U+00FF anywhere in the bundle makes V8 hold its whole source
+// (which it keeps for lazy compilation) as a string of two bytes a character (scripts/bundle.mjs refuses one).
+const QUOTED = /['"\u2018`]([^'"\u2019`]+)['"\u2019`]/
 const SHELL = /cannot create ([^:]+): /
 
 /** The path a line names, relative to the input root, if it lies in the sandbox. */
