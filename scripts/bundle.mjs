@@ -7,7 +7,16 @@
 // lmdb stays external: it loads a native addon.
 import { build } from "esbuild"
 import { execFileSync } from "node:child_process"
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync
+} from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { buildNativeClient } from "./clientNative.mjs"
