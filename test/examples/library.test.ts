@@ -24,6 +24,13 @@ describe("examples/library", () => {
   })
 })
 
+/** The LMDB environments this process holds open under `root` (the store's registry, see `lmdb/envs.ts`). */
+const openEnvsUnder = (root: string): ReadonlyArray<string> =>
+  [...((globalThis as any)[Symbol.for("kiln/lmdbEnvs")] as Map<string, { readonly path: string }> ?? new Map())
+    .values()]
+    .map((e) => e.path)
+    .filter((p) => p.startsWith(`${root}/`))
+
 describe("Kiln.layer", () => {
   it.scopedLive("tears down as the CLI's stack does: the helpers outlive every layer above them, then end", () =>
     Effect.gen(function*() {
@@ -53,13 +60,18 @@ describe("Kiln.layer", () => {
       // The lifetime is the layer's bottom: its finalizers run once the Store and everything on it are released.
       // One added now runs before the helpers' own, so it sees whether they outlived those layers.
       let aliveWhenTheLayersAbove: ReadonlyArray<boolean> = []
+      let storeEnvsThen: ReadonlyArray<string> | undefined
+      const storeRoot = path.join(dir, "store")
+      assert.isNotEmpty(openEnvsUnder(storeRoot))
       yield* Context.get(context, HelperLifetime).addFinalizer(
         Effect.sync(() => {
           aliveWhenTheLayersAbove = helpers.map(isAlive)
+          storeEnvsThen = openEnvsUnder(storeRoot)
         })
       )
       yield* Scope.close(scope, Exit.void)
       assert.deepStrictEqual(aliveWhenTheLayersAbove, [true, true], "the helpers ended before the Store was released")
+      assert.deepStrictEqual(storeEnvsThen, [], "the lifetime ended while the Store still held environments")
       yield* eventually(
         "the sandboxer and the spawner exit once the layer is gone",
         () => !helpers.some(isAlive),

@@ -7,7 +7,11 @@
  *
  * @since 0.1.0
  */
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Layer from "effect/Layer"
+import * as Scope from "effect/Scope"
 import type { StoreConfigConflict, StoreError } from "../../domain/StoreErrors.js"
 import type { UnsafeDirectory } from "../../domain/UnsafeDirectory.js"
 import { VERSION } from "../../domain/Version.js"
@@ -80,6 +84,45 @@ export const remoteLayer = (
 ) => RemoteCache.layer(settings, { version: VERSION, ...options })
 
 /**
+ * Builds the runner's services in one scope, each constructor given the context of those before it: the order
+ * `runnerLayer` documents, without a layer per service. Composed as layers (`provideMerge`, `mergeAll`), each service
+ * was built through the memo map in a scope and fibers of its own, a cost every run's start paid again
+ * (docs/bench-log.md). The scope's finalizers run in reverse: the ProcessRunner closes first, the
+ * Store after the Sandboxes and the Sandboxer; the helpers' lifetime is a scope forked before them all, so it ends
+ * last (`test/examples/library.test.ts` holds that order).
+ */
+const buildRunner = (options: Options) =>
+  Effect.gen(function*() {
+    const scope = yield* Effect.scope
+    const helpers = yield* Scope.fork(scope, ExecutionStrategy.sequential)
+    const beneath = Context.make(SandboxMode.SandboxMode, options.sandbox ?? "auto").pipe(
+      Context.add(HelperLifetime.HelperLifetime, yield* Scope.extend(HelperLifetime.make, helpers))
+    )
+    const withStore = Context.add(beneath, Store.Store, yield* Store.make(options.store))
+    const sandboxer = yield* Effect.provide(Sandboxer.make(options.sandboxer), withStore)
+    const withSandboxes = withStore.pipe(
+      Context.add(Sandboxer.Sandboxer, sandboxer),
+      Context.add(Sandboxes.Sandboxes, yield* Sandboxes.make(options.sandboxes))
+    )
+    const withRemote: Context.Context<Exclude<Services, ProcessRunner.ProcessRunner>> = options.remote === undefined ?
+      withSandboxes :
+      Context.merge(
+        withSandboxes,
+        yield* Effect.provide(
+          Layer.buildWithScope(
+            remoteLayer(options.remote, {
+              ...(options.runner?.cacheContent !== undefined ? { cacheContent: options.runner.cacheContent } : {})
+            }),
+            scope
+          ),
+          withSandboxes
+        )
+      )
+    const runner = yield* Effect.provide(ProcessRunner.make(options.runner), withRemote)
+    return Context.add(withRemote, ProcessRunner.ProcessRunner, runner)
+  })
+
+/**
  * Store → Sandboxer, Sandboxes (and the remote cache) → ProcessRunner, with the helpers' lifetime beneath the Store:
  * they end after it has released its environments (see `HelperLifetime`).
  *
@@ -87,22 +130,7 @@ export const remoteLayer = (
  * @category layers
  */
 export const runnerLayer = (options: Options = {}): Layer.Layer<Services, BuildError> =>
-  ProcessRunner.layer(options.runner).pipe(
-    Layer.provideMerge(
-      Layer.mergeAll(
-        Sandboxer.layer(options.sandboxer),
-        Sandboxes.layer(options.sandboxes),
-        options.remote !== undefined
-          ? remoteLayer(options.remote, {
-            ...(options.runner?.cacheContent !== undefined ? { cacheContent: options.runner.cacheContent } : {})
-          })
-          : Layer.empty
-      )
-    ),
-    Layer.provideMerge(Store.layer(options.store)),
-    Layer.provideMerge(HelperLifetime.layer),
-    Layer.provideMerge(SandboxMode.layer(options.sandbox ?? "auto"))
-  )
+  Layer.scopedContext(buildRunner(options))
 
 /**
  * The whole stack: {@link runnerLayer}, the Workspace (which writes results into the workspace) and the Engine on
@@ -114,4 +142,9 @@ export const runnerLayer = (options: Options = {}): Layer.Layer<Services, BuildE
 export const layer = (
   options: Options = {}
 ): Layer.Layer<Services | Workspace.Workspace | Engine.Engine, BuildError> =>
-  Engine.layer.pipe(Layer.provideMerge(Workspace.layer), Layer.provideMerge(runnerLayer(options)))
+  Layer.scopedContext(Effect.gen(function*() {
+    const runner = yield* buildRunner(options)
+    const workspace = yield* Effect.provide(Workspace.make, runner)
+    const withWorkspace = Context.add(runner, Workspace.Workspace, workspace)
+    return Context.add(withWorkspace, Engine.Engine, yield* Effect.provide(Engine.make, withWorkspace))
+  }))

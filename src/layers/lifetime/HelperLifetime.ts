@@ -27,13 +27,21 @@ export interface Service {
 export class HelperLifetime extends Context.Tag("kiln/HelperLifetime")<HelperLifetime, Service>() {}
 
 /**
+ * The lifetime as the caller's scope: what is added to it ends when that scope closes.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make: Effect.Effect<Service, never, Scope.Scope> = Effect.map(
+  Effect.scope,
+  (scope): Service => ({ addFinalizer: (f) => Scope.addFinalizer(scope, f) })
+)
+
+/**
  * @since 0.1.0
  * @category layers
  */
-export const layer: Layer.Layer<HelperLifetime> = Layer.scoped(
-  HelperLifetime,
-  Effect.map(Effect.scope, (scope): Service => ({ addFinalizer: (f) => Scope.addFinalizer(scope, f) }))
-)
+export const layer: Layer.Layer<HelperLifetime> = Layer.scoped(HelperLifetime, make)
 
 /**
  * Where a helper started now ends: `finalizer` is added to the lifetime when the layer graph has one, else to the
