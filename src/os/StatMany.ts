@@ -10,36 +10,15 @@
  * @internal
  */
 import * as fs from "node:fs"
-import * as path from "node:path"
-import { fileURLToPath } from "node:url"
+import * as NativeAddon from "./NativeAddon.js"
 import * as RawStat from "./RawStat.js"
 
 /** Numbers per path in a table: dev, ino, mode, size, mtimeMs, ctimeMs; mode -1 where nothing could be stat'ed. */
 const FIELDS = 6
 
-/** Names the addon to load instead of the one beside kiln's build: kiln run from its sources (its tests) has none. */
-export const ADDON_ENV = "KILN_LSTAT_ADDON"
-
-/** The addon's file name for this platform and architecture (scripts/nativeAddons.mjs builds it into dist/). */
-export const addonName = `kiln-lstat-${process.platform}-${process.arch}.node`
+export { ADDON_ENV } from "./NativeAddon.js"
 
 type LstatMany = (prefix: string, names: string, out: Float64Array) => void
-
-/** The build's directory: `dist/` is one level up from this module in the library, and the CLI's bundles are in it. */
-const distDir = (): string => {
-  const url = (import.meta as { url?: string }).url
-  return url !== undefined ? fileURLToPath(new URL("..", url)) : __dirname
-}
-
-const load = (file: string): LstatMany | undefined => {
-  try {
-    const module = { exports: {} as { lstatMany?: unknown } }
-    process.dlopen(module, file)
-    return typeof module.exports.lstatMany === "function" ? module.exports.lstatMany as LstatMany : undefined
-  } catch {
-    return undefined
-  }
-}
 
 /** Whether `native` answers for `probe` (a path that exists) and for a path that does not as Node's fs does. */
 const provesItself = (native: LstatMany, probe: string): boolean => {
@@ -58,10 +37,8 @@ let addon: LstatMany | undefined | null = null
 
 const addonFor = (probe: string): LstatMany | undefined => {
   if (addon !== null) return addon
-  const named = process.env[ADDON_ENV]
-  const file = named !== undefined && named !== "" ? named : path.join(distDir(), addonName)
-  const loaded = fs.existsSync(file) ? load(file) : undefined
-  addon = loaded !== undefined && provesItself(loaded, probe) ? loaded : undefined
+  const loaded = NativeAddon.exports()?.lstatMany
+  addon = typeof loaded === "function" && provesItself(loaded as LstatMany, probe) ? loaded as LstatMany : undefined
   return addon
 }
 

@@ -1,0 +1,15 @@
+/**
+ * kiln's own process fixes glibc's mmap and trim thresholds through its addon (src/os/Malloc.ts): the addon the build
+ * makes must carry the call, and under glibc it must take.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { libcOfSelf } from "../../src/os/Libc.js"
+import * as Malloc from "../../src/os/Malloc.js"
+import * as NativeAddon from "../../src/os/NativeAddon.js"
+
+describe("Malloc.fixMmapThreshold", () => {
+  it("is in the addon the build makes, and takes under glibc", () => {
+    assert.strictEqual(typeof NativeAddon.exports()?.fixMmapThreshold, "function", `built (${NativeAddon.ADDON_ENV})`)
+    assert.strictEqual(Malloc.fixMmapThreshold(), libcOfSelf() === "glibc")
+  })
+})
