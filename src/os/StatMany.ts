@@ -10,13 +10,13 @@
  * @internal
  */
 import * as fs from "node:fs"
-import * as NativeAddon from "./NativeAddon.js"
+import * as NativeAddon from "./native/Addon.js"
 import * as RawStat from "./RawStat.js"
 
 /** Numbers per path in a table: dev, ino, mode, size, mtimeMs, ctimeMs; mode -1 where nothing could be stat'ed. */
 const FIELDS = 6
 
-export { ADDON_ENV } from "./NativeAddon.js"
+export { ADDON_ENV } from "./native/Addon.js"
 
 type LstatMany = (prefix: string, names: string, out: Float64Array) => void
 

@@ -1,11 +1,11 @@
 /**
- * kiln's own process fixes glibc's mmap and trim thresholds through its addon (src/os/Malloc.ts): the addon the build
+ * kiln's own process fixes glibc's mmap and trim thresholds through its addon (src/os/native/Malloc.ts): the addon the build
  * makes must carry the call, and under glibc it must take.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { libcOfSelf } from "../../src/os/Libc.js"
-import * as Malloc from "../../src/os/Malloc.js"
-import * as NativeAddon from "../../src/os/NativeAddon.js"
+import * as NativeAddon from "../../src/os/native/Addon.js"
+import * as Malloc from "../../src/os/native/Malloc.js"
 
 describe("Malloc.fixMmapThreshold", () => {
   it("is in the addon the build makes, and takes under glibc", () => {

@@ -15,7 +15,7 @@
  * An N-API module: built by scripts/nativeAddons.mjs with the C compiler kiln's install uses, and loaded only after it
  * gives, for a real path, what Node's fs gives (StatMany.ts).
  *
- * fixMmapThreshold(): kiln's own process's malloc tuning (src/os/Malloc.ts), here because this is kiln's one addon.
+ * fixMmapThreshold(): kiln's own process's malloc tuning (Malloc.ts beside it), here because this is kiln's one addon.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>

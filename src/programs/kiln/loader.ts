@@ -22,7 +22,7 @@ import type * as V8 from "node:v8"
 import * as vm from "node:vm"
 import { startWarm } from "../../layers/spawner/Warm.js"
 import { libcOfSelf } from "../../os/Libc.js"
-import * as Malloc from "../../os/Malloc.js"
+import * as Malloc from "../../os/native/Malloc.js"
 import * as Noop from "./noop.js"
 import * as StandbyClient from "./standby/client.js"
 import * as StandbyProtocol from "./standby/protocol.js"
@@ -164,7 +164,7 @@ const spawnOf = () => (nodeRequire("node:child_process") as typeof ChildProcess)
 const netOf = () => nodeRequire("node:net") as typeof Net
 
 // This is kiln's own process (the library never runs this file): freed large blocks are given back to the system, as
-// early as can be (see os/Malloc.ts).
+// early as can be (see os/native/Malloc.ts).
 Malloc.fixMmapThreshold()
 
 // Started as a standby (`standby/`): the engine is loaded now, and started when a run is handed over.

@@ -11,7 +11,7 @@
  *
  * @internal
  */
-import * as NativeAddon from "./NativeAddon.js"
+import * as NativeAddon from "./Addon.js"
 
 /**
  * Fixes glibc's mmap and trim thresholds, through kiln's addon; whether it did (not without the addon, nor under

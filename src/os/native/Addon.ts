@@ -1,5 +1,5 @@
 /**
- * kiln's N-API addon (`native/lstatMany.c`, built into `dist/kiln-lstat-<platform>-<arch>.node` by
+ * kiln's N-API addon (`lstatMany.c` beside this file, built into `dist/kiln-lstat-<platform>-<arch>.node` by
  * scripts/nativeAddons.mjs): loaded once, by whichever of its users asks first. Where it is absent (kiln run from its
  * sources, a platform it is not built for, an install without a compiler) its users do without it.
  *
@@ -21,10 +21,10 @@ export interface Exports {
   readonly fixMmapThreshold?: unknown
 }
 
-/** The build's directory: `dist/` is one level up from this module in the library, and the CLI's bundles are in it. */
+/** The build's directory: `dist/` is two levels up from this module in the library, and the CLI's bundles are in it. */
 const distDir = (): string => {
   const url = (import.meta as { url?: string }).url
-  return url !== undefined ? fileURLToPath(new URL("..", url)) : __dirname
+  return url !== undefined ? fileURLToPath(new URL("../..", url)) : __dirname
 }
 
 let loaded: Exports | undefined | null = null
