@@ -7,9 +7,9 @@ import { libcOfSelf } from "../../src/os/Libc.js"
 import * as NativeAddon from "../../src/os/native/Addon.js"
 import * as Malloc from "../../src/os/native/Malloc.js"
 
-describe("Malloc.fixMmapThreshold", () => {
+describe("Malloc.fixThresholds", () => {
   it("is in the addon the build makes, and takes under glibc", () => {
-    assert.strictEqual(typeof NativeAddon.exports()?.fixMmapThreshold, "function", `built (${NativeAddon.ADDON_ENV})`)
-    assert.strictEqual(Malloc.fixMmapThreshold(), libcOfSelf() === "glibc")
+    assert.strictEqual(typeof NativeAddon.exports()?.fixThresholds, "function", `built (${NativeAddon.ADDON_ENV})`)
+    assert.strictEqual(Malloc.fixThresholds(), libcOfSelf() === "glibc")
   })
 })

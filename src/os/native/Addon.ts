@@ -18,7 +18,7 @@ export const addonName = `kiln-lstat-${process.platform}-${process.arch}.node`
 /** What the addon exports; each may be missing from an addon another build left. */
 export interface Exports {
   readonly lstatMany?: unknown
-  readonly fixMmapThreshold?: unknown
+  readonly fixThresholds?: unknown
 }
 
 /** The build's directory: `dist/` is two levels up from this module in the library, and the CLI's bundles are in it. */

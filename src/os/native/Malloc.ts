@@ -17,8 +17,8 @@ import * as NativeAddon from "./Addon.js"
  * Fixes glibc's mmap and trim thresholds, through kiln's addon; whether it did (not without the addon, nor under
  * another C library). Call it as early as the process can.
  */
-export const fixMmapThreshold = (): boolean => {
-  const fix = NativeAddon.exports()?.fixMmapThreshold
+export const fixThresholds = (): boolean => {
+  const fix = NativeAddon.exports()?.fixThresholds
   try {
     return typeof fix === "function" && fix() === true
   } catch {

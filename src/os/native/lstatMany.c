@@ -15,7 +15,7 @@
  * An N-API module: built by scripts/nativeAddons.mjs with the C compiler kiln's install uses, and loaded only after it
  * gives, for a real path, what Node's fs gives (StatMany.ts).
  *
- * fixMmapThreshold(): kiln's own process's malloc tuning (Malloc.ts beside it), here because this is kiln's one addon.
+ * fixThresholds(): kiln's own process's malloc tuning (Malloc.ts beside it), here because this is kiln's one addon.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -190,12 +190,12 @@ static napi_value lstat_many(napi_env env, napi_callback_info info) {
 }
 
 /*
- * fixMmapThreshold(): whether glibc's thresholds are now fixed: blocks of 128 KiB and more mapped on their own, and
+ * fixThresholds(): whether glibc's thresholds are now fixed: blocks of 128 KiB and more mapped on their own, and
  * an arena's free top given back once it passes 1 MiB. Left to itself, glibc raises both each time a mapped block is
  * freed (the trim threshold to twice the mmap threshold, up to 64 MiB), and the arenas of V8's compiler threads then
  * keep what their jobs freed. False where the C library is not glibc (no mallopt) or refused either.
  */
-static napi_value fix_mmap_threshold(napi_env env, napi_callback_info info) {
+static napi_value fix_thresholds(napi_env env, napi_callback_info info) {
   (void)info;
 #if defined(__GLIBC__)
   bool fixed = mallopt(M_MMAP_THRESHOLD, 128 * 1024) == 1 && mallopt(M_TRIM_THRESHOLD, 1024 * 1024) == 1;
@@ -211,9 +211,9 @@ NAPI_MODULE_INIT() {
   napi_value fn;
   if (napi_create_function(env, "lstatMany", NAPI_AUTO_LENGTH, lstat_many, NULL, &fn) != napi_ok) return NULL;
   if (napi_set_named_property(env, exports, "lstatMany", fn) != napi_ok) return NULL;
-  if (napi_create_function(env, "fixMmapThreshold", NAPI_AUTO_LENGTH, fix_mmap_threshold, NULL, &fn) != napi_ok) {
+  if (napi_create_function(env, "fixThresholds", NAPI_AUTO_LENGTH, fix_thresholds, NULL, &fn) != napi_ok) {
     return NULL;
   }
-  if (napi_set_named_property(env, exports, "fixMmapThreshold", fn) != napi_ok) return NULL;
+  if (napi_set_named_property(env, exports, "fixThresholds", fn) != napi_ok) return NULL;
   return exports;
 }

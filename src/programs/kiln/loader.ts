@@ -165,7 +165,7 @@ const netOf = () => nodeRequire("node:net") as typeof Net
 
 // This is kiln's own process (the library never runs this file): freed large blocks are given back to the system, as
 // early as can be (see os/native/Malloc.ts).
-Malloc.fixMmapThreshold()
+Malloc.fixThresholds()
 
 // Started as a standby (`standby/`): the engine is loaded now, and started when a run is handed over.
 const standbyKey = process.argv[2] === "standby" ? process.env[StandbyProtocol.SERVE_ENV] : undefined
