@@ -373,7 +373,7 @@ const openCore = (
       files: yield* open("files", shardCount, settings(opts.filesMapSize)),
       directories: yield* open("directories", shardCount, settings(opts.directoriesMapSize)),
       actions: yield* open("actions", shardCount, settings(opts.actionsMapSize)),
-      locks: yield* open("locks", 1, { mapSize: 64 * 1024 * 1024, maxReaders: opts.maxReaders }),
+      locks: yield* open("locks", 1, { mapSize: 64 * 1024 * 1024, maxReaders: opts.maxReaders, lockTable: true }),
       large: LargeFiles.make(root),
       leaseTimeMs: opts.leaseTimeMs,
       verified: new Map(),

@@ -26,16 +26,20 @@ const onLock = <A>(
   shards: Sharded.Shards,
   hash: string,
   action: string,
-  f: (locks: LmdbEnvs.SharedEnv["locks"], key: Buffer) => A
+  f: (locks: NonNullable<LmdbEnvs.SharedEnv["locks"]>, key: Buffer) => A
 ): Effect.Effect<A, StoreError> =>
   Effect.suspend(() => {
     const shard = Sharded.shardOf(shards, hash)
     if (shard instanceof StoreError) return Effect.fail(shard)
+    const locks = shard.locks
+    if (locks === undefined) {
+      return Effect.fail(new StoreError({ reason: "Lmdb", detail: `${action}: no lock table here`, path: shard.path }))
+    }
     const key = Sharded.keyOf(hash)
     const unmarked = LmdbEnvs.markWritten([shard], action)
     if (unmarked !== undefined) return Effect.fail(unmarked)
     return Effect.try({
-      try: () => shard.env.transactionSync(() => f(shard.locks, key)),
+      try: () => shard.env.transactionSync(() => f(locks, key)),
       catch: (e) => LmdbCommit.failure(shard, action, e)
     })
   })

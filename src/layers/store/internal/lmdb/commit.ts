@@ -77,7 +77,7 @@ const reusableBytes = (shard: SharedEnv): number => {
       readonly free?: TreeStats
     }
     const used = pagesOf(env) + pagesOf(env.free) + 2 +
-      [shard.content, shard.leases, shard.locks].reduce((n, db) => n + pagesOf(db.getStats() as TreeStats), 0)
+      [shard.content, shard.leases, shard.locks].reduce((n, db) => n + pagesOf(db?.getStats() as TreeStats), 0)
     return Math.max(0, env.lastPageNumber + 1 - used) * env.pageSize
   } catch {
     return 0

@@ -27,6 +27,8 @@ import * as Unsynced from "./unsynced.js"
 export interface EnvSettings {
   readonly mapSize: number
   readonly maxReaders: number
+  /** Whether this environment holds the action locks ({@link SharedEnv.locks}); only the `locks` kind's does. */
+  readonly lockTable?: boolean
 }
 
 /** @internal */
@@ -38,8 +40,11 @@ export interface SharedEnv {
   readonly content: Database<Buffer, Buffer>
   /** Digest hash (32 bytes) → `[leasedUntilMs: f64, size: f64]`. Written in the same transaction as the content. */
   readonly leases: Database<Buffer, Buffer>
-  /** Action digest hash → the owner (`{ pid, startTime }` JSON) running that action; action-cache shards only. */
-  readonly locks: Database<Buffer, Buffer>
+  /**
+   * Action digest hash → the owner (`{ pid, startTime }` JSON) running that action: the lock environment's only
+   * (see {@link EnvSettings.lockTable}), undefined in every other.
+   */
+  readonly locks: Database<Buffer, Buffer> | undefined
   readonly settings: EnvSettings
   refs: number
 }
@@ -138,15 +143,21 @@ const optionsOf = (dir: string, settings: EnvSettings) => ({
   cache: false
 })
 
-const DATABASES = ["content", "leases", "locks"] as const
+const DATABASES = ["content", "leases"] as const
+const WITH_LOCKS = [...DATABASES, "locks"] as const
 
 /**
  * Opens (creating them if need be) the named databases in one write transaction: lmdb-js commits one per `openDB`
- * otherwise, and in a new environment each of those commits took several milliseconds, paid once per shard.
+ * otherwise, and in a new environment each of those commits took several milliseconds, paid once per shard. Only
+ * the lock environment opens `locks`: lmdb-js builds a handle of its own for each database, which is most of the cost
+ * of opening an environment, and the shards of files, directories and actions never touch it (stores made before
+ * have an empty one there, left as it is).
  */
-const openDatabases = (env: RootDatabase<Buffer, Buffer>) =>
+const openDatabases = (env: RootDatabase<Buffer, Buffer>, settings: EnvSettings) =>
   env.transactionSync(() =>
-    DATABASES.map((name) => env.openDB<Buffer, Buffer>({ name, encoding: "binary", keyEncoding: "binary" }))
+    (settings.lockTable === true ? WITH_LOCKS : DATABASES).map((name) =>
+      env.openDB<Buffer, Buffer>({ name, encoding: "binary", keyEncoding: "binary" })
+    )
   )
 
 /** The environment's handle as kiln shares it, registered under its lock file's identity. */
@@ -154,7 +165,7 @@ const register = (
   dir: string,
   env: RootDatabase<Buffer, Buffer>,
   settings: EnvSettings,
-  databases = openDatabases(env)
+  databases = openDatabases(env, settings)
 ): SharedEnv => {
   // lmdb-js checks at open too; kiln does it explicitly because it is the promise users rely on.
   env.readerCheck()
@@ -166,7 +177,7 @@ const register = (
     env,
     content: content!,
     leases: leases!,
-    locks: locks!,
+    locks,
     settings,
     refs: 1
   }
@@ -210,7 +221,7 @@ const createInPlace = (
     removeAbandoned(dir)
     fs.mkdirSync(fresh)
     env = open<Buffer, Buffer>(optionsOf(fresh, settings))
-    const databases = openDatabases(env)
+    const databases = openDatabases(env, settings)
     try {
       // Replaces `dir` only while it is empty (as the store's layout leaves it): never an environment in use.
       fs.renameSync(fresh, dir)
