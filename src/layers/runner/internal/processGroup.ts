@@ -9,7 +9,7 @@ import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
-import type * as Scope from "effect/Scope"
+import * as Scope from "effect/Scope"
 import { SpawnError } from "../../../domain/Process.js"
 import { describeErrno, errnoOf } from "../../../os/Errno.js"
 import * as Proc from "../../../os/Proc.js"
@@ -108,11 +108,18 @@ export const spawnGroup = (
 ): Effect.Effect<Group, SpawnError, Scope.Scope> =>
   Effect.uninterruptibleMask((restore) => {
     let started: Group | undefined
+    // The retry's schedule is driven only after a first try failed: a schedule per spawn is work every process paid.
     const spawned = spawnOnce(spawner, request).pipe(
-      Effect.retry({
-        while: (e) => "retry" in e,
-        schedule: Schedule.exponential("1 millis", 2).pipe(Schedule.upTo("100 millis"))
-      }),
+      Effect.catchIf(
+        (e): e is Retryable => "retry" in e,
+        () =>
+          spawnOnce(spawner, request).pipe(
+            Effect.retry({
+              while: (e) => "retry" in e,
+              schedule: Schedule.exponential("1 millis", 2).pipe(Schedule.upTo("100 millis"))
+            })
+          )
+      ),
       Effect.catchIf(
         (e): e is Retryable => "retry" in e,
         (e) => Effect.fail(new SpawnError({ argv0: request.argv[0]!, detail: e.retry }))
@@ -122,7 +129,8 @@ export const spawnGroup = (
     return restore(spawned).pipe(
       // Interrupted between its start and here: nobody else holds the group to end it.
       Effect.onInterrupt(() => started !== undefined ? terminate(started, grace) : Effect.void),
-      Effect.tap((group) => Effect.addFinalizer(() => terminate(group, grace)))
+      // On the scope itself: ending a group needs none of the spawning fiber's references.
+      Effect.tap((group) => Effect.flatMap(Effect.scope, (scope) => Scope.addFinalizer(scope, terminate(group, grace))))
     )
   })
 
