@@ -8,6 +8,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import * as WholeDirs from "../../src/layers/store/internal/walks/wholeDirs.js"
 import type * as Store from "../../src/layers/store/Store.js"
 import { tempDir, tempStore, writeTree } from "../utils/temp.js"
 
@@ -76,8 +77,11 @@ describe("snapshotMany: the include globs that matched nothing", () => {
       // The next session takes node_modules by the digest the first one saved.
       const dir = path.join(store.options.root, "stat-index")
       const wholes = path.join(dir, fs.readdirSync(dir).find((n) => n.endsWith(".wholes"))!)
-      const saved = fs.readdirSync(wholes).map((n) =>
-        (JSON.parse(fs.readFileSync(path.join(wholes, n), "utf8")) as { abs: string }).abs
+      // Each in a file of its own, or in the pack of small directories' walks.
+      const saved = fs.readdirSync(wholes).flatMap((n) =>
+        WholeDirs.isPackName(n)
+          ? [...WholeDirs.decodePack(fs.readFileSync(path.join(wholes, n), "utf8")).keys()]
+          : [(JSON.parse(fs.readFileSync(path.join(wholes, n), "utf8")) as { abs: string }).abs]
       )
       assert.include(saved, path.join(ws, "node_modules"))
       const second = yield* Effect.scoped(Effect.flatMap(store.snapshotSession(ws), (s) => unmatchedOf(store, ws, s)))

@@ -9,6 +9,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../../src/domain/Digest.js"
 import * as SavedWalk from "../../src/layers/store/internal/walks/savedWalk.js"
+import * as WholeDirs from "../../src/layers/store/internal/walks/wholeDirs.js"
 import type * as Observation from "../../src/layers/store/SnapshotObservation.js"
 import type * as Store from "../../src/layers/store/Store.js"
 import * as StoreMaintenance from "../../src/layers/store/StoreMaintenance.js"
@@ -24,18 +25,41 @@ const snapshotInSession = (store: Store.Service, ws: string) =>
     return yield* taken!
   }))
 
-/** Each directory's saved walk (`<index>.wholes/<hash>.json`), by the directory's path. */
-const savedWholes = (store: Store.Service): Record<string, { digest: string; savedAtNs: string; file: string }> => {
+/**
+ * Each directory's saved walk, by the directory's path: in a file of its own (`<index>.wholes/<hash>.json`), or in the
+ * pack of small directories' walks (`<index>.wholes/small.pack`). `write` replaces its text where it is.
+ */
+const savedWholes = (
+  store: Store.Service
+): Record<string, { digest: string; savedAtNs: string; text: string; packed: boolean; write: (t: string) => void }> => {
   const dir = path.join(store.options.root, "stat-index")
   const wholes = fs.readdirSync(dir).find((n) => n.endsWith(".wholes"))
   if (wholes === undefined) return {}
-  return Object.fromEntries(
-    fs.readdirSync(path.join(dir, wholes)).map((n) => {
-      const file = path.join(dir, wholes, n)
-      const saved = JSON.parse(fs.readFileSync(file, "utf8")) as { abs: string; digest: string; savedAtNs: string }
-      return [saved.abs, { ...saved, file }]
-    })
-  )
+  const out: ReturnType<typeof savedWholes> = {}
+  for (const n of fs.readdirSync(path.join(dir, wholes))) {
+    const file = path.join(dir, wholes, n)
+    if (WholeDirs.isPackName(n)) {
+      const walks = WholeDirs.decodePack(fs.readFileSync(file, "utf8"))
+      for (const [abs, text] of walks) {
+        const saved = JSON.parse(text) as { digest: string; savedAtNs: string }
+        out[abs] = {
+          ...saved,
+          text,
+          packed: true,
+          write: (t) => {
+            const now = WholeDirs.decodePack(fs.readFileSync(file, "utf8"))
+            now.set(abs, t)
+            fs.writeFileSync(file, WholeDirs.encodePack(now))
+          }
+        }
+      }
+    } else {
+      const text = fs.readFileSync(file, "utf8")
+      const saved = JSON.parse(text) as { abs: string; digest: string; savedAtNs: string }
+      out[saved.abs] = { ...saved, text, packed: false, write: (t) => fs.writeFileSync(file, t) }
+    }
+  }
+  return out
 }
 
 /** The paths the workspace's stat index holds. */
@@ -170,7 +194,12 @@ describe("whole directories across sessions", () => {
         assert.deepStrictEqual(Object.keys(before).sort(), [path.join(ws, "node_modules"), path.join(ws, "src")])
         // Their files are in their saved walks: the index would be read and written by every edit run.
         assert.deepStrictEqual(indexed(store).filter((p) => p.startsWith(ws + path.sep)), [])
-        const nodeModulesBytes = fs.readFileSync(before[path.join(ws, "node_modules")]!.file, "utf8")
+        // node_modules (40 files) has a file of its own, src (2) is in the pack.
+        assert.deepStrictEqual(
+          [before[path.join(ws, "node_modules")]!.packed, before[path.join(ws, "src")]!.packed],
+          [false, true]
+        )
+        const nodeModulesBytes = before[path.join(ws, "node_modules")]!.text
 
         fs.writeFileSync(path.join(ws, "src/a.txt"), "A\n")
         // Only the file edited: its neighbours keep the stats the saved walk has.
@@ -186,7 +215,7 @@ describe("whole directories across sessions", () => {
           after[path.join(ws, "node_modules")]!.savedAtNs,
           before[path.join(ws, "node_modules")]!.savedAtNs
         )
-        assert.strictEqual(fs.readFileSync(after[path.join(ws, "node_modules")]!.file, "utf8"), nodeModulesBytes)
+        assert.strictEqual(after[path.join(ws, "node_modules")]!.text, nodeModulesBytes)
         assert.deepStrictEqual(indexed(store).filter((p) => p.startsWith(ws + path.sep)), [])
       })
   )
@@ -209,9 +238,9 @@ describe("whole directories across sessions", () => {
 
       // A saved hash whose stat is within a tick of the walk's save is not vouched for by its stat: read again.
       const saved = savedWholes(store)[path.join(ws, "node_modules")]!
-      const json = JSON.parse(fs.readFileSync(saved.file, "utf8")) as { savedAtNs: string }
+      const json = JSON.parse(saved.text) as { savedAtNs: string }
       json.savedAtNs = String(fs.statSync(path.join(ws, "node_modules/p2/f6.js"), { bigint: true }).mtimeNs)
-      fs.writeFileSync(saved.file, JSON.stringify(json))
+      saved.write(JSON.stringify(json))
       fs.writeFileSync(path.join(ws, "node_modules/p3/f7.js"), "8\n")
       settleTimes(path.join(ws, "node_modules/p3/f7.js"))
       const again: Array<number> = []
@@ -273,11 +302,76 @@ describe("whole directories across sessions", () => {
       const store = yield* tempStore()
       const first = yield* snapshotInSession(store, ws)
       const saved = savedWholes(store)[path.join(ws, "node_modules")]!
-      const json = JSON.parse(fs.readFileSync(saved.file, "utf8")) as { kinds: string; ino: Array<unknown> }
+      const json = JSON.parse(saved.text) as { kinds: string; ino: Array<unknown> }
       json.ino[json.kinds.indexOf("f")] = "an inode"
-      fs.writeFileSync(saved.file, JSON.stringify(json))
+      saved.write(JSON.stringify(json))
       assert.deepStrictEqual((yield* snapshotInSession(store, ws)).digest, first.digest)
     }))
+
+  it.scoped(
+    "small directories share packs, each written once a session; one that grows leaves them; gc drops the gone",
+    () =>
+      Effect.gen(function*() {
+        const ws = yield* tempDir("kiln-wholes-pack-")
+        const packages = Array.from({ length: 12 }, (_, i) => `packages/p${i}/src`)
+        writeTree(ws, Object.fromEntries(packages.flatMap((p) => [[`${p}/a.txt`, `${p} a\n`], [`${p}/b.txt`, "b\n"]])))
+        for (const p of packages) settleTimes(path.join(ws, p))
+        const store = yield* tempStore()
+        const globs = packages.map((p) => ({ globs: [`${p}/**`], observe: true }))
+        const session = () =>
+          Effect.scoped(Effect.gen(function*() {
+            const s = yield* store.snapshotSession(ws)
+            const taken = yield* store.snapshotMany(ws, globs, s)
+            const snapshots: Array<Store.Snapshot> = []
+            for (const t of taken) snapshots.push(yield* t)
+            return { snapshots, hashed: s.hashed }
+          }))
+        const first = yield* session()
+        const wholesDir = () => {
+          const dir = path.join(store.options.root, "stat-index")
+          return path.join(dir, fs.readdirSync(dir).find((n) => n.endsWith(".wholes"))!)
+        }
+        // Twelve directories, no file of their own: a few packs, each named by the first digit of a path's hash.
+        const packsMade = fs.readdirSync(wholesDir())
+        assert.isTrue(packsMade.every(WholeDirs.isPackName), packsMade.join())
+        assert.isAtMost(packsMade.length, Math.min(packages.length, WholeDirs.PACKS))
+        const saved = savedWholes(store)
+        assert.deepStrictEqual(Object.keys(saved).sort(), packages.map((p) => path.join(ws, p)).sort())
+        // Taken back from the pack: nothing hashed again, the same digests.
+        const again = yield* session()
+        assert.strictEqual(again.hashed, 0)
+        assert.deepStrictEqual(again.snapshots.map((s) => s.digest), first.snapshots.map((s) => s.digest))
+
+        // One package grows past the pack's bound: its walk moves to a file of its own, the others stay packed.
+        const grown = path.join(ws, packages[0]!)
+        writeTree(
+          ws,
+          Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`${packages[0]}/more${i}.txt`, `${i}\n`]))
+        )
+        settleTimes(grown)
+        yield* session()
+        const after = savedWholes(store)
+        assert.isFalse(after[grown]!.packed)
+        assert.strictEqual(Object.values(after).filter((w) => w.packed).length, packages.length - 1)
+        const third = yield* session()
+        assert.strictEqual(third.hashed, 0)
+
+        // A pack that does not read as one is none: its directories are walked again, to the same digests.
+        for (const n of fs.readdirSync(wholesDir()).filter(WholeDirs.isPackName)) {
+          fs.writeFileSync(path.join(wholesDir(), n), "{\"v\":1,\"walks\":[")
+        }
+        const walked = yield* session()
+        assert.strictEqual(walked.hashed, 2 * (packages.length - 1))
+        assert.deepStrictEqual(walked.snapshots.map((s) => s.digest), third.snapshots.map((s) => s.digest))
+
+        // A package removed: gc drops its walk from the pack and keeps the others'.
+        fs.rmSync(path.join(ws, "packages/p5"), { recursive: true })
+        yield* StoreMaintenance.make(store).gc()
+        const kept = savedWholes(store)
+        assert.isUndefined(kept[path.join(ws, packages[5]!)])
+        assert.strictEqual(Object.values(kept).filter((w) => w.packed).length, packages.length - 2)
+      })
+  )
 
   it.scoped("a saved walk found under another directory's name is not taken for it", () =>
     Effect.gen(function*() {
@@ -288,8 +382,8 @@ describe("whole directories across sessions", () => {
       const store = yield* tempStore()
       const first = yield* snapshotInSession(store, ws)
       const saved = savedWholes(store)
-      // src's file replaced by node_modules' saved walk: taken for src, it would put node_modules' tree there.
-      fs.copyFileSync(saved[path.join(ws, "node_modules")]!.file, saved[path.join(ws, "src")]!.file)
+      // src's walk replaced by node_modules' (both in the pack): taken for src, it would put node_modules' tree there.
+      saved[path.join(ws, "src")]!.write(saved[path.join(ws, "node_modules")]!.text)
       const again = yield* snapshotInSession(store, ws)
       assert.deepStrictEqual(again.digest, first.digest)
     }))
@@ -447,9 +541,8 @@ describe("saved walks' file", () => {
           })]
       ]
       for (const [what, edit] of edits) {
-        const file = savedWholes(store)[modules]!.file
-        const text = fs.readFileSync(file, "utf8")
-        fs.writeFileSync(file, edit(JSON.parse(text) as Json, text))
+        const saved = savedWholes(store)[modules]!
+        saved.write(edit(JSON.parse(saved.text) as Json, saved.text))
         const hashed: Array<number> = []
         const taken = yield* countedSession(store, ws, hashed)
         // Walked: each of its 41 files read again, none taken from the refused file.

@@ -9,8 +9,10 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
+import * as AtomicFile from "../../../../os/AtomicFile.js"
 import { errnoOf } from "../../../../os/Errno.js"
 import * as Records from "../../DirectoryRecords.js"
+import * as WholeDirs from "./wholeDirs.js"
 
 /** What a pruning removed. */
 export interface Pruned {
@@ -58,9 +60,36 @@ export const pruneGone = (root: string): Pruned => {
     const wholes = path.join(dir, name)
     // The folder stays, even emptied: a run of its workspace may be about to write into it.
     for (const f of listing(wholes)) {
+      if (WholeDirs.isPackName(f)) {
+        const pruned = prunePack(path.join(wholes, f))
+        files += pruned.walks
+        bytes += pruned.bytes
+        continue
+      }
       const abs = Records.directoryNamedIn(path.join(wholes, f), "abs", "head")
       if (abs !== undefined && Records.isGone(abs)) remove(path.join(wholes, f))
     }
   }
   return { files, bytes }
+}
+
+/**
+ * Rewrites a pack of small directories' walks (see `wholeDirs.ts`) without those of directories that are gone: how
+ * many walks that removed, and the bytes it freed. A pack that does not read as one is left as it is: sessions read it
+ * as empty and replace it.
+ */
+const prunePack = (file: string): { readonly walks: number; readonly bytes: number } => {
+  let text: string
+  try {
+    text = fs.readFileSync(file, "utf8")
+  } catch (e) {
+    if (errnoOf(e) === "ENOENT") return { walks: 0, bytes: 0 }
+    throw e
+  }
+  const walks = WholeDirs.decodePack(text)
+  const kept = new Map([...walks].filter(([abs]) => !path.isAbsolute(abs) || !Records.isGone(abs)))
+  if (kept.size === walks.size) return { walks: 0, bytes: 0 }
+  const pruned = WholeDirs.encodePack(kept)
+  AtomicFile.write(file, pruned)
+  return { walks: walks.size - kept.size, bytes: Math.max(0, Buffer.byteLength(text) - Buffer.byteLength(pruned)) }
 }

@@ -5,7 +5,11 @@
  * removed since: every blob of the tree is still there) takes such a directory from one `lstat` per path, without
  * reading the index, asking the store about each file or encoding its `Directory` messages again. A file per
  * directory, because an edit changes one small directory (a package's `src/`) while the large ones (`node_modules`)
- * hold: only what changed is written again, and a session reads only the directories its globs take.
+ * hold: only what changed is written again, and a session reads only the directories its globs take. Small
+ * directories (at most {@link PACKED_AT_MOST} paths: a package's `src/`) are kept in packs instead, one of
+ * {@link PACKS} by their path's hash (`<index>.wholes/small-<hex digit>.pack`), each rewritten whole when one of its
+ * directories changed: a cold run of a workspace of many packages made a file, and so an inode, for each, which cost
+ * more than the walks (bench-log, session 40); an edit of one package reads and writes one pack, a sixteenth of them.
  *
  * A directory that changed is walked again, and what its file holds is where that walk looks first for each file's
  * hash (see {@link previousOf}): the stat index does not keep the files of directories saved here, so that it stays
@@ -32,6 +36,83 @@ const fileOf = (index: StatIndex.StatIndex, abs: string) =>
 /** Where format 2 kept every directory in one file: removed at the first save of a later format. */
 const legacyFileOf = (index: StatIndex.StatIndex) => index.file.replace(/\.json$/, ".wholes.json")
 
+/** How many packs the small directories' saved walks are spread over (see the module's comment). */
+export const PACKS = 16
+
+/** The pack of the directory whose path's hash is `hash`: a name no directory's own file has. */
+const packNameOf = (hash: string) => `small-${hash[0]}.pack`
+
+/** @internal */
+export const isPackName = (name: string): boolean => /^small-[0-9a-f]\.pack$/.test(name)
+
+/** A directory's walk goes into the pack when it holds at most this many paths. */
+export const PACKED_AT_MOST = 32
+
+const PACK_FORMAT = 1
+
+/**
+ * The pack's text as read: each directory's saved walk (a file's text, see `savedWalk.ts`) by its path. Hostile input
+ * as any file of the store: anything but this exact shape reads as an empty pack, and each walk is decoded as a file
+ * would be (a walk under another directory's name reads as none).
+ *
+ * @internal
+ */
+export const decodePack = (text: string): Map<string, string> => {
+  const walks = new Map<string, string>()
+  let json: unknown
+  try {
+    json = JSON.parse(text)
+  } catch {
+    return walks
+  }
+  if (typeof json !== "object" || json === null || (json as { v?: unknown }).v !== PACK_FORMAT) return walks
+  const listed = (json as { walks?: unknown }).walks
+  if (typeof listed !== "object" || listed === null || Array.isArray(listed)) return walks
+  for (const [abs, walk] of Object.entries(listed)) if (typeof walk === "string") walks.set(abs, walk)
+  return walks
+}
+
+/** @internal */
+export const encodePack = (walks: ReadonlyMap<string, string>): string =>
+  JSON.stringify({ v: PACK_FORMAT, walks: Object.fromEntries(walks) })
+
+/** Reads a file of the store, as text; undefined when there is none or it cannot be read. */
+const readText = (file: string): string | undefined => {
+  try {
+    const bytes = fs.readFileSync(file)
+    // Node's UTF-8 decoding of a file this large costs several times the copy that latin1 is, and bytes that are all
+    // ASCII (paths in ASCII: the usual case) are the same characters either way.
+    return isAscii(bytes) ? bytes.toString("latin1") : bytes.toString("utf8")
+  } catch {
+    return undefined
+  }
+}
+
+/** A pack of this session's index, read once (and written back by {@link save} when it changed). */
+interface Pack {
+  readonly file: string
+  readonly walks: Map<string, string>
+}
+
+const packs = new WeakMap<StatIndex.StatIndex, Map<string, Pack>>()
+
+/** The pack that holds `abs`'s walk if it is small, read on first use. */
+const packOf = (index: StatIndex.StatIndex, abs: string): Pack => {
+  let byName = packs.get(index)
+  if (byName === undefined) packs.set(index, byName = new Map())
+  const name = packNameOf(sha256Hex(abs))
+  let pack = byName.get(name)
+  if (pack === undefined) {
+    const file = path.join(dirOf(index), name)
+    const text = readText(file)
+    byName.set(name, pack = { file, walks: text === undefined ? new Map() : decodePack(text) })
+  }
+  return pack
+}
+
+/** Directories whose walk this session read from a file of their own (one that {@link save} may move to the pack). */
+const readFromFile = new WeakMap<StatIndex.StatIndex, Set<string>>()
+
 const loaded = new WeakMap<StatIndex.StatIndex, Map<string, SavedWalk.Saved | null>>()
 
 /**
@@ -43,14 +124,16 @@ const savedOf = (index: StatIndex.StatIndex, abs: string): SavedWalk.Saved | und
   if (byDir === undefined) loaded.set(index, byDir = new Map())
   const known = byDir.get(abs)
   if (known !== undefined) return known ?? undefined
-  let text: string | undefined
-  try {
-    const bytes = fs.readFileSync(fileOf(index, abs))
-    // Node's UTF-8 decoding of a file this large costs several times the copy that latin1 is, and bytes that are all
-    // ASCII (paths in ASCII: the usual case) are the same characters either way.
-    text = isAscii(bytes) ? bytes.toString("latin1") : bytes.toString("utf8")
-  } catch {
+  // The pack first: a directory that grew past it has its own file, and no entry there (see save).
+  let text = packOf(index, abs).walks.get(abs)
+  if (text === undefined) {
     // None yet: the directory is walked.
+    text = readText(fileOf(index, abs))
+    if (text !== undefined) {
+      let files = readFromFile.get(index)
+      if (files === undefined) readFromFile.set(index, files = new Set())
+      files.add(abs)
+    }
   }
   const saved = text === undefined ? undefined : SavedWalk.decode(text, abs)
   byDir.set(abs, saved ?? null)
@@ -234,8 +317,8 @@ export const previousDigest = (
 }
 
 /**
- * Saves each directory of this session walked afresh or read again (see {@link reuse}), in its own file; the others'
- * files are as they were. The generation is the one read when the session began: a removal since then makes the
+ * Saves each directory of this session walked afresh or read again (see {@link reuse}), in its own file or in the pack
+ * (rewritten once); the others' are as they were. The generation is the one read when the session began: a removal since then makes the
  * saved directories unable to stand in, which is what a removal should do. One that may not stand in (a path changed
  * within a tick of its walk) is saved too, for its files' hashes.
  *
@@ -245,6 +328,8 @@ export const save = (index: StatIndex.StatIndex, generation: string): void => {
   if (index.wholesFresh.size === 0) return
   mkdirp(dirOf(index))
   const savedAtNs = String(BigInt(Date.now()) * 1_000_000n)
+  const ownFiles = readFromFile.get(index)
+  const changed = new Set<Pack>()
   for (const abs of index.wholesFresh) {
     const whole = index.wholeDirs.get(abs)
     const digest = whole === undefined ? undefined : "dirs" in whole.node ? index.encoded.get(whole.node) : whole.node
@@ -257,10 +342,16 @@ export const save = (index: StatIndex.StatIndex, generation: string): void => {
       digest: Digest.format(digest),
       observations: whole.observations
     })
+    const packed = text !== undefined && whole.observations.length <= PACKED_AT_MOST
+    const pack = packOf(index, abs)
+    if (packed) pack.walks.set(abs, text)
+    if (packed || pack.walks.delete(abs)) changed.add(pack)
     // A path it cannot say (none a walk observes): the file is removed, so the next session walks the directory.
     if (text === undefined) fs.rmSync(fileOf(index, abs), { force: true })
-    else AtomicFile.write(fileOf(index, abs), text)
+    else if (!packed) AtomicFile.write(fileOf(index, abs), text)
+    else if (ownFiles?.has(abs) === true) fs.rmSync(fileOf(index, abs), { force: true })
   }
+  for (const pack of changed) AtomicFile.write(pack.file, encodePack(pack.walks))
   fs.rmSync(legacyFileOf(index), { force: true })
 }
 
