@@ -45,13 +45,13 @@ const packNameOf = (hash: string) => `small-${hash[0]}.pack`
 /** @internal */
 export const isPackName = (name: string): boolean => /^small-[0-9a-f]\.pack$/.test(name)
 
-/** A directory's walk goes into the pack when it holds at most this many paths. */
+/** A directory's walk goes into a pack when it holds at most this many paths. */
 export const PACKED_AT_MOST = 32
 
 const PACK_FORMAT = 1
 
 /**
- * The pack's text as read: each directory's saved walk (a file's text, see `savedWalk.ts`) by its path. Hostile input
+ * A pack's text as read: each directory's saved walk (a file's text, see `savedWalk.ts`) by its path. Hostile input
  * as any file of the store: anything but this exact shape reads as an empty pack, and each walk is decoded as a file
  * would be (a walk under another directory's name reads as none).
  *
@@ -110,7 +110,7 @@ const packOf = (index: StatIndex.StatIndex, abs: string): Pack => {
   return pack
 }
 
-/** Directories whose walk this session read from a file of their own (one that {@link save} may move to the pack). */
+/** Directories whose walk this session read from a file of their own (one that {@link save} may move to a pack). */
 const readFromFile = new WeakMap<StatIndex.StatIndex, Set<string>>()
 
 const loaded = new WeakMap<StatIndex.StatIndex, Map<string, SavedWalk.Saved | null>>()
@@ -124,7 +124,7 @@ const savedOf = (index: StatIndex.StatIndex, abs: string): SavedWalk.Saved | und
   if (byDir === undefined) loaded.set(index, byDir = new Map())
   const known = byDir.get(abs)
   if (known !== undefined) return known ?? undefined
-  // The pack first: a directory that grew past it has its own file, and no entry there (see save).
+  // Its pack first: a directory that grew past the bound has its own file, and no entry there (see save).
   let text = packOf(index, abs).walks.get(abs)
   if (text === undefined) {
     // None yet: the directory is walked.
@@ -317,10 +317,10 @@ export const previousDigest = (
 }
 
 /**
- * Saves each directory of this session walked afresh or read again (see {@link reuse}), in its own file or in the pack
- * (rewritten once); the others' are as they were. The generation is the one read when the session began: a removal since then makes the
- * saved directories unable to stand in, which is what a removal should do. One that may not stand in (a path changed
- * within a tick of its walk) is saved too, for its files' hashes.
+ * Saves each directory of this session walked afresh or read again (see {@link reuse}), in its own file or in its
+ * pack (each pack written once); the others' are as they were. The generation is the one read when the session began:
+ * a removal since then makes the saved directories unable to stand in, which is what a removal should do. One that
+ * may not stand in (a path changed within a tick of its walk) is saved too, for its files' hashes.
  *
  * @internal
  */
