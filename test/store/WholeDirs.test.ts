@@ -26,8 +26,9 @@ const snapshotInSession = (store: Store.Service, ws: string) =>
   }))
 
 /**
- * Each directory's saved walk, by the directory's path: in a file of its own (`<index>.wholes/<hash>.json`), or in the
- * pack of small directories' walks (`<index>.wholes/small.pack`). `write` replaces its text where it is.
+ * Each directory's saved walk, by the directory's path: in a file of its own (`<index>.wholes/<hash>.json`), or in one
+ * of the packs of small directories' walks (`<index>.wholes/small-<hex digit>.pack`). `write` replaces its text where
+ * it is.
  */
 const savedWholes = (
   store: Store.Service
@@ -194,7 +195,7 @@ describe("whole directories across sessions", () => {
         assert.deepStrictEqual(Object.keys(before).sort(), [path.join(ws, "node_modules"), path.join(ws, "src")])
         // Their files are in their saved walks: the index would be read and written by every edit run.
         assert.deepStrictEqual(indexed(store).filter((p) => p.startsWith(ws + path.sep)), [])
-        // node_modules (40 files) has a file of its own, src (2) is in the pack.
+        // node_modules (40 files) has a file of its own, src (2) is in a pack.
         assert.deepStrictEqual(
           [before[path.join(ws, "node_modules")]!.packed, before[path.join(ws, "src")]!.packed],
           [false, true]
@@ -337,12 +338,12 @@ describe("whole directories across sessions", () => {
         assert.isAtMost(packsMade.length, Math.min(packages.length, WholeDirs.PACKS))
         const saved = savedWholes(store)
         assert.deepStrictEqual(Object.keys(saved).sort(), packages.map((p) => path.join(ws, p)).sort())
-        // Taken back from the pack: nothing hashed again, the same digests.
+        // Taken back from the packs: nothing hashed again, the same digests.
         const again = yield* session()
         assert.strictEqual(again.hashed, 0)
         assert.deepStrictEqual(again.snapshots.map((s) => s.digest), first.snapshots.map((s) => s.digest))
 
-        // One package grows past the pack's bound: its walk moves to a file of its own, the others stay packed.
+        // One package grows past the packs' bound: its walk moves to a file of its own, the others stay packed.
         const grown = path.join(ws, packages[0]!)
         writeTree(
           ws,
