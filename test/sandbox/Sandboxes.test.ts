@@ -157,6 +157,63 @@ describe("Sandboxes", () => {
       assert.deepStrictEqual(fs.readdirSync(root), [], `idle sandboxes outlived their scope (first was ${used})`)
     }))
 
+  it.scoped("a process gets the idle sandbox nearest its tree in shape, or a new one when all are further than that", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir()
+      const sandboxes = yield* Sandboxes.make({ root, sweepOnStart: false })
+      const remover = () => Effect.void
+      // As a fan-in process leaves its sandbox (a directory and a file per dependency), and a leaf's.
+      const wide = (dir: string) => {
+        for (let i = 0; i < 30; i++) {
+          fs.mkdirSync(path.join(dir, `d${i}`))
+          fs.writeFileSync(path.join(dir, `d${i}/out.txt`), "x")
+        }
+      }
+      const narrow = (dir: string) => {
+        fs.mkdirSync(path.join(dir, "src"))
+        fs.writeFileSync(path.join(dir, "src/a.txt"), "a")
+        fs.writeFileSync(path.join(dir, "src/b.txt"), "b")
+      }
+      const held = (dir: string) => fs.readdirSync(dir).sort()
+      const WIDE = { dirs: 30, files: 30 }
+      const NARROW = { dirs: 1, files: 2 }
+      // Both idle at once.
+      yield* Effect.scoped(Effect.gen(function*() {
+        wide((yield* sandboxes.make("wide", remover)).path)
+        narrow((yield* sandboxes.make("narrow", remover)).path)
+      }))
+      const use = (wanted: { dirs: number; files: number }) =>
+        Effect.scoped(
+          Effect.map(
+            sandboxes.make("p", remover, { used: true, wanted }),
+            (s) => ({ reused: s.reused, held: held(s.path) })
+          )
+        )
+      // Each to its like, whichever went idle last.
+      assert.deepStrictEqual(yield* use(NARROW), { reused: true, held: ["src"] })
+      assert.deepStrictEqual(yield* use(WIDE), {
+        reused: true,
+        held: Array.from({ length: 30 }, (_, i) => `d${i}`).sort()
+      })
+      assert.deepStrictEqual(yield* use(NARROW), { reused: true, held: ["src"] })
+      // With the narrow one in use, a narrow tree would make the wide one free 60 entries (more than a new sandbox
+      // makes): it gets a new one, and the wide one stays idle for the next wide tree.
+      yield* Effect.scoped(Effect.gen(function*() {
+        const narrowNow = yield* sandboxes.make("narrow", remover, { used: true, wanted: NARROW })
+        assert.deepStrictEqual(held(narrowNow.path), ["src"])
+        const another = yield* sandboxes.make("another", remover, { used: true, wanted: NARROW })
+        assert.isFalse(another.reused)
+        assert.deepStrictEqual(held(another.path), [])
+      }))
+      assert.lengthOf((yield* use(WIDE)).held, 30)
+      // Without a shape, as before: the latest idle one that holds something.
+      assert.isTrue(
+        yield* Effect.scoped(
+          Effect.map(sandboxes.make("any", remover, { used: true }), (s) => s.reused)
+        )
+      )
+    }))
+
   it.scoped("with reuse off, a sandbox a process left something in is removed, and every process gets an empty one", () =>
     Effect.gen(function*() {
       const root = yield* tempDir()

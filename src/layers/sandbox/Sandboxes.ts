@@ -73,12 +73,17 @@ export interface Service {
   /**
    * A sandbox of its own for a process, removed (or kept, per `keep`) when the scope closes: by `remove` if given
    * (the runner has its spawner remove it, off the engine's thread), else here, or here again if `remove` fails.
-   * It is empty, unless `used` allows one a finished process left (see `Sandbox.reused`).
+   * It is empty, unless `used` allows one a finished process left (see `Sandbox.reused`): then, given how many
+   * directories and other entries the tree to be written holds (`wanted`), the one nearest to it, or a new one when
+   * every idle one is further from it than an empty one.
    */
   readonly make: (
     description?: string,
     remove?: (sandbox: string) => Effect.Effect<void, unknown>,
-    options?: { readonly used?: boolean }
+    options?: {
+      readonly used?: boolean
+      readonly wanted?: { readonly dirs: number; readonly files: number }
+    }
   ) => Effect.Effect<Sandbox, SandboxError, Scope.Scope>
   /** Removes sandboxes whose owner is dead (and kept ones too, with `kept`). */
   readonly sweep: (options?: { readonly kept?: boolean }) => Effect.Effect<SweepReport, SandboxError>
@@ -248,7 +253,8 @@ export const make = (
           const { path: dir, entries } = yield* Effect.acquireRelease(
             Effect.try({
               try: (): SandboxDir.Idle =>
-                idle.take(reuse && makeOptions?.used === true) ?? { path: SandboxDir.create(root, owner), entries: 0 },
+                idle.take(reuse && makeOptions?.used === true, makeOptions?.wanted) ??
+                  { path: SandboxDir.create(root, owner), entries: 0, shape: { dirs: 0, files: 0 } },
               catch: (e) =>
                 new SandboxError({
                   reason: "Create",

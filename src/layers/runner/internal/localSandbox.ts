@@ -126,6 +126,12 @@ export const writableHere = (entries: ReadonlyArray<Store.TreeEntry> | undefined
   return bytes <= INLINE_MAX_BYTES
 }
 
+const shapeOf = (entries: ReadonlyArray<Store.TreeEntry>) => {
+  let dirs = 0
+  for (const e of entries) if (e.type === "directory") dirs++
+  return { dirs, files: entries.length - dirs }
+}
+
 /** @internal */
 export interface Opened {
   readonly sandbox: Sandboxes.Sandbox
@@ -166,7 +172,7 @@ export const openSandbox = (run: LocalRun) =>
         const logs = Sandboxes.logsOf(dir)
         return spawner.remove([dir, logs.stdout, logs.stderr])
       },
-      { used: inline }
+      inline ? { used: true, wanted: shapeOf(entries!) } : { used: false }
     )
     return { sandbox, layout, entries, inline } satisfies Opened
   })

@@ -11,7 +11,7 @@
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { scan } from "../../../os/DirScan.js"
+import { type Kind, scan } from "../../../os/DirScan.js"
 import { errnoOf } from "../../../os/Errno.js"
 import { mountUnder, refuseMounted } from "../../../os/mounts/Mounts.js"
 import * as PrivateDir from "../../../os/PrivateDir.js"
@@ -99,20 +99,49 @@ export const create = (root: string, owner: Owner): string => {
   }
 }
 
+/**
+ * How many directories and other entries (files, symlinks) a tree holds: what a refill makes, reuses or removes.
+ *
+ * @internal
+ */
+export interface Shape {
+  readonly dirs: number
+  readonly files: number
+}
+
 /** @internal */
 export interface Idle {
   readonly path: string
   /** How many entries its last process left in it (as listed when it finished): `Refill` reuses them. */
   readonly entries: number
+  /** Those entries by kind. */
+  readonly shape: Shape
+}
+
+/**
+ * About how many entries a refill of a sandbox holding `held` makes or removes to hold `wanted`: the rest are kept,
+ * or renamed into place and rewritten, which costs a fraction of making an inode or freeing one (`refill.ts`).
+ */
+const refillCost = (held: Shape, wanted: Shape) =>
+  Math.abs(held.dirs - wanted.dirs) + Math.abs(held.files - wanted.files)
+
+/** What filling a new sandbox makes: every wanted entry, and the sandbox's own directory. */
+const freshCost = (wanted: Shape) => wanted.dirs + wanted.files + 1
+
+const shapeOf = (entries: ReadonlyMap<string, Kind>): Shape => {
+  let dirs = 0
+  for (const kind of entries.values()) if (kind === "dir") dirs++
+  return { dirs, files: entries.size - dirs }
 }
 
 /** @internal */
 export interface Pool {
   /**
    * An idle sandbox of this owner under a name no process has had, if one is idle: an empty one, or with `used`, one
-   * that may hold what its last process left.
+   * that may hold what its last process left; given the `wanted` tree's shape, the one nearest to it, and none when
+   * every idle one is further from it than a new sandbox is.
    */
-  readonly take: (used: boolean) => Idle | undefined
+  readonly take: (used: boolean, wanted?: Shape) => Idle | undefined
   /**
    * Keeps a finished sandbox of up to `Store.REUSE_MAX_ENTRIES` entries (as it is, with its log files beside it) for the
    * next process (whose spawn truncates the logs), or removes it here when enough are idle and it is empty; or says
@@ -148,18 +177,28 @@ export const pool = (root: string, owner: Owner, options: { readonly keepUsed?: 
   let mode: number | undefined
   const modeOfNew = () => mode ??= (MODE & ~process.umask()) | (fs.statSync(root).mode & 0o2000)
   return {
-    take: (used) => {
+    take: (used, wanted) => {
       // Who refills a sandbox gets one that holds something (whose inodes it reuses), else any; others, an empty one.
       let i = idle.findLastIndex((s) => used === s.entries > 0)
       if (i < 0 && used) i = idle.length - 1
       if (i < 0) return undefined
+      if (used && wanted !== undefined) {
+        // The nearest in shape (the latest of equals, whose pages are likeliest cached): a process of 30 inputs handed
+        // the sandbox of one of 3 would make 27 inodes its own sandbox keeps, and free them for the next small one.
+        // Bazel keeps reused sandboxes apart by the kind of action for the same reason.
+        for (let j = idle.length - 1; j >= 0; j--) {
+          if (refillCost(idle[j]!.shape, wanted) < refillCost(idle[i]!.shape, wanted)) i = j
+        }
+        if (refillCost(idle[i]!.shape, wanted) > freshCost(wanted)) return undefined
+      }
       const taken = idle.splice(i, 1)[0]!
       held -= taken.entries
       return taken
     },
     recycle: (sandbox) => {
-      const entries = scan(sandbox, keepUsed ? REUSE_MAX_ENTRIES : 0)?.size
-      if (entries === undefined || held + entries > HELD_MAX_ENTRIES) return false
+      const listed = scan(sandbox, keepUsed ? REUSE_MAX_ENTRIES : 0)
+      if (listed === undefined || held + listed.size > HELD_MAX_ENTRIES) return false
+      const entries = listed.size
       // What a process mounted in it is not the sandbox's to refill (nor to empty here).
       if (entries > 0 && mountUnder(sandbox) !== undefined) return false
       if (idle.length >= POOL_MAX) {
@@ -191,7 +230,7 @@ export const pool = (root: string, owner: Owner, options: { readonly keepUsed?: 
           fs.rmSync(`${sandbox}${suffix}`, { force: true })
         }
       }
-      idle.push({ path: renamed, entries })
+      idle.push({ path: renamed, entries, shape: shapeOf(listed) })
       held += entries
       return true
     },
