@@ -7,6 +7,7 @@
  * @internal
  */
 import * as fs from "node:fs"
+import * as NativeAddon from "../native/Addon.js"
 
 /** A mount point's path as /proc/self/mountinfo writes it, with space, tab, newline and backslash escaped. */
 const unescape = (p: string) => p.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)))
@@ -14,16 +15,30 @@ const unescape = (p: string) => p.replace(/\\([0-7]{3})/g, (_, o: string) => Str
 /** The mount point `p` as /proc/self/mountinfo writes it. */
 const escape = (p: string) => p.replace(/[ \t\n\\]/g, (c) => `\\${c.charCodeAt(0).toString(8).padStart(3, "0")}`)
 
-let table: { fd: number; buffer: Buffer } | undefined
+let table: { fd: number; buffer: Buffer; text?: string } | undefined
+
+/** Whether the table behind `fd` changed since it was last read, through kiln's addon; undefined without it. */
+const changedSince = (fd: number): boolean | undefined => {
+  const changed = NativeAddon.exports()?.mountsChanged
+  if (typeof changed !== "function") return undefined
+  try {
+    return changed(fd) !== false
+  } catch {
+    return undefined
+  }
+}
 
 /**
  * The mount table as text. The file stays open: reading a seq_file again from offset 0 makes it afresh (a mount made
  * since shows), without the open, fstat and close of a read of the whole file each time (a sandbox is checked every
- * time it is pooled).
+ * time it is pooled). With kiln's addon it is read again only once the kernel says it changed (asked before the
+ * read, so a change during the read is seen next time): the kernel's making of the text was most of that check
+ * (docs/bench-log.md).
  */
 const readTable = (): string | undefined => {
   try {
     table ??= { fd: fs.openSync("/proc/self/mountinfo", "r"), buffer: Buffer.allocUnsafe(64 * 1024) }
+    if (table.text !== undefined && changedSince(table.fd) === false) return table.text
     let length = 0
     for (;;) {
       if (length === table.buffer.length) {
@@ -32,7 +47,7 @@ const readTable = (): string | undefined => {
         table.buffer = bigger
       }
       const n = fs.readSync(table.fd, table.buffer, length, table.buffer.length - length, length)
-      if (n === 0) return table.buffer.toString("utf8", 0, length)
+      if (n === 0) return table.text = table.buffer.toString("utf8", 0, length)
       length += n
     }
   } catch {

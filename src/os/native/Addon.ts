@@ -19,6 +19,7 @@ export const addonName = `kiln-lstat-${process.platform}-${process.arch}.node`
 export interface Exports {
   readonly lstatMany?: unknown
   readonly fixThresholds?: unknown
+  readonly mountsChanged?: unknown
 }
 
 /** The build's directory: `dist/` is two levels up from this module in the library, and the CLI's bundles are in it. */

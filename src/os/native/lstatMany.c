@@ -15,11 +15,14 @@
  * An N-API module: built by scripts/nativeAddons.mjs with the C compiler kiln's install uses, and loaded only after it
  * gives, for a real path, what Node's fs gives (StatMany.ts).
  *
- * fixThresholds(): kiln's own process's malloc tuning (Malloc.ts beside it), here because this is kiln's one addon.
+ * fixThresholds(): kiln's own process's malloc tuning (Malloc.ts beside it), and mountsChanged(fd): whether the mount
+ * table has changed since it was last read (src/os/mounts/Mounts.ts), here because this is kiln's one addon.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <node_api.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -207,6 +210,29 @@ static napi_value fix_thresholds(napi_env env, napi_callback_info info) {
   return result;
 }
 
+/*
+ * mountsChanged(fd): whether the mount table `fd` reads (an open /proc/self/mountinfo) may differ from when it was
+ * opened or this last answered: the kernel marks such a file POLLPRI | POLLERR once after each change to its mount
+ * namespace (a mount, an unmount, one propagated into it), as util-linux and systemd watch it. True as well when it
+ * cannot tell (a poll that fails, a descriptor that is not open): the caller then reads the table.
+ */
+static napi_value mounts_changed(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  int32_t fd;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 1 ||
+      napi_get_value_int32(env, argv[0], &fd) != napi_ok) {
+    return fail(env, "mountsChanged(fd)");
+  }
+  struct pollfd watched = {.fd = fd, .events = POLLPRI, .revents = 0};
+  int rc;
+  do rc = poll(&watched, 1, 0);
+  while (rc < 0 && errno == EINTR);
+  napi_value result;
+  if (napi_get_boolean(env, rc != 0 || fd < 0, &result) != napi_ok) return NULL;
+  return result;
+}
+
 NAPI_MODULE_INIT() {
   napi_value fn;
   if (napi_create_function(env, "lstatMany", NAPI_AUTO_LENGTH, lstat_many, NULL, &fn) != napi_ok) return NULL;
@@ -215,5 +241,9 @@ NAPI_MODULE_INIT() {
     return NULL;
   }
   if (napi_set_named_property(env, exports, "fixThresholds", fn) != napi_ok) return NULL;
+  if (napi_create_function(env, "mountsChanged", NAPI_AUTO_LENGTH, mounts_changed, NULL, &fn) != napi_ok) {
+    return NULL;
+  }
+  if (napi_set_named_property(env, exports, "mountsChanged", fn) != napi_ok) return NULL;
   return exports;
 }
