@@ -345,11 +345,11 @@ describe("Sandboxes", () => {
         Effect.gen(function*() {
           const sandbox = yield* sandboxes.make("echo")
           fs.mkdirSync(path.join(sandbox.path, "sub"))
-          yield* sandbox.setCommand({
+          yield* sandbox.setCommand(() => ({
             argv: ["/bin/sh", "-c", "echo \"$GREETING, it's $(pwd)\" > out.txt"],
             env: { GREETING: "hello 'there'" },
             workingDirectory: "sub"
-          })
+          }))
           return sandbox.path
         })
       )

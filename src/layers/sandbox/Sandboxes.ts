@@ -10,7 +10,7 @@ import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Ref from "effect/Ref"
-import type * as Scope from "effect/Scope"
+import * as Scope from "effect/Scope"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import type * as Digest from "../../domain/Digest.js"
@@ -47,8 +47,11 @@ export interface Sandbox {
    * it hold exactly a tree; otherwise it is empty.
    */
   readonly reused: boolean
-  /** Records the command the sandbox runs, for the `__run.sh` of a kept sandbox. */
-  readonly setCommand: (command: Command) => Effect.Effect<void>
+  /**
+   * Records the command the sandbox runs, for the `__run.sh` of a kept sandbox: a function, called only when the
+   * sandbox is kept (the script a kept sandbox re-runs its process with can cost more to make than the spawn itself).
+   */
+  readonly setCommand: (command: () => Command) => Effect.Effect<void>
   /** Records that the process failed, for `keepSandboxes: on-failure`. */
   readonly markFailed: Effect.Effect<void>
 }
@@ -199,7 +202,7 @@ export const make = (
     const release = (
       dir: string,
       description: string,
-      command: Command | undefined,
+      command: (() => Command) | undefined,
       keepIt: boolean,
       remove: ((sandbox: string) => Effect.Effect<void, unknown>) | undefined
     ) =>
@@ -208,7 +211,7 @@ export const make = (
           const kept = yield* Effect.try(() => {
             SandboxDir.markKept(dir, owner)
             if (command !== undefined) {
-              fs.writeFileSync(path.join(dir, "__run.sh"), runScript(dir, command), { mode: 0o755 })
+              fs.writeFileSync(path.join(dir, "__run.sh"), runScript(dir, command()), { mode: 0o755 })
             }
           }).pipe(Effect.either)
           if (kept._tag === "Right") {
@@ -249,8 +252,10 @@ export const make = (
       keep,
       make: (description = "a process", remove, makeOptions) =>
         Effect.gen(function*() {
-          const state = { command: undefined as Command | undefined, failed: false }
-          const { path: dir, entries } = yield* Effect.acquireRelease(
+          const state = { command: undefined as (() => Command) | undefined, failed: false }
+          // On the scope itself (as `Effect.acquireRelease` would, less its diffs of the fiber's references before
+          // and after the release, which cost more than the release here): a sandbox's release needs none of them.
+          const { path: dir, entries } = yield* Effect.uninterruptible(Effect.tap(
             Effect.try({
               try: (): SandboxDir.Idle =>
                 idle.take(reuse && makeOptions?.used === true, makeOptions?.wanted) ??
@@ -263,15 +268,17 @@ export const make = (
                   ...(errnoOf(e) !== undefined ? { errno: errnoOf(e)! } : {})
                 })
             }),
-            ({ path: dir }, exit) =>
-              release(
-                dir,
-                description,
-                state.command,
-                keep === "always" || (keep === "on-failure" && (Exit.isFailure(exit) || state.failed)),
-                remove
-              )
-          )
+            ({ path: dir }) =>
+              Effect.flatMap(Effect.scope, (scope) =>
+                Scope.addFinalizerExit(scope, (exit) =>
+                  release(
+                    dir,
+                    description,
+                    state.command,
+                    keep === "always" || (keep === "on-failure" && (Exit.isFailure(exit) || state.failed)),
+                    remove
+                  )))
+          ))
           return {
             path: dir,
             reused: entries > 0,

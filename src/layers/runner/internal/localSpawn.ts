@@ -181,12 +181,16 @@ export const commandOf = (run: LocalRun, opened: Opened, filled: Filled, guard: 
         pinned: at,
         view: shown
       }
-    // A kept sandbox's `__run.sh` makes the namespace with unshare(1) and mount(8), as the Node spawner does.
-    const recorded = made === undefined
-      ? command
-      : MountNamespace.wrap(made.mode, made.mounts, command, viewEnv, made.pinned, made.view)
-    // The kept sandbox's record has the rest, never a pass-through value: only the spawned process gets those.
-    yield* sandbox.setCommand({ argv: recorded, env: viewEnv, workingDirectory: proc.workingDirectory })
+    // A kept sandbox's `__run.sh` makes the namespace with unshare(1) and mount(8), as the Node spawner does; the
+    // script is made only for a sandbox that is kept. Its record has the rest, never a pass-through value: only the
+    // spawned process gets those.
+    yield* sandbox.setCommand(() => ({
+      argv: made === undefined
+        ? command
+        : MountNamespace.wrap(made.mode, made.mounts, command, viewEnv, made.pinned, made.view),
+      env: viewEnv,
+      workingDirectory: proc.workingDirectory
+    }))
     return {
       argv: command,
       env: spawnedEnv,
