@@ -88,6 +88,30 @@ const reusableBytes = (shard: SharedEnv): number => {
 let reserved = 0
 
 /**
+ * The last answer of the file system about its free bytes, and when it was had: a `statfs` for every write costs more
+ * than a small write's commit, and far from a full disk the answer a moment ago is as good.
+ */
+let lastFree: { readonly dir: string; readonly bytes: number; readonly at: number; since: number } | undefined
+/** How long an answer is used, and how far from full the disk must stay for it to be. */
+const FREE_FRESH_MS = 200
+const FREE_MARGIN = 256 * 1024 * 1024
+
+/** Free bytes for a write of `needed` bytes beside `inFlight` ones, less what was reserved since the last answer. */
+const freeFor = (dir: string, inFlight: number, needed: number): number | undefined => {
+  const now = performance.now()
+  if (lastFree !== undefined && lastFree.dir === dir && now - lastFree.at < FREE_FRESH_MS) {
+    const bytes = lastFree.bytes - lastFree.since
+    if (bytes - inFlight - needed > FREE_MARGIN) {
+      lastFree.since += needed
+      return bytes
+    }
+  }
+  const bytes = freeBytes(dir)
+  lastFree = bytes === undefined ? undefined : { dir, bytes, at: now, since: 0 }
+  return bytes
+}
+
+/**
  * Reserves room on the disk for writing values of these sizes to these shards, or refuses the write before LMDB
  * tries it: LMDB would fail it too, but only after printing its own errors on stderr, and after failing the other
  * shards' commits of the batch as well. A value over about 2 KiB takes whole overflow pages; a commit also copies
@@ -104,7 +128,7 @@ export const reserve = (
 ): StoreError | { readonly release: Effect.Effect<void> } => {
   let needed = shards.length * 64 * 1024
   for (const n of sizes) needed += (n > 2000 ? Math.ceil((n + 16) / 4096) * 4096 : n + 64) + 64
-  const free = shards.length === 0 ? undefined : freeBytes(shards[0]!.path)
+  const free = shards.length === 0 ? undefined : freeFor(shards[0]!.path, reserved, needed)
   if (
     free !== undefined && free < reserved + needed &&
     free + shards.reduce((n, shard) => n + reusableBytes(shard), 0) < reserved + needed
