@@ -13,7 +13,6 @@
  */
 import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
-import * as path from "node:path"
 import { outputSegments, type Process, type UndeclaredWrites } from "../../../domain/Process.js"
 import { describeErrno } from "../../../os/Errno.js"
 import type * as Store from "../../store/Store.js"
@@ -76,7 +75,8 @@ const listDir = (
     entries.push([at, d.isDirectory()])
     return met <= budget
   }
-  const abs = rel === "" ? root : path.join(root, rel)
+  // `rel` is made of names readdir gave, joined with "/": nothing to normalize.
+  const abs = rel === "" ? root : `${root}/${rel}`
   let dir: fs.Dir | undefined
   try {
     if (fs.lstatSync(abs).size <= SMALL_DIR_BYTES) {

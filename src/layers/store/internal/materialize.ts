@@ -182,13 +182,15 @@ export const materialize = (
     const pace = EventLoop.pacer()
     for (const [rel, dir] of dirs) {
       yield* pace
-      const abs = rel === "" ? dest : path.join(dest, rel)
+      // Names of a validated tree joined with "/" (path.join's normalizing of each made a fill's garbage).
+      const abs = rel === "" ? dest : dest.endsWith("/") ? dest + rel : `${dest}/${rel}`
+      const under = abs.endsWith("/") ? abs : `${abs}/`
       for (const d of dir.directories) {
-        const p = path.join(abs, d.name)
+        const p = under + d.name
         yield* Effect.try({ try: () => ensureDir(p), catch: ioError(p, "cannot create directory") })
       }
       for (const f of dir.files) {
-        const p = path.join(abs, f.name)
+        const p = under + f.name
         if (f.digest.sizeBytes >= LargeFiles.THRESHOLD) {
           yield* large(p, rel === "" ? f.name : `${rel}/${f.name}`, f)
           continue
@@ -209,7 +211,7 @@ export const materialize = (
         if (!written) return yield* new Digest.MissingDigest({ digest: f.digest, kind: "file" })
       }
       for (const s of dir.symlinks) {
-        const p = path.join(abs, s.name)
+        const p = under + s.name
         yield* Effect.try({ try: () => writeSymlink(s.target, p), catch: ioError(p, "cannot create symlink") })
       }
     }

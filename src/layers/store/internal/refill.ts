@@ -200,7 +200,8 @@ interface Refilling {
   readonly writeLarge: WriteLarge
 }
 
-const absOf = (r: Refilling, rel: string) => path.join(r.dest, rel)
+/** `rel` is a tree's path or a listing's (no `.`, `..` or empty segment): joined with "/", not normalized again. */
+const absOf = (r: Refilling, rel: string) => rel === "" ? r.dest : `${r.dest}/${rel}`
 const ownedRight = (r: Refilling, st: fs.Stats) => st.uid === r.owner.uid && st.gid === r.owner.gid
 const stays = (r: Refilling, d: string) => r.wanted.dirs.has(d) || r.wanted.keepable.has(d)
 

@@ -87,7 +87,9 @@ const walkDir = (w: Walk, abs: string, rel: string, into: Tree.Node): Effect.Eff
         const entry = current.entries[current.i++]!
         const childRel = current.rel === "" ? entry.name : `${current.rel}/${entry.name}`
         let kind = entry.isDirectory() ? "dir" : entry.isSymbolicLink() ? "link" : entry.isFile() ? "file" : "other"
-        const childAbs = path.join(current.abs, entry.name)
+        // Joined, not normalized again: `current.abs` is, and a name is one segment (path.join per entry was the
+        // walk's largest source of garbage).
+        const childAbs = current.abs.endsWith("/") ? current.abs + entry.name : `${current.abs}/${entry.name}`
         if (kind === "other" && !entry.isFIFO() && !entry.isSocket() && !entry.isBlockDevice()) {
           // Some file systems report DT_UNKNOWN: ask lstat.
           try {
