@@ -19,8 +19,18 @@ const compiled = new Map<string, Compiled>()
 // `*` is the only magic the segment matcher handles; a path separator inside a segment cannot occur.
 const SIMPLE = /^[^?[\]{}()!+@\\|]*$/
 
-/** Segment patterns, or undefined when the glob needs picomatch. */
+const parsed = new Map<string, ReadonlyArray<Segment> | undefined>()
+
+/** Segment patterns, or undefined when the glob needs picomatch; each glob parsed once (its base is asked often). */
 const segmentsOf = (glob: string): ReadonlyArray<Segment> | undefined => {
+  if (parsed.has(glob)) return parsed.get(glob)
+  if (parsed.size > 10_000) parsed.clear()
+  const segments = parse(glob)
+  parsed.set(glob, segments)
+  return segments
+}
+
+const parse = (glob: string): ReadonlyArray<Segment> | undefined => {
   if (!SIMPLE.test(glob) || glob.startsWith("/") || glob.startsWith("./") || glob.endsWith("/")) return undefined
   const segments: Array<Segment> = []
   for (const s of glob.split("/")) {

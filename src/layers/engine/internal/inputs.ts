@@ -396,7 +396,8 @@ export const symlinkedPaths = (
     for (const p of directoryPaths(name, config.processes[name]!)) {
       let abs = workspace
       for (const [i, segment] of p.segments.entries()) {
-        abs = path.join(abs, segment)
+        // One normalized segment at a time: joined, not normalized again.
+        abs = `${abs}/${segment}`
         const kind = kindOf(abs)
         if (kind === "other") break
         if (kind === "symlink") return throughSymlink(configName, p, i, fs.readlinkSync(abs), "the workspace")

@@ -26,7 +26,8 @@ import * as SharedInputs from "./sharedInputs.js"
 const noSymlinkOn = (sandbox: string, segments: ReadonlyArray<string>, what: string) => {
   let abs = sandbox
   for (const segment of segments) {
-    abs = path.join(abs, segment)
+    // One normalized segment at a time: joined, not normalized again.
+    abs = `${abs}/${segment}`
     const st = fs.lstatSync(abs, { throwIfNoEntry: false })
     if (st === undefined || !(st.isDirectory() || st.isSymbolicLink())) return
     if (st.isSymbolicLink()) {
