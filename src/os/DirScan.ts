@@ -21,8 +21,7 @@ export const scan = (root: string, max: number): Map<string, Kind> | undefined =
     return undefined
   }
   const stack = [""]
-  // Paths made by joining with "/": names from readdir need no normalizing, and path.join's costs a process's scan
-  // more garbage than the scan itself.
+  // Paths joined with "/": a name readdir gives needs no normalizing, and path.join's made most of a scan's garbage.
   while (stack.length > 0) {
     const rel = stack.pop()!
     const dir = rel === "" ? root : `${root}/${rel}`
