@@ -21,6 +21,7 @@ const programs = [
   "bench/remoteFloor",
   "bench/peers",
   "bench/monorepo",
+  "bench/ab",
   "chaos/chaos"
 ]
 
