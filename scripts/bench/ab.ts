@@ -82,18 +82,22 @@ const coldRun = async (dist: string, ws: string, config: string, n: number, log:
   const figures = path.join(tmp.root, "figures.jsonl")
   rm(figures)
   const summaryFile = tmp.fresh("summary")
-  const argv = [process.execPath, "-r", preload, path.join(dist, "dist", "cli.js"), "run", "--config", config]
+  const options = {
+    "--store-dir": store,
+    "--concurrency": `${CONCURRENCY}`,
+    "--progress": "none",
+    "--summary": summaryFile
+  }
   const r = await timedSpawn(
     [
-      ...argv,
-      "--store-dir",
-      store,
-      "--concurrency",
-      String(CONCURRENCY),
-      "--progress",
-      "none",
-      "--summary",
-      summaryFile
+      process.execPath,
+      "-r",
+      preload,
+      path.join(dist, "dist", "cli.js"),
+      "run",
+      "--config",
+      config,
+      ...Object.entries(options).flat()
     ],
     { env: { ...env, KILN_AB_FIGURES: figures }, log }
   )
