@@ -74,8 +74,6 @@ const buildBase = (): string => {
   return dir
 }
 
-const builds = [{ name: "this", dir: repo }, { name: "base", dir: buildBase() }] as const
-
 const coldRun = async (dist: string, ws: string, config: string, n: number, log: string): Promise<Figures> => {
   const store = tmp.fresh("store")
   rm(path.join(ws, "out"))
@@ -114,6 +112,8 @@ const row = (cells: ReadonlyArray<string>) => `| ${cells.join(" | ")} |`
 const whole = (x: number) => (Math.round(x) === 0 ? 0 : Math.round(x)).toString()
 
 try {
+  // Inside the try: a build that fails after its worktree was added still has it removed.
+  const builds = [{ name: "this", dir: repo }, { name: "base", dir: buildBase() }] as const
   const lines = [
     `Cold runs, standbys off, ${pairs} interleaved pairs a workspace: this checkout against ${base} (base).`,
     "",
