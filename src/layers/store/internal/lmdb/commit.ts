@@ -87,27 +87,33 @@ const reusableBytes = (shard: SharedEnv): number => {
 /** Bytes that writes of this process have reserved and not yet finished. */
 let reserved = 0
 
+/** Bytes this process has reserved for writes, ever: what an earlier answer about free bytes did not see. */
+let reservedEver = 0
+
 /**
- * The last answer of the file system about its free bytes, and when it was had: a `statfs` for every write costs more
- * than a small write's commit, and far from a full disk the answer a moment ago is as good.
+ * The last answer about each store's free bytes, when it was had, and how much this process had reserved then: a
+ * `statfs` for every write costs more than a small write's commit, and far from a full disk the answer a moment ago,
+ * less what every write since reserved, is as good. Kept per store, not per shard: its shards are directories on its
+ * file system, and a run writes to each of them only now and then.
  */
-let lastFree: { readonly dir: string; readonly bytes: number; readonly at: number; since: number } | undefined
+const lastFree = new Map<string, { readonly bytes: number; readonly at: number; readonly reservedThen: number }>()
 /** How long an answer is used, and how far from full the disk must stay for it to be. */
 const FREE_FRESH_MS = 200
 const FREE_MARGIN = 256 * 1024 * 1024
 
-/** Free bytes for a write of `needed` bytes beside `inFlight` ones, less what was reserved since the last answer. */
-const freeFor = (dir: string, inFlight: number, needed: number): number | undefined => {
+/** Free bytes for a write of `needed` bytes to `dir` in the store at `root`, beside `inFlight` ones. */
+const freeFor = (root: string, dir: string, inFlight: number, needed: number): number | undefined => {
   const now = performance.now()
-  if (lastFree !== undefined && lastFree.dir === dir && now - lastFree.at < FREE_FRESH_MS) {
-    const bytes = lastFree.bytes - lastFree.since
-    if (bytes - inFlight - needed > FREE_MARGIN) {
-      lastFree.since += needed
-      return bytes
-    }
+  const known = lastFree.get(root)
+  const before = reservedEver
+  reservedEver += needed
+  if (known !== undefined && now - known.at < FREE_FRESH_MS) {
+    const bytes = known.bytes - (before - known.reservedThen)
+    if (bytes - inFlight - needed > FREE_MARGIN) return bytes
   }
   const bytes = freeBytes(dir)
-  lastFree = bytes === undefined ? undefined : { dir, bytes, at: now, since: 0 }
+  if (bytes === undefined) lastFree.delete(root)
+  else lastFree.set(root, { bytes, at: now, reservedThen: before })
   return bytes
 }
 
@@ -123,12 +129,13 @@ const freeFor = (dir: string, inFlight: number, needed: number): number | undefi
  * @internal
  */
 export const reserve = (
+  root: string,
   shards: ReadonlyArray<SharedEnv>,
   sizes: ReadonlyArray<number>
 ): StoreError | { readonly release: Effect.Effect<void> } => {
   let needed = shards.length * 64 * 1024
   for (const n of sizes) needed += (n > 2000 ? Math.ceil((n + 16) / 4096) * 4096 : n + 64) + 64
-  const free = shards.length === 0 ? undefined : freeFor(shards[0]!.path, reserved, needed)
+  const free = shards.length === 0 ? undefined : freeFor(root, shards[0]!.path, reserved, needed)
   if (
     free !== undefined && free < reserved + needed &&
     free + shards.reduce((n, shard) => n + reusableBytes(shard), 0) < reserved + needed

@@ -314,7 +314,7 @@ export const putBatches = (
     if (writes.length === 0) return Effect.void
     const unmarked = LmdbEnvs.markWritten(shardsWritten, "write failed")
     if (unmarked !== undefined) return Effect.fail(unmarked)
-    const room = LmdbCommit.reserve(shardsWritten, sizes)
+    const room = LmdbCommit.reserve(batches[0]!.shards.root, shardsWritten, sizes)
     if (room instanceof StoreError) return Effect.fail(room)
     return Effect.ensuring(
       Effect.tap(
