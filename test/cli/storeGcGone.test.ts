@@ -45,7 +45,7 @@ describe("kiln store gc and directories that are gone", () => {
         [/^[^/]+\.json$/, /\.wholes\//, /^memo\/[^/]+\.json$/, /^runs\//].map((re) =>
           files.filter((f) => re.test(f)).length
         )
-      assert.deepStrictEqual(kinds(before), [3, 4, 2, 2], before.join("\n"))
+      assert.deepStrictEqual(kinds(before), [2, 4, 2, 2], before.join("\n"))
       const untouched = kiln(root, ["store", "gc", "--store-dir", store])
       assert.match(untouched, /and 0 records of directories that are gone \(0 B\)/)
       assert.deepStrictEqual(records(), before)
@@ -54,8 +54,7 @@ describe("kiln store gc and directories that are gone", () => {
       const collected = kiln(root, ["store", "gc", "--store-dir", store])
       const after = records()
       assert.match(collected, /and [1-9]\d* records of directories that are gone \(\d/)
-      // probes.json (the engine's, of the machine) stays with the live workspace's.
-      assert.deepStrictEqual(kinds(after), [2, 2, 1, 1], after.join("\n"))
+      assert.deepStrictEqual(kinds(after), [1, 2, 1, 1], after.join("\n"))
       // What is left is the live workspace's, and it still serves: a no-op is answered from its memo.
       const noop = spawnSync(process.execPath, [cli, "run", "--progress", "plain"], {
         cwd: workspaces[0],

@@ -1,7 +1,7 @@
 /**
- * The sandbox probes' answers kept in the store between runs: a run that finds them under the same key (boot, user,
- * namespaces, capabilities, sysctls) starts no probe program; another key probes afresh; a store another user could
- * write is not read at all (a planted "it fails" would turn the strict sandbox off).
+ * The sandbox probes' answers kept between runs in the user's runtime directory: a run that finds them under the
+ * same key (boot, user, namespaces, capabilities, sysctls) starts no probe program; another key probes afresh; a
+ * directory another user could write is not read at all (a planted "it fails" would turn the strict sandbox off).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -20,10 +20,9 @@ const fresh = Effect.promise(async () => {
 
 const strictWorksHere = Effect.map(fresh, ({ MountNamespace }) => MountNamespace.strictProbe())
 
-/** A store root of this user's with its `engine` directory, as a run leaves it. */
-const storeRoot = Effect.map(tempDir("kiln-probe-memo-"), (root) => {
+/** A runtime directory of this user's, as `PrivateDir.socketDirectory` makes it. */
+const answersDir = Effect.map(tempDir("kiln-probe-memo-"), (root) => {
   fs.chmodSync(root, 0o700)
-  fs.mkdirSync(path.join(root, "engine"), { mode: 0o700 })
   return root
 })
 
@@ -36,12 +35,12 @@ const plantFailures = (file: string, why: string) => {
 }
 
 describe("the sandbox probes' kept answers", () => {
-  it.scoped("are kept in the store and answer the next run under the same key, and only under it", () =>
+  it.scoped("are kept in the runtime directory and answer the next run under the same key, and only under it", () =>
     Effect.gen(function*() {
       const here = yield* strictWorksHere
       if (!here.works) return console.warn(`skipped: the strict sandbox does not work here (${here.why})`)
-      const root = yield* storeRoot
-      const file = path.join(root, "engine", "probes.json")
+      const root = yield* answersDir
+      const file = path.join(root, "probes.json")
       const first = yield* fresh
       assert.isTrue(first.SandboxNotice.strictProbe(root)!.works)
       assert.isTrue(fs.existsSync(file), "the answers are kept")
@@ -58,12 +57,12 @@ describe("the sandbox probes' kept answers", () => {
       assert.notInclude(fs.readFileSync(file, "utf8"), "planted answer")
     }))
 
-  it.scoped("are not read from a store another user can write", () =>
+  it.scoped("are not read from a directory another user can write", () =>
     Effect.gen(function*() {
       const here = yield* strictWorksHere
       if (!here.works) return console.warn(`skipped: the strict sandbox does not work here (${here.why})`)
-      const root = yield* storeRoot
-      const file = path.join(root, "engine", "probes.json")
+      const root = yield* answersDir
+      const file = path.join(root, "probes.json")
       const first = yield* fresh
       first.SandboxNotice.strictProbe(root)
       plantFailures(file, "planted answer")

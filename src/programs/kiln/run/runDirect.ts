@@ -176,7 +176,7 @@ export const runParsed = (o: RunArgs) =>
     // The flag wins over kiln.json's setting.
     const flag = Option.getOrUndefined(o.sandbox)
     const sandbox = flag ?? config.sandbox ?? "auto"
-    const probe = SandboxNotice.strictProbe(Option.getOrElse(o.storeDir, () => Store.defaultRoot()))
+    const probe = SandboxNotice.strictProbe()
     if (!SandboxNotice.say(SandboxNotice.noticeOf(sandbox, SandboxNotice.fromOf(flag), probe))) return
     const remote = yield* remoteSettings(o, config, path.dirname(configFile))
     yield* Effect.zipRight(

@@ -7,7 +7,6 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import type * as SandboxMode from "../../../layers/runner/SandboxMode.js"
-import * as Layout from "../../../layers/store/Layout.js"
 import * as MountNamespace from "../../../os/mounts/MountNamespace.js"
 import * as PrivateDir from "../../../os/PrivateDir.js"
 
@@ -18,14 +17,15 @@ export interface StrictProbe {
 }
 
 /**
- * This machine's answer (probed once per kiln process, or read from what an earlier run kept in the store at
- * `storeRoot`: see `MountNamespace.rememberProbesIn`); undefined: this build has no strict view.
+ * This machine's answer, probed once per kiln process or read from what an earlier run kept in `answersDir` (see
+ * `MountNamespace.rememberProbesIn`); undefined: this build has no strict view. The answers are the machine's, not a
+ * store's: kept in the user's runtime directory, a run on a fresh store (a new workspace, CI's first run) starts
+ * no probe program that an earlier run on this boot has already run.
  */
-export const strictProbe = (storeRoot?: string): StrictProbe | undefined => {
-  // Only in a store this user alone can write: answers planted by another would turn the sandbox off.
-  if (storeRoot !== undefined && fs.existsSync(storeRoot) && PrivateDir.inspect(storeRoot, "group") === undefined) {
-    const engine = Layout.ownedDirectory(storeRoot, "engine")
-    if (fs.existsSync(engine)) MountNamespace.rememberProbesIn(path.join(engine, "probes.json"))
+export const strictProbe = (answersDir: string = PrivateDir.socketDirectory()): StrictProbe | undefined => {
+  // Only in a directory this user alone can write: answers planted by another would turn the sandbox off.
+  if (fs.existsSync(answersDir) && PrivateDir.inspect(answersDir, "own") === undefined) {
+    MountNamespace.rememberProbesIn(path.join(answersDir, "probes.json"))
   }
   return MountNamespace.strictProbe()
 }
