@@ -85,11 +85,13 @@ describe("MemoGroups", () => {
       const { group, ws } = yield* modules()
       const damaged: ReadonlyArray<unknown> = [
         { ...group, kinds: group.kinds.slice(1) },
-        { ...group, stats: group.stats.slice(6) },
+        { ...group, stats: group.stats.slice(64) },
+        { ...group, stats: `${group.stats.slice(0, -1)}!` },
+        { ...group, stats: [0, 0, 0, 0, 0, 0] },
         { ...group, paths: `${group.paths}\0extra` },
         { ...group, kinds: `x${group.kinds.slice(1)}` },
         { ...group, paths: 7 },
-        { ...group, kinds: "", stats: [], paths: "", evidence: "" },
+        { ...group, kinds: "", stats: "", paths: "", evidence: "" },
         null,
         "a string"
       ]

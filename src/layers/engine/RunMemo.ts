@@ -30,7 +30,7 @@ import * as MemoGroups from "./internal/memo/memoGroups.js"
 import * as MemoPaths from "./internal/memo/memoPaths.js"
 
 /** Bump when what a memo means changes. */
-export const FORMAT = 11
+export const FORMAT = 12
 
 /** Something a walk read, with the evidence of what it found: a file's hash, a symlink's target, a listing. */
 export type Seen = SnapshotObservation

@@ -2,11 +2,13 @@
  * A group of the run memo (see `RunMemo.GROUP`: every observation of a directory taken whole, kept once), packed in
  * columns rather than an array per path: a real `node_modules` is tens of thousands of paths, and every run that
  * reads the memo (a no-op, an edit, a restore) parsed, allocated and collected an array, a string and six numbers for
- * each of them. Packed, the paths are one string that goes to `StatMany` as it is, the stats one array of doubles,
- * and a path's name or evidence is taken out only when it has changed.
+ * each of them. Packed, the paths are one string that goes to `StatMany` as it is, the stats the bytes of one array
+ * of doubles (in base64: parsing a JSON number costs ten times what decoding its eight bytes does, and a group's
+ * stats were two thirds of a memo's parse), and a path's name or evidence is taken out only when it has changed.
  *
  * @internal
  */
+import * as os from "node:os"
 import type * as RawStat from "../../../../os/RawStat.js"
 import * as StatMany from "../../../../os/StatMany.js"
 import type * as Observation from "../../../store/SnapshotObservation.js"
@@ -14,17 +16,20 @@ import { groupContentIs, numbersOf } from "./memoPaths.js"
 
 /** Numbers per path in {@link Group.stats}: dev, ino, mode, size, mtimeMs, ctimeMs (0s for an absent path). */
 const FIELDS = 6
+/** Base64 characters per path in {@link Group.stats}: six doubles, 48 bytes, encode to 64 (48 is a multiple of 3). */
+const STATS_CHARS = (FIELDS * 8 / 3) * 4
 
 /**
  * The observations of a directory taken whole. Row `i` is the `i`th path of `paths`, of kind `kinds[i]` (`f`, `l`,
- * `d`, or `a` for absent), with its stat at `stats[6i…6i+5]` and its evidence (see `RunMemo.GROUP`) the `i`th of
+ * `d`, or `a` for absent), with its stat at doubles `6i…6i+5` of `stats` and its evidence (see `RunMemo.GROUP`) the `i`th of
  * `evidence`; `racy` lists the rows whose stat was taken within a tick of a change, which hold only by their content.
  */
 export interface Group {
   /** Paths relative to the workspace, separated by NUL (which no path holds). */
   readonly paths: string
   readonly kinds: string
-  readonly stats: ReadonlyArray<number>
+  /** The stats' doubles, little-endian, in base64 (see {@link statsOf}). */
+  readonly stats: string
   /** Evidence, separated by NUL ("" for an absent path). */
   readonly evidence: string
   readonly racy: ReadonlyArray<number>
@@ -42,22 +47,52 @@ export const pack = (
 ): Group => {
   const paths: Array<string> = []
   const evidence: Array<string> = []
-  const stats: Array<number> = []
+  const stats = new Float64Array(observations.length * FIELDS)
   const racyRows: Array<number> = []
   let kinds = ""
   observations.forEach((o, i) => {
     paths.push(rel(o.abs))
     kinds += o.kind
     if (o.kind === "a") {
-      stats.push(0, 0, 0, 0, 0, 0)
       evidence.push("")
       return
     }
-    stats.push(...numbersOf(o))
+    stats.set(numbersOf(o), i * FIELDS)
     evidence.push(evidenceOf(o))
     if (racy(o)) racyRows.push(i)
   })
-  return { paths: paths.join("\0"), kinds, stats, evidence: evidence.join("\0"), racy: racyRows }
+  return { paths: paths.join("\0"), kinds, stats: encodeDoubles(stats), evidence: evidence.join("\0"), racy: racyRows }
+}
+
+const LITTLE_ENDIAN = os.endianness() === "LE"
+
+const encodeDoubles = (values: Float64Array): string => {
+  const bytes = Buffer.alloc(values.length * 8)
+  if (LITTLE_ENDIAN) bytes.set(new Uint8Array(values.buffer, values.byteOffset, bytes.length))
+  else values.forEach((v, i) => bytes.writeDoubleLE(v, i * 8))
+  return bytes.toString("base64")
+}
+
+/** Each group's stats, decoded once; undefined for stats that are not a whole number of paths' doubles. */
+const decoded = new WeakMap<Group, Float64Array | undefined>()
+
+/**
+ * The doubles of `g.stats`, decoded on first use; undefined when they are not `kinds.length` rows of them. (A damaged
+ * character the decoder skips shortens them; one it takes gives another stat, which the path then fails.)
+ */
+const statsOf = (g: Group): Float64Array | undefined => {
+  if (decoded.has(g)) return decoded.get(g)
+  let out: Float64Array | undefined
+  if (g.stats.length === g.kinds.length * STATS_CHARS) {
+    const bytes = Buffer.from(g.stats, "base64")
+    if (bytes.length === g.kinds.length * FIELDS * 8) {
+      out = new Float64Array(bytes.length / 8)
+      if (LITTLE_ENDIAN) new Uint8Array(out.buffer).set(bytes)
+      else for (let i = 0; i < out.length; i++) out[i] = bytes.readDoubleLE(i * 8)
+    }
+  }
+  decoded.set(g, out)
+  return out
 }
 
 /**
@@ -66,8 +101,8 @@ export const pack = (
  */
 const wellFormed = (g: Group): boolean =>
   typeof g === "object" && g !== null && typeof g.paths === "string" && typeof g.kinds === "string" &&
-  typeof g.evidence === "string" && Array.isArray(g.stats) && Array.isArray(g.racy) && g.kinds.length > 0 &&
-  g.stats.length === g.kinds.length * FIELDS && /^[flda]*$/.test(g.kinds)
+  typeof g.evidence === "string" && typeof g.stats === "string" && Array.isArray(g.racy) && g.kinds.length > 0 &&
+  /^[flda]*$/.test(g.kinds) && statsOf(g) !== undefined
 
 /** Whether two groups hold the same observations (either may be absent: then not). */
 export const equal = (a: Group | undefined, b: Group | undefined): boolean => {
@@ -75,10 +110,9 @@ export const equal = (a: Group | undefined, b: Group | undefined): boolean => {
   if (a === b) return true
   if (
     a.paths !== b.paths || a.kinds !== b.kinds || a.evidence !== b.evidence || a.racy.length !== b.racy.length ||
-    a.stats.length !== b.stats.length
+    a.stats !== b.stats
   ) return false
   for (let i = 0; i < a.racy.length; i++) if (a.racy[i] !== b.racy[i]) return false
-  for (let i = 0; i < a.stats.length; i++) if (a.stats[i] !== b.stats[i]) return false
   return true
 }
 
@@ -108,7 +142,7 @@ export const firstChanged = (
   const table = StatMany.lstatJoined(`${workspace}/`, g.paths, n, workspace)
   if (table.count !== n) return ""
   const racy = g.racy.length === 0 ? undefined : new Set(g.racy)
-  const s = g.stats
+  const s = statsOf(g)!
   let evidence: ReadonlyArray<string> | undefined
   for (let i = 0; i < n; i++) {
     const there = StatMany.statAt(table, i, st)
