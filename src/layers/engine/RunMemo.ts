@@ -23,6 +23,7 @@ import * as path from "node:path"
 import * as AtomicFile from "../../os/AtomicFile.js"
 import * as Journal from "../../os/Journal.js"
 import { nameHash, sha256Hex } from "../../os/LazyCrypto.js"
+import * as TextFile from "../../os/TextFile.js"
 import * as Generation from "../store/Generation.js"
 import * as Layout from "../store/Layout.js"
 import { namesOf, type Present, type SnapshotObservation } from "../store/SnapshotObservation.js"
@@ -270,7 +271,7 @@ const readJournal = (file: string): { readonly text: string; readonly stamp: str
   let fd: number | undefined
   try {
     fd = fs.openSync(journalOf(file), "r")
-    return { stamp: stampOf(fs.fstatSync(fd, { bigint: true })), text: fs.readFileSync(fd, "utf8") }
+    return { stamp: stampOf(fs.fstatSync(fd, { bigint: true })), text: TextFile.read(fd) }
   } catch {
     return { stamp: "-", text: "" }
   } finally {
@@ -324,7 +325,7 @@ export const read = (storeRoot: string, workspace: string, handOver = false, san
     let memo: Memo
     if (parsed !== undefined && parsed.file === file && parsed.stamp === stamp) memo = unchecked(parsed.memo)
     else {
-      memo = JSON.parse(fs.readFileSync(fd, "utf8")) as Memo
+      memo = JSON.parse(TextFile.read(fd)) as Memo
       if (typeof memo.processes !== "object" || memo.processes === null) return undefined
       applyJournal(memo, journal.text)
       if (handOver) {

@@ -14,6 +14,7 @@ import type * as Digest from "../../../../domain/Digest.js"
 import * as AtomicFile from "../../../../os/AtomicFile.js"
 import { mkdirp } from "../../../../os/Mkdirp.js"
 import * as RawStat from "../../../../os/RawStat.js"
+import * as TextFile from "../../../../os/TextFile.js"
 import * as Generation from "../../Generation.js"
 import type { SnapshotObservation } from "../../SnapshotObservation.js"
 import type { HashProgress, SessionOptions, SnapshotSession } from "../../SnapshotSession.js"
@@ -170,7 +171,7 @@ const load = (index: StatIndex): Loaded => {
   let savedAtNs = 0n
   const entries = new Map<string, Entry>()
   try {
-    const json = JSON.parse(fs.readFileSync(index.file, "utf8")) as {
+    const json = JSON.parse(TextFile.read(index.file)) as {
       v?: number
       savedAtNs: string
       entries: Record<string, Entry>

@@ -17,13 +17,13 @@
  *
  * @internal
  */
-import { isAscii } from "node:buffer"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../../../../domain/Digest.js"
 import * as AtomicFile from "../../../../os/AtomicFile.js"
 import { sha256Hex } from "../../../../os/LazyCrypto.js"
 import { mkdirp } from "../../../../os/Mkdirp.js"
+import * as TextFile from "../../../../os/TextFile.js"
 import * as Shims from "../../Shims.js"
 import * as Observation from "../../SnapshotObservation.js"
 import type * as Tree from "../tree.js"
@@ -79,10 +79,7 @@ export const encodePack = (walks: ReadonlyMap<string, string>): string =>
 /** Reads a file of the store, as text; undefined when there is none or it cannot be read. */
 const readText = (file: string): string | undefined => {
   try {
-    const bytes = fs.readFileSync(file)
-    // Node's UTF-8 decoding of a file this large costs several times the copy that latin1 is, and bytes that are all
-    // ASCII (paths in ASCII: the usual case) are the same characters either way.
-    return isAscii(bytes) ? bytes.toString("latin1") : bytes.toString("utf8")
+    return TextFile.read(file)
   } catch {
     return undefined
   }
