@@ -236,6 +236,35 @@ layer(Layer.fresh(stack({ root })), { timeout: "60 seconds" })("ProcessRunner", 
       assert.strictEqual(yield* text(r.stdoutDigest), `${u}\n`)
       assert.isTrue(fs.existsSync(path.join(root, "named_caches", "shared", `marker-${u}`)))
     }))
+
+  it.effect("a named cache takes the place of what the inputs hold at its path (a tool's cache left by a run by hand)", () =>
+    Effect.gen(function*() {
+      const store = yield* Store
+      const u = unique()
+      const work = fs.mkdtempSync(path.join(outside, "in-"))
+      // What `vitest run` in a package leaves: its cache under the package's node_modules, which the inputs take.
+      fs.mkdirSync(path.join(work, "node_modules", ".vite", "vitest"), { recursive: true })
+      fs.writeFileSync(path.join(work, "node_modules", ".vite", "vitest", "results.json"), "stale\n")
+      fs.writeFileSync(path.join(work, "node_modules", ".vite", "top.txt"), "stale\n")
+      fs.writeFileSync(path.join(work, "src.txt"), `${u}\n`)
+      const input = yield* store.snapshot(work)
+      const r = yield* run(
+        new Process({
+          argv: ["/bin/sh", "-c", `ls node_modules/.vite; echo ${u} > node_modules/.vite/seen-${u}`],
+          env: { PATH },
+          inputDigest: input,
+          namedCaches: { vite: "node_modules/.vite" },
+          cache: "never"
+        })
+      )
+      assert.strictEqual(r.exitCode, 0, yield* text(r.stderrDigest))
+      // The process saw the named cache, not the inputs' copy, and wrote into it.
+      assert.notInclude(yield* text(r.stdoutDigest), "top.txt")
+      assert.strictEqual(fs.readFileSync(path.join(root, "named_caches", "vite", `seen-${u}`), "utf8"), `${u}\n`)
+      // The workspace copy the inputs were taken from is untouched.
+      assert.strictEqual(fs.readFileSync(path.join(work, "node_modules", ".vite", "top.txt"), "utf8"), "stale\n")
+      assert.deepStrictEqual(sandboxesLeft(), [])
+    }))
 })
 
 describe("ProcessRunner (groups end with their run)", () => {

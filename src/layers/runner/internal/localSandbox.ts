@@ -13,6 +13,7 @@ import { materializeFailed, SandboxError } from "../../../domain/Sandbox.js"
 import type { StoreError } from "../../../domain/StoreErrors.js"
 import { describeErrno } from "../../../os/Errno.js"
 import { mkdirp } from "../../../os/Mkdirp.js"
+import { removeTree } from "../../../os/RemoveTree.js"
 import * as Sandboxes from "../../sandbox/Sandboxes.js"
 import type * as Store from "../../store/Store.js"
 import type { LocalRun } from "./localRun.js"
@@ -61,6 +62,10 @@ const prepare = (sandbox: string, proc: Process, namedCachesDir: string, inTrees
         if (inTrees.has(segments.join("/"))) continue
         const link = path.join(sandbox, ...segments)
         mkdirp(path.dirname(link))
+        // The inputs may hold the tool's cache there too (vitest run by hand in a package leaves
+        // `node_modules/.vite`): the named cache takes its place, as it does inside a mounted tree's overlay. A
+        // symlink there was refused above; what is left is the sandbox's own copy of the inputs.
+        if (fs.lstatSync(link, { throwIfNoEntry: false }) !== undefined) removeTree(link)
         fs.symlinkSync(target, link)
       }
       for (const out of [...proc.outputFiles, ...proc.outputDirectories]) {
