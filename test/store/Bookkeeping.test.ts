@@ -11,7 +11,7 @@ import * as path from "node:path"
 import type * as Store from "../../src/layers/store/Store.js"
 import { tempDir, tempStore, writeTree } from "../utils/temp.js"
 
-const GLOBS = ["node_modules/**", "packages/*/node_modules/**", "src/**"]
+const GLOBS = ["node_modules/**", "packages/*/node_modules/**", "src/**", "packages/b/**"]
 
 /** Moves every time under `ws` away from "just now", so that no stat is racy when a session walks it. */
 const settle = (ws: string) => {
@@ -83,5 +83,39 @@ describe("package managers' bookkeeping files", () => {
       // Any other file of node_modules is an input.
       writeTree(ws, { "packages/a/node_modules/q/index.js": "module.exports = 3\n" })
       assert.notDeepEqual(yield* digestOf(store, ws), outside)
+    }))
+
+  it.scoped("tools' caches directly inside node_modules are not inputs either, however the globs take them", () =>
+    Effect.gen(function*() {
+      const ws = yield* tempDir("kiln-tool-caches-")
+      writeTree(ws, {
+        "src/a.txt": "a\n",
+        "node_modules/p/index.js": "module.exports = 1\n",
+        "packages/a/node_modules/q/index.js": "module.exports = 2\n",
+        // A package of an npm workspace: no node_modules of its own but what a tool run in it leaves there.
+        "packages/b/index.js": "export const b = 1\n"
+      })
+      const store = yield* tempStore()
+      const before = yield* digestOf(store, ws)
+
+      // What vitest, vite and find-cache-dir's users leave, in the root's, a package's and a bare package's.
+      writeTree(ws, {
+        "node_modules/.vite/vitest/results.json": "{\"version\":\"3.0.0\"}\n",
+        "node_modules/.cache/babel-loader/x.json": "{}\n",
+        "packages/a/node_modules/.vite/deps/_metadata.json": "{}\n",
+        "packages/a/node_modules/.vite-temp/vite.config.ts.timestamp-1.mjs": "export default {}\n",
+        "packages/b/node_modules/.vite/vitest/results.json": "{}\n",
+        "packages/b/node_modules/.vitest/results.json": "{}\n"
+      })
+      assert.deepStrictEqual(yield* digestOf(store, ws), before)
+      writeTree(ws, { "packages/b/node_modules/.vite/vitest/results.json": "{\"changed\":true}\n" })
+      assert.deepStrictEqual(yield* digestOf(store, ws), before)
+
+      // A directory of that name deeper than node_modules itself, or outside it, is an input.
+      writeTree(ws, { "node_modules/p/.cache/data.json": "{}\n" })
+      const nested = yield* digestOf(store, ws)
+      assert.notDeepEqual(nested, before)
+      writeTree(ws, { "src/.vite/x.txt": "x\n" })
+      assert.notDeepEqual(yield* digestOf(store, ws), nested)
     }))
 })

@@ -1,9 +1,9 @@
 /**
  * A workspace with a `node_modules` per package, as pnpm and yarn install it, declared as users write it
  * (`**` + `/node_modules/**`, or `packages/*` + `/node_modules/**`): each of those directories is taken whole, as
- * `node_modules/**` is. Its tree is the directory on disk (pnpm's empty `.tmp` included) and it stands in for its
- * tree, so the engine mounts and records each once, rather than copying and recording every path under it. So is
- * each directory of `packages/*` + `/src/**`, as `src/**` is.
+ * `node_modules/**` is. Its tree is the directory on disk (pnpm's empty `.tmp` included, tools' caches not) and it
+ * stands in for its tree, so the engine mounts and records each once, rather than copying and recording every path
+ * under it. So is each directory of `packages/*` + `/src/**`, as `src/**` is.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -24,7 +24,9 @@ const workspace = Effect.gen(function*() {
     "packages/b/node_modules/a": { link: "../../a" }
   })
   fs.mkdirSync(path.join(ws, "node_modules/.tmp"))
-  fs.mkdirSync(path.join(ws, "packages/b/node_modules/.cache"))
+  fs.mkdirSync(path.join(ws, "packages/b/node_modules/.ignored"))
+  // A tool's cache (see snapshotFilter.TOOL_CACHES): on disk, and not an input.
+  writeTree(ws, { "packages/b/node_modules/.cache/babel-loader/x.json": "{}\n" })
   settleTimes(ws)
   return ws
 })
@@ -58,18 +60,20 @@ describe("globs that take every node_modules of a workspace", () => {
           [...whole].sort()
         )
         for (const dir of taken.wholeDirectories) {
-          // The tree of each is the directory as it is on disk (bookkeeping aside), from a snapshot with no globs.
+          // The tree of each is the directory as it is on disk (bookkeeping and tools' caches aside), from a snapshot
+          // with no globs.
           const copy = path.join(yield* tempDir("kiln-whole-globs-copy-"), "nm")
           fs.cpSync(dir.abs, copy, {
             recursive: true,
             verbatimSymlinks: true,
-            filter: (p) => path.basename(p) !== ".modules.yaml"
+            filter: (p) => ![".modules.yaml", ".cache"].includes(path.basename(p))
           })
           assert.deepStrictEqual(dir.digest, yield* store.snapshot(copy), dir.abs)
           assert.isTrue(dir.unchanged())
         }
         const paths = (yield* store.listTree(taken.digest)).map((e) => e.path)
-        assert.include(paths, "packages/b/node_modules/.cache")
+        assert.include(paths, "packages/b/node_modules/.ignored")
+        assert.notInclude(paths, "packages/b/node_modules/.cache")
         assert.notInclude(paths, "package.json")
         // The next session takes the same trees, from the digests the first one saved.
         const again = yield* snapshotInSession(store, ws, globs)
@@ -80,13 +84,13 @@ describe("globs that take every node_modules of a workspace", () => {
   it.scoped("an exclude that reaches into them keeps them from being taken whole, and is honoured", () =>
     Effect.gen(function*() {
       const ws = yield* workspace
-      fs.writeFileSync(path.join(ws, "packages/b/node_modules/.cache/x.map"), "{}\n")
+      fs.writeFileSync(path.join(ws, "packages/b/node_modules/.ignored/x.map"), "{}\n")
       settleTimes(ws)
       const store = yield* tempStore()
       const taken = yield* snapshotInSession(store, ws, ["**/node_modules/**", "!**/*.map"])
       assert.deepStrictEqual(taken.wholeDirectories, [])
       const paths = (yield* store.listTree(taken.digest)).map((e) => e.path)
-      assert.notInclude(paths, "packages/b/node_modules/.cache/x.map")
+      assert.notInclude(paths, "packages/b/node_modules/.ignored/x.map")
       assert.include(paths, "node_modules/.pnpm/dep@1.0.0/node_modules/dep/index.js")
     }))
 })

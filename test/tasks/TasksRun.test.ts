@@ -3,8 +3,8 @@
  * `is-odd` (from the registry: pnpm links it into `packages/core/node_modules` only), `app` builds one that imports
  * `core`, and `app`'s test runs it. Every process runs from tasks declared once; `test:app` resolves core's `dist/`
  * (its build's outputs) and, from there, `is-odd` through core's own `node_modules`, which the tasks make inputs of
- * core's consumers. A run where nothing changed is all cache hits, answered by the run memo; a changed script runs
- * its package's processes again.
+ * core's consumers. A run where nothing changed is all cache hits, answered by the run memo, and so is one after
+ * tools run by hand left their caches under node_modules; a changed script runs its package's processes again.
  *
  * The install fetches pnpm and two small packages the first time on a machine, into caches under the system's temp
  * directory kept for the next run (as test/engine/RealTrees.test.ts does).
@@ -139,6 +139,17 @@ describe("tasks: kiln run on a real pnpm workspace", () => {
         const noop = kiln(["run"], { KILN_NOOP_DEBUG: "1" })
         assert.include(noop.both, "no-op check: nothing changed", noop.both)
         assert.strictEqual(noop.summary!.cacheHits, 3, noop.both)
+
+        // Tools run by hand leave their caches under node_modules (vitest, vite, babel-loader): not inputs, so the
+        // next run is all cache hits, as it is on a checkout where nobody ran them.
+        writeTree(ws, {
+          "packages/core/node_modules/.vite/vitest/results.json": "{\"version\":\"3.0.0\"}\n",
+          "packages/app/node_modules/.cache/babel-loader/x.json": "{}\n",
+          "node_modules/.vite-temp/vite.config.ts.timestamp-1.mjs": "export default {}\n"
+        })
+        const byHand = kiln(["run"])
+        assert.strictEqual(byHand.code, 0, byHand.both)
+        assert.strictEqual(byHand.summary!.cacheHits, 3, byHand.both)
 
         // A script is part of its process, and package.json one of its package's files: changing app's test script runs
         // app's processes again, with kiln.json unchanged, and not core's.

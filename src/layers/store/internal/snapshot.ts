@@ -62,6 +62,8 @@ const walkDir = (w: Walk, abs: string, rel: string, into: Tree.Node): Effect.Eff
   Effect.suspend(() => {
     const stack: Array<{ abs: string; rel: string; node: Tree.Node }> = [{ abs, rel, node: into }]
     const visited: Array<{ readonly rel: string; readonly node: Tree.Node }> = []
+    /** Directories that held a tool's cache, which was left out: one that held nothing else is left out too. */
+    const heldCaches = new Set<Tree.Node>()
     let current: { entries: Array<fs.Dirent>; i: number; abs: string; rel: string; node: Tree.Node } | undefined
     const step = (): Effect.Effect<void, StoreError> => {
       for (;;) {
@@ -100,8 +102,11 @@ const walkDir = (w: Walk, abs: string, rel: string, into: Tree.Node): Effect.Eff
           }
         }
         if (kind === "dir") {
-          // Beneath a directory the filter takes all of, nothing is pruned (see `Filter.takesAll`).
-          if (w.inWhole !== true && w.filter?.prunes(childRel)) continue
+          // Beneath a directory the filter takes all of, nothing is pruned (see `Filter.takesAll`) but tools' caches.
+          if (w.inWhole === true ? w.filter?.skipsBeneathWhole(childRel) : w.filter?.prunes(childRel)) {
+            if (w.filter?.skipsBeneathWhole(childRel) === true) heldCaches.add(current.node)
+            continue
+          }
           if (w.index !== undefined && w.inWhole !== true && w.filter?.takesAll(childRel) === true) {
             // Walked on its own, once per session, for every snapshot that takes it whole to share.
             const [parent, name] = [current.node, entry.name]
@@ -141,6 +146,17 @@ const walkDir = (w: Walk, abs: string, rel: string, into: Tree.Node): Effect.Eff
           if (read !== undefined) added(w, node, entry.name, childRel, read)
         } else {
           return Effect.fail(unsnapshottable(childAbs)())
+        }
+      }
+      // A `node_modules` that holds only what a tool run by hand left (`vitest` in a package without one) is not
+      // an input either: the same tree before and after.
+      for (let k = visited.length - 1; k >= 0 && heldCaches.size > 0; k--) {
+        const n = visited[k]!.node
+        for (const [name, child] of n.dirs) {
+          if ("dirs" in child && heldCaches.has(child) && Tree.isEmpty(child)) {
+            n.dirs.delete(name)
+            heldCaches.add(n)
+          }
         }
       }
       // Children were visited after their parents: dropping empty ones from the last up leaves no empty directory.

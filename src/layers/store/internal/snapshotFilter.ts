@@ -21,7 +21,7 @@ export interface Filter {
    * Whether everything under a directory is included (a glob like `node_modules/**` takes it, and no exclude can
    * reach into it): its walk is then the same for every filter that takes it whole, and is shared (see `wholeDirs`),
    * and its tree holds its empty directories too (see `snapshot.walkDir`), and all but a package manager's bookkeeping
-   * files (see {@link BOOKKEEPING}). `""` is the snapshot's root.
+   * files (see {@link BOOKKEEPING}) and tools' caches (see {@link TOOL_CACHES}). `""` is the snapshot's root.
    */
   readonly takesAll: (relDir: string) => boolean
   /**
@@ -29,6 +29,8 @@ export interface Filter {
    * thousands of paths in a real `node_modules`), only the bookkeeping files are left out.
    */
   readonly includesBeneathWhole: (relPath: string) => boolean
+  /** Whether a walk beneath a directory {@link takesAll} took skips the directory `relDir`: a tool's cache's. */
+  readonly skipsBeneathWhole: (relDir: string) => boolean
   /** The include globs, each on its own: a snapshot says which of them matched nothing (see `Matched`). */
   readonly includeGlobs: ReadonlyArray<IncludeGlob>
 }
@@ -77,8 +79,42 @@ export const isBookkeeping = (relPath: string): boolean => {
 }
 
 /**
+ * Directories tools keep their caches in directly inside a `node_modules` directory, never inputs either: vite's
+ * pre-bundled dependencies and bundled config (`.vite`, `.vite-temp`), vitest's results (`.vite/vitest`, or `.vitest`
+ * before), and `find-cache-dir`'s shared one (`.cache`: babel-loader, terser, eslint, storybook, nx). A tool run by
+ * hand in a package (`vitest`, `vite build`) leaves them in the workspace, and as inputs each such run would change
+ * the keys of every task that takes the package or its `node_modules`, and two checkouts would share none. A cache a
+ * process needs across runs is a named cache (`namedCaches`).
+ *
+ * @internal
+ */
+export const TOOL_CACHES: ReadonlySet<string> = new Set([".cache", ".vite", ".vite-temp", ".vitest"])
+
+/** Whether the directory `relDir` is a tool's cache (see {@link TOOL_CACHES}). @internal */
+export const isToolCache = (relDir: string): boolean => {
+  const slash = relDir.lastIndexOf("/")
+  if (!TOOL_CACHES.has(relDir.slice(slash + 1))) return false
+  const parent = slash < 0 ? "" : relDir.slice(0, slash)
+  return parent === "node_modules" || parent.endsWith("/node_modules")
+}
+
+/** Whether `relPath` is in a tool's cache (see {@link TOOL_CACHES}), or is one. */
+const inToolCache = (relPath: string): boolean => {
+  for (let at = relPath.indexOf("node_modules/."); at >= 0; at = relPath.indexOf("node_modules/.", at + 1)) {
+    if (at > 0 && relPath[at - 1] !== "/") continue
+    const end = relPath.indexOf("/", at + 13)
+    if (isToolCache(end < 0 ? relPath : relPath.slice(0, end))) return true
+  }
+  return false
+}
+
+/** Not an input whatever the globs say: a package manager's bookkeeping file, or a path in a tool's cache. */
+const neverInput = (relPath: string): boolean => isBookkeeping(relPath) || inToolCache(relPath)
+
+/**
  * Globs relative to the snapshot root; a leading `!` excludes. With no include glob, everything is included.
- * A package manager's bookkeeping files ({@link BOOKKEEPING}) are excluded under any glob: they are not inputs.
+ * A package manager's bookkeeping files ({@link BOOKKEEPING}) and tools' caches ({@link TOOL_CACHES}) are excluded
+ * under any glob: they are not inputs.
  *
  * @internal
  */
@@ -124,10 +160,11 @@ const compileFilter = (globs: ReadonlyArray<string>): Filter | undefined => {
       !excludeBases.some((b) => within(d, b) || d === "" || b.startsWith(`${d}/`)),
     starts: bases !== undefined && !bases.some((b) => b === "") ? starts : undefined,
     includeGlobs: include.map((glob) => ({ glob, matches: Glob.matcher([glob]), base: Glob.baseOf(glob) })),
-    includes: (p) => inc(p) && !exc(p) && !isBookkeeping(p),
+    includes: (p) => inc(p) && !exc(p) && !neverInput(p),
     includesBeneathWhole: (p) => !isBookkeeping(p),
+    skipsBeneathWhole: isToolCache,
     prunes: (d) =>
-      exc(d) ||
+      exc(d) || inToolCache(d) ||
       (bases !== undefined &&
         !bases.some((b) => b === "" || b === d || b.startsWith(`${d}/`) || d.startsWith(`${b}/`)))
   }

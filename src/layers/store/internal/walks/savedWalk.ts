@@ -20,8 +20,11 @@
  */
 import type * as Observation from "../../SnapshotObservation.js"
 
-/** 4: columns, paths relative to the directory, joined, integers as numbers (see the module's comment). */
-export const FORMAT = 4
+/**
+ * 5: columns, paths relative to the directory, joined, integers as numbers (see the module's comment); tools' caches
+ * left out (4 had them).
+ */
+export const FORMAT = 5
 
 /** A stat integer as saved: a number when it is a safe integer, else its decimal string. */
 type Int = number | string

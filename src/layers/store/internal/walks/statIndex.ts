@@ -163,8 +163,11 @@ export const of = (session: SnapshotSession): StatIndex => {
   return index
 }
 
-/** 2: a `.bin` shim's hash is of what the store took for it (see `Shims.ts`), not its bytes on disk. */
-const FORMAT = 2
+/**
+ * 2: a `.bin` shim's hash is of what the store took for it (see `Shims.ts`), not its bytes on disk. 3: tools' caches
+ * under `node_modules` left out of the walks it keeps (`snapshotFilter.TOOL_CACHES`).
+ */
+const FORMAT = 3
 
 const load = (index: StatIndex): Loaded => {
   if (index.loaded !== undefined) return index.loaded
