@@ -21,8 +21,9 @@ const STATS_CHARS = (FIELDS * 8 / 3) * 4
 
 /**
  * The observations of a directory taken whole. Row `i` is the `i`th path of `paths`, of kind `kinds[i]` (`f`, `l`,
- * `d`, or `a` for absent), with its stat at doubles `6i…6i+5` of `stats` and its evidence (see `RunMemo.GROUP`) the `i`th of
- * `evidence`; `racy` lists the rows whose stat was taken within a tick of a change, which hold only by their content.
+ * `d`, or `a` for absent), with its stat at doubles `6i…6i+5` of `stats` and its evidence (see `RunMemo.GROUP`) the
+ * `i`th of `evidence`; `racy` lists the rows whose stat was taken within a tick of a change, which hold only by their
+ * content.
  */
 export interface Group {
   /** Paths relative to the workspace, separated by NUL (which no path holds). */
