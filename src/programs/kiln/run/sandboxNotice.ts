@@ -23,7 +23,8 @@ export interface StrictProbe {
  * no probe program that an earlier run on this boot has already run.
  */
 export const strictProbe = (answersDir: string = PrivateDir.socketDirectory()): StrictProbe | undefined => {
-  // Only in a directory this user alone can write: answers planted by another would turn the sandbox off.
+  // Only in a directory this user alone can write: answers planted by another would turn the sandbox off. Checked
+  // even as `socketDirectory` gives it: where it can make no private one, it returns one that may not be.
   if (fs.existsSync(answersDir) && PrivateDir.inspect(answersDir, "own") === undefined) {
     MountNamespace.rememberProbesIn(path.join(answersDir, "probes.json"))
   }
