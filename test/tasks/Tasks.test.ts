@@ -295,6 +295,60 @@ describe("tasks", () => {
       }
     }))
 
+  it.scoped("what .gitignore files ignore at a package's top is not among its files; what a task names stays", () =>
+    Effect.gen(function*() {
+      const files = {
+        "package.json": JSON.stringify({ name: "root", private: true, workspaces: ["packages/*"] }),
+        "package-lock.json": "{}",
+        ".gitignore": "node_modules/\ncoverage\n*.tsbuildinfo\n.env\n.turbo/\n",
+        "packages/lib/.gitignore": "/scratch.txt\n",
+        // Left by tools run by hand: a coverage report, tsc's and turbo's state, a scratch file.
+        "packages/lib/coverage/lcov.info": "TN:\n",
+        "packages/lib/tsconfig.tsbuildinfo": "{}",
+        "packages/lib/.turbo/turbo-build.log": "",
+        "packages/lib/scratch.txt": "",
+        // Ignored, but read as tools build: kept.
+        "packages/lib/.env": "API=1\n",
+        "packages/lib/node_modules/dep/index.js": "",
+        ...libAndApp("^1.0.0")
+      }
+      const { config } = yield* expanded(files)
+      // lib's own build, and app's, which takes lib's files: both without what git ignores at lib's top.
+      const leftOut = [
+        "!packages/lib/.turbo/**",
+        "!packages/lib/coverage/**",
+        "!packages/lib/scratch.txt",
+        "!packages/lib/tsconfig.tsbuildinfo"
+      ]
+      // Its node_modules, which git ignores too, stays among its files.
+      assert.deepStrictEqual(config.processes["build:lib"]!.inputs, [
+        "packages/lib/**",
+        "package-lock.json",
+        "package.json",
+        "tsconfig.base.json",
+        "!packages/lib/dist/**",
+        ...leftOut
+      ])
+      assert.includeMembers([...config.processes["build:app"]!.inputs!], leftOut)
+      assert.notInclude(config.processes["build:app"]!.inputs!, "!packages/lib/.env")
+
+      // A path a task names (rootInputs, optionalInputs, writableInputs) stays in, though git ignores it.
+      const { config: named } = yield* expanded(files, {
+        tasks: {
+          build: {
+            outputs: ["dist/"],
+            rootInputs: ["packages/lib/coverage/lcov.info"],
+            optionalInputs: ["tsconfig.tsbuildinfo"],
+            writableInputs: [".turbo"]
+          }
+        }
+      })
+      assert.deepStrictEqual(
+        named.processes["build:lib"]!.inputs!.filter((g) => g.startsWith("!")),
+        ["!packages/lib/dist/**", "!packages/lib/scratch.txt"]
+      )
+    }))
+
   it.scoped("without workspaces, the root package is the one package", () =>
     Effect.gen(function*() {
       const { config } = yield* expanded({

@@ -4,7 +4,8 @@
  * `core`, and `app`'s test runs it. Every process runs from tasks declared once; `test:app` resolves core's `dist/`
  * (its build's outputs) and, from there, `is-odd` through core's own `node_modules`, which the tasks make inputs of
  * core's consumers. A run where nothing changed is all cache hits, answered by the run memo, and so is one after
- * tools run by hand left their caches under node_modules; a changed script runs its package's processes again.
+ * tools run by hand left their caches under node_modules and what the .gitignore ignores in a package (a `.env`
+ * excepted); a changed script runs its package's processes again.
  *
  * The install fetches pnpm and two small packages the first time on a machine, into caches under the system's temp
  * directory kept for the next run (as test/engine/RealTrees.test.ts does).
@@ -44,6 +45,7 @@ describe("tasks: kiln run on a real pnpm workspace", () => {
           "package.json": JSON.stringify({ name: "root", private: true }),
           "pnpm-workspace.yaml": "packages:\n  - packages/*\n",
           "kiln.json": KILN_JSON,
+          ".gitignore": "node_modules\ncoverage/\n*.tsbuildinfo\n.env\n",
           "packages/core/package.json": JSON.stringify({
             name: "core",
             version: "1.0.0",
@@ -140,16 +142,31 @@ describe("tasks: kiln run on a real pnpm workspace", () => {
         assert.include(noop.both, "no-op check: nothing changed", noop.both)
         assert.strictEqual(noop.summary!.cacheHits, 3, noop.both)
 
-        // Tools run by hand leave their caches under node_modules (vitest, vite, babel-loader): not inputs, so the
-        // next run is all cache hits, as it is on a checkout where nobody ran them.
+        // Tools run by hand leave their caches under node_modules (vitest, vite, babel-loader), and what the
+        // .gitignore ignores at a package's top (a coverage report, tsc's build info): not inputs, so the next run is
+        // all cache hits, as it is on a checkout where nobody ran them.
         writeTree(ws, {
           "packages/core/node_modules/.vite/vitest/results.json": "{\"version\":\"3.0.0\"}\n",
           "packages/app/node_modules/.cache/babel-loader/x.json": "{}\n",
-          "node_modules/.vite-temp/vite.config.ts.timestamp-1.mjs": "export default {}\n"
+          "node_modules/.vite-temp/vite.config.ts.timestamp-1.mjs": "export default {}\n",
+          "packages/core/coverage/lcov.info": "TN:\n",
+          "packages/app/tsconfig.tsbuildinfo": "{}"
         })
         const byHand = kiln(["run"])
         assert.strictEqual(byHand.code, 0, byHand.both)
         assert.strictEqual(byHand.summary!.cacheHits, 3, byHand.both)
+
+        // A .env is ignored too, but tools read it as they build: a new one is an input of its package's processes
+        // (core's build, and app's build, which takes core's files), and test:app, whose inputs are the same bytes,
+        // is a hit.
+        writeTree(ws, { "packages/core/.env": "MODE=dev\n" })
+        const withEnv = kiln(["run"])
+        assert.strictEqual(withEnv.code, 0, withEnv.both)
+        assert.deepStrictEqual(
+          withEnv.summary!.processes.filter((p) => p.source !== "cache-hit").map((p) => p.name).sort(),
+          ["build:app", "build:core"],
+          withEnv.both
+        )
 
         // A script is part of its process, and package.json one of its package's files: changing app's test script runs
         // app's processes again, with kiln.json unchanged, and not core's.

@@ -378,14 +378,48 @@ const pathProblems = (ctx: Context, key: string, tc: TaskConfig): Array<TaskProb
   return problems
 }
 
-/** The package's files but the outputs of its tasks (which their processes give, fresh, where they are deps). */
+/**
+ * Entries at the top of a package that stay inputs though git ignores them: its package.json and `node_modules`
+ * (taken on their own), `.env` files, which tools read as they build (a Next.js or Vite build without the `.env` it
+ * reads by hand would be another build, and silently), and a name a glob would read as more than itself.
+ */
+const keptThoughIgnored = (name: string) =>
+  name === "node_modules/" || name === "node_modules" || name === "package.json" || name.startsWith(".env") ||
+  /[*?[\]{}()!+@\\|]/.test(name)
+
+/**
+ * The package's files but the outputs of its tasks (which their processes give, fresh, where they are deps), and the
+ * exclusions of what git ignores at its top (`gitIgnore.ts`): those are kept apart, since an input named otherwise
+ * wins over them (see {@link inputsOf}).
+ */
 const filesOf = (ctx: Context, q: Package) => {
   const excluded = new Set<string>()
   for (const t of ctx.taskNames) {
     for (const out of declared(ctx, t, q)?.tc.outputs ?? []) excluded.add(outputExclusion(q.directory, out))
   }
   if (q.directory === "") excluded.add("!.git/**")
-  return { include: [under(q.directory, "**")], exclude: [...excluded] }
+  const ignored = q.ignored.filter((name) => !keptThoughIgnored(name)).map((name) => outputExclusion(q.directory, name))
+  return { include: [under(q.directory, "**")], exclude: [...excluded], ignored }
+}
+
+/** The literal directories a glob starts with (all of it when it has no magic). */
+const literalStart = (g: string) => {
+  const literal: Array<string> = []
+  for (const s of g.split("/")) {
+    if (/[*?[\]{}()!+@\\]/.test(s)) break
+    literal.push(s)
+  }
+  return literal.join("/")
+}
+
+/**
+ * Whether the exclusion `!x` (`!dir/**` or `!file`) may leave out a path the glob `g` takes: when `g`'s literal start
+ * is `x`, lies under it or holds it (told without a glob library: the no-op check runs this too).
+ */
+const overlaps = (exclusion: string, g: string): boolean => {
+  const x = exclusion.slice(1).replace(/\/\*\*$/, "")
+  const start = literalStart(g)
+  return start === "" || start === x || start.startsWith(`${x}/`) || x.startsWith(`${start}/`)
 }
 
 /** The inputs of a task of package `p` (see the module's comment). */
@@ -393,15 +427,23 @@ const inputsOf = (ctx: Context, p: Package, tc: TaskConfig, built: ReadonlySet<P
   const dir = p.directory
   const include: Array<string> = []
   const exclude: Array<string> = []
+  const ignored: Array<string> = []
+  // The globs that take a package's files whole: what git ignores is left out of them alone.
+  const whole = new Set<string>()
   const take = (globs: ReadonlyArray<string>, at: (g: string) => string) => {
     for (const g of globs) {
       if (g.startsWith("!")) exclude.push(`!${at(g.slice(1))}`)
       else include.push(at(g))
     }
   }
+  const takeFiles = (q: Package) => {
+    const files = filesOf(ctx, q)
+    take([...files.include, ...files.exclude], (g) => g)
+    for (const g of files.include) whole.add(g)
+    ignored.push(...files.ignored)
+  }
   if (tc.inputs === undefined) {
-    const own = filesOf(ctx, p)
-    take([...own.include, ...own.exclude], (g) => g)
+    takeFiles(p)
   } else {
     take(tc.inputs, (g) => under(dir, g))
     include.push(under(dir, "package.json"))
@@ -414,12 +456,19 @@ const inputsOf = (ctx: Context, p: Package, tc: TaskConfig, built: ReadonlySet<P
       include.push(under(d.directory, "package.json"))
       if (d.nodeModules) include.push(under(d.directory, "node_modules/**"))
     } else {
-      const files = filesOf(ctx, d)
-      take([...files.include, ...files.exclude], (g) => g)
+      takeFiles(d)
     }
   }
   take(tc.rootInputs ?? [], (g) => g)
-  return [...new Set(include), ...new Set(exclude)]
+  // Excludes win over includes, so an ignored path any other glob of the process names (`rootInputs`,
+  // `optionalInputs`, `writableInputs`, a dependency's `node_modules`) stays in.
+  const named = [
+    ...include.filter((g) => !whole.has(g)),
+    ...(tc.optionalInputs ?? []).filter((g) => !g.startsWith("!")).map((g) => under(dir, g)),
+    ...(tc.writableInputs ?? []).map((w) => under(dir, w))
+  ]
+  const leftOut = ignored.filter((x) => !named.some((g) => overlaps(x, g)))
+  return [...new Set(include), ...new Set([...exclude, ...leftOut])]
 }
 
 /**

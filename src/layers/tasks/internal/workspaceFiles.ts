@@ -1,13 +1,15 @@
 /**
  * Reads what a workspace says about itself, once: its member globs (`pnpm-workspace.yaml`'s `packages`, else the root
  * `package.json`'s `workspaces`), each member's `package.json` (name, version, scripts, dependencies), which
- * `node_modules` directories exist, and the names of the files at the root. Synchronous plain code: the no-op check
- * runs it too, before it loads anything (see `programs/kiln/noop.ts`).
+ * `node_modules` directories exist, what the `.gitignore` files ignore at the top of each package (`gitIgnore.ts`),
+ * and the names of the files at the root. Synchronous plain code: the no-op check runs it too, before it loads
+ * anything (see `programs/kiln/noop.ts`).
  *
  * @internal
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
+import * as GitIgnore from "./gitIgnore.js"
 import { directoriesOf, globMatcher } from "./packageGlobs.js"
 import { readPackages } from "./pnpmWorkspaceYaml.js"
 
@@ -29,6 +31,11 @@ export interface Package {
   readonly dependencies: ReadonlyArray<readonly [string, string]>
   /** Whether it has a `node_modules` directory with anything in it. */
   readonly nodeModules: boolean
+  /**
+   * The entries at the top of its directory that the workspace's `.gitignore` files ignore (`gitIgnore.ts`), sorted,
+   * a directory's with a trailing `/`.
+   */
+  readonly ignored: ReadonlyArray<string>
 }
 
 /** The workspace's packages and the root's files, as read. */
@@ -114,8 +121,17 @@ const memberGlobs = (
   return { file: "package.json", field, globs }
 }
 
+/** The entries of the directory `dir`, none when it cannot be read (its package.json was, so it is rare). */
+const entriesOf = (dir: string): Array<fs.Dirent> => {
+  try {
+    return fs.readdirSync(dir, { withFileTypes: true })
+  } catch {
+    return []
+  }
+}
+
 /** One member's `package.json`, read. */
-const readPackage = (root: string, directory: string): Package | Problem => {
+const readPackage = (root: string, directory: string, gitIgnore: GitIgnore.Reader): Package | Problem => {
   const file = directory === "" ? "package.json" : `${directory}/package.json`
   const json = readJson(root, file)
   if (isProblem(json)) return json
@@ -144,7 +160,8 @@ const readPackage = (root: string, directory: string): Package | Problem => {
     directory,
     scripts,
     dependencies,
-    nodeModules: hasModules(path.join(root, directory, "node_modules"))
+    nodeModules: hasModules(path.join(root, directory, "node_modules")),
+    ignored: gitIgnore.ignoredIn(directory, entriesOf(path.join(root, directory)))
   }
 }
 
@@ -213,8 +230,9 @@ export const read = (root: string, nodeDirectory: string = path.dirname(process.
     directories = [...found].filter((d) => !excluded.some((x) => x(d))).sort()
   }
   const packages: Array<Package> = []
+  const gitIgnore = new GitIgnore.Reader(root)
   for (const d of directories) {
-    const p = readPackage(root, d)
+    const p = readPackage(root, d, gitIgnore)
     if (isProblem(p)) return p
     packages.push(p)
   }
