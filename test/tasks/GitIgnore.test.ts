@@ -12,6 +12,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as GitIgnore from "../../src/layers/tasks/internal/gitIgnore.js"
+import { settleTimes } from "../utils/temp.js"
 
 /** A tree in a fresh temp directory, given to `use` and then removed. */
 const withTree = <A>(files: Record<string, string | null>, use: (root: string) => A): A => {
@@ -33,8 +34,7 @@ const withTree = <A>(files: Record<string, string | null>, use: (root: string) =
 }
 
 /** What kiln leaves out at the top of the package directory `dir`. */
-const ignoredIn = (root: string, dir: string) =>
-  new GitIgnore.Reader(root).ignoredIn(dir, fs.readdirSync(path.join(root, dir), { withFileTypes: true }))
+const ignoredIn = (root: string, dir: string) => new GitIgnore.Reader(root).ignoredIn(dir)
 
 /** The git that judges: no user's or system's config (a global excludes file would change its answers). */
 const GIT_ENV = { ...process.env, GIT_CONFIG_GLOBAL: "/dev/null", GIT_CONFIG_NOSYSTEM: "1" }
@@ -147,6 +147,23 @@ describe("gitIgnore: the top of a package as the workspace's .gitignore files ju
 
   it("a .gitignore larger than any real one is not read", () => {
     withTree({ ".gitignore": `coverage\n${"#".repeat(300 * 1024)}\n`, "pkg/coverage/x": "" }, (root) => {
+      assert.deepStrictEqual(ignoredIn(root, "pkg"), [])
+    })
+  })
+
+  it("an answer kept for a standby's next run is given again only while the directory and the rules are unchanged", () => {
+    withTree({ ".gitignore": "coverage\n", "pkg/src/a.ts": "", "pkg/coverage/x": "" }, (root) => {
+      settleTimes(root)
+      assert.deepStrictEqual(ignoredIn(root, "pkg"), ["coverage/"])
+      // Kept now (nothing changed within a tick): the same answer while nothing changes.
+      assert.deepStrictEqual(ignoredIn(root, "pkg"), ["coverage/"])
+      fs.writeFileSync(path.join(root, "pkg/debug.log"), "")
+      fs.appendFileSync(path.join(root, ".gitignore"), "*.log\n")
+      assert.deepStrictEqual(ignoredIn(root, "pkg"), ["coverage/", "debug.log"])
+      // The same size, rewritten in place: the rules are read again.
+      fs.writeFileSync(path.join(root, ".gitignore"), "coverag\n*.log\n")
+      assert.deepStrictEqual(ignoredIn(root, "pkg"), ["debug.log"])
+      fs.rmSync(path.join(root, "pkg/debug.log"))
       assert.deepStrictEqual(ignoredIn(root, "pkg"), [])
     })
   })

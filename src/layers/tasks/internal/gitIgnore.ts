@@ -15,6 +15,7 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { racyAt } from "../../../os/RawStat.js"
 import { globMatcher } from "./packageGlobs.js"
 
 /** One pattern of a `.gitignore`, with the directory of its file (workspace-relative, `""` for the root). */
@@ -172,8 +173,11 @@ const readRules = (root: string, dir: string): Read => {
     const read = fs.readSync(fd, bytes, 0, bytes.length, 0)
     const rules = parse(bytes.toString("utf8", 0, read), dir)
     const got = { identity: `${stat.dev}:${stat.ino}:${stat.size}:${stat.mtimeNs}:${stat.ctimeNs}`, rules }
-    if (readBefore.size > 1000) readBefore.clear()
-    readBefore.set(file, got)
+    // Changed within a timestamp tick, another change in the same tick would leave its times as they are: not kept.
+    if (!racyAt(stat, BigInt(Date.now()) * 1_000_000n)) {
+      if (readBefore.size > 1000) readBefore.clear()
+      readBefore.set(file, got)
+    }
     return got
   } catch {
     return NONE
@@ -242,6 +246,9 @@ class Chain {
 /** Chains made before, by the identities of their files (see {@link readBefore}). */
 const chainsBefore = new Map<string, Chain>()
 
+/** Package directories judged before, by path: the identity of their rules and their own, and the answer. */
+const judgedBefore = new Map<string, { readonly identity: string; readonly ignored: ReadonlyArray<string> }>()
+
 /** The `.gitignore` rules of a workspace, read once per directory. */
 export class Reader {
   private readonly chains = new Map<string, { readonly identity: string; readonly chain: Chain } | "unsure">()
@@ -250,11 +257,26 @@ export class Reader {
 
   /**
    * The names of the entries at the top of the package directory `dir` (workspace-relative) that the `.gitignore`
-   * files from the root down to it ignore, a directory's with a trailing `/`; `entries` are the directory's, as read.
+   * files from the root down to it ignore, a directory's with a trailing `/`.
    */
-  ignoredIn(dir: string, entries: ReadonlyArray<fs.Dirent>): Array<string> {
+  ignoredIn(dir: string): Array<string> {
     const found = this.chainOf(dir)
     if (found === "unsure" || found.chain.isEmpty) return []
+    const at = path.join(this.root, dir)
+    // A directory whose entries did not change (its times did not) under the same rules has the same answer: a
+    // standby engine's no-op check then lists no package directory at all.
+    const seen = fs.lstatSync(at, { bigint: true, throwIfNoEntry: false })
+    const identity = seen === undefined
+      ? undefined
+      : `${found.identity}|${seen.dev}:${seen.ino}:${seen.mtimeNs}:${seen.ctimeNs}`
+    const before = identity === undefined ? undefined : judgedBefore.get(at)
+    if (before !== undefined && before.identity === identity) return [...before.ignored]
+    let entries: Array<fs.Dirent>
+    try {
+      entries = fs.readdirSync(at, { withFileTypes: true })
+    } catch {
+      return []
+    }
     const ignored: Array<string> = []
     for (const e of entries) {
       const isDirectory = e.isDirectory()
@@ -262,7 +284,13 @@ export class Reader {
         ignored.push(isDirectory ? `${e.name}/` : e.name)
       }
     }
-    return ignored.sort()
+    ignored.sort()
+    // As a `.gitignore` read (see `readRules`), a directory changed within a timestamp tick is not kept.
+    if (identity !== undefined && !racyAt(seen!, BigInt(Date.now()) * 1_000_000n)) {
+      if (judgedBefore.size > 10_000) judgedBefore.clear()
+      judgedBefore.set(at, { identity, ignored })
+    }
+    return [...ignored]
   }
 
   /**

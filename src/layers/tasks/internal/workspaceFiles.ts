@@ -121,15 +121,6 @@ const memberGlobs = (
   return { file: "package.json", field, globs }
 }
 
-/** The entries of the directory `dir`, none when it cannot be read (its package.json was, so it is rare). */
-const entriesOf = (dir: string): Array<fs.Dirent> => {
-  try {
-    return fs.readdirSync(dir, { withFileTypes: true })
-  } catch {
-    return []
-  }
-}
-
 /** One member's `package.json`, read. */
 const readPackage = (root: string, directory: string, gitIgnore: GitIgnore.Reader): Package | Problem => {
   const file = directory === "" ? "package.json" : `${directory}/package.json`
@@ -161,7 +152,7 @@ const readPackage = (root: string, directory: string, gitIgnore: GitIgnore.Reade
     scripts,
     dependencies,
     nodeModules: hasModules(path.join(root, directory, "node_modules")),
-    ignored: gitIgnore.ignoredIn(directory, entriesOf(path.join(root, directory)))
+    ignored: gitIgnore.ignoredIn(directory)
   }
 }
 
