@@ -57,16 +57,21 @@ const outputsOf = (config: Config, name: string): Array<string> => {
   return (of?.outputs ?? []).map((o) => path.posix.join(of?.workingDirectory ?? "", o.replace(/^\?/, "")))
 }
 
-/** Whether `rel` is among the process's inputs: its globs' (a leading `!` excludes) or a dep's declared outputs. */
+/**
+ * Whether `rel` is among the process's inputs (its globs', a leading `!` excluding, or a dep's declared outputs): true,
+ * or false, or the exclusion that leaves out a path an include takes (one a task's `.gitignore` rule gave, say).
+ */
 const declared = (config: Config, name: string) => {
   const pc = config.processes[name]
   const globs = [...pc?.inputs ?? [], ...pc?.optionalInputs ?? []]
   const include = Glob.matcher(globs.filter((g) => !g.startsWith("!")))
-  const exclude = Glob.matcher(globs.filter((g) => g.startsWith("!")).map((g) => g.slice(1)))
+  const exclusions = globs.filter((g) => g.startsWith("!"))
   const outputs = [name, ...(pc?.deps ?? [])].flatMap((n) => outputsOf(config, n))
-  return (rel: string) =>
-    (include(rel) && !exclude(rel)) ||
-    outputs.some((o) => covers(o, rel))
+  return (rel: string): boolean | string => {
+    if (outputs.some((o) => covers(o, rel))) return true
+    if (!include(rel)) return false
+    return exclusions.find((x) => Glob.matcher([x.slice(1)])(rel)) ?? true
+  }
 }
 
 /** Whether the output `o` (a directory's ends with `/`) is `rel` or holds it. */
@@ -106,13 +111,20 @@ export const undeclaredHints = (
   for (const match of tail.matchAll(PATH_LIKE)) {
     const word = match[0].replace(/[.:,]+$/, "")
     const rel = relativeOf(word, proc, workspace)
-    if (rel === undefined || named.has(rel) || isDeclared(rel)) continue
+    if (rel === undefined || named.has(rel)) continue
+    const taken = isDeclared(rel)
+    if (taken === true) continue
     // Another process's output: there or not yet, it is that process's to make, and this one's to wait for.
     const producer = producerOf(rel)
     if (producer !== undefined) {
       named.set(rel, `hint: ${rel} is an output of ${producer}: add "${producer}" to the deps of ${name}`)
     } else if (isFile(path.join(workspace, rel))) {
-      named.set(rel, `hint: ${name} mentions ${rel}, which is not among its inputs`)
+      named.set(
+        rel,
+        taken === false
+          ? `hint: ${name} mentions ${rel}, which is not among its inputs`
+          : `hint: ${name} mentions ${rel}, which its inputs leave out (${JSON.stringify(taken)})`
+      )
     } else {
       continue
     }
