@@ -145,6 +145,26 @@ describe("gitIgnore: the top of a package as the workspace's .gitignore files ju
     })
   })
 
+  it("a workspace in a subdirectory of a repository: the .gitignore files above it apply, as they do to git", () => {
+    withTree({
+      ".git/HEAD": "ref: refs/heads/main\n",
+      ".gitignore": "coverage\n",
+      "web/.gitignore": "*.log\n",
+      "web/pkg/coverage/x": "",
+      "web/pkg/debug.log": "",
+      "web/pkg/src/a.ts": ""
+    }, (root) => {
+      const ours = new GitIgnore.Reader(path.join(root, "web")).ignoredIn("pkg")
+      assert.deepStrictEqual(ours, ["coverage/", "debug.log"])
+      assert.deepStrictEqual(ours, gitIgnoredIn(root, "web/pkg"))
+    })
+    // A worktree's `.git` is a file; a repository above that ignores everything (a home directory's dotfiles) leaves
+    // nothing out, since git would commit nothing of the workspace.
+    withTree({ ".git": "gitdir: /elsewhere\n", ".gitignore": "*\n", "web/pkg/coverage/x": "" }, (root) => {
+      assert.deepStrictEqual(new GitIgnore.Reader(path.join(root, "web")).ignoredIn("pkg"), [])
+    })
+  })
+
   it("a .gitignore larger than any real one is not read", () => {
     withTree({ ".gitignore": `coverage\n${"#".repeat(300 * 1024)}\n`, "pkg/coverage/x": "" }, (root) => {
       assert.deepStrictEqual(ignoredIn(root, "pkg"), [])

@@ -3,13 +3,14 @@
  * `.turbo` or `*.tsbuildinfo` a tool run by hand leaves there is not source, and a package's files as tasks take them
  * leave it out, as Turborepo's hash of "the files git would commit" does, so that the run after it changes no key.
  *
- * Only the committed `.gitignore` files from the workspace root down to the package are read (not `.git/info/exclude`
- * or a user's global excludes: every clone then leaves out the same), and only the package's own top-level entries
- * are judged: a deeper ignored path (`src/generated/`, written by a codegen a build reads) stays an input. Every doubt
- * keeps a path in: a pattern this cannot read exactly (escapes, braces), or longer or wilder than a real one, is
- * skipped when it ignores and gives the package up when it re-includes (`!`); a `.gitignore` that is a symlink, too
- * large or unreadable is not read; a package whose directory git ignores itself has nothing left out. Synchronous
- * plain code: the no-op check runs it too (see `workspaceFiles.ts`).
+ * Only the committed `.gitignore` files from the top of the git work tree (the workspace's root outside one) down to
+ * the package are read (not `.git/info/exclude` or a user's global excludes: every clone then leaves out the same),
+ * and only the package's own top-level entries are judged: a deeper ignored path (`src/generated/`, written by a
+ * codegen a build reads) stays an input. Every doubt keeps a path in: a pattern this cannot read exactly (escapes,
+ * braces), or longer or wilder than a real one, is skipped when it ignores and gives the package up when it
+ * re-includes (`!`); a `.gitignore` that is a symlink, too large or unreadable is not read; a package whose directory
+ * git ignores (or one above it: a home directory's dotfiles repository ignoring `*`) has nothing left out.
+ * Synchronous plain code: the no-op check runs it too (see `workspaceFiles.ts`).
  *
  * @internal
  */
@@ -243,6 +244,27 @@ class Chain {
   }
 }
 
+/** The deepest directories above a workspace that are looked at for a `.git`: a checkout is not that deep. */
+const DEEPEST_CHECKOUT = 64
+
+/**
+ * Where the git work tree a workspace lies in starts: the nearest directory from the workspace up that holds a `.git`
+ * (a directory, or a worktree's file), so that the `.gitignore` files above a workspace in a subdirectory of a
+ * repository apply as they do to git; the workspace itself when none does.
+ */
+const topOf = (workspace: string): { readonly root: string; readonly below: string } => {
+  let at = workspace
+  for (let i = 0; i < DEEPEST_CHECKOUT; i++) {
+    if (fs.lstatSync(path.join(at, ".git"), { throwIfNoEntry: false }) !== undefined) {
+      return { root: at, below: path.relative(at, workspace).split(path.sep).join("/") }
+    }
+    const up = path.dirname(at)
+    if (up === at) break
+    at = up
+  }
+  return { root: workspace, below: "" }
+}
+
 /** Chains made before, by the identities of their files (see {@link readBefore}). */
 const chainsBefore = new Map<string, Chain>()
 
@@ -253,13 +275,23 @@ const judgedBefore = new Map<string, { readonly identity: string; readonly ignor
 export class Reader {
   private readonly chains = new Map<string, { readonly identity: string; readonly chain: Chain } | "unsure">()
 
-  constructor(private readonly root: string) {}
+  /** The top of the git work tree the workspace lies in (the workspace itself when it lies in none). */
+  private readonly root: string
+  /** The workspace's path below {@link root} (`""` when it is the top). */
+  private readonly below: string
+
+  constructor(workspace: string) {
+    const top = topOf(path.resolve(workspace))
+    this.root = top.root
+    this.below = top.below
+  }
 
   /**
    * The names of the entries at the top of the package directory `dir` (workspace-relative) that the `.gitignore`
-   * files from the root down to it ignore, a directory's with a trailing `/`.
+   * files from the top of the git work tree down to it ignore, a directory's with a trailing `/`.
    */
-  ignoredIn(dir: string): Array<string> {
+  ignoredIn(workspaceDir: string): Array<string> {
+    const dir = this.below === "" ? workspaceDir : workspaceDir === "" ? this.below : `${this.below}/${workspaceDir}`
     const found = this.chainOf(dir)
     if (found === "unsure" || found.chain.isEmpty) return []
     const at = path.join(this.root, dir)
