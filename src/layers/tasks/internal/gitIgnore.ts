@@ -155,7 +155,12 @@ const readBefore = new Map<string, Read>()
 const readRules = (root: string, dir: string): Read => {
   const file = path.join(root, dir, ".gitignore")
   // Most directories have none: asked without an exception, which costs more than the question.
-  const seen = fs.lstatSync(file, { bigint: true, throwIfNoEntry: false })
+  let seen: fs.BigIntStats | undefined
+  try {
+    seen = fs.lstatSync(file, { bigint: true, throwIfNoEntry: false })
+  } catch {
+    return NONE
+  }
   if (seen === undefined || !seen.isFile() || seen.size > LARGEST_READ) return NONE
   const identity = `${seen.dev}:${seen.ino}:${seen.size}:${seen.mtimeNs}:${seen.ctimeNs}`
   const before = readBefore.get(file)
@@ -255,9 +260,14 @@ const DEEPEST_CHECKOUT = 64
 const topOf = (workspace: string): { readonly root: string; readonly below: string } => {
   let at = workspace
   for (let i = 0; i < DEEPEST_CHECKOUT; i++) {
-    if (fs.lstatSync(path.join(at, ".git"), { throwIfNoEntry: false }) !== undefined) {
-      return { root: at, below: path.relative(at, workspace).split(path.sep).join("/") }
+    let found: boolean
+    try {
+      found = fs.lstatSync(path.join(at, ".git"), { throwIfNoEntry: false }) !== undefined
+    } catch {
+      // A directory above that cannot be searched: no further up.
+      break
     }
+    if (found) return { root: at, below: path.relative(at, workspace).split(path.sep).join("/") }
     const up = path.dirname(at)
     if (up === at) break
     at = up
@@ -297,7 +307,12 @@ export class Reader {
     const at = path.join(this.root, dir)
     // A directory whose entries did not change (its times did not) under the same rules has the same answer: a
     // standby engine's no-op check then lists no package directory at all.
-    const seen = fs.lstatSync(at, { bigint: true, throwIfNoEntry: false })
+    let seen: fs.BigIntStats | undefined
+    try {
+      seen = fs.lstatSync(at, { bigint: true, throwIfNoEntry: false })
+    } catch {
+      return []
+    }
     const identity = seen === undefined
       ? undefined
       : `${found.identity}|${seen.dev}:${seen.ino}:${seen.mtimeNs}:${seen.ctimeNs}`
