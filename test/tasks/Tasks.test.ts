@@ -347,6 +347,14 @@ describe("tasks", () => {
         named.processes["build:lib"]!.inputs!.filter((g) => g.startsWith("!")),
         ["!packages/lib/dist/**", "!packages/lib/scratch.txt"]
       )
+
+      // An ignored entry whose name a glob reads as more than itself (a file named `*`, which `[*]` ignores) stays in:
+      // its exclusion, `!packages/lib/*`, would leave out every file at the package's top, package.json among them.
+      const { config: odd } = yield* expanded({ ...files, ".gitignore": "[*]\ncoverage\n", "packages/lib/*": "" })
+      assert.deepStrictEqual(
+        odd.processes["build:lib"]!.inputs!.filter((g) => g.startsWith("!")),
+        ["!packages/lib/dist/**", "!packages/lib/coverage/**", "!packages/lib/scratch.txt"]
+      )
     }))
 
   it.scoped("without workspaces, the root package is the one package", () =>

@@ -50,9 +50,8 @@ const keyOf = (pattern: string, anchored: boolean): string => {
 /**
  * A matcher of one pattern: a name with `*`s (`coverage`, `*.log`, `npm-debug.log*`) by string operations, a path
  * without `**` segment by segment (`.yarn/cache` is not tried further on `src/memory`), anything else by a regular
- * expression made on first need, and only tried on a path holding the pattern's longest literal run. A real root
- * `.gitignore` has a hundred or more patterns and the no-op check reads it on every run, its code cold: a regular
- * expression for each pattern was most of that check's time.
+ * expression made on first need, and only tried on a path holding the pattern's longest literal run: a real root
+ * `.gitignore` has a hundred or more patterns, and the no-op check, which reads it on every run, runs cold code.
  */
 const matcherOf = (pattern: string): (path: string) => boolean => {
   if (pattern.includes("/") && !pattern.split("/").includes("**")) {
