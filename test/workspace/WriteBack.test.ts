@@ -126,6 +126,29 @@ describe("writeBack", () => {
       assert.isFalse(fs.existsSync(path.join(victim, "f.txt")))
     }))
 
+  it.scoped("into directories it made, each file is written and said once; written again, nothing is rewritten", () =>
+    Effect.gen(function*() {
+      const { store, untouched, ws } = yield* setup
+      fs.rmSync(path.join(ws, "out"), { recursive: true })
+      const tree = yield* put(store, { out: { "a.txt": "a", sub: { "b.txt": "b" } }, "f.txt": "f" })
+      const files = ["f.txt", "out/a.txt", "out/sub/b.txt"].map((rel) => path.join(ws, rel))
+      const seenFiles = (seen: ReadonlyArray<{ readonly kind: string; readonly abs: string }>) =>
+        seen.filter((o) => o.kind === "f").map((o) => o.abs).sort()
+      const first = yield* writeBack(store, tree, destination(ws))
+      untouched()
+      assert.deepStrictEqual(files.map((f) => fs.readFileSync(f, "utf8")), ["f", "a", "b"])
+      assert.deepStrictEqual(seenFiles(first), files)
+      for (const o of first) {
+        if (o.kind === "f") assert.strictEqual((o as { ino: bigint }).ino, fs.lstatSync(o.abs, { bigint: true }).ino)
+      }
+      // No temp file is left beside any of them.
+      assert.deepStrictEqual(fs.readdirSync(path.join(ws, "out")).sort(), ["a.txt", "sub"])
+      const inodes = files.map((f) => fs.lstatSync(f).ino)
+      const again = yield* writeBack(store, tree, destination(ws))
+      assert.deepStrictEqual(files.map((f) => fs.lstatSync(f).ino), inodes)
+      assert.deepStrictEqual(seenFiles(again), files)
+    }))
+
   it.scoped("a workspace (or working directory) that is not there yet is made, as before", () =>
     Effect.gen(function*() {
       const { root, store } = yield* setup

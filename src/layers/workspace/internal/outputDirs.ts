@@ -23,6 +23,11 @@ export interface OutputDirs {
   readonly ensure: (rel: string, output: string) => void
   /** Whether `rel` was made sure of. */
   readonly isReal: (rel: string) => boolean
+  /**
+   * Whether this write-back made `rel` itself (nothing was there): then nothing is in it but what it writes there
+   * (the workspace lock keeps other kilns out), so a path in it need not be looked at before it is written.
+   */
+  readonly madeHere: (rel: string) => boolean
   /** Forgets that `rel` is real (it turned out gone): the next `ensure` looks again. */
   readonly forget: (rel: string) => void
 }
@@ -48,6 +53,7 @@ export const make = (
 ): OutputDirs => {
   const base = path.join(workspace, workingDirectory)
   const real = new Set<string>()
+  const made = new Set<string>()
 
   /** Makes `abs` a directory if nothing is there; its stat otherwise (undefined: made). */
   const mkdirOrStat = (abs: string): fs.Stats | undefined => {
@@ -97,6 +103,7 @@ export const make = (
       fs.unlinkSync(abs)
       fs.mkdirSync(abs)
     }
+    if (st === undefined) made.add(rel)
     real.add(rel)
   }
 
@@ -109,8 +116,10 @@ export const make = (
       for (let i = chain.length - 1; i >= 0; i--) ensureOne(chain[i]!, output)
     },
     isReal: (rel) => real.has(rel),
+    madeHere: (rel) => made.has(rel),
     forget: (rel) => {
       real.delete(rel)
+      made.delete(rel)
       // The top gone too (or never there): a workspace is made, as a directory of the output is.
       if (rel === "" && !fs.existsSync(base)) {
         real.clear()

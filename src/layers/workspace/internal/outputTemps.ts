@@ -22,8 +22,10 @@ let stamp: string | undefined
 /** A temp path beside `target`, unique to this process and this write. */
 export const tempBeside = (target: string): string => {
   stamp ??= `${process.pid}-${Proc.startTimeOf(process.pid) ?? ""}`
-  const name = path.basename(target).slice(0, NAME_KEPT)
-  return path.join(path.dirname(target), `.${name}.kiln-${stamp}-${(count++).toString(36)}`)
+  // `target` is a joined path already: split at its last slash rather than normalized again by `path`.
+  const slash = target.lastIndexOf("/")
+  const name = target.slice(slash + 1, slash + 1 + NAME_KEPT)
+  return `${target.slice(0, slash)}/.${name}.kiln-${stamp}-${(count++).toString(36)}`
 }
 
 /** Who made the temp file named `name`; undefined when the name is not one of write-back's temp files. */

@@ -177,7 +177,10 @@ export const writeBack = (
       } else {
         const index = session
         yield* Effect.try({ try: () => into(e), catch: (err) => refuse(err, target, "cannot write an output file") })
-        const there = upToDate(target, e.digest!, e.isExecutable === true, index, observe)
+        // In a directory this write-back made (a restore after `rm -rf dist`), the file cannot be there yet.
+        const there = dirs.madeHere(parentOf(e.path))
+          ? "absent"
+          : upToDate(target, e.digest!, e.isExecutable === true, index, observe)
         if (there === true) continue
         const absent = there === "absent"
         const mode = e.isExecutable ? 0o755 : 0o644
