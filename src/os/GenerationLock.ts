@@ -60,6 +60,18 @@ const parse = (text: string): Record | undefined => {
   }
 }
 
+/**
+ * Removes the file `file` if it is there. Every file here is a plain file: `unlink` does it in one call, where
+ * `fs.rmSync` loads and runs its recursive remover (a module load on every run's first lock).
+ */
+const removeFile = (file: string): void => {
+  try {
+    fs.unlinkSync(file)
+  } catch (e) {
+    if (errnoOf(e) !== "ENOENT") throw e
+  }
+}
+
 const tempName = (me: Proc.Owner) => `tmp-${me.pid}-${me.startTime}-${randomHex(4)}`
 
 /** The generations in `dir`, highest last; temp files of dead writers are removed on the way. */
@@ -70,7 +82,7 @@ const generations = (dir: string): Array<number> => {
     else {
       const m = TEMP.exec(name)
       if (m !== null && !Proc.ownerAlive({ pid: Number(m[1]), startTime: m[2]! })) {
-        fs.rmSync(path.join(dir, name), { force: true })
+        removeFile(path.join(dir, name))
       }
     }
   }
@@ -98,7 +110,7 @@ const create = (dir: string, n: number, record: Record, me: Proc.Owner): boolean
     if (errnoOf(e) === "EEXIST") return false
     throw e
   } finally {
-    fs.rmSync(tmp, { force: true })
+    removeFile(tmp)
   }
 }
 
@@ -139,10 +151,10 @@ export const tryTake = (
     const now = generations(dir)
     if (now[now.length - 1]! > mine) {
       // Taken from an old listing: a newer generation exists, so this one was never the top. Given back.
-      fs.rmSync(path.join(dir, String(mine)), { force: true })
+      removeFile(path.join(dir, String(mine)))
       continue
     }
-    for (const n of now) if (n < mine) fs.rmSync(path.join(dir, String(n)), { force: true })
+    for (const n of now) if (n < mine) removeFile(path.join(dir, String(n)))
     return { _tag: "Taken", generation: mine, ...(stale !== undefined ? { stale } : {}) }
   }
 }
