@@ -166,8 +166,9 @@ const readRules = (root: string, dir: string): Read => {
   if (before?.identity === identity) return before
   let fd: number
   try {
-    // A `.gitignore` that is a link is not followed (git does not follow one either).
-    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW)
+    // A `.gitignore` that is a link is not followed (git does not follow one either); a FIFO put there since the
+    // `lstat` does not hold the open (the `fstat` below refuses it).
+    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK)
   } catch {
     return NONE
   }

@@ -167,7 +167,8 @@ export const readFileNode = (w: Walk, abs: string, useIndex = true): Step<FileNo
   }
   let fd: number
   try {
-    fd = fs.openSync(abs, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW)
+    // Non-blocking: a FIFO put where the listing saw a file would hold the open until a writer came (fstat refuses it).
+    fd = fs.openSync(abs, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK)
   } catch (e) {
     // Deleted between readdir and open: the tree is what is there now.
     if (errnoOf(e) === "ENOENT") return undefined
