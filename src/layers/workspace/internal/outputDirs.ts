@@ -104,6 +104,7 @@ export const make = (
       fs.mkdirSync(abs)
     }
     if (st === undefined) made.add(rel)
+    else made.delete(rel)
     real.add(rel)
   }
 
@@ -123,6 +124,7 @@ export const make = (
       // The top gone too (or never there): a workspace is made, as a directory of the output is.
       if (rel === "" && !fs.existsSync(base)) {
         real.clear()
+        made.clear()
         if (!fs.existsSync(workspace)) mkdirp(workspace)
       }
     }
