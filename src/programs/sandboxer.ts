@@ -19,6 +19,7 @@ import * as Scope from "effect/Scope"
 import * as fs from "node:fs"
 import { SandboxerRpcs } from "../layers/sandboxer/Rpc.js"
 import * as SandboxerServer from "../layers/sandboxer/SandboxerServer.js"
+import * as Layout from "../layers/store/Layout.js"
 import * as Store from "../layers/store/Store.js"
 import * as StoreMaintenance from "../layers/store/StoreMaintenance.js"
 import * as Proc from "../os/Proc.js"
@@ -73,10 +74,15 @@ export const sandboxer = Command.make(
       // Opened on first use (the engine writes small sandboxes itself and may never need it here), in a scope made
       // before the server's: it closes only after the requests in flight have drained, which may still read it.
       const storeScope = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
-      const store = yield* Effect.cached(Scope.extend(Store.make(toStoreOptions(o)), storeScope))
-      const clearStaleReaders = Effect.flatMap(
-        store,
-        (s) => StoreMaintenance.make(s).clearReadersOf(o.parentPid, "2 seconds")
+      const storeOptions = toStoreOptions(o)
+      const store = yield* Effect.cached(Scope.extend(Store.make(storeOptions), storeScope))
+      const storeRoot = Store.defaultOptions(storeOptions).root
+      // A store removed since (by its user, or a test's cleanup) holds no slots any more; opening it would make a new,
+      // empty store where none should be.
+      const clearStaleReaders = Effect.suspend(() =>
+        Layout.isMade(storeRoot)
+          ? Effect.flatMap(store, (s) => StoreMaintenance.make(s).clearReadersOf(o.parentPid, "2 seconds"))
+          : Effect.succeed(0)
       ).pipe(
         Effect.tap((n) => Effect.logInfo(`cleared ${n} stale LMDB reader slot(s) of parent ${o.parentPid}`)),
         Effect.catchAll((e) => Effect.logWarning(`could not clear stale LMDB reader slots: ${e.message}`))

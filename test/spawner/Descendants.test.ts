@@ -23,25 +23,28 @@ import { tempDir } from "../utils/temp.js"
 
 /**
  * A temp root with a copy of `sleep` in it, whose path in /proc/<pid>/cmdline marks the processes of this test (and
- * no one else's); whatever still runs it is SIGKILLed when the scope closes.
+ * no one else's); whatever still runs it, or names the root, is SIGKILLed when the scope closes.
  */
 const markedRoot = Effect.gen(function*() {
   const root = yield* tempDir("kiln-descendants-")
   const sleep = path.join(root, "marker-sleep")
   fs.copyFileSync("/bin/sleep", sleep)
   fs.chmodSync(sleep, 0o755)
-  const survivors = () =>
+  const running = (mark: string) =>
     fs.readdirSync("/proc").filter((name) => {
       if (!/^\d+$/.test(name)) return false
       try {
-        return fs.readFileSync(`/proc/${name}/cmdline`, "utf8").includes(sleep)
+        return fs.readFileSync(`/proc/${name}/cmdline`, "utf8").includes(mark)
       } catch {
         return false // It exited while we looked.
       }
     }).map(Number)
+  const survivors = () => running(sleep)
+  // Whatever names the root: the marked processes and the engine's helpers (its sandboxer is given the store there).
+  const strays = () => running(`${root}/`)
   yield* Effect.addFinalizer(() =>
     Effect.sync(() => {
-      for (const pid of survivors()) {
+      for (const pid of strays()) {
         try {
           process.kill(pid, "SIGKILL")
         } catch {
@@ -52,7 +55,7 @@ const markedRoot = Effect.gen(function*() {
   )
   const flags = path.join(root, "flags")
   fs.mkdirSync(flags)
-  return { root, sleep, flags, survivors }
+  return { root, sleep, flags, survivors, strays }
 })
 
 type Marked = Effect.Effect.Success<typeof markedRoot>
@@ -151,6 +154,9 @@ describe("descendants that leave the process group (native spawner)", () => {
         const exit = yield* ended(run)
         if (signal === "SIGINT") assert.strictEqual(exit.code, 130, run.stderr())
         yield* eventually("nothing survives the run", () => m.survivors().length === 0)
+        // Its sandboxer too, which clears the killed engine's reader slots on its way out: once it has gone, nothing
+        // writes under the root when the scope removes it.
+        yield* eventually("the sandboxer ends with its engine", () => m.strays().length === 0)
       }))
   }
 

@@ -4,7 +4,7 @@
  * Asserted: after `kill -9` of an engine, its sandboxer exits, and the engine's sandboxes
  * under the root it watches and the process groups working in them are gone, on their own, while other engines'
  * sandboxes and kept ones stay; an engine killed while its sandboxer was still starting is cleaned up once it is up;
- * a sandboxer whose parent is already dead exits at once; SIGTERM lets an
+ * a sandboxer whose parent is already dead exits at once, making no store where there was none; SIGTERM lets an
  * in-flight materialization finish and answer, then the sandboxer exits 0 and removes its socket; long store and
  * workspace paths do not make the socket path too long.
  * Not promised: how long start-up takes.
@@ -160,6 +160,9 @@ describe("the sandboxer as watchdog", () => {
       )
       assert.strictEqual(exit.code, 0)
       assert.isFalse(fs.existsSync(path.join(root, "s.sock")))
+      // Its store was never made (or was removed after the engine died): the post-mortem has no reader slots to clear
+      // in it, and makes no store there.
+      assert.isFalse(fs.existsSync(path.join(root, "store")))
     }))
 
   it.scopedLive("SIGTERM during a materialization: it finishes and answers, then the sandboxer exits 0", () =>

@@ -3,6 +3,7 @@
  * write, instead of each building paths into it. Plain code without Effect: the no-op check reads the engine's
  * directory before anything else is loaded. The store's own maintenance (gc, check, rm) leaves these alone.
  */
+import * as fs from "node:fs"
 import * as path from "node:path"
 
 /**
@@ -22,3 +23,12 @@ export const ownedDirectory = (storeRoot: string, owner: Owner): string => path.
  * it by a rename.
  */
 export const largeFilesDirectory = (storeRoot: string): string => path.join(storeRoot, "immutable", "files")
+
+/** The store's layout file (its format and shard count), written when the store is created. */
+export const LAYOUT_FILE = "kiln-store.json"
+
+/**
+ * Whether a store was made at `storeRoot` (its layout file is there). Whoever only cleans up after a store (a
+ * post-mortem, a watchdog) asks first: opening a store that is gone makes a new, empty one.
+ */
+export const isMade = (storeRoot: string): boolean => fs.existsSync(path.join(storeRoot, LAYOUT_FILE))

@@ -11,9 +11,9 @@ import { UnsafeDirectory } from "../../../domain/UnsafeDirectory.js"
 import { errnoOf } from "../../../os/Errno.js"
 import { ioError } from "../../../os/IoError.js"
 import * as PrivateDir from "../../../os/PrivateDir.js"
+import { LAYOUT_FILE } from "../Layout.js"
 import * as Usage from "./usage.js"
 
-const LAYOUT = "kiln-store.json"
 const FORMAT = 1
 
 interface Layout {
@@ -44,7 +44,7 @@ export const ensureLayout = (
   shardCount: number | undefined
 ): Effect.Effect<number, StoreError | StoreConfigConflict | UnsafeDirectory> =>
   Effect.suspend((): Effect.Effect<number, StoreError | StoreConfigConflict | UnsafeDirectory> => {
-    const file = path.join(root, LAYOUT)
+    const file = path.join(root, LAYOUT_FILE)
     const read = (): Layout | undefined => {
       try {
         return JSON.parse(fs.readFileSync(file, "utf8")) as Layout
