@@ -183,6 +183,39 @@ describe.each(programs)("the spawner ($name), fed anything", (p) => {
     { fastCheck: { numRuns: p.node ? 15 : 40 } }
   )
 
+  it.scopedLive("a raw control byte or a repeated field in a request: refused, and no file made by a cut path", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("kiln-malformed-")
+      // JSON escapes control characters; raw ones are not JSON. A raw NUL read into a C string would end the path
+      // there: `<dir>/a<NUL>b/out` would name `<dir>/a`.
+      const withRaw = (field: "stdout" | "cwd" | "argv", byte: number, id: number): Line => {
+        const marked = `${dir}/a@@b`
+        const request = {
+          kind: "spawn",
+          id,
+          argv: field === "argv" ? ["/bin/true", marked] : ["/bin/true"],
+          cwd: field === "cwd" ? marked : dir,
+          env: {},
+          stdout: field === "stdout" ? `${marked}/out` : path.join(dir, `out-${id}`),
+          stderr: path.join(dir, `err-${id}`)
+        }
+        const [head, tail] = JSON.stringify(request).split("@@") as [string, string]
+        return { bytes: Buffer.concat([Buffer.from(head), Buffer.from([byte]), Buffer.from(tail)]), id }
+      }
+      const text = JSON.stringify({ kind: "spawn", id: 9, argv: ["/bin/true"], cwd: dir, env: {}, stdout: "x" })
+      const repeated: Line = {
+        bytes: Buffer.from(`${text.slice(0, -1)},"stdout":${JSON.stringify(path.join(dir, "o"))},"stderr":"e"}`),
+        id: 9
+      }
+      const lines = [withRaw("stdout", 0, 1), withRaw("stdout", 0x1f, 2), withRaw("cwd", 0, 3), withRaw("argv", 1, 4)]
+      const replies = yield* feed(p, dir, [...lines, ...(p.node ? [] : [repeated])])
+      for (const [i] of lines.entries()) {
+        assert.isTrue(replies.some((r) => r.kind === "rejected" && r.line === i), JSON.stringify(replies))
+      }
+      if (!p.node) assert.isTrue(replies.some((r) => r.kind === "rejected" && r.line === 4), JSON.stringify(replies))
+      assert.deepStrictEqual(fs.readdirSync(dir), [])
+    }))
+
   it.scoped("a spawn whose argv holds a NUL: the engine's request fails with a SpawnError, and the next one runs", () =>
     withProgram(
       p.program,

@@ -92,12 +92,16 @@ static bool hex4(Json *j, uint32_t *out) {
   return true;
 }
 
-/** A string, decoded into a new NUL-terminated one; NULL if it is not one, or holds a NUL (no path or arg can). */
+/**
+ * A string, decoded into a new NUL-terminated one; NULL if it is not one, or holds a NUL (no path or arg can). A raw
+ * control character is not JSON, and a raw NUL would cut the string short: a path would name another file.
+ */
 static char *read_string(Json *j) {
   if (!eat(j, '"')) return NULL;
   Buf b = {0};
   while (j->p < j->end && *j->p != '"') {
     char c = *j->p++;
+    if ((unsigned char)c < 0x20) goto bad;
     if (c != '\\') {
       buf_add(&b, &c, 1);
       continue;
@@ -211,6 +215,24 @@ static bool read_env(Json *j, Strings *out) {
   return eat(j, '}');
 }
 
+/**
+ * Whether a field this program reads is there a second time. JSON leaves a repeated name's meaning open (the Node
+ * spawner's parser keeps the last value; a list here would grow), and the engine never repeats one: refused.
+ */
+static bool repeated(const Request *r, const char *key) {
+  if (strcmp(key, "kind") == 0) return r->kind[0] != 0;
+  if (strcmp(key, "id") == 0) return r->has_id;
+  if (strcmp(key, "argv") == 0) return r->has_argv;
+  if (strcmp(key, "paths") == 0) return r->has_paths;
+  if (strcmp(key, "namespace") == 0) return r->has_namespace;
+  if (strcmp(key, "env") == 0) return r->has_env;
+  if (strcmp(key, "cwd") == 0) return r->has_cwd;
+  if (strcmp(key, "stdout") == 0) return r->has_stdout;
+  if (strcmp(key, "stderr") == 0) return r->has_stderr;
+  if (strcmp(key, "log") == 0) return r->has_log;
+  return false;
+}
+
 /** Reads one request line into `r`; returns the reason it is malformed, or NULL. */
 const char *parse(const char *line, size_t n, Request *r) {
   Json j = {line, line + n};
@@ -224,6 +246,13 @@ const char *parse(const char *line, size_t n, Request *r) {
     }
     bool ok = true;
     char *s;
+    if (repeated(r, key)) {
+      // Single-threaded: the reason is read before the next request is.
+      static char again[96];
+      snprintf(again, sizeof again, "a repeated \"%.40s\"", key);
+      free(key);
+      return again;
+    }
     if (strcmp(key, "kind") == 0) {
       s = read_string(&j);
       ok = s != NULL && strlen(s) < sizeof r->kind;
