@@ -7,6 +7,7 @@
 // lmdb stays external: it loads a native addon.
 import { build } from "esbuild"
 import { execFileSync } from "node:child_process"
+import { createHash } from "node:crypto"
 import {
   chmodSync,
   existsSync,
@@ -168,6 +169,11 @@ for (const file of ["dist/kiln.cjs", "dist/cli.cjs"]) {
     throw new Error(`bundle: ${file} has a character outside ASCII at byte ${at}, in ${JSON.stringify(near)}`)
   }
 }
+// The build's id: what a standby's key names the build by (src/programs/kiln/standby/protocol.ts, `keyOf`), so that a
+// standby of another build is never asked, whatever size and times the files of the next one have.
+const buildId = createHash("sha256")
+for (const file of ["dist/kiln.cjs", "dist/cli.cjs"]) buildId.update(readFileSync(file))
+writeFileSync("dist/build-id", `${buildId.digest("hex")}\n`)
 rmSync("dist/cli.js", { force: true })
 symlinkSync("cli.cjs", "dist/cli.js")
 chmodSync("dist/cli.cjs", 0o755)

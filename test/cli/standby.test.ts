@@ -8,7 +8,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { spawn } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as net from "node:net"
 import * as path from "node:path"
@@ -264,6 +264,34 @@ for (const client of ["node", "native"] as const) {
         assert.include(second.stderr, "kiln: standby: taken on")
         assert.strictEqual(fs.readFileSync(path.join(w.ws, "out/greeting.txt"), "utf8"), "two")
         assert.isTrue(fs.existsSync(path.join(w.ws, "src/s.json")), "the summary is written where the client runs")
+      }))
+
+    it.scopedLive("a run under other resource limits is not handed to a standby started under others", () =>
+      Effect.gen(function*() {
+        const limit = {
+          argv: ["/bin/sh", "-c", "mkdir -p out && cat src/* > out/gen.txt && ulimit -S -c > out/core.txt"],
+          inputs: ["src/**"],
+          outputs: ["out/gen.txt", "out/core.txt"],
+          env: { PATH }
+        }
+        const w = yield* workspace({ gen: limit }, { "src/a.txt": "one\n" }, client)
+        // A shell with another soft limit of core files: the standby its run leaves has that limit too, and a process
+        // it ran would see it. The same holds of namespaces, groups, capabilities, cgroup, CPUs and nice
+        // (`protocol.ts`, `contextOf`).
+        const limited = path.join(w.root, "limited.sh")
+        const program = client === "node" ? `"${process.execPath}" "${cli}"` : `"${nativeCli}"`
+        fs.writeFileSync(limited, `#!/bin/sh\nulimit -S -c 7\nexec ${program} "$@"\n`, { mode: 0o755 })
+        const first = yield* w.kiln(["run"], {}, w.ws, limited)
+        assert.strictEqual(first.code, 0, first.stderr)
+        assert.strictEqual(fs.readFileSync(path.join(w.ws, "out/core.txt"), "utf8"), "7\n")
+        yield* w.standbyWaits
+        fs.writeFileSync(path.join(w.ws, "src/a.txt"), "two\n")
+        const second = yield* w.kiln(["run"])
+        assert.strictEqual(second.code, 0, second.stderr)
+        assert.include(second.stderr, "kiln: standby: none waiting")
+        const own = spawnSync("/bin/sh", ["-c", "ulimit -S -c"], { encoding: "utf8" }).stdout
+        assert.notStrictEqual(own, "7\n")
+        assert.strictEqual(fs.readFileSync(path.join(w.ws, "out/core.txt"), "utf8"), own)
       }))
 
     it.scopedLive("a waiting standby has its run's spawner up; a run under another umask gets a spawner of its own", () =>

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -159,12 +160,109 @@ static int identity(Text *t, const char *file) {
   return 1;
 }
 
+/* A small file's whole text (a `/proc` file, the build's id) added to `t`; 0 when it cannot be read or is larger. */
+static int add_file(Text *t, const char *file) {
+  int fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return 0;
+  char buf[65536];
+  size_t n = 0;
+  for (;;) {
+    ssize_t r = read(fd, buf + n, sizeof buf - 1 - n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      close(fd);
+      return 0;
+    }
+    if (r == 0) break;
+    n += (size_t)r;
+    if (n == sizeof buf - 1) {
+      close(fd);
+      return 0;
+    }
+  }
+  close(fd);
+  if (memchr(buf, 0, n) != NULL) return 0;
+  add(t, buf, n);
+  return 1;
+}
+
+/* The lines of /proc/self/status that go into the context (protocol.ts `STATUS_FIELDS`). */
+static const char *const status_fields[] = {"Uid:",    "Gid:",    "Groups:", "NoNewPrivs:", "Seccomp:",          "CapInh:",
+                                            "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:",     "Cpus_allowed_list:"};
+
+/*
+ * What a run inherits from the process that starts it, as protocol.ts `contextOf` says it, byte for byte: namespaces,
+ * root, limits (the soft limit of open files blanked: Node raises it as it starts), the status lines above, cgroup,
+ * nice. 0 when any cannot be read.
+ */
+static int context(Text *t) {
+  static const char *const namespaces[] = {"cgroup", "ipc", "mnt", "net", "pid", "user", "uts"};
+  char link[256], path[64];
+  for (size_t i = 0; i < sizeof namespaces / sizeof *namespaces; i++) {
+    snprintf(path, sizeof path, "/proc/self/ns/%s", namespaces[i]);
+    ssize_t n = readlink(path, link, sizeof link - 1);
+    if (n <= 0) return 0;
+    link[n] = 0;
+    adds(t, link);
+    adds(t, "\n");
+  }
+  struct stat root;
+  if (stat("/proc/self/root", &root) != 0) return 0;
+  char line[64];
+  snprintf(line, sizeof line, "%llu:%llu\n", (unsigned long long)root.st_dev, (unsigned long long)root.st_ino);
+  adds(t, line);
+  size_t at = t->n;
+  if (!add_file(t, "/proc/self/limits")) return 0;
+  for (char *p = t->p + at; p < t->p + t->n;) {
+    char *end = memchr(p, '\n', (size_t)(t->p + t->n - p));
+    size_t len = end == NULL ? (size_t)(t->p + t->n - p) : (size_t)(end - p);
+    if (len >= 46 && strncmp(p, "Max open files ", 15) == 0) memset(p + 26, ' ', 20);
+    p += len + 1;
+  }
+  adds(t, "\n");
+  Text status = {0};
+  if (!add_file(&status, "/proc/self/status")) return 0;
+  for (char *p = status.p; p < status.p + status.n;) {
+    char *end = memchr(p, '\n', (size_t)(status.p + status.n - p));
+    size_t len = end == NULL ? (size_t)(status.p + status.n - p) : (size_t)(end - p);
+    for (size_t i = 0; i < sizeof status_fields / sizeof *status_fields; i++) {
+      if (strncmp(p, status_fields[i], strlen(status_fields[i])) == 0) {
+        add(t, p, len);
+        adds(t, "\n");
+        break;
+      }
+    }
+    p += len + 1;
+  }
+  free(status.p);
+  if (!add_file(t, "/proc/self/cgroup")) return 0;
+  adds(t, "\n");
+  errno = 0;
+  int nice = getpriority(PRIO_PROCESS, 0);
+  if (errno != 0) return 0;
+  snprintf(line, sizeof line, "%d", nice);
+  adds(t, line);
+  return 1;
+}
+
 /* ------------------------------------------------------------------------------------------------------------- */
 /* Where things are                                                                                               */
 
 static char here[PATH_MAX]; /* the directory of this program: dist/ */
 static char node[PATH_MAX]; /* Node, found on PATH as a shell finds it, its real path (Node's `process.execPath`) */
 static struct sigaction pipe_given; /* SIGPIPE as this program was given it: what Node gets back */
+
+/* The build's id (dist/build-id: 64 hex digits and a newline), or 0. */
+static int build_id(Text *t) {
+  char file[PATH_MAX + 16];
+  snprintf(file, sizeof file, "%s/build-id", here);
+  Text id = {0};
+  int ok = add_file(&id, file) && (id.n == 64 || (id.n == 65 && id.p[64] == '\n'));
+  for (size_t i = 0; ok && i < 64; i++) ok = (id.p[i] >= '0' && id.p[i] <= '9') || (id.p[i] >= 'a' && id.p[i] <= 'f');
+  if (ok) add(t, id.p, 64);
+  free(id.p);
+  return ok;
+}
 
 static int find_node(void) {
   const char *path = getenv("PATH");
@@ -475,12 +573,18 @@ int main(int argc, char **argv) {
       !add_json(&scratch, options == NULL ? "" : options)) {
     run_in_node(argc, argv);
   }
+  Text build = {0}, ctx = {0};
+  if (!build_id(&build) || !context(&ctx)) run_in_node(argc, argv);
   NameHash h = {0x811c9dc5u, 0x9e3779b9u};
   hash_text(&h, bundle_id.p);
   hash_unit(&h, 0);
   hash_text(&h, node_id.p);
   hash_unit(&h, 0);
   hash_text(&h, options == NULL ? "" : options);
+  hash_unit(&h, 0);
+  hash_text(&h, build.p);
+  hash_unit(&h, 0);
+  hash_text(&h, ctx.p);
 
   const char *xdg = getenv("XDG_RUNTIME_DIR");
   if (strlen(xdg) + 5 + 40 > MAX_SOCKET_PATH) run_in_node(argc, argv);

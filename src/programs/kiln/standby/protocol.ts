@@ -14,6 +14,7 @@
  * @internal
  */
 import * as fs from "node:fs"
+import * as os from "node:os"
 import * as path from "node:path"
 import { nameHash } from "../../../os/LazyCrypto.js"
 import { socketDirectory } from "../../../os/PrivateDir.js"
@@ -155,17 +156,82 @@ export const enabled = (env: NodeJS.ProcessEnv): boolean =>
   env[SWITCH_ENV] !== "off" && (env.CI === undefined || env.CI === "" || env.CI === "false") &&
   env.XDG_RUNTIME_DIR !== undefined && path.isAbsolute(env.XDG_RUNTIME_DIR)
 
+/** The file beside the bundle that names the build: a SHA-256 of the bundle and the loader, written by the build. */
+export const BUILD_ID_FILE = "build-id"
+
+/** The build's id (`dist/build-id`), or undefined when there is none that reads as one. */
+const buildIdOf = (bundle: string): string | undefined => {
+  try {
+    const text = fs.readFileSync(path.join(path.dirname(bundle), BUILD_ID_FILE), "latin1")
+    return /^[0-9a-f]{64}\n?$/.test(text) ? text.slice(0, 64) : undefined
+  } catch {
+    return undefined
+  }
+}
+
+const NAMESPACES = ["cgroup", "ipc", "mnt", "net", "pid", "user", "uts"] as const
+
+/** The lines of `/proc/self/status` that say what a process may do and see: its ids, groups, capabilities, CPUs. */
+const STATUS_FIELDS = [
+  "Uid:",
+  "Gid:",
+  "Groups:",
+  "NoNewPrivs:",
+  "Seccomp:",
+  "CapInh:",
+  "CapPrm:",
+  "CapEff:",
+  "CapBnd:",
+  "CapAmb:",
+  "Cpus_allowed_list:"
+] as const
+
+/** Where `/proc/self/limits` has a limit's soft value (after the name's 25 characters and a space; 20 wide). */
+const SOFT_COLUMN = [26, 46] as const
+
+/**
+ * What a run inherits from the process that starts it, beyond what a request carries (arguments, directory,
+ * environment, umask): its namespaces and root (what paths mean: a container's or a toolbox's view of the same
+ * runtime directory), its resource limits, ids, groups, capabilities, seccomp and `no_new_privs`, allowed CPUs, cgroup
+ * and nice value. A standby is the process that runs the run, so it must have been started with all of these alike;
+ * they go into its key. The soft limit of open files is left out: Node raises it to the hard limit as it starts, in the
+ * loader and the standby alike. `undefined` when any cannot be read. Read from `/proc/self` as text, as the native
+ * client reads it (`native/client.c`, `context`).
+ */
+export const contextOf = (): string | undefined => {
+  try {
+    const namespaces = NAMESPACES.map((ns) => fs.readlinkSync(`/proc/self/ns/${ns}`))
+    const root = fs.statSync("/proc/self/root", { bigint: true })
+    const limits = fs.readFileSync("/proc/self/limits", "utf8").split("\n").map((line) =>
+      line.startsWith("Max open files ") && line.length >= SOFT_COLUMN[1]
+        ? line.slice(0, SOFT_COLUMN[0]) + " ".repeat(SOFT_COLUMN[1] - SOFT_COLUMN[0]) + line.slice(SOFT_COLUMN[1])
+        : line
+    ).join("\n")
+    const status = fs.readFileSync("/proc/self/status", "utf8").split("\n").filter((line) =>
+      STATUS_FIELDS.some((field) => line.startsWith(field))
+    )
+    const cgroup = fs.readFileSync("/proc/self/cgroup", "utf8")
+    return [...namespaces, `${root.dev}:${root.ino}`, limits, ...status, cgroup, String(os.getPriority())].join("\n")
+  } catch {
+    return undefined
+  }
+}
+
 /**
  * The key of the standby that may serve a run of `bundle` under `node` (a real path, as `process.execPath` is) with
- * `execArgv` and `nodeOptions`: the same build of kiln and the same Node binary (each its path, size and time to the
- * nanosecond), the same options. A standby of another differs in what it would run, and is not asked. Integers and
- * paths only, so that the native client (`native/client.c`) makes the same key without Node.
+ * `execArgv` and `nodeOptions`, from a process in `context` ({@link contextOf}): the same build of kiln (its id, and the
+ * bundle's path, size and time to the nanosecond) and the same Node binary (its path, size and time), the same
+ * options, the same process context. A standby of another differs in what it would run, or how, and is not asked. The
+ * build's id tells a new build of the same size from the old one, whatever time the package manager gave both files
+ * (npm gives every file one). Integers, paths and `/proc` text only, so that the native client (`native/client.c`)
+ * makes the same key without Node.
  */
 export const keyOf = (
   bundle: string,
   node: string = process.execPath,
   execArgv: ReadonlyArray<string> = process.execArgv,
-  nodeOptions: string = process.env.NODE_OPTIONS ?? ""
+  nodeOptions: string = process.env.NODE_OPTIONS ?? "",
+  context: string | undefined = contextOf()
 ): string | undefined => {
   const identity = (file: string) => {
     const st = fs.statSync(file, { bigint: true })
@@ -179,7 +245,9 @@ export const keyOf = (
   } catch {
     return undefined
   }
-  return nameHash([build, runtime, ...execArgv, nodeOptions].join("\0"))
+  const buildId = buildIdOf(bundle)
+  if (buildId === undefined || context === undefined) return undefined
+  return nameHash([build, runtime, ...execArgv, nodeOptions, buildId, context].join("\0"))
 }
 
 /** The standby's socket for `key`, in this user's runtime directory. */
