@@ -231,30 +231,50 @@ export const MAX_SOCKET_PATH = 107
  *
  * @internal
  */
-export const socketDirectory = (env: NodeJS.ProcessEnv = process.env): string => {
+export const socketDirectory = (env: NodeJS.ProcessEnv = process.env): string =>
+  fixedSocketDirectory(env) ?? freshSocketDirectory(env)
+
+/**
+ * A fresh `/tmp/kiln-<uid>-XXXXXX` of this process's own, for sockets only it and its children meet at; its maker
+ * removes it when done.
+ *
+ * @internal
+ */
+export const freshSocketDirectory = (env: NodeJS.ProcessEnv = process.env): string => {
   const uid = typeof process.getuid === "function" ? process.getuid() : 0
-  const fits = (d: string) => d.length + 40 <= MAX_SOCKET_PATH
+  try {
+    return fs.mkdtempSync(`/tmp/kiln-${uid}-`)
+  } catch {
+    // Whatever makes a socket there says why it cannot.
+    return socketCandidates(env)[0] ?? `/tmp/kiln-${uid}`
+  }
+}
+
+const socketCandidates = (env: NodeJS.ProcessEnv): Array<string> => {
+  const uid = typeof process.getuid === "function" ? process.getuid() : 0
   const xdg = env.XDG_RUNTIME_DIR
-  const candidates = [
+  return [
     ...(xdg !== undefined && path.isAbsolute(xdg) && isOwnPrivate(xdg) ? [path.join(xdg, "kiln")] : []),
     cacheDir("run", "KILN_RUNTIME_DIR", env),
     `/tmp/kiln-${uid}`
-  ].filter(fits)
-  const usable = candidates.find((d) => {
+  ].filter((d) => d.length + 40 <= MAX_SOCKET_PATH)
+}
+
+/**
+ * {@link socketDirectory} where it is the same for every process of this user (the first candidate that is or can be
+ * made this user's own), else undefined: a socket two processes must meet at (a standby's) cannot be in a directory
+ * of one process's own.
+ *
+ * @internal
+ */
+export const fixedSocketDirectory = (env: NodeJS.ProcessEnv = process.env): string | undefined =>
+  socketCandidates(env).find((d) => {
     try {
       return ensure(d, "own") === undefined
     } catch {
       return false
     }
   })
-  if (usable !== undefined) return usable
-  try {
-    return fs.mkdtempSync(`/tmp/kiln-${uid}-`)
-  } catch {
-    // Whatever makes a socket there says why it cannot.
-    return candidates[0] ?? `/tmp/kiln-${uid}`
-  }
-}
 
 const isOwnPrivate = (dir: string): boolean => {
   try {

@@ -447,6 +447,53 @@ for (const client of ["node", "native"] as const) {
  */
 const socketsAndLocksIn = (run: string) => fs.readdirSync(path.join(run, "kiln")).filter((f) => f !== "probes.json")
 describe("a standby", () => {
+  it.scopedLive.skipIf(process.geteuid?.() !== 0)(
+    "where no runtime directory every run finds is usable, runs start none and leave no directory (as root)",
+    () =>
+      Effect.gen(function*() {
+        const w = yield* workspace({ gen }, { "src/a.txt": "one\n" }, "node")
+        // $XDG_RUNTIME_DIR that others can write, a cache directory another user owns, and /tmp/kiln-<uid> taken by
+        // another user: seen so only in a mount namespace of the runs' own, nothing outside the test's root changed.
+        const uid = process.geteuid!()
+        const open = path.join(w.root, "open-run")
+        const theirs = path.join(w.root, "theirs")
+        for (const dir of [open, theirs, path.join(w.root, "their-cache")]) fs.mkdirSync(dir)
+        fs.chmodSync(open, 0o777)
+        fs.chownSync(theirs, 65534, 65534)
+        fs.chmodSync(theirs, 0o700)
+        fs.chownSync(path.join(w.root, "their-cache"), 65534, 65534)
+        fs.mkdirSync(`/tmp/kiln-${uid}`, { recursive: true, mode: 0o700 })
+        const fresh = () => fs.readdirSync("/tmp").filter((n) => n.startsWith(`kiln-${uid}-`))
+        const before = new Set(fresh())
+        const script = path.join(w.root, "unusable.sh")
+        fs.writeFileSync(
+          script,
+          `#!/bin/sh\nmount --bind ${theirs} /tmp/kiln-${uid} || exit 99\nexec "${process.execPath}" "${cli}" "$@"\n`,
+          { mode: 0o755 }
+        )
+        for (const text of ["one\n", "two\n"]) {
+          fs.writeFileSync(path.join(w.ws, "src/a.txt"), text)
+          const r = yield* w.kiln(
+            ["unshare", "-m", "--propagation", "private", script, "run"],
+            {
+              XDG_RUNTIME_DIR: open,
+              XDG_CACHE_HOME: path.join(w.root, "their-cache"),
+              KILN_RUNTIME_DIR: undefined
+            },
+            w.ws,
+            "/usr/bin/env"
+          )
+          assert.strictEqual(r.code, 0, r.stderr)
+          assert.strictEqual(fs.readFileSync(path.join(w.ws, "out/gen.txt"), "utf8"), text)
+        }
+        const left = fresh().filter((n) => !before.has(n))
+        // Nothing of this test's is left in /tmp, whatever the outcome.
+        for (const n of left) fs.rmSync(path.join("/tmp", n), { recursive: true, force: true })
+        assert.deepStrictEqual(left, [], "directories of runs' own left in /tmp")
+        assert.deepStrictEqual(w.standbys(), [], "standbys that no run will ever find")
+      })
+  )
+
   it.scopedLive("a standby rehearses the run that started it and keeps nothing of it: no file, no directory, no config", () =>
     Effect.gen(function*() {
       const w = yield* workspace({ gen }, { "src/a.txt": "one\n" })

@@ -22,6 +22,7 @@ import { fileURLToPath } from "node:url"
 import * as Permits from "../../../domain/Permits.js"
 import { SandboxerUnavailable } from "../../../domain/Sandbox.js"
 import * as Proc from "../../../os/Proc.js"
+import { removeTree } from "../../../os/RemoveTree.js"
 import type * as Store from "../../store/Store.js"
 import { SandboxerRpcs } from "../Rpc.js"
 import type { Options } from "../Sandboxer.js"
@@ -103,7 +104,11 @@ export const make = (
 ): Effect.Effect<Generations> =>
   Effect.gen(function*() {
     const lock = yield* Permits.make(1)
-    const dir = options.socketDir ?? SandboxerProcess.socketDirectory()
+    const shared = options.socketDir ?? SandboxerProcess.fixedSocketDirectory()
+    const dir = shared ?? SandboxerProcess.freshSocketDirectory()
+    // A directory of this engine's own (no shared one was usable) goes with it: one a run left behind in /tmp each.
+    // Added before any generation starts, so it runs after every generation's end.
+    if (shared === undefined) yield* Scope.addFinalizer(lifetime, Effect.sync(() => removeTree(dir)))
     const grace = options.stopGrace ?? Duration.seconds(10)
     const startTimeout = options.startTimeout ?? Duration.seconds(30)
     const self = Proc.self()

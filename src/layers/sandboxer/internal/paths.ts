@@ -7,7 +7,7 @@ import { randomBytes } from "node:crypto"
 import * as path from "node:path"
 import * as PrivateDir from "../../../os/PrivateDir.js"
 
-export { MAX_SOCKET_PATH, socketDirectory } from "../../../os/PrivateDir.js"
+export { fixedSocketDirectory, freshSocketDirectory, MAX_SOCKET_PATH, socketDirectory } from "../../../os/PrivateDir.js"
 
 /** A fresh socket path for this engine process: its pid plus a random suffix. @internal */
 export const socketPath = (dir: string): string =>

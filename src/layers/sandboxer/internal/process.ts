@@ -13,7 +13,14 @@ import { SandboxerUnavailable } from "../../../domain/Sandbox.js"
 import { describeErrno, errnoOf } from "../../../os/Errno.js"
 import * as Paths from "./paths.js"
 
-export { logPathOf, MAX_SOCKET_PATH, socketDirectory, socketPath } from "./paths.js"
+export {
+  fixedSocketDirectory,
+  freshSocketDirectory,
+  logPathOf,
+  MAX_SOCKET_PATH,
+  socketDirectory,
+  socketPath
+} from "./paths.js"
 
 /** @internal */
 export interface Child {

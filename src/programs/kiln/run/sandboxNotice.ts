@@ -22,10 +22,12 @@ export interface StrictProbe {
  * store's: kept in the user's runtime directory, a run on a fresh store (a new workspace, CI's first run) starts
  * no probe program that an earlier run on this boot has already run.
  */
-export const strictProbe = (answersDir: string = PrivateDir.socketDirectory()): StrictProbe | undefined => {
+export const strictProbe = (
+  answersDir: string | undefined = PrivateDir.fixedSocketDirectory()
+): StrictProbe | undefined => {
   // Only in a directory this user alone can write: answers planted by another would turn the sandbox off. Checked
-  // even as `socketDirectory` gives it: where it can make no private one, it returns one that may not be.
-  if (fs.existsSync(answersDir) && PrivateDir.inspect(answersDir, "own") === undefined) {
+  // even as `fixedSocketDirectory` gives it. None (no runtime directory every run finds): probed again each run.
+  if (answersDir !== undefined && fs.existsSync(answersDir) && PrivateDir.inspect(answersDir, "own") === undefined) {
     MountNamespace.rememberProbesIn(path.join(answersDir, "probes.json"))
   }
   return MountNamespace.strictProbe()

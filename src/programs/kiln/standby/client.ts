@@ -28,8 +28,11 @@ const outputOf = (stream: NodeJS.WriteStream): Protocol.Output =>
   }
 
 /** The key of the standby this run may use, or undefined when standbys are off for it. */
-export const usableKey = (bundle: string): string | undefined =>
-  Protocol.enabled(process.env) ? Protocol.keyOf(bundle) : undefined
+export const usableKey = (bundle: string): string | undefined => {
+  if (!Protocol.enabled(process.env)) return undefined
+  const key = Protocol.keyOf(bundle)
+  return key !== undefined && Protocol.socketOf(key) !== undefined ? key : undefined
+}
 
 /**
  * Starts a standby for `key` (detached, its own session, at the file system's root so that it holds no directory of
@@ -71,7 +74,7 @@ export const delegate = (
   fallback: () => void
 ): void => {
   const socket = Protocol.socketOf(key)
-  if (!fs.existsSync(socket)) {
+  if (socket === undefined || !fs.existsSync(socket)) {
     debug("none waiting")
     return fallback()
   }

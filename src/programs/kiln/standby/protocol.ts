@@ -17,7 +17,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { nameHash } from "../../../os/LazyCrypto.js"
-import { socketDirectory } from "../../../os/PrivateDir.js"
+import { fixedSocketDirectory } from "../../../os/PrivateDir.js"
 import * as Proc from "../../../os/Proc.js"
 
 /** Set (to the socket's key) in a standby's environment, with `standby` as its command: what makes it one. */
@@ -250,9 +250,15 @@ export const keyOf = (
   return nameHash([build, runtime, ...execArgv, nodeOptions, buildId, context].join("\0"))
 }
 
-/** The standby's socket for `key`, in this user's runtime directory. */
-export const socketOf = (key: string, env: NodeJS.ProcessEnv = process.env): string =>
-  path.join(socketDirectory(env), `standby-${key}.sock`)
+/**
+ * The standby's socket for `key`, in this user's runtime directory; undefined where this user has none that every
+ * process of theirs finds (another user took the last candidate): a client and its standby would never meet, and
+ * each run would leave a standby of its own.
+ */
+export const socketOf = (key: string, env: NodeJS.ProcessEnv = process.env): string | undefined => {
+  const dir = fixedSocketDirectory(env)
+  return dir === undefined ? undefined : path.join(dir, `standby-${key}.sock`)
+}
 
 /** Whether `pid` is a standby that runs: its command line ends with `standby` (`kiln standby`, as `client.ts` starts it). */
 export const isStandby = (pid: number): boolean => Proc.argvOf(pid)?.at(-1) === "standby" && Proc.isAlive(pid)

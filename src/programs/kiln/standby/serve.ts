@@ -185,6 +185,8 @@ const wireRun = (conn: Net.Socket, key: string, hooks: Hooks, request: Protocol.
  */
 export const serve = (key: string, hooks: Hooks): void => {
   const socket = Protocol.socketOf(key)
+  // No directory runs would find it in: it would wait for nobody.
+  if (socket === undefined) return process.exit(0)
   const lock = `${socket.slice(0, -".sock".length)}.pid`
   const idleEnv = Number(process.env[Protocol.IDLE_ENV] ?? Protocol.DEFAULT_IDLE_MS)
   const idleMs = Number.isFinite(idleEnv) && idleEnv > 0 ? idleEnv : Protocol.DEFAULT_IDLE_MS
