@@ -338,8 +338,13 @@ for (const client of ["node", "native"] as const) {
         tookOnAndRan(yield* w.kiln(["run", "--summary", "-"], node), w.ws, "two\n")
       }))
 
-    for (const signal of ["SIGINT", "SIGKILL"] as const) {
-      it.scopedLive(`${signal} to the client while a process runs: the process ends, and the standby that ran it`, () =>
+    // Each also to a client started with it ignored (a script's `&`, `nohup`): Node sets every signal back to its
+    // default as it starts, so a kiln without a standby ends on it, and the native client passes it on too.
+    for (
+      const [signal, ignored] of [["SIGINT", false], ["SIGINT", true], ["SIGHUP", true], ["SIGKILL", false]] as const
+    ) {
+      const title = `${signal} to the client${ignored ? " started with it ignored" : ""} while a process runs`
+      it.scopedLive(`${title}: the process ends, and the standby that ran it`, () =>
         Effect.gen(function*() {
           const marks = yield* tempDir("kiln-standby-marks-")
           const long = {
@@ -352,7 +357,11 @@ for (const client of ["node", "native"] as const) {
           const env = { ...w.env, KILN_STRICT_VIEW: "0" }
           const standby = yield* w.runThenStandby({ KILN_STRICT_VIEW: "0" })
           fs.writeFileSync(path.join(w.ws, "src/a.txt"), "long\n")
-          const [file, argv] = started(w.client, ["run", "--progress", "none"])
+          const [program, args] = started(w.client, ["run", "--progress", "none"])
+          const trap = signal === "SIGINT" ? "INT" : "HUP"
+          const [file, argv] = ignored
+            ? ["/bin/sh", ["-c", `trap '' ${trap}; exec "$0" "$@"`, program, ...args]]
+            : [program, args]
           const child = spawn(file, argv, { cwd: w.ws, env, stdio: "ignore" })
           yield* Effect.addFinalizer(() => Effect.sync(() => child.exitCode === null && child.kill("SIGKILL")))
           const pidFile = path.join(marks, "pid")
@@ -364,7 +373,9 @@ for (const client of ["node", "native"] as const) {
           const pid = Number(fs.readFileSync(pidFile, "utf8"))
           child.kill(signal)
           const exit = yield* exitOf(child)
+          // As a run without a standby ends: Ctrl-C's code, and a hang-up's death (which the client says as 128 + 1).
           if (signal === "SIGINT") assert.strictEqual(exit.code, 130)
+          if (signal === "SIGHUP") assert.strictEqual(exit.code, 129)
           yield* eventually("the process has ended", () => !isAlive(pid), "30 seconds")
           yield* eventually("the standby that ran it has ended", () => !isAlive(standby), "30 seconds")
         }))

@@ -318,9 +318,6 @@ static int private_dir(const char *dir) {
 
 static int conn = -1;
 static const int SIGNALS[] = {SIGINT, SIGTERM, SIGHUP};
-/* Those this program was started with ignored (`nohup`, a script's `&`): not passed on, as they would not end it. */
-static int ignored[3];
-
 static void pass_on(int sig) {
   for (unsigned char i = 0; i < sizeof SIGNALS / sizeof *SIGNALS; i++) {
     if (SIGNALS[i] != sig) continue;
@@ -440,9 +437,9 @@ static void relay(void) {
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = pass_on;
   sa.sa_flags = SA_RESTART;
-  for (size_t i = 0; i < sizeof SIGNALS / sizeof *SIGNALS; i++) {
-    if (!ignored[i]) sigaction(SIGNALS[i], &sa, NULL);
-  }
+  // All three, even one this program was started with ignored (`nohup`, a script's `&`): Node sets every signal back
+  // to its default as it starts, so a kiln without a standby ends on them, and a run through one must too.
+  for (size_t i = 0; i < sizeof SIGNALS / sizeof *SIGNALS; i++) sigaction(SIGNALS[i], &sa, NULL);
   unsigned char *body = NULL;
   for (;;) {
     unsigned char head[5];
@@ -531,10 +528,6 @@ int main(int argc, char **argv) {
   }
   const char *dbg = getenv("KILN_STANDBY_DEBUG");
   debug_on = dbg != NULL && strcmp(dbg, "1") == 0;
-  for (size_t i = 0; i < sizeof SIGNALS / sizeof *SIGNALS; i++) {
-    struct sigaction given;
-    ignored[i] = sigaction(SIGNALS[i], NULL, &given) == 0 && given.sa_handler == SIG_IGN;
-  }
   // A write to a reader that went away is an error here (EPIPE), not a death: the client says so to the standby by
   // closing the connection.
   struct sigaction ignore;

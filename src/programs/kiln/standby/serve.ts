@@ -17,6 +17,7 @@
 import type { spawn as Spawn } from "node:child_process"
 import * as fs from "node:fs"
 import type * as Net from "node:net"
+import { constants as osConstants } from "node:os"
 import type * as Warm from "../../../layers/spawner/Warm.js"
 import { startStandby } from "./client.js"
 import * as Identity from "./identity.js"
@@ -168,7 +169,19 @@ const wireRun = (conn: Net.Socket, key: string, hooks: Hooks, request: Protocol.
   conn.on("data", (bytes: Buffer) => {
     for (const b of bytes) {
       const signal = Protocol.SIGNALS[b - 1]
-      if (signal !== undefined) process.kill(process.pid, signal)
+      if (signal === undefined) continue
+      // A signal the run does not handle (SIGHUP) kills this process as it would kill a kiln without a standby, and
+      // leaves no `exit` event to say so: the client is told the code a shell gives such a death first.
+      if (process.listenerCount(signal) === 0 && !ended && !released) {
+        ended = true
+        const fd = fdOf(conn)
+        try {
+          if (fd !== undefined) fs.writeSync(fd, Protocol.exitFrame(128 + osConstants.signals[signal]))
+        } catch {
+          // The client then says its run ended without a code.
+        }
+      }
+      process.kill(process.pid, signal)
     }
   })
   conn.on("close", () => {
