@@ -268,8 +268,19 @@ export const expandAll = (file: string, config: ConfigInput, workspace: Workspac
       const found = declared(ctx, task, p)
       if (found === undefined) continue
       const name = nameOf(task, p)
+      const other = Object.hasOwn(origins, name) ? origins[name] : undefined
       const made = Object.hasOwn(ctx.explicit, name)
         ? [fail(ctx, [found.key], `gives the process ${JSON.stringify(name)}, which processes declares too`)]
+        : other !== undefined
+        ? [
+          fail(
+            ctx,
+            [found.key],
+            `gives the process ${JSON.stringify(name)} (package ${p.name}), which task ${
+              JSON.stringify(other.task)
+            } of package ${other.package} gives too: rename a script or a package`
+          )
+        ]
         : processOf(ctx, task, p, found.key, found.tc)
       if (Array.isArray(made)) {
         refused.add(name)

@@ -14,59 +14,159 @@ import * as path from "node:path"
 /** A glob as written, normalised: no `./` before it, no `/` after it. */
 const normalised = (glob: string) => glob.replace(/^(\.\/)+/, "").replace(/\/+$/, "")
 
-const escapeRegExp = (s: string) => s.replace(/[.+^$()|\\]/g, "\\$&")
+/** One character of a segment's glob: a literal, `?`, a `[…]` class, or `*`. */
+type Unit =
+  | { readonly kind: "literal"; readonly code: number }
+  | { readonly kind: "any" }
+  | { readonly kind: "class"; readonly negated: boolean; readonly ranges: ReadonlyArray<readonly [number, number]> }
+  | { readonly kind: "star" }
 
-/** One path segment's glob as a regular expression's source (no `/` in it). */
-const segmentSource = (segment: string): string => {
-  let out = ""
+/** The most alternatives one segment's braces may give (`{a,b}{c,d}` gives four): real globs have a handful. */
+export const MAX_ALTERNATIVES = 64
+
+/** A `[…]` class's body (after `[`, before `]`): `!` or `^` first negates; `a-z` is a range (one the wrong way none). */
+const classOf = (body: string): Unit => {
+  const negated = body[0] === "!" || body[0] === "^"
+  const ranges: Array<readonly [number, number]> = []
+  for (let j = negated ? 1 : 0; j < body.length;) {
+    const from = body.charCodeAt(j)
+    if (body[j + 1] === "-" && j + 2 < body.length) {
+      ranges.push([from, body.charCodeAt(j + 2)])
+      j += 3
+    } else {
+      ranges.push([from, from])
+      j++
+    }
+  }
+  return { kind: "class", negated, ranges }
+}
+
+/**
+ * One path segment's glob (no `/` in it) as the lists of units it may be, its braces expanded; undefined past
+ * {@link MAX_ALTERNATIVES}.
+ */
+const alternativesOf = (segment: string): Array<Array<Unit>> | undefined => {
+  let lists: Array<Array<Unit>> = [[]]
+  const add = (unit: Unit) => lists.forEach((l) => l.push(unit))
   for (let i = 0; i < segment.length; i++) {
     const c = segment[i]!
     if (c === "*") {
-      out += "[^/]*"
+      add({ kind: "star" })
     } else if (c === "?") {
-      out += "[^/]"
+      add({ kind: "any" })
     } else if (c === "[") {
       const end = segment.indexOf("]", i + 2)
       if (end < 0) {
-        out += "\\["
+        add({ kind: "literal", code: c.charCodeAt(0) })
         continue
       }
-      const body = segment.slice(i + 1, end).replace(/^!/, "^").replace(/\\/g, "\\\\")
-      out += `[${body}]`
+      add(classOf(segment.slice(i + 1, end)))
       i = end
     } else if (c === "{") {
       const end = segment.indexOf("}", i)
       if (end < 0) {
-        out += "\\{"
+        add({ kind: "literal", code: c.charCodeAt(0) })
         continue
       }
-      out += `(?:${segment.slice(i + 1, end).split(",").map(segmentSource).join("|")})`
+      const next: Array<Array<Unit>> = []
+      for (const alternative of segment.slice(i + 1, end).split(",")) {
+        const tails = alternativesOf(alternative)
+        if (tails === undefined) return undefined
+        for (const head of lists) for (const tail of tails) next.push([...head, ...tail])
+        if (next.length > MAX_ALTERNATIVES) return undefined
+      }
+      lists = next
       i = end
     } else {
-      out += escapeRegExp(c)
+      add({ kind: "literal", code: segment.charCodeAt(i) })
     }
   }
-  return out
+  return lists
 }
 
-/** A matcher of workspace-relative directory paths (`""`: the root). */
+const matchesOne = (unit: Unit, code: number): boolean => {
+  switch (unit.kind) {
+    case "literal":
+      return unit.code === code
+    case "any":
+      return true
+    case "class":
+      return unit.ranges.some(([from, to]) => code >= from && code <= to) !== unit.negated
+    case "star":
+      return false
+  }
+}
+
+/**
+ * Whether `items` match `pattern`, where `isStar` marks the items of the pattern that match any run (none
+ * included) and `one` matches a single item: the classic wildcard walk, which goes back only to the last star, so
+ * that its time is at most the product of the two lengths, whatever the pattern (a regular expression of many `*`s
+ * took exponential time on a long name).
+ */
+const wildcardMatch = <P, T>(
+  pattern: ReadonlyArray<P>,
+  items: ReadonlyArray<T> | string,
+  isStar: (p: P) => boolean,
+  one: (p: P, at: number) => boolean
+): boolean => {
+  let p = 0
+  let i = 0
+  let starP = -1
+  let starI = 0
+  while (i < items.length) {
+    if (p < pattern.length && !isStar(pattern[p]!) && one(pattern[p]!, i)) {
+      p++
+      i++
+    } else if (p < pattern.length && isStar(pattern[p]!)) {
+      starP = p++
+      starI = i
+    } else if (starP >= 0) {
+      p = starP + 1
+      i = ++starI
+    } else {
+      return false
+    }
+  }
+  while (p < pattern.length && isStar(pattern[p]!)) p++
+  return p === pattern.length
+}
+
+/** A segment of a glob: `**` (any number of whole segments) or what one segment may be. */
+type Segment = "**" | ReadonlyArray<ReadonlyArray<Unit>>
+
+/**
+ * A matcher of workspace-relative directory paths (`""`: the root); one that matches nothing when the glob has more
+ * alternatives than {@link MAX_ALTERNATIVES} (see {@link globProblem}).
+ */
 export const globMatcher = (glob: string): (dir: string) => boolean => {
   const g = normalised(glob)
   if (g === "" || g === ".") return (dir) => dir === ""
-  const segments = g.split("/")
-  const last = segments.length - 1
-  let source = ""
-  for (const [i, s] of segments.entries()) {
+  const segments: Array<Segment> = []
+  for (const s of g.split("/")) {
     if (s === "**") {
-      // Any number of whole segments, none included.
-      source += last === 0 ? ".*" : i === 0 ? "(?:[^/]+/)*" : i === last ? "(?:/[^/]+)*" : "(?:/[^/]+)*/"
+      segments.push("**")
       continue
     }
-    source += (i > 0 && segments[i - 1] !== "**" ? "/" : "") + segmentSource(s)
+    const alternatives = alternativesOf(s)
+    if (alternatives === undefined) return () => false
+    segments.push(alternatives)
   }
-  const re = new RegExp(`^${source}$`)
-  return (dir) => re.test(dir)
+  const segmentMatches = (segment: Segment, part: string) =>
+    segment !== "**" &&
+    segment.some((units) =>
+      wildcardMatch(units, part, (u) => u.kind === "star", (u, at) => matchesOne(u, part.charCodeAt(at)))
+    )
+  return (dir) => {
+    const parts = dir === "" ? [] : dir.split("/")
+    return wildcardMatch(segments, parts, (s) => s === "**", (s, at) => segmentMatches(s, parts[at]!))
+  }
 }
+
+/** Why a glob cannot be matched as written (too many alternatives), or undefined. */
+export const globProblem = (glob: string): string | undefined =>
+  normalised(glob).split("/").some((s) => s !== "**" && alternativesOf(s) === undefined)
+    ? `has more than ${MAX_ALTERNATIVES} alternatives in one segment`
+    : undefined
 
 /** Where a walk for `glob` starts (its literal directories) and how deep it goes below there (Infinity for `**`). */
 const walkOf = (glob: string): { readonly base: string; readonly depth: number } => {

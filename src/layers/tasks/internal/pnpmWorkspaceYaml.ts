@@ -99,6 +99,24 @@ const flowItems = (inner: string, line: number): Array<string> | YamlProblem => 
 
 const indentOf = (line: string) => line.length - line.trimStart().length
 
+/** A line longer than this is refused: a real one is a glob or a version. */
+const MAX_LINE = 4096
+
+/**
+ * A top-level `key: value` line's key and value (`""` when none), or undefined: a quoted key, or one up to the first
+ * `:`, which a blank or the line's end must follow. Found by `indexOf`, not by a regular expression that backtracked
+ * quadratically on a long line without a colon.
+ */
+const entryOf = (line: string): { readonly key: string; readonly value: string } | undefined => {
+  const quoted = /^(?:"([^"]*)"|'([^']*)')[ \t]*:(?:\s+(.*))?$/.exec(line)
+  if (quoted !== null) return { key: quoted[1] ?? quoted[2]!, value: quoted[3] ?? "" }
+  const colon = line.indexOf(":")
+  if (colon < 1 || " \t:#'\"".includes(line[0]!)) return undefined
+  const after = line.slice(colon + 1)
+  if (after !== "" && !/^\s/.test(after)) return undefined
+  return { key: line.slice(0, colon).trimEnd(), value: after.trimStart() }
+}
+
 /** The `packages` globs of a `pnpm-workspace.yaml`'s text, or the first problem. */
 export const readPackages = (text: string): Packages | YamlProblem => {
   const lines = text.replace(/^\uFEFF/, "").split(/\r?\n/)
@@ -109,22 +127,27 @@ export const readPackages = (text: string): Packages | YamlProblem => {
     if (/^\t/.test(lines[i]!)) return { line: i + 1, detail: "a tab indents it: YAML indents with spaces" }
     if (indentOf(line) > 0) continue // under another key
     if (line === "---" || line === "...") continue
-    const entry = /^(?:"([^"]*)"|'([^']*)'|([^\s:#'"][^:]*?))\s*:(?:\s+(.*))?$/.exec(line)
-    if (entry === null) return { line: i + 1, detail: "expected a top-level `key:` (pnpm-workspace.yaml is a mapping)" }
-    const key = entry[1] ?? entry[2] ?? entry[3]!
-    if (key !== "packages") continue
+    if (line.length > MAX_LINE) return { line: i + 1, detail: `is longer than ${MAX_LINE} characters` }
+    const entry = entryOf(line)
+    if (entry === undefined) {
+      return { line: i + 1, detail: "expected a top-level `key:` (pnpm-workspace.yaml is a mapping)" }
+    }
+    if (entry.key !== "packages") continue
     if (packages !== undefined) return { line: i + 1, detail: "`packages` appears twice" }
-    const value = (entry[4] ?? "").trim()
+    const value = entry.value.trim()
     if (value.startsWith("[")) {
-      // A flow sequence, perhaps over several lines.
-      let flow = value
+      // A flow sequence, perhaps over several lines: each line looked at once (a text grown and searched again on
+      // every line took quadratic time on a sequence never closed).
+      const flow = [value]
       const opened = i + 1
-      while (!flow.trimEnd().endsWith("]")) {
+      for (let last = value; !last.endsWith("]");) {
         i++
         if (i >= lines.length) return { line: opened, detail: "`packages: [` is never closed with `]`" }
-        flow += " " + uncommented(lines[i]!).trim()
+        if (lines[i]!.length > MAX_LINE) return { line: i + 1, detail: `is longer than ${MAX_LINE} characters` }
+        last = uncommented(lines[i]!).trim()
+        if (last !== "") flow.push(last)
       }
-      const items = flowItems(flow.trim().slice(1, -1), i + 1)
+      const items = flowItems(flow.join(" ").slice(1, -1), i + 1)
       if (!Array.isArray(items)) return items
       packages = items
       continue

@@ -9,8 +9,9 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { readSmallFile } from "../../../os/ReadSmallFile.js"
 import * as GitIgnore from "./gitIgnore.js"
-import { directoriesOf, globMatcher } from "./packageGlobs.js"
+import { directoriesOf, globMatcher, globProblem } from "./packageGlobs.js"
 import { readPackages } from "./pnpmWorkspaceYaml.js"
 
 /** A problem with a workspace file: the file (relative to the workspace), the field, what is wrong. */
@@ -62,13 +63,20 @@ const DEPENDENCY_FIELDS = ["dependencies", "devDependencies", "peerDependencies"
 
 const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
+/** A `package.json` larger than this is refused: a real one is a few kilobytes, a root one with configs a few hundred. */
+const LARGEST_PACKAGE_JSON = 4 * 1024 * 1024
+
+/** A `pnpm-workspace.yaml` larger than this is refused (its catalogs make it a few kilobytes). */
+const LARGEST_WORKSPACE_YAML = 1024 * 1024
+
+/** A member glob longer than this is refused: a real one is a few dozen characters. */
+const MAX_GLOB_LENGTH = 1000
+
 const readJson = (root: string, file: string): unknown | Problem => {
-  let text: string
-  try {
-    text = fs.readFileSync(path.join(root, file), "utf8")
-  } catch (e) {
-    return { file, path: "", detail: `cannot read: ${(e as NodeJS.ErrnoException).code ?? String(e)}` }
-  }
+  const read = readSmallFile(path.join(root, file), LARGEST_PACKAGE_JSON)
+  if (read._tag === "Absent") return { file, path: "", detail: "cannot read: ENOENT" }
+  if (read._tag === "Refused") return { file, path: "", detail: read.detail }
+  const text = read.text
   try {
     return JSON.parse(text.replace(/^\uFEFF/, "")) as unknown
   } catch (e) {
@@ -91,14 +99,9 @@ const memberGlobs = (
   rootJson: Record<string, unknown>
 ): { readonly file: string; readonly field: string; readonly globs: ReadonlyArray<string> } | undefined | Problem => {
   const yamlFile = "pnpm-workspace.yaml"
-  let yaml: string | undefined
-  try {
-    yaml = fs.readFileSync(path.join(root, yamlFile), "utf8")
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== "ENOENT") {
-      return { file: yamlFile, path: "", detail: `cannot read: ${(e as NodeJS.ErrnoException).code ?? String(e)}` }
-    }
-  }
+  const read = readSmallFile(path.join(root, yamlFile), LARGEST_WORKSPACE_YAML)
+  if (read._tag === "Refused") return { file: yamlFile, path: "", detail: read.detail }
+  const yaml = read._tag === "Read" ? read.text : undefined
   if (yaml !== undefined) {
     const packages = readPackages(yaml)
     if (packages !== undefined && !Array.isArray(packages)) {
@@ -130,7 +133,8 @@ const readPackage = (root: string, directory: string, gitIgnore: GitIgnore.Reade
   if (typeof json.name !== "string" || json.name === "") {
     return { file, path: "name", detail: "a workspace package needs a name: its processes are named after it" }
   }
-  const scripts: Record<string, string> = {}
+  // No prototype: a task named `constructor` or `toString` is a script the package has or has not, never Object's.
+  const scripts: Record<string, string> = Object.create(null) as Record<string, string>
   if (json.scripts !== undefined) {
     if (!isRecord(json.scripts)) return { file, path: "scripts", detail: "must be an object of strings" }
     for (const [k, v] of Object.entries(json.scripts)) {
@@ -168,11 +172,20 @@ const runsPrePost = (root: string, rootJson: Record<string, unknown>, rootFiles:
   const has = (f: string) => rootFiles.includes(f)
   if (has("pnpm-lock.yaml") || has("pnpm-workspace.yaml") || has("bun.lock") || has("bun.lockb")) return false
   if (has("yarn.lock")) {
+    // yarn 1's lockfile says so in its header; yarn 2+ writes YAML with a `__metadata` entry. Only the header is read.
+    let fd: number | undefined
     try {
-      // yarn 1's lockfile says so in its header; yarn 2+ writes YAML with a `__metadata` entry.
-      return fs.readFileSync(path.join(root, "yarn.lock"), "utf8").slice(0, 200).includes("yarn lockfile v1")
+      fd = fs.openSync(
+        path.join(root, "yarn.lock"),
+        fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK
+      )
+      if (!fs.fstatSync(fd).isFile()) return false
+      const head = Buffer.alloc(200)
+      return head.toString("utf8", 0, fs.readSync(fd, head, 0, head.length, 0)).includes("yarn lockfile v1")
     } catch {
       return false
+    } finally {
+      if (fd !== undefined) fs.closeSync(fd)
     }
   }
   return true
@@ -197,6 +210,16 @@ export const read = (root: string, nodeDirectory: string = path.dirname(process.
     const found = new Set<string>()
     const excluded: Array<(dir: string) => boolean> = []
     for (const [i, glob] of members.globs.entries()) {
+      const problem = glob.length > MAX_GLOB_LENGTH
+        ? `is longer than ${MAX_GLOB_LENGTH} characters`
+        : globProblem(glob.replace(/^!/, ""))
+      if (problem !== undefined) {
+        return {
+          file: members.file,
+          path: `${members.field}[${i}]`,
+          detail: `${JSON.stringify(glob.slice(0, 80))} ${problem}`
+        }
+      }
       if (glob.startsWith("!")) {
         excluded.push(globMatcher(glob.slice(1)))
         continue
