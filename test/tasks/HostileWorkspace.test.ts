@@ -137,6 +137,20 @@ describe("hostile workspace files", () => {
       }
     }))
 
+  it.scoped("a package in a directory a glob would read as more than its name is refused, naming it", () =>
+    Effect.gen(function*() {
+      for (const dir of ["[a]", "!x", "a{b,c}"]) {
+        const r = yield* expandIn((ws) => npmWorkspace(ws, { [dir]: { scripts: { build: "true" } } }), {
+          tasks: { build: {} }
+        })
+        assert.deepStrictEqual(r, {
+          error: `packages/${dir}/package.json: its directory's name holds a character a glob reads as more than ` +
+            `itself (${JSON.stringify(`packages/${dir}`)}): a package's files are its directory's glob, so rename ` +
+            "the directory"
+        })
+      }
+    }))
+
   it.scoped("two tasks that give one process name are refused, naming both", () =>
     Effect.map(
       expandIn(

@@ -81,6 +81,12 @@ const taskPath = (key: string, ...at: ReadonlyArray<string | number>) =>
 const CHROOT = "{chroot}"
 
 /** `rel` under the package's directory. */
+/**
+ * Characters a glob reads as more than themselves: a package in a directory named with one (`!x`, `a[1]`) would have
+ * its files named by a glob that matches other files, or excludes its own.
+ */
+const GLOB_MAGIC = /[*?[\]{}\\()|]/
+
 const under = (directory: string, rel: string) => directory === "" ? rel : `${directory}/${rel}`
 
 /** A glob relative to the package's directory as one relative to the workspace: an exclusion stays one. */
@@ -187,6 +193,15 @@ const contextOf = (
   const explicit = config.processes ?? {}
   const byName = new Map<string, Package>()
   for (const p of workspace.packages) {
+    if (GLOB_MAGIC.test(p.directory) || p.directory.split("/").some((s) => s.startsWith("!"))) {
+      return {
+        file: under(p.directory, "package.json"),
+        path: "",
+        detail: `its directory's name holds a character a glob reads as more than itself (${
+          JSON.stringify(p.directory)
+        }): a package's files are its directory's glob, so rename the directory`
+      }
+    }
     const other = byName.get(p.name)
     if (other !== undefined) {
       return {
