@@ -151,6 +151,17 @@ describe("hostile workspace files", () => {
       }
     }))
 
+  it.scoped("a task's named cache outside its package is refused, not rebased below it", () =>
+    Effect.map(
+      expandIn((ws) => npmWorkspace(ws, { a: { scripts: { build: "true" } } }), {
+        tasks: { build: { namedCaches: { tool: "/abs/cache" } } }
+      }),
+      (r) =>
+        assert.deepStrictEqual(r, {
+          error: "kiln.json: tasks.build.namedCaches.tool: \"/abs/cache\" must be relative and stay inside the package"
+        })
+    ))
+
   it.scoped("two tasks that give one process name are refused, naming both", () =>
     Effect.map(
       expandIn(

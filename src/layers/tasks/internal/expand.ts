@@ -401,6 +401,14 @@ const pathProblems = (ctx: Context, key: string, tc: TaskConfig): Array<TaskProb
       }
     }
   }
+  // A named cache's path is where it is mounted in the package: an absolute one would be rebased below the package.
+  for (const [name, at] of Object.entries(tc.namedCaches ?? {})) {
+    if (!staysInside(at)) {
+      problems.push(
+        fail(ctx, [key, "namedCaches", name], `${JSON.stringify(at)} must be relative and stay inside the package`)
+      )
+    }
+  }
   return problems
 }
 
