@@ -61,6 +61,14 @@ describe("Config.parse, hostile process names", () => {
     }
   })
 
+  it("a bidirectional override or isolate is refused and named, the line holding it escaped", () => {
+    for (const code of [0x202a, 0x202b, 0x202c, 0x202d, 0x202e, 0x2066, 0x2067, 0x2068, 0x2069]) {
+      const line = refusal(configOf({ [`build${String.fromCharCode(code)}gnp.exe`]: ok }))
+      assert.notMatch(line, /[\u202a-\u202e\u2066-\u2069]/, line)
+      assert.include(line, `it holds the bidirectional control U+${code.toString(16).toUpperCase()}`)
+    }
+  })
+
   it("a dep naming such a process is an unknown process, quoted safely", () => {
     const line = refusal(configOf({ a: { ...ok, deps: ["b\u009b2J"] } }))
     printable(line)

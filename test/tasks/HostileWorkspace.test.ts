@@ -162,6 +162,30 @@ describe("hostile workspace files", () => {
         })
     ))
 
+  it.scoped("a package name that cannot name processes is refused at its package.json, escaped", () =>
+    Effect.gen(function*() {
+      const cases = [
+        [
+          "a\u0000b",
+          "\"a\\u0000b\" names processes, and it holds the control character U+0000, which would reach " +
+          "the terminal as it is"
+        ],
+        [
+          "evil\u202egnp.exe",
+          "\"evil\\u202egnp.exe\" names processes, and it holds the bidirectional control U+202E, " +
+          "which makes a terminal show it in another order"
+        ]
+      ] as const
+      for (const [name, detail] of cases) {
+        const r = yield* expandIn((ws) =>
+          writeTree(ws, {
+            "package.json": JSON.stringify({ name: "root", workspaces: ["packages/*"] }),
+            "packages/a/package.json": pkg(name, { scripts: { build: "true" } })
+          }), { tasks: { build: {} } })
+        assert.deepStrictEqual(r, { error: `packages/a/package.json: name: ${detail}` })
+      }
+    }))
+
   it.scoped("two tasks that give one process name are refused, naming both", () =>
     Effect.map(
       expandIn(

@@ -7,9 +7,10 @@
 
 /**
  * C0 controls, DEL and C1 controls (U+0080–U+009F; U+009B is a CSI to some terminals): printed raw, they redraw the
- * screen or forge a line (a newline) of kiln's own.
+ * screen or forge a line (a newline) of kiln's own. And the bidirectional overrides and isolates, which show what
+ * follows them in another order.
  */
-const CONTROLS = /[\u0000-\u001f\u007f-\u009f]/g
+const CONTROLS = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g
 
 /** `s` with every control character written as a `\uXXXX` escape. @internal */
 export const escapeControls = (s: string) =>

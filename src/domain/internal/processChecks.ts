@@ -76,14 +76,25 @@ export const problemsIn = (config: Config, placeOf: PlaceOf, known: ReadonlySet<
   return found
 }
 
-/** Why `name` cannot name a process, if it cannot: one that would print as another, or print what kiln did not say. */
-const nameProblem = (name: string): string | undefined => {
+/**
+ * Why `name` cannot name a process, if it cannot: one that would print as another, or print what kiln did not say.
+ *
+ * @internal
+ */
+export const nameProblem = (name: string): string | undefined => {
   if (name === "") return "it is empty"
   // A name is printed on the terminal: the status line, `✓ name`, errors.
   const control = /[\u0000-\u001f\u007f-\u009f]/.exec(name)
   if (control !== null) {
     const code = control[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")
     return `it holds the control character U+${code}, which would reach the terminal as it is`
+  }
+  // A bidirectional override or isolate shows what follows it in another order ("Trojan Source"): a name that prints
+  // as another's.
+  const bidi = /[\u202a-\u202e\u2066-\u2069]/.exec(name)
+  if (bidi !== null) {
+    const code = bidi[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")
+    return `it holds the bidirectional control U+${code}, which makes a terminal show it in another order`
   }
   // " a" would print as "a": two processes that look like one.
   if (/^\s|\s$/.test(name)) return "it begins or ends with whitespace"

@@ -12,6 +12,7 @@
  * @internal
  */
 import type { Config, ProcessConfig, TaskConfig } from "../../../domain/config/Config.js"
+import * as ProcessName from "../../../domain/config/ProcessName.js"
 import { staysInside } from "./packageGlobs.js"
 import { satisfies } from "./semver.js"
 import type { Package, Problem, Workspace } from "./workspaceFiles.js"
@@ -200,6 +201,14 @@ const contextOf = (
         detail: `its directory's name holds a character a glob reads as more than itself (${
           JSON.stringify(p.directory)
         }): a package's files are its directory's glob, so rename the directory`
+      }
+    }
+    const badName = ProcessName.problemOf(p.name)
+    if (badName !== undefined) {
+      return {
+        file: under(p.directory, "package.json"),
+        path: "name",
+        detail: `${ProcessName.quote(p.name)} names processes, and ${badName}`
       }
     }
     const other = byName.get(p.name)
