@@ -33,7 +33,7 @@ const workspace = (script: string) =>
     }
     const kiln = (args: ReadonlyArray<string>, extra: NodeJS.ProcessEnv = {}) =>
       runCli(args, { cwd: ws, env: { ...env, ...extra } })
-    return { ws, kiln }
+    return { root, ws, kiln }
   })
 
 /** Two errors in defaults, two in tasks, one in processes: each found after the schema, by resolving and expanding. */
@@ -191,6 +191,35 @@ describe("a host path in the workspace, judged once the workspace is known", () 
         task.stderr,
         /^kiln: kiln\.json:2:57: tasks\.build\.hostPaths\[1\]: ".*\/tools" is inside the workspace/
       )
+    }))
+})
+
+describe("hostPaths that reach kiln's own directories", () => {
+  it.scoped("the store, the sandbox root, the named caches, the locks, the runtime directory: exit 2, nothing run", () =>
+    Effect.gen(function*() {
+      const { kiln, root, ws } = yield* workspace("touch ran")
+      const run = path.join(root, "run")
+      fs.mkdirSync(run, { mode: 0o700 })
+      fs.symlinkSync(path.join(root, "store"), path.join(root, "a-link"))
+      const cases: ReadonlyArray<readonly [string, string]> = [
+        [path.join(root, "store"), `is inside kiln's store (${path.join(root, "store")})`],
+        [path.join(root, "a-link"), `is inside kiln's store (${path.join(root, "store")})`],
+        [path.join(root, "sandboxes"), `is inside kiln's sandbox root (${path.join(root, "sandboxes")})`],
+        [path.join(root, "named"), `is inside kiln's named caches (${path.join(root, "named")})`],
+        [path.join(root, "locks"), `is inside kiln's workspace locks (${path.join(root, "locks")})`],
+        [run, `holds kiln's runtime directory (${path.join(run, "kiln")})`]
+      ]
+      for (const [hostPath, says] of cases) {
+        fs.writeFileSync(path.join(ws, "kiln.json"), JSON.stringify({ tasks: { build: { hostPaths: [hostPath] } } }))
+        const r = yield* kiln(["run"], { XDG_RUNTIME_DIR: run })
+        assert.strictEqual(r.code, 2, r.stderr)
+        assert.include(
+          r.stderr,
+          `kiln: kiln.json: processes.build:@x/app.hostPaths[0]: ${JSON.stringify(hostPath)} ${says}`,
+          r.stderr
+        )
+        assert.isFalse(fs.existsSync(path.join(ws, "packages/ui/ran")), "a process ran")
+      }
     }))
 })
 

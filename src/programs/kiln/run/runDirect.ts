@@ -22,10 +22,13 @@ import * as GraphOrder from "../../../domain/GraphOrder.js"
 import * as Engine from "../../../layers/engine/Engine.js"
 import * as RunMemo from "../../../layers/engine/RunMemo.js"
 import * as RemoteCache from "../../../layers/remote/RemoteCache.js"
+import * as ProcessRunner from "../../../layers/runner/ProcessRunner.js"
+import * as Sandboxes from "../../../layers/sandbox/Sandboxes.js"
 import * as Store from "../../../layers/store/Store.js"
 import * as TaskExpansion from "../../../layers/tasks/TaskExpansion.js"
 import * as Tasks from "../../../layers/tasks/Tasks.js"
 import { cacheDir } from "../../../os/CacheDir.js"
+import * as PrivateDir from "../../../os/PrivateDir.js"
 import * as PrivateRoot from "../../../os/PrivateRoot.js"
 import { type OptionSpec, type ValuesOf } from "../../common/optionSpec.js"
 import { toStoreOptions } from "../../common/storeSettings.js"
@@ -199,6 +202,46 @@ export const runParsed = (o: RunArgs) =>
     yield* AutoGc.startIfDue(o)
   }).pipe(exitOnInvalidConfig, exitOnInvalidRemote, Selection.exitOnAffectedUnavailable)
 
+/**
+ * Fails when a process's `hostPaths` reach one of kiln's own directories (`guarded`: what it is, and where), as
+ * given or through a symlink: shown to the process, its store would give it every cached blob, its sandbox root other
+ * processes' inputs, its runtime directory the sandboxer's socket (which writes a tree wherever it is asked).
+ */
+const hostPathsClear = (
+  file: string,
+  config: Config,
+  guarded: ReadonlyArray<readonly [string, string]>
+) =>
+  Effect.suspend(() => {
+    const real = (p: string) => {
+      try {
+        return fs.realpathSync(p)
+      } catch {
+        return p
+      }
+    }
+    const within = (inner: string, outer: string) => inner === outer || inner.startsWith(`${outer}/`)
+    const dirs = guarded.flatMap(([what, dir]) => [...new Set([dir, real(dir)])].map((d) => [what, d] as const))
+    for (const [name, pc] of Object.entries(config.processes)) {
+      for (const [i, hostPath] of (pc.hostPaths ?? []).entries()) {
+        for (const seen of new Set([hostPath, real(hostPath)])) {
+          const hit = dirs.find(([, d]) => within(seen, d) || within(d, seen))
+          if (hit === undefined) continue
+          return Effect.fail(
+            new InvalidConfig({
+              file: path.basename(file),
+              path: `processes.${name}.hostPaths[${i}]`,
+              detail: `${JSON.stringify(hostPath)} ${within(seen, hit[1]) ? "is inside" : "holds"} ${hit[0]} (${
+                hit[1]
+              }): a process must not reach kiln's own files`
+            })
+          )
+        }
+      }
+    }
+    return Effect.void
+  })
+
 /** "1 upload", "3 uploads". */
 export const uploadsCount = (n: number) => `${n} upload${n === 1 ? "" : "s"}`
 
@@ -266,6 +309,19 @@ const runLoaded = (
     // holder) or break (their removal lets two runs write one workspace at once).
     const lockDir = cacheDir("locks", "KILN_LOCK_DIR", process.env)
     yield* PrivateRoot.verify("workspace lock directory", lockDir, "own")
+    yield* hostPathsClear(configFile, config, [
+      ["kiln's store", store.options.root],
+      ["kiln's sandbox root", (yield* Sandboxes.Sandboxes).root],
+      [
+        "kiln's named caches",
+        path.resolve(Option.getOrElse(o.namedCachesDir, () => ProcessRunner.defaultNamedCachesDir()))
+      ],
+      ["kiln's workspace locks", lockDir],
+      // The sandboxer's and the standby's sockets: a process that can reach them can ask kiln to write anywhere.
+      ...(PrivateDir.fixedSocketDirectory() !== undefined
+        ? [["kiln's runtime directory", PrivateDir.fixedSocketDirectory()!] as const]
+        : [])
+    ])
     const mode: Progress.Mode = o.progress === "auto" ? (process.stderr.isTTY ? "tty" : "plain") : o.progress
     const targets = selected ?? Object.keys(config.processes)
     // Under defer, an executor that is the cache keeps the intermediate outputs only its own processes read.
