@@ -102,6 +102,24 @@ describe("Config.parse, hostile fields", () => {
     }
   })
 
+  it("an output in the repository's own directory is refused: git runs its config and hooks unsandboxed", () => {
+    for (
+      const [fields, out, dir] of [
+        [{ outputs: [".git/config"] }, ".git/config", ".git"],
+        [{ outputs: [".git/"] }, ".git/", ".git"],
+        [{ outputs: ["?a/.hg/hgrc"] }, "a/.hg/hgrc", ".hg"],
+        [{ workingDirectory: ".git", outputs: ["hooks/pre-commit"] }, "hooks/pre-commit", ".git"],
+        [{ workingDirectory: "pkg/.svn", outputs: ["./"] }, "./", ".svn"]
+      ] as const
+    ) {
+      refuses(
+        oneProcess(fields),
+        `kiln.json: processes.p.outputs[0]: ${JSON.stringify(out)} is in the repository's own directory (${dir}): ` +
+          "its config and hooks run outside any sandbox, and its history is the user's"
+      )
+    }
+  })
+
   it("deps naming Object.prototype's members are unknown processes, not a TypeError", () => {
     for (const dep of ["toString", "constructor", "hasOwnProperty", "__proto__", "valueOf"]) {
       refuses(oneProcess({ deps: [dep] }), `kiln.json: processes.p.deps[0]: unknown process "${dep}"`)

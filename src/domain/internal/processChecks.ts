@@ -22,6 +22,9 @@ const NUL = "\u0000"
 /** A relative path that stays where it is relative to: not empty, not absolute, no `..` and no NUL. */
 const staysInside = (p: string) => p !== "" && !p.startsWith("/") && !p.split("/").includes("..") && !p.includes(NUL)
 
+/** Version control's own directories, which no output may be in: what they hold runs as the user (hooks, config). */
+const REPOSITORY = new Set([".git", ".hg", ".svn"])
+
 /** `.`, `./`, `a/..`-free spellings of the directory itself, which no file or symlink can stand in for. */
 const isItself = (p: string) => p.split("/").every((s) => s === "" || s === ".")
 
@@ -154,6 +157,13 @@ export function* refusedIn(
       yield {
         at: ["outputs", i],
         detail: `${quoted(out)} is the working directory itself, not a file: a directory output ends with /`
+      }
+    } else if (`${wd ?? ""}/${out}`.split("/").some((s) => REPOSITORY.has(s))) {
+      yield {
+        at: ["outputs", i],
+        detail: `${quoted(out)} is in the repository's own directory (${
+          `${wd ?? ""}/${out}`.split("/").find((s) => REPOSITORY.has(s))
+        }): its config and hooks run outside any sandbox, and its history is the user's`
       }
     }
   }
