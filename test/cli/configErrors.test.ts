@@ -5,6 +5,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
+import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { runCli } from "../utils/cliRun.js"
@@ -191,6 +192,41 @@ describe("a host path in the workspace, judged once the workspace is known", () 
         task.stderr,
         /^kiln: kiln\.json:2:57: tasks\.build\.hostPaths\[1\]: ".*\/tools" is inside the workspace/
       )
+    }))
+})
+
+describe("kiln.json as a link", () => {
+  it.scoped("followed within its directory; one out of it, a FIFO or a device is refused, and nothing of it printed", () =>
+    Effect.gen(function*() {
+      const { kiln, root, ws } = yield* workspace("true")
+      const config = path.join(ws, "kiln.json")
+      fs.mkdirSync(path.join(ws, "config"))
+      fs.writeFileSync(path.join(ws, "config/kiln.json"), JSON.stringify({ tasks: { build: {} } }))
+      fs.symlinkSync("config/kiln.json", config)
+      const inside = yield* kiln(["ls"])
+      assert.strictEqual(inside.code, 0, inside.stderr)
+      assert.include(inside.stdout, "build:@x/app")
+      fs.writeFileSync(path.join(root, "secret"), "{ \"the secret\": 1, }\nTOKEN=ghp_SECRET\n")
+      for (const target of [path.join(root, "secret"), "/proc/self/environ"]) {
+        fs.rmSync(config)
+        fs.symlinkSync(target, config)
+        for (const command of [["run"], ["ls"]]) {
+          const r = yield* kiln(command, { KILN_TEST_SECRET: "ghp_SECRET" })
+          assert.strictEqual(r.code, 2, r.stderr)
+          assert.include(r.stderr, "is a symlink to")
+          assert.include(r.stderr, "outside its directory: kiln follows one only within it")
+          assert.notInclude(r.stderr, "ghp_SECRET")
+        }
+      }
+      fs.rmSync(config)
+      spawnSync("mkfifo", [config])
+      // Not a config (as a directory of that name is not), never waited on; named by --config, refused.
+      const fifo = yield* kiln(["run"])
+      assert.strictEqual(fifo.code, 2, fifo.stderr)
+      assert.include(fifo.stderr, "no kiln.json in")
+      const named = yield* kiln(["run", "--config", config])
+      assert.strictEqual(named.code, 2, named.stderr)
+      assert.include(named.stderr, "is not a regular file")
     }))
 })
 

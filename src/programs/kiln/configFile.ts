@@ -7,6 +7,7 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { readSmallFile } from "../../os/ReadSmallFile.js"
 
 /** The name kiln looks for. */
 export const CONFIG_NAME = "kiln.json"
@@ -30,4 +31,33 @@ export const find = (given: string | undefined, cwd: string = process.cwd()): st
     if (fs.statSync(candidate, { throwIfNoEntry: false })?.isFile() === true) return candidate
     if (path.dirname(dir) === dir) return undefined
   }
+}
+
+/** A kiln.json larger than this is refused: a generated one for a large monorepo is a few hundred kilobytes. */
+const LARGEST_CONFIG = 16 * 1024 * 1024
+
+/**
+ * The config file's text, or why it cannot be read. A symlink is followed only to a file in its own directory or
+ * below (a config kept in `config/kiln.json` and linked from the root): one committed to point anywhere else (a file
+ * outside the workspace, `/proc/self/environ`) would have kiln quote that file's lines in its errors, into a CI log.
+ * Only a regular file is read, and none larger than {@link LARGEST_CONFIG}: a FIFO or a device is refused at once.
+ */
+export const readText = (file: string): { readonly text: string } | { readonly problem: string } => {
+  let target = file
+  try {
+    if (fs.lstatSync(file).isSymbolicLink()) {
+      const real = fs.realpathSync(file)
+      const home = fs.realpathSync(path.dirname(file))
+      if (!real.startsWith(`${home}/`)) {
+        return { problem: `is a symlink to ${real}, outside its directory: kiln follows one only within it` }
+      }
+      target = real
+    }
+  } catch (e) {
+    return { problem: `cannot read: ${(e as NodeJS.ErrnoException).code ?? String(e)}` }
+  }
+  const read = readSmallFile(target, LARGEST_CONFIG)
+  return read._tag === "Read"
+    ? { text: read.text }
+    : { problem: read._tag === "Absent" ? "cannot read: ENOENT" : read.detail }
 }

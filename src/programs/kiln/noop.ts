@@ -172,12 +172,9 @@ const check = (
   const workspace = path.dirname(configFile)
   // A store another user can write could hold any memo: the full run refuses it, with the reason.
   if (PrivateDir.inspect(storeRoot, "group") !== undefined) return new Falls("the store root is not safe", false)
-  let text: string
-  try {
-    text = fs.readFileSync(configFile, "utf8")
-  } catch {
-    return new Falls(`cannot read ${configFile}`, false)
-  }
+  const configText = ConfigFile.readText(configFile)
+  if ("problem" in configText) return new Falls(`${configFile}: ${configText.problem}`, false)
+  let text = configText.text
   // The memo is kept per sandbox mode (see `RunMemo.buildId`): the flag's, else kiln.json's, else auto.
   const sandbox = o.get("sandbox") ?? sandboxIn(text)
   // Handed over: when the check falls through, the engine takes what it found instead of looking again.

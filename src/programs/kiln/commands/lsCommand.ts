@@ -12,7 +12,6 @@ import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import * as fs from "node:fs"
 import * as path from "node:path"
 import { decode, InvalidConfig } from "../../../domain/config/Config.js"
 import * as Engine from "../../../layers/engine/Engine.js"
@@ -21,6 +20,7 @@ import type * as Tasks from "../../../layers/tasks/Tasks.js"
 import { cliOptions, storeOptions } from "../../common/cliOptions.js"
 import { toStoreOptions } from "../../common/storeSettings.js"
 import { LS_OPTIONS } from "../commandTable.js"
+import * as ConfigFile from "../configFile.js"
 import { COMMANDS } from "../help.js"
 import { configFileOf } from "../run/runDirect.js"
 import * as Selection from "../selection.js"
@@ -30,11 +30,9 @@ import { engineStack, exitOnInvalidConfig } from "../stack.js"
 export const listed = (file: string) =>
   Effect.gen(function*() {
     const name = path.basename(file)
-    const text = yield* Effect.try({
-      try: () => fs.readFileSync(file, "utf8"),
-      catch: (e) =>
-        new InvalidConfig({ file, path: "", detail: `cannot read: ${(e as NodeJS.ErrnoException).code ?? String(e)}` })
-    })
+    const read = ConfigFile.readText(file)
+    if ("problem" in read) return yield* new InvalidConfig({ file, path: "", detail: read.problem })
+    const text = read.text
     const config = yield* Either.match(decode(name, text), { onLeft: Effect.fail, onRight: Effect.succeed })
     return yield* TaskExpansion.expand(path.dirname(file), name, config, process.env, text)
   })

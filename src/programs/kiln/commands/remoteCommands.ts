@@ -7,7 +7,6 @@ import * as Command from "@effect/cli/Command"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import * as fs from "node:fs"
 import * as path from "node:path"
 import { type Config, parse as parseConfig } from "../../../domain/config/Config.js"
 import * as RemoteCache from "../../../layers/remote/RemoteCache.js"
@@ -29,12 +28,9 @@ const options = { ...cliOptions(REMOTE_COMMAND_OPTIONS), ...storeOptions }
 
 /** kiln.json's remote settings, when the workspace has one (a remote command works without it). */
 const configOf = (file: string): Config | undefined => {
-  let text: string
-  try {
-    text = fs.readFileSync(file, "utf8")
-  } catch {
-    return undefined
-  }
+  const read = ConfigFile.readText(file)
+  if ("problem" in read) return undefined
+  const text = read.text
   return Either.getOrUndefined(parseConfig(path.basename(file), text))
 }
 

@@ -66,14 +66,9 @@ export const loadConfig = (file: string) =>
     if (handed !== undefined && isPlainConfig(handed.json)) {
       return Effect.succeed({ config: handed.json, hash: handed.hash, text: handed.text })
     }
-    let text: string
-    try {
-      text = fs.readFileSync(file, "utf8")
-    } catch (e) {
-      return Effect.fail(
-        new InvalidConfig({ file, path: "", detail: `cannot read: ${(e as NodeJS.ErrnoException).code ?? String(e)}` })
-      )
-    }
+    const read = ConfigFile.readText(file)
+    if ("problem" in read) return Effect.fail(new InvalidConfig({ file, path: "", detail: read.problem }))
+    const text = read.text
     return Either.match(parseConfig(path.basename(file), text), {
       onLeft: (error) => withTheTasksErrors(file, text, error),
       onRight: (config) =>
