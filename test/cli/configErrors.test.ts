@@ -230,6 +230,38 @@ describe("kiln.json as a link", () => {
     }))
 })
 
+describe("--summary and --trace files", () => {
+  it.scoped("never through a link, never a FIFO, a directory or a device: one line, exit 2, the target untouched", () =>
+    Effect.gen(function*() {
+      const { kiln, root, ws } = yield* workspace("true")
+      fs.writeFileSync(path.join(ws, "kiln.json"), JSON.stringify({ tasks: { build: {} } }))
+      const victim = path.join(root, "victim")
+      fs.writeFileSync(victim, "keep\n")
+      fs.symlinkSync(victim, path.join(ws, "summary.json"))
+      spawnSync("mkfifo", [path.join(ws, "fifo")])
+      fs.mkdirSync(path.join(ws, "dir"))
+      const cases = [
+        ["summary.json", "is a symlink, which kiln does not write through (`-` is stdout)"],
+        ["fifo", "is a FIFO nothing reads"],
+        ["dir", "is a directory"],
+        ["/dev/null", "is not a regular file"]
+      ] as const
+      // The first run runs; the next are no-ops, whose check leaves a summary it cannot write to the full run.
+      for (const flag of ["--summary", "--trace"]) {
+        for (const [file, says] of flag === "--trace" ? cases.slice(0, 1) : cases) {
+          const r = yield* kiln(["run", flag, file])
+          assert.strictEqual(r.code, 2, r.stderr)
+          assert.include(r.stderr, `kiln: ${flag} ${file}: ${says}\n`)
+          assert.notInclude(r.stderr, "    at ")
+          assert.strictEqual(fs.readFileSync(victim, "utf8"), "keep\n")
+        }
+      }
+      const written = yield* kiln(["run", "--summary", "s.json"])
+      assert.strictEqual(written.code, 0, written.stderr)
+      assert.strictEqual(JSON.parse(fs.readFileSync(path.join(ws, "s.json"), "utf8")).failed, 0)
+    }))
+})
+
 describe("hostPaths that reach kiln's own directories", () => {
   it.scoped("the store, the sandbox root, the named caches, the locks, the runtime directory: exit 2, nothing run", () =>
     Effect.gen(function*() {

@@ -22,6 +22,7 @@ import * as Layout from "../../layers/store/Layout.js"
 import * as Tasks from "../../layers/tasks/Tasks.js"
 import { cacheDir } from "../../os/CacheDir.js"
 import * as PrivateDir from "../../os/PrivateDir.js"
+import { writeReportFile } from "../../os/ReportFile.js"
 import { type OptionSpec } from "../common/optionSpec.js"
 import * as ConfigFile from "./configFile.js"
 import { RUN_OPTIONS } from "./optionTable.js"
@@ -343,14 +344,9 @@ export const answer = (
     return result.runs ? "runs" : "other"
   }
   if (result.summary !== undefined) {
-    try {
-      // `-` is stdout, as the full run has it.
-      if (result.summary === "-") process.stdout.write(result.summaryText)
-      else fs.writeFileSync(result.summary, result.summaryText)
-    } catch {
-      // The full run says why, as it would have.
-      return "other"
-    }
+    // `-` is stdout, as the full run has it; a file that cannot be written is the full run's to say.
+    if (result.summary === "-") process.stdout.write(result.summaryText)
+    else if (writeReportFile(result.summary, result.summaryText) !== undefined) return "other"
   }
   if (debug) process.stderr.write("kiln: no-op check: nothing changed\n")
   if (result.lines.length > 0) process.stderr.write(result.lines.join("\n") + "\n")

@@ -30,6 +30,7 @@ import * as Tasks from "../../../layers/tasks/Tasks.js"
 import { cacheDir } from "../../../os/CacheDir.js"
 import * as PrivateDir from "../../../os/PrivateDir.js"
 import * as PrivateRoot from "../../../os/PrivateRoot.js"
+import { writeReportFile } from "../../../os/ReportFile.js"
 import { type OptionSpec, type ValuesOf } from "../../common/optionSpec.js"
 import { toStoreOptions } from "../../common/storeSettings.js"
 import * as AutoGc from "../autoGc.js"
@@ -237,6 +238,17 @@ const hostPathsClear = (
     return Effect.void
   })
 
+/**
+ * Writes a report the user asked for (`--summary`, `--trace`), or says in one line why it could not, exit 2: the run's
+ * own outcome is said as it was.
+ */
+const reportFile = (flag: string, file: string, text: string): void => {
+  const problem = writeReportFile(file, text)
+  if (problem === undefined) return
+  process.stderr.write(`kiln: ${flag} ${file}: ${problem}\n`)
+  process.exitCode = 2
+}
+
 /** "1 upload", "3 uploads". */
 export const uploadsCount = (n: number) => `${n} upload${n === 1 ? "" : "s"}`
 
@@ -389,11 +401,9 @@ const runLoaded = (
       const text = JSON.stringify(summary, null, 2) + "\n"
       if (o.summary.value === "-") {
         process.stdout.write(text)
-      } else fs.writeFileSync(o.summary.value, text)
+      } else reportFile("--summary", o.summary.value, text)
     }
-    if (Option.isSome(o.trace)) {
-      fs.writeFileSync(o.trace.value, JSON.stringify(traceEvents(report)) + "\n")
-    }
+    if (Option.isSome(o.trace)) reportFile("--trace", o.trace.value, JSON.stringify(traceEvents(report)) + "\n")
     // What each process wrote that no output declares is lost (neither cached nor written back): said once, here.
     const undeclared = o.quiet ? [] : report.processes.flatMap((p) => Output.undeclaredLine(p) ?? [])
     if (undeclared.length > 0) process.stderr.write(`${undeclared.join("\n")}\n`)
