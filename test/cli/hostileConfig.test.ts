@@ -99,7 +99,7 @@ describe("kiln run, hostile kiln.json", () => {
       Effect.gen(function*() {
         refusedWith(
           yield* runWith({ processes: { p: process_({ env: { "A=B": "c" } }) } }),
-          "kiln: kiln.json: processes.p.env[\"A=B\"]: \"A=B\" is not a variable name: it must be non-empty, without = or NUL"
+          "kiln: kiln.json: processes.p.env[\"A=B\"]: \"A=B\" is not a variable name: it must be non-empty, without = or a control character"
         )
         refusedWith(
           yield* runWith({ processes: { p: process_({ writableInputs: ["../../etc", "/etc/passwd"] }) } }),

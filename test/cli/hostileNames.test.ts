@@ -135,3 +135,46 @@ describe("kiln run, hostile process names", () => {
       assert.isFalse(fs.existsSync(path.join(ws, "o.txt")))
     }))
 })
+
+describe("what kiln prints of a config's values", () => {
+  const ESCAPES = "\u001b]52;c;cHduZWQ=\u0007\u001b[2J\nFAKE: all 12 tests passed\u202e"
+
+  it("a variable name with a control character is refused", () => {
+    const line = refusal(configOf({ a: { ...ok, env: { PATH: "/usr/bin:/bin", "X\u001bY": "1" } } }))
+    printable(line)
+    assert.include(line, "is not a variable name: it must be non-empty, without = or a control character")
+  })
+
+  it.scoped("kiln ls and a failure's re-run line escape control characters in argv and env", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir("kiln-hostile-values-")
+      const ws = path.join(root, "ws")
+      fs.mkdirSync(ws)
+      fs.mkdirSync(path.join(root, "sandboxes"))
+      const fails = {
+        argv: ["/bin/sh", "-c", "exit 3", ESCAPES],
+        env: { PATH: "/usr/bin:/bin", SHOWN: ESCAPES },
+        cache: "never"
+      }
+      fs.writeFileSync(path.join(ws, "kiln.json"), configOf({ fails }))
+      const env = {
+        ...process.env,
+        HOME: root,
+        KILN_STORE_DIR: path.join(root, "store"),
+        KILN_SANDBOX_ROOT: path.join(root, "sandboxes"),
+        KILN_NAMED_CACHES_DIR: path.join(root, "named"),
+        KILN_LOCK_DIR: path.join(root, "locks")
+      }
+      const ls = yield* runCli(["ls"], { cwd: ws, env })
+      assert.strictEqual(ls.code, 0, ls.stderr)
+      assert.notMatch(ls.stdout, /[\u001b\u0007\u202e]|FAKE.*\n.*FAKE|\nFAKE/, ls.stdout)
+      assert.include(ls.stdout, "\\u001b]52;c;cHduZWQ=\\u0007")
+      const run = yield* runCli(["run", "--progress", "plain"], { cwd: ws, env })
+      assert.strictEqual(run.code, 1, run.stderr)
+      const rerun = run.stderr.split("\n").find((l) => l.startsWith("re-run it with: "))
+      assert.isDefined(rerun, run.stderr)
+      printable(rerun!)
+      assert.notInclude(rerun!, "\u202e")
+      assert.include(rerun!, "$'\\x1b]52;c;cHduZWQ=\\x07\\x1b[2J\\x0aFAKE: all 12 tests passed\\u202e'")
+    }))
+})

@@ -41,7 +41,7 @@ describe("Config.parse, hostile fields", () => {
     )
     refuses(
       oneProcess({ env: { "A\u0000": "x" } }),
-      "kiln.json: processes.p.env[\"A\\u0000\"]: \"A\\u0000\" is not a variable name: it must be non-empty, without = or NUL"
+      "kiln.json: processes.p.env[\"A\\u0000\"]: \"A\\u0000\" is not a variable name: it must be non-empty, without = or a control character"
     )
     assert.match(refusal(oneProcess({ workingDirectory: "a\u0000" })), /^kiln\.json: processes\.p\.workingDirectory: /)
     assert.match(refusal(oneProcess({ inputs: ["a\u0000.txt"] })), /^kiln\.json: processes\.p\.inputs\[0\]: /)
@@ -56,7 +56,7 @@ describe("Config.parse, hostile fields", () => {
   it("an env name with = or empty", () => {
     refuses(
       oneProcess({ env: { "A=B": "c" } }),
-      "kiln.json: processes.p.env[\"A=B\"]: \"A=B\" is not a variable name: it must be non-empty, without = or NUL"
+      "kiln.json: processes.p.env[\"A=B\"]: \"A=B\" is not a variable name: it must be non-empty, without = or a control character"
     )
     assert.match(
       refusal(oneProcess({ env: { "": "c" } })),

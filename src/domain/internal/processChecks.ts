@@ -127,10 +127,10 @@ export function* refusedIn(
     if (arg.includes(NUL)) yield { at: ["argv", i], detail: "holds a NUL byte, which no argument can" }
   }
   for (const [k, v] of Object.entries(pc.env ?? {})) {
-    if (k === "" || k.includes("=") || k.includes(NUL)) {
+    if (k === "" || k.includes("=") || /[\u0000-\u001f\u007f-\u009f]/.test(k)) {
       yield {
         at: ["env", k],
-        detail: `${quoted(k)} is not a variable name: it must be non-empty, without = or NUL`
+        detail: `${quoted(k)} is not a variable name: it must be non-empty, without = or a control character`
       }
     }
     if (v.includes(NUL)) yield { at: ["env", k], detail: "holds a NUL byte, which no variable's value can" }

@@ -39,7 +39,24 @@ const failureOf = (r: ProcessReport): string =>
     ? `exit ${r.exitCode}`
     : "its outputs could not be written back"
 
-const quote = (s: string) => /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`
+/**
+ * `s` as one shell word. A control character (or a bidirectional control) is written as an escape in `$'…'`, which
+ * bash, zsh and ksh read back as the character: printed raw, the re-run line could redraw the terminal or forge a line.
+ */
+const quote = (s: string) =>
+  /^[\w@%+=:,./-]+$/.test(s)
+    ? s
+    : /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/.test(s)
+    ? `$'${
+      s.replace(/[\\']/g, "\\$&").replace(
+        /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g,
+        (c) =>
+          c.charCodeAt(0) < 0x80
+            ? `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`
+            : `\\u${c.charCodeAt(0).toString(16)}`
+      )
+    }'`
+    : `'${s.replace(/'/g, `'\\''`)}'`
 
 /** A `kiln exec` command that re-runs `p` exactly. */
 const reproduce = (state: RunState, p: Process) =>

@@ -14,6 +14,7 @@ import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as path from "node:path"
 import { decode, InvalidConfig } from "../../../domain/config/Config.js"
+import * as ProcessName from "../../../domain/config/ProcessName.js"
 import * as Engine from "../../../layers/engine/Engine.js"
 import * as TaskExpansion from "../../../layers/tasks/TaskExpansion.js"
 import type * as Tasks from "../../../layers/tasks/Tasks.js"
@@ -48,7 +49,7 @@ export const lines = (expanded: Tasks.Expanded): Array<string> => {
       ? `${origin.directory === "" ? "." : origin.directory}: ${pc.argv.at(-1)!.replace(/\s*\n\s*/g, " ")}`
       : pc.argv.join(" ")
     const deps = (pc.deps ?? []).length > 0 ? `  <- ${pc.deps!.join(", ")}` : ""
-    return `${name.padEnd(width)}  ${what}${deps}`
+    return ProcessName.printable(`${name.padEnd(width)}  ${what}${deps}`)
   })
 }
 
