@@ -18,7 +18,19 @@ export const append = (file: string, value: object, maxBytes: number = Infinity)
     const size = fs.statSync(file, { throwIfNoEntry: false })?.size ?? 0
     if (size + text.length > maxBytes) return false
   }
-  fs.appendFileSync(file, `\n${text}\n`)
+  // Never through a link, nor into a FIFO or device: a journal is a file of the store's own.
+  const fd = fs.openSync(
+    file,
+    fs.constants.O_WRONLY | fs.constants.O_APPEND | fs.constants.O_CREAT | fs.constants.O_NOFOLLOW |
+      fs.constants.O_NONBLOCK,
+    0o666
+  )
+  try {
+    if (!fs.fstatSync(fd).isFile()) throw new Error(`${file}: not a regular file`)
+    fs.writeSync(fd, `\n${text}\n`)
+  } finally {
+    fs.closeSync(fd)
+  }
   return true
 }
 

@@ -4,6 +4,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
+import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../../src/domain/Digest.js"
@@ -477,5 +478,20 @@ describe("run memo journal", () => {
       const hashed = { ...withoutText, config: RunMemo.hashOf("{}") }
       assert.isTrue(RunMemo.configHolds(hashed, "{}"))
       assert.isFalse(RunMemo.configHolds(hashed, "{} "))
+    }))
+})
+
+describe("a run memo planted as a link, a FIFO or a device", () => {
+  it.scoped("is no memo, found at once", () =>
+    Effect.gen(function*() {
+      const store = yield* tempDir()
+      const ws = yield* tempDir()
+      const file = RunMemo.fileOf(store, ws)
+      fs.mkdirSync(path.dirname(file), { recursive: true })
+      spawnSync("mkfifo", [file])
+      assert.isUndefined(RunMemo.read(store, ws))
+      fs.rmSync(file)
+      fs.symlinkSync("/dev/zero", file)
+      assert.isUndefined(RunMemo.read(store, ws))
     }))
 })

@@ -5,6 +5,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
+import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as RunRecords from "../../src/layers/engine/internal/runRecords.js"
@@ -61,5 +62,25 @@ describe("run records", () => {
       RunRecords.write(store, ws, new Map([["c", record("c1")]]))
       const read = RunRecords.read(store, ws)
       assert.deepStrictEqual(Object.keys(read).sort(), ["a", "c"])
+    }))
+})
+
+describe("run records planted as links, FIFOs or devices", () => {
+  it.scoped("are read as none, at once; a journal that is a link is not written through", () =>
+    Effect.gen(function*() {
+      const store = yield* tempDir()
+      const ws = yield* tempDir()
+      const outside = path.join(yield* tempDir(), "victim")
+      fs.writeFileSync(outside, "keep\n")
+      const file = RunRecords.fileOf(store, ws)
+      const journal = file.replace(/\.json$/, ".journal")
+      fs.mkdirSync(path.dirname(file), { recursive: true })
+      fs.symlinkSync("/dev/zero", file)
+      spawnSync("mkfifo", [journal])
+      assert.deepStrictEqual(RunRecords.read(store, ws), {})
+      fs.rmSync(journal)
+      fs.symlinkSync(outside, journal)
+      assert.throws(() => RunRecords.write(store, ws, new Map([["p", record("x")]])))
+      assert.strictEqual(fs.readFileSync(outside, "utf8"), "keep\n")
     }))
 })

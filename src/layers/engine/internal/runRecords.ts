@@ -16,6 +16,7 @@ import * as path from "node:path"
 import * as AtomicFile from "../../../os/AtomicFile.js"
 import * as Journal from "../../../os/Journal.js"
 import { mkdirp } from "../../../os/Mkdirp.js"
+import { readSmallFile } from "../../../os/ReadSmallFile.js"
 import * as Layout from "../../store/Layout.js"
 
 /** @internal */
@@ -67,9 +68,18 @@ const APPEND_AT_MOST = 32
 /** A journal that would grow past this size is merged into the records. */
 const JOURNAL_MAX_BYTES = 256 * 1024
 
+/** Run records larger than this are not read (a large monorepo's are a few megabytes): taken as none. */
+const LARGEST_READ = 1024 * 1024 * 1024
+
+/** A records file's text, if it is a regular file (not a link, FIFO or device) of a size a real one has; else "". */
+const readText = (file: string): string => {
+  const read = readSmallFile(file, LARGEST_READ)
+  return read._tag === "Read" ? read.text : ""
+}
+
 const readJson = (file: string): Record<string, RunRecord> => {
   try {
-    return JSON.parse(fs.readFileSync(file, "utf8")).processes ?? {}
+    return JSON.parse(readText(file)).processes ?? {}
   } catch {
     return {}
   }
@@ -79,14 +89,6 @@ const readJson = (file: string): Record<string, RunRecord> => {
 const applyJournal = (into: Record<string, RunRecord>, text: string) => {
   Journal.replay(text, (line) => Object.assign(into, (line as { processes?: Record<string, RunRecord> }).processes))
   return into
-}
-
-const readText = (file: string): string => {
-  try {
-    return fs.readFileSync(file, "utf8")
-  } catch {
-    return ""
-  }
 }
 
 /** @internal */
