@@ -69,6 +69,13 @@ describe("Config.parse, hostile process names", () => {
     }
   })
 
+  it("an invisible character (zero-width, soft hyphen, BOM) is refused: the name would print as another", () => {
+    for (const code of [0x00ad, 0x200b, 0x200d, 0x2060, 0xfeff]) {
+      const line = refusal(configOf({ [`build${String.fromCharCode(code)}`]: ok }))
+      assert.include(line, `it holds the invisible character U+${code.toString(16).toUpperCase().padStart(4, "0")}`)
+    }
+  })
+
   it("a dep naming such a process is an unknown process, quoted safely", () => {
     const line = refusal(configOf({ a: { ...ok, deps: ["b\u009b2J"] } }))
     printable(line)

@@ -99,6 +99,12 @@ export const nameProblem = (name: string): string | undefined => {
     const code = bidi[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")
     return `it holds the bidirectional control U+${code}, which makes a terminal show it in another order`
   }
+  // An invisible character (a zero-width space or joiner, a soft hyphen, a BOM): "a\u200b" prints as "a".
+  const invisible = /[\u00ad\u200b-\u200f\u2060-\u2064\ufeff]/.exec(name)
+  if (invisible !== null) {
+    const code = invisible[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")
+    return `it holds the invisible character U+${code}, which would print as another name`
+  }
   // " a" would print as "a": two processes that look like one.
   if (/^\s|\s$/.test(name)) return "it begins or ends with whitespace"
   return undefined
