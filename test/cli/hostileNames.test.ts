@@ -12,6 +12,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Config from "../../src/domain/config/Config.js"
 import { failsWith, runCli } from "../utils/cliRun.js"
+import { cliEnvIn } from "../utils/stack.js"
 import { tempDir } from "../utils/temp.js"
 
 const FORGED = "x\u001b[2J\nkiln: 0 processes failed"
@@ -113,25 +114,22 @@ describe("Config.parse, hostile process names", () => {
   })
 })
 
+/** A workspace of `processes` in a temp directory, and `kiln` run there with everything of kiln's under it. */
+const workspaceOf = (processes: Record<string, unknown>) =>
+  Effect.gen(function*() {
+    const root = yield* tempDir("kiln-hostile-names-")
+    const ws = path.join(root, "ws")
+    fs.mkdirSync(ws)
+    fs.writeFileSync(path.join(ws, "kiln.json"), configOf(processes))
+    const env = { ...cliEnvIn(root), HOME: root, KILN_LOCK_DIR: path.join(root, "locks") }
+    return { ws, kiln: (args: ReadonlyArray<string>) => runCli(args, { cwd: ws, env }) }
+  })
+
 describe("kiln run, hostile process names", () => {
   it.scoped("the red team's forged name: exit 2 and one escaped line, nothing run", () =>
     Effect.gen(function*() {
-      const root = yield* tempDir("kiln-hostile-names-")
-      const ws = path.join(root, "ws")
-      fs.mkdirSync(ws)
-      fs.mkdirSync(path.join(root, "sandboxes"))
-      fs.writeFileSync(path.join(ws, "kiln.json"), configOf({ [FORGED]: ok }))
-      const r = yield* runCli(["run", "--progress", "plain"], {
-        cwd: ws,
-        env: {
-          ...process.env,
-          HOME: root,
-          KILN_STORE_DIR: path.join(root, "store"),
-          KILN_SANDBOX_ROOT: path.join(root, "sandboxes"),
-          KILN_NAMED_CACHES_DIR: path.join(root, "named"),
-          KILN_LOCK_DIR: path.join(root, "locks")
-        }
-      })
+      const { kiln, ws } = yield* workspaceOf({ [FORGED]: ok })
+      const r = yield* kiln(["run", "--progress", "plain"])
       for (const line of r.stderr.replace(/\n$/, "").split("\n")) printable(line)
       printable(r.stdout)
       failsWith(
@@ -154,29 +152,17 @@ describe("what kiln prints of a config's values", () => {
 
   it.scoped("kiln ls and a failure's re-run line escape control characters in argv and env", () =>
     Effect.gen(function*() {
-      const root = yield* tempDir("kiln-hostile-values-")
-      const ws = path.join(root, "ws")
-      fs.mkdirSync(ws)
-      fs.mkdirSync(path.join(root, "sandboxes"))
       const fails = {
         argv: ["/bin/sh", "-c", "exit 3", ESCAPES],
         env: { PATH: "/usr/bin:/bin", SHOWN: ESCAPES },
         cache: "never"
       }
-      fs.writeFileSync(path.join(ws, "kiln.json"), configOf({ fails }))
-      const env = {
-        ...process.env,
-        HOME: root,
-        KILN_STORE_DIR: path.join(root, "store"),
-        KILN_SANDBOX_ROOT: path.join(root, "sandboxes"),
-        KILN_NAMED_CACHES_DIR: path.join(root, "named"),
-        KILN_LOCK_DIR: path.join(root, "locks")
-      }
-      const ls = yield* runCli(["ls"], { cwd: ws, env })
+      const { kiln } = yield* workspaceOf({ fails })
+      const ls = yield* kiln(["ls"])
       assert.strictEqual(ls.code, 0, ls.stderr)
       assert.notMatch(ls.stdout, /[\u001b\u0007\u202e]|FAKE.*\n.*FAKE|\nFAKE/, ls.stdout)
       assert.include(ls.stdout, "\\u001b]52;c;cHduZWQ=\\u0007")
-      const run = yield* runCli(["run", "--progress", "plain"], { cwd: ws, env })
+      const run = yield* kiln(["run", "--progress", "plain"])
       assert.strictEqual(run.code, 1, run.stderr)
       const rerun = run.stderr.split("\n").find((l) => l.startsWith("re-run it with: "))
       assert.isDefined(rerun, run.stderr)
