@@ -266,24 +266,11 @@ const applyJournal = (memo: Memo, text: string): void =>
     if (typeof line.sandboxer === "boolean") (memo as { sandboxer?: boolean }).sandboxer = line.sandboxer
   })
 
-/**
- * `file` opened to read, if it is a regular file: a memo or journal that is a link, a FIFO or a device (planted by
- * whoever could write the store) is no memo, never a read that waits or never ends. Throws otherwise.
- */
-const openRegular = (file: string): number => {
-  const fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK)
-  if (!fs.fstatSync(fd).isFile()) {
-    fs.closeSync(fd)
-    throw new Error(`${file}: not a regular file`)
-  }
-  return fd
-}
-
 /** The journal's text and a stamp of it ("-" when there is none). */
 const readJournal = (file: string): { readonly text: string; readonly stamp: string } => {
   let fd: number | undefined
   try {
-    fd = openRegular(journalOf(file))
+    fd = TextFile.openRegular(journalOf(file))
     return { stamp: stampOf(fs.fstatSync(fd, { bigint: true })), text: TextFile.read(fd) }
   } catch {
     return { stamp: "-", text: "" }
@@ -330,7 +317,7 @@ export const read = (storeRoot: string, workspace: string, handOver = false, san
   if (!handOver) delete g[PARSED]
   let fd: number | undefined
   try {
-    fd = openRegular(file)
+    fd = TextFile.openRegular(file)
     const base = stampOf(fs.fstatSync(fd, { bigint: true }))
     const journal = readJournal(file)
     const stamp = `${base} ${journal.stamp}`

@@ -7,7 +7,7 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { readSmallFile } from "../../os/ReadSmallFile.js"
+import { readSmallFile } from "../../os/TextFile.js"
 
 /** The name kiln looks for. */
 export const CONFIG_NAME = "kiln.json"

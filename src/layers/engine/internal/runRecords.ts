@@ -16,7 +16,7 @@ import * as path from "node:path"
 import * as AtomicFile from "../../../os/AtomicFile.js"
 import * as Journal from "../../../os/Journal.js"
 import { mkdirp } from "../../../os/Mkdirp.js"
-import { readSmallFile } from "../../../os/ReadSmallFile.js"
+import { readSmallFile } from "../../../os/TextFile.js"
 import * as Layout from "../../store/Layout.js"
 
 /** @internal */

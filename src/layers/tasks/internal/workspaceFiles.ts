@@ -9,7 +9,7 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { readSmallFile } from "../../../os/ReadSmallFile.js"
+import { readSmallFile } from "../../../os/TextFile.js"
 import * as GitIgnore from "./gitIgnore.js"
 import { directoriesOf, globMatcher, globProblem } from "./packageGlobs.js"
 import { readPackages } from "./pnpmWorkspaceYaml.js"
