@@ -14,7 +14,7 @@ import * as net from "node:net"
 import * as path from "node:path"
 import * as Proc from "../../src/os/Proc.js"
 import { standbyPids } from "../../src/programs/kiln/standby/protocol.js"
-import { eventually, exitOf } from "../utils/child.js"
+import { eventually, exitOf, helpersOf, processesNaming } from "../utils/child.js"
 import type { CliResult } from "../utils/cliRun.js"
 import { cli } from "../utils/stack.js"
 import { tempDir } from "../utils/temp.js"
@@ -72,8 +72,18 @@ const workspace = (processes: Record<string, unknown>, files: Record<string, str
     }
     yield* Effect.addFinalizer(() =>
       Effect.gen(function*() {
-        for (const pid of standbysOf(root)) process.kill(pid, "SIGKILL")
+        const killed = standbysOf(root)
+        for (const pid of killed) process.kill(pid, "SIGKILL")
         yield* eventually("the test's standbys are gone", () => standbysOf(root).length === 0)
+        // A killed engine's spawner starts a post-mortem sandboxer, which clears its reader slots in the store under
+        // the root: the root is removed once those spawners, and every process that names the root, have ended.
+        yield* eventually(
+          "the killed standbys' helpers are gone",
+          () =>
+            killed.every((pid) => helpersOf("kiln-spawner", pid).length === 0) &&
+            processesNaming(`${root}/`).length === 0,
+          "30 seconds"
+        )
       }).pipe(Effect.orDie)
     )
     /** Waits for a standby to listen (its socket there, its process up): the next run is then handed to it. */

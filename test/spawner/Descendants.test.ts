@@ -17,7 +17,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import * as ProcessGroup from "../../src/layers/runner/internal/processGroup.js"
 import * as Spawner from "../../src/layers/spawner/Spawner.js"
-import { eventually, exitOf } from "../utils/child.js"
+import { eventually, exitOf, processesNaming } from "../utils/child.js"
 import { cli } from "../utils/stack.js"
 import { tempDir } from "../utils/temp.js"
 
@@ -30,18 +30,9 @@ const markedRoot = Effect.gen(function*() {
   const sleep = path.join(root, "marker-sleep")
   fs.copyFileSync("/bin/sleep", sleep)
   fs.chmodSync(sleep, 0o755)
-  const running = (mark: string) =>
-    fs.readdirSync("/proc").filter((name) => {
-      if (!/^\d+$/.test(name)) return false
-      try {
-        return fs.readFileSync(`/proc/${name}/cmdline`, "utf8").includes(mark)
-      } catch {
-        return false // It exited while we looked.
-      }
-    }).map(Number)
-  const survivors = () => running(sleep)
+  const survivors = () => processesNaming(sleep)
   // Whatever names the root: the marked processes and the engine's helpers (its sandboxer is given the store there).
-  const strays = () => running(`${root}/`)
+  const strays = () => processesNaming(`${root}/`)
   yield* Effect.addFinalizer(() =>
     Effect.sync(() => {
       for (const pid of strays()) {

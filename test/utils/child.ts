@@ -82,5 +82,19 @@ export const helpersOf = (marker: string, pid: number): Array<number> => {
   return found
 }
 
+/** The processes whose command line holds `text` (a test's temp path: its processes, and kiln's helpers given it). */
+export const processesNaming = (text: string): Array<number> => {
+  const found: Array<number> = []
+  for (const name of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue
+    try {
+      if (fs.readFileSync(`/proc/${name}/cmdline`, "utf8").includes(text)) found.push(Number(name))
+    } catch {
+      // It exited while we looked.
+    }
+  }
+  return found
+}
+
 /** Whether a process runs (a zombie is dead). */
 export { isAlive as pidAlive } from "../../src/os/Proc.js"
