@@ -82,27 +82,20 @@ describe("hostile workspace files", () => {
 
   it.scoped("workspace files that are FIFOs, links to devices, or far too large are refused at once", () =>
     Effect.gen(function*() {
-      const config = { tasks: { build: {} } }
-      const fifo = yield* expandIn((ws) => {
-        npmWorkspace(ws, { a: { scripts: { build: "true" } } })
-        spawnSync("mkfifo", [path.join(ws, "pnpm-workspace.yaml")])
-      }, config)
+      /** One package `a` with a build task, then `plant` done to the workspace. */
+      const planted = (plant: (ws: string) => void) =>
+        expandIn((ws) => {
+          npmWorkspace(ws, { a: { scripts: { build: "true" } } })
+          plant(ws)
+        }, { tasks: { build: {} } })
+      const fifo = yield* planted((ws) => spawnSync("mkfifo", [path.join(ws, "pnpm-workspace.yaml")]))
       assert.deepStrictEqual(fifo, { error: "pnpm-workspace.yaml: is not a regular file" })
-      const zero = yield* expandIn((ws) => {
-        npmWorkspace(ws, { a: { scripts: { build: "true" } } })
-        fs.symlinkSync("/dev/zero", path.join(ws, "pnpm-workspace.yaml"))
-      }, config)
+      const zero = yield* planted((ws) => fs.symlinkSync("/dev/zero", path.join(ws, "pnpm-workspace.yaml")))
       assert.deepStrictEqual(zero, { error: "pnpm-workspace.yaml: is a symlink, which kiln does not follow" })
-      const large = yield* expandIn((ws) => {
-        npmWorkspace(ws, { a: { scripts: { build: "true" } } })
-        // Sparse: nothing on disk, 5 MiB to a reader.
-        fs.truncateSync(path.join(ws, "packages/a/package.json"), 5 * 1024 * 1024)
-      }, config)
+      // Sparse: nothing on disk, 5 MiB to a reader.
+      const large = yield* planted((ws) => fs.truncateSync(path.join(ws, "packages/a/package.json"), 5 * 1024 * 1024))
       assert.deepStrictEqual(large, { error: "packages/a/package.json: is larger than 4194304 bytes (5242880)" })
-      const yarnLockLink = yield* expandIn((ws) => {
-        npmWorkspace(ws, { a: { scripts: { build: "true" } } })
-        fs.symlinkSync("/dev/zero", path.join(ws, "yarn.lock"))
-      }, config)
+      const yarnLockLink = yield* planted((ws) => fs.symlinkSync("/dev/zero", path.join(ws, "yarn.lock")))
       assert.deepStrictEqual(yarnLockLink, { names: ["build:a"] })
     }))
 

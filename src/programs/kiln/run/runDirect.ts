@@ -316,6 +316,7 @@ const runLoaded = (
     // holder) or break (their removal lets two runs write one workspace at once).
     const lockDir = cacheDir("locks", "KILN_LOCK_DIR", process.env)
     yield* PrivateRoot.verify("workspace lock directory", lockDir, "own")
+    const runtimeDir = PrivateDir.fixedSocketDirectory()
     yield* hostPathsClear(configFile, config, [
       ["kiln's store", store.options.root],
       ["kiln's sandbox root", (yield* Sandboxes.Sandboxes).root],
@@ -325,9 +326,7 @@ const runLoaded = (
       ],
       ["kiln's workspace locks", lockDir],
       // The sandboxer's and the standby's sockets: a process that can reach them can ask kiln to write anywhere.
-      ...(PrivateDir.fixedSocketDirectory() !== undefined
-        ? [["kiln's runtime directory", PrivateDir.fixedSocketDirectory()!] as const]
-        : [])
+      ...(runtimeDir !== undefined ? [["kiln's runtime directory", runtimeDir] as const] : [])
     ])
     const mode: Progress.Mode = o.progress === "auto" ? (process.stderr.isTTY ? "tty" : "plain") : o.progress
     const targets = selected ?? Object.keys(config.processes)
