@@ -541,6 +541,34 @@ describe("a standby", () => {
       tookOnAndRan(yield* w.kiln(["run", "--summary", "-"]), w.ws, "changed\n")
     }))
 
+  it.scopedLive("a waiting standby's environment holds none of its starting run's secrets, only kiln's settings", () =>
+    Effect.gen(function*() {
+      const w = yield* workspace({ gen }, { "src/a.txt": "one\n" })
+      const secrets = { CLOUD_TOKEN: "t0ken", KILN_REMOTE_CACHE_HEADERS: "authorization: x" }
+      const holdsNoSecret = (pid: number) => {
+        const environ = (Proc.environOf(pid) ?? []).join("\n")
+        assert.notInclude(environ, "t0ken")
+        assert.notInclude(environ, "KILN_REMOTE_CACHE_HEADERS")
+        assert.include(environ, `KILN_STORE_DIR=${path.join(w.root, "store")}`)
+        assert.include(environ, `XDG_RUNTIME_DIR=${w.run}`)
+      }
+      const first = yield* w.runThenStandby(secrets)
+      holdsNoSecret(first)
+      // Started by a standby that took a run on (whose environment is then the request's).
+      fs.writeFileSync(path.join(w.ws, "src/a.txt"), "two\n")
+      tookOnAndRan(yield* w.kiln(["run", "--summary", "-"], secrets), w.ws, "two\n")
+      yield* eventually("the next standby waits", () => w.standbys().length === 1 && w.standbys()[0] !== first)
+      yield* w.standbyWaits
+      holdsNoSecret(w.standbys()[0]!)
+      // What it serves has the run's own: the secret reaches a process that passes it.
+      const passes = { ...gen, argv: ["/bin/sh", "-c", "mkdir -p out && printf %s \"$CLOUD_TOKEN\" > out/gen.txt"] }
+      fs.writeFileSync(
+        path.join(w.ws, "kiln.json"),
+        JSON.stringify({ processes: { gen: { ...passes, passEnv: ["CLOUD_TOKEN"] } } })
+      )
+      tookOnAndRan(yield* w.kiln(["run", "--summary", "-"], secrets), w.ws, "t0ken")
+    }))
+
   it.scopedLive("a run with an option only the full CLI reads leaves a standby too, which takes the next", () =>
     Effect.gen(function*() {
       const w = yield* workspace({ gen }, { "src/a.txt": "one\n" })

@@ -51,7 +51,7 @@ export const startStandby = (
       stdio: "ignore",
       cwd: "/",
       env: {
-        ...process.env,
+        ...Protocol.standbyEnvOf(process.env),
         [Protocol.SERVE_ENV]: key,
         [Protocol.REHEARSAL_ENV]: JSON.stringify({ argv: rehearsal.argv, cwd: rehearsal.cwd })
       }

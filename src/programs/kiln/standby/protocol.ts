@@ -156,6 +156,46 @@ export const enabled = (env: NodeJS.ProcessEnv): boolean =>
   env[SWITCH_ENV] !== "off" && (env.CI === undefined || env.CI === "" || env.CI === "false") &&
   env.XDG_RUNTIME_DIR !== undefined && path.isAbsolute(env.XDG_RUNTIME_DIR)
 
+/**
+ * Variables a standby starts with, besides kiln's own: where its files are (home, runtime, cache, temp), and what
+ * Node and OpenSSL read once at a process's start (a run cannot give those to a standby later).
+ */
+const STANDBY_KEEPS = new Set([
+  "HOME",
+  "PATH",
+  "TMPDIR",
+  "XDG_RUNTIME_DIR",
+  "XDG_CACHE_HOME",
+  "NODE_OPTIONS",
+  "NODE_EXTRA_CA_CERTS",
+  "NODE_ICU_DATA",
+  "UV_THREADPOOL_SIZE",
+  "UV_USE_IO_URING",
+  "SSL_CERT_FILE",
+  "SSL_CERT_DIR",
+  "OPENSSL_CONF",
+  "TZ",
+  "LANG",
+  "LC_ALL"
+])
+
+/**
+ * The environment a standby is started with, from the run that starts it. Each run it serves brings its own (the
+ * request's), so it needs none of the starting run's variables: and `/proc/<pid>/environ` shows the environment a
+ * process was started with for as long as it lives (a waiting standby: up to its idle time), so a token the starting
+ * run had (a CI secret, a cloud key, a remote's URL with its credentials) would stay readable there. Only kiln's own
+ * settings (a remote's, which may carry credentials, left out) and the start-up variables above are kept.
+ */
+export const standbyEnvOf = (env: NodeJS.ProcessEnv): Record<string, string> => {
+  const kept: Record<string, string> = {}
+  for (const [name, value] of Object.entries(env)) {
+    if (value === undefined) continue
+    const kilns = name.startsWith("KILN_") && !name.startsWith("KILN_REMOTE_")
+    if (kilns || STANDBY_KEEPS.has(name)) kept[name] = value
+  }
+  return kept
+}
+
 /** The file beside the bundle that names the build: a SHA-256 of the bundle and the loader, written by the build. */
 export const BUILD_ID_FILE = "build-id"
 
