@@ -55,6 +55,25 @@ describe("hostile workspace files", () => {
     assert.isFalse(globMatcher(`${"{a,b}".repeat(7)}`)("aaaaaaa"))
   })
 
+  it.scoped("a node_modules that links out of the workspace is declared as it is, whatever it points at", () =>
+    Effect.gen(function*() {
+      const outside = yield* tempDir("kiln-hostile-outside-")
+      const ws = yield* tempDir("kiln-hostile-ws-")
+      npmWorkspace(ws, { a: { scripts: { build: "true" } } })
+      fs.symlinkSync(outside, path.join(ws, "node_modules"))
+      const decoded = yield* Either.match(decode("kiln.json", JSON.stringify({ tasks: { build: {} } })), {
+        onLeft: Effect.fail,
+        onRight: Effect.succeed
+      })
+      const inputsOf = () =>
+        Effect.map(TaskExpansion.expand(ws, "kiln.json", decoded), (r) => r.config.processes["build:a"]!.inputs)
+      // Whether the directory outside is empty must not change what the workspace declares (it would say so).
+      const empty = yield* inputsOf()
+      fs.writeFileSync(path.join(outside, "secret"), "x")
+      assert.deepStrictEqual(yield* inputsOf(), empty)
+      assert.include(empty, "node_modules/**")
+    }))
+
   it.scoped("a .gitignore pattern no regular expression could be made of is left unread, not a crash", () =>
     Effect.map(
       expandIn((ws) => {

@@ -84,10 +84,16 @@ const readJson = (root: string, file: string): unknown | Problem => {
   }
 }
 
-/** Whether `dir` holds anything but package managers' bookkeeping (see `snapshotFilter.BOOKKEEPING`). */
+/**
+ * Whether `dir` holds anything but package managers' bookkeeping (see `snapshotFilter.BOOKKEEPING`). A symbolic link
+ * there is declared as it is, never listed: what it points at may be outside the workspace, and whether that is empty
+ * is not the workspace's to say (the snapshot takes the link by its own rules).
+ */
 const hasModules = (dir: string): boolean => {
   try {
-    return fs.readdirSync(dir).some((n) => !n.startsWith(".") || n === ".bin" || n === ".pnpm")
+    const st = fs.lstatSync(dir)
+    if (st.isSymbolicLink()) return true
+    return st.isDirectory() && fs.readdirSync(dir).some((n) => !n.startsWith(".") || n === ".bin" || n === ".pnpm")
   } catch {
     return false
   }
