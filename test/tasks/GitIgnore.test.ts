@@ -165,6 +165,17 @@ describe("gitIgnore: the top of a package as the workspace's .gitignore files ju
     })
   })
 
+  it("a .gitignore with more patterns than any real one has the rest read as unreadable ones are", () => {
+    // 1,024 patterns are read; after them an ignoring one is skipped, a re-including one gives the package up.
+    const filler = Array.from({ length: 1023 }, (_, i) => `*[${i % 10}]x${i}*`).join("\n")
+    withTree({ ".gitignore": `coverage\n${filler}\n*.log\n`, "pkg/coverage/x": "", "pkg/a.log": "" }, (root) => {
+      assert.deepStrictEqual(ignoredIn(root, "pkg"), ["coverage/"])
+    })
+    withTree({ ".gitignore": `coverage\n${filler}\n!keep\n`, "pkg/coverage/x": "" }, (root) => {
+      assert.deepStrictEqual(ignoredIn(root, "pkg"), [])
+    })
+  })
+
   it("a .gitignore larger than any real one is not read", () => {
     withTree({ ".gitignore": `coverage\n${"#".repeat(300 * 1024)}\n`, "pkg/coverage/x": "" }, (root) => {
       assert.deepStrictEqual(ignoredIn(root, "pkg"), [])
