@@ -187,3 +187,49 @@ describe("kiln.json paths through a committed symlink", () => {
       )
     }))
 })
+
+describe("inputs through a committed symlink", () => {
+  it.scoped("an input path or glob below a symlink: exit 2 before anything runs, nothing beyond it read", () =>
+    Effect.gen(function*() {
+      const dirs = yield* setup({
+        processes: {
+          literal: { ...sh("cat link/precious.txt > got.txt"), inputs: ["link/precious.txt"], outputs: ["got.txt"] },
+          glob: { ...sh("cat link/x/* > got2.txt"), inputs: ["link/x/**"], outputs: ["got2.txt"] }
+        }
+      })
+      fs.mkdirSync(path.join(dirs.outside, "x"))
+      fs.writeFileSync(path.join(dirs.outside, "x", "secret.txt"), "secret\n")
+      fs.symlinkSync(dirs.outside, path.join(dirs.ws, "link"))
+      const r = yield* run(dirs)
+      failsWith(
+        r,
+        2,
+        /^kiln: kiln\.json: processes\.(glob|literal)\.inputs\[0\]: "link\/(x\/\*\*|precious\.txt)" goes through `link`, a symlink \(to `.*outside`\) in the workspace: kiln reads inputs only inside the workspace \(an input may name the link itself\)$/
+      )
+      assert.deepStrictEqual(fs.readdirSync(dirs.ws).sort(), ["kiln.json", "link"])
+      // Below the engine's check, the snapshot refuses it too (`kiln ls`, `explain`, `store snapshot` walk as it does).
+      const listed = yield* runCli(["ls"], {
+        cwd: dirs.ws,
+        env: { ...process.env, HOME: dirs.root, KILN_STORE_DIR: path.join(dirs.root, "store") }
+      })
+      assert.include(listed.stdout + listed.stderr, "it is below link, a symlink, which kiln does not follow")
+      assert.notInclude(listed.stdout + listed.stderr, "secret")
+      const store = path.join(dirs.root, "store")
+      if (fs.existsSync(store)) {
+        const grep = fs.readdirSync(store, { recursive: true, encoding: "utf8" }).filter((f) => f.includes("secret"))
+        assert.deepStrictEqual(grep, [])
+      }
+    }))
+
+  it.scoped("a link named as an input is taken as the link it is", () =>
+    Effect.gen(function*() {
+      const dirs = yield* setup({
+        processes: { p: { ...sh("readlink link > got.txt"), inputs: ["link"], outputs: ["got.txt"] } }
+      })
+      fs.symlinkSync(dirs.outside, path.join(dirs.ws, "link"))
+      const r = yield* run(dirs)
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.strictEqual(fs.readFileSync(path.join(dirs.ws, "got.txt"), "utf8"), `${dirs.outside}\n`)
+      untouched(dirs)
+    }))
+})

@@ -18,6 +18,7 @@ import {
 } from "../../../domain/config/Config.js"
 import * as Digest from "../../../domain/Digest.js"
 import * as DurationText from "../../../domain/DurationText.js"
+import * as Glob from "../../../domain/Glob.js"
 import { Process } from "../../../domain/Process.js"
 import type { StoreError } from "../../../domain/StoreErrors.js"
 import { execRoot, type WorkspaceTree } from "../../runner/ProcessRunner.js"
@@ -357,7 +358,12 @@ export const missingInputs = (
 
 const throughSymlink = (
   configName: string,
-  path: { readonly field: string; readonly declared: string; readonly segments: Array<string> },
+  path: {
+    readonly field: string
+    readonly declared: string
+    readonly segments: Array<string>
+    readonly input?: boolean
+  },
   depth: number,
   target: string,
   where: string
@@ -366,12 +372,31 @@ const throughSymlink = (
     file: configName,
     path: path.field,
     detail: `"${path.declared}" goes through \`${path.segments.slice(0, depth + 1).join("/")}\`, a symlink ` +
-      `(to \`${target}\`) in ${where}: kiln runs and writes a process only inside its sandbox`
+      `(to \`${target}\`) in ${where}: ` +
+      (path.input === true
+        ? "kiln reads inputs only inside the workspace (an input may name the link itself)"
+        : "kiln runs and writes a process only inside its sandbox")
   })
 
 /**
- * Refuses, before anything runs, a process whose working directory, named cache or output parent goes through a
- * symlink in the workspace (a committed `pkg -> /elsewhere`): plain `lstat`s, a few per process.
+ * The directories above where each input glob's walk starts (its literal base): read through a symlink, they would
+ * take files from beyond the workspace. The base itself may be a symlink, taken as one.
+ */
+const inputBasePaths = (name: string, pc: ProcessConfig) =>
+  (["inputs", "optionalInputs"] as const).flatMap((field) =>
+    (pc[field] ?? []).flatMap((glob, i) =>
+      glob.startsWith("!") ? [] : [{
+        field: `processes.${name}.${field}[${i}]`,
+        declared: glob,
+        segments: segments(Glob.baseOf(glob)).slice(0, -1),
+        input: true
+      }]
+    )
+  )
+
+/**
+ * Refuses, before anything runs, a process whose working directory, named cache, output parent or input glob's base
+ * goes through a symlink in the workspace (a committed `pkg -> /elsewhere`): plain `lstat`s, a few per process.
  *
  * @internal
  */
@@ -393,7 +418,8 @@ export const symlinkedPaths = (
     return kind
   }
   for (const name of names) {
-    for (const p of directoryPaths(name, config.processes[name]!)) {
+    const pc = config.processes[name]!
+    for (const p of [...directoryPaths(name, pc), ...inputBasePaths(name, pc)]) {
       let abs = workspace
       for (const [i, segment] of p.segments.entries()) {
         // One normalized segment at a time: joined, not normalized again.

@@ -174,11 +174,41 @@ const walkDir = (w: Walk, abs: string, rel: string, into: Tree.Node): Effect.Eff
     return step()
   })
 
-/** Walks from one static glob base: a directory is walked, a file or symlink (a literal path) is read. */
+/**
+ * The first directory above the glob base `segments` (under `root`) that is a symlink, as a path relative to `root`:
+ * the system would follow it, and read beyond the workspace what a committed `vendor -> /elsewhere` points at.
+ */
+const linkAbove = (root: string, segments: ReadonlyArray<string>): string | undefined => {
+  let abs = root
+  for (let i = 0; i < segments.length - 1; i++) {
+    abs = `${abs}/${segments[i]}`
+    const st = fs.lstatSync(abs, { throwIfNoEntry: false })
+    if (st === undefined || !st.isDirectory()) {
+      return st?.isSymbolicLink()
+        ? segments.slice(0, i + 1).join("/")
+        : undefined
+    }
+  }
+  return undefined
+}
+
+/**
+ * Walks from one static glob base: a directory is walked, a file or symlink (a literal path) is read. A base below a
+ * symlink is refused, never read through it (the base itself may be one: it is taken as the link it is).
+ */
 const walkFrom = (w: Walk, root: string, start: string, tree: Tree.Node): Effect.Effect<void, StoreError> =>
   Effect.gen(function*() {
     const segments = start.split("/")
     const abs = path.join(root, ...segments)
+    const link = linkAbove(root, segments)
+    if (link !== undefined) {
+      return yield* new StoreError({
+        reason: "Unsupported",
+        detail: `it is below ${link}, a symlink, which kiln does not follow: an input may name the link, not what is ` +
+          "beyond it",
+        path: abs
+      })
+    }
     let st: fs.Stats
     try {
       st = fs.lstatSync(abs)
