@@ -5,9 +5,10 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, type Scope } from "effect"
-import { spawn } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { failsWith, runCli } from "../utils/cliRun.js"
 import { cli } from "../utils/stack.js"
 import { tempDir } from "../utils/temp.js"
 
@@ -138,4 +139,66 @@ describe("kiln run, hostile kiln.json", () => {
       }),
     { timeout: 60_000 }
   )
+})
+
+describe("a kiln.json found by looking up", () => {
+  /** A shared directory (sticky, as /tmp) holding `config`, and one's own directory below it without one. */
+  const shared = (config: unknown) =>
+    Effect.gen(function*() {
+      const root = yield* tempDir("kiln-foreign-config-")
+      const top = path.join(root, "shared")
+      fs.mkdirSync(top, { mode: 0o1777 })
+      fs.chmodSync(top, 0o1777)
+      // What its process leaves when it runs: its output, written back beside it.
+      const marker = path.join(top, "ran.txt")
+      fs.writeFileSync(path.join(top, "kiln.json"), JSON.stringify(config))
+      const mine = path.join(top, "mine")
+      fs.mkdirSync(mine)
+      const env = {
+        ...process.env,
+        HOME: root,
+        KILN_STORE_DIR: path.join(root, "store"),
+        KILN_SANDBOX_ROOT: path.join(root, "sandboxes"),
+        KILN_NAMED_CACHES_DIR: path.join(root, "named")
+      }
+      return { top, mine, marker, env }
+    })
+  const marks = {
+    processes: {
+      p: { argv: ["/bin/sh", "-c", "echo ran > ran.txt"], env: { PATH: "/usr/bin:/bin" }, outputs: ["ran.txt"] }
+    }
+  }
+
+  it.scoped.skipIf(process.geteuid?.() !== 0)(
+    "another user's, in a shared directory above: refused (exit 2, naming it); named with --config, it is read",
+    () =>
+      Effect.gen(function*() {
+        const s = yield* shared(marks)
+        // Another user's file (nobody): only root can make one here.
+        fs.chownSync(path.join(s.top, "kiln.json"), 65534, 65534)
+        failsWith(
+          yield* runCli(["run"], { cwd: s.mine, env: s.env }),
+          2,
+          new RegExp(
+            `^kiln: ${s.top}/kiln\\.json: is owned by another user \\(uid 65534\\) and was found by looking up from ` +
+              "the working directory: kiln reads another user's config only when it is named \\(--config\\)$"
+          )
+        )
+        assert.isFalse(fs.existsSync(s.marker), "the foreign config's process ran")
+        const named = yield* runCli(["run", "--config", path.join(s.top, "kiln.json")], { cwd: s.mine, env: s.env })
+        assert.strictEqual(named.code, 0, named.stderr)
+        assert.isTrue(fs.existsSync(s.marker))
+      })
+  )
+
+  it.scoped("a FIFO named kiln.json is this directory's config, refused: the one above is not taken instead", () =>
+    Effect.gen(function*() {
+      const s = yield* shared(marks)
+      const fifo = spawnSync("mkfifo", [path.join(s.mine, "kiln.json")])
+      assert.strictEqual(fifo.status, 0)
+      const r = yield* runCli(["run"], { cwd: s.mine, env: s.env })
+      assert.strictEqual(r.code, 2, r.stderr)
+      assert.include(r.stderr, `${s.mine}/kiln.json`)
+      assert.isFalse(fs.existsSync(s.marker), "the config above ran")
+    }))
 })

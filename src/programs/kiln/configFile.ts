@@ -20,6 +20,12 @@ export const notFound = (cwd: string) =>
   `no ${CONFIG_NAME} in ${cwd} or above: see ${README_SECTION} (or name one with --config FILE)`
 
 /**
+ * The configs {@link find} found by walking up rather than by name: {@link readText} reads one only if its user (or
+ * root) owns it.
+ */
+const foundByWalking = new Set<string>()
+
+/**
  * The config file: `given` (resolved against `cwd`) when there is one, else the nearest `kiln.json` in `cwd` or a
  * directory above it; undefined when there is none up to the root.
  */
@@ -27,10 +33,35 @@ export const find = (given: string | undefined, cwd: string = process.cwd()): st
   if (given !== undefined) return path.resolve(cwd, given)
   for (let dir = path.resolve(cwd);; dir = path.dirname(dir)) {
     const candidate = path.join(dir, CONFIG_NAME)
-    // A directory named kiln.json is not a config: the walk goes on past it, as git's does past a `.git` file it cannot use.
-    if (fs.statSync(candidate, { throwIfNoEntry: false })?.isFile() === true) return candidate
+    // A directory named kiln.json is not a config: the walk goes on past it, as git's does past a `.git` file it cannot
+    // use. Anything else there is this directory's config, read or refused as it is (a FIFO is not passed over to a
+    // kiln.json further up).
+    const found = fs.lstatSync(candidate, { throwIfNoEntry: false })
+    if (found !== undefined && !found.isDirectory()) {
+      foundByWalking.add(candidate)
+      return candidate
+    }
     if (path.dirname(dir) === dir) return undefined
   }
+}
+
+/**
+ * Why a kiln.json found by walking up is not read: its owner (or, for a symlink, the link's) is another user than
+ * this process's and not root. A kiln.json another user put in a shared directory above one's own (`/tmp`, a
+ * team's checkout root) would otherwise run its processes, with its `hostPaths`, network and remote, as this user,
+ * from any directory below it: git refuses another user's repository for the same reason (`safe.directory`).
+ */
+const ownerProblem = (file: string, real: string): string | undefined => {
+  const me = process.geteuid?.()
+  if (me === undefined) return undefined
+  for (const at of new Set([file, real])) {
+    const owner = fs.lstatSync(at).uid
+    if (owner !== me && owner !== 0) {
+      return `is owned by another user (uid ${owner}) and was found by looking up from the working directory: kiln ` +
+        "reads another user's config only when it is named (--config)"
+    }
+  }
+  return undefined
 }
 
 /** A kiln.json larger than this is refused: a generated one for a large monorepo is a few hundred kilobytes. */
@@ -53,6 +84,12 @@ export const readText = (file: string): { readonly text: string } | { readonly p
       }
       target = real
     }
+  } catch (e) {
+    return { problem: `cannot read: ${(e as NodeJS.ErrnoException).code ?? String(e)}` }
+  }
+  try {
+    const foreign = foundByWalking.has(file) ? ownerProblem(file, target) : undefined
+    if (foreign !== undefined) return { problem: foreign }
   } catch (e) {
     return { problem: `cannot read: ${(e as NodeJS.ErrnoException).code ?? String(e)}` }
   }
