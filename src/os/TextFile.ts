@@ -37,11 +37,15 @@ export type Read =
   | { readonly _tag: "Absent" }
   | { readonly _tag: "Refused"; readonly detail: string }
 
-/** `file`'s text (UTF-8), if it is a regular file of at most `maxBytes` bytes; else whether it is absent, or why not. */
-export const readSmallFile = (file: string, maxBytes: number): Read => {
+/**
+ * `file`'s text (UTF-8), if it is a regular file of at most `maxBytes` bytes; else whether it is absent, or why not.
+ * A symlink is refused unless `follow` (a path the user gave, such as a system's CA bundle, which is often a link).
+ */
+export const readSmallFile = (file: string, maxBytes: number, follow = false): Read => {
   let fd: number
   try {
-    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK)
+    const { O_NOFOLLOW, O_NONBLOCK, O_RDONLY } = fs.constants
+    fd = fs.openSync(file, O_RDONLY | O_NONBLOCK | (follow ? 0 : O_NOFOLLOW))
   } catch (e) {
     const code = errnoOf(e)
     if (code === "ENOENT") return { _tag: "Absent" }

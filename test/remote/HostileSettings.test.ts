@@ -6,6 +6,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
+import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { Answer, hostileHttp } from "../utils/hostile/http.js"
@@ -180,6 +181,31 @@ describe("kiln.json's TLS files stay inside the workspace; every TLS file is PEM
         refusedWith(
           yield* w.kiln([...command, "--remote-cache", url, "--remote-ca", `${junk}.gone`]),
           `kiln: --remote-ca: cannot read \`${junk}.gone\`: ENOENT`
+        )
+      }
+    }))
+
+  it.scoped("kiln.json's certificate a FIFO or a huge file: one line, at once (it hung in open, or took gigabytes)", () =>
+    Effect.gen(function*() {
+      const url = "https://127.0.0.1:9"
+      for (
+        const [name, make] of [
+          ["ca.fifo", (at: string) => assert.strictEqual(spawnSync("mkfifo", [at]).status, 0)],
+          ["ca.huge", (at: string) => {
+            fs.closeSync(fs.openSync(at, "w"))
+            fs.truncateSync(at, 2_000_000_000)
+          }]
+        ] as const
+      ) {
+        const w = yield* hostileWorkspace(oneProcess({ cache: url, ca: name }))
+        make(path.join(w.ws, name))
+        const r = yield* w.kiln(["remote", "status"])
+        assert.strictEqual(r.code, 2, r.stderr)
+        assert.match(
+          r.stderr,
+          name === "ca.fifo"
+            ? /^kiln: kiln\.json: remote\.ca: cannot read `ca\.fifo`: is not a regular file\n$/
+            : /^kiln: kiln\.json: remote\.ca: cannot read `ca\.huge`: is larger than 16777216 bytes \(2000000000\)\n$/
         )
       }
     }))

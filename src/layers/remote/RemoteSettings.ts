@@ -11,6 +11,7 @@ import { createPrivateKey, X509Certificate } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as tls from "node:tls"
+import { readSmallFile } from "../../os/TextFile.js"
 import * as EndpointUrl from "./Endpoint.js"
 import { InvalidRemoteSettings } from "./RemoteErrors.js"
 
@@ -203,6 +204,9 @@ const pairs = (cert: Buffer, key: Buffer): boolean => {
 const shownPath = (given: FileGiven) => (typeof given === "string" ? given : given.path)
 
 /** A TLS file's bytes, checked to be PEM of its kind; every failure one line naming the option (or field) and path. */
+/** A PEM file larger than this is refused: a system's whole CA bundle is a few hundred kilobytes. */
+const LARGEST_PEM = 16 * 1024 * 1024
+
 const readPem = (
   field: TlsFile,
   given: FileGiven | undefined
@@ -214,12 +218,13 @@ const readPem = (
         const shown = shownPath(given)
         const bad = (detail: string) =>
           Effect.fail(new InvalidRemoteSettings({ source: sourceOf(field, given), detail }))
-        let bytes: Buffer
-        try {
-          bytes = fs.readFileSync(file)
-        } catch (e) {
-          return bad(`cannot read \`${shown}\`: ${(e as NodeJS.ErrnoException).code ?? String(e)}`)
+        // Bounded, and only a regular file: a FIFO there hung kiln in `open` (deaf to signals), a sparse file of 2 GB
+        // took 4 GB of memory. (`locate` has kept a repository's paths inside the workspace.)
+        const read = readSmallFile(file, LARGEST_PEM, true)
+        if (read._tag !== "Read") {
+          return bad(`cannot read \`${shown}\`: ${read._tag === "Absent" ? "ENOENT" : read.detail}`)
         }
+        const bytes = Buffer.from(read.text)
         return isPem(field, bytes)
           ? Effect.succeed(bytes)
           : bad(`\`${shown}\` is not a PEM ${field === "clientKey" ? "private key (unencrypted)" : "certificate"}`)
