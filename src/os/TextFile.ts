@@ -74,6 +74,18 @@ export const readSmallFile = (file: string, maxBytes: number, follow = false): R
   }
 }
 
+/**
+ * {@link readSmallFile} of a file kiln keeps for itself (a store's layout, cap, usage, generation): its text, or
+ * undefined when it is absent; one that is not a regular file, or is larger than `maxBytes`, throws (an I/O error its
+ * caller reports): a FIFO a member of a store's group put there must not hang every command, deaf to signals.
+ */
+export const readOwnFile = (file: string, maxBytes: number): string | undefined => {
+  const read = readSmallFile(file, maxBytes)
+  if (read._tag === "Absent") return undefined
+  if (read._tag === "Refused") throw new Error(`${file} ${read.detail}`)
+  return read.text
+}
+
 /** Writes `text` to `file`; undefined once written, else why not (one phrase, to follow the flag and the path). */
 export const writeReportFile = (file: string, text: string): string | undefined => {
   let fd: number

@@ -9,7 +9,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { spawn } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { cli } from "../utils/stack.js"
@@ -287,5 +287,26 @@ describe.skipIf(!isRoot)("roots another user made or can write (as root)", () =>
       assert.strictEqual(second.code, 0, second.stderr)
       assert.strictEqual(fs.readFileSync(path.join(dirs.ws, "out.txt"), "utf8"), "a private input\n")
       assert.deepStrictEqual(fs.readdirSync(path.join(xdg, "kiln")), [])
+    }))
+
+  it.scoped("a FIFO a member of a shared store's group put in its layout, usage or generation file: one line, at once", () =>
+    Effect.gen(function*() {
+      for (const file of ["kiln-store.json", "usage", "cap.json", "generation"]) {
+        const dirs = yield* setup
+        const team = madeBy(path.join(dirs.root, "team-store"), process.geteuid?.() ?? 0, 0, 0o2770)
+        const first = yield* run(dirs, ["--store-dir", team])
+        assert.strictEqual(first.code, 0, first.stderr)
+        fs.rmSync(path.join(team, file), { force: true })
+        assert.strictEqual(spawnSync("mkfifo", [path.join(team, file)]).status, 0)
+        const stats = yield* kiln(dirs, ["store", "stats", "--store-dir", team])
+        if (file === "generation") {
+          // Read as "none": its only reader (the run memo's check) then trusts nothing it remembered.
+          assert.strictEqual(stats.code, 0, stats.stderr)
+        } else {
+          assert.notStrictEqual(stats.code, 0)
+          assert.include(stats.stderr, `${path.join(team, file)} is not a regular file`, stats.stderr)
+          assert.strictEqual(stats.stderr.trim().split("\n").length, 1, stats.stderr)
+        }
+      }
     }))
 })

@@ -14,6 +14,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import * as AtomicFile from "../../os/AtomicFile.js"
 import { randomHex } from "../../os/LazyCrypto.js"
+import { readOwnFile } from "../../os/TextFile.js"
 
 const fileOf = (storeRoot: string) => path.join(storeRoot, "generation")
 
@@ -22,7 +23,7 @@ const fileOf = (storeRoot: string) => path.join(storeRoot, "generation")
  */
 export const read = (storeRoot: string): string => {
   try {
-    return fs.readFileSync(fileOf(storeRoot), "utf8")
+    return readOwnFile(fileOf(storeRoot), 4096) ?? ""
   } catch {
     return ""
   }

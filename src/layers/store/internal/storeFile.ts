@@ -11,6 +11,7 @@ import { UnsafeDirectory } from "../../../domain/UnsafeDirectory.js"
 import { errnoOf } from "../../../os/Errno.js"
 import { ioError } from "../../../os/IoError.js"
 import * as PrivateDir from "../../../os/PrivateDir.js"
+import { readOwnFile } from "../../../os/TextFile.js"
 import { LAYOUT_FILE } from "../Layout.js"
 import * as Usage from "./usage.js"
 
@@ -39,6 +40,9 @@ export const DEFAULT_SHARD_COUNT = 4
  *
  * @internal
  */
+/** The layout file is one line of JSON: anything larger is not one. */
+const LARGEST_LAYOUT = 64 * 1024
+
 export const ensureLayout = (
   root: string,
   shardCount: number | undefined
@@ -46,12 +50,8 @@ export const ensureLayout = (
   Effect.suspend((): Effect.Effect<number, StoreError | StoreConfigConflict | UnsafeDirectory> => {
     const file = path.join(root, LAYOUT_FILE)
     const read = (): Layout | undefined => {
-      try {
-        return JSON.parse(fs.readFileSync(file, "utf8")) as Layout
-      } catch (e) {
-        if (errnoOf(e) === "ENOENT") return undefined
-        throw e
-      }
+      const text = readOwnFile(file, LARGEST_LAYOUT)
+      return text === undefined ? undefined : JSON.parse(text) as Layout
     }
     try {
       // Private to its user when kiln makes it (it holds every cached blob and log); a store shared by a group is

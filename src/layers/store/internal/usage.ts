@@ -17,6 +17,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import * as AtomicFile from "../../../os/AtomicFile.js"
 import { errnoOf } from "../../../os/Errno.js"
+import { readOwnFile } from "../../../os/TextFile.js"
 import type { Cap, Usage } from "../StoreMaintenance.js"
 
 const GiB = 1024 ** 3
@@ -33,6 +34,10 @@ export const DISK_SHARE = 0.1
  */
 export const JOURNAL_MAX_BYTES = 64 * 1024
 
+/** Read at most: the usage file starts again past {@link JOURNAL_MAX_BYTES}, the cap file is one line. */
+const LARGEST_USAGE = 16 * 1024 * 1024
+const LARGEST_CAP_FILE = 64 * 1024
+
 /** Why a cap file cannot be used: its path and what is wrong. @internal */
 export class CapFileError extends Error {
   constructor(readonly file: string, readonly problem: string) {
@@ -43,13 +48,8 @@ export class CapFileError extends Error {
 /** The store's own cap (`cap.json`), or undefined when it has none. Throws {@link CapFileError} or an I/O error. */
 const ownCap = (root: string): number | undefined => {
   const file = path.join(root, CAP_FILE)
-  let text: string
-  try {
-    text = fs.readFileSync(file, "utf8")
-  } catch (e) {
-    if (errnoOf(e) === "ENOENT") return undefined
-    throw e
-  }
+  const text = readOwnFile(file, LARGEST_CAP_FILE)
+  if (text === undefined) return undefined
   let parsed: unknown
   try {
     parsed = JSON.parse(text)
@@ -96,12 +96,7 @@ export const setCap = (root: string, bytes: number | undefined): void => {
 
 /** Reads `usage`; lines it does not understand (a torn append) count for nothing. @internal */
 export const usageOf = (root: string): Usage => {
-  let text = ""
-  try {
-    text = fs.readFileSync(path.join(root, USAGE_FILE), "utf8")
-  } catch (e) {
-    if (errnoOf(e) !== "ENOENT") throw e
-  }
+  const text = readOwnFile(path.join(root, USAGE_FILE), LARGEST_USAGE) ?? ""
   let measuredBytes: number | undefined
   let measuredAtMs: number | undefined
   let addedBytes = 0
