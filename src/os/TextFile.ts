@@ -86,6 +86,35 @@ export const readOwnFile = (file: string, maxBytes: number): string | undefined 
   return read.text
 }
 
+/**
+ * `file` opened to append to (made if absent): its descriptor, or why not (one phrase, to follow the flag and the
+ * path). Never through a symlink, and only a regular file: a log a workspace committed as a link would have kiln
+ * append to whatever it points at.
+ */
+export const openAppend = (file: string): number | string => {
+  let fd: number
+  try {
+    const { O_APPEND, O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_WRONLY } = fs.constants
+    fd = fs.openSync(file, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0o666)
+  } catch (e) {
+    const code = errnoOf(e)
+    return code === "ELOOP"
+      ? "is a symlink, which kiln does not write through"
+      : code === "ENXIO"
+      ? "is a FIFO nothing reads"
+      : code === "EISDIR"
+      ? "is a directory"
+      : `cannot be written: ${code ?? String(e)}`
+  }
+  try {
+    if (fs.fstatSync(fd).isFile()) return fd
+  } catch {
+    // Not one to append to either way.
+  }
+  fs.closeSync(fd)
+  return "is not a regular file"
+}
+
 /** Writes `text` to `file`; undefined once written, else why not (one phrase, to follow the flag and the path). */
 export const writeReportFile = (file: string, text: string): string | undefined => {
   let fd: number

@@ -184,6 +184,18 @@ describe("choosing what runs", () => {
       assert.deepStrictEqual(names(["--affected"]), ["compile-main", "bundle"])
     }))
 
+  it.scoped("--affected runs no command the checkout's own git config names (core.fsmonitor)", () =>
+    Effect.gen(function*() {
+      const { git, plan, root } = yield* workspace
+      git("init", "-q", "-b", "main")
+      git("add", "-A")
+      git("commit", "-q", "-m", "start")
+      const marker = path.join(root, "FSMONITOR_RAN")
+      git("config", "core.fsmonitor", `touch ${marker}; true`)
+      assert.deepStrictEqual(plan(["--affected"]).map((p) => p.name), [])
+      assert.isFalse(fs.existsSync(marker), "git ran the checkout's fsmonitor command")
+    }))
+
   it.scoped("--affected's default base: origin/HEAD's branch, else main, else master, else a one-line error", () =>
     Effect.gen(function*() {
       const { git, kiln, plan, root, ws } = yield* workspace

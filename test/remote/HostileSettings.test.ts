@@ -209,4 +209,18 @@ describe("kiln.json's TLS files stay inside the workspace; every TLS file is PEM
         )
       }
     }))
+
+  it.scoped("a --remote-log a workspace committed as a link is not appended through: one line, the target unchanged", () =>
+    Effect.gen(function*() {
+      const w = yield* hostileWorkspace()
+      const target = path.join(w.root, "precious.txt")
+      fs.writeFileSync(target, "precious\n")
+      const log = path.join(w.ws, "remote.log")
+      fs.symlinkSync(target, log)
+      refusedWith(
+        yield* w.kiln(["remote", "status", "--remote-cache", "http://127.0.0.1:9", "--remote-log", log]),
+        `kiln: --remote-log: \`${log}\` is a symlink, which kiln does not write through`
+      )
+      assert.strictEqual(fs.readFileSync(target, "utf8"), "precious\n")
+    }))
 })

@@ -11,7 +11,7 @@ import { createPrivateKey, X509Certificate } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as tls from "node:tls"
-import { readSmallFile } from "../../os/TextFile.js"
+import { openAppend, readSmallFile } from "../../os/TextFile.js"
 import * as EndpointUrl from "./Endpoint.js"
 import { InvalidRemoteSettings } from "./RemoteErrors.js"
 
@@ -381,6 +381,13 @@ export const resolve = (
         source: sourceOf("clientKey", given.clientKey!),
         detail: `\`${shownPath(given.clientKey!)}\` is not the key of the client certificate`
       })
+    }
+    if (given.logFile !== undefined) {
+      const opened = openAppend(given.logFile)
+      if (typeof opened === "string") {
+        return yield* new InvalidRemoteSettings({ source: "--remote-log", detail: `\`${given.logFile}\` ${opened}` })
+      }
+      fs.closeSync(opened)
     }
     const tls = [endpoint, executor].some((e) => e?.scheme === "grpcs" || e?.scheme === "https")
     if (!tls && (ca !== undefined || clientCert !== undefined)) {

@@ -32,10 +32,18 @@ export const graphOf = (config: Config): Selection.Graph => ({
   depsOf: (name) => config.processes[name]?.deps ?? []
 })
 
-/** `git ARGS` in `cwd`: its stdout, or undefined when it failed (its stderr's first line in `error`). */
+/**
+ * `git ARGS` in `cwd`: its stdout, or undefined when it failed (its stderr's first line in `error`). Never with the
+ * repository's file-system monitor: `core.fsmonitor` in a checkout's own `.git/config` (one unpacked from an archive,
+ * say) names a command git runs, and `kiln ls --affected` must not run one.
+ */
 const git = (cwd: string, args: ReadonlyArray<string>) =>
   Effect.sync(() => {
-    const r = childProcess.spawnSync("git", args, { cwd, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] })
+    const r = childProcess.spawnSync("git", ["-c", "core.fsmonitor=false", ...args], {
+      cwd,
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "pipe"]
+    })
     if (r.error !== undefined) return { ok: false as const, error: r.error.message }
     if (r.status !== 0) return { ok: false as const, error: (r.stderr ?? "").trim().split("\n")[0] ?? "" }
     return { ok: true as const, stdout: r.stdout }

@@ -11,6 +11,7 @@ import * as FiberRef from "effect/FiberRef"
 import * as Schedule from "effect/Schedule"
 import * as fs from "node:fs"
 import type { StoreError } from "../../../domain/StoreErrors.js"
+import { openAppend } from "../../../os/TextFile.js"
 import { RemoteError } from "../RemoteErrors.js"
 
 /**
@@ -253,7 +254,10 @@ const retryPolicy = (kind: Kind, retries: number, isOpen: (cls: BreakerClass) =>
 export const make = (options: CallsOptions): Calls => {
   const counters: Counters = { uploadedBytes: 0, downloadedBytes: 0, errors: {}, refused: { lookup: 0, transfer: 0 } }
   const { breakers, fail, isOpen } = breakersOf(options.endpoint, Math.min(options.timeoutMs, LOOKUP_MS))
-  const log = options.logFile !== undefined ? fs.openSync(options.logFile, "a") : undefined
+  // Checked when the settings were read (`RemoteSettings.resolve`); one replaced since by what is not a file is not
+  // written to.
+  const opened = options.logFile !== undefined ? openAppend(options.logFile) : undefined
+  const log = typeof opened === "number" ? opened : undefined
   const deadlineMs = (kind: Kind) =>
     kind === "probe" || isLookup(kind) ? Math.min(options.timeoutMs, LOOKUP_MS) : options.timeoutMs
   const totalMs = (kind: Kind, bytes = 0) =>
