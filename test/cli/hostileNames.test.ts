@@ -170,4 +170,26 @@ describe("what kiln prints of a config's values", () => {
       assert.notInclude(rerun!, "\u202e")
       assert.include(rerun!, "$'\\x1b]52;c;cHduZWQ=\\x07\\x1b[2J\\x0aFAKE: all 12 tests passed\\u202e'")
     }))
+
+  it.scoped("file names from the workspace: kiln explain and kiln store ls escape them", () =>
+    Effect.gen(function*() {
+      const reads = { ...ok, argv: ["/bin/sh", "-c", "ls src > o.txt"], inputs: ["src/**"] }
+      const { kiln, ws } = yield* workspaceOf({ reads })
+      fs.mkdirSync(path.join(ws, "src"))
+      fs.writeFileSync(path.join(ws, "src/plain.txt"), "1")
+      assert.strictEqual((yield* kiln(["run", "--progress", "none"])).code, 0)
+      const hostile = "x\u001b]0;TITLE\u0007\u001b[2J\u009bred\u202eevil"
+      fs.writeFileSync(path.join(ws, "src", hostile), "1")
+      const explained = yield* kiln(["explain", "reads"])
+      assert.strictEqual(explained.code, 0, explained.stderr)
+      for (const line of explained.stdout.replace(/\n$/, "").split("\n")) printable(line)
+      assert.notInclude(explained.stdout, "\u202e")
+      assert.include(explained.stdout, "added   src/x\\u001b]0;TITLE\\u0007")
+      const snapshot = yield* kiln(["store", "snapshot", path.join(ws, "src")])
+      assert.strictEqual(snapshot.code, 0, snapshot.stderr)
+      const listed = yield* kiln(["store", "ls", snapshot.stdout.trim()])
+      assert.strictEqual(listed.code, 0, listed.stderr)
+      for (const line of listed.stdout.replace(/\n$/, "").split("\n")) printable(line)
+      assert.notInclude(listed.stdout, "\u202e")
+    }))
 })

@@ -11,6 +11,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Option from "effect/Option"
+import * as ProcessName from "../../domain/config/ProcessName.js"
 import { RemoteTier } from "../../domain/RemoteTier.js"
 import { type CacheContent, defaultCacheContent } from "../runner/ProcessRunner.js"
 import type { Store } from "../store/Store.js"
@@ -95,7 +96,7 @@ export interface Options {
 }
 
 /** @internal */
-export const describe = (e: RemoteError) => `${e.code}${e.detail ? `: ${e.detail}` : ""}`
+export const describe = (e: RemoteError) => `${e.code}${e.detail ? `: ${ProcessName.printable(e.detail)}` : ""}`
 
 /**
  * What a failed probe says of the server, to follow its name: it could not be reached, or it answered no (a missing

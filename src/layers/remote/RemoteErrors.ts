@@ -5,6 +5,7 @@
  * @since 0.1.0
  */
 import * as Schema from "effect/Schema"
+import * as ProcessName from "../../domain/config/ProcessName.js"
 
 /**
  * A remote call that failed. `code` is a gRPC status name (`UNAVAILABLE`, `NOT_FOUND`, …; an HTTP cache's answers
@@ -24,7 +25,9 @@ export class RemoteError extends Schema.TaggedError<RemoteError>("kiln/RemoteErr
   corruptBlob: Schema.optional(Schema.String)
 }) {
   override get message(): string {
-    return `remote cache ${this.endpoint}: ${this.method} failed: ${this.code}${this.detail ? `: ${this.detail}` : ""}`
+    // The detail is the server's own words (a gRPC status message, an HTTP body): escaped, it reaches no terminal.
+    const detail = this.detail ? `: ${ProcessName.printable(this.detail)}` : ""
+    return `remote cache ${this.endpoint}: ${this.method} failed: ${this.code}${detail}`
   }
 }
 

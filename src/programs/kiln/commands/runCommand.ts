@@ -11,6 +11,7 @@ import * as JSONSchema from "effect/JSONSchema"
 import * as Option from "effect/Option"
 import * as path from "node:path"
 import { ConfigFile } from "../../../domain/config/Config.js"
+import * as ProcessName from "../../../domain/config/ProcessName.js"
 import * as Digest from "../../../domain/Digest.js"
 import * as Engine from "../../../layers/engine/Engine.js"
 import { cliOptions, storeOptions } from "../../common/cliOptions.js"
@@ -60,7 +61,8 @@ export const explainProcess = (
     yield* Console.log(
       o.json === true
         ? JSON.stringify(explained, null, 2)
-        : explained.map((e) => Engine.explanationLines(e).join("\n")).join("\n")
+        // Paths and values from the workspace (a file named with an escape sequence) are escaped, as `ls` escapes.
+        : explained.flatMap((e) => Engine.explanationLines(e).map(ProcessName.printable)).join("\n")
     )
   })
 

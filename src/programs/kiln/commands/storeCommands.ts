@@ -10,6 +10,7 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as path from "node:path"
+import * as ProcessName from "../../../domain/config/ProcessName.js"
 import * as Digest from "../../../domain/Digest.js"
 import * as Size from "../../../domain/Size.js"
 import * as Store from "../../../layers/store/Store.js"
@@ -88,6 +89,9 @@ const cat = Command.make(
       }))
 ).pipe(Command.withDescription(STORE_COMMANDS.cat))
 
+/** A name or link target of a tree (a workspace's, a remote's), its control characters escaped for the terminal. */
+const shown = (s: string) => ProcessName.printable(s)
+
 const ls = Command.make(
   "ls",
   { digest: digestArg, ...storeOptions },
@@ -97,12 +101,12 @@ const ls = Command.make(
         Console.log(
           entries.map((e) =>
             e.type === "symlink"
-              ? `symlink    ${"".padEnd(10)} ${e.path} -> ${e.target}`
+              ? `symlink    ${"".padEnd(10)} ${shown(e.path)} -> ${shown(e.target!)}`
               : e.type === "directory"
-              ? `directory  ${"".padEnd(10)} ${e.path}/  ${Digest.format(e.digest!)}`
-              : `file ${e.isExecutable ? "755" : "644"}   ${String(e.digest!.sizeBytes).padStart(10)} ${e.path}  ${
-                Digest.format(e.digest!)
-              }`
+              ? `directory  ${"".padEnd(10)} ${shown(e.path)}/  ${Digest.format(e.digest!)}`
+              : `file ${e.isExecutable ? "755" : "644"}   ${String(e.digest!.sizeBytes).padStart(10)} ${
+                shown(e.path)
+              }  ${Digest.format(e.digest!)}`
           ).join("\n")
         )))
 ).pipe(Command.withDescription(STORE_COMMANDS.ls))

@@ -10,6 +10,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as path from "node:path"
 import { InvalidConfig } from "../../../domain/config/Config.js"
+import * as ProcessName from "../../../domain/config/ProcessName.js"
 import * as Engine from "../../../layers/engine/Engine.js"
 import type * as RemoteSettings from "../../../layers/remote/RemoteSettings.js"
 import { cliOptions, storeOptions } from "../../common/cliOptions.js"
@@ -136,7 +137,8 @@ export const verify = Command.make(
         process.stdout.write(`${JSON.stringify({ processes: reports, ...t }, null, 2)}\n`)
       } else {
         const lines = reports.flatMap(linesOf)
-        if (lines.length > 0) process.stdout.write(`${lines.join("\n")}\n`)
+        // Output paths and lines a process made are escaped: a name holding an escape sequence reaches no terminal.
+        if (lines.length > 0) process.stdout.write(`${lines.map(ProcessName.printable).join("\n")}\n`)
         process.stderr.write(`${closingLine(t)}\n`)
       }
       if (remote !== undefined && o.evict && t.differ > 0) {
