@@ -173,4 +173,26 @@ describe("kiln verify", () => {
       }),
     { timeout: 120_000 }
   )
+
+  it.scoped("names and lines a process made are escaped: none reaches the terminal raw", () =>
+    Effect.gen(function*() {
+      const w = yield* hostileWorkspace({
+        processes: {
+          odd: {
+            argv: [
+              "/bin/sh",
+              "-c",
+              "mkdir -p out && n=$(printf 'x\\033]0;T\\007\\342\\200\\256y') && printf 'a\\033[2J%s\\n' \"$(date +%s%N)\" > \"out/$n\""
+            ],
+            outputs: ["out/"],
+            env: { PATH: "/usr/bin:/bin" }
+          }
+        }
+      })
+      assert.strictEqual((yield* w.kiln(["run"])).code, 0)
+      const v = yield* w.kiln(["verify"])
+      assert.strictEqual(v.code, 1, v.stderr)
+      assert.notMatch(v.stdout, /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/, v.stdout)
+      assert.include(v.stdout, "changed out/x\\u001b]0;T\\u0007\\u202ey: line 1")
+    }))
 })
