@@ -26,18 +26,39 @@ const ATTEMPTS = 5
 /** Called after each directory was listed: tests use it to race a writer or another remover deterministically. */
 type AfterList = (dir: string, names: ReadonlyArray<string>) => void
 
-/** With `careful`, each directory is made writable before it is emptied (a stat each); without, it is not. */
-const removeDir = (dir: string, careful: boolean, afterList?: AfterList): void => {
+/**
+ * A directory whose path is longer than this is moved up to the top of the tree being removed before it is emptied: a
+ * process may nest directories deeper than any path the system takes (`PATH_MAX`, 4,096 bytes), and every call on
+ * them by their path then fails (`ENAMETOOLONG`); a sandbox holding one could never be removed.
+ */
+const DEEPEST_PATH = 2048
+
+/** Names of the directories moved up, unique within this process. */
+let movedUp = 0
+
+/**
+ * With `careful`, each directory is made writable before it is emptied (a stat each); without, it is not. `top` is
+ * the tree's root, where a directory too deep is moved to (see {@link DEEPEST_PATH}).
+ */
+const removeDir = (dir: string, careful: boolean, afterList?: AfterList, top = dir): void => {
   for (let attempt = 1;; attempt++) {
     try {
       if (careful) makeWritable(dir, fs.lstatSync(dir).mode)
       const entries = fs.readdirSync(dir, { withFileTypes: true })
       afterList?.(dir, entries.map((e) => e.name))
       for (const entry of entries) {
-        const child = path.join(dir, entry.name)
+        let child = path.join(dir, entry.name)
         try {
-          if (entry.isDirectory()) removeDir(child, careful, afterList)
-          else fs.unlinkSync(child)
+          if (entry.isDirectory()) {
+            if (child.length > DEEPEST_PATH) {
+              const shallow = path.join(top, `.kiln-deep-${process.pid}-${++movedUp}`)
+              fs.renameSync(child, shallow)
+              child = shallow
+            }
+            removeDir(child, careful, afterList, top)
+          } else {
+            fs.unlinkSync(child)
+          }
         } catch (e) {
           if (!gone(e)) throw e
         }

@@ -4,6 +4,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
+import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { removeTree } from "../../src/os/RemoveTree.js"
@@ -32,5 +33,20 @@ describe("removeTree", () => {
         if (dir === tree) { for (const n of names) fs.rmSync(path.join(dir, n), { recursive: true, force: true }) }
       })
       assert.isFalse(fs.existsSync(tree))
+    }))
+
+  it.scoped("a tree nested deeper than any path the system takes (a process can make one) is removed", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir("kiln-rm-")
+      const tree = path.join(root, "sandbox")
+      fs.mkdirSync(tree)
+      // 3,000 levels by relative steps, as a process in its sandbox makes them: 9,000 bytes of path, past PATH_MAX.
+      const steps =
+        "for (let i = 0; i < 3000; i++) { fs.mkdirSync('dd'); process.chdir('dd') } fs.writeFileSync('f', 'x')"
+      const made = spawnSync(process.execPath, ["-e", `const fs = require('fs'); ${steps}`], { cwd: tree })
+      assert.strictEqual(made.status, 0, String(made.stderr))
+      removeTree(tree)
+      assert.isFalse(fs.existsSync(tree))
+      assert.deepStrictEqual(fs.readdirSync(root), [])
     }))
 })
