@@ -87,19 +87,18 @@ export const readOwnFile = (file: string, maxBytes: number): string | undefined 
 }
 
 /**
- * `file` opened to append to (made if absent): its descriptor, or why not (one phrase, to follow the flag and the
- * path). Never through a symlink, and only a regular file: a log a workspace committed as a link would have kiln
- * append to whatever it points at.
+ * `file` opened to write with `flags` (made if absent), as a regular file and never through a symlink: its descriptor,
+ * or why not (one phrase, to follow the flag and the path; `onLink` says what else to do than write through a link).
  */
-export const openAppend = (file: string): number | string => {
+const openToWrite = (file: string, flags: number, onLink: string): number | string => {
   let fd: number
   try {
-    const { O_APPEND, O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_WRONLY } = fs.constants
-    fd = fs.openSync(file, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0o666)
+    const { O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_WRONLY } = fs.constants
+    fd = fs.openSync(file, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | flags, 0o666)
   } catch (e) {
     const code = errnoOf(e)
     return code === "ELOOP"
-      ? "is a symlink, which kiln does not write through"
+      ? `is a symlink, which kiln does not write through${onLink}`
       : code === "ENXIO"
       ? "is a FIFO nothing reads"
       : code === "EISDIR"
@@ -109,30 +108,23 @@ export const openAppend = (file: string): number | string => {
   try {
     if (fs.fstatSync(fd).isFile()) return fd
   } catch {
-    // Not one to append to either way.
+    // Not one to write to either way.
   }
   fs.closeSync(fd)
   return "is not a regular file"
 }
 
+/**
+ * `file` opened to append to (made if absent): its descriptor, or why not. A log a workspace committed as a link
+ * would otherwise have kiln append to whatever it points at.
+ */
+export const openAppend = (file: string): number | string => openToWrite(file, fs.constants.O_APPEND, "")
+
 /** Writes `text` to `file`; undefined once written, else why not (one phrase, to follow the flag and the path). */
 export const writeReportFile = (file: string, text: string): string | undefined => {
-  let fd: number
+  const fd = openToWrite(file, fs.constants.O_TRUNC, " (`-` is stdout)")
+  if (typeof fd === "string") return fd
   try {
-    const { O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_TRUNC, O_WRONLY } = fs.constants
-    fd = fs.openSync(file, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK, 0o666)
-  } catch (e) {
-    const code = errnoOf(e)
-    return code === "ELOOP"
-      ? "is a symlink, which kiln does not write through (`-` is stdout)"
-      : code === "ENXIO"
-      ? "is a FIFO nothing reads"
-      : code === "EISDIR"
-      ? "is a directory"
-      : `cannot be written: ${code ?? String(e)}`
-  }
-  try {
-    if (!fs.fstatSync(fd).isFile()) return "is not a regular file"
     writeAll(fd, Buffer.from(text))
     return undefined
   } catch (e) {
