@@ -192,4 +192,15 @@ describe("what kiln prints of a config's values", () => {
       for (const line of listed.stdout.replace(/\n$/, "").split("\n")) printable(line)
       assert.notInclude(listed.stdout, "\u202e")
     }))
+
+  it.scoped("kiln ls --json escapes the C1 and bidirectional controls JSON leaves raw; a parser reads the same value", () =>
+    Effect.gen(function*() {
+      const value = "a\u009b31m\u202eb"
+      const { kiln } = yield* workspaceOf({ shows: { ...ok, argv: ["/bin/echo", value] } })
+      const ls = yield* kiln(["ls", "--json"])
+      assert.strictEqual(ls.code, 0, ls.stderr)
+      assert.notMatch(ls.stdout, /[\u007f-\u009f\u202a-\u202e\u2066-\u2069]/)
+      const parsed = JSON.parse(ls.stdout) as { processes: Record<string, { argv: Array<string> }> }
+      assert.strictEqual(parsed.processes.shows!.argv[1], value)
+    }))
 })

@@ -3,7 +3,7 @@
  * kiln.json (a workspace's packages, `Tasks.ts`). Plain code without Effect: the no-op check expands tasks before it
  * loads anything.
  */
-import { escapeControls, quoted } from "../internal/fieldText.js"
+import { escapeControls, jsonText, quoted } from "../internal/fieldText.js"
 import { nameProblem } from "../internal/processChecks.js"
 
 /** Why `name` cannot name a process (a control character, a bidirectional control, edge whitespace), if it cannot. */
@@ -17,3 +17,9 @@ export const quote = (s: string): string => quoted(s)
  * config's values (an argv in `kiln ls`) cannot redraw the terminal, write its clipboard or forge a line.
  */
 export const printable = (s: string): string => escapeControls(s)
+
+/**
+ * `value` as JSON text (`indent` as JSON.stringify's) that a terminal shows as it is: what kiln prints with `--json`
+ * holds names and paths from a workspace or a remote, and JSON.stringify leaves the C1 and bidirectional controls raw.
+ */
+export const printableJson = (value: unknown, indent?: number): string => jsonText(value, indent)

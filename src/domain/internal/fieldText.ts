@@ -16,6 +16,16 @@ const CONTROLS = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g
 export const escapeControls = (s: string) =>
   s.replace(CONTROLS, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)
 
+/** What JSON.stringify leaves raw that a terminal acts on: DEL, the C1 controls, the bidirectional controls. */
+const JSON_RAW = /[\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g
+
+/**
+ * `value` as JSON text (`indent` as JSON.stringify's), with DEL, the C1 controls and the bidirectional controls
+ * written as `\uXXXX` escapes: the same JSON to a parser, nothing a terminal acts on. @internal
+ */
+export const jsonText = (value: unknown, indent?: number): string =>
+  JSON.stringify(value, null, indent).replace(JSON_RAW, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)
+
 /**
  * `s` as a JSON string that is safe on a terminal (JSON leaves DEL and the C1 controls raw). Every name, path or value
  * an error line quotes from kiln.json goes through this.

@@ -3,6 +3,7 @@
  * too, in kiln.json's order (nodes) and each process's deps' order (edges), so that the same config prints the same
  * text. Edges point from a process to its dep, as turbo's graph does.
  */
+import * as ProcessName from "../../../domain/config/ProcessName.js"
 
 /** A node and its deps, in the order to print. */
 export interface Node {
@@ -52,7 +53,7 @@ export const mermaid = (nodes: ReadonlyArray<Node>): string => {
 
 /** `{ nodes: [{ name, deps }], edges: [{ from, to }] }`: `deps` are all the process's deps, edges only selected ones. */
 export const json = (nodes: ReadonlyArray<Node>): string =>
-  JSON.stringify({ nodes: nodes.map((n) => ({ name: n.name, deps: n.deps })), edges: edgesOf(nodes) }, null, 2)
+  ProcessName.printableJson({ nodes: nodes.map((n) => ({ name: n.name, deps: n.deps })), edges: edgesOf(nodes) }, 2)
 
 /** The graph in `format`. */
 export const render = (format: Format, nodes: ReadonlyArray<Node>): string =>

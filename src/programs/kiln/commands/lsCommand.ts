@@ -87,9 +87,8 @@ const listSelected = (o: {
         reason: p.reason,
         actionDigest: p.actionDigest
       }))
-      yield* Console.log(JSON.stringify(
+      yield* Console.log(ProcessName.printableJson(
         { plan, processes: pick(expanded.config.processes), origins: pick(expanded.origins) },
-        null,
         2
       ))
     } else if (names.length > 0) {

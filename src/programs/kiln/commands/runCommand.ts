@@ -60,7 +60,7 @@ export const explainProcess = (
     })
     yield* Console.log(
       o.json === true
-        ? JSON.stringify(explained, null, 2)
+        ? ProcessName.printableJson(explained, 2)
         // Paths and values from the workspace (a file named with an escape sequence) are escaped, as `ls` escapes.
         : explained.flatMap((e) => Engine.explanationLines(e).map(ProcessName.printable)).join("\n")
     )

@@ -77,13 +77,12 @@ const cat = Command.make(
         }
         if (!(yield* store.hasDirectory(digest))) return yield* new Digest.MissingDigest({ digest, kind: "blob" })
         const dir = yield* store.getDirectory(digest)
-        yield* Console.log(JSON.stringify(
+        yield* Console.log(ProcessName.printableJson(
           {
             files: dir.files.map((f) => ({ ...f, digest: Digest.format(f.digest) })),
             directories: dir.directories.map((d) => ({ ...d, digest: Digest.format(d.digest) })),
             symlinks: dir.symlinks
           },
-          null,
           2
         ))
       }))

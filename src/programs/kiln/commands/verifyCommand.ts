@@ -134,7 +134,7 @@ export const verify = Command.make(
         )
       const t = tally(reports)
       if (o.json) {
-        process.stdout.write(`${JSON.stringify({ processes: reports, ...t }, null, 2)}\n`)
+        process.stdout.write(`${ProcessName.printableJson({ processes: reports, ...t }, 2)}\n`)
       } else {
         const lines = reports.flatMap(linesOf)
         // Output paths and lines a process made are escaped: a name holding an escape sequence reaches no terminal.
