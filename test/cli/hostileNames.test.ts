@@ -203,4 +203,18 @@ describe("what kiln prints of a config's values", () => {
       const parsed = JSON.parse(ls.stdout) as { processes: Record<string, { argv: Array<string> }> }
       assert.strictEqual(parsed.processes.shows!.argv[1], value)
     }))
+
+  it.scoped("a run's own lines escape the names a tool chose (a file it wrote outside its outputs)", () =>
+    Effect.gen(function*() {
+      const litters = {
+        ...ok,
+        argv: ["/bin/sh", "-c", "echo ok > o.txt && : > \"$(printf 'e\\033]0;T\\007\\342\\200\\256')\""]
+      }
+      const { kiln } = yield* workspaceOf({ litters })
+      const r = yield* kiln(["run", "--progress", "plain"])
+      assert.strictEqual(r.code, 0, r.stderr)
+      for (const line of r.stderr.replace(/\n$/, "").split("\n")) printable(line)
+      assert.notInclude(r.stderr, "\u202e")
+      assert.include(r.stderr, "litters wrote 1 file that is not among its outputs: e\\u001b]0;T\\u0007\\u202e")
+    }))
 })

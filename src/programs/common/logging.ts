@@ -1,10 +1,16 @@
 import * as Cause from "effect/Cause"
 import * as Logger from "effect/Logger"
 
+/**
+ * Control and bidirectional characters but the line break and the tab, which kiln's own multi-line messages hold: a
+ * warning names paths a tool chose and values a server sent, which must not redraw the terminal.
+ */
+const CONTROLS = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g
+
 const textOf = (message: unknown): string =>
-  Array.isArray(message) ? message.map((m) => textOf(m)).join(" ") : typeof message === "string"
+  (Array.isArray(message) ? message.map((m) => textOf(m)).join(" ") : typeof message === "string"
     ? message
-    : String(message)
+    : String(message)).replace(CONTROLS, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)
 
 /**
  * kiln's logger: a line on stderr (stdout is data: `kiln store cat` writes a blob's bytes there), worded as the rest

@@ -7,6 +7,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as ProcessName from "../../../domain/config/ProcessName.js"
 import * as Digest from "../../../domain/Digest.js"
 import type * as Engine from "../../../layers/engine/Engine.js"
 import type * as Store from "../../../layers/store/Store.js"
@@ -137,6 +138,7 @@ export const undeclaredLine = (r: Engine.ProcessReport): string | undefined => {
   const shown = u.sample.slice(0, UNDECLARED_SHOWN)
   const files = `${u.truncated === true ? "at least " : ""}${u.count} ${u.count === 1 ? "file" : "files"}`
   const verb = u.count === 1 && u.truncated !== true ? "is" : "are"
-  return `${r.name} wrote ${files} that ${verb} not among its outputs: ${shown.join(", ")}` +
+  // Names a tool chose: escaped, as every path kiln prints from a workspace is.
+  return `${r.name} wrote ${files} that ${verb} not among its outputs: ${shown.map(ProcessName.printable).join(", ")}` +
     `${u.count > shown.length ? ", …" : ""}`
 }
