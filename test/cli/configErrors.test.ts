@@ -228,6 +228,9 @@ describe("kiln.json as a link", () => {
       const named = yield* kiln(["run", "--config", config])
       assert.strictEqual(named.code, 2, named.stderr)
       assert.include(named.stderr, "is not a regular file")
+      // An unknown command reads kiln.json's names to suggest one: the FIFO is not waited on there either.
+      const unknown = yield* kiln(["biuld"])
+      assert.notStrictEqual(unknown.code, 0, unknown.stderr)
     }))
 })
 

@@ -11,7 +11,6 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
-import * as fs from "node:fs"
 import * as ConfigText from "../../domain/config/ConfigText.js"
 import { onInterrupt } from "../common/exitCode.js"
 import { cliLogger } from "../common/logging.js"
@@ -101,7 +100,8 @@ const viaCli = (words: string | undefined) =>
 const processNames = (): ReadonlyArray<string> => {
   try {
     const file = ConfigFile.find(undefined)
-    const read = file === undefined ? undefined : ConfigText.parse(fs.readFileSync(file, "utf8"))
+    const text = file === undefined ? undefined : ConfigFile.readText(file)
+    const read = text === undefined || "problem" in text ? undefined : ConfigText.parse(text.text)
     const processes = read !== undefined && "json" in read
       ? (read.json as { processes?: unknown } | null)?.processes
       : undefined
