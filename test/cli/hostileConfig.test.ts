@@ -8,6 +8,7 @@ import { Effect, type Scope } from "effect"
 import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import * as ConfigFile from "../../src/programs/kiln/configFile.js"
 import { failsWith, runCli } from "../utils/cliRun.js"
 import { cli } from "../utils/stack.js"
 import { tempDir } from "../utils/temp.js"
@@ -188,6 +189,21 @@ describe("a kiln.json found by looking up", () => {
         const named = yield* runCli(["run", "--config", path.join(s.top, "kiln.json")], { cwd: s.mine, env: s.env })
         assert.strictEqual(named.code, 0, named.stderr)
         assert.isTrue(fs.existsSync(s.marker))
+      })
+  )
+
+  it.scoped.skipIf(process.geteuid?.() !== 0)(
+    "in one process (a standby's runs): found by the walk it is refused, named afterwards it is read",
+    () =>
+      Effect.gen(function*() {
+        const s = yield* shared(marks)
+        const file = path.join(s.top, "kiln.json")
+        fs.chownSync(file, 65534, 65534)
+        const walked = ConfigFile.find(undefined, s.mine)
+        assert.strictEqual(walked, file)
+        assert.include((ConfigFile.readText(walked!) as { problem: string }).problem, "owned by another user")
+        const named = ConfigFile.find(file, s.mine)
+        assert.deepStrictEqual(ConfigFile.readText(named!), { text: fs.readFileSync(file, "utf8") })
       })
   )
 

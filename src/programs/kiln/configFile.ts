@@ -30,7 +30,12 @@ const foundByWalking = new Set<string>()
  * directory above it; undefined when there is none up to the root.
  */
 export const find = (given: string | undefined, cwd: string = process.cwd()): string | undefined => {
-  if (given !== undefined) return path.resolve(cwd, given)
+  if (given !== undefined) {
+    // Named, it is read whoever owns it, though an earlier walk of this process (a standby's last run) found it.
+    const named = path.resolve(cwd, given)
+    foundByWalking.delete(named)
+    return named
+  }
   for (let dir = path.resolve(cwd);; dir = path.dirname(dir)) {
     const candidate = path.join(dir, CONFIG_NAME)
     // A directory named kiln.json is not a config: the walk goes on past it, as git's does past a `.git` file it cannot
