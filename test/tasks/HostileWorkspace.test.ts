@@ -71,7 +71,7 @@ describe("hostile workspace files", () => {
       const empty = yield* inputsOf()
       fs.writeFileSync(path.join(outside, "secret"), "x")
       assert.deepStrictEqual(yield* inputsOf(), empty)
-      assert.include(empty, "node_modules/**")
+      assert.include(empty ?? [], "node_modules/**")
     }))
 
   it.scoped("a .gitignore pattern no regular expression could be made of is left unread, not a crash", () =>
