@@ -29,6 +29,7 @@ import * as Layout from "../store/Layout.js"
 import { namesOf, type Present, type SnapshotObservation } from "../store/SnapshotObservation.js"
 import * as MemoGroups from "./internal/memo/memoGroups.js"
 import * as MemoPaths from "./internal/memo/memoPaths.js"
+import * as MemoWatch from "./internal/memo/memoWatch.js"
 
 /** Bump when what a memo means changes. */
 export const FORMAT = 12
@@ -329,6 +330,8 @@ export const read = (storeRoot: string, workspace: string, handOver = false, san
       if (typeof memo.processes !== "object" || memo.processes === null) return undefined
       applyJournal(memo, journal.text)
       if (handOver) {
+        // The watches were on the groups of the memo this one replaces.
+        MemoWatch.carryOver(memo.groups)
         g[PARSED] = { file, stamp, memo }
         memo = unchecked(memo)
       }
@@ -350,6 +353,17 @@ export const read = (storeRoot: string, workspace: string, handOver = false, san
 }
 
 export const hashOf = (bytes: Uint8Array | string): string => sha256Hex(bytes)
+
+/**
+ * A standby's watches of the memo's groups (see `internal/memo/memoWatch.ts`): `arming` while its rehearsal checks,
+ * `lost` whether one reported a change since it was last asked (then it rehearses again), `heldByWatch` how many
+ * groups held by their watch since it was last asked.
+ */
+export const groupWatches = {
+  arming: MemoWatch.setArming,
+  lost: MemoWatch.lost,
+  heldByWatch: MemoWatch.heldByWatch
+} as const
 
 /**
  * Whether the store is the one the memo saw (see `Generation.holds`).
@@ -479,10 +493,19 @@ const groupChange = (
   const held = (memo[GROUPS] ??= new Map())
   if (held.has(key)) return held.get(key)
   const group = memo.groups?.[key]
+  // Found at its recorded stat under a watch that has reported nothing since: it is there still (`memoWatch.ts`).
+  if (group !== undefined && MemoWatch.holds(workspace, group)) {
+    held.set(key, undefined)
+    ;(memo[BY_STAT] ??= new Set()).add(key)
+    return undefined
+  }
+  const watch = group === undefined ? undefined : MemoWatch.arm(workspace, group)
   const rereadBefore = memo[REREAD] ?? 0
   const bad = group === undefined ? "" : MemoGroups.firstChanged(workspace, group, () => mayReread(memo))
   held.set(key, bad)
-  if (bad === undefined && (memo[REREAD] ?? 0) === rereadBefore) (memo[BY_STAT] ??= new Set()).add(key)
+  const byStat = bad === undefined && (memo[REREAD] ?? 0) === rereadBefore
+  if (byStat) (memo[BY_STAT] ??= new Set()).add(key)
+  if (watch !== undefined) MemoWatch.settle(key, group!, watch, byStat)
   return bad
 }
 

@@ -16,7 +16,8 @@
  * gives, for a real path, what Node's fs gives (StatMany.ts).
  *
  * fixThresholds(): kiln's own process's malloc tuning (Malloc.ts beside it), and mountsChanged(fd): whether the mount
- * table has changed since it was last read (src/os/mounts/Mounts.ts), here because this is kiln's one addon.
+ * table has changed since it was last read (src/os/mounts/Mounts.ts), here because this is kiln's one addon; its
+ * init also registers treeWatch.c's functions.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -32,6 +33,8 @@
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
+
+#include "treeWatch.h"
 
 #define FIELDS 6
 #define MAX_THREADS 8
@@ -245,5 +248,6 @@ NAPI_MODULE_INIT() {
     return NULL;
   }
   if (napi_set_named_property(env, exports, "mountsChanged", fn) != napi_ok) return NULL;
+  if (!tree_watch_exports(env, exports)) return NULL;
   return exports;
 }

@@ -187,6 +187,7 @@ if (standbyKey !== undefined && standbyKey !== "") {
     },
     answer: (args) => Noop.answer(args),
     rehearse: (args) => Noop.rehearse(args),
+    watchLost: Noop.watchLost,
     forget: Noop.forgetHandovers,
     startSpawner: (options) => startWarm(spawnOf(), options)
   })

@@ -320,8 +320,17 @@ const uploadsPending = (storeRoot: string): boolean => {
  * ({@link forgetHandovers}). A standby runs it once before it waits, so that the next run's check meets warm code.
  */
 export const rehearse = (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv = process.env): void => {
-  check(args, env, Date.now())
+  // Nobody waits for this check: it watches the trees it finds as recorded, so that the next ones need not stat them.
+  RunMemo.groupWatches.arming(true)
+  try {
+    check(args, env, Date.now())
+  } finally {
+    RunMemo.groupWatches.arming(false)
+  }
 }
+
+/** Whether a watch a rehearsal made has reported a change since this was last asked (see `RunMemo.groupWatches`). */
+export const watchLost = (): boolean => RunMemo.groupWatches.lost()
 
 /**
  * Answers `kiln run` from the run memo when nothing changed: "answered" when it did (the exit code is 0); else the
@@ -339,6 +348,10 @@ export const answer = (
     result = new Falls(`the check failed: ${e instanceof Error ? e.message : String(e)}`, false)
   }
   const debug = env.KILN_NOOP_DEBUG === "1"
+  const watched = RunMemo.groupWatches.heldByWatch()
+  if (debug && watched > 0) {
+    process.stderr.write(`kiln: no-op check: ${watched} whole tree${watched === 1 ? "" : "s"} held by their watch\n`)
+  }
   if (result instanceof Falls) {
     if (debug) process.stderr.write(`kiln: no-op check: ${result.reason}\n`)
     return result.runs ? "runs" : "other"

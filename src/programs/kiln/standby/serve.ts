@@ -8,9 +8,11 @@
  *
  * What it must never do: serve a second run that runs (module state of one run is never seen by another; a check's
  * handovers are dropped after a no-op and after the rehearsal; what it keeps between checks is the run memo as
- * parsed, none of a check's findings, see `RunMemo.read`), or hold anything of the user's while it waits (its working
- * directory is `/`; it opens no store, workspace or lock before a run, and the rehearsal only reads). Stopped while it
- * waits, or idle for its time, it leaves neither socket nor lock.
+ * parsed, none of a check's findings, see `RunMemo.read`, but for the trees its rehearsal found as recorded and has
+ * watched since, `RunMemo.groupWatches`), or hold anything of the user's while it waits (its working directory is
+ * `/`; it opens no store, workspace or lock before a run, and the rehearsal only reads; an inotify watch holds no file
+ * open and keeps no file system from being unmounted). Stopped while it waits, or idle for its time, it leaves neither
+ * socket nor lock.
  *
  * @internal
  */
@@ -60,6 +62,11 @@ export interface Hooks {
   readonly rehearse: (args: ReadonlyArray<string>) => void
   /** Drops what a check left for an engine that did not start (it answered). */
   readonly forget: () => void
+  /**
+   * Whether a watch the rehearsal made has reported a change since last asked (then it is rehearsed again). A run
+   * taken on keeps the watches until its process ends: closing them waits for the kernel to free each one.
+   */
+  readonly watchLost: () => boolean
   /**
    * Starts the spawner for the next run (the loader does so for a run it loads the engine for), unless one started
    * as it would be now runs already (see `Warm.startWarm`).
@@ -268,7 +275,8 @@ export const serve = (key: string, hooks: Hooks): void => {
       hooks,
       idle,
       start,
-      modules
+      modules,
+      rehearsal
     })
   })
 }
@@ -286,10 +294,14 @@ interface Waiting {
   readonly start: () => void
   readonly idle: (ms: number, then: () => void) => () => void
   readonly modules: Identity.Modules
+  /** The run that started this standby, checked again to watch a tree anew (see {@link rehearse}). */
+  readonly rehearsal: Protocol.Rehearsal | undefined
 }
 
 /** Listening: answers no-ops, and becomes the first run that will run processes; exits when idle. */
-const waitForRuns = ({ hooks, idle, idleMs, key, modules, server, start, stopListening, taken }: Waiting): void => {
+const waitForRuns = (
+  { hooks, idle, idleMs, key, modules, rehearsal, server, start, stopListening, taken }: Waiting
+): void => {
   let cancelIdle: (() => void) | undefined
   const waitIdle = () => {
     cancelIdle?.()
@@ -319,6 +331,8 @@ const waitForRuns = ({ hooks, idle, idleMs, key, modules, server, start, stopLis
         restore()
         hooks.forget()
         conn.end(Protocol.exitFrame(0))
+        // A tree that changed since the rehearsal is watched anew once the run has its answer, for the next one.
+        if (rehearsal !== undefined && hooks.watchLost()) rehearse(rehearsal, hooks)
         return waitIdle()
       }
       serving = true

@@ -11,6 +11,7 @@
 import * as os from "node:os"
 import type * as RawStat from "../../../../os/RawStat.js"
 import * as StatMany from "../../../../os/StatMany.js"
+import type * as TreeWatch from "../../../../os/TreeWatch.js"
 import type * as Observation from "../../../store/SnapshotObservation.js"
 import { groupContentIs, numbersOf } from "./memoPaths.js"
 
@@ -167,4 +168,37 @@ export const firstChanged = (
     }
   }
   return undefined
+}
+
+/** The most top paths a watched group may have (see {@link topsOf}): each is stat'ed at every answer. */
+const MAX_TOPS = 16
+
+/**
+ * The paths of `g` whose directory is not one of its directories (a group taken whole has one: its directory), with
+ * their recorded device and inode, for a watch of it (`TreeWatch`); undefined when it has more than a few, or its
+ * paths are on more than one device (a mount point inside: changes there are another file system's).
+ */
+export const topsOf = (g: Group): Array<TreeWatch.Top> | undefined => {
+  if (!wellFormed(g)) return undefined
+  const names = pathsOf(g)
+  const s = statsOf(g)!
+  if (names.length !== g.kinds.length) return undefined
+  const dirs = new Set<string>()
+  for (let i = 0; i < names.length; i++) if (g.kinds[i] === "d") dirs.add(names[i]!)
+  const tops: Array<TreeWatch.Top> = []
+  let dev: number | undefined
+  for (let i = 0; i < names.length; i++) {
+    const name = names[i]!
+    const absent = g.kinds[i] === "a"
+    const at = i * FIELDS
+    if (!absent) {
+      if (dev === undefined) dev = s[at]
+      else if (s[at] !== dev) return undefined
+    }
+    const slash = name.lastIndexOf("/")
+    if (slash !== -1 && dirs.has(name.slice(0, slash))) continue
+    if (tops.length === MAX_TOPS) return undefined
+    tops.push(absent ? { name } : { name, dev: s[at]!, ino: s[at + 1]! })
+  }
+  return tops
 }
