@@ -210,11 +210,18 @@ describe("what kiln prints of a config's values", () => {
         ...ok,
         argv: ["/bin/sh", "-c", "echo ok > o.txt && : > \"$(printf 'e\\033]0;T\\007\\342\\200\\256')\""]
       }
-      const { kiln } = yield* workspaceOf({ litters })
+      const { kiln, ws } = yield* workspaceOf({ litters })
       const r = yield* kiln(["run", "--progress", "plain"])
       assert.strictEqual(r.code, 0, r.stderr)
       for (const line of r.stderr.replace(/\n$/, "").split("\n")) printable(line)
       assert.notInclude(r.stderr, "\u202e")
       assert.include(r.stderr, "litters wrote 1 file that is not among its outputs: e\\u001b]0;T\\u0007\\u202e")
+      // `--summary -` is JSON on stdout: the same name, escaped as JSON escapes it, the bidi control included.
+      fs.rmSync(path.join(ws, "o.txt"))
+      const summary = yield* kiln(["run", "--cache", "off", "--summary", "-", "--progress", "none"])
+      assert.strictEqual(summary.code, 0, summary.stderr)
+      assert.notMatch(summary.stdout, /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/)
+      const parsed = JSON.parse(summary.stdout) as { processes: Array<{ undeclaredWrites: { sample: Array<string> } }> }
+      assert.deepStrictEqual(parsed.processes[0]!.undeclaredWrites.sample, ["e\u001b]0;T\u0007\u202e"])
     }))
 })

@@ -13,6 +13,7 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as ConfigText from "../../domain/config/ConfigText.js"
+import * as ProcessName from "../../domain/config/ProcessName.js"
 import * as ResolvedConfig from "../../domain/config/ResolvedConfig.js"
 import * as Selection from "../../domain/config/Selection.js"
 import * as GraphOrder from "../../domain/GraphOrder.js"
@@ -293,7 +294,7 @@ const check = (
   return {
     lines,
     ...(o.has("summary") ? { summary: o.get("summary") === "-" ? "-" : path.resolve(o.get("summary")!) } : {}),
-    summaryText: JSON.stringify(summary, null, 2) + "\n"
+    summaryText: ProcessName.printableJson(summary, 2) + "\n"
   }
 }
 

@@ -17,6 +17,7 @@ import {
   salvaged as configSalvaged
 } from "../../../domain/config/Config.js"
 import type { Config } from "../../../domain/config/Config.js"
+import * as ProcessName from "../../../domain/config/ProcessName.js"
 import * as ResolvedConfig from "../../../domain/config/ResolvedConfig.js"
 import * as GraphOrder from "../../../domain/GraphOrder.js"
 import * as Engine from "../../../layers/engine/Engine.js"
@@ -396,8 +397,9 @@ const runLoaded = (
         wallMs: report.wallMs,
         ...remoteTotals(remote?.stats)
       }
-      // `-` is stdout, as for most tools that write a file (a file named `-` is `./-`).
-      const text = JSON.stringify(summary, null, 2) + "\n"
+      // `-` is stdout, as for most tools that write a file (a file named `-` is `./-`). It holds names a tool chose
+      // (`undeclaredWrites`): the controls JSON.stringify leaves raw are escaped, for a terminal (a parser reads the same).
+      const text = ProcessName.printableJson(summary, 2) + "\n"
       if (o.summary.value === "-") {
         process.stdout.write(text)
       } else reportFile("--summary", o.summary.value, text)
