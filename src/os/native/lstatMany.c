@@ -107,13 +107,12 @@ static void* stat_thread(void* arg) {
   return NULL;
 }
 
-static napi_value fail(napi_env env, const char* message) {
+napi_value fail(napi_env env, const char* message) {
   napi_throw_type_error(env, NULL, message);
   return NULL;
 }
 
-/* The UTF-8 bytes of a JS string, malloc'ed (NUL-terminated), or NULL. */
-static char* utf8_of(napi_env env, napi_value v, size_t* len) {
+char* utf8_of(napi_env env, napi_value v, size_t* len) {
   if (napi_get_value_string_utf8(env, v, NULL, 0, len) != napi_ok) return NULL;
   char* s = malloc(*len + 1);
   if (s == NULL) return NULL;
@@ -219,14 +218,16 @@ static napi_value fix_thresholds(napi_env env, napi_callback_info info) {
  * namespace (a mount, an unmount, one propagated into it), as util-linux and systemd watch it. True as well when it
  * cannot tell (a poll that fails, a descriptor that is not open): the caller then reads the table.
  */
-static napi_value mounts_changed(napi_env env, napi_callback_info info) {
+bool fd_argument(napi_env env, napi_callback_info info, int32_t* fd) {
   size_t argc = 1;
   napi_value argv[1];
+  return napi_get_cb_info(env, info, &argc, argv, NULL, NULL) == napi_ok && argc == 1 &&
+         napi_get_value_int32(env, argv[0], fd) == napi_ok;
+}
+
+static napi_value mounts_changed(napi_env env, napi_callback_info info) {
   int32_t fd;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 1 ||
-      napi_get_value_int32(env, argv[0], &fd) != napi_ok) {
-    return fail(env, "mountsChanged(fd)");
-  }
+  if (!fd_argument(env, info, &fd)) return fail(env, "mountsChanged(fd)");
   struct pollfd watched = {.fd = fd, .events = POLLPRI, .revents = 0};
   int rc;
   do rc = poll(&watched, 1, 0);

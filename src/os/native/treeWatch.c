@@ -48,22 +48,6 @@ static bool local_file_system(long type) {
   }
 }
 
-static napi_value fail(napi_env env, const char* message) {
-  napi_throw_type_error(env, NULL, message);
-  return NULL;
-}
-
-static char* utf8_of(napi_env env, napi_value v, size_t* len) {
-  if (napi_get_value_string_utf8(env, v, NULL, 0, len) != napi_ok) return NULL;
-  char* s = malloc(*len + 1);
-  if (s == NULL) return NULL;
-  if (napi_get_value_string_utf8(env, v, s, *len + 1, len) != napi_ok) {
-    free(s);
-    return NULL;
-  }
-  return s;
-}
-
 /* Adds the watches; false (nothing to trust) at the first that cannot be added or past `cap`. */
 static bool watch_all(int fd, const char* prefix, size_t prefix_len, const char* names, size_t names_len,
                       const char* kinds, size_t count, int32_t cap) {
@@ -122,13 +106,8 @@ static napi_value watch_tree(napi_env env, napi_callback_info info) {
 }
 
 static napi_value tree_changed(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
   int32_t fd;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 1 ||
-      napi_get_value_int32(env, argv[0], &fd) != napi_ok) {
-    return fail(env, "treeChanged(fd)");
-  }
+  if (!fd_argument(env, info, &fd)) return fail(env, "treeChanged(fd)");
   /* Large enough for one event with the longest name: the read then never fails for a short buffer. */
   char events[sizeof(struct inotify_event) + 256 + 1] __attribute__((aligned(__alignof__(struct inotify_event))));
   ssize_t rc;

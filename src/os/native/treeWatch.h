@@ -1,10 +1,19 @@
-/* treeWatch.c's functions, registered on the addon's exports by lstatMany.c's module init (one addon, one init). */
+/* treeWatch.c's functions, registered on the addon's exports by lstatMany.c's module init (one addon, one init),
+ * and the helpers both files use. */
 #ifndef KILN_TREE_WATCH_H
 #define KILN_TREE_WATCH_H
 #include <node_api.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 /* Adds `watchTree` and `treeChanged` to `exports`; false when N-API refused. */
 bool tree_watch_exports(napi_env env, napi_value exports);
+
+/* lstatMany.c's helpers, shared: a TypeError thrown (NULL returned), and a JS string's UTF-8 bytes, malloc'ed and
+ * NUL-terminated, or NULL. */
+napi_value fail(napi_env env, const char* message);
+char* utf8_of(napi_env env, napi_value v, size_t* len);
+/* Whether the call's one argument is a 32-bit integer (a descriptor), put in `fd`. */
+bool fd_argument(napi_env env, napi_callback_info info, int32_t* fd);
 
 #endif
