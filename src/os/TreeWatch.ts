@@ -34,6 +34,8 @@ export interface Top {
 export interface Watch {
   readonly prefix: string
   readonly fd: number
+  /** Its watches, counted against this process's budget until it is closed. */
+  readonly count: number
   /** `/proc/self/mountinfo`, open since before the watch was made (see `mountsChanged`). */
   readonly mounts: number
   readonly tops: ReadonlyArray<Top>
@@ -43,10 +45,11 @@ type WatchTree = (prefix: string, names: string, kinds: string, cap: number) => 
 type Polled = (fd: number) => boolean
 
 /**
- * The most watches one tree may take: a standby lives up to half an hour, and the user's editor and other watchers
- * share their limit (`max_user_watches`) with it, so at most an eighth of it, and never more than 32,768.
+ * The most watches this process holds at once, all its trees together: a standby lives up to half an hour, and the
+ * user's editor and other watchers share their limit (`max_user_watches`) with it, so at most an eighth of it, and
+ * never more than 32,768.
  */
-const capOf = (): number => {
+const budgetOf = (): number => {
   try {
     const limit = Number(fs.readFileSync("/proc/sys/fs/inotify/max_user_watches", "utf8").trim())
     return Number.isSafeInteger(limit) && limit > 0 ? Math.min(32_768, Math.floor(limit / 8)) : 0
@@ -55,7 +58,9 @@ const capOf = (): number => {
   }
 }
 
-let cap: number | undefined
+let budget: number | undefined
+/** Watches held now by this process's open watches. */
+let used = 0
 
 const closeQuietly = (fd: number): void => {
   try {
@@ -76,8 +81,11 @@ export const watch = (prefix: string, names: string, kinds: string, tops: Readon
   const watchTree = addon?.watchTree as WatchTree | undefined
   const mountsChanged = addon?.mountsChanged as Polled | undefined
   if (typeof watchTree !== "function" || typeof mountsChanged !== "function") return undefined
-  cap ??= capOf()
-  if (cap === 0) return undefined
+  budget ??= budgetOf()
+  let count = 0
+  for (let i = 0; i < kinds.length; i++) if (kinds[i] === "d" || kinds[i] === "f") count++
+  // Counted before anything is made: a tree over what is left is not partly watched and thrown away.
+  if (count === 0 || used + count > budget) return undefined
   let mounts: number
   try {
     mounts = fs.openSync("/proc/self/mountinfo", "r")
@@ -86,7 +94,7 @@ export const watch = (prefix: string, names: string, kinds: string, tops: Readon
   }
   let fd: number
   try {
-    fd = watchTree(prefix, names, kinds, cap)
+    fd = watchTree(prefix, names, kinds, count)
   } catch {
     fd = -1
   }
@@ -94,7 +102,8 @@ export const watch = (prefix: string, names: string, kinds: string, tops: Readon
     closeQuietly(mounts)
     return undefined
   }
-  return { prefix, fd, mounts, tops }
+  used += count
+  return { prefix, fd, count, mounts, tops }
 }
 
 const st: RawStat.RawStat = { dev: 0, ino: 0, mode: 0, size: 0, mtimeMs: 0, ctimeMs: 0 }
@@ -128,6 +137,7 @@ export const unchanged = (w: Watch): boolean => {
  * most of it waiting), which the check that dropped it should not wait for.
  */
 export const close = (w: Watch): void => {
+  used -= w.count
   fs.close(w.fd, () => undefined)
   closeQuietly(w.mounts)
 }

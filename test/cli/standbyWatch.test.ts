@@ -28,7 +28,9 @@ const files: Record<string, string> = {
 }
 for (let i = 0; i < 300; i++) files[`node_modules/c/lib/f${i}.js`] = `${i}\n`
 
-const DEBUG = { KILN_NOOP_DEBUG: "1" }
+// A standby rehearses again at once after an answer whose check dropped a watch (not after a lull), so that the run
+// after that answer meets the tree watched anew.
+const DEBUG = { KILN_NOOP_DEBUG: "1", KILN_STANDBY_REWATCH_MS: "0" }
 const WATCHED = /kiln: no-op check: 1 whole tree held by their watch/
 
 const ranOf = (r: CliResult) => (JSON.parse(r.stdout) as { ran: number }).ran
@@ -74,6 +76,29 @@ describe("a standby's watch of a tree taken whole", () => {
         assert.match(again.stderr, WATCHED, `${what}: then watched again`)
       }
       fs.rmSync(`${w.ws}.old`, { recursive: true })
+    }))
+
+  // One standby serves every workspace of its user's kiln: another's no-op must not cost the rehearsed one its watch
+  // (it did: the other memo's parse dropped it, and the standby rehearsed again before the next run).
+  it.scopedLive("a no-op of another workspace leaves the rehearsed workspace's watch as it is", () =>
+    Effect.gen(function*() {
+      const w = yield* workspace({ gen }, files)
+      const other = path.join(w.root, "other")
+      fs.cpSync(w.ws, other, { recursive: true })
+      // No rehearsal again after a lull in this test: a dropped watch stays dropped.
+      const env = { ...DEBUG, KILN_STANDBY_REWATCH_MS: "600000" }
+      assert.strictEqual((yield* w.kiln(["run"], env, other)).code, 0)
+      yield* w.standbyWaits
+      // Taken on by the standby the other workspace's run left; the one it leaves rehearses this workspace.
+      yield* w.runThenStandby(env)
+      const standby = w.standbys()
+      const otherNoop = yield* w.kiln(["run", "--summary", "-"], env, other)
+      assert.strictEqual(ranOf(otherNoop), 0, otherNoop.stderr)
+      assert.match(otherNoop.stderr, /no-op check: nothing changed/, otherNoop.stderr)
+      const noop = yield* w.kiln(["run", "--summary", "-"], env)
+      assert.strictEqual(ranOf(noop), 0, noop.stderr)
+      assert.match(noop.stderr, WATCHED)
+      assert.deepStrictEqual(w.standbys(), standby, "the same standby answered both")
     }))
 
   // A mount is the one change here that leaves every stat as it was: the run after it answers as a no-op, by stats.

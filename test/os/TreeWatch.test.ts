@@ -11,7 +11,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import * as TreeWatch from "../../src/os/TreeWatch.js"
 import { tempDir, writeTree } from "../utils/temp.js"
-import { isRoot, tmpfs } from "../utils/tmpfs.js"
+import { isRoot, overlay, tmpfs } from "../utils/tmpfs.js"
 
 /** The file systems `native/treeWatch.c` watches (by `statfs` magic, as `stat -f` prints it). */
 const LOCAL = new Set(["ef53", "58465342", "9123683e", "1021994", "f2f52010"])
@@ -105,6 +105,50 @@ describe("TreeWatch", () => {
       assert.isDefined(watch)
       yield* tmpfs(path.join(dir, "node_modules/a/lib"), "64k")
       assert.isFalse(TreeWatch.unchanged(watch!))
+    }))
+
+  // An overlay's files are its lower layer's: a change made there reaches no inode inotify watches through the overlay.
+  it.scoped.skipIf(!isRoot)(
+    "refuses a tree on an overlay mounted in a workspace on a local file system",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* tempDir("kiln-treewatch-")
+        if (!watchable(dir)) return
+        writeTree(dir, { "lower/a/index.js": "1", "ws/kiln.json": "{}" })
+        fs.mkdirSync(path.join(dir, "ws/node_modules"))
+        yield* overlay(path.join(dir, "ws/node_modules"), path.join(dir, "lower"))
+        const tree = treeOf(path.join(dir, "ws"), "node_modules")
+        assert.strictEqual(tree.kinds, "ddf", "the overlay shows the lower layer")
+        assert.isUndefined(TreeWatch.watch(`${dir}/ws/`, tree.names, tree.kinds, tree.tops))
+      })
+  )
+
+  it.scoped("counts every tree's watches against one budget for the process", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("kiln-treewatch-")
+      if (!watchable(dir)) return
+      writeTree(dir, { "t/f": "1" })
+      const limit = Number(fs.readFileSync("/proc/sys/fs/inotify/max_user_watches", "utf8"))
+      const budget = Math.min(32_768, Math.floor(limit / 8))
+      // The same file named again is one watch to the kernel, and counted as many here: the budget is kiln's own.
+      const treeOfSize = (n: number) => ({
+        names: ["t", ...Array.from({ length: n - 1 }, () => "t/f")].join("\0"),
+        kinds: `d${"f".repeat(n - 1)}`
+      })
+      const large = treeOfSize(budget - 10)
+      const small = treeOfSize(20)
+      const tops = [{
+        name: "t",
+        dev: fs.lstatSync(path.join(dir, "t")).dev,
+        ino: fs.lstatSync(path.join(dir, "t")).ino
+      }]
+      const first = TreeWatch.watch(`${dir}/`, large.names, large.kinds, tops)
+      assert.isDefined(first)
+      assert.isUndefined(TreeWatch.watch(`${dir}/`, small.names, small.kinds, tops), "over what is left")
+      TreeWatch.close(first!)
+      const second = TreeWatch.watch(`${dir}/`, small.names, small.kinds, tops)
+      assert.isDefined(second, "what the first held is given back when it is closed")
+      TreeWatch.close(second!)
     }))
 
   it.scoped("refuses a tree it cannot watch wholly: a path gone, of another kind, or past the cap", () =>

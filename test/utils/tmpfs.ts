@@ -1,6 +1,6 @@
 /**
- * A tmpfs mounted for a test (root only): the full-disk tests' small file systems. It is mounted only at a directory
- * inside the system's temp dir (never over anything a test did not make: a test once chmodded /etc as root), and
+ * A tmpfs mounted for a test (root only): the full-disk tests' small file systems (and an overlay, for the tree
+ * watch's). It is mounted only at a directory inside the system's temp dir (never over anything a test did not make: a test once chmodded /etc as root), and
  * unmounted when the scope closes.
  */
 import * as Effect from "effect/Effect"
@@ -40,6 +40,33 @@ export const tmpfs = (
         ...(options.readOnly ? ["ro"] : [])
       ]
       execFileSync("mount", ["-t", "tmpfs", "-o", flags.join(","), "tmpfs", dir])
+      return dir
+    }),
+    () => Effect.sync(() => unmount(dir))
+  )
+
+/**
+ * An overlay at `dir` of `lower` (directories the test made, each inside the system's temp dir), with its upper and
+ * work directories made beside `dir`: a file system whose lower layer changes without this kernel's VFS seeing the
+ * change through the overlay's inodes.
+ */
+export const overlay = (dir: string, lower: string): Effect.Effect<string, never, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      insideTempDir(dir)
+      insideTempDir(lower)
+      const upper = `${dir}.upper`
+      const work = `${dir}.work`
+      insideTempDir(upper)
+      insideTempDir(work)
+      execFileSync("mount", [
+        "-t",
+        "overlay",
+        "overlay",
+        "-o",
+        `lowerdir=${lower},upperdir=${upper},workdir=${work}`,
+        dir
+      ])
       return dir
     }),
     () => Effect.sync(() => unmount(dir))

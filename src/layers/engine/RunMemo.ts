@@ -331,7 +331,7 @@ export const read = (storeRoot: string, workspace: string, handOver = false, san
       applyJournal(memo, journal.text)
       if (handOver) {
         // The watches were on the groups of the memo this one replaces.
-        MemoWatch.carryOver(memo.groups)
+        MemoWatch.carryOver(path.resolve(workspace), memo.groups)
         g[PARSED] = { file, stamp, memo }
         memo = unchecked(memo)
       }

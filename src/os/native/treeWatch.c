@@ -7,8 +7,8 @@
  * is `d` (a directory: the changes of its entries and its own) or `f` (a file: its own changes, by whichever of its
  * links they are made: a file's watch is on its inode). Other kinds (`l`, `a`) are seen through their directory's
  * watch. -1, with nothing left open, when the tree cannot be watched wholly: a path gone or of another kind, a
- * file system whose changes inotify may not see (NFS, FUSE, overlays: only the local ones below are taken), more than
- * `cap` watches, or the user's inotify limits reached.
+ * tree on a file system whose changes inotify may not see (NFS, FUSE, overlays: only the local ones below are taken),
+ * more than `cap` watches, or the user's inotify limits reached.
  *
  * treeChanged(fd): whether anything was reported on `fd` since it was made (an event, or the queue's overflow), or it
  * cannot be read: then the caller stops trusting it. Events are read, not parsed: any one means "look again".
@@ -54,9 +54,6 @@ static bool watch_all(int fd, const char* prefix, size_t prefix_len, const char*
   char path[PATH_MAX_BYTES];
   if (prefix_len + 1 > sizeof path) return false;
   memcpy(path, prefix, prefix_len);
-  path[prefix_len] = 0;
-  struct statfs fs;
-  if (statfs(path, &fs) != 0 || !local_file_system((long)fs.f_type)) return false;
   int32_t watches = 0;
   const char* name = names;
   const char* end = names + names_len;
@@ -69,6 +66,11 @@ static bool watch_all(int fd, const char* prefix, size_t prefix_len, const char*
       if (++watches > cap || prefix_len + len + 1 > sizeof path) return false;
       memcpy(path + prefix_len, name, len);
       path[prefix_len + len] = 0;
+      /* The tree's own file system, not the workspace's: a tree mounted there (FUSE, NFS, an overlay) would pass a
+       * look at the workspace. One look is enough: every path of the tree was recorded on one device, and the
+       * comparison with the record that follows the watch finds any that is not now. */
+      struct statfs fs;
+      if (watches == 1 && (statfs(path, &fs) != 0 || !local_file_system((long)fs.f_type))) return false;
       if (inotify_add_watch(fd, path, mask) < 0) return false;
     }
     name += len + 1;
@@ -90,7 +92,10 @@ static napi_value watch_tree(napi_env env, napi_callback_info info) {
   char* names = utf8_of(env, argv[1], &names_len);
   char* kinds = utf8_of(env, argv[2], &count);
   int fd = -1;
-  if (prefix != NULL && names != NULL && kinds != NULL) {
+  size_t watched = 0;
+  for (size_t i = 0; kinds != NULL && i < count; i++) watched += kinds[i] == 'd' || kinds[i] == 'f';
+  /* Past the cap, nothing is made (the caller counts too; this is its guard). */
+  if (prefix != NULL && names != NULL && kinds != NULL && watched <= (size_t)(cap < 0 ? 0 : cap)) {
     fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (fd >= 0 && !watch_all(fd, prefix, prefix_len, names, names_len, kinds, count, cap)) {
       close(fd);

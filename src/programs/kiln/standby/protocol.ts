@@ -88,6 +88,13 @@ export const IDLE_ENV = "KILN_STANDBY_IDLE_MS"
 
 export const DEFAULT_IDLE_MS = 30 * 60_000
 
+/**
+ * How long a standby waits, with no run coming, before it rehearses again to watch a changed tree anew (see
+ * `serve.ts`); the tests set it to 0, so that the run after an answer meets the tree watched.
+ */
+export const REWATCH_ENV = "KILN_STANDBY_REWATCH_MS"
+export const DEFAULT_REWATCH_MS = 100
+
 /** Bytes of a request the standby reads at most: arguments and environment, never more. */
 export const MAX_REQUEST_BYTES = 4 * 1024 * 1024
 

@@ -63,8 +63,9 @@ export interface Hooks {
   /** Drops what a check left for an engine that did not start (it answered). */
   readonly forget: () => void
   /**
-   * Whether a watch the rehearsal made has reported a change since last asked (then it is rehearsed again). A run
-   * taken on keeps the watches until its process ends: closing them waits for the kernel to free each one.
+   * Whether a watch the rehearsal made has reported a change since last asked (then it is rehearsed again, once no
+   * run has come for a moment: {@link Protocol.REWATCH_ENV}). A run taken on keeps the watches until its process ends: closing them
+   * waits for the kernel to free each one.
    */
   readonly watchLost: () => boolean
   /**
@@ -210,6 +211,8 @@ export const serve = (key: string, hooks: Hooks): void => {
   const lock = `${socket.slice(0, -".sock".length)}.pid`
   const idleEnv = Number(process.env[Protocol.IDLE_ENV] ?? Protocol.DEFAULT_IDLE_MS)
   const idleMs = Number.isFinite(idleEnv) && idleEnv > 0 ? idleEnv : Protocol.DEFAULT_IDLE_MS
+  const rewatchEnv = Number(process.env[Protocol.REWATCH_ENV] ?? Protocol.DEFAULT_REWATCH_MS)
+  const rewatchMs = Number.isFinite(rewatchEnv) && rewatchEnv >= 0 ? rewatchEnv : Protocol.DEFAULT_REWATCH_MS
   // One standby of a key: a second one started meanwhile (two runs ending together) leaves at once.
   if (!claim(lock)) return process.exit(0)
   // Stopped while it waits (`kill`, a logout): it leaves neither its socket nor its lock behind. A signal that comes
@@ -271,6 +274,7 @@ export const serve = (key: string, hooks: Hooks): void => {
         stopListening()
       },
       idleMs,
+      rewatchMs,
       key,
       hooks,
       idle,
@@ -288,6 +292,7 @@ interface Waiting {
   /** The same, when a run is taken on: signals are the run's from then on. */
   readonly taken: () => void
   readonly idleMs: number
+  readonly rewatchMs: number
   readonly key: string
   readonly hooks: Hooks
   /** The bundle's start of the run taken on, and its idle wait (see {@link Protocol.DeferredMain}). */
@@ -300,7 +305,7 @@ interface Waiting {
 
 /** Listening: answers no-ops, and becomes the first run that will run processes; exits when idle. */
 const waitForRuns = (
-  { hooks, idle, idleMs, key, modules, rehearsal, server, start, stopListening, taken }: Waiting
+  { hooks, idle, idleMs, key, modules, rehearsal, rewatchMs, server, start, stopListening, taken }: Waiting
 ): void => {
   let cancelIdle: (() => void) | undefined
   const waitIdle = () => {
@@ -312,18 +317,36 @@ const waitForRuns = (
   }
   waitIdle()
   let serving = false
+  // A tree whose watch reported a change is watched anew by rehearsing again, once no run has come for a moment: a
+  // run that comes first is answered at once (its check stats the tree), and the rehearsal waits for the next lull.
+  let rewatch: ReturnType<typeof setTimeout> | undefined
+  const rewatchLater = () => {
+    if (rehearsal === undefined) return
+    clearTimeout(rewatch)
+    rewatch = setTimeout(() => {
+      rewatch = undefined
+      if (!serving) rehearse(rehearsal, hooks)
+    }, rewatchMs)
+  }
   server.on("connection", (conn: Net.Socket) => {
     const decline = (why: string) =>
       conn.end(Buffer.concat([Buffer.from([Protocol.DECLINED]), Buffer.from(`${why}\n`)]))
     conn.on("error", () => undefined)
     readRequest(conn, (request) => {
-      if (serving) return decline("it serves another run")
-      if (typeof request === "string") return decline(request)
+      const owed = rewatch !== undefined
+      clearTimeout(rewatch)
+      rewatch = undefined
+      const declined = (why: string) => {
+        if (owed) rewatchLater()
+        decline(why)
+      }
+      if (serving) return declined("it serves another run")
+      if (typeof request === "string") return declined(request)
       let restore: Identity.Restore
       try {
         restore = Identity.assume(modules, conn, request, hooks.cli)
       } catch (e) {
-        return decline(`cannot take the run on: ${(e as Error).message}`)
+        return declined(`cannot take the run on: ${(e as Error).message}`)
       }
       conn.write(Buffer.from([Protocol.ACCEPTED]))
       const verdict = hooks.answer(request.argv)
@@ -331,8 +354,7 @@ const waitForRuns = (
         restore()
         hooks.forget()
         conn.end(Protocol.exitFrame(0))
-        // A tree that changed since the rehearsal is watched anew once the run has its answer, for the next one.
-        if (rehearsal !== undefined && hooks.watchLost()) rehearse(rehearsal, hooks)
+        if (hooks.watchLost() || owed) rewatchLater()
         return waitIdle()
       }
       serving = true

@@ -68,13 +68,18 @@ export const settle = (key: string, g: MemoGroups.Group, w: TreeWatch.Watch, hel
 }
 
 /**
- * A memo read anew (`groups`, by key): each watch moves to the group under its key if it holds the same observations
- * (the watch says those are still what is there), and is closed otherwise.
+ * The memo of `workspace` read anew (`groups`, by key): each watch of that workspace moves to the group under its key
+ * if it holds the same observations (the watch says those are still what is there), and is closed otherwise. Those of
+ * other workspaces stay as they are: one standby serves each workspace its user runs that kiln in.
  */
-export const carryOver = (groups: Readonly<Record<string, MemoGroups.Group>> | undefined): void => {
-  const before = [...watches]
-  watches.clear()
-  for (const [g, kept] of before) {
+export const carryOver = (
+  workspace: string,
+  groups: Readonly<Record<string, MemoGroups.Group>> | undefined
+): void => {
+  const prefix = `${workspace}/`
+  for (const [g, kept] of [...watches]) {
+    if (kept.watch.prefix !== prefix) continue
+    watches.delete(g)
     const now = groups?.[kept.key]
     if (now !== undefined && MemoGroups.equal(g, now)) watches.set(now, kept)
     else {
