@@ -8,8 +8,9 @@
  * - the tree's top paths (those whose directory is not in the tree) are renamed or replaced in a directory that is
  *   not watched: each one's `lstat` is compared with the recorded one at every answer;
  * - a mount made or removed over any of its paths: the mount table's own change flag (`mountsChanged`);
- * - another file system within it (a mount point inside): refused, as is a tree on a file system whose changes may not
- *   all go through this kernel (NFS, FUSE, overlays);
+ * - a tree on a file system whose changes may not all go through this kernel (NFS, FUSE, overlays): refused; one with
+ *   another file system within it (a mount point inside) is its caller's to refuse (`memoGroups.ts topsOf`: every
+ *   path recorded on one device);
  * - a change too many to queue: the queue's overflow is itself an event.
  * A write through a shared writable mapping of a file (`mmap`) moves its mtime without an event; git's file-system
  * monitor and watchman have the same blind spot. Only a standby uses a watch, and it is only ever a reason to skip

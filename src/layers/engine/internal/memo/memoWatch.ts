@@ -3,8 +3,9 @@
  * every path at its recorded stat, watched since before that look, holds at a later check for as long as the watch has
  * reported nothing, without an `lstat` of each of its paths (7,280 in a real npm install's `node_modules`, most of a
  * no-op's check). Kept per group object: the memo as parsed (`RunMemo.read`'s `PARSED`), whose groups are the same
- * objects from check to check until the memo file changes (a no-op's check appends to its journal when it confirms
- * what the last run wrote); a memo read anew keeps the watch of each group it holds unchanged under the same key.
+ * objects from check to check until the memo file or its journal changes (a run in that workspace, another
+ * workspace's memo read in between); a memo read anew keeps the watch of each group it holds unchanged under the same
+ * key.
  *
  * Only a standby arms them, and only in its rehearsal (`noop.ts rehearse`: nobody waits for it then); every other
  * check, and the engine's own bundle, has none and stats the group as before.
