@@ -64,8 +64,8 @@ export interface Hooks {
   readonly forget: () => void
   /**
    * Whether a watch the rehearsal made has reported a change since last asked (then it is rehearsed again, once no
-   * run has come for a moment: {@link Protocol.REWATCH_ENV}). A run taken on keeps the watches until its process ends: closing them
-   * waits for the kernel to free each one.
+   * run has come for a moment: {@link Protocol.REWATCH_ENV}). A run taken on keeps the watches until its process
+   * ends: closing them waits for the kernel to free each one.
    */
   readonly watchLost: () => boolean
   /**
