@@ -1,7 +1,8 @@
 /**
- * kiln's N-API addon (`lstatMany.c` and `treeWatch.c` beside this file, built into `dist/kiln-lstat-<platform>-<arch>.node` by
- * scripts/nativeAddons.mjs): loaded once, by whichever of its users asks first. Where it is absent (kiln run from its
- * sources, a platform it is not built for, an install without a compiler) its users do without it.
+ * kiln's N-API addon (`lstatMany.c` and `treeWatch.c` beside this file, built into
+ * `dist/kiln-lstat-<platform>-<arch>.node` by scripts/nativeAddons.mjs): loaded once, by whichever of its users asks
+ * first. Where it is absent (kiln run from its sources, a platform it is not built for, an install without a compiler)
+ * its users do without it.
  *
  * @internal
  */
