@@ -1,7 +1,7 @@
 /**
  * A tmpfs mounted for a test (root only): the full-disk tests' small file systems (and an overlay, for the tree
- * watch's). It is mounted only at a directory inside the system's temp dir (never over anything a test did not make: a test once chmodded /etc as root), and
- * unmounted when the scope closes.
+ * watch's). It is mounted only at a directory inside the system's temp dir (never over anything a test did not make:
+ * a test once chmodded /etc as root), and unmounted when the scope closes.
  */
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"

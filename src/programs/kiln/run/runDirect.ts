@@ -398,7 +398,8 @@ const runLoaded = (
         ...remoteTotals(remote?.stats)
       }
       // `-` is stdout, as for most tools that write a file (a file named `-` is `./-`). It holds names a tool chose
-      // (`undeclaredWrites`): the controls JSON.stringify leaves raw are escaped, for a terminal (a parser reads the same).
+      // (`undeclaredWrites`): the controls JSON.stringify leaves raw are escaped, for a terminal (a parser reads the
+      // same values).
       const text = ProcessName.printableJson(summary, 2) + "\n"
       if (o.summary.value === "-") {
         process.stdout.write(text)
