@@ -78,6 +78,19 @@ describe("a standby's watch of a tree taken whole", () => {
       fs.rmSync(`${w.ws}.old`, { recursive: true })
     }))
 
+  // The check stops at a process's first changed input; the run then stat'ed the watched tree after it all the same.
+  it.scopedLive("an edit's check vouches for the watched tree it did not reach, for the run's snapshot", () =>
+    Effect.gen(function*() {
+      const w = yield* workspace({ gen }, files)
+      yield* w.runThenStandby(DEBUG)
+      fs.writeFileSync(path.join(w.ws, "src/a.txt"), "edited\n")
+      const edit = yield* w.kiln(["run", "--summary", "-"], DEBUG)
+      assert.strictEqual(ranOf(edit), 1, edit.stderr)
+      assert.match(edit.stderr, /no-op check: gen: src\/a\.txt changed/)
+      assert.match(edit.stderr, WATCHED)
+      assert.strictEqual(fs.readFileSync(path.join(w.ws, "out/gen.txt"), "utf8"), "edited\na\n")
+    }))
+
   // One standby serves every workspace of its user's kiln: another's no-op must not cost the rehearsed one its watch
   // (it did: the other memo's parse dropped it, and the standby rehearsed again before the next run).
   it.scopedLive("a no-op of another workspace leaves the rehearsed workspace's watch as it is", () =>

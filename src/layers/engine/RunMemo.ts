@@ -474,6 +474,21 @@ const changed = (memo: Checked, name: string, workspace: string, e: Entry): Evid
   return evidence
 }
 
+/**
+ * The groups a check did not reach (a process's evidence stops at its first change, and `firstOnly` at the first
+ * process) that a standby's watch says are at their recorded stats: held by stat, so that the run's snapshot session
+ * takes their saved walks as vouched instead of stat'ing each path (an edit of one source beside a `node_modules`
+ * input). Only a lookup and a poll each: a group without a watch is left for the run.
+ */
+const vouchWatched = (memo: Checked, workspace: string): void => {
+  const held = (memo[GROUPS] ??= new Map())
+  for (const [key, group] of Object.entries(memo.groups ?? {})) {
+    if (held.has(key) || !MemoWatch.holds(workspace, group)) continue
+    held.set(key, undefined)
+    ;(memo[BY_STAT] ??= new Set()).add(key)
+  }
+}
+
 /** The processes of `names` (deps before dependents) whose memo still holds, with why each other one does not. */
 export const holding = (
   memo: Memo,
@@ -521,6 +536,7 @@ export const holding = (
       if (firstOnly) break
     }
   }
+  vouchWatched(memo as Checked, workspace)
   const answer = { valid, restorable, why }
   if (options.config !== undefined && !firstOnly) {
     ;(memo as Checked)[HELD] = { config: options.config, names: [...names], answer }
