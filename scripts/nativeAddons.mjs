@@ -1,5 +1,5 @@
 // Compiles kiln's N-API addon (src/os/native/lstatMany.c: many `lstat`s at once, see src/os/StatMany.ts;
-// treeWatch.c: a tree's inotify watch, see src/os/TreeWatch.ts) into `<outfile>`
+// treeWatch.c: a tree's inotify watch, see src/os/native/TreeWatch.ts) into `<outfile>`
 // (`dist/kiln-lstat-<platform>-<arch>.node`). Used by scripts/bundle.mjs and by the tests' global setup. The
 // compiler is the one kiln's install already uses (`$CC`, or `cc`), with the N-API headers Node's own install carries
 // (`<prefix>/include/node`, as lmdb's build uses them). Without either kiln still works: StatMany.ts falls back on

@@ -9,7 +9,7 @@ import { Effect } from "effect"
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import * as TreeWatch from "../../src/os/TreeWatch.js"
+import * as TreeWatch from "../../src/os/native/TreeWatch.js"
 import { tempDir, writeTree } from "../utils/temp.js"
 import { isRoot, overlay, tmpfs } from "../utils/tmpfs.js"
 

@@ -1,6 +1,6 @@
 /*
- * treeWatch: an inotify watch over every directory and file of a tree a run memo keeps whole (src/os/TreeWatch.ts),
- * so that a standby that found the tree as recorded once can say it still is without an `lstat` of each path.
+ * treeWatch: an inotify watch over every directory and file of a tree a run memo keeps whole (TreeWatch.ts beside
+ * it), so that a standby that found the tree as recorded once can say it still is without an `lstat` of each path.
  *
  * watchTree(prefix: string, names: string, kinds: string, cap: number): an inotify descriptor (non-blocking,
  * close-on-exec) with a watch on `prefix` + each of `names` (separated by NUL) whose kind (the same index of `kinds`)

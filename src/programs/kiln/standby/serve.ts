@@ -319,23 +319,24 @@ const waitForRuns = (
   let serving = false
   // A tree whose watch reported a change is watched anew by rehearsing again, once no run has come for a moment: a
   // run that comes first is answered at once (its check stats the tree), and the rehearsal waits for the next lull.
-  let rewatch: ReturnType<typeof setTimeout> | undefined
+  // On the bundle's clock, as the idle wait.
+  let cancelRewatch: (() => void) | undefined
   const rewatchLater = () => {
     if (rehearsal === undefined) return
-    clearTimeout(rewatch)
-    rewatch = setTimeout(() => {
-      rewatch = undefined
+    cancelRewatch?.()
+    cancelRewatch = idle(rewatchMs, () => {
+      cancelRewatch = undefined
       if (!serving) rehearse(rehearsal, hooks)
-    }, rewatchMs)
+    })
   }
   server.on("connection", (conn: Net.Socket) => {
     const decline = (why: string) =>
       conn.end(Buffer.concat([Buffer.from([Protocol.DECLINED]), Buffer.from(`${why}\n`)]))
     conn.on("error", () => undefined)
     readRequest(conn, (request) => {
-      const owed = rewatch !== undefined
-      clearTimeout(rewatch)
-      rewatch = undefined
+      const owed = cancelRewatch !== undefined
+      cancelRewatch?.()
+      cancelRewatch = undefined
       const declined = (why: string) => {
         if (owed) rewatchLater()
         decline(why)

@@ -9,9 +9,9 @@
  * @internal
  */
 import * as os from "node:os"
+import type * as TreeWatch from "../../../../os/native/TreeWatch.js"
 import type * as RawStat from "../../../../os/RawStat.js"
 import * as StatMany from "../../../../os/StatMany.js"
-import type * as TreeWatch from "../../../../os/TreeWatch.js"
 import type * as Observation from "../../../store/SnapshotObservation.js"
 import { groupContentIs, numbersOf } from "./memoPaths.js"
 

@@ -1,5 +1,5 @@
 /**
- * The watches a standby keeps on the run memo's groups (see `os/TreeWatch.ts`): a group its rehearsal found with
+ * The watches a standby keeps on the run memo's groups (see `os/native/TreeWatch.ts`): a group its rehearsal found with
  * every path at its recorded stat, watched since before that look, holds at a later check for as long as the watch has
  * reported nothing, without an `lstat` of each of its paths (7,280 in a real npm install's `node_modules`, most of a
  * no-op's check). Kept per group object: the memo as parsed (`RunMemo.read`'s `PARSED`), whose groups are the same
@@ -12,7 +12,7 @@
  *
  * @internal
  */
-import * as TreeWatch from "../../../../os/TreeWatch.js"
+import * as TreeWatch from "../../../../os/native/TreeWatch.js"
 import * as MemoGroups from "./memoGroups.js"
 
 /**

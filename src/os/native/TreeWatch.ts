@@ -1,8 +1,8 @@
 /**
  * A watch over a tree whose every path was just found as recorded (a run memo's group: a `node_modules` taken whole),
  * so that the process holding it can later say "unchanged" without an `lstat` of each path. Through inotify
- * (`native/treeWatch.c`): a watch on every directory (its entries come, go, are renamed or changed through it) and on
- * every file's inode (a change made through any of its links, a link made or removed elsewhere).
+ * (`treeWatch.c` beside it): a watch on every directory (its entries come, go, are renamed or changed through it)
+ * and on every file's inode (a change made through any of its links, a link made or removed elsewhere).
  *
  * What inotify does not see, the watch checks itself or refuses:
  * - the tree's top paths (those whose directory is not in the tree) are renamed or replaced in a directory that is
@@ -21,8 +21,8 @@
  * @internal
  */
 import * as fs from "node:fs"
-import * as NativeAddon from "./native/Addon.js"
-import * as RawStat from "./RawStat.js"
+import * as RawStat from "../RawStat.js"
+import * as NativeAddon from "./Addon.js"
 
 /** A path of the tree whose directory is outside it, as it was when the tree was found as recorded. */
 export interface Top {
