@@ -12,6 +12,7 @@ import * as Fiber from "effect/Fiber"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as ConfigText from "../../domain/config/ConfigText.js"
+import * as OpenAhead from "../../layers/store/OpenAhead.js"
 import { onInterrupt } from "../common/exitCode.js"
 import { cliLogger } from "../common/logging.js"
 import * as ConfigFile from "./configFile.js"
@@ -202,4 +203,8 @@ const deferred = (globalThis as Record<symbol, DeferredMain | undefined>)[DEFERR
 if (deferred !== undefined) {
   deferred.start = runCli
   deferred.idle = idleWait
+  deferred.openAhead = (envs) => {
+    Effect.runFork(OpenAhead.open(envs))
+  }
+  deferred.closeAhead = OpenAhead.closeUntaken
 } else runCli()

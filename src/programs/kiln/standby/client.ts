@@ -10,6 +10,7 @@
 import type { spawn as Spawn } from "node:child_process"
 import * as fs from "node:fs"
 import type * as Net from "node:net"
+import * as OpenedEnvs from "../../../layers/store/OpenedEnvs.js"
 import * as Protocol from "./protocol.js"
 
 /** Bytes of a declining standby's reason the client reads at most. */
@@ -36,14 +37,14 @@ export const usableKey = (bundle: string): string | undefined => {
 
 /**
  * Starts a standby for `key` (detached, its own session, at the file system's root so that it holds no directory of
- * the user's), which rehearses `rehearsal` (the run that starts it) before it listens. One that finds another already
- * serving exits at once.
+ * the user's), which rehearses `rehearsal` (the run that starts it) before it listens, and opens the store's
+ * environments this process opened ahead of the next run. One that finds another already serving exits at once.
  */
 export const startStandby = (
   spawn: typeof Spawn,
   cli: string,
   key: string,
-  rehearsal: Protocol.Rehearsal
+  rehearsal: Pick<Protocol.Rehearsal, "argv" | "cwd">
 ): void => {
   try {
     const child = spawn(process.execPath, [...process.execArgv, cli, "standby"], {
@@ -53,7 +54,13 @@ export const startStandby = (
       env: {
         ...Protocol.standbyEnvOf(process.env),
         [Protocol.SERVE_ENV]: key,
-        [Protocol.REHEARSAL_ENV]: JSON.stringify({ argv: rehearsal.argv, cwd: rehearsal.cwd })
+        [Protocol.REHEARSAL_ENV]: JSON.stringify(
+          {
+            argv: rehearsal.argv,
+            cwd: rehearsal.cwd,
+            stores: OpenedEnvs.openedHere()
+          } satisfies Protocol.Rehearsal
+        )
       }
     })
     child.on("error", () => undefined)

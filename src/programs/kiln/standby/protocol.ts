@@ -16,6 +16,7 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import * as OpenedEnvs from "../../../layers/store/OpenedEnvs.js"
 import { nameHash } from "../../../os/LazyCrypto.js"
 import { fixedSocketDirectory } from "../../../os/PrivateDir.js"
 import * as Proc from "../../../os/Proc.js"
@@ -41,6 +42,8 @@ const MAX_REHEARSAL_BYTES = 64 * 1024
 export interface Rehearsal {
   readonly argv: ReadonlyArray<string>
   readonly cwd: string
+  /** The store's environments that run opened: the standby opens them ahead of the next run (see `OpenedEnvs.ts`). */
+  readonly stores: ReadonlyArray<OpenedEnvs.OpenedEnv>
 }
 
 /** A rehearsal as a standby's environment carries it, or undefined when it is absent, too long or malformed. */
@@ -48,9 +51,11 @@ export const parseRehearsal = (text: string | undefined): Rehearsal | undefined 
   if (text === undefined || text.length > MAX_REHEARSAL_BYTES) return undefined
   try {
     const r = JSON.parse(text) as Record<string, unknown>
+    // A list that is not one opens nothing ahead; the rehearsal is still made.
+    const stores = OpenedEnvs.parse(r.stores) ?? []
     return Array.isArray(r.argv) && r.argv.every((a) => typeof a === "string") && typeof r.cwd === "string" &&
         path.isAbsolute(r.cwd)
-      ? { argv: r.argv as Array<string>, cwd: r.cwd }
+      ? { argv: r.argv as Array<string>, cwd: r.cwd, stores }
       : undefined
   } catch {
     return undefined
@@ -68,6 +73,10 @@ export interface DeferredMain {
   start?: () => void
   /** Calls `then` after `ms` unless the returned function cancels it first. */
   idle?: (ms: number, then: () => void) => () => void
+  /** Opens the store's environments ahead of the next run (`store/OpenAhead.ts`). */
+  openAhead?: (envs: ReadonlyArray<OpenedEnvs.OpenedEnv>) => void
+  /** Closes those no run took. */
+  closeAhead?: () => void
 }
 
 /**
@@ -94,6 +103,13 @@ export const DEFAULT_IDLE_MS = 30 * 60_000
  */
 export const REWATCH_ENV = "KILN_STANDBY_REWATCH_MS"
 export const DEFAULT_REWATCH_MS = 100
+
+/**
+ * How long a standby keeps the store's environments it opened ahead of a run, in ms, after it started or last
+ * answered a run (default 10 minutes): then it closes them and holds no store while it waits on.
+ */
+export const STORE_HOLD_ENV = "KILN_STANDBY_STORE_MS"
+export const DEFAULT_STORE_HOLD_MS = 10 * 60_000
 
 /** Bytes of a request the standby reads at most: arguments and environment, never more. */
 export const MAX_REQUEST_BYTES = 4 * 1024 * 1024

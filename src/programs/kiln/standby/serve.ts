@@ -10,9 +10,10 @@
  * handovers are dropped after a no-op and after the rehearsal; what it keeps between checks is the run memo as
  * parsed, none of a check's findings, see `RunMemo.read`, but for the trees its rehearsal found as recorded and has
  * watched since, `RunMemo.groupWatches`), or hold anything of the user's while it waits (its working directory is
- * `/`; it opens no store, workspace or lock before a run, and the rehearsal only reads; an inotify watch holds no file
- * open and keeps no file system from being unmounted). Stopped while it waits, or idle for its time, it leaves neither
- * socket nor lock.
+ * `/`; it opens no workspace or lock before a run, and the rehearsal only reads; an inotify watch holds no file
+ * open and keeps no file system from being unmounted), but for the store's environments the last run opened, opened
+ * ahead of the next (`store/OpenAhead.ts`: never made or written) and closed after {@link Protocol.STORE_HOLD_ENV}
+ * without a run. Stopped while it waits, or idle for its time, it leaves neither socket nor lock.
  *
  * @internal
  */
@@ -213,6 +214,8 @@ export const serve = (key: string, hooks: Hooks): void => {
   const idleMs = Number.isFinite(idleEnv) && idleEnv > 0 ? idleEnv : Protocol.DEFAULT_IDLE_MS
   const rewatchEnv = Number(process.env[Protocol.REWATCH_ENV] ?? Protocol.DEFAULT_REWATCH_MS)
   const rewatchMs = Number.isFinite(rewatchEnv) && rewatchEnv >= 0 ? rewatchEnv : Protocol.DEFAULT_REWATCH_MS
+  const holdEnv = Number(process.env[Protocol.STORE_HOLD_ENV] ?? Protocol.DEFAULT_STORE_HOLD_MS)
+  const storeHoldMs = Number.isFinite(holdEnv) && holdEnv >= 0 ? holdEnv : Protocol.DEFAULT_STORE_HOLD_MS
   // One standby of a key: a second one started meanwhile (two runs ending together) leaves at once.
   if (!claim(lock)) return process.exit(0)
   // Stopped while it waits (`kill`, a logout): it leaves neither its socket nor its lock behind. A signal that comes
@@ -240,6 +243,8 @@ export const serve = (key: string, hooks: Hooks): void => {
   // The next run's spawner, started while nothing waits: forking this loaded process takes its thread some
   // milliseconds that a run would wait for. A run with another umask or spawner program replaces it (`Warm.ts`).
   hooks.startSpawner({ nativeOnly: true })
+  // After the spawner's fork: every environment mapped makes a fork of this process slower.
+  if (rehearsal !== undefined && rehearsal.stores.length > 0) deferred.openAhead?.(rehearsal.stores)
   const modules = Identity.modulesOf(hooks.require)
   // The socket appears only now, loaded: a run that comes earlier does its own work rather than wait for this.
   try {
@@ -275,6 +280,8 @@ export const serve = (key: string, hooks: Hooks): void => {
       },
       idleMs,
       rewatchMs,
+      storeHoldMs,
+      closeAhead: deferred.closeAhead ?? (() => undefined),
       key,
       hooks,
       idle,
@@ -293,6 +300,9 @@ interface Waiting {
   readonly taken: () => void
   readonly idleMs: number
   readonly rewatchMs: number
+  /** How long the store's environments opened ahead are kept after the standby started or last answered a run. */
+  readonly storeHoldMs: number
+  readonly closeAhead: () => void
   readonly key: string
   readonly hooks: Hooks
   /** The bundle's start of the run taken on, and its idle wait (see {@link Protocol.DeferredMain}). */
@@ -305,15 +315,33 @@ interface Waiting {
 
 /** Listening: answers no-ops, and becomes the first run that will run processes; exits when idle. */
 const waitForRuns = (
-  { hooks, idle, idleMs, key, modules, rehearsal, rewatchMs, server, start, stopListening, taken }: Waiting
+  {
+    closeAhead,
+    hooks,
+    idle,
+    idleMs,
+    key,
+    modules,
+    rehearsal,
+    rewatchMs,
+    server,
+    start,
+    stopListening,
+    storeHoldMs,
+    taken
+  }: Waiting
 ): void => {
   let cancelIdle: (() => void) | undefined
+  let cancelHold: (() => void) | undefined
   const waitIdle = () => {
     cancelIdle?.()
     cancelIdle = idle(idleMs, () => {
       stopListening()
       process.exit(0)
     })
+    // The store is held for a shorter while than the engine: a user may want its disk unmounted, or its space back.
+    cancelHold?.()
+    cancelHold = idle(storeHoldMs, closeAhead)
   }
   waitIdle()
   let serving = false
@@ -360,6 +388,7 @@ const waitForRuns = (
       }
       serving = true
       cancelIdle?.()
+      cancelHold?.()
       taken()
       wireRun(conn, key, hooks, request)
       // As the loader does: only a run that will most likely run a process has its spawner made sure of before the

@@ -19,6 +19,7 @@ import { StoreConfigConflict, StoreError } from "../../../../domain/StoreErrors.
 import { describeErrno, errnoOf } from "../../../../os/Errno.js"
 import { mkdirp } from "../../../../os/Mkdirp.js"
 import * as Proc from "../../../../os/Proc.js"
+import * as OpenedEnvs from "../../OpenedEnvs.js"
 import * as LmdbCommit from "./commit.js"
 import * as LmdbFile from "./dataFile.js"
 import * as Unsynced from "./unsynced.js"
@@ -47,6 +48,11 @@ export interface SharedEnv {
   readonly locks: Database<Buffer, Buffer> | undefined
   readonly settings: EnvSettings
   refs: number
+  /**
+   * Opened ahead of any use by a standby engine ({@link warm}), and not yet taken by a store: the first opener takes it
+   * as its own (its last release closes it as usual), and one with other settings closes it first.
+   */
+  waiting: boolean
 }
 
 /** @internal */
@@ -179,7 +185,8 @@ const register = (
     leases: leases!,
     locks,
     settings,
-    refs: 1
+    refs: 1,
+    waiting: false
   }
   LmdbCommit.watch(shared)
   registry.set(key, shared)
@@ -257,6 +264,20 @@ export const preload: Effect.Effect<void> = Effect.suspend(() =>
  * @internal
  */
 export const openSync = (dir: string, settings: EnvSettings): SharedEnv | StoreError | StoreConfigConflict => {
+  const opened = openOrTake(dir, settings)
+  if (!(opened instanceof StoreError || opened instanceof StoreConfigConflict)) {
+    // What a standby started at this run's end opens ahead of the next (see `OpenedEnvs.ts`).
+    OpenedEnvs.note({
+      dir: path.resolve(dir),
+      mapSize: settings.mapSize,
+      maxReaders: settings.maxReaders,
+      lockTable: settings.lockTable === true
+    })
+  }
+  return opened
+}
+
+const openOrTake = (dir: string, settings: EnvSettings): SharedEnv | StoreError | StoreConfigConflict => {
   if (lmdb === undefined) throw new Error("lmdbEnvs.openSync before preload")
   let existingKey: string | undefined
   try {
@@ -267,18 +288,17 @@ export const openSync = (dir: string, settings: EnvSettings): SharedEnv | StoreE
   }
   const existing = existingKey === undefined ? undefined : registry.get(existingKey)
   if (existing !== undefined) {
-    for (const setting of ["mapSize", "maxReaders"] as const) {
-      if (existing.settings[setting] !== settings[setting]) {
-        return new StoreConfigConflict({
-          path: dir,
-          setting,
-          existing: String(existing.settings[setting]),
-          requested: String(settings[setting])
-        })
-      }
+    const conflict = conflictOf(dir, existing, settings)
+    if (conflict === undefined) {
+      // One opened ahead has no reference yet: this is its first.
+      existing.refs++
+      existing.waiting = false
+      return existing
     }
-    existing.refs++
-    return existing
+    if (!existing.waiting) return conflict
+    // Opened ahead with the last run's settings: this run's own come first.
+    const closed = closeWaiting(existing)
+    if (closed !== undefined) return closed
   }
   if (!fs.existsSync(path.join(dir, "data.mdb"))) {
     const created = createInPlace(lmdb.open, dir, settings)
@@ -292,6 +312,69 @@ export const openSync = (dir: string, settings: EnvSettings): SharedEnv | StoreE
   } catch (e) {
     return lmdbError(dir, "cannot open the LMDB environment")(e)
   }
+}
+
+const conflictOf = (dir: string, existing: SharedEnv, settings: EnvSettings): StoreConfigConflict | undefined => {
+  for (const setting of ["mapSize", "maxReaders"] as const) {
+    if (existing.settings[setting] !== settings[setting]) {
+      return new StoreConfigConflict({
+        path: dir,
+        setting,
+        existing: String(existing.settings[setting]),
+        requested: String(settings[setting])
+      })
+    }
+  }
+  return undefined
+}
+
+/**
+ * Closes an environment nobody took ({@link SharedEnv.waiting}). It never wrote (opening its databases commits no
+ * page), so lmdb-js closes it at once; the error says when it did not, rather than open a second handle beside it.
+ */
+const closeWaiting = (shared: SharedEnv): StoreError | undefined => {
+  registry.delete(shared.key)
+  void shared.env.close()
+  return (shared.env as unknown as { readonly status?: string }).status === "closed" ? undefined : new StoreError({
+    reason: "Lmdb",
+    detail: "cannot close the environment a standby opened ahead of this run",
+    path: shared.path
+  })
+}
+
+/**
+ * Opens the environments `envs` ahead of a run, in a standby engine while it waits, so that the run's store finds them
+ * open (each open costs a store about a millisecond, and a run through a standby is tens of them). Only environments
+ * that exist, whose data file LMDB may map, and that this process has not open already; nothing is made or written.
+ * Each is taken as its own by the first store that opens it with the same settings (one with other settings closes it
+ * first, see {@link openSync}); {@link closeAllWaiting} closes those nobody took. What cannot be opened is left to
+ * the run, which opens it itself and says why it cannot.
+ *
+ * @internal
+ */
+export const warm = (envs: ReadonlyArray<OpenedEnvs.OpenedEnv>): Effect.Effect<void> =>
+  Effect.zipRight(
+    preload,
+    Effect.sync(() => {
+      for (const e of envs) {
+        try {
+          const key = lockKey(e.dir)
+          if (key === undefined || registry.has(key) || !fs.existsSync(path.join(e.dir, "data.mdb"))) continue
+          const settings: EnvSettings = { mapSize: e.mapSize, maxReaders: e.maxReaders, lockTable: e.lockTable }
+          if (LmdbFile.check(e.dir, settings.maxReaders) !== undefined) continue
+          const shared = register(e.dir, lmdb!.open<Buffer, Buffer>(optionsOf(e.dir, settings)), settings)
+          shared.refs = 0
+          shared.waiting = true
+        } catch {
+          // The run opens it, or says why it cannot.
+        }
+      }
+    })
+  )
+
+/** Closes every environment {@link warm} opened that no store took. @internal */
+export const closeAllWaiting = (): void => {
+  for (const shared of [...registry.values()]) if (shared.waiting) closeWaiting(shared)
 }
 
 /** Gives back a reference taken by {@link openSync}; the last one closes the environment. @internal */
