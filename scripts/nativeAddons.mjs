@@ -1,5 +1,6 @@
 // Compiles kiln's N-API addon (src/os/native/lstatMany.c: many `lstat`s at once, see src/os/StatMany.ts;
-// treeWatch.c: a tree's inotify watch, see src/os/native/TreeWatch.ts) into `<outfile>`
+// treeWatch.c: a tree's inotify watch, see src/os/native/TreeWatch.ts; hashFiles.c: a fresh tree's files hashed on
+// every CPU, see src/os/native/HashFiles.ts) into `<outfile>`
 // (`dist/kiln-lstat-<platform>-<arch>.node`). Used by scripts/bundle.mjs and by the tests' global setup. The
 // compiler is the one kiln's install already uses (`$CC`, or `cc`), with the N-API headers Node's own install carries
 // (`<prefix>/include/node`, as lmdb's build uses them). Without either kiln still works: StatMany.ts falls back on
@@ -10,7 +11,7 @@ import { fileURLToPath } from "node:url"
 import { compileTo } from "./compileC.mjs"
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
-const sources = ["lstatMany.c", "treeWatch.c"].map((name) => path.join(repo, "src/os/native", name))
+const sources = ["lstatMany.c", "treeWatch.c", "hashFiles.c"].map((name) => path.join(repo, "src/os/native", name))
 
 /** Node's headers: beside its executable in official builds and Debian's package, or where npm_config_nodedir says. */
 const nodeHeaders = () =>

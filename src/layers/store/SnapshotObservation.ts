@@ -64,7 +64,12 @@ export type SnapshotObservation = Present | Absent
  * @since 0.1.0
  * @category constructors
  */
-export const present = (kind: Present["kind"], abs: string, st: fs.BigIntStats, evidence: string): Present => ({
+export const present = (
+  kind: Present["kind"],
+  abs: string,
+  st: Pick<fs.BigIntStats, "dev" | "ino" | "mode" | "size" | "mtimeNs" | "ctimeNs">,
+  evidence: string
+): Present => ({
   kind,
   abs,
   evidence,

@@ -1,5 +1,5 @@
 /**
- * kiln's N-API addon (`lstatMany.c` and `treeWatch.c` beside this file, built into
+ * kiln's N-API addon (`lstatMany.c`, `treeWatch.c` and `hashFiles.c` beside this file, built into
  * `dist/kiln-lstat-<platform>-<arch>.node` by scripts/nativeAddons.mjs): loaded once, by whichever of its users asks
  * first. Where it is absent (kiln run from its sources, a platform it is not built for, an install without a compiler)
  * its users do without it.
@@ -23,6 +23,8 @@ export interface Exports {
   readonly mountsChanged?: unknown
   readonly watchTree?: unknown
   readonly treeChanged?: unknown
+  readonly scanFiles?: unknown
+  readonly hashFiles?: unknown
 }
 
 /** The build's directory: `dist/` is two levels up from this module in the library, and the CLI's bundles are in it. */

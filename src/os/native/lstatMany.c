@@ -250,5 +250,6 @@ NAPI_MODULE_INIT() {
   }
   if (napi_set_named_property(env, exports, "mountsChanged", fn) != napi_ok) return NULL;
   if (!tree_watch_exports(env, exports)) return NULL;
+  if (!hash_files_exports(env, exports)) return NULL;
   return exports;
 }

@@ -9,6 +9,9 @@
 /* Adds `watchTree` and `treeChanged` to `exports`; false when N-API refused. */
 bool tree_watch_exports(napi_env env, napi_value exports);
 
+/* hashFiles.c's `scanFiles` and `hashFiles`, added to `exports` the same way. */
+bool hash_files_exports(napi_env env, napi_value exports);
+
 /* lstatMany.c's helpers, shared: a TypeError thrown (NULL returned), and a JS string's UTF-8 bytes, malloc'ed and
  * NUL-terminated, or NULL. */
 napi_value fail(napi_env env, const char* message);

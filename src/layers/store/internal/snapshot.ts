@@ -22,6 +22,7 @@ import * as Sharded from "./lmdb/shards.js"
 import { filterOf } from "./snapshotFilter.js"
 import * as Tree from "./tree.js"
 import * as TreeBlobs from "./treeBlobs.js"
+import { hashAhead } from "./walks/hashAhead.js"
 import * as StatIndex from "./walks/statIndex.js"
 import {
   type FileNode,
@@ -284,7 +285,16 @@ const walkWhole = (w: Walk, abs: string, rel: string): Effect.Effect<Tree.Node |
     const walkedNs = BigInt(Date.now()) * 1_000_000n
     const previous = WholeDirs.previousOf(w.index!, abs)
     const left: Left | undefined = w.shimRoots === undefined ? undefined : { count: 0, read: [], known: [] }
-    const inner: Walk = { ...w, observe: observations, inWhole: true, matched: undefined, previous, left }
+    const hashed = left !== undefined ? hashAhead(w, abs, rel, previous) : undefined
+    const inner: Walk = {
+      ...w,
+      observe: observations,
+      inWhole: true,
+      matched: undefined,
+      previous,
+      left,
+      ...(hashed !== undefined ? { hashed: { root: abs, files: hashed } } : {})
+    }
     return Effect.flatMap(walkDir(inner, abs, rel, child), () => {
       // Its tree is the directory on disk, empty directories included (see `walkDir`): it may stand in for its tree
       // unless a path changed so recently that another change could leave its stat as it is.

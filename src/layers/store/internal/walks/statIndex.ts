@@ -62,7 +62,14 @@ export interface StatIndex {
   /** Undefined until a lookup needs it (see UNLOADED_HASHES). */
   loaded: Loaded | undefined
   /** Hashes taken before the index was loaded: recorded if it is loaded after all, else left to the run memo. */
-  readonly unrecorded: Array<[abs: string, st: fs.BigIntStats, hash: string, storedSize: number | undefined]>
+  readonly unrecorded: Array<
+    [
+      abs: string,
+      st: Pick<fs.BigIntStats, "dev" | "ino" | "mode" | "size" | "mtimeNs" | "ctimeNs">,
+      hash: string,
+      storedSize: number | undefined
+    ]
+  >
   /** Lookups answered "hash it" because the index was not loaded (not a sign of a change). */
   unloadedMisses: number
   dirty: boolean
@@ -190,8 +197,11 @@ const load = (index: StatIndex): Loaded => {
   return index.loaded
 }
 
+/** What the index keeps of a file's stat. */
+type IndexedStat = Pick<fs.BigIntStats, "dev" | "ino" | "mode" | "size" | "mtimeNs" | "ctimeNs">
+
 const key = (
-  st: fs.BigIntStats
+  st: IndexedStat
 ): [string, string, number, string, string, number] => [
   String(st.dev),
   String(st.ino),
@@ -200,6 +210,27 @@ const key = (
   String(st.ctimeNs),
   Number(st.mode)
 ]
+
+/**
+ * Whether the index vouches for any of `paths` as they are now (read now if it was not yet): an entry whose stat is
+ * the file's. Then a walk takes most of their tree by stats rather than by reading it; a tree copied or checked out
+ * again where one was has entries for its paths, but none with its new inodes.
+ *
+ * @internal
+ */
+export const vouchesForAny = (index: StatIndex, paths: ReadonlyArray<string>): boolean => {
+  const { entries } = load(index)
+  return paths.some((p) => {
+    const e = entries.get(p)
+    if (e === undefined) return false
+    try {
+      const k = key(fs.lstatSync(p, { bigint: true }))
+      return k.every((v, i) => e[i] === v)
+    } catch {
+      return false
+    }
+  })
+}
 
 /**
  * Whether {@link lookup} could vouch for `abs`: false once the index is read and has no entry for it (every file of a
@@ -265,7 +296,7 @@ export const racyAt = RawStat.racyAt
 export const record = (
   index: StatIndex,
   abs: string,
-  st: fs.BigIntStats,
+  st: IndexedStat,
   hash: string,
   storedSize?: number,
   inWhole = false

@@ -11,6 +11,7 @@ import * as Digest from "../../../../domain/Digest.js"
 import { StoreError } from "../../../../domain/StoreErrors.js"
 import { errnoOf } from "../../../../os/Errno.js"
 import { ioError } from "../../../../os/IoError.js"
+import type * as HashFiles from "../../../../os/native/HashFiles.js"
 import * as Shims from "../../Shims.js"
 import * as Observation from "../../SnapshotObservation.js"
 import * as Core from "../core.js"
@@ -50,6 +51,11 @@ export interface Walk {
   readonly shimRoots?: Shims.Roots | undefined
   /** In a workspace's directory taken whole: its files left in the workspace, held until its size is known. */
   readonly left?: Left | undefined
+  /**
+   * The files beneath `root` hashed ahead of this walk (by path relative to it), for a large directory taken whole
+   * that the walk found no saved hashes for (see `HashFiles.ts`): each is taken from here once the walk lists it.
+   */
+  readonly hashed?: { readonly root: string; readonly files: ReadonlyMap<string, HashFiles.Hashed> } | undefined
 }
 
 /**
@@ -133,8 +139,27 @@ export const run = <A>(step: Step<A>): Effect.Effect<A, StoreError> =>
 const leftInWorkspace = (w: Walk, abs: string): boolean =>
   w.inWhole === true && w.shimRoots !== undefined && !Shims.isShimPath(abs)
 
+/** A file left in the workspace as it was hashed ahead (see {@link Walk.hashed}): recorded as one read here is. */
+const takeHashed = (w: Walk, abs: string, h: HashFiles.Hashed): FileNode => {
+  const digest: Digest.Digest = { hash: h.hash, sizeBytes: h.size }
+  if (w.index !== undefined) {
+    StatIndex.countHashed(w.index, abs, h.size)
+    // Unless it grew or shrank while it was read: then its stat does not vouch for these bytes.
+    if (h.size === Number(h.st.size)) StatIndex.record(w.index, abs, h.st, h.hash, undefined, w.inWhole === true)
+  }
+  hold(w.left, digest, undefined)
+  w.observe?.push(Observation.present("f", abs, h.st, h.hash))
+  w.read?.push([abs, digest])
+  return { digest, isExecutable: (Number(h.st.mode) & 0o111) !== 0 }
+}
+
 export const readFileNode = (w: Walk, abs: string, useIndex = true): Step<FileNode | undefined> => {
   const left = leftInWorkspace(w, abs)
+  // Hashed ahead only where nothing could vouch for the tree by stats (see `Walk.hashed`): as fresh as an lstat now.
+  const ahead = left && w.hashed !== undefined && abs.startsWith(`${w.hashed.root}/`)
+    ? w.hashed.files.get(abs.slice(w.hashed.root.length + 1))
+    : undefined
+  if (ahead !== undefined) return takeHashed(w, abs, ahead)
   const previous = w.previous ??
     (w.index !== undefined && w.inWhole !== true ? WholeDirs.enclosingPrevious(w.index, abs) : undefined)
   const known = previous?.files.has(abs) === true

@@ -313,6 +313,16 @@ export const previousDigest = (
   return { hash: o.evidence, sizeBytes: Number(st.size) }
 }
 
+/** Whether the previous walk holds any of `paths` at its stat now (see {@link previousDigest}). @internal */
+export const previousVouchesForAny = (previous: Previous, paths: ReadonlyArray<string>): boolean =>
+  paths.some((abs) => {
+    try {
+      return previousDigest(previous, abs, fs.lstatSync(abs, { bigint: true })) !== undefined
+    } catch {
+      return false
+    }
+  })
+
 /**
  * Saves each directory of this session walked afresh or read again (see {@link reuse}), in its own file or in its
  * pack (each pack written once); the others' are as they were. The generation is the one read when the session began:
