@@ -23,7 +23,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <node_api.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -35,6 +34,24 @@
 #include <unistd.h>
 
 #include "treeWatch.h"
+
+/* openat2(2), from the kernel's headers where they have it (5.6 and later), else as the kernel defines it: the
+ * addon's other functions must build on older headers too (this one then finds no openat2 at run time, and says so). */
+#if __has_include(<linux/openat2.h>)
+#include <linux/openat2.h>
+#else
+struct open_how {
+  uint64_t flags;
+  uint64_t mode;
+  uint64_t resolve;
+};
+#define RESOLVE_NO_MAGICLINKS 0x02
+#define RESOLVE_NO_SYMLINKS 0x04
+#define RESOLVE_BENEATH 0x08
+#endif
+#ifndef SYS_openat2
+#define SYS_openat2 437
+#endif
 
 /* OpenSSL's SHA-256 (its context is 112 bytes in OpenSSL 1.1 and 3; room for more is left). */
 typedef struct {
