@@ -62,7 +62,6 @@ extern int SHA256_Update(void* ctx, const void* data, size_t len) __attribute__(
 extern int SHA256_Final(unsigned char* md, void* ctx) __attribute__((weak));
 
 #define STAT_FIELDS 7
-#define MAX_THREADS 8
 #define FILES_PER_THREAD 256
 #define READ_CHUNK (256 * 1024)
 #define PATH_MAX_BYTES 8192
@@ -107,37 +106,38 @@ static bool push_name(names_t* n, const char* dir, size_t dir_len, const char* n
   return true;
 }
 
-/* Lists the tree beneath `root` (an open directory): its regular files into `files`, depth first from a work list of
- * the directories still to list. False when a directory could not be read, a path is too long, or there are more
- * files than `max`. */
+/* `rel` + "/" + `name` (or `name` beneath the root), malloc'ed, or NULL. */
+static char* child_of(const char* rel, size_t rel_len, const char* name) {
+  size_t name_len = strlen(name);
+  char* child = malloc(rel_len + 1 + name_len + 1);
+  if (child == NULL) return NULL;
+  if (rel_len == 0) return memcpy(child, name, name_len + 1);
+  memcpy(child, rel, rel_len);
+  child[rel_len] = '/';
+  memcpy(child + rel_len + 1, name, name_len + 1);
+  return child;
+}
+
+/* Lists the tree beneath `root` (an open directory): its regular files into `files`, depth first from a stack of the
+ * directories still to list (each a malloc'ed path relative to `root`, "" for itself). False when a directory could
+ * not be read, a path is too long, or there are more files than `max`. */
 static bool scan(int root, names_t* files, size_t max) {
+  size_t len = 0, cap = 64;
+  char** stack = malloc(sizeof(char*) * cap);
+  if (stack == NULL || (stack[len] = strdup("")) == NULL) {
+    free(stack);
+    return false;
+  }
+  len++;
   bool ok = true;
-  /* The work list holds directories still to list, each a NUL-terminated relative path ("" is the root). */
-  size_t* pending = malloc(sizeof(size_t) * 64);
-  size_t pending_len = 0, pending_cap = 64;
-  char** owned = NULL;
-  if (pending == NULL) return false;
-  char* first = strdup("");
-  if (first == NULL) {
-    free(pending);
-    return false;
-  }
-  owned = malloc(sizeof(char*) * 64);
-  if (owned == NULL) {
-    free(first);
-    free(pending);
-    return false;
-  }
-  owned[0] = first;
-  pending[pending_len++] = 0;
-  size_t owned_len = 1, owned_cap = 64;
-  while (ok && pending_len > 0) {
-    const char* rel = owned[pending[--pending_len]];
+  while (ok && len > 0) {
+    char* rel = stack[--len];
     size_t rel_len = strlen(rel);
     int fd = rel_len == 0 ? dup(root) : open_beneath(root, rel, O_RDONLY | O_DIRECTORY);
     DIR* d = fd < 0 ? NULL : fdopendir(fd);
     if (d == NULL) {
       if (fd >= 0) close(fd);
+      free(rel);
       ok = false;
       break;
     }
@@ -155,48 +155,18 @@ static bool scan(int root, names_t* files, size_t max) {
       } else if (type == DT_REG) {
         ok = files->count < max && push_name(files, rel, rel_len, e->d_name);
       } else if (type == DT_DIR) {
-        size_t name_len = strlen(e->d_name);
-        char* child = malloc(rel_len + 1 + name_len + 1);
-        if (child == NULL) {
-          ok = false;
-          break;
-        }
-        if (rel_len > 0) {
-          memcpy(child, rel, rel_len);
-          child[rel_len] = '/';
-          memcpy(child + rel_len + 1, e->d_name, name_len + 1);
-        } else {
-          memcpy(child, e->d_name, name_len + 1);
-        }
-        if (owned_len == owned_cap) {
-          char** grown = realloc(owned, sizeof(char*) * owned_cap * 2);
-          if (grown == NULL) {
-            free(child);
-            ok = false;
-            break;
-          }
-          owned = grown;
-          owned_cap *= 2;
-        }
-        if (pending_len == pending_cap) {
-          size_t* grown = realloc(pending, sizeof(size_t) * pending_cap * 2);
-          if (grown == NULL) {
-            free(child);
-            ok = false;
-            break;
-          }
-          pending = grown;
-          pending_cap *= 2;
-        }
-        owned[owned_len] = child;
-        pending[pending_len++] = owned_len++;
+        char** grown = len < cap ? stack : realloc(stack, sizeof(char*) * (cap *= 2));
+        char* child = grown == NULL ? NULL : child_of(rel, rel_len, e->d_name);
+        if (grown != NULL) stack = grown;
+        if (child == NULL) ok = false;
+        else stack[len++] = child;
       }
     }
     closedir(d);
+    free(rel);
   }
-  for (size_t i = 0; i < owned_len; i++) free(owned[i]);
-  free(owned);
-  free(pending);
+  for (size_t i = 0; i < len; i++) free(stack[i]);
+  free(stack);
   return ok;
 }
 
@@ -329,13 +299,7 @@ static napi_value hash_files(napi_env env, napi_callback_info info) {
     free(joined);
     return fail(env, "hashFiles: root and names must be strings (or out of memory)");
   }
-  size_t n = 0, start = 0;
-  for (size_t i = 0; i <= joined_len; i++) {
-    if (i < joined_len && joined[i] != 0) continue;
-    if (n < count) names[n] = joined + start;
-    n++;
-    start = i + 1;
-  }
+  size_t n = split_names(joined, joined_len, names, NULL, count);
   if (n != count || stats_len != count * STAT_FIELDS || hashes_len != count * 32 || count == 0) {
     free(root);
     free(joined);
@@ -350,23 +314,12 @@ static napi_value hash_files(napi_env env, napi_callback_info info) {
     if (napi_get_boolean(env, false, &result) != napi_ok) return NULL;
     return result;
   }
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  size_t threads = cpus < 1 ? 1 : (size_t)cpus;
-  if (threads > MAX_THREADS) threads = MAX_THREADS;
-  if (threads > count / FILES_PER_THREAD) threads = count / FILES_PER_THREAD;
-  if (threads < 1) threads = 1;
+  size_t threads = threads_for(count, FILES_PER_THREAD);
   hash_range_t ranges[MAX_THREADS];
-  pthread_t ids[MAX_THREADS];
-  int started[MAX_THREADS] = {0};
   for (size_t t = 0; t < threads; t++) {
     ranges[t] = (hash_range_t){root_fd, names, count * t / threads, count * (t + 1) / threads, stats, hashes, errors};
   }
-  for (size_t t = 1; t < threads; t++) started[t] = pthread_create(&ids[t], NULL, hash_thread, &ranges[t]) == 0;
-  hash_thread(&ranges[0]);
-  for (size_t t = 1; t < threads; t++) {
-    if (started[t]) pthread_join(ids[t], NULL);
-    else hash_thread(&ranges[t]);
-  }
+  run_on_threads(hash_thread, ranges, sizeof ranges[0], threads);
   close(root_fd);
   free(joined);
   free(names);

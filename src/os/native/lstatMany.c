@@ -37,7 +37,6 @@
 #include "treeWatch.h"
 
 #define FIELDS 6
-#define MAX_THREADS 8
 /* Fewer paths than this per thread are not worth a thread's start. */
 #define PATHS_PER_THREAD 2048
 #define PATH_MAX_BYTES 8192
@@ -107,6 +106,41 @@ static void* stat_thread(void* arg) {
   return NULL;
 }
 
+size_t split_names(char* joined, size_t joined_len, const char** names, size_t* lengths, size_t count) {
+  size_t n = 0, start = 0;
+  for (size_t i = 0; i <= joined_len; i++) {
+    if (i < joined_len && joined[i] != 0) continue;
+    if (n < count) {
+      names[n] = joined + start;
+      if (lengths != NULL) lengths[n] = i - start;
+    }
+    n++;
+    start = i + 1;
+  }
+  return n;
+}
+
+size_t threads_for(size_t count, size_t per_thread) {
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  size_t threads = cpus < 1 ? 1 : (size_t)cpus;
+  if (threads > MAX_THREADS) threads = MAX_THREADS;
+  if (threads > count / per_thread) threads = count / per_thread;
+  return threads < 1 ? 1 : threads;
+}
+
+void run_on_threads(void* (*fn)(void*), void* items, size_t item_size, size_t n) {
+  pthread_t ids[MAX_THREADS];
+  int started[MAX_THREADS] = {0};
+  char* at = items;
+  /* Items past the first on threads of their own; one that cannot start is done here, as the first is. */
+  for (size_t t = 1; t < n; t++) started[t] = pthread_create(&ids[t], NULL, fn, at + t * item_size) == 0;
+  fn(at);
+  for (size_t t = 1; t < n; t++) {
+    if (started[t]) pthread_join(ids[t], NULL);
+    else fn(at + t * item_size);
+  }
+}
+
 napi_value fail(napi_env env, const char* message) {
   napi_throw_type_error(env, NULL, message);
   return NULL;
@@ -150,17 +184,8 @@ static napi_value lstat_many(napi_env env, napi_callback_info info) {
     free(names);
     return fail(env, "lstatMany: prefix and names must be strings (or out of memory)");
   }
-  /* Split on NUL: exactly `count` names, or the caller's table does not match them. */
-  size_t n = 0, start = 0;
-  for (size_t i = 0; i <= joined_len; i++) {
-    if (i < joined_len && joined[i] != 0) continue;
-    if (n < count) {
-      names[n] = joined + start;
-      lengths[n] = i - start;
-    }
-    n++;
-    start = i + 1;
-  }
+  /* Exactly `count` names, or the caller's table does not match them. */
+  size_t n = split_names(joined, joined_len, names, lengths, count);
   if (out_len % FIELDS != 0 || n != count || prefix_len >= PATH_MAX_BYTES) {
     free(prefix);
     free(joined);
@@ -168,25 +193,13 @@ static napi_value lstat_many(napi_env env, napi_callback_info info) {
     free(lengths);
     return fail(env, "lstatMany: out must hold 6 numbers per name");
   }
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  size_t threads = cpus < 1 ? 1 : (size_t)cpus;
-  if (threads > MAX_THREADS) threads = MAX_THREADS;
-  if (threads > count / PATHS_PER_THREAD) threads = count / PATHS_PER_THREAD;
-  if (threads < 1) threads = 1;
+  size_t threads = threads_for(count, PATHS_PER_THREAD);
   range_t ranges[MAX_THREADS];
-  pthread_t ids[MAX_THREADS];
-  int started[MAX_THREADS] = {0};
   for (size_t t = 0; t < threads; t++) {
     ranges[t] = (range_t){prefix, prefix_len, names, lengths, count * t / threads, count * (t + 1) / threads,
                           (double*)out_data};
   }
-  /* Ranges past the first on threads of their own; one that cannot start is done here, as the first is. */
-  for (size_t t = 1; t < threads; t++) started[t] = pthread_create(&ids[t], NULL, stat_thread, &ranges[t]) == 0;
-  stat_range(&ranges[0]);
-  for (size_t t = 1; t < threads; t++) {
-    if (started[t]) pthread_join(ids[t], NULL);
-    else stat_range(&ranges[t]);
-  }
+  run_on_threads(stat_thread, ranges, sizeof ranges[0], threads);
   free(prefix);
   free(joined);
   free(names);
