@@ -142,11 +142,8 @@ const leftInWorkspace = (w: Walk, abs: string): boolean =>
 /** A file left in the workspace as it was hashed ahead (see {@link Walk.hashed}): recorded as one read here is. */
 const takeHashed = (w: Walk, abs: string, h: HashFiles.Hashed): FileNode => {
   const digest: Digest.Digest = { hash: h.hash, sizeBytes: h.size }
-  if (w.index !== undefined) {
-    StatIndex.countHashed(w.index, abs, h.size)
-    // Unless it grew or shrank while it was read: then its stat does not vouch for these bytes.
-    if (h.size === Number(h.st.size)) StatIndex.record(w.index, abs, h.st, h.hash, undefined, w.inWhole === true)
-  }
+  // Counted as hashed, but not recorded in the stat index: its directory's saved walk keeps it, as for one read here.
+  if (w.index !== undefined) StatIndex.countHashed(w.index, abs, h.size)
   hold(w.left, digest, undefined)
   w.observe?.push(Observation.present("f", abs, h.st, h.hash))
   w.read?.push([abs, digest])
@@ -230,7 +227,8 @@ export const readFileNode = (w: Walk, abs: string, useIndex = true): Step<FileNo
   }
   const normalized = bytes !== raw
   const remember = <A extends { digest: Digest.Digest }>(r: A): A => {
-    if (w.index !== undefined && (normalized ? raw!.length === size : r.digest.sizeBytes === size)) {
+    // Not a file left in the workspace: its directory's saved walk keeps it (see `keptElsewhere`).
+    if (w.index !== undefined && !left && (normalized ? raw!.length === size : r.digest.sizeBytes === size)) {
       StatIndex.record(w.index, abs, st, r.digest.hash, normalized ? r.digest.sizeBytes : undefined, w.inWhole === true)
     }
     w.observe?.push(Observation.present("f", abs, st, r.digest.hash))
