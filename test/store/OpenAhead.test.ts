@@ -71,6 +71,26 @@ describe("a store opened ahead of a run", () => {
       assert.strictEqual(registrySize(), before)
     }))
 
+  it.scoped("a store moved since it was opened ahead is opened where it is now, and nothing is made where it was", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir("kiln-open-ahead-")
+      const root = path.join(dir, "store")
+      const { digest, opened } = yield* storeWithAFile(root)
+      const before = registrySize()
+      yield* OpenAhead.open(opened)
+      const moved = path.join(dir, "moved")
+      fs.renameSync(root, moved)
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* Store.make({ root: moved })
+        assert.strictEqual(Buffer.from(yield* store.getFile(digest)).toString(), "kept\n")
+        yield* store.putFile(Buffer.from("written after the move\n"))
+      }))
+      // What the run wrote was marked and synced in the store it wrote: the old path was never made again.
+      assert.isFalse(fs.existsSync(root), "the store's old path was written to")
+      OpenAhead.closeUntaken()
+      assert.strictEqual(registrySize(), before)
+    }))
+
   it.scoped("nothing is made where no environment is, and one already open is left as it is", () =>
     Effect.gen(function*() {
       const root = path.join(yield* tempDir("kiln-open-ahead-"), "store")

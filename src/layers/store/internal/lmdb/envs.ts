@@ -288,15 +288,18 @@ const openOrTake = (dir: string, settings: EnvSettings): SharedEnv | StoreError 
   }
   const existing = existingKey === undefined ? undefined : registry.get(existingKey)
   if (existing !== undefined) {
+    // One opened ahead by a path that no longer leads to it (its store moved since) is not taken: its path is where
+    // this run would mark and sync what it writes (see `unsynced.ts`).
+    const moved = existing.waiting && path.resolve(existing.path) !== path.resolve(dir)
     const conflict = conflictOf(dir, existing, settings)
-    if (conflict === undefined) {
+    if (conflict === undefined && !moved) {
       // One opened ahead has no reference yet: this is its first.
       existing.refs++
       existing.waiting = false
       return existing
     }
-    if (!existing.waiting) return conflict
-    // Opened ahead with the last run's settings: this run's own come first.
+    if (!existing.waiting) return conflict!
+    // Opened ahead with the last run's settings, or by its old path: this run's own come first.
     const closed = closeWaiting(existing)
     if (closed !== undefined) return closed
   }
