@@ -2,10 +2,12 @@
  * A fresh checkout's large `node_modules`, hashed ahead on every CPU (`os/native/HashFiles.ts`) by the first walk
  * that takes it whole, through the built CLI: the run's keys are exactly those of a kiln without the addon (every
  * file read and hashed on Node's thread), with `.bin` shims, tools' caches, package managers' bookkeeping, links,
- * executables and a large file in the tree; a checkout again at the same path, and a file changed in it, are seen.
+ * executables and a large file in the tree; a checkout again at the same path, and a file changed in it, are seen;
+ * and a file that grows without end while the tree is read is read up to the size its stat gave, with or without it.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
+import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { ADDON_ENV } from "../../src/os/native/Addon.js"
@@ -85,4 +87,49 @@ describe("a fresh node_modules hashed ahead", () => {
       assert.notStrictEqual(changed.actionDigest, withAddon.actionDigest)
       assert.strictEqual(changed.source, "ran")
     }))
+
+  // A log a tool keeps writing, or a hostile file: read for ever, it held the run (and its signals) until SIGKILL.
+  for (const addon of [true, false]) {
+    it.scoped(`a file growing without end is read up to its stat's size (${addon ? "the addon" : "Node"} reading)`, () =>
+      Effect.gen(function*() {
+        const root = yield* tempDir("kiln-hash-ahead-")
+        const ws = path.join(root, "ws")
+        checkout(ws)
+        const growing = path.join(ws, "node_modules/pkg0/growing.log")
+        fs.writeFileSync(growing, "")
+        // Sparse growth, 100 MB every 50 ms: faster than either reads (a read that followed it never ended), and
+        // small enough when the run reads its stat for the bounded read to take a second or two.
+        const grower = yield* Effect.acquireRelease(
+          Effect.sync(() =>
+            spawn("/bin/sh", [
+              "-c",
+              "i=0; while :; do i=$((i+1)); truncate -s \"${i}00M\" \"$0\"; sleep 0.05; done",
+              growing
+            ], {
+              stdio: "ignore"
+            })
+          ),
+          (child) => Effect.sync(() => child.kill("SIGKILL"))
+        )
+        const r = yield* runCli(["run", "--summary", "-"], {
+          cwd: ws,
+          env: {
+            ...process.env,
+            HOME: root,
+            KILN_STORE_DIR: path.join(root, "store"),
+            KILN_SANDBOX_ROOT: path.join(root, "sandboxes"),
+            KILN_STANDBY: "off",
+            ...(addon ? {} : { [ADDON_ENV]: path.join(root, "no-addon.node") })
+          }
+        })
+        grower.kill("SIGKILL")
+        // It ends, by itself; what it hashed is not taken as the tree (which changed after it was read): the process
+        // runs and its result is not cached, or the run stops and says to run again once the file stops changing.
+        assert.isNull(r.signal, r.stderr)
+        assert.match(
+          r.stderr,
+          r.code === 0 ? /changed while it ran/ : /growing\.log, an input of `list`, changed after/
+        )
+      }))
+  }
 })

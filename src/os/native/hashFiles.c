@@ -11,7 +11,7 @@
  * hashFiles(root: string, names: string, stats: BigInt64Array, hashes: Uint8Array, errors: Int32Array): for each of
  * `names` (NUL-joined, relative to `root`), opened the same way (O_NOFOLLOW | O_NONBLOCK too: a FIFO put there is
  * not waited on) on a thread per CPU: its fstat into `stats` at 7 × its index (dev, ino, mode, size, mtime and ctime
- * in nanoseconds, and the bytes read), the SHA-256 of the bytes read into `hashes` at 32 × its index, and 0 into
+ * in nanoseconds, and the bytes read: at most that size), the SHA-256 of those bytes into `hashes` at 32 × its index, and 0 into
  * `errors`; else the errno (ENOENT: gone, ELOOP: a symlink now), or -1 for what is not a regular file. The stat and
  * the bytes are of one
  * open file: what was hashed is what the stat describes, unless it changed while it was read (the caller compares).
@@ -228,9 +228,12 @@ static int hash_one(int root, const char* rel, int64_t* st_out, unsigned char* m
   }
   sha_ctx_t ctx;
   SHA256_Init(&ctx);
+  /* At most the size fstat gave: a file that grows while it is read is not followed for ever (its next stat says it
+   * changed), and a signal to the process is not kept waiting on this thread's join. */
   int64_t total = 0;
-  for (;;) {
-    ssize_t n = pread(fd, buf, READ_CHUNK, total);
+  while (total < (int64_t)st.st_size) {
+    int64_t left = (int64_t)st.st_size - total;
+    ssize_t n = pread(fd, buf, left < READ_CHUNK ? (size_t)left : READ_CHUNK, total);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       int e = errno;

@@ -294,13 +294,16 @@ export const putVerified = (
     catch: ioError(large.root, "cannot store a large file")
   })
 
-/** Hashes what is left to read of `fd`, in chunks. @internal */
-export const hashFd = (fd: number): { hash: string; size: number } => {
+/**
+ * Hashes what is left to read of `fd`, in chunks, or at most `limit` bytes of it (what its `fstat` said: a file that
+ * grows while it is read is not followed for ever). @internal
+ */
+export const hashFd = (fd: number, limit = Infinity): { hash: string; size: number } => {
   const hasher = createHash("sha256")
   let size = 0
   const buf = Buffer.allocUnsafe(CHUNK)
-  for (;;) {
-    const n = fs.readSync(fd, buf, 0, CHUNK, null)
+  while (size < limit) {
+    const n = fs.readSync(fd, buf, 0, Math.min(CHUNK, limit - size), null)
     if (n === 0) break
     hasher.update(buf.subarray(0, n))
     size += n

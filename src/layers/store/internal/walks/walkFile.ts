@@ -95,18 +95,18 @@ const hold = (left: Left | undefined, digest: Digest.Digest, bytes: Uint8Array |
 const scratch = Buffer.allocUnsafe(LargeFiles.THRESHOLD)
 
 /**
- * The bytes of `fd` read into the scratch buffer (a view of it, valid until the next file is read), or undefined when
- * they may not fit (the caller reads them into a buffer of their own). Positional reads: the descriptor's offset is
- * where it was, for that read.
+ * At most `size` bytes of `fd` (what its `fstat` said it holds: a file that grows while it is read is not followed
+ * for ever, and its next stat says it changed), into `into` or, by default, a buffer of their own. Positional reads:
+ * the descriptor's offset is where it was, for that read.
  */
-const readIntoScratch = (fd: number): Buffer | undefined => {
+const readUpTo = (fd: number, size: number, into: Buffer = Buffer.allocUnsafe(size)): Buffer => {
   let at = 0
-  for (;;) {
-    const n = fs.readSync(fd, scratch, at, scratch.length - at, at)
-    if (n === 0) return scratch.subarray(0, at)
+  while (at < size) {
+    const n = fs.readSync(fd, into, at, size - at, at)
+    if (n === 0) break
     at += n
-    if (at === scratch.length) return undefined
   }
+  return into.subarray(0, at)
 }
 
 export interface Batch {
@@ -209,9 +209,11 @@ export const readFileNode = (w: Walk, abs: string, useIndex = true): Step<FileNo
     size = Number(st.size)
     isExecutable = (Number(st.mode) & 0o111) !== 0
     if (size < LargeFiles.THRESHOLD) {
-      bytes = (left ? readIntoScratch(fd) : undefined) ?? fs.readFileSync(fd)
+      // A file left in the workspace is hashed and dropped: read into the scratch buffer (a view of it, valid until
+      // the next file is read).
+      bytes = readUpTo(fd, size, left ? scratch : undefined)
     } else if (left) {
-      const h = LargeFiles.hashFd(fd)
+      const h = LargeFiles.hashFd(fd, size)
       hashed = { hash: h.hash, sizeBytes: h.size }
     }
   } catch (e) {
@@ -247,13 +249,6 @@ export const readFileNode = (w: Walk, abs: string, useIndex = true): Step<FileNo
     )
   }
   const digest = Digest.ofBytes(bytes)
-  if (!normalized && digest.sizeBytes >= LargeFiles.THRESHOLD) {
-    // It grew between fstat and read: store it as the large file it now is.
-    return Effect.map(
-      LargeFiles.putBytes(w.core.large, digest, bytes, Date.now() + w.core.leaseTimeMs, w.core.leaseTimeMs),
-      () => ({ digest, isExecutable })
-    )
-  }
   if (bytes.length > 0) {
     w.batch.entries.push({ hash: digest.hash, value: bytes })
     w.batch.bytes += bytes.length
