@@ -38,6 +38,21 @@ import * as WholeDirs from "./walks/wholeDirs.js"
 import * as WorkspaceSources from "./workspaceSources.js"
 
 /** A socket, FIFO or device where a snapshot expects a file: one cannot be stored. */
+/** What Node's listing puts for bytes of a name that are not UTF-8. */
+const REPLACED = "\uFFFD"
+
+/**
+ * A file the listing named but that is not there by that name: its name is not UTF-8, and Node's listing replaced
+ * what is not (no tree can name it either: REAPI's names are UTF-8). Left out as if deleted, a change to it was missed.
+ */
+const notUtf8 = (abs: string): StoreError =>
+  new StoreError({
+    reason: "Unsupported",
+    detail:
+      "its name is not UTF-8 (shown here with U+FFFD), which no tree can name: rename it, or leave it out of the inputs",
+    path: abs
+  })
+
 const unsnapshottable = (abs: string) => (): StoreError =>
   new StoreError({
     reason: "Unsupported",
@@ -141,10 +156,12 @@ const walkDir = (w: Walk, abs: string, rel: string, into: Tree.Node): Effect.Eff
           if (Effect.isEffect(read)) {
             return Effect.flatMap(read, (file) => {
               if (file !== undefined) added(w, node, entry.name, childRel, file)
+              else if (entry.name.includes(REPLACED)) return Effect.fail(notUtf8(childAbs))
               return step()
             })
           }
           if (read !== undefined) added(w, node, entry.name, childRel, read)
+          else if (entry.name.includes(REPLACED)) return Effect.fail(notUtf8(childAbs))
         } else {
           return Effect.fail(unsnapshottable(childAbs)())
         }
