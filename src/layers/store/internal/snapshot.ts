@@ -37,7 +37,6 @@ import {
 import * as WholeDirs from "./walks/wholeDirs.js"
 import * as WorkspaceSources from "./workspaceSources.js"
 
-/** A socket, FIFO or device where a snapshot expects a file: one cannot be stored. */
 /** What Node's listing puts for bytes of a name that are not UTF-8. */
 const REPLACED = "\uFFFD"
 
@@ -53,6 +52,7 @@ const notUtf8 = (abs: string): StoreError =>
     path: abs
   })
 
+/** A socket, FIFO or device where a snapshot expects a file: one cannot be stored. */
 const unsnapshottable = (abs: string) => (): StoreError =>
   new StoreError({
     reason: "Unsupported",
