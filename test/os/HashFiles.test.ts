@@ -100,6 +100,12 @@ describe("HashFiles.hashTree", () => {
         assert.isUndefined(HashFiles.hashTree(tree, { ...all, min: 1000 }))
         assert.isUndefined(HashFiles.hashTree(tree, { ...all, max: 10 }))
         assert.isUndefined(HashFiles.hashTree(path.join(tree, "linked-dir"), all), "a link to a directory is not one")
+        // The bound counts directories too: a tree of empty ones is not listed without end.
+        const hollow = path.join(path.dirname(tree), "hollow")
+        for (let i = 0; i < 50; i++) fs.mkdirSync(path.join(hollow, `d${i}`), { recursive: true })
+        fs.writeFileSync(path.join(hollow, "only.js"), "1\n")
+        assert.strictEqual(HashFiles.hashTree(hollow, { ...all, max: 100 })?.size, 1)
+        assert.isUndefined(HashFiles.hashTree(hollow, { ...all, max: 20 }))
       })
   )
 

@@ -91,8 +91,9 @@ let proven = false
 
 /**
  * The regular files beneath `root` that `keep` keeps (by path relative to `root`), hashed, by that path: undefined
- * when there are fewer than `min` or more than `max`, when `wanted` says no, when a directory beneath cannot be read,
- * or where the addon cannot answer. A file that could not be read is left out (the walk reads it, and says why it cannot).
+ * when there are fewer than `min` files or more than `max` files and directories, when `wanted` says no, when a
+ * directory beneath cannot be read, or where the addon cannot answer. A file that could not be read is left out (the
+ * walk reads it, and says why it cannot).
  */
 export const hashTree = (
   root: string,

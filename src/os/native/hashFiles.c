@@ -4,17 +4,18 @@
  * src/os/native/HashFiles.ts).
  *
  * scanFiles(root: string, max: number): the regular files beneath `root`, as paths relative to it joined by NUL, or
- * null when there are more than `max`, when a directory cannot be read, or where openat2 is missing. Every directory
+ * null when there are more than `max` files and directories, when a directory cannot be read, or where openat2 is
+ * missing. Every directory
  * is opened beneath `root` with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS: a symlink anywhere (one put there while this
  * runs included) is never followed, and nothing outside the tree is listed.
  *
  * hashFiles(root: string, names: string, stats: BigInt64Array, hashes: Uint8Array, errors: Int32Array): for each of
  * `names` (NUL-joined, relative to `root`), opened the same way (O_NOFOLLOW | O_NONBLOCK too: a FIFO put there is
  * not waited on) on a thread per CPU: its fstat into `stats` at 7 × its index (dev, ino, mode, size, mtime and ctime
- * in nanoseconds, and the bytes read: at most that size), the SHA-256 of those bytes into `hashes` at 32 × its index, and 0 into
- * `errors`; else the errno (ENOENT: gone, ELOOP: a symlink now), or -1 for what is not a regular file. The stat and
- * the bytes are of one
- * open file: what was hashed is what the stat describes, unless it changed while it was read (the caller compares).
+ * in nanoseconds, and the bytes read: at most that size), the SHA-256 of those bytes into `hashes` at 32 × its index,
+ * and 0 into `errors`; else the errno (ENOENT: gone, ELOOP: a symlink now), or -1 for what is not a regular file. The
+ * stat and the bytes are of one open file: what was hashed is what the stat describes, unless it changed while it was
+ * read (the caller compares).
  *
  * SHA-256 is Node's own OpenSSL (its executable exports it, as it does for every addon that uses the headers it
  * ships): declared weak here, so that a Node without it still loads the addon, and hashFiles says it cannot.
@@ -120,7 +121,8 @@ static char* child_of(const char* rel, size_t rel_len, const char* name) {
 
 /* Lists the tree beneath `root` (an open directory): its regular files into `files`, depth first from a stack of the
  * directories still to list (each a malloc'ed path relative to `root`, "" for itself). False when a directory could
- * not be read, a path is too long, or there are more files than `max`. */
+ * not be read, a path is too long, or there are more than `max` files and directories (a tree of empty directories
+ * is bounded too, not only one of files). */
 static bool scan(int root, names_t* files, size_t max) {
   size_t len = 0, cap = 64;
   char** stack = malloc(sizeof(char*) * cap);
@@ -129,6 +131,7 @@ static bool scan(int root, names_t* files, size_t max) {
     return false;
   }
   len++;
+  size_t dirs = 0;
   bool ok = true;
   while (ok && len > 0) {
     char* rel = stack[--len];
@@ -153,7 +156,9 @@ static bool scan(int root, names_t* files, size_t max) {
       if (rel_len + 1 + strlen(e->d_name) + 1 > PATH_MAX_BYTES) {
         ok = false;
       } else if (type == DT_REG) {
-        ok = files->count < max && push_name(files, rel, rel_len, e->d_name);
+        ok = files->count + dirs < max && push_name(files, rel, rel_len, e->d_name);
+      } else if (type == DT_DIR && ++dirs + files->count > max) {
+        ok = false;
       } else if (type == DT_DIR) {
         char** grown = len < cap ? stack : realloc(stack, sizeof(char*) * (cap *= 2));
         char* child = grown == NULL ? NULL : child_of(rel, rel_len, e->d_name);
@@ -260,7 +265,8 @@ static void* hash_thread(void* arg) {
   hash_range_t* r = arg;
   unsigned char* buf = malloc(READ_CHUNK);
   for (size_t i = r->lo; i < r->hi; i++) {
-    r->errors[i] = buf == NULL ? ENOMEM : hash_one(r->root, r->names[i], r->stats + i * STAT_FIELDS, r->hashes + i * 32, buf);
+    int64_t* st = r->stats + i * STAT_FIELDS;
+    r->errors[i] = buf == NULL ? ENOMEM : hash_one(r->root, r->names[i], st, r->hashes + i * 32, buf);
   }
   free(buf);
   return NULL;

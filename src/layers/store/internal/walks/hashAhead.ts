@@ -10,7 +10,10 @@ import * as StatIndex from "./statIndex.js"
 import type { Walk } from "./walkFile.js"
 import * as WholeDirs from "./wholeDirs.js"
 
-/** More files than this beneath one directory are hashed as the walk reaches them: the table would be too large. */
+/**
+ * Beneath a directory of more files and directories than this, files are hashed as the walk reaches them: the table
+ * would be too large.
+ */
 const HASH_AHEAD_MAX = 200_000
 
 /**
