@@ -158,10 +158,12 @@ export class ProcessResult extends Schema.Class<ProcessResult>("kiln/ProcessResu
   /** Milliseconds spent in each phase of this run (a cache hit only has `cacheLookup`). */
   timings: Schema.Record({ key: Schema.String, value: Schema.Number }),
   /**
-   * A workspace directory the sandbox mounted as an input changed while the process ran: the result is this run's,
-   * but it is not cached (it may not be what its input tree computes).
+   * The runner's ticket for the check that the workspace directories the sandbox mounted held while the process ran
+   * (made for many processes at once: see `ProcessRunner.settleInputs`). The result is this run's either way; it is
+   * cached only once they held (one that changed may not be what its input tree computes). Absent when it mounted
+   * none.
    */
-  inputsChanged: Schema.optional(Schema.Boolean),
+  inputsCheck: Schema.optional(Schema.Number),
   /**
    * Declared outputs, not optional, that the process did not make: the result is this run's, but it is not cached (a
    * build that forgot a file would be served forgetting it, to every machine, until its inputs change).
@@ -179,9 +181,12 @@ export class ProcessResult extends Schema.Class<ProcessResult>("kiln/ProcessResu
     return this.exitCode === 0 && !this.timedOut
   }
 
-  /** Whether this result is one its action computes whatever the run: none that kiln refuses to cache for itself. */
+  /**
+   * Whether this result is one its action computes whatever the run: none that kiln refuses to cache for itself (but
+   * for the check of its mounted directories, which its `inputsCheck` waits for).
+   */
   get reproducible(): boolean {
-    return !this.timedOut && this.inputsChanged !== true && (this.missingOutputs?.length ?? 0) === 0
+    return !this.timedOut && (this.missingOutputs?.length ?? 0) === 0
   }
 }
 

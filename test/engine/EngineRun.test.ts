@@ -368,6 +368,7 @@ describe("Engine.run: a failed tool's report", () => {
         warmUp: Effect.void,
         warmUpSandboxer: Effect.void,
         sandboxerUsed: Effect.succeed(false),
+        settleInputs: Effect.succeed(new Set<number>()),
         fetchTree: () => Effect.succeed(false)
       })
       const report = yield* Effect.flatMap(Engine.Engine, (engine) => engine.run({ workspace: root, config })).pipe(
@@ -403,6 +404,7 @@ describe("Engine.run: the sandboxer's start", () => {
         warmUp: Effect.sync(() => void log.push("warmUp")),
         warmUpSandboxer: Effect.sync(() => void log.push("warmUpSandboxer")),
         sandboxerUsed: Effect.succeed(sandboxerRan),
+        settleInputs: Effect.succeed(new Set<number>()),
         fetchTree: () => Effect.succeed(false)
       })
       const engineLayer = Engine.layer.pipe(

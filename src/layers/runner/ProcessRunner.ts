@@ -34,6 +34,7 @@ import * as BoundedRunner from "./internal/bounded.js"
 import * as CachedRunner from "./internal/cached.js"
 import * as LocalRunner from "./internal/local.js"
 import type { Runner } from "./internal/runner.js"
+import * as TreeChecks from "./internal/treeChecks.js"
 
 /**
  * Whether a run may read the action cache and write it. Backtracking re-runs a producer with reads off and writes
@@ -134,6 +135,13 @@ export interface Service {
   /** Whether some process of this run (or a shared tree) was laid out by the sandboxer. */
   readonly sandboxerUsed: Effect.Effect<boolean>
   /**
+   * Checks now that the workspace directories processes mounted held while they ran, for every process still waiting
+   * for that check (they are checked together, a while after the first one ends, and when the runner closes: see
+   * `ProcessResult.inputsCheck`); the tickets of those whose directories changed, of every check so far. A caller
+   * that records results as cached (a run memo) settles first.
+   */
+  readonly settleInputs: Effect.Effect<ReadonlySet<number>>
+  /**
    * Brings the files of a tree whose directories are in the store into it from the remote cache, if there is one
    * (a remote hit under `validate` or `defer` leaves them there until needed); false when it cannot.
    */
@@ -150,8 +158,9 @@ export interface Service {
 /**
  * A directory of the caller's workspace that holds exactly the tree `digest` (its snapshot took it whole): where
  * the process's input root has that tree at `path`, the sandbox mounts the directory itself, read-only, rather than
- * the store's copy, and nothing is written. `unchanged` is asked once the process has ended: if anything under it
- * changed meanwhile, the result is not cached (it may not be the tree's).
+ * the store's copy, and nothing is written. `unchanged` is asked after the process has ended (once for every process
+ * that ended by then, however many mounted it: the same function is the same tree): if anything under it changed
+ * meanwhile, the result is not cached (it may not be the tree's).
  *
  * @since 0.1.0
  * @category models
@@ -185,6 +194,11 @@ export interface Options {
   readonly namedCachesDir?: string
   /** Between SIGTERM and SIGKILL of a process group that timed out or was interrupted. Default 3 s. */
   readonly grace?: Duration.DurationInput
+  /**
+   * How long after a process that mounted workspace directories ends they are checked, with those of every process
+   * that ended meanwhile. Default: 50 times what the check costs, from one to ten seconds (`treeChecks.ts`).
+   */
+  readonly inputsCheckDelay?: Duration.DurationInput
   /**
    * Input subtrees of at least this many files are shared between sandboxes, mounted read-only, rather than written
    * into each (see `SharedTrees`); 0 writes every tree. Default `$KILN_SHARED_TREE_MIN_FILES`, else 1,000.
@@ -239,6 +253,11 @@ export const make = (options: Options = {}) =>
     // Closed before the spawner and the store it removes sandboxes with and releases leases on: its fibers (closings,
     // uninterruptible) are awaited. A closing yields first: the consumers its run released go before it.
     const closings = yield* FiberSet.make<void>()
+    // Uploads waiting for a check of their inputs: closed after the checks' own closing has answered them all.
+    const waitingUploads = yield* FiberSet.make<void>()
+    const treeChecks = yield* TreeChecks.make(
+      options.inputsCheckDelay !== undefined ? { delay: options.inputsCheckDelay } : {}
+    )
     const local = LocalRunner.make(store, sandboxer, sandboxes, spawner, {
       namedCachesDir,
       closeLater: (closing) =>
@@ -246,7 +265,8 @@ export const make = (options: Options = {}) =>
       grace: options.grace ?? Duration.seconds(3),
       watch,
       running: yield* Permits.make(concurrency),
-      sharedTrees: minFiles > 0 ? yield* SharedTrees.make(store, { minFiles }) : undefined
+      sharedTrees: minFiles > 0 ? yield* SharedTrees.make(store, { minFiles }) : undefined,
+      treeChecks
     })
     // As many sandboxes again as processes running: the next ones are filled, and the last ones captured, while
     // those run. (A sandbox held through its whole run made half of a cold process's time a wait for the store's
@@ -293,6 +313,8 @@ export const make = (options: Options = {}) =>
       store,
       executed,
       options.cacheContent ?? defaultCacheContent,
+      treeChecks,
+      (upload) => Effect.asVoid(FiberSet.run(waitingUploads, Effect.uninterruptible(upload))),
       Option.getOrUndefined(remote)
     )
     let warming = false
@@ -314,6 +336,7 @@ export const make = (options: Options = {}) =>
         Effect.catchAll((e) => Effect.logDebug(`could not start the sandboxer ahead of time: ${e.message}`))
       ),
       sandboxerUsed: sandboxer.used,
+      settleInputs: treeChecks.settle,
       run: (process, opts) =>
         cached.run(process, {
           ...(opts?.cache ?? { read: true, write: true }),

@@ -266,15 +266,15 @@ export interface Service {
    * it, polls `whileWaiting` and returns its value as soon as it has one. A dead holder's lock is taken over.
    *
    * With `store`, the payload it gives for `run`'s value (if any) is stored as the action's result after `run`,
-   * still under the lock but in the background: the caller does not wait for the commit (an fsync), another process
-   * finds the result as soon as the lock is free, this process's own reads of the action wait for it, and closing
-   * the store waits for every such write.
+   * still under the lock but in the background: the caller does not wait for the payload (which may wait for a
+   * check) or the commit (an fsync), another process finds the result as soon as the lock is free, this process's
+   * own reads of the action wait for it, and closing the store waits for every such write.
    */
   readonly withActionLock: <A, E, R>(
     actionDigest: Digest.Digest,
     whileWaiting: Effect.Effect<Option.Option<A>, E, R>,
     run: Effect.Effect<A, E, R>,
-    store?: (a: A) => Option.Option<Uint8Array>
+    store?: (a: A) => Effect.Effect<Option.Option<Uint8Array>>
   ) => Effect.Effect<A, E | StoreError, R>
   /**
    * Snapshots a directory (filtered by globs relative to it; `!` excludes) into the store. Within a session,
@@ -326,7 +326,10 @@ export interface Service {
       readonly behind?: boolean
     }
   ) => Effect.Effect<Digest.Digest, Digest.MissingDigest | StoreError | InputConflict>
-  /** Waits for this process's writes still committing in the background (see `mergeTrees`' `behind`). */
+  /**
+   * Waits for this process's merged trees still committing in the background (see `mergeTrees`' `behind`): what
+   * another process reading the store needs. (Action results written in the background are not waited for.)
+   */
   readonly written: Effect.Effect<void>
   /**
    * Captures the declared outputs under `root` (absent ones are left out) into a tree, storing `blobs` with them in
@@ -449,18 +452,14 @@ const actionMembers = (
       store === undefined ? {} : {
         after: {
           finish: (a) =>
-            Option.match(store(a), {
-              onNone: () => Effect.void,
-              onSome: (payload) =>
-                Core.putActionResult(core, actionDigest, payload).pipe(
-                  Effect.catchAll((e) =>
-                    Effect.logWarning(
-                      `could not store the result of action ${Digest.format(actionDigest)}: ${e.message}`
-                    )
-                  )
+            Effect.flatMap(store(a), (payload) =>
+              Option.isNone(payload) ? Effect.void : Core.putActionResult(core, actionDigest, payload.value).pipe(
+                Effect.catchAll((e) =>
+                  Effect.logWarning(`could not store the result of action ${Digest.format(actionDigest)}: ${e.message}`)
                 )
-            }),
-          background: (effect) => bg.run(actionDigest.hash, effect)
+              )),
+          background: (effect) =>
+            bg.run(actionDigest.hash, effect)
         }
       }
     )
@@ -537,12 +536,15 @@ export const make = (
         Effect.catchAll((e) => Effect.logDebug(e.message))
       )
     )
-    const bg = yield* background()
+    // Apart: an action's result may wait for a check of its inputs (`withActionLock`), and a sandbox laid out by
+    // another process waits only for the merged trees it reads (`written`).
+    const actionWrites = yield* background()
+    const treeWrites = yield* background()
     const service: Service = {
       options: { ...opts, root, shardCount: core.files.count, maxSizeBytes: cap.bytes },
       ...BlobMembers.make(core),
-      ...actionMembers(core, bg),
-      ...treeMembers(core, bg)
+      ...actionMembers(core, actionWrites),
+      ...treeMembers(core, treeWrites)
     }
     return Core.register(service, core)
   })

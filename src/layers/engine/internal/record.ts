@@ -11,8 +11,11 @@ import * as MemoRecord from "./memo/memoRecord.js"
 import * as RunRecords from "./runRecords.js"
 import type { RunState } from "./runState.js"
 
-/** The processes the memo may vouch for next time, with the evidence this run gathered for each. */
-const memoCandidates = (state: RunState): Array<MemoRecord.Candidate> =>
+/**
+ * The processes the memo may vouch for next time, with the evidence this run gathered for each. `inputsChanged`: the
+ * tickets of processes whose mounted directories changed while they ran (their results are not cached).
+ */
+const memoCandidates = (state: RunState, inputsChanged: ReadonlySet<number>): Array<MemoRecord.Candidate> =>
   state.reports.flatMap((r) => {
     const result = state.nodes.get(r.name)!.result
     const out = state.outputsSeen.get(r.name)
@@ -20,6 +23,7 @@ const memoCandidates = (state: RunState): Array<MemoRecord.Candidate> =>
     // (a run with cache writes off leaves what it ran out of it): the memo answers as the cache would.
     if (!r.ok || state.remembered.has(r.name) || result === undefined || out?.result !== result) return []
     if (state.config.processes[r.name]!.cache === "never" || !result.reproducible) return []
+    if (result.inputsCheck !== undefined && inputsChanged.has(result.inputsCheck)) return []
     if (result.source === "ran" && !state.policy.write) return []
     // Written back again from the memo's result: the inputs its entry vouched for at the start carry over.
     const carried = state.owned.has(r.name) ? undefined : state.restored.get(r.name)
@@ -49,6 +53,9 @@ const memoCandidates = (state: RunState): Array<MemoRecord.Candidate> =>
 /** @internal */
 export const record = (state: RunState, memo: MemoConsulted) =>
   Effect.gen(function*() {
+    // The check of what processes mounted, made now for those still waiting: its warnings come before the run's
+    // last line, and the memo holds only what the action cache will.
+    const inputsChanged = yield* state.runner.settleInputs
     const root = state.store.options.root
     yield* Effect.try(() => RunRecords.write(root, state.workspace, state.records)).pipe(
       Effect.catchAll((e) => Effect.logWarning(`could not record the run for \`kiln explain\`: ${e.error}`))
@@ -70,7 +77,7 @@ export const record = (state: RunState, memo: MemoConsulted) =>
       startedNs: BigInt(state.started) * 1_000_000n,
       names: new Set(state.names),
       remembered: new Set(state.remembered.keys()),
-      candidates: memoCandidates(state),
+      candidates: memoCandidates(state, inputsChanged),
       keyOf: (name) => keyOf(state.config, name)
     }).pipe(
       Effect.catchAll((e) =>

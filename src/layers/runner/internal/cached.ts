@@ -17,6 +17,7 @@ import type { CacheContent } from "../ProcessRunner.js"
 import { type ActionCache, lookupMany, lookupOne, remoteLookup } from "./cachedLookup.js"
 import { cacheable, encodeEntry } from "./cacheEntry.js"
 import type { Runner, RunPolicy } from "./runner.js"
+import type * as TreeChecks from "./treeChecks.js"
 
 export type { CacheContent }
 
@@ -83,12 +84,16 @@ const writable = (run: CachedRun, result: ProcessResult) =>
 const storable = (run: CachedRun, result: ProcessResult) =>
   writable(run, result) || (result.source === "remote-cache" && cacheable(run.proc, result))
 
+/** Whether the workspace directories its process mounted held while it ran (true when it mounted none). */
+const inputsHeld = (checks: TreeChecks.TreeChecks, result: ProcessResult) =>
+  result.inputsCheck === undefined ? Effect.succeed(true) : checks.held(result.inputsCheck)
+
 /**
  * Under the action's lock (one engine on the store runs it at a time): a look again, since another may just have run
  * it, else `executed`. The entry is written after the run, under the lock but off this fiber's path: its commit (an
- * fsync) took longer than a small process's whole run.
+ * fsync) took longer than a small process's whole run, and it waits for the check of the directories it mounted.
  */
-const underLock = (run: CachedRun, executed: ReturnType<typeof execute>) => {
+const underLock = (run: CachedRun, executed: ReturnType<typeof execute>, checks: TreeChecks.TreeChecks) => {
   const { cache, key, policy, proc, started } = run
   const again = lookupOne(cache, proc, key, started)
   const readFirst = policy.read
@@ -98,24 +103,43 @@ const underLock = (run: CachedRun, executed: ReturnType<typeof execute>) => {
     key,
     policy.read ? again : Effect.succeedNone as typeof again,
     readFirst,
-    (result) => storable(run, result) ? Option.some(Buffer.from(encodeEntry(result))) : Option.none()
+    (result) =>
+      storable(run, result)
+        ? Effect.map(
+          inputsHeld(checks, result),
+          (held) => held ? Option.some(Buffer.from(encodeEntry(result))) : Option.none()
+        )
+        : Effect.succeedNone
   )
 }
 
 /**
  * What ran goes up in the background, once it is in the local store: a failure, a timeout, an uncacheable result or
- * one whose inputs changed under it never does.
+ * one whose inputs changed under it never does. One waiting for the check of its inputs is offered once they held,
+ * by a fiber of `later`.
  */
-const offerRemote = (run: CachedRun, result: ProcessResult) =>
-  run.cache.remote !== undefined && writable(run, result)
-    ? run.cache.remote.offer(run.proc, run.key, result, result.source === "remote")
-    : Effect.void
+const offerRemote = (
+  run: CachedRun,
+  result: ProcessResult,
+  checks: TreeChecks.TreeChecks,
+  later: (effect: Effect.Effect<void>) => Effect.Effect<void>
+) => {
+  const remote = run.cache.remote
+  if (remote === undefined || !writable(run, result)) return Effect.void
+  const offer = remote.offer(run.proc, run.key, result, result.source === "remote")
+  return result.inputsCheck === undefined
+    ? offer
+    : later(Effect.flatMap(inputsHeld(checks, result), (held) => held ? offer : Effect.void))
+}
 
 /** @internal */
 export const make = (
   store: Store.Service,
   inner: Runner,
   cacheContent: CacheContent,
+  checks: TreeChecks.TreeChecks,
+  /** Runs an upload that waits for a check in the background, where the runner's closing waits for it. */
+  later: (effect: Effect.Effect<void>) => Effect.Effect<void>,
   remote?: RemoteTier.Service
 ): Cached => {
   const cache: ActionCache = { store, inner, cacheContent, remote }
@@ -128,8 +152,8 @@ export const make = (
       if (Option.isSome(hit)) return hit.value
       const executed = execute(cachedRun, Date.now() - started)
       if (!cachedRun.usable) return yield* executed
-      const result = yield* underLock(cachedRun, executed)
-      yield* offerRemote(cachedRun, result)
+      const result = yield* underLock(cachedRun, executed, checks)
+      yield* offerRemote(cachedRun, result, checks, later)
       return result
     })
   return { run, lookup: (processes, options) => lookupMany(cache, processes, options) }

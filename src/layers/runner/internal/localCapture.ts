@@ -122,13 +122,12 @@ export const report = (
     const { sandboxes } = run.engine
     const { proc } = run
     const { exit, timedOut } = waited
-    // A workspace directory it mounted that changed meanwhile: its result is not that of its input tree.
-    const changed = filled.mounts.fromWorkspace.filter((w) => !w.unchanged())
-    if (changed.length > 0) {
-      yield* Effect.logWarning(
-        `${proc.description}: ${changed.map((w) => w.abs).join(", ")} changed while it ran: its result is not cached`
-      )
-    }
+    // Whether the workspace directories it mounted held meanwhile is checked later, for many processes at once: its
+    // result is cached only if they did.
+    const trees = filled.mounts.fromWorkspace
+    const inputsCheck = trees.length === 0
+      ? undefined
+      : yield* run.engine.options.treeChecks.after(proc.description, trees)
     const succeeded = !timedOut && exit.code === 0
     const missing = succeeded ? missingOutputs(proc, filled.cwd) : []
     if (missing.length > 0) yield* Effect.logWarning(missingWarning(proc, missing))
@@ -148,7 +147,7 @@ export const report = (
       durationMs: Date.now() - run.started,
       source: "ran",
       timings: run.timings,
-      ...(changed.length > 0 ? { inputsChanged: true } : {}),
+      ...(inputsCheck !== undefined ? { inputsCheck } : {}),
       ...(missing.length > 0 ? { missingOutputs: missing } : {}),
       ...(undeclared !== undefined ? { undeclaredWrites: undeclared } : {}),
       sandbox

@@ -20,6 +20,7 @@ import type * as SharedTrees from "../../store/SharedTrees.js"
 import type * as Store from "../../store/Store.js"
 import type { RunPolicy } from "./runner.js"
 import type * as SharedInputs from "./sharedInputs.js"
+import type * as TreeChecks from "./treeChecks.js"
 
 /** @internal */
 export interface LocalOptions {
@@ -36,6 +37,8 @@ export interface LocalOptions {
   readonly closeLater: (closing: Effect.Effect<void>) => Effect.Effect<void>
   /** Large input subtrees are mounted from here rather than written into each sandbox; without, all are written. */
   readonly sharedTrees?: SharedTrees.Service | undefined
+  /** Where a process that mounted workspace directories waits for the check that they held (see `treeChecks.ts`). */
+  readonly treeChecks: TreeChecks.TreeChecks
 }
 
 /** What every local run of one engine uses: its services, its settings, and what its runs share. @internal */

@@ -363,6 +363,20 @@ export const save = (index: StatIndex.StatIndex, generation: string): void => {
 }
 
 /**
+ * One check per observations, whichever snapshot asks: the runner checks a tree once for every process that mounted
+ * it, knowing it by its function.
+ */
+const checks = new WeakMap<ReadonlyArray<Observation.SnapshotObservation>, () => boolean>()
+const checkOf = (observations: ReadonlyArray<Observation.SnapshotObservation>) => {
+  let check = checks.get(observations)
+  if (check === undefined) {
+    check = () => Observation.stillHold(observations)
+    checks.set(observations, check)
+  }
+  return check
+}
+
+/**
  * The directories of `abs` taken whole that may stand in for their trees, with their digests.
  *
  * @internal
@@ -376,7 +390,7 @@ export const standingIn = (index: StatIndex.StatIndex, abs: ReadonlySet<string>)
       abs: dir,
       digest,
       observations: whole.observations,
-      unchanged: () => Observation.stillHold(whole.observations),
+      unchanged: checkOf(whole.observations),
       ...(whole.savedWalk !== undefined ? { savedWalk: whole.savedWalk } : {})
     }]
   })
