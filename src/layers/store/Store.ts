@@ -277,6 +277,12 @@ export interface Service {
     store?: (a: A) => Effect.Effect<Option.Option<Uint8Array>>
   ) => Effect.Effect<A, E | StoreError, R>
   /**
+   * Waits for this process's action results still being stored in the background (`withActionLock`'s `store`):
+   * a run that ends once they are committed leaves every entry in the store when it exits (a CI job that saves
+   * the store's directory next saves them).
+   */
+  readonly actionsWritten: Effect.Effect<void>
+  /**
    * Snapshots a directory (filtered by globs relative to it; `!` excludes) into the store. Within a session,
    * directories are listed once and files whose stat is unchanged since they were last hashed are not read.
    */
@@ -430,7 +436,8 @@ const background = (): Effect.Effect<Background, never, Scope.Scope> =>
 const actionMembers = (
   core: Core.Core,
   bg: Background
-): Pick<Service, "getActionResults" | "putActionResult" | "leaseUsed" | "withActionLock"> => ({
+): Pick<Service, "getActionResults" | "putActionResult" | "leaseUsed" | "withActionLock" | "actionsWritten"> => ({
+  actionsWritten: bg.all,
   getActionResults: (actionDigests) =>
     Effect.zipRight(bg.settled(actionDigests), Core.getActionResults(core, actionDigests)),
   putActionResult: (actionDigest, payload) =>

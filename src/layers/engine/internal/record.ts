@@ -84,6 +84,9 @@ export const record = (state: RunState, memo: MemoConsulted) =>
         Effect.logWarning(`could not write the run memo (the next run checks every input again): ${e.message}`)
       )
     )
+    // The entries that waited for that check, committed meanwhile, are in before the run ends (as those of the
+    // processes that mounted nothing mostly were by then): a store copied when kiln exits (a CI cache) holds them.
+    yield* state.store.actionsWritten
   })
 
 /** The run's report: processes in the order they started. @internal */
