@@ -123,6 +123,28 @@ describe("ProcessRunner: the check of mounted workspace directories", () => {
   )
 
   it.scoped.skipIf(mounts.mode === undefined)(
+    "a check that cannot be made (it throws) counts as changed: its processes are answered, and nothing hangs",
+    () =>
+      Effect.gen(function*() {
+        const runner = yield* ProcessRunner
+        const { input, tree } = yield* setUp(true)
+        const failing: WorkspaceTree = {
+          ...tree,
+          unchanged: () => {
+            throw new Error("out of memory")
+          }
+        }
+        const result = yield* runner.run(reader(input, 7), { workspaceTrees: [failing] })
+        const changed = yield* runner.settleInputs
+        assert.isTrue(changed.has(result.inputsCheck!))
+        const [entry] = yield* entriesOf([result])
+        assert.isTrue(Option.isNone(entry!))
+      }).pipe(
+        Effect.provide(stack({ root: freshRoot(), runner: { sharedTreeMinFiles: 100, inputsCheckDelay: "1 hour" } }))
+      )
+  )
+
+  it.scoped.skipIf(mounts.mode === undefined)(
     "the check comes by itself after its delay, nobody settling",
     () =>
       Effect.gen(function*() {

@@ -336,7 +336,8 @@ export const make = (options: Options = {}) =>
         Effect.catchAll((e) => Effect.logDebug(`could not start the sandboxer ahead of time: ${e.message}`))
       ),
       sandboxerUsed: sandboxer.used,
-      settleInputs: treeChecks.settle,
+      // With the uploads that waited for it queued: the run's own flush of the remote then sends them.
+      settleInputs: Effect.zipLeft(treeChecks.settle, FiberSet.awaitEmpty(waitingUploads)),
       run: (process, opts) =>
         cached.run(process, {
           ...(opts?.cache ?? { read: true, write: true }),

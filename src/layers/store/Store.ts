@@ -403,18 +403,25 @@ interface Background {
 /** Must be made after the LMDB environments were opened: its finalizer then runs before they close. */
 const background = (): Effect.Effect<Background, never, Scope.Scope> =>
   Effect.gen(function*() {
+    // The latest write of each key, for a read of it; and every write, for `all` (a second write of an action, a
+    // re-run's, may start while the first still waits for its check).
     const writing = new Map<string, Deferred.Deferred<void>>()
-    const all = Effect.suspend(() => Effect.all([...writing.values()].map(Deferred.await), { discard: true }))
+    const pending = new Set<Deferred.Deferred<void>>()
+    const all = Effect.suspend(() => Effect.all([...pending].map(Deferred.await), { discard: true }))
     yield* Effect.addFinalizer(() => all)
     return {
       run: (key, effect) =>
         Effect.gen(function*() {
           const done = yield* Deferred.make<void>()
           writing.set(key, done)
+          pending.add(done)
           yield* Effect.forkDaemon(Effect.ensuring(
             effect,
             Effect.zipRight(
-              Effect.sync(() => writing.get(key) === done && writing.delete(key)),
+              Effect.sync(() => {
+                if (writing.get(key) === done) writing.delete(key)
+                pending.delete(done)
+              }),
               Deferred.succeed(done, undefined)
             )
           ))

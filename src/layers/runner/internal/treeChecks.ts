@@ -93,7 +93,13 @@ export const make = (options: Options = {}): Effect.Effect<TreeChecks, never, Sc
       const holds = (tree: WorkspaceTree) => {
         let h = held.get(tree.unchanged)
         if (h === undefined) {
-          h = tree.unchanged()
+          // A check that cannot be made (the addon out of memory) says nothing held: the processes taken are
+          // answered all the same, and nothing waits for ever.
+          try {
+            h = tree.unchanged()
+          } catch {
+            h = false
+          }
           held.set(tree.unchanged, h)
         }
         return h
@@ -109,7 +115,9 @@ export const make = (options: Options = {}): Effect.Effect<TreeChecks, never, Sc
       return Effect.forEach(answers, ({ moved, ticket, w }) =>
         Effect.zipRight(
           moved.length === 0 ? Effect.void : Effect.logWarning(
-            `${w.description}: ${moved.map((t) => t.abs).join(", ")} changed while it ran: its result is not cached`
+            `${w.description}: ${
+              moved.map((t) => t.abs).join(", ")
+            } changed since the run hashed it (checked after it ended): its result is not cached`
           ),
           Effect.sync(() => waiting.delete(ticket)).pipe(
             Effect.zipRight(Deferred.succeed(w.answer, moved.length === 0))
