@@ -399,7 +399,10 @@ export const standbysOf = (tmp: TempRoot): Array<number> => {
 /**
  * After a kiln run: waits (up to 3 s) for the standby it started to be loaded and listening, as a user's next command
  * comes after it. The next run measured, of kiln or of another tool, then does not share the machine with its
- * loading; one that comes sooner than that finds no standby and loads the engine itself.
+ * loading; one that comes sooner than that finds no standby and loads the engine itself. Then (up to 10 s more) for
+ * the engine that took the run on to be gone: its client is released once the outcome is said, and its stack closes
+ * after (the store's environments synced, what it added noted in the store), so a cold rep that empties the store
+ * right after would race with those writes (`rmdir`: ENOTEMPTY).
  */
 export const settleStandby = async (tmp: TempRoot): Promise<void> => {
   const dir = path.join(tmp.root, "run", "kiln")
@@ -411,6 +414,9 @@ export const settleStandby = async (tmp: TempRoot): Promise<void> => {
     }
   }
   for (let i = 0; i < 300 && standbysOf(tmp).length > 0 && !listening(); i++) {
+    await new Promise((r) => setTimeout(r, 10))
+  }
+  for (let i = 0; i < 1000 && standbysOf(tmp).length > (listening() ? 1 : 0); i++) {
     await new Promise((r) => setTimeout(r, 10))
   }
 }
