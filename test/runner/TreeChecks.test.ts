@@ -6,7 +6,7 @@
  * closing when nobody settled.
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Option } from "effect"
+import { Deferred, type Duration, Effect, Option } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -38,6 +38,10 @@ const freshRoot = () => {
   roots.push(root)
   return root
 }
+
+/** The runner stack on a store of its own, its trees checked `delay` after a process ends (an hour: never by itself). */
+const runnerAt = (delay: Duration.DurationInput, root = freshRoot()) =>
+  stack({ root, runner: { sharedTreeMinFiles: 100, inputsCheckDelay: delay } })
 
 /** The input root and the workspace's `node_modules` as a tree to mount, its check counted (and told, once asked). */
 const setUp = (holds: boolean, asked?: Deferred.Deferred<void>) =>
@@ -99,7 +103,7 @@ describe("ProcessRunner: the check of mounted workspace directories", () => {
         yield* runner.settleInputs
         assert.strictEqual(checks.count, 1)
       }).pipe(
-        Effect.provide(stack({ root: freshRoot(), runner: { sharedTreeMinFiles: 100, inputsCheckDelay: "1 hour" } }))
+        Effect.provide(runnerAt("1 hour"))
       )
   )
 
@@ -118,7 +122,7 @@ describe("ProcessRunner: the check of mounted workspace directories", () => {
         const entries = yield* entriesOf(results)
         assert.isTrue(entries.every(Option.isNone), "no entry for a result its tree may not compute")
       }).pipe(
-        Effect.provide(stack({ root: freshRoot(), runner: { sharedTreeMinFiles: 100, inputsCheckDelay: "1 hour" } }))
+        Effect.provide(runnerAt("1 hour"))
       )
   )
 
@@ -140,7 +144,7 @@ describe("ProcessRunner: the check of mounted workspace directories", () => {
         const [entry] = yield* entriesOf([result])
         assert.isTrue(Option.isNone(entry!))
       }).pipe(
-        Effect.provide(stack({ root: freshRoot(), runner: { sharedTreeMinFiles: 100, inputsCheckDelay: "1 hour" } }))
+        Effect.provide(runnerAt("1 hour"))
       )
   )
 
@@ -157,7 +161,7 @@ describe("ProcessRunner: the check of mounted workspace directories", () => {
         // Its entry is written after the check: a read of the action waits for it.
         const [entry] = yield* entriesOf([result])
         assert.isTrue(Option.isSome(entry!))
-      }).pipe(Effect.provide(stack({ root: freshRoot(), runner: { sharedTreeMinFiles: 100, inputsCheckDelay: 0 } })))
+      }).pipe(Effect.provide(runnerAt(0)))
   )
 
   it.scoped.skipIf(mounts.mode === undefined)(
@@ -165,19 +169,14 @@ describe("ProcessRunner: the check of mounted workspace directories", () => {
     () =>
       Effect.gen(function*() {
         const root = freshRoot()
-        const counted = { count: 0 }
-        const result = yield* Effect.gen(function*() {
+        const { checks, result } = yield* Effect.gen(function*() {
           const runner = yield* ProcessRunner
           const { checks, input, tree } = yield* setUp(true)
           const r = yield* runner.run(reader(input, 6), { workspaceTrees: [tree] })
           assert.strictEqual(checks.count, 0)
-          Object.defineProperty(counted, "count", { get: () => checks.count })
-          return r
-        }).pipe(
-          Effect.provide(stack({ root, runner: { sharedTreeMinFiles: 100, inputsCheckDelay: "1 hour" } })),
-          Effect.scoped
-        )
-        assert.strictEqual(counted.count, 1, "checked as the runner closed")
+          return { checks, result: r }
+        }).pipe(Effect.provide(runnerAt("1 hour", root)), Effect.scoped)
+        assert.strictEqual(checks.count, 1, "checked as the runner closed")
         const store = yield* Store.make({ root: path.join(root, "store") })
         const [entry] = yield* store.getActionResults([result.actionDigest])
         assert.isTrue(Option.isSome(entry!))
