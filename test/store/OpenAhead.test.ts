@@ -1,15 +1,16 @@
 /**
  * A store's environments opened ahead of a run (`store/OpenAhead.ts`, as a standby engine does while it waits), on
  * real LMDB in temp dirs: the next store takes them as its own and closes them with itself; one that asks for other
- * settings still opens (the waiting environment is closed first); nothing is made where no environment is; and what
- * a standby is told to open is refused unless it is a plain list of absolute paths and LMDB's settings.
+ * settings still opens (the waiting environment is closed first); nothing is made where no environment is, even when
+ * the store is removed while it is being opened; and what a standby is told to open is refused unless it is a plain
+ * list of absolute paths and LMDB's settings.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Digest from "../../src/domain/Digest.js"
-import { registrySize } from "../../src/layers/store/internal/lmdb/envs.js"
+import { registrySize, warm } from "../../src/layers/store/internal/lmdb/envs.js"
 import * as OpenAhead from "../../src/layers/store/OpenAhead.js"
 import * as OpenedEnvs from "../../src/layers/store/OpenedEnvs.js"
 import * as Store from "../../src/layers/store/Store.js"
@@ -111,6 +112,29 @@ describe("a store opened ahead of a run", () => {
         yield* OpenAhead.open(openedUnder(path.join(path.dirname(root), "other")))
         assert.strictEqual(registrySize(), during, "those the store holds are not opened twice")
       }))
+    }))
+
+  it.scoped("a store removed while it is opened ahead is not made again: the removal leaves nothing behind", () =>
+    Effect.gen(function*() {
+      const root = path.join(yield* tempDir("kiln-open-ahead-"), "store")
+      const { opened } = yield* storeWithAFile(root)
+      const before = registrySize()
+      const [first, second] = opened
+      // The whole directory removed between the look and the open (`rm -rf` of the store as a standby opens it).
+      yield* warm([first!], () => fs.rmSync(first!.dir, { recursive: true }))
+      assert.isFalse(fs.existsSync(first!.dir), "the removed environment's directory was made again")
+      // Its files unlinked but not yet its directory (the `rm` between its unlinks and its `rmdir`).
+      yield* warm([second!], () => {
+        for (const name of fs.readdirSync(second!.dir)) fs.rmSync(path.join(second!.dir, name))
+      })
+      assert.deepStrictEqual(fs.readdirSync(second!.dir), [], "the open left files where the store was removed")
+      fs.rmdirSync(second!.dir)
+      assert.strictEqual(registrySize(), before, "an environment was opened where the store was removed")
+      // The rest, left alone, still opens ahead.
+      yield* OpenAhead.open(opened.slice(2))
+      assert.strictEqual(registrySize(), before + opened.length - 2)
+      OpenAhead.closeUntaken()
+      assert.strictEqual(registrySize(), before)
     }))
 
   it("a list to open is taken only as absolute, normal paths with LMDB's settings, and no longer than its bound", () => {

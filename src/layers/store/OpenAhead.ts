@@ -8,7 +8,7 @@ import * as LmdbEnvs from "./internal/lmdb/envs.js"
 import type * as OpenedEnvs from "./OpenedEnvs.js"
 
 /** Opens `envs` ahead of a run: only those that exist and can be mapped; nothing is made or written. */
-export const open: (envs: ReadonlyArray<OpenedEnvs.OpenedEnv>) => Effect.Effect<void> = LmdbEnvs.warm
+export const open = (envs: ReadonlyArray<OpenedEnvs.OpenedEnv>): Effect.Effect<void> => LmdbEnvs.warm(envs)
 
 /** Closes every environment {@link open} opened that no store has taken. */
 export const closeUntaken: () => void = LmdbEnvs.closeAllWaiting

@@ -346,28 +346,79 @@ const closeWaiting = (shared: SharedEnv): StoreError | undefined => {
 }
 
 /**
+ * A file's identity: its `(dev, ino)` and its birth time, since a file made where one was just removed often gets the
+ * same inode number; undefined when it is missing.
+ */
+const idOf = (file: string): string | undefined => {
+  const st = fs.statSync(file, { bigint: true, throwIfNoEntry: false })
+  return st === undefined ? undefined : `${st.dev}:${st.ino}:${st.birthtimeNs}`
+}
+
+/**
+ * Opens the environment `e` ahead of a run, and only the one that is there. LMDB creates its two files when they are
+ * missing (lmdb-js the directory too), so a store removed between the look and the open (an `rm -rf` of the store
+ * while a standby waits) would get an empty environment made where it was, and the `rm` would fail. The open goes
+ * through a descriptor of the directory looked at, in which nothing can be made once it is removed; and the files it
+ * opened must be those looked at, else (a removal under way, between its unlinks and its `rmdir`) the environment is
+ * closed and any file the open made is removed again. `beforeOpen` is for tests, to act in that window.
+ */
+const openAhead = (e: OpenedEnvs.OpenedEnv, beforeOpen?: () => void): void => {
+  let dirFd: number
+  try {
+    dirFd = fs.openSync(e.dir, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY)
+  } catch {
+    return
+  }
+  try {
+    const here = `/proc/self/fd/${dirFd}`
+    const files = [path.join(here, "lock.mdb"), path.join(here, "data.mdb")] as const
+    const [lock, data] = files.map(idOf)
+    const key = lockKey(here)
+    if (lock === undefined || data === undefined || key === undefined || registry.has(key)) return
+    if (lockKey(e.dir) !== key) return
+    const settings: EnvSettings = { mapSize: e.mapSize, maxReaders: e.maxReaders, lockTable: e.lockTable }
+    if (LmdbFile.check(e.dir, settings.maxReaders) !== undefined) return
+    beforeOpen?.()
+    let env: RootDatabase<Buffer, Buffer> | undefined
+    try {
+      env = lmdb!.open<Buffer, Buffer>(optionsOf(here, settings))
+    } catch {
+      // Removed meanwhile, or cannot be opened: the run opens it, or says why it cannot.
+    }
+    const opened = files.map(idOf)
+    if (env !== undefined && opened[0] === lock && opened[1] === data && lockKey(e.dir) === key) {
+      const shared = register(e.dir, env, settings)
+      shared.refs = 0
+      shared.waiting = true
+      return
+    }
+    if (env !== undefined) void env.close()
+    files.forEach((file, i) => {
+      const made = opened[i]
+      if (made !== undefined && made !== [lock, data][i] && idOf(file) === made) fs.rmSync(file, { force: true })
+    })
+  } finally {
+    fs.closeSync(dirFd)
+  }
+}
+
+/**
  * Opens the environments `envs` ahead of a run, in a standby engine while it waits, so that the run's store finds them
  * open (each open costs a store about a millisecond, and a run through a standby is tens of them). Only environments
- * that exist, whose data file LMDB may map, and that this process has not open already; nothing is made or written.
- * Each is taken as its own by the first store that opens it with the same settings (one with other settings closes it
- * first, see {@link openSync}); {@link closeAllWaiting} closes those nobody took. What cannot be opened is left to
- * the run, which opens it itself and says why it cannot.
+ * that exist, whose data file LMDB may map, and that this process has not open already; nothing is made or written
+ * ({@link openAhead}). Each is taken as its own by the first store that opens it with the same settings (one with
+ * other settings closes it first, see {@link openSync}); {@link closeAllWaiting} closes those nobody took. What cannot
+ * be opened is left to the run, which opens it itself and says why it cannot.
  *
  * @internal
  */
-export const warm = (envs: ReadonlyArray<OpenedEnvs.OpenedEnv>): Effect.Effect<void> =>
+export const warm = (envs: ReadonlyArray<OpenedEnvs.OpenedEnv>, beforeOpen?: () => void): Effect.Effect<void> =>
   Effect.zipRight(
     preload,
     Effect.sync(() => {
       for (const e of envs) {
         try {
-          const key = lockKey(e.dir)
-          if (key === undefined || registry.has(key) || !fs.existsSync(path.join(e.dir, "data.mdb"))) continue
-          const settings: EnvSettings = { mapSize: e.mapSize, maxReaders: e.maxReaders, lockTable: e.lockTable }
-          if (LmdbFile.check(e.dir, settings.maxReaders) !== undefined) continue
-          const shared = register(e.dir, lmdb!.open<Buffer, Buffer>(optionsOf(e.dir, settings)), settings)
-          shared.refs = 0
-          shared.waiting = true
+          openAhead(e, beforeOpen)
         } catch {
           // The run opens it, or says why it cannot.
         }
