@@ -69,15 +69,28 @@ export const workspace = (processes: Record<string, unknown>, files: Record<stri
     }
     yield* Effect.addFinalizer(() =>
       Effect.gen(function*() {
-        const killed = standbysOf(root)
-        for (const pid of killed) process.kill(pid, "SIGKILL")
-        yield* eventually("the test's standbys are gone", () => standbysOf(root).length === 0)
+        const killed = new Set<number>()
+        // Again until none is left: a run's next standby is forked just after its client has its code.
+        yield* eventually("the test's standbys are gone", () => {
+          const left = standbysOf(root)
+          for (const pid of left) {
+            if (!killed.has(pid)) {
+              try {
+                process.kill(pid, "SIGKILL")
+              } catch {
+                // Gone meanwhile.
+              }
+            }
+            killed.add(pid)
+          }
+          return left.length === 0
+        })
         // A killed engine's spawner starts a post-mortem sandboxer, which clears its reader slots in the store under
         // the root: the root is removed once those spawners, and every process that names the root, have ended.
         yield* eventually(
           "the killed standbys' helpers are gone",
           () =>
-            killed.every((pid) => helpersOf("kiln-spawner", pid).length === 0) &&
+            [...killed].every((pid) => helpersOf("kiln-spawner", pid).length === 0) &&
             processesNaming(`${root}/`).length === 0,
           "30 seconds"
         )

@@ -138,26 +138,31 @@ const wireRun = (conn: Net.Socket, key: string, hooks: Hooks, request: Protocol.
   const exit = process.exit.bind(process)
   let ended = false
   let released = false
+  /**
+   * The next standby, forked in the same turn as the client is sent its code, just after: the fork takes this loaded
+   * process's thread some milliseconds, and the new process's load competes for the cores, which the client's wait
+   * need not include. A harness that ends the standbys as soon as a run ends may list them before this one exists,
+   * so it looks again until none is left (the tests' own sweep does).
+   */
+  const startNext = () => startStandby(hooks.spawn, hooks.cli, key, request)
   const end = (code: number) => {
     if (ended) return
     ended = true
     // A client released earlier has its code, and the next standby was started then.
     if (released) return exit(code)
-    // Started before the client has its code: once a client has ended, its next standby exists (a harness that ends
-    // the standbys after a run finds it; started after, it could outlive that sweep).
-    startStandby(hooks.spawn, hooks.cli, key, request)
     conn.ref()
     conn.once("close", () => exit(code))
     conn.end(Protocol.exitFrame(code), () => exit(code))
+    startNext()
   }
   const release: Protocol.Release = (code) => {
     if (ended || released) return
     released = true
-    // Before the client has its code, as at the end; it loads while this process closes, and listens once loaded.
-    startStandby(hooks.spawn, hooks.cli, key, request)
     // What the run wrote is queued on the connection ahead of the code; whatever it writes from now on is dropped
     // (`identity.ts`), as the client has gone.
     conn.end(Protocol.exitFrame(code))
+    // It loads while this process closes, and listens once loaded.
+    startNext()
   }
   ;(globalThis as Record<symbol, unknown>)[Protocol.RELEASE] = release
   process.exit = ((code?: number | string | null) => {
