@@ -403,7 +403,7 @@ describe("a standby", () => {
       })
   )
 
-  it.scopedLive("a standby rehearses the run that started it and keeps nothing of it: no file, no directory, no config", () =>
+  it.scopedLive("a standby rehearses the run that started it and keeps nothing of it, nor of its warm-up", () =>
     Effect.gen(function*() {
       const w = yield* workspace({ gen }, { "src/a.txt": "one\n" })
       const first = yield* w.kiln(["run", "--summary", "s.json"])
@@ -422,6 +422,10 @@ describe("a standby", () => {
         }
       })
       assert.deepStrictEqual(held.filter((target) => target.startsWith(w.ws)), [])
+      // Its warm-up (a restore on a throwaway store in its runtime directory) is gone, and nothing of it is held.
+      const runtime = path.join(w.run, "kiln")
+      assert.deepStrictEqual(fs.readdirSync(runtime).filter((name) => name.startsWith("warm-up-")), [])
+      assert.deepStrictEqual(held.filter((target) => target.startsWith(`${runtime}/warm-up-`)), [])
       // The rehearsal's check found the config as the run left it, and dropped it: a config changed since is the one
       // that runs.
       const changed = { ...gen, argv: ["/bin/sh", "-c", "mkdir -p out && echo changed > out/gen.txt"] }

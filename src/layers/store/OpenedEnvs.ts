@@ -27,6 +27,16 @@ export const note = (env: OpenedEnv): void => {
   if (opened.length < MAX_OPENED && !opened.some((o) => o.dir === env.dir)) opened.push(env)
 }
 
+/**
+ * Forgets what this process opened under `dir` (a throwaway store: `workspace/RestoreWarmUp.ts`), so that no standby is
+ * told to open it.
+ */
+export const forgetUnder = (dir: string): void => {
+  const opened = list()
+  const kept = opened.filter((o) => o.dir !== dir && !o.dir.startsWith(`${dir}/`))
+  opened.splice(0, opened.length, ...kept)
+}
+
 /** What this process opened, in order. */
 export const openedHere = (): ReadonlyArray<OpenedEnv> => [...list()]
 

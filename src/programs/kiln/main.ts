@@ -13,6 +13,7 @@ import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as ConfigText from "../../domain/config/ConfigText.js"
 import * as OpenAhead from "../../layers/store/OpenAhead.js"
+import * as RestoreWarmUp from "../../layers/workspace/RestoreWarmUp.js"
 import { onInterrupt } from "../common/exitCode.js"
 import { cliLogger } from "../common/logging.js"
 import * as ConfigFile from "./configFile.js"
@@ -207,4 +208,13 @@ if (deferred !== undefined) {
     Effect.runFork(OpenAhead.open(envs))
   }
   deferred.closeAhead = OpenAhead.closeUntaken
+  deferred.warmUp = (parent, then) => {
+    Effect.runFork(
+      RestoreWarmUp.run(parent).pipe(
+        // It only saves the next run time: a run does all it would without it.
+        Effect.catchAllCause(() => Effect.void),
+        Effect.ensuring(Effect.sync(then))
+      )
+    )
+  }
 } else runCli()

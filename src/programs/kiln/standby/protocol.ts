@@ -77,6 +77,11 @@ export interface DeferredMain {
   openAhead?: (envs: ReadonlyArray<OpenedEnvs.OpenedEnv>) => void
   /** Closes those no run took. */
   closeAhead?: () => void
+  /**
+   * Does a restore on a throwaway store in a directory of its own under `parent` (`workspace/RestoreWarmUp.ts`), then
+   * calls `then`, whether it succeeded or not.
+   */
+  warmUp?: (parent: string, then: () => void) => void
 }
 
 /**

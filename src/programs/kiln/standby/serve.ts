@@ -1,6 +1,7 @@
 /**
  * The standby's side (see `protocol.ts`): take the lock of its key, load the engine with `main` held back, rehearse
- * the run that started it (see `Protocol.Rehearsal`), then listen. Each run that comes is taken on (its arguments,
+ * the run that started it (see `Protocol.Rehearsal`), do a restore once on a throwaway store in its runtime directory
+ * (`workspace/RestoreWarmUp.ts`), then listen. Each run that comes is taken on (its arguments,
  * working directory, environment, umask, and stdout and stderr that send back to the client) and checked: a no-op is
  * answered and the standby's own identity given back; the first run that will run processes it becomes: it sends
  * that run's exit code once its outcome is said (see `Protocol.RELEASE`), or at its end, and at its end starts the
@@ -21,6 +22,7 @@ import type { spawn as Spawn } from "node:child_process"
 import * as fs from "node:fs"
 import type * as Net from "node:net"
 import { constants as osConstants } from "node:os"
+import * as path from "node:path"
 import type * as Warm from "../../../layers/spawner/Warm.js"
 import { startStandby } from "./client.js"
 import * as Identity from "./identity.js"
@@ -250,51 +252,56 @@ export const serve = (key: string, hooks: Hooks): void => {
   hooks.startSpawner({ nativeOnly: true })
   // After the spawner's fork: every environment mapped makes a fork of this process slower.
   if (rehearsal !== undefined && rehearsal.stores.length > 0) deferred.openAhead?.(rehearsal.stores)
-  const modules = Identity.modulesOf(hooks.require)
-  // The socket appears only now, loaded: a run that comes earlier does its own work rather than wait for this.
-  try {
-    fs.unlinkSync(socket)
-  } catch {
-    // None left behind.
-  }
-  const server = hooks.net.createServer()
-  server.on("error", () => {
-    release(lock)
-    process.exit(0)
-  })
-  server.listen(socket, () => {
-    const ino = fs.statSync(socket).ino
-    stopping.listening = () => {
-      server.close()
-      try {
-        // Only its own: a standby that replaced it after a race keeps its socket.
-        if (fs.statSync(socket).ino === ino) fs.unlinkSync(socket)
-      } catch {
-        // Gone already.
-      }
-      release(lock)
+  // The socket appears only once loaded and warmed up (a restore done once on a throwaway store: see
+  // `workspace/RestoreWarmUp.ts`): a run that comes earlier does its own work rather than wait for this.
+  const listen = () => {
+    const modules = Identity.modulesOf(hooks.require)
+    try {
+      fs.unlinkSync(socket)
+    } catch {
+      // None left behind.
     }
-    const stopListening = stopping.listening
-    waitForRuns({
-      server,
-      stopListening,
-      // Taken: the run's own handlers are the ones for these signals from now on.
-      taken: () => {
-        for (const signal of Protocol.SIGNALS) process.off(signal, stop)
-        stopListening()
-      },
-      idleMs,
-      rewatchMs,
-      storeHoldMs,
-      closeAhead: deferred.closeAhead ?? (() => undefined),
-      key,
-      hooks,
-      idle,
-      start,
-      modules,
-      rehearsal
+    const server = hooks.net.createServer()
+    server.on("error", () => {
+      release(lock)
+      process.exit(0)
     })
-  })
+    server.listen(socket, () => {
+      const ino = fs.statSync(socket).ino
+      stopping.listening = () => {
+        server.close()
+        try {
+          // Only its own: a standby that replaced it after a race keeps its socket.
+          if (fs.statSync(socket).ino === ino) fs.unlinkSync(socket)
+        } catch {
+          // Gone already.
+        }
+        release(lock)
+      }
+      const stopListening = stopping.listening
+      waitForRuns({
+        server,
+        stopListening,
+        // Taken: the run's own handlers are the ones for these signals from now on.
+        taken: () => {
+          for (const signal of Protocol.SIGNALS) process.off(signal, stop)
+          stopListening()
+        },
+        idleMs,
+        rewatchMs,
+        storeHoldMs,
+        closeAhead: deferred.closeAhead ?? (() => undefined),
+        key,
+        hooks,
+        idle,
+        start,
+        modules,
+        rehearsal
+      })
+    })
+  }
+  if (deferred.warmUp === undefined) listen()
+  else deferred.warmUp(path.dirname(socket), listen)
 }
 
 interface Waiting {
