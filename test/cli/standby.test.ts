@@ -406,10 +406,20 @@ describe("a standby", () => {
   it.scopedLive("a standby rehearses the run that started it and keeps nothing of it, nor of its warm-up", () =>
     Effect.gen(function*() {
       const w = yield* workspace({ gen }, { "src/a.txt": "one\n" })
+      // What is made in kiln's runtime directory (made first, as kiln makes it) from now on: the standby's warm-up.
+      const runtime = path.join(w.run, "kiln")
+      fs.mkdirSync(runtime, { mode: 0o700 })
+      const made = new Set<string>()
+      const watch = yield* Effect.acquireRelease(
+        Effect.sync(() => fs.watch(runtime, (_, name) => name !== null && made.add(name))),
+        (watcher) => Effect.sync(() => watcher.close())
+      )
       const first = yield* w.kiln(["run", "--summary", "s.json"])
       assert.strictEqual(first.code, 0, first.stderr)
       fs.rmSync(path.join(w.ws, "s.json"))
       yield* w.standbyWaits
+      yield* eventually("the standby's warm-up is seen", () => [...made].some((n) => n.startsWith("warm-up-")))
+      watch.close()
       const [standby] = w.standbys()
       // Its rehearsal checked that run (`--summary s.json` included) and wrote nothing.
       assert.isFalse(fs.existsSync(path.join(w.ws, "s.json")), "the rehearsal wrote the summary")
@@ -423,7 +433,6 @@ describe("a standby", () => {
       })
       assert.deepStrictEqual(held.filter((target) => target.startsWith(w.ws)), [])
       // Its warm-up (a restore on a throwaway store in its runtime directory) is gone, and nothing of it is held.
-      const runtime = path.join(w.run, "kiln")
       assert.deepStrictEqual(fs.readdirSync(runtime).filter((name) => name.startsWith("warm-up-")), [])
       assert.deepStrictEqual(held.filter((target) => target.startsWith(`${runtime}/warm-up-`)), [])
       // The rehearsal's check found the config as the run left it, and dropped it: a config changed since is the one

@@ -11,6 +11,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import * as OpenedEnvs from "../../src/layers/store/OpenedEnvs.js"
 import * as RestoreWarmUp from "../../src/layers/workspace/RestoreWarmUp.js"
+import * as Proc from "../../src/os/Proc.js"
 import { exitOf } from "../utils/child.js"
 import { tempDir } from "../utils/temp.js"
 
@@ -33,13 +34,16 @@ describe("the restore warm-up", () => {
       assert.deepStrictEqual(OpenedEnvs.openedHere().filter((e) => e.dir.startsWith(`${parent}/`)), [])
     }))
 
-  it.scoped("removes what a warm-up killed midway left, and leaves a live process's and anything else alone", () =>
+  it.scoped("removes what a warm-up killed midway left (its pid ended, or given again), and leaves a live one's and the rest alone", () =>
     Effect.gen(function*() {
       const parent = yield* tempDir("kiln-warm-up-")
-      const dead = path.join(parent, `warm-up-${yield* endedPid}-abc123`)
-      const live = path.join(parent, `warm-up-${process.ppid}-def456`)
+      const parentProcess = Proc.startTimeOf(process.ppid)!
+      const dead = path.join(parent, `warm-up-${yield* endedPid}-1234-abc123`)
+      // A live pid that started at another time: the process that made it has ended, and its pid was given again.
+      const reused = path.join(parent, `warm-up-${process.ppid}-${Number(parentProcess) + 1}-ghi789`)
+      const live = path.join(parent, `warm-up-${process.ppid}-${parentProcess}-def456`)
       const other = path.join(parent, "standby-0123.sock.d")
-      for (const dir of [dead, live, other]) fs.mkdirSync(path.join(dir, "store"), { recursive: true })
+      for (const dir of [dead, reused, live, other]) fs.mkdirSync(path.join(dir, "store"), { recursive: true })
       yield* RestoreWarmUp.run(parent)
       assert.deepStrictEqual(fs.readdirSync(parent).sort(), [path.basename(other), path.basename(live)].sort())
     }))

@@ -6,9 +6,8 @@
  *
  * Nothing of the user's is read or written: the store, the files snapshotted and the workspaces written are made in
  * a directory of its own under `parent` and removed with it, and the store's environments are not among those a
- * standby is told to open ahead (`store/OpenedEnvs.ts`).
- *
- * @since 0.1.0
+ * standby is told to open ahead (`store/OpenedEnvs.ts`). A warm-up whose process was killed midway (a standby
+ * stopped while it warmed up) is removed by the next one under the same parent.
  */
 import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
@@ -23,7 +22,7 @@ import * as OpenedEnvs from "../store/OpenedEnvs.js"
 import * as Store from "../store/Store.js"
 import * as WriteBack from "./internal/writeBack.js"
 
-/** The directories of warm-ups under their parent: `warm-up-<pid>-<random>`. */
+/** The directories of warm-ups under their parent: `warm-up-<pid>-<start time>-<random>`. */
 const PREFIX = "warm-up-"
 
 /**
@@ -45,12 +44,16 @@ const writeOutputs = (dir: string) => {
   fs.symlinkSync("bundle.js", path.join(dir, "dist", "index.js"))
 }
 
-/** Removes the warm-ups that processes which have ended left under `parent` (killed while they ran). */
+/**
+ * Removes the warm-ups that processes which have ended left under `parent` (killed while they ran): the pid and its
+ * start time in the name, so that a pid given to another process since does not keep one.
+ */
 const removeAbandoned = (parent: string) => {
   for (const name of fs.readdirSync(parent)) {
     if (!name.startsWith(PREFIX)) continue
-    const pid = Number(name.slice(PREFIX.length).split("-")[0])
-    if (Number.isSafeInteger(pid) && pid > 0 && !Proc.isAlive(pid)) {
+    const [pid, startTime] = name.slice(PREFIX.length).split("-")
+    const owner = { pid: Number(pid), startTime: startTime ?? "" }
+    if (Number.isSafeInteger(owner.pid) && owner.pid > 0 && !Proc.ownerAlive(owner)) {
       fs.rmSync(path.join(parent, name), { recursive: true, force: true })
     }
   }
@@ -67,9 +70,6 @@ const restoreInto = (store: Store.Service, outputs: Digest.Digest, workspace: st
  * the standby's runtime directory), writes it back three times (twice into empty workspaces, once over itself, as a
  * restore of outputs partly there does), then removes the directory, whatever happened. Gives how many paths each
  * write-back left in place.
- *
- * @since 0.1.0
- * @category warm-up
  */
 export const run = (
   parent: string
@@ -81,7 +81,8 @@ export const run = (
     Effect.try({
       try: () => {
         removeAbandoned(parent)
-        return fs.mkdtempSync(path.join(parent, `${PREFIX}${process.pid}-`))
+        const me = Proc.self()
+        return fs.mkdtempSync(path.join(parent, `${PREFIX}${me.pid}-${me.startTime}-`))
       },
       catch: ioError(parent, "cannot make a directory for the warm-up")
     }),

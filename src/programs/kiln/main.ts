@@ -209,12 +209,15 @@ if (deferred !== undefined) {
   }
   deferred.closeAhead = OpenAhead.closeUntaken
   deferred.warmUp = (parent, then) => {
-    Effect.runFork(
+    const warming = Effect.runFork(
       RestoreWarmUp.run(parent).pipe(
+        // Bounded: the standby holds its key's lock until it listens, and no other can start for the key meanwhile.
+        Effect.timeout(Duration.seconds(5)),
         // It only saves the next run time: a run does all it would without it.
-        Effect.catchAllCause(() => Effect.void),
-        Effect.ensuring(Effect.sync(then))
+        Effect.catchAllCause(() => Effect.void)
       )
     )
+    // Outside the fiber: a throw from `then` ends this process (its lock with it), as it did before there was one.
+    warming.addObserver(then)
   }
 } else runCli()

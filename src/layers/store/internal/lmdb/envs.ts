@@ -171,12 +171,12 @@ const register = (
   dir: string,
   env: RootDatabase<Buffer, Buffer>,
   settings: EnvSettings,
-  databases = openDatabases(env, settings)
+  databases = openDatabases(env, settings),
+  key = lockKey(dir)!
 ): SharedEnv => {
   // lmdb-js checks at open too; kiln does it explicitly because it is the promise users rely on.
   env.readerCheck()
   const [content, leases, locks] = databases
-  const key = lockKey(dir)!
   const shared: SharedEnv = {
     key,
     path: dir,
@@ -360,13 +360,17 @@ const idOf = (file: string): string | undefined => {
  * while a standby waits) would get an empty environment made where it was, and the `rm` would fail. The open goes
  * through a descriptor of the directory looked at, in which nothing can be made once it is removed; and the files it
  * opened must be those looked at, else (a removal under way, between its unlinks and its `rmdir`) the environment is
- * closed and any file the open made is removed again. `beforeOpen` is for tests, to act in that window.
+ * closed and any file the open made is removed again. A window stays: an `rmdir` that comes between the open's
+ * making a file and its removal fails, and a run that made the data file in place in that same instant (an empty
+ * directory's environment, see {@link openSync}) loses it to the removal, as it would to the `rm` under way.
+ * `beforeOpen` is for tests, to act in that window.
  */
 const openAhead = (e: OpenedEnvs.OpenedEnv, beforeOpen?: () => void): void => {
   let dirFd: number
   try {
     dirFd = fs.openSync(e.dir, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY)
   } catch {
+    // Gone, or not a directory: the run opens it, or says why it cannot.
     return
   }
   try {
@@ -387,10 +391,14 @@ const openAhead = (e: OpenedEnvs.OpenedEnv, beforeOpen?: () => void): void => {
     }
     const opened = files.map(idOf)
     if (env !== undefined && opened[0] === lock && opened[1] === data && lockKey(e.dir) === key) {
-      const shared = register(e.dir, env, settings)
-      shared.refs = 0
-      shared.waiting = true
-      return
+      try {
+        const shared = register(e.dir, env, settings, openDatabases(env, settings), key)
+        shared.refs = 0
+        shared.waiting = true
+        return
+      } catch {
+        // Left open unregistered, a store's own open would be a second handle on it: closed, the run opens it.
+      }
     }
     if (env !== undefined) void env.close()
     files.forEach((file, i) => {
