@@ -146,7 +146,8 @@ export const freeBytes = (dir: string): number | undefined => {
  * slot), its two meta pages and some slack.
  */
 const roomToCreate = (dir: string, maxReaders: number): StoreError | undefined => {
-  const free = freeBytes(dir)
+  // A new environment's directory is made only as it is renamed into place: until then its parent says the room.
+  const free = freeBytes(dir) ?? freeBytes(path.dirname(dir))
   const needed = maxReaders * 64 + 256 * 1024
   if (free === undefined || free >= needed) return undefined
   return new StoreError({

@@ -230,7 +230,7 @@ const createInPlace = (
     env = open<Buffer, Buffer>(optionsOf(fresh, settings))
     const databases = openDatabases(env, settings)
     try {
-      // Replaces `dir` only while it is empty (as the store's layout leaves it): never an environment in use.
+      // Takes `dir` only while it is absent or empty (as an older kiln left it): never an environment in use.
       fs.renameSync(fresh, dir)
     } catch (e) {
       if (errnoOf(e) !== "ENOTEMPTY" && errnoOf(e) !== "EEXIST") throw e
@@ -281,7 +281,10 @@ const openOrTake = (dir: string, settings: EnvSettings): SharedEnv | StoreError 
   if (lmdb === undefined) throw new Error("lmdbEnvs.openSync before preload")
   let existingKey: string | undefined
   try {
-    mkdirp(dir)
+    // Only its parent: a new environment is made beside `dir` and renamed to it (see `createInPlace`), and a directory
+    // made first would be one more inode to allocate and free per environment of a fresh store, each slow on a file
+    // system a build has churned.
+    mkdirp(path.dirname(dir))
     existingKey = lockKey(dir)
   } catch (e) {
     return lmdbError(dir, "cannot prepare the LMDB directory")(e)
