@@ -148,7 +148,7 @@ describe("Store", () => {
       assert.isAbove(Math.max(...shardsUsed.map((name) => parseInt(name, 16))), 3)
     }))
 
-  it.scoped("a new shard is made whole beside its place and renamed in; what a killed maker left there is removed", () =>
+  it.scoped("a new shard is made whole beside its place and renamed in; what a killed maker left there is removed, an empty place an older kiln made is taken", () =>
     Effect.gen(function*() {
       const root = yield* tempDir()
       // The remains of a process killed while it made shard 0 (its pid: a process that has exited).
@@ -156,6 +156,8 @@ describe("Store", () => {
       const abandoned = path.join(root, "files", `0.new-${dead}-zz`)
       fs.mkdirSync(abandoned, { recursive: true })
       fs.writeFileSync(path.join(abandoned, "data.mdb"), "half made")
+      // An older kiln made each shard's directory, empty, before renaming the new environment onto it.
+      fs.mkdirSync(path.join(root, "directories", "0"), { recursive: true })
       const store = yield* Store.make({ root, shardCount: 1 })
       const digest = yield* store.putFile(new TextEncoder().encode("hi\n"))
       assert.isTrue(yield* store.hasFile(digest))
