@@ -6,8 +6,8 @@
  * and by Turborepo (`turbo run build test`), each on its own copy, 2 tasks at a time, one tool after the other with the
  * reps interleaved in rotated order:
  * - cold: outputs removed, every cache emptied;
- * - warm no-op: nothing changed since the last run;
- * - restore: the build outputs deleted, the caches kept;
+ * - warm no-op: nothing changed since the last run (three runs each a rep);
+ * - restore: the build outputs deleted, the caches kept (three runs each a rep);
  * - leaf edit: a source file of a package nothing depends on gets new contents;
  * - root edit: a file most tasks depend on gets new contents (a package most depend on, or the root tsconfig.json);
  * - the peak RSS of each tool's process tree, over all its timed runs.
@@ -71,6 +71,13 @@ const flag = (name: string): string | undefined => {
 
 type Scenario = "cold" | "noop" | "restore" | "leaf" | "root"
 const SCENARIOS: ReadonlyArray<Scenario> = ["cold", "noop", "restore", "leaf", "root"]
+
+/**
+ * Runs of each tool a rep makes of a scenario that takes milliseconds: a restore's time moves by tens of per cent from
+ * one run to the next with what the file system just freed (docs/bench-log.md, session 52), and three more runs cost
+ * well under a second.
+ */
+const QUICK_RUNS: Partial<Record<Scenario, number>> = { noop: 3, restore: 3 }
 const SCENARIO_TEXT: Record<Scenario, string> = {
   cold: "cold (no outputs, empty caches)",
   noop: "warm no-op (nothing changed)",
@@ -300,7 +307,8 @@ const benchRepo = async (r: Repo, scenarios: ReadonlyArray<Scenario>) => {
     let compared = false
     for (let i = 0; i < reps; i++) {
       for (const scn of scenarios) {
-        for (const s of rotate([...b.live], i)) await runOne(b, s, scn, i)
+        const runs = QUICK_RUNS[scn] ?? 1
+        for (let k = 0; k < runs; k++) for (const s of rotate([...b.live], i * runs + k)) await runOne(b, s, scn, i)
         if (scn === "cold") {
           if (!compared) compareOutputs(b, "after the first cold runs")
           compared = true
@@ -435,7 +443,9 @@ const main = async () => {
       loadEnd: os.loadavg(),
       rows: repos.flatMap((r) => rowsOf(r, scenarios)),
       body: [
-        `Each row: medians of ${reps} rep${reps === 1 ? "" : "s"}, kiln then Turborepo, and how many tasks ran.`,
+        `Each row: medians of ${reps} rep${reps === 1 ? "" : "s"} (no-op and restore: ${
+          reps * QUICK_RUNS.restore!
+        } runs, ${QUICK_RUNS.restore} a rep), kiln then Turborepo, and how many tasks ran.`,
         "",
         notes(repos),
         closingNotes({
