@@ -145,9 +145,8 @@ export const freeBytes = (dir: string): number | undefined => {
  * that is SIGBUS, not an error. So an environment is created only with room for its lock file (64 bytes a reader
  * slot), its two meta pages and some slack.
  */
-const roomToCreate = (dir: string, maxReaders: number): StoreError | undefined => {
-  // A new environment's directory is made only as it is renamed into place: until then its parent says the room.
-  const free = freeBytes(dir) ?? freeBytes(path.dirname(dir))
+const roomToCreate = (dir: string, maxReaders: number, roomAt: string): StoreError | undefined => {
+  const free = freeBytes(roomAt)
   const needed = maxReaders * 64 + 256 * 1024
   if (free === undefined || free >= needed) return undefined
   return new StoreError({
@@ -160,23 +159,24 @@ const roomToCreate = (dir: string, maxReaders: number): StoreError | undefined =
 /**
  * Checks that LMDB can open the environment in `dir` safely: a data file it would map must hold every page its
  * meta pages commit (a truncated one is a `Corrupt` StoreError naming it, with what to do), and a new environment
- * needs room on the disk (a `NoSpace` one).
+ * needs room on the disk (a `NoSpace` one), measured at `roomAt`: the directory itself, or, for one about to be made
+ * and renamed into place (see `envs.ts`' `createInPlace`), its parent.
  *
  * @internal
  */
-export const check = (dir: string, maxReaders: number): StoreError | undefined => {
+export const check = (dir: string, maxReaders: number, roomAt = dir): StoreError | undefined => {
   const file = path.join(dir, "data.mdb")
   let fd: number
   try {
     fd = fs.openSync(file, "r")
   } catch (e) {
-    if (errnoOf(e) === "ENOENT") return roomToCreate(dir, maxReaders)
+    if (errnoOf(e) === "ENOENT") return roomToCreate(dir, maxReaders, roomAt)
     return new StoreError({ reason: "Io", detail: `cannot read: ${describeErrno(e)}`, path: file })
   }
   try {
     const start = readAt(fd, START_BYTES, 0)
     if (start.length === 0 || !fs.existsSync(path.join(dir, "lock.mdb"))) {
-      const full = roomToCreate(dir, maxReaders)
+      const full = roomToCreate(dir, maxReaders, roomAt)
       if (full !== undefined || start.length === 0) return full
     }
     const problem = Unsynced.problemOf(dir) ?? inspect(fd, start)

@@ -218,7 +218,8 @@ const createInPlace = (
   settings: EnvSettings
 ): StoreError | SharedEnv | undefined => {
   // Room first, before anything is made: LMDB writes a new environment through its map, and a full disk is SIGBUS.
-  const room = LmdbFile.check(dir, settings.maxReaders)
+  // `dir` itself may not be there yet (it is made by the rename below): its parent says the room.
+  const room = LmdbFile.check(dir, settings.maxReaders, path.dirname(dir))
   if (room !== undefined) return room
   const fresh = `${dir}.new-${process.pid}-${Math.random().toString(36).slice(2, 10)}`
   const unmarked = Unsynced.mark(dir)
